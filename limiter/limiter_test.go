@@ -1,0 +1,311 @@
+package limiter_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/quotaware/throttle/internal/redistest"
+	"github.com/quotaware/throttle/limiter"
+	"github.com/quotaware/throttle/limiter/limitertest"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	redistest.StopShared()
+	os.Exit(code)
+}
+
+func TestMemoryConformance(t *testing.T) {
+	limitertest.Run(t, func(t *testing.T, n int) []limiter.Limiter {
+		m := limiter.NewMemory()
+		out := make([]limiter.Limiter, n)
+		for i := range out {
+			out[i] = m
+		}
+		return out
+	})
+}
+
+func TestRedisConformance(t *testing.T) {
+	srv := redistest.Shared(t)
+	limitertest.Run(t, func(t *testing.T, n int) []limiter.Limiter {
+		out := make([]limiter.Limiter, n)
+		for i := range out {
+			l, err := limiter.NewRedis(srv.Client(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[i] = l
+		}
+		return out
+	})
+}
+
+func TestRuleValidation(t *testing.T) {
+	shanghai, err := time.LoadLocation("Asia/Shanghai")
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("k", limiter.MaxKeyLen+1)
+	cases := []struct {
+		name  string
+		build func() (limiter.Rule, error)
+		field string
+	}{
+		{"limit 0", func() (limiter.Rule, error) { return limiter.NewRule("k", 0, time.Second) }, "Limit"},
+		{"negative limit", func() (limiter.Rule, error) { return limiter.NewRule("k", -3, time.Second) }, "Limit"},
+		{"period 0", func() (limiter.Rule, error) { return limiter.NewRule("k", 1, 0) }, "Period"},
+		{"negative period", func() (limiter.Rule, error) { return limiter.NewRule("k", 1, -time.Second) }, "Period"},
+		{"sub-µs period", func() (limiter.Rule, error) { return limiter.NewRule("k", 1, time.Nanosecond) }, "Period"},
+		{"burst 0", func() (limiter.Rule, error) { return limiter.NewRule("k", 5, time.Second, limiter.WithBurst(0)) }, "Burst"},
+		{"burst over limit", func() (limiter.Rule, error) { return limiter.NewRule("k", 5, time.Second, limiter.WithBurst(6)) }, "Burst"},
+		{"empty key", func() (limiter.Rule, error) { return limiter.NewRule("", 5, time.Second) }, "Key"},
+		{"oversized key", func() (limiter.Rule, error) { return limiter.NewRule(long, 5, time.Second) }, "Key"},
+		{"nil location", func() (limiter.Rule, error) { return limiter.NewCalendarRule("k", 5, limiter.Day, nil) }, "Location"},
+		{"bad unit", func() (limiter.Rule, error) { return limiter.NewCalendarRule("k", 5, limiter.Unit(9), shanghai) }, "Unit"},
+		{"calendar limit 0", func() (limiter.Rule, error) { return limiter.NewCalendarRule("k", 0, limiter.Month, shanghai) }, "Limit"},
+		{"negative grace", func() (limiter.Rule, error) {
+			return limiter.NewCalendarRule("k", 5, limiter.Month, shanghai, limiter.WithGrace(-time.Second))
+		}, "Grace"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := tc.build()
+			var re *limiter.RuleError
+			if !errors.As(err, &re) || re.Field != tc.field {
+				t.Fatalf("err = %v, want a RuleError naming %s", err, tc.field)
+			}
+			if !strings.Contains(err.Error(), tc.field) {
+				t.Errorf("message %q does not name %s", err, tc.field)
+			}
+		})
+	}
+	r := limiter.MustRule(limiter.NewRule("k", 5, time.Second))
+	if _, err := r.WithKey(""); err == nil {
+		t.Error("WithKey(\"\") accepted an empty key")
+	}
+}
+
+// The emission interval rounds up: 7/s with burst 2 is T = 1s/6, which in
+// whole microseconds must be 166667, not 166666 (that would let 8 through in
+// one second).
+func TestIntervalRoundsUp(t *testing.T) {
+	r := limiter.MustRule(limiter.NewRule("k", 7, time.Second, limiter.WithBurst(2)))
+	if got, want := r.Interval(), 166667*time.Microsecond; got != want {
+		t.Fatalf("Interval = %v, want %v", got, want)
+	}
+	m := limiter.NewMemory()
+	req := limiter.Request{Group: "g", Rules: []limiter.Rule{r}, MaxWait: 2 * time.Second}
+	var sends []time.Time
+	for i := 0; i < 12; i++ {
+		res, err := m.Reserve(context.Background(), req)
+		if err != nil || !res.OK {
+			t.Fatalf("reserve %d: %+v %v", i, res, err)
+		}
+		sends = append(sends, res.SendAt())
+	}
+	if most, _ := limitertest.MaxInWindow(sends, time.Second); most > 7 {
+		t.Fatalf("%d sends in one second, want at most 7", most)
+	}
+}
+
+// A month in Asia/Shanghai resets at local midnight on the 1st, whatever the
+// UTC date, and a day at local midnight.
+func TestMemoryCalendarBoundaries(t *testing.T) {
+	shanghai, err := time.LoadLocation("Asia/Shanghai")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		unit     limiter.Unit
+		now      time.Time
+		boundary time.Time
+	}{
+		{limiter.Month, time.Date(2026, 11, 30, 23, 59, 58, 0, shanghai), time.Date(2026, 12, 1, 0, 0, 0, 0, shanghai)},
+		{limiter.Month, time.Date(2027, 2, 28, 10, 0, 0, 0, shanghai), time.Date(2027, 3, 1, 0, 0, 0, 0, shanghai)},
+		{limiter.Day, time.Date(2026, 11, 22, 23, 59, 59, 0, shanghai), time.Date(2026, 11, 23, 0, 0, 0, 0, shanghai)},
+		{limiter.Hour, time.Date(2026, 11, 22, 8, 59, 0, 0, shanghai), time.Date(2026, 11, 22, 9, 0, 0, 0, shanghai)},
+		{limiter.Minute, time.Date(2026, 11, 22, 8, 59, 30, 0, shanghai), time.Date(2026, 11, 22, 9, 0, 0, 0, shanghai)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.unit.String()+" "+tc.now.Format(time.DateTime), func(t *testing.T) {
+			var now atomic.Pointer[time.Time]
+			now.Store(&tc.now)
+			m := limiter.NewMemory(limiter.WithClock(func() time.Time { return *now.Load() }))
+			r := limiter.MustRule(limiter.NewCalendarRule("q", 3, tc.unit, shanghai))
+			req := limiter.Request{Group: "g", Rules: []limiter.Rule{r}}
+			for i := 0; i < 3; i++ {
+				if res, _ := m.Reserve(context.Background(), req); !res.OK {
+					t.Fatalf("request %d refused", i+1)
+				}
+			}
+			res, _ := m.Reserve(context.Background(), req)
+			if res.OK || !res.Now.Add(res.RetryAfter).Equal(tc.boundary) {
+				t.Fatalf("fourth: %+v, want refused until %v", res, tc.boundary)
+			}
+			before := tc.boundary.Add(-time.Microsecond)
+			now.Store(&before)
+			if res, _ := m.Reserve(context.Background(), req); res.OK {
+				t.Fatal("admitted a microsecond before the boundary")
+			}
+			now.Store(&tc.boundary)
+			if res, _ := m.Reserve(context.Background(), req); !res.OK {
+				t.Fatalf("refused at the boundary: %+v", res)
+			}
+		})
+	}
+}
+
+// Idle state is swept, so distinct keys do not accumulate.
+func TestMemoryForgetsIdleKeys(t *testing.T) {
+	var now atomic.Pointer[time.Time]
+	t0 := time.Unix(1_800_000_000, 0)
+	now.Store(&t0)
+	m := limiter.NewMemory(limiter.WithClock(func() time.Time { return *now.Load() }))
+	base := limiter.MustRule(limiter.NewRule("k", 10, time.Second))
+	for i := 0; i < 1000; i++ {
+		r, _ := base.WithKey("path/" + time.Duration(i).String())
+		if _, err := m.Reserve(context.Background(), limiter.Request{Group: "g", Rules: []limiter.Rule{r}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if m.Len() != 1000 {
+		t.Fatalf("Len = %d, want 1000 while busy", m.Len())
+	}
+	later := t0.Add(2 * time.Second)
+	now.Store(&later)
+	if n := m.Len(); n != 0 {
+		t.Fatalf("Len = %d after every key went idle, want 0", n)
+	}
+}
+
+// callCounter counts the commands a client sends for the limiter (the
+// connection handshakes of a growing pool are not the limiter's calls).
+type callCounter struct{ n atomic.Int64 }
+
+func limiterCall(cmd redis.Cmder) bool {
+	switch cmd.Name() {
+	case "hello", "client", "auth", "select":
+		return false
+	}
+	return true
+}
+
+func (c *callCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *callCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if limiterCall(cmd) {
+			c.n.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+func (c *callCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			if limiterCall(cmd) {
+				c.n.Add(1)
+			}
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// Under contention (64 waiters on a 20/s rule), each admitted request costs
+// exactly one Redis call: the slot is booked, the caller sleeps, then sends.
+func TestRedisOneCallPerAdmission(t *testing.T) {
+	srv := redistest.Shared(t)
+	c := srv.Client(t)
+	counter := &callCounter{}
+	l, err := limiter.NewRedis(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Load the script first so the EVALSHA fallback is not counted.
+	r := limiter.MustRule(limiter.NewRule("hot", 20, time.Second))
+	req := limiter.Request{Group: limitertest.Group(t), Rules: []limiter.Rule{r}, MaxWait: 5 * time.Second}
+	if _, err := l.Reserve(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	c.AddHook(counter)
+	ls := make([]limiter.Limiter, 8)
+	for i := range ls {
+		ls[i] = l
+	}
+	sends := limitertest.Load(t, ls, 8, 2*time.Second, req)
+	calls := counter.n.Load()
+	if calls != int64(len(sends)) {
+		t.Fatalf("%d Redis calls for %d admitted requests, want exactly one each", calls, len(sends))
+	}
+	t.Logf("%d admitted, %d calls", len(sends), calls)
+}
+
+// Scripts come back after SCRIPT FLUSH (as after a failover) through the
+// EVAL fallback, and every key carries a TTL.
+func TestRedisScriptReloadAndExpiry(t *testing.T) {
+	srv := redistest.Shared(t)
+	c := srv.Client(t)
+	l, err := limiter.NewRedis(c, limiter.WithPrefix("ttl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	shanghai, _ := time.LoadLocation("Asia/Shanghai")
+	g := limitertest.Group(t)
+	req := limiter.Request{Group: g, Scopes: []string{"app"}, Rules: []limiter.Rule{
+		limiter.MustRule(limiter.NewRule("paced", 5, time.Second)),
+		limiter.MustRule(limiter.NewCalendarRule("monthly", 100, limiter.Month, shanghai)),
+	}}
+	if err := c.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := l.Reserve(ctx, req); err != nil || !res.OK {
+		t.Fatalf("after SCRIPT FLUSH: %+v %v", res, err)
+	}
+	if err := l.Penalize(ctx, g, limiter.Penalty{Scope: "app", Until: time.Now().Add(time.Hour), Code: "1"}); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := c.Keys(ctx, "{ttl:"+g+"}:*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) != 3 {
+		t.Fatalf("keys %v, want the paced, calendar and penalty keys", keys)
+	}
+	for _, k := range keys {
+		ttl, err := c.PTTL(ctx, k).Result()
+		if err != nil || ttl <= 0 {
+			t.Errorf("key %s has TTL %v (%v): it would never expire", k, ttl, err)
+		}
+	}
+	// The paced key goes once its time has passed (T = 200ms).
+	if ttl := c.PTTL(ctx, l.RuleKey(g, "paced")).Val(); ttl > 201*time.Millisecond {
+		t.Errorf("paced key TTL %v, want at most its emission interval", ttl)
+	}
+}
+
+func TestRedisUnavailable(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
+	defer c.Close()
+	l, err := limiter.NewRedis(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := limiter.Request{Group: "g", Rules: []limiter.Rule{limiter.MustRule(limiter.NewRule("k", 1, time.Second))}}
+	if _, err := l.Reserve(context.Background(), req); !errors.Is(err, limiter.ErrUnavailable) {
+		t.Fatalf("err = %v, want ErrUnavailable", err)
+	}
+	if _, err := limiter.NewRedis(nil); err == nil {
+		t.Error("NewRedis(nil) accepted")
+	}
+	if _, err := limiter.NewRedis(c, limiter.WithPrefix("{x}")); err == nil {
+		t.Error("a prefix with braces was accepted")
+	}
+}

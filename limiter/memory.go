@@ -1,0 +1,246 @@
+package limiter
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Memory is a Limiter that keeps its state in this process. It keeps the same
+// contract as the Redis limiter for one replica: use it when the service runs
+// once, in tests, or as the fallback that holds a share of each rule while
+// Redis is away.
+type Memory struct {
+	now func() time.Time
+
+	mu        sync.Mutex
+	paced     map[stateKey]int64 // theoretical arrival time, µs
+	calendar  map[stateKey]*calendarState
+	penalties map[stateKey]Penalty
+	nextSweep int64
+}
+
+type stateKey struct{ group, key string }
+
+type calendarState struct {
+	counts   map[int64]int64 // window start (µs) → requests booked in it
+	expireUs int64           // end of the latest booked window
+}
+
+// MemoryOption configures a Memory limiter.
+type MemoryOption interface{ applyMemory(*Memory) }
+
+type memoryOptionFunc func(*Memory)
+
+func (f memoryOptionFunc) applyMemory(m *Memory) { f(m) }
+
+// WithClock sets the clock a Memory limiter reads (default time.Now), so
+// tests can step through calendar boundaries.
+func WithClock(now func() time.Time) MemoryOption {
+	return memoryOptionFunc(func(m *Memory) { m.now = now })
+}
+
+// NewMemory returns an in-process Limiter.
+func NewMemory(opts ...MemoryOption) *Memory {
+	m := &Memory{
+		now:       time.Now,
+		paced:     make(map[stateKey]int64),
+		calendar:  make(map[stateKey]*calendarState),
+		penalties: make(map[stateKey]Penalty),
+	}
+	for _, o := range opts {
+		o.applyMemory(m)
+	}
+	return m
+}
+
+// sweepEvery bounds how long idle state outlives its usefulness.
+const sweepEvery = int64(time.Second / time.Microsecond)
+
+// Reserve implements Limiter.
+func (m *Memory) Reserve(_ context.Context, req Request) (Reservation, error) {
+	if err := req.validate(); err != nil {
+		return Reservation{}, err
+	}
+	clock := m.now()
+	now := clock.UnixMicro()
+	nowT := time.UnixMicro(now)
+
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if now >= m.nextSweep {
+		m.sweep(now)
+	}
+
+	// Shared penalties first: the latest end among the request's scopes.
+	var pen *Penalty
+	for _, s := range req.Scopes {
+		if p, ok := m.penalties[stateKey{req.Group, s}]; ok && p.Until.UnixMicro() > now {
+			if pen == nil || p.Until.After(pen.Until) {
+				p := p
+				pen = &p
+			}
+		}
+	}
+	if pen != nil {
+		return Reservation{RetryAfter: pen.Until.Sub(nowT), Rule: -1, Penalty: pen, Now: nowT}, nil
+	}
+
+	// Paced rules: the earliest send time s that every rule allows.
+	s, bind := now, -1
+	var tatBuf [4]int64
+	tats := tatBuf[:0]
+	for i := range req.Rules {
+		r := &req.Rules[i]
+		tat := now
+		if r.unit == 0 {
+			if t, ok := m.paced[stateKey{req.Group, r.key}]; ok && t > now {
+				tat = t
+			}
+			if allow := tat - r.toleranceUs; allow > s {
+				s, bind = allow, i
+			}
+		}
+		tats = append(tats, tat)
+	}
+
+	// Calendar rules may push s to the start of a later window; moving s
+	// later never breaks a paced rule, so repeat until every window fits.
+	var bounds [][4]int64
+	for i := range req.Rules {
+		if req.Rules[i].unit != 0 {
+			if bounds == nil {
+				bounds = make([][4]int64, len(req.Rules))
+			}
+			bounds[i] = req.Rules[i].windows(clock)
+		}
+	}
+	if bounds != nil {
+		for moved := true; moved; {
+			moved = false
+			for i := range req.Rules {
+				r := &req.Rules[i]
+				if r.unit == 0 {
+					continue
+				}
+				w, end, ok := pickWindow(bounds[i], s)
+				if !ok {
+					return Reservation{RetryAfter: time.Duration(bounds[i][3]-now) * time.Microsecond, Rule: i, Now: nowT}, nil
+				}
+				if st := m.calendar[stateKey{req.Group, r.key}]; st != nil && st.counts[w] >= r.limit {
+					s, bind, moved = end, i, true
+				}
+			}
+		}
+	}
+
+	delay := s - now
+	if delay > int64(req.MaxWait/time.Microsecond) {
+		return Reservation{RetryAfter: time.Duration(delay) * time.Microsecond, Rule: bind, Now: nowT}, nil
+	}
+
+	booked := make([]int64, len(req.Rules))
+	for i := range req.Rules {
+		r := &req.Rules[i]
+		k := stateKey{req.Group, r.key}
+		if r.unit == 0 {
+			booked[i] = max(tats[i], s) + r.intervalUs
+			m.paced[k] = booked[i]
+			continue
+		}
+		w, end, _ := pickWindow(bounds[i], s)
+		st := m.calendar[k]
+		if st == nil {
+			st = &calendarState{counts: make(map[int64]int64, 2)}
+			m.calendar[k] = st
+		}
+		st.counts[w]++
+		st.expireUs = max(st.expireUs, end)
+		// Windows before the current one can no longer be booked.
+		for old := range st.counts {
+			if old < bounds[i][1] {
+				delete(st.counts, old)
+			}
+		}
+		booked[i] = w
+	}
+	return Reservation{OK: true, Delay: time.Duration(delay) * time.Microsecond, Rule: bind, Now: nowT, Booked: booked}, nil
+}
+
+// Cancel implements Limiter.
+func (m *Memory) Cancel(_ context.Context, req Request, res Reservation) error {
+	if !res.OK || len(res.Booked) != len(req.Rules) {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i := range req.Rules {
+		r := &req.Rules[i]
+		k := stateKey{req.Group, r.key}
+		if r.unit == 0 {
+			if tat, ok := m.paced[k]; ok && tat == res.Booked[i] {
+				m.paced[k] = tat - r.intervalUs
+			}
+			continue
+		}
+		if st := m.calendar[k]; st != nil && st.counts[res.Booked[i]] > 0 {
+			st.counts[res.Booked[i]]--
+		}
+	}
+	return nil
+}
+
+// Penalize implements Limiter.
+func (m *Memory) Penalize(_ context.Context, group string, p Penalty) error {
+	if err := p.validate(group); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := stateKey{group, p.Scope}
+	if old, ok := m.penalties[k]; ok && !p.Until.After(old.Until) {
+		return nil
+	}
+	m.penalties[k] = p
+	return nil
+}
+
+// Len reports how many keys the limiter holds, for leak checks.
+func (m *Memory) Len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.sweep(m.now().UnixMicro())
+	return len(m.paced) + len(m.calendar) + len(m.penalties)
+}
+
+// sweep drops state that no longer constrains anything, so that keys built
+// from many distinct paths do not accumulate.
+func (m *Memory) sweep(now int64) {
+	for k, tat := range m.paced {
+		if tat <= now {
+			delete(m.paced, k)
+		}
+	}
+	for k, st := range m.calendar {
+		if st.expireUs <= now {
+			delete(m.calendar, k)
+		}
+	}
+	for k, p := range m.penalties {
+		if p.Until.UnixMicro() <= now {
+			delete(m.penalties, k)
+		}
+	}
+	m.nextSweep = now + sweepEvery
+}
+
+// pickWindow finds the calendar window holding t among four consecutive
+// window starts; ok is false when t lies beyond the windows known.
+func pickWindow(b [4]int64, t int64) (start, end int64, ok bool) {
+	for j := 0; j < 3; j++ {
+		if t >= b[j] && t < b[j+1] {
+			return b[j], b[j+1], true
+		}
+	}
+	return 0, 0, false
+}

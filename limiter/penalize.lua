@@ -1,0 +1,16 @@
+-- Record a shared penalty on one scope, never shortening a longer one.
+--
+-- KEYS[1]: the penalty key.
+-- ARGV[1]: end of the penalty (µs since the epoch); ARGV[2]: the provider's code.
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local untilUs = tonumber(ARGV[1])
+if untilUs <= now then return 0 end
+local v = redis.call('GET', KEYS[1])
+if v then
+  local sep = string.find(v, '|', 1, true)
+  local old = tonumber(sep and string.sub(v, 1, sep - 1) or v)
+  if old and old >= untilUs then return 0 end
+end
+redis.call('SET', KEYS[1], ARGV[1] .. '|' .. ARGV[2], 'PX', math.floor((untilUs - now) / 1000) + 1)
+return 1

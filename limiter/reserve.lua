@@ -1,0 +1,112 @@
+-- Reserve a slot for one request: check every shared penalty and every rule,
+-- and charge all rules or none, in one call.
+--
+-- KEYS: the request's penalty keys (ARGV[2] of them), then one key per rule.
+-- ARGV[1]: the longest wait the caller accepts, in microseconds.
+-- ARGV[2]: how many penalty keys lead KEYS.
+-- Then six arguments per rule:
+--   paced:    'p', T (emission interval, µs), tolerance (µs), '', '', ''
+--   calendar: 'c', limit, then four consecutive window starts (µs)
+--
+-- Reply:
+--   admitted:  {0, delay µs, binding rule (0 = none), now µs, booked state per rule...}
+--   refused:   {1, retry-after µs, binding rule, now µs}
+--   penalised: {2, penalty left µs, penalty key index, now µs, stored value}
+--
+-- State is integer microseconds: float seconds lose precision in Redis.
+-- Time is Redis's own, so replicas whose clocks disagree still agree here.
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local max_wait = tonumber(ARGV[1])
+local np = tonumber(ARGV[2])
+
+local best, best_until, best_value = 0, 0, false
+for i = 1, np do
+  local v = redis.call('GET', KEYS[i])
+  if v then
+    local sep = string.find(v, '|', 1, true)
+    local u = tonumber(sep and string.sub(v, 1, sep - 1) or v)
+    if u and u > now and u > best_until then
+      best, best_until, best_value = i, u, v
+    end
+  end
+end
+if best > 0 then
+  return {2, best_until - now, best, now, best_value}
+end
+
+local nr = #KEYS - np
+local s, bind = now, 0
+local tats = {}
+for i = 1, nr do
+  local a = 2 + (i - 1) * 6
+  if ARGV[a + 1] == 'p' then
+    local tat = tonumber(redis.call('GET', KEYS[np + i]) or 0)
+    if tat < now then tat = now end
+    tats[i] = tat
+    local allow = tat - tonumber(ARGV[a + 3])
+    if allow > s then s, bind = allow, i end
+  end
+end
+
+-- The calendar window holding time x, among the four starts of the rule whose
+-- arguments begin at a: its position j (0..2), start and end; false if unknown.
+local function window(a, x)
+  for j = 0, 2 do
+    local lo, hi = tonumber(ARGV[a + 3 + j]), tonumber(ARGV[a + 4 + j])
+    if x >= lo and x < hi then return j, lo, hi end
+  end
+  return false
+end
+
+-- Calendar rules may push s into a later window; a later s never breaks a
+-- paced rule, so repeat until every calendar window has room.
+local moved = true
+while moved do
+  moved = false
+  for i = 1, nr do
+    local a = 2 + (i - 1) * 6
+    if ARGV[a + 1] == 'c' then
+      local j, lo, hi = window(a, s)
+      if not j then
+        return {1, tonumber(ARGV[a + 6]) - now, i, now}
+      end
+      local n = tonumber(redis.call('HGET', KEYS[np + i], ARGV[a + 3 + j]) or 0)
+      if n >= tonumber(ARGV[a + 2]) then
+        s, bind, moved = hi, i, true
+      end
+    end
+  end
+end
+
+if s - now > max_wait then
+  return {1, s - now, bind, now}
+end
+
+local reply = {0, s - now, bind, now}
+for i = 1, nr do
+  local a = 2 + (i - 1) * 6
+  local k = KEYS[np + i]
+  if ARGV[a + 1] == 'p' then
+    local tat = math.max(tats[i], s) + tonumber(ARGV[a + 2])
+    -- Integers go to Redis through '%d': Lua's own number formatting would
+    -- round a microsecond timestamp to 14 significant digits.
+    -- The key can go once its time has passed: an absent key means "idle".
+    redis.call('SET', k, string.format('%d', tat), 'PX', math.floor((tat - now) / 1000) + 1)
+    reply[4 + i] = tat
+  else
+    local j, lo, hi = window(a, s)
+    redis.call('HINCRBY', k, ARGV[a + 3 + j], 1)
+    -- Windows before the current one can no longer be booked.
+    local cur = window(a, now) or 0
+    for old = 0, cur - 1 do
+      redis.call('HDEL', k, ARGV[a + 3 + old])
+    end
+    -- Keep the key until the end of its latest booked window.
+    local ttl = math.floor((hi - now) / 1000) + 1
+    if redis.call('PTTL', k) < ttl then redis.call('PEXPIRE', k, ttl) end
+    reply[4 + i] = lo
+  end
+end
+return reply
