@@ -1,0 +1,15 @@
+// Package limiter decides when an outbound request may be sent, so that a
+// provider's limits hold across every replica of a service.
+//
+// A [Rule] states one limit: at most Limit requests in any window of length
+// Period (paced, GCRA), or at most Limit in each calendar minute, hour, day or
+// month of a location. A [Limiter] checks every rule of a request and every
+// shared penalty it names in one step, all or none, and either admits now,
+// books a slot ahead when the wait fits the caller's budget, or refuses with
+// the exact retry-after.
+//
+// [Redis] shares the state across replicas (one Lua script call per request,
+// time from Redis, integer microseconds, all keys under one hash tag per
+// group so it runs on Redis Cluster). [Memory] keeps the same contract in one
+// process. Package limitertest holds the conformance suite both pass.
+package limiter

@@ -1,0 +1,130 @@
+package providers
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/quotaware/throttle/limiter"
+)
+
+// Profile tells the Transport how to treat one provider's requests: which it
+// handles, the rules and penalty scopes of each, and how to read its answers.
+// Presets build one from a config (e.g. dingtalk.Profile); users may write
+// their own.
+type Profile struct {
+	// Name identifies the provider in errors and telemetry, and is the
+	// limiter group: every key of the provider shares one Redis hash tag.
+	Name string
+	// Match reports whether the profile handles the request. The Transport
+	// uses the first profile that matches; others pass through untouched.
+	Match func(*http.Request) bool
+	// Route returns the rules and scopes of a matched request. It must not
+	// read the request body.
+	Route func(*http.Request) (Route, error)
+	// Classify reads the provider's answer. It may peek at the body with
+	// PeekBody, which leaves the body reading exactly like the original.
+	Classify func(*http.Request, *http.Response) Verdict
+	// DefaultPenalty is how long a quota verdict without an end penalises
+	// its scope (default 5 minutes).
+	DefaultPenalty time.Duration
+}
+
+// Validate reports a profile that cannot be used, naming the field.
+func (p *Profile) Validate() error {
+	switch {
+	case p.Name == "" || len(p.Name) > 64:
+		return fmt.Errorf("providers: Profile.Name must be 1..64 bytes, got %q", p.Name)
+	case p.Match == nil:
+		return fmt.Errorf("providers: profile %q: Match must not be nil", p.Name)
+	case p.Route == nil:
+		return fmt.Errorf("providers: profile %q: Route must not be nil", p.Name)
+	case p.DefaultPenalty < 0:
+		return fmt.Errorf("providers: profile %q: DefaultPenalty must not be negative, got %v", p.Name, p.DefaultPenalty)
+	}
+	return nil
+}
+
+// DefaultPenalty applies when neither the answer nor the profile says how
+// long a quota error lasts.
+const DefaultPenalty = 5 * time.Minute
+
+// Route is what one request is subject to.
+type Route struct {
+	// API is the request's path with IDs folded (see FoldPath): low
+	// cardinality, safe for metric attributes and span names.
+	API string
+	// Rules are charged together, all or none.
+	Rules []limiter.Rule
+	// Scopes are the penalty scopes the request belongs to, each written
+	// "kind:id" (see Scope), e.g. "api:dingabc:/v1.0/contact/users/{id}",
+	// "app:dingabc", "egress:default".
+	Scopes []string
+}
+
+// Scope kinds used by the presets.
+const (
+	ScopeAPI    = "api"    // one API of one app
+	ScopeApp    = "app"    // every API of one app
+	ScopeOrg    = "org"    // one company or tenant
+	ScopeEgress = "egress" // every call leaving from this egress IP
+)
+
+// Scope builds a scope string "kind:id".
+func Scope(kind, id string) string { return kind + ":" + id }
+
+// ScopeKind returns the kind of a scope string, for telemetry.
+func ScopeKind(scope string) string {
+	if k, _, ok := strings.Cut(scope, ":"); ok {
+		return k
+	}
+	return scope
+}
+
+// Kind is how a provider's answer must be treated.
+type Kind int
+
+const (
+	// OK: nothing to do.
+	OK Kind = iota
+	// Quota: a limit was exceeded; penalise Verdict.Scope until Verdict.Until.
+	Quota
+	// Transient: the provider is busy or failed; the call may be retried.
+	Transient
+	// Fatal: an error that no retry mends (bad token, no permission).
+	Fatal
+)
+
+func (k Kind) String() string {
+	switch k {
+	case OK:
+		return "ok"
+	case Quota:
+		return "quota"
+	case Transient:
+		return "transient"
+	case Fatal:
+		return "fatal"
+	}
+	return fmt.Sprintf("Kind(%d)", int(k))
+}
+
+// Verdict is a profile's reading of one answer.
+type Verdict struct {
+	Kind Kind
+	// Scope is the scope a Quota verdict penalises (one of the request's
+	// Route.Scopes, or a wider one such as the egress).
+	Scope string
+	// Until is when the penalty ends; zero means the profile's default.
+	Until time.Time
+	// RetryAfter is the provider's hint for a Transient verdict, if any.
+	RetryAfter time.Duration
+	// Code and Message are the provider's error code and message.
+	Code    string
+	Message string
+	// NotProcessed is true when the answer proves the provider did not act
+	// on the call (a quota rejection, "system busy"), so even a
+	// non-idempotent request may be sent again.
+	NotProcessed bool
+}
