@@ -1,0 +1,448 @@
+// Package wechattest emulates the rate limits of the WeChat Official Account
+// and Mini Program API (api.weixin.qq.com) for tests, examples and
+// benchmarks: per-AppID per-API daily quotas (45009 until midnight Beijing
+// time) and per-minute limits (45011, or 44991 on some Mini Program APIs),
+// with WeChat's own error bodies, an access-token endpoint, latency jitter,
+// fault injection and a record of every request.
+//
+// Counting follows what WeChat documents and what its errors imply: a daily
+// quota counts the calendar day in Asia/Shanghai, a per-minute limit counts
+// calendar minutes ("retry next minute"), and a rejected call is not counted.
+package wechattest
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Beijing is China Standard Time. China has kept UTC+8 without daylight
+// saving since 1991, so a fixed zone needs no tzdata on the test machine.
+var Beijing = time.FixedZone("CST", 8*3600)
+
+// Error codes the emulator answers with.
+const (
+	CodeOK            = 0
+	CodeBusy          = -1
+	CodeDailyQuota    = 45009
+	CodeMinuteQuota   = 45011
+	CodeMiniFrequency = 44991
+	CodeInvalidToken  = 40001
+	CodeExpiredToken  = 42001
+	CodeBadToken      = 40014
+	CodeTokenMissing  = 41001
+	CodeInvalidAppID  = 40013
+	CodeInvalidSecret = 40125
+)
+
+// Messages, as WeChat writes them; the emulator appends " rid: <id>".
+const (
+	MsgDailyQuota    = "reach max api daily quota limit"
+	MsgMinuteQuota   = "api minute-quota reach limit, must slower, retry next minute"
+	MsgMiniFrequency = "api freq out of limit"
+	MsgBusy          = "system error"
+)
+
+// Limits are the quotas the emulator enforces per AppID, keyed by API path
+// (e.g. "/cgi-bin/message/custom/send"). A path absent from a map, or mapped
+// to 0 or less, is unlimited in that dimension.
+type Limits struct {
+	// Daily is each API's quota per calendar day (Asia/Shanghai); calls
+	// beyond it answer 45009 until midnight.
+	Daily map[string]int
+	// PerMinute is each API's limit per calendar minute; calls beyond it
+	// answer 45011 until the next minute.
+	PerMinute map[string]int
+	// MiniPerMinute is like PerMinute for the Mini Program APIs that answer
+	// 44991 instead.
+	MiniPerMinute map[string]int
+}
+
+// DefaultLimits returns the documented quotas of a new account.
+func DefaultLimits() Limits {
+	return Limits{
+		Daily: map[string]int{
+			"/cgi-bin/token":                2000,
+			"/cgi-bin/stable_token":         500000,
+			"/cgi-bin/menu/create":          1000,
+			"/cgi-bin/message/custom/send":  500000,
+			"/cgi-bin/message/mass/sendall": 100,
+			"/cgi-bin/user/info":            5000000,
+			"/cgi-bin/qrcode/create":        100000,
+		},
+		PerMinute: map[string]int{"/cgi-bin/stable_token": 10000},
+	}
+}
+
+// Options configure a Server. The zero value is usable: default limits, any
+// AppID and secret accepted, the real clock, no latency.
+type Options struct {
+	// Limits, when all three maps are nil, default to DefaultLimits().
+	Limits Limits
+	// Apps maps AppID to AppSecret; nil accepts any AppID with any secret.
+	Apps map[string]string
+	// Clock is the source of time (default time.Now).
+	Clock func() time.Time
+	// TimeScale speeds up the emulator's own time: it reads
+	// origin + (Clock() - origin) * TimeScale, where origin is Clock() when
+	// the server starts. Every window (minute, day), token lifetime and
+	// penalty is measured and aligned on that emulated time, so with
+	// TimeScale 1000 a minute passes in 60 ms of Clock time. Latency is not
+	// scaled. Zero or less means 1.
+	TimeScale float64
+	// LatencyMin and LatencyMax delay each request's arrival by a uniform
+	// random duration in [LatencyMin, LatencyMax] of real time, before it is
+	// counted: the network's varying latency that moves calls across the
+	// provider's window boundaries.
+	LatencyMin, LatencyMax time.Duration
+	// TokenTTL is how long an issued access token lives (default 7200 s of
+	// emulated time).
+	TokenTTL time.Duration
+}
+
+// Request is the record of one request the emulator answered.
+type Request struct {
+	At       time.Time // Clock() at arrival, after the latency
+	Emulated time.Time // emulated time at arrival (see Options.TimeScale)
+	Method   string
+	Path     string // URL path, without the query (WeChat paths hold no IDs)
+	App      string // AppID, empty when the token was unknown
+	Status   int
+	Code     int // errcode of the answer
+}
+
+// Counters sum up the answers given so far.
+type Counters struct {
+	Total  int
+	OK     int         // errcode 0
+	ByCode map[int]int // every non-zero errcode
+}
+
+// Server is a running emulator. Its URL is the base to send requests to.
+type Server struct {
+	*httptest.Server
+
+	opts   Options
+	clock  func() time.Time
+	origin time.Time
+	scale  float64
+
+	mu       sync.Mutex
+	tokens   map[string]token
+	windows  map[windowKey]*window
+	inject   []injection
+	requests []Request
+	counters Counters
+	seq      int
+}
+
+type token struct {
+	app     string
+	expires time.Time // emulated
+}
+
+type windowKey struct {
+	app, path string
+	kind      byte // 'd' day, 'm' minute, 'n' mini minute
+}
+
+type window struct {
+	start time.Time
+	n     int
+}
+
+type injection struct {
+	left   int
+	status int
+	body   string
+}
+
+// NewServer starts an emulator; Close stops it.
+func NewServer(opts Options) *Server {
+	if opts.Limits.Daily == nil && opts.Limits.PerMinute == nil && opts.Limits.MiniPerMinute == nil {
+		opts.Limits = DefaultLimits()
+	}
+	if opts.TokenTTL <= 0 {
+		opts.TokenTTL = 7200 * time.Second
+	}
+	s := &Server{
+		opts:    opts,
+		clock:   opts.Clock,
+		scale:   opts.TimeScale,
+		tokens:  map[string]token{},
+		windows: map[windowKey]*window{},
+	}
+	if s.clock == nil {
+		s.clock = time.Now
+	}
+	if s.scale <= 0 {
+		s.scale = 1
+	}
+	s.origin = s.clock()
+	s.counters.ByCode = map[int]int{}
+	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
+	return s
+}
+
+// Now is the emulator's time (see Options.TimeScale).
+func (s *Server) Now() time.Time {
+	_, e := s.now()
+	return e
+}
+
+func (s *Server) now() (wall, emu time.Time) {
+	wall = s.clock()
+	if s.scale == 1 {
+		return wall, wall
+	}
+	return wall, s.origin.Add(time.Duration(float64(wall.Sub(s.origin)) * s.scale))
+}
+
+// Token issues an access token for appID without calling the token
+// endpoint (and without counting against its quota).
+func (s *Server) Token(appID string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, emu := s.now()
+	return s.issueLocked(appID, emu)
+}
+
+func (s *Server) issueLocked(app string, emu time.Time) string {
+	s.seq++
+	t := fmt.Sprintf("%d_%s_%016x", s.seq, app, rand.Uint64())
+	s.tokens[t] = token{app: app, expires: emu.Add(s.opts.TokenTTL)}
+	return t
+}
+
+// InjectBusy makes the next n requests answer -1 "system error".
+func (s *Server) InjectBusy(n int) {
+	s.Inject(n, http.StatusOK, errBody(CodeBusy, MsgBusy))
+}
+
+// Inject makes the next n requests answer status with body, uncounted.
+// Injections queue up: a second one starts when the first is spent.
+func (s *Server) Inject(n, status int, body string) {
+	if n <= 0 {
+		return
+	}
+	s.mu.Lock()
+	s.inject = append(s.inject, injection{left: n, status: status, body: body})
+	s.mu.Unlock()
+}
+
+// ClearQuota resets every daily and per-minute count of appID, like the
+// clear_quota API.
+func (s *Server) ClearQuota(appID string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k := range s.windows {
+		if k.app == appID {
+			delete(s.windows, k)
+		}
+	}
+}
+
+// Requests returns a copy of the record of every request so far.
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Request(nil), s.requests...)
+}
+
+// Counters returns a copy of the counters.
+func (s *Server) Counters() Counters {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.counters
+	c.ByCode = make(map[int]int, len(s.counters.ByCode))
+	for k, v := range s.counters.ByCode {
+		c.ByCode[k] = v
+	}
+	return c
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	if d := jitter(s.opts.LatencyMin, s.opts.LatencyMax); d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
+			return
+		}
+	}
+	// Token requests carry their credentials in the body; read it before
+	// taking the lock.
+	var stable stableTokenRequest
+	if r.URL.Path == "/cgi-bin/stable_token" {
+		_ = json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&stable)
+	}
+	s.mu.Lock()
+	wall, emu := s.now()
+	rec := Request{At: wall, Emulated: emu, Method: r.Method, Path: r.URL.Path}
+	status, body := s.answerLocked(r, &rec, emu, stable)
+	rec.Status = status
+	s.requests = append(s.requests, rec)
+	s.counters.Total++
+	if rec.Code == 0 {
+		s.counters.OK++
+	} else {
+		s.counters.ByCode[rec.Code]++
+	}
+	s.mu.Unlock()
+
+	w.Header().Set("Content-Type", "application/json; encoding=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write([]byte(body))
+}
+
+type stableTokenRequest struct {
+	GrantType string `json:"grant_type"`
+	AppID     string `json:"appid"`
+	Secret    string `json:"secret"`
+}
+
+// answerLocked decides one request under s.mu and fills rec.App and rec.Code.
+func (s *Server) answerLocked(r *http.Request, rec *Request, emu time.Time, stable stableTokenRequest) (int, string) {
+	if len(s.inject) > 0 {
+		in := &s.inject[0]
+		in.left--
+		if in.left == 0 {
+			s.inject = s.inject[1:]
+		}
+		rec.Code = codeOf(in.body)
+		return in.status, in.body
+	}
+	q := r.URL.Query()
+	switch r.URL.Path {
+	case "/cgi-bin/token":
+		return s.tokenLocked(rec, emu, q.Get("appid"), q.Get("secret"))
+	case "/cgi-bin/stable_token":
+		if r.Method != http.MethodPost {
+			rec.Code = 43002
+			return http.StatusOK, errBody(43002, "require POST method")
+		}
+		return s.tokenLocked(rec, emu, stable.AppID, stable.Secret)
+	}
+	tok := q.Get("access_token")
+	if tok == "" {
+		rec.Code = CodeTokenMissing
+		return http.StatusOK, errBody(CodeTokenMissing, "access_token missing")
+	}
+	t, ok := s.tokens[tok]
+	switch {
+	case !ok:
+		rec.Code = CodeInvalidToken
+		return http.StatusOK, errBody(CodeInvalidToken, "invalid credential, access_token is invalid or not latest")
+	case !emu.Before(t.expires):
+		rec.App = t.app
+		rec.Code = CodeExpiredToken
+		return http.StatusOK, errBody(CodeExpiredToken, "access_token expired")
+	}
+	rec.App = t.app
+	if code, msg := s.chargeLocked(t.app, r.URL.Path, emu); code != 0 {
+		rec.Code = code
+		return http.StatusOK, errBody(code, msg)
+	}
+	return http.StatusOK, `{"errcode":0,"errmsg":"ok"}`
+}
+
+func (s *Server) tokenLocked(rec *Request, emu time.Time, app, secret string) (int, string) {
+	if app == "" {
+		rec.Code = CodeInvalidAppID
+		return http.StatusOK, errBody(CodeInvalidAppID, "invalid appid")
+	}
+	if s.opts.Apps != nil {
+		want, ok := s.opts.Apps[app]
+		if !ok {
+			rec.Code = CodeInvalidAppID
+			return http.StatusOK, errBody(CodeInvalidAppID, "invalid appid")
+		}
+		if secret != want {
+			rec.Code = CodeInvalidSecret
+			return http.StatusOK, errBody(CodeInvalidSecret, "invalid appsecret")
+		}
+	}
+	rec.App = app
+	if code, msg := s.chargeLocked(app, rec.Path, emu); code != 0 {
+		rec.Code = code
+		return http.StatusOK, errBody(code, msg)
+	}
+	tok := s.issueLocked(app, emu)
+	return http.StatusOK, fmt.Sprintf(`{"access_token":%q,"expires_in":%d}`, tok, int(s.opts.TokenTTL/time.Second))
+}
+
+// chargeLocked counts one call of app to path, or names the limit it
+// exceeds; a rejected call is not counted.
+func (s *Server) chargeLocked(app, path string, emu time.Time) (int, string) {
+	b := emu.In(Beijing)
+	y, m, d := b.Date()
+	day := time.Date(y, m, d, 0, 0, 0, 0, Beijing)
+	minute := b.Truncate(time.Minute)
+	type check struct {
+		kind  byte
+		limit int
+		start time.Time
+		code  int
+		msg   string
+	}
+	checks := [...]check{
+		{'d', s.opts.Limits.Daily[path], day, CodeDailyQuota, MsgDailyQuota},
+		{'m', s.opts.Limits.PerMinute[path], minute, CodeMinuteQuota, MsgMinuteQuota},
+		{'n', s.opts.Limits.MiniPerMinute[path], minute, CodeMiniFrequency, MsgMiniFrequency},
+	}
+	var ws [len(checks)]*window
+	for i, c := range checks {
+		if c.limit <= 0 {
+			continue
+		}
+		k := windowKey{app: app, path: path, kind: c.kind}
+		w := s.windows[k]
+		if w == nil {
+			w = &window{}
+			s.windows[k] = w
+		}
+		if !w.start.Equal(c.start) {
+			w.start, w.n = c.start, 0
+		}
+		if w.n >= c.limit {
+			return c.code, c.msg
+		}
+		ws[i] = w
+	}
+	for _, w := range ws {
+		if w != nil {
+			w.n++
+		}
+	}
+	return 0, ""
+}
+
+// errBody writes WeChat's error shape; every errmsg ends with a request id.
+func errBody(code int, msg string) string {
+	rid := fmt.Sprintf("%08x-%08x-%08x", rand.Uint32(), rand.Uint32(), rand.Uint32())
+	return fmt.Sprintf(`{"errcode":%d,"errmsg":%q}`, code, msg+" rid: "+rid)
+}
+
+func codeOf(body string) int {
+	var v struct {
+		Errcode json.Number `json:"errcode"`
+	}
+	if json.Unmarshal([]byte(body), &v) != nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(string(v.Errcode))
+	return n
+}
+
+func jitter(lo, hi time.Duration) time.Duration {
+	if hi <= lo {
+		return lo
+	}
+	return lo + rand.N(hi-lo+1)
+}
