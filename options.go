@@ -1,0 +1,145 @@
+package throttle
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/quotaware/throttle/limiter"
+	"github.com/quotaware/throttle/providers"
+)
+
+// DefaultMaxWait is how long a request may wait for a slot when neither
+// WithMaxWait nor the context deadline says less.
+const DefaultMaxWait = 5 * time.Second
+
+// Option configures a Transport.
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+// config holds every setting with its default, in one place.
+type config struct {
+	base        http.RoundTripper
+	limiter     limiter.Limiter
+	redis       redis.UniversalClient
+	redisPrefix string
+	profiles    []providers.Profile
+	maxWait     time.Duration
+	logger      *slog.Logger
+	telemetry   telemetryConfig
+	retry       RetryPolicy
+	fallback    FallbackPolicy
+	errs        []error
+}
+
+func defaultConfig() config {
+	return config{
+		base:        http.DefaultTransport,
+		redisPrefix: "throttle",
+		maxWait:     DefaultMaxWait,
+		logger:      slog.Default(),
+		retry:       DefaultRetryPolicy(),
+		fallback:    DefaultFallbackPolicy(),
+	}
+}
+
+func (c *config) fail(format string, args ...any) {
+	c.errs = append(c.errs, fmt.Errorf("throttle: "+format, args...))
+}
+
+func (c *config) validate() error {
+	if c.base == nil {
+		c.fail("WithBase: base transport must not be nil")
+	}
+	if c.maxWait < 0 {
+		c.fail("WithMaxWait: must not be negative, got %v", c.maxWait)
+	}
+	if c.limiter != nil && c.redis != nil {
+		c.fail("WithLimiter and WithRedis: give one or the other")
+	}
+	seen := make(map[string]bool)
+	for i := range c.profiles {
+		p := &c.profiles[i]
+		if err := p.Validate(); err != nil {
+			c.fail("WithProfiles[%d]: %v", i, err)
+			continue
+		}
+		if seen[p.Name] {
+			c.fail("WithProfiles: two profiles named %q", p.Name)
+		}
+		seen[p.Name] = true
+	}
+	c.retry.validate(c)
+	c.fallback.validate(c)
+	return errors.Join(c.errs...)
+}
+
+// WithBase sets the transport that sends requests (default
+// http.DefaultTransport). Its idle connections are never closed by throttle.
+func WithBase(rt http.RoundTripper) Option {
+	return optionFunc(func(c *config) { c.base = rt })
+}
+
+// WithRedis shares the limits and penalties across replicas through Redis
+// (a single node, a cluster or a failover client). Without it (and without
+// WithLimiter) the Transport limits in-process only.
+func WithRedis(client redis.UniversalClient) Option {
+	return optionFunc(func(c *config) {
+		if client == nil {
+			c.fail("WithRedis: client must not be nil")
+			return
+		}
+		c.redis = client
+	})
+}
+
+// WithRedisPrefix sets the prefix of every Redis key (default "throttle").
+func WithRedisPrefix(prefix string) Option {
+	return optionFunc(func(c *config) { c.redisPrefix = prefix })
+}
+
+// WithLimiter sets the limiter directly, e.g. a limiter.Memory shared by
+// several Transports in one process, or a custom implementation.
+func WithLimiter(l limiter.Limiter) Option {
+	return optionFunc(func(c *config) {
+		if l == nil {
+			c.fail("WithLimiter: limiter must not be nil")
+			return
+		}
+		c.limiter = l
+	})
+}
+
+// WithProfiles sets the providers the Transport knows. A request goes through
+// the first profile whose Match accepts it; other requests pass through
+// untouched.
+func WithProfiles(profiles ...providers.Profile) Option {
+	return optionFunc(func(c *config) { c.profiles = append(c.profiles, profiles...) })
+}
+
+// WithMaxWait caps how long a request waits for a slot (default
+// DefaultMaxWait). The context deadline, when sooner, caps it further. A
+// request whose slot lies beyond the cap fails at once with ErrThrottled.
+// Zero means never wait: send now or fail.
+func WithMaxWait(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.maxWait = d })
+}
+
+// WithLogger sets the logger for penalties, fallbacks and configuration
+// warnings (default slog.Default()). Nothing is logged per request at Info.
+func WithLogger(l *slog.Logger) Option {
+	return optionFunc(func(c *config) {
+		if l == nil {
+			c.fail("WithLogger: logger must not be nil")
+			return
+		}
+		c.logger = l
+	})
+}

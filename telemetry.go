@@ -1,0 +1,265 @@
+package throttle
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/quotaware/throttle/providers"
+)
+
+// instrumentationName names the library's tracer and meter.
+const instrumentationName = "github.com/quotaware/throttle"
+
+// Outcomes of a matched request, the "outcome" attribute of throttle.requests.
+const (
+	outcomeAdmitted       = "admitted"        // sent at once, provider answered OK
+	outcomeWaited         = "waited"          // sent after a wait, provider answered OK
+	outcomeThrottled      = "throttled"       // refused: the wait would not fit the budget
+	outcomePenalized      = "penalized"       // refused: a scope is penalised
+	outcomeQuotaError     = "quota_error"     // sent, the provider answered with a quota error
+	outcomeTransientError = "transient_error" // sent, the provider was busy or failed
+	outcomeFatalError     = "fatal_error"     // sent, the provider refused for good (token, permission)
+	outcomeCancelled      = "cancelled"       // the caller gave up while waiting
+	outcomeTransportError = "transport_error" // the base transport failed
+	outcomeLimiterError   = "limiter_error"   // the limiter failed and the fallback is to fail closed
+)
+
+var allOutcomes = []string{
+	outcomeAdmitted, outcomeWaited, outcomeThrottled, outcomePenalized, outcomeQuotaError,
+	outcomeTransientError, outcomeFatalError, outcomeCancelled, outcomeTransportError, outcomeLimiterError,
+}
+
+func outcomeFor(k providers.Kind, waited bool) string {
+	switch k {
+	case providers.Quota:
+		return outcomeQuotaError
+	case providers.Transient:
+		return outcomeTransientError
+	case providers.Fatal:
+		return outcomeFatalError
+	}
+	if waited {
+		return outcomeWaited
+	}
+	return outcomeAdmitted
+}
+
+type telemetryConfig struct {
+	disabled bool
+	tracer   trace.TracerProvider
+	meter    metric.MeterProvider
+}
+
+// WithTracerProvider sets where spans go (default: the global provider).
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return optionFunc(func(c *config) { c.telemetry.tracer = tp })
+}
+
+// WithMeterProvider sets where metrics go (default: the global provider).
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return optionFunc(func(c *config) { c.telemetry.meter = mp })
+}
+
+// WithoutTelemetry records no spans and no metrics (logs still go to the
+// logger).
+func WithoutTelemetry() Option {
+	return optionFunc(func(c *config) { c.telemetry.disabled = true })
+}
+
+// telemetry records spans, metrics and logs. Every attribute is low
+// cardinality (provider, outcome, scope kind, folded API path, code) and none
+// carries a credential: request URLs and headers are never recorded.
+type telemetry struct {
+	disabled bool
+	log      *slog.Logger
+	tracer   trace.Tracer
+
+	requests    metric.Int64Counter
+	waitTime    metric.Float64Histogram
+	limiterTime metric.Float64Histogram
+	penalties   metric.Int64Counter
+	retries     metric.Int64Counter
+
+	// Attribute sets built once, so recording allocates nothing.
+	outcomeSets  map[outcomeKey]metric.MeasurementOption
+	providerSets map[string]metric.MeasurementOption
+
+	openBreakers func() int
+	fallbackOn   atomic.Int64
+
+	// logged remembers the end of each penalty already logged, so a
+	// penalty is logged once however many requests run into it.
+	loggedMu sync.Mutex
+	logged   map[string]time.Time
+}
+
+type outcomeKey struct{ provider, outcome string }
+
+func newTelemetry(c *config) *telemetry {
+	tel := &telemetry{log: c.logger, logged: make(map[string]time.Time), disabled: c.telemetry.disabled}
+	if tel.disabled {
+		return tel
+	}
+	tp, mp := c.telemetry.tracer, c.telemetry.meter
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	if mp == nil {
+		mp = otel.GetMeterProvider()
+	}
+	tel.tracer = tp.Tracer(instrumentationName)
+	m := mp.Meter(instrumentationName)
+	report := func(err error) {
+		if err != nil {
+			c.logger.Warn("throttle: telemetry instrument", "error", err)
+		}
+	}
+	var err error
+	tel.requests, err = m.Int64Counter("throttle.requests", metric.WithUnit("{request}"),
+		metric.WithDescription("Requests to a provider, by outcome."))
+	report(err)
+	tel.waitTime, err = m.Float64Histogram("throttle.wait.duration", metric.WithUnit("s"),
+		metric.WithDescription("Time requests waited for a slot before being sent."))
+	report(err)
+	tel.limiterTime, err = m.Float64Histogram("throttle.limiter.duration", metric.WithUnit("s"),
+		metric.WithDescription("Latency of one limiter call (one Redis round trip)."))
+	report(err)
+	tel.penalties, err = m.Int64Counter("throttle.penalties", metric.WithUnit("{penalty}"),
+		metric.WithDescription("Quota errors that penalised a scope."))
+	report(err)
+	tel.retries, err = m.Int64Counter("throttle.retries", metric.WithUnit("{retry}"),
+		metric.WithDescription("Attempts after the first."))
+	report(err)
+	_, err = m.Int64ObservableGauge("throttle.breakers.open", metric.WithUnit("{breaker}"),
+		metric.WithDescription("Scopes whose breaker is open (penalised) in this process."),
+		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+			if f := tel.openBreakers; f != nil {
+				o.Observe(int64(f()))
+			}
+			return nil
+		}))
+	report(err)
+	_, err = m.Int64ObservableGauge("throttle.limiter.fallback", metric.WithUnit("1"),
+		metric.WithDescription("1 while the shared limiter is unavailable and the fallback applies."),
+		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+			o.Observe(tel.fallbackOn.Load())
+			return nil
+		}))
+	report(err)
+
+	tel.outcomeSets = make(map[outcomeKey]metric.MeasurementOption)
+	tel.providerSets = make(map[string]metric.MeasurementOption)
+	for _, p := range c.profiles {
+		prov := attribute.String("provider", p.Name)
+		tel.providerSets[p.Name] = metric.WithAttributeSet(attribute.NewSet(prov))
+		for _, o := range allOutcomes {
+			tel.outcomeSets[outcomeKey{p.Name, o}] = metric.WithAttributeSet(attribute.NewSet(prov, attribute.String("outcome", o)))
+		}
+	}
+	return tel
+}
+
+// limiterCall records one limiter call's latency.
+func (tel *telemetry) limiterCall(ctx context.Context, c *call, d time.Duration, err error) {
+	if tel.disabled {
+		return
+	}
+	tel.limiterTime.Record(ctx, d.Seconds(), tel.providerSets[c.p.Name])
+}
+
+// finish records the call's outcome once, after its last attempt.
+func (tel *telemetry) finish(ctx context.Context, c *call, resp *http.Response, err error) {
+	if tel.disabled {
+		return
+	}
+	tel.requests.Add(ctx, 1, tel.outcomeSets[outcomeKey{c.p.Name, c.outcome}])
+	tel.waitTime.Record(ctx, c.waited.Seconds(), tel.providerSets[c.p.Name])
+	if c.attempts > 1 {
+		tel.retries.Add(ctx, int64(c.attempts-1), tel.providerSets[c.p.Name])
+	}
+	// A span only when throttling did something: waited, refused,
+	// penalised or retried. The common fast path records none.
+	if c.waited == 0 && c.attempts <= 1 && (c.outcome == outcomeAdmitted || c.outcome == outcomeTransportError) {
+		return
+	}
+	_, span := tel.tracer.Start(ctx, "throttle "+c.p.Name, trace.WithTimestamp(c.start),
+		trace.WithSpanKind(trace.SpanKindInternal),
+		trace.WithAttributes(
+			attribute.String("throttle.provider", c.p.Name),
+			attribute.String("throttle.api", c.route.API),
+			attribute.String("throttle.outcome", c.outcome),
+			attribute.Float64("throttle.wait_s", c.waited.Seconds()),
+			attribute.Int("throttle.attempts", c.attempts),
+		))
+	for _, ev := range c.events {
+		span.AddEvent(ev.name, trace.WithTimestamp(ev.at), trace.WithAttributes(ev.attrs...))
+	}
+	if err != nil {
+		span.SetStatus(codes.Error, safeErrorText(err))
+	}
+	span.End()
+}
+
+// penalty records a quota verdict that penalised a scope, and logs it once.
+func (tel *telemetry) penalty(ctx context.Context, c *call, err error) {
+	v := c.verdict
+	kind := providers.ScopeKind(v.Scope)
+	c.event("throttle.penalty", attribute.String("throttle.scope_kind", kind), attribute.String("throttle.code", v.Code))
+	if !tel.disabled {
+		tel.penalties.Add(ctx, 1, metric.WithAttributes(
+			attribute.String("provider", c.p.Name), attribute.String("scope.kind", kind), attribute.String("code", v.Code)))
+	}
+	if err != nil {
+		tel.log.Warn("throttle: could not share a penalty", "provider", c.p.Name, "scope_kind", kind, "error", err)
+	}
+	tel.loggedMu.Lock()
+	prev, seen := tel.logged[v.Scope]
+	fresh := !seen || v.Until.After(prev)
+	if fresh {
+		if len(tel.logged) > 10_000 {
+			tel.logged = make(map[string]time.Time) // bounded: forget old ones
+		}
+		tel.logged[v.Scope] = v.Until
+	}
+	tel.loggedMu.Unlock()
+	if fresh {
+		tel.log.Info("throttle: provider penalised a scope", "provider", c.p.Name, "api", c.route.API,
+			"scope", v.Scope, "code", v.Code, "until", v.Until.Format(time.RFC3339Nano))
+	}
+}
+
+// safeErrorText is an error's text for a span status. Our own errors carry
+// no credential; others (from the base transport) may quote the URL with its
+// access_token, so only their type of failure is kept.
+func safeErrorText(err error) string {
+	switch e := err.(type) {
+	case *ThrottledError, *PenaltyError:
+		return e.Error()
+	}
+	switch {
+	case err == context.Canceled, err == context.DeadlineExceeded:
+		return err.Error()
+	}
+	return "request failed"
+}
+
+type spanEvent struct {
+	name  string
+	at    time.Time
+	attrs []attribute.KeyValue
+}
+
+// event notes something for the call's span (retries, penalties).
+func (c *call) event(name string, attrs ...attribute.KeyValue) {
+	c.events = append(c.events, spanEvent{name: name, at: time.Now(), attrs: attrs})
+}

@@ -1,0 +1,240 @@
+package throttle
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/quotaware/throttle/limiter"
+	"github.com/quotaware/throttle/providers"
+)
+
+// Transport is an http.RoundTripper that keeps outbound calls within the
+// providers' limits. Build it with New; it is safe for concurrent use.
+type Transport struct {
+	base     http.RoundTripper
+	limiter  limiter.Limiter
+	profiles []profile
+	maxWait  time.Duration
+	tel      *telemetry
+	retry    *retrier
+}
+
+// profile is a providers.Profile with its defaults resolved.
+type profile struct {
+	providers.Profile
+}
+
+// New returns a Transport configured by opts, for use in one expression:
+//
+//	client := &http.Client{Transport: throttle.New(throttle.WithProfiles(p))}
+//
+// With no options it limits nothing: every request passes through to
+// http.DefaultTransport. New panics when an option is invalid, like
+// regexp.MustCompile, because that is a programming error found at start-up;
+// use Build to get the error instead.
+func New(opts ...Option) *Transport {
+	t, err := Build(opts...)
+	if err != nil {
+		panic(err)
+	}
+	return t
+}
+
+// Build is New returning the configuration error, which names the option at
+// fault, instead of panicking.
+func Build(opts ...Option) (*Transport, error) {
+	c := defaultConfig()
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&c)
+		}
+	}
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	lim, err := c.buildLimiter()
+	if err != nil {
+		return nil, err
+	}
+	t := &Transport{base: c.base, limiter: lim, maxWait: c.maxWait}
+	for _, p := range c.profiles {
+		if p.DefaultPenalty == 0 {
+			p.DefaultPenalty = providers.DefaultPenalty
+		}
+		t.profiles = append(t.profiles, profile{Profile: p})
+	}
+	t.tel = newTelemetry(&c)
+	t.retry = newRetrier(t, c.retry)
+	return t, nil
+}
+
+func (c *config) buildLimiter() (limiter.Limiter, error) {
+	if c.limiter != nil {
+		return c.limiter, nil
+	}
+	if c.redis == nil {
+		return limiter.NewMemory(), nil
+	}
+	r, err := limiter.NewRedis(c.redis, limiter.WithPrefix(c.redisPrefix))
+	if err != nil {
+		return nil, fmt.Errorf("throttle: WithRedis: %w", err)
+	}
+	return r, nil
+}
+
+// Limiter returns the limiter the Transport reserves slots from.
+func (t *Transport) Limiter() limiter.Limiter { return t.limiter }
+
+// RoundTrip implements http.RoundTripper.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	p := t.match(req)
+	if p == nil {
+		return t.base.RoundTrip(req)
+	}
+	route, err := p.Route(req)
+	if err != nil {
+		closeBody(req)
+		return nil, fmt.Errorf("throttle: %s: %w", p.Name, err)
+	}
+	call := &call{t: t, p: p, route: route, start: time.Now()}
+	if t.retry != nil {
+		return t.retry.do(req, call)
+	}
+	resp, err := call.attempt(req)
+	t.tel.finish(req.Context(), call, resp, err)
+	return resp, err
+}
+
+func (t *Transport) match(req *http.Request) *profile {
+	for i := range t.profiles {
+		if t.profiles[i].Match(req) {
+			return &t.profiles[i]
+		}
+	}
+	return nil
+}
+
+// call is one RoundTrip of a matched request, across its attempts.
+type call struct {
+	t     *Transport
+	p     *profile
+	route providers.Route
+	start time.Time
+
+	attempts int
+	waited   time.Duration
+	outcome  string
+	verdict  providers.Verdict
+	events   []spanEvent
+
+	// For retries: whether the last attempt's request was written, and
+	// the wait before the next attempt.
+	wrote    atomic.Bool
+	nextWait time.Duration
+}
+
+// budget is how long the call may still wait: the smaller of the time left
+// of WithMaxWait since the call started and of the context deadline.
+func (c *call) budget(ctx context.Context) time.Duration {
+	b := c.t.maxWait - time.Since(c.start)
+	if dl, ok := ctx.Deadline(); ok {
+		b = min(b, time.Until(dl))
+	}
+	return max(b, 0)
+}
+
+// attempt reserves a slot, waits for it, sends once and reads the verdict.
+func (c *call) attempt(req *http.Request) (*http.Response, error) {
+	ctx := req.Context()
+	c.attempts++
+	budget := c.budget(ctx)
+	lreq := limiter.Request{Group: c.p.Name, Rules: c.route.Rules, Scopes: c.route.Scopes, MaxWait: budget}
+	began := time.Now()
+	res, err := c.t.limiter.Reserve(ctx, lreq)
+	c.t.tel.limiterCall(ctx, c, time.Since(began), err)
+	if err != nil {
+		closeBody(req)
+		c.outcome = outcomeLimiterError
+		return nil, fmt.Errorf("%w: %s: %w", ErrLimiterUnavailable, c.p.Name, err)
+	}
+	if !res.OK {
+		closeBody(req)
+		if pen := res.Penalty; pen != nil {
+			c.outcome = outcomePenalized
+			return nil, &PenaltyError{Provider: c.p.Name, API: c.route.API, Scope: pen.Scope, Until: pen.Until, Code: pen.Code}
+		}
+		c.outcome = outcomeThrottled
+		e := &ThrottledError{Provider: c.p.Name, API: c.route.API, RetryAfter: res.RetryAfter, Budget: budget}
+		if res.Rule >= 0 && res.Rule < len(c.route.Rules) {
+			e.Rule = c.route.Rules[res.Rule].String()
+		}
+		return nil, e
+	}
+	if res.Delay > 0 {
+		if err := c.wait(ctx, res.Delay); err != nil {
+			// The slot will not be used: give it back so the next caller
+			// can have it. The request's context is done, so cancel on a
+			// context of its own.
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+			_ = c.t.limiter.Cancel(cctx, lreq, res)
+			cancel()
+			closeBody(req)
+			c.outcome = outcomeCancelled
+			return nil, err
+		}
+		c.waited += res.Delay
+	}
+	resp, err := c.t.base.RoundTrip(req)
+	if err != nil {
+		c.outcome = outcomeTransportError
+		return nil, err
+	}
+	c.verdict = providers.Verdict{}
+	if c.p.Classify != nil {
+		c.verdict = c.p.Classify(req, resp)
+	}
+	c.outcome = outcomeFor(c.verdict.Kind, c.waited > 0)
+	if c.verdict.Kind == providers.Quota {
+		c.penalize(ctx)
+	}
+	return resp, nil
+}
+
+// wait sleeps d on a timer, returning early with the context's error.
+func (c *call) wait(ctx context.Context, d time.Duration) error {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// penalize shares the provider's quota verdict with every replica.
+func (c *call) penalize(ctx context.Context) {
+	v := &c.verdict
+	if v.Scope == "" && len(c.route.Scopes) > 0 {
+		v.Scope = c.route.Scopes[0]
+	}
+	if v.Scope == "" {
+		return
+	}
+	if v.Until.IsZero() {
+		v.Until = time.Now().Add(c.p.DefaultPenalty)
+	}
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	err := c.t.limiter.Penalize(pctx, c.p.Name, limiter.Penalty{Scope: v.Scope, Until: v.Until, Code: v.Code})
+	c.t.tel.penalty(ctx, c, err)
+}
+
+func closeBody(req *http.Request) {
+	if req.Body != nil {
+		req.Body.Close()
+	}
+}

@@ -1,0 +1,316 @@
+package throttle_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quotaware/throttle"
+	"github.com/quotaware/throttle/internal/redistest"
+	"github.com/quotaware/throttle/limiter"
+	"github.com/quotaware/throttle/limiter/limitertest"
+	"github.com/quotaware/throttle/providers"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	redistest.StopShared()
+	os.Exit(code)
+}
+
+// recorder is a provider stand-in that records arrival times.
+type recorder struct {
+	mu       sync.Mutex
+	arrivals []time.Time
+	paths    []string
+	answer   func(w http.ResponseWriter, r *http.Request)
+}
+
+func (rec *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rec.mu.Lock()
+	rec.arrivals = append(rec.arrivals, time.Now())
+	rec.paths = append(rec.paths, r.URL.Path)
+	answer := rec.answer
+	rec.mu.Unlock()
+	if answer != nil {
+		answer(w, r)
+		return
+	}
+	io.WriteString(w, `{"errcode":0,"errmsg":"ok"}`)
+}
+
+func (rec *recorder) seen() []time.Time {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	return append([]time.Time(nil), rec.arrivals...)
+}
+
+func serve(t *testing.T, rec *recorder) *httptest.Server {
+	srv := httptest.NewServer(rec)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// testProfile limits every request by rules, with one penalty scope per path,
+// and reads `{"errcode":429}` as a quota error.
+func testProfile(name string, rules ...limiter.Rule) providers.Profile {
+	return providers.Profile{
+		Name:  name,
+		Match: func(*http.Request) bool { return true },
+		Route: func(r *http.Request) (providers.Route, error) {
+			return providers.Route{API: r.URL.Path, Rules: rules, Scopes: []string{providers.Scope(providers.ScopeAPI, r.URL.Path)}}, nil
+		},
+		Classify: func(_ *http.Request, resp *http.Response) providers.Verdict {
+			if resp.Header.Get("X-Test-Quota") != "" {
+				return providers.Verdict{Kind: providers.Quota, Until: time.Now().Add(time.Hour), Code: "429", NotProcessed: true}
+			}
+			return providers.Verdict{}
+		},
+	}
+}
+
+func mustRule(t testing.TB, limit int, period time.Duration) limiter.Rule {
+	t.Helper()
+	r, err := limiter.NewRule("r", limit, period)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func get(ctx context.Context, c *http.Client, u string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.Do(req)
+	if err == nil {
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	return resp, err
+}
+
+func TestNoOptionsPassesThrough(t *testing.T) {
+	rec := &recorder{answer: func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		w.Header().Set("X-Echo", r.Header.Get("X-Custom"))
+		w.Write(b)
+	}}
+	srv := serve(t, rec)
+	c := &http.Client{Transport: throttle.New()}
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/x?access_token=abc", strings.NewReader("payload"))
+	req.Header.Set("X-Custom", "v")
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if string(body) != "payload" || resp.Header.Get("X-Echo") != "v" {
+		t.Fatalf("body %q, echo %q: the request was altered", body, resp.Header.Get("X-Echo"))
+	}
+}
+
+func TestBuildRejectsBadOptions(t *testing.T) {
+	good := testProfile("p", mustRule(t, 1, time.Second))
+	cases := []struct {
+		name string
+		opts []throttle.Option
+		want string
+	}{
+		{"negative max wait", []throttle.Option{throttle.WithMaxWait(-time.Second)}, "WithMaxWait"},
+		{"nil base", []throttle.Option{throttle.WithBase(nil)}, "WithBase"},
+		{"nil limiter", []throttle.Option{throttle.WithLimiter(nil)}, "WithLimiter"},
+		{"nil redis", []throttle.Option{throttle.WithRedis(nil)}, "WithRedis"},
+		{"unnamed profile", []throttle.Option{throttle.WithProfiles(providers.Profile{Match: good.Match, Route: good.Route})}, "Name"},
+		{"profile without route", []throttle.Option{throttle.WithProfiles(providers.Profile{Name: "x", Match: good.Match})}, "Route"},
+		{"duplicate profiles", []throttle.Option{throttle.WithProfiles(good, good)}, "two profiles"},
+		{"zero attempts", []throttle.Option{throttle.WithRetry(throttle.RetryPolicy{})}, "MaxAttempts"},
+		{"backoff upside down", []throttle.Option{throttle.WithRetry(throttle.RetryPolicy{MaxAttempts: 2, MinBackoff: time.Second, MaxBackoff: time.Millisecond})}, "MaxBackoff"},
+		{"share over 1", []throttle.Option{throttle.WithFallback(throttle.FallbackPolicy{Share: 2, Timeout: time.Second, Probe: time.Second})}, "Share"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := throttle.Build(tc.opts...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Build err = %v, want one naming %s", err, tc.want)
+			}
+		})
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("New with a bad option did not panic")
+		}
+	}()
+	throttle.New(throttle.WithMaxWait(-1))
+}
+
+// Three Transports on one Redis (three replicas) never exceed the rule at the
+// server. The rule leaves 100ms of headroom per second for the scheduling and
+// loopback latency between the slot and the arrival, as the presets do.
+func TestTransportsShareRedis(t *testing.T) {
+	rdb := redistest.Shared(t)
+	rec := &recorder{}
+	srv := serve(t, rec)
+	rule := mustRule(t, 20, 1100*time.Millisecond)
+	profile := testProfile(limitertest.Group(t), rule)
+	var clients []*http.Client
+	for i := 0; i < 3; i++ {
+		clients = append(clients, &http.Client{Transport: throttle.New(
+			throttle.WithRedis(rdb.Client(t)), throttle.WithProfiles(profile), throttle.WithoutTelemetry())})
+	}
+	stop := time.Now().Add(2500 * time.Millisecond)
+	var wg sync.WaitGroup
+	for _, c := range clients {
+		for w := 0; w < 8; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for time.Now().Before(stop) {
+					if _, err := get(context.Background(), c, srv.URL+"/api"); err != nil && !errors.Is(err, throttle.ErrThrottled) {
+						t.Error(err)
+						return
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	arrivals := rec.seen()
+	if most, at := limitertest.MaxInWindow(arrivals, time.Second); most > 20 {
+		t.Fatalf("%d arrivals in the second from %v, want at most 20", most, at.Format(time.StampMicro))
+	}
+	if len(arrivals) < 40 {
+		t.Fatalf("only %d arrivals in 2.5s at 20 per 1.1s: the limiter starves callers", len(arrivals))
+	}
+}
+
+// A deadline shorter than the needed wait fails at once with ErrThrottled,
+// through the *url.Error of http.Client, and the server sees nothing.
+func TestDeadlineTooShortFailsAtOnce(t *testing.T) {
+	rec := &recorder{}
+	srv := serve(t, rec)
+	c := &http.Client{Transport: throttle.New(throttle.WithProfiles(testProfile("p", mustRule(t, 1, 10*time.Second))))}
+	if _, err := get(context.Background(), c, srv.URL+"/a"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	began := time.Now()
+	_, err := get(ctx, c, srv.URL+"/a")
+	if elapsed := time.Since(began); elapsed >= 2*time.Second {
+		t.Errorf("took %v: it waited for the deadline instead of failing at once", elapsed)
+	}
+	var uerr *url.Error
+	var terr *throttle.ThrottledError
+	if !errors.As(err, &uerr) || !errors.Is(err, throttle.ErrThrottled) || !errors.As(err, &terr) {
+		t.Fatalf("err = %#v, want a *url.Error wrapping *ThrottledError", err)
+	}
+	if terr.RetryAfter <= 2*time.Second || terr.RetryAfter > 10*time.Second || terr.Budget > 2*time.Second {
+		t.Errorf("RetryAfter %v, Budget %v: want the ~10s slot and the 2s budget", terr.RetryAfter, terr.Budget)
+	}
+	if !strings.Contains(terr.Rule, "1 per 10s") {
+		t.Errorf("Rule = %q, want the binding rule", terr.Rule)
+	}
+	if n := len(rec.seen()); n != 1 {
+		t.Fatalf("server saw %d requests, want 1", n)
+	}
+}
+
+// observed wraps a Limiter and reports each reservation.
+type observed struct {
+	limiter.Limiter
+	reserved chan limiter.Reservation
+}
+
+func (o *observed) Reserve(ctx context.Context, req limiter.Request) (limiter.Reservation, error) {
+	res, err := o.Limiter.Reserve(ctx, req)
+	o.reserved <- res
+	return res, err
+}
+
+// Cancelling during a wait sends nothing and gives the slot back.
+func TestCancelDuringWaitGivesSlotBack(t *testing.T) {
+	rec := &recorder{}
+	srv := serve(t, rec)
+	lim := &observed{Limiter: limiter.NewMemory(), reserved: make(chan limiter.Reservation, 10)}
+	c := &http.Client{Transport: throttle.New(throttle.WithLimiter(lim),
+		throttle.WithProfiles(testProfile("p", mustRule(t, 1, 2*time.Second))), throttle.WithMaxWait(10*time.Second))}
+	if _, err := get(context.Background(), c, srv.URL+"/a"); err != nil {
+		t.Fatal(err)
+	}
+	<-lim.reserved
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() {
+		_, err := get(ctx, c, srv.URL+"/a")
+		done <- err
+	}()
+	waiting := <-lim.reserved
+	if !waiting.OK || waiting.Delay <= 0 {
+		t.Fatalf("second request: %+v, want a booked slot ahead", waiting)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	go get(context.Background(), c, srv.URL+"/a")
+	next := <-lim.reserved
+	if !next.OK || !next.SendAt().Equal(waiting.SendAt()) {
+		t.Fatalf("next request scheduled at %v, want the cancelled slot %v", next.SendAt(), waiting.SendAt())
+	}
+	if n := len(rec.seen()); n != 1 {
+		t.Fatalf("server saw %d requests, want only the first: the cancelled one was sent", n)
+	}
+}
+
+// A quota answer reaches the caller unchanged, and the scope is penalised for
+// every Transport sharing the limiter: none of them calls it again.
+func TestQuotaAnswerPenalizesScopeEverywhere(t *testing.T) {
+	const body = `{"errcode":90018,"errmsg":"too many"}`
+	rec := &recorder{answer: func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/hot" {
+			w.Header().Set("X-Test-Quota", "1")
+		}
+		io.WriteString(w, body)
+	}}
+	srv := serve(t, rec)
+	rdb := redistest.Shared(t)
+	profile := testProfile(limitertest.Group(t), mustRule(t, 100, time.Second))
+	a := &http.Client{Transport: throttle.New(throttle.WithRedis(rdb.Client(t)), throttle.WithProfiles(profile), throttle.WithoutRetry())}
+	b := &http.Client{Transport: throttle.New(throttle.WithRedis(rdb.Client(t)), throttle.WithProfiles(profile), throttle.WithoutRetry())}
+	resp, err := a.Get(srv.URL + "/hot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(got) != body {
+		t.Fatalf("caller read %q, want the provider's body %q", got, body)
+	}
+	for _, c := range []*http.Client{a, b} {
+		_, err := get(context.Background(), c, srv.URL+"/hot")
+		var pe *throttle.PenaltyError
+		if !errors.Is(err, throttle.ErrPenalized) || !errors.As(err, &pe) {
+			t.Fatalf("err = %v, want ErrPenalized", err)
+		}
+		if pe.Scope != "api:/hot" || pe.Code != "429" || time.Until(pe.Until) < 59*time.Minute {
+			t.Errorf("penalty %+v, want scope api:/hot, code 429, about an hour", pe)
+		}
+	}
+	if _, err := get(context.Background(), b, srv.URL+"/cold"); err != nil {
+		t.Fatalf("another scope: %v", err)
+	}
+	if n := len(rec.seen()); n != 2 {
+		t.Fatalf("server saw %d requests, want 2 (the quota error and /cold)", n)
+	}
+}
