@@ -1,0 +1,460 @@
+// Package wecomtest emulates the rate limits of the WeCom server API
+// (qyapi.weixin.qq.com) for tests, examples and benchmarks: per company per
+// API and per egress IP per API limits by the minute and the hour, each
+// answering 45009 "api freq out of limit" and then blocking its dimension for
+// as long as the window that tripped; an optional cap on calls in flight per
+// company per API (45033); WeCom's error bodies, the gettoken endpoint,
+// latency jitter, fault injection and a record of every request.
+//
+// Windows are fixed: calendar minutes and hours in emulated time. A rejected
+// call is not counted.
+package wecomtest
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Error codes the emulator answers with.
+const (
+	CodeOK            = 0
+	CodeBusy          = -1
+	CodeFreq          = 45009
+	CodeConcurrent    = 45033
+	CodeInvalidSecret = 40001
+	CodeInvalidCorpID = 40013
+	CodeBadToken      = 40014
+	CodeTokenMissing  = 41001
+	CodeExpiredToken  = 42001
+)
+
+// Limits are per API (URL path) and apply to every API alike. A value of 0
+// or less disables that dimension.
+type Limits struct {
+	CorpPerMinute, CorpPerHour int // per company per API
+	IPPerMinute, IPPerHour     int // per egress IP per API
+	// MaxConcurrent caps the calls of one company to one API in flight at
+	// once (45033 beyond it); 0 disables the cap.
+	MaxConcurrent int
+}
+
+// DefaultLimits returns the documented limits of a company's own apps.
+func DefaultLimits() Limits {
+	return Limits{CorpPerMinute: 10000, CorpPerHour: 150000, IPPerMinute: 20000, IPPerHour: 600000}
+}
+
+// ThirdPartyLimits returns the documented limits for third-party providers,
+// whose egress IPs serve many companies.
+func ThirdPartyLimits() Limits {
+	return Limits{CorpPerMinute: 10000, CorpPerHour: 150000, IPPerMinute: 40000, IPPerHour: 1200000}
+}
+
+// Options configure a Server. The zero value is usable: default limits, any
+// CorpID and secret accepted, the real clock, no latency.
+type Options struct {
+	// Limits, when zero, default to DefaultLimits().
+	Limits Limits
+	// Corps maps CorpID to the secrets of its apps; nil accepts any.
+	Corps map[string][]string
+	// ClientIP names the egress IP of a request (default: the host of
+	// RemoteAddr), so a test can emulate several egress IPs.
+	ClientIP func(*http.Request) string
+	// Clock is the source of time (default time.Now).
+	Clock func() time.Time
+	// TimeScale speeds up the emulator's own time: it reads
+	// origin + (Clock() - origin) * TimeScale, where origin is Clock() when
+	// the server starts. Windows (minute, hour), blocks after a 45009 (60 s
+	// or 60 min) and token lifetimes are measured and aligned on that
+	// emulated time, so with TimeScale 1000 a 60 s block lasts 60 ms of
+	// Clock time. Latency and Hold are not scaled. Zero or less means 1.
+	TimeScale float64
+	// LatencyMin and LatencyMax delay each request's arrival by a uniform
+	// random duration in [LatencyMin, LatencyMax] of real time.
+	LatencyMin, LatencyMax time.Duration
+	// Hold keeps each admitted API call in flight this long (real time)
+	// after it is counted, for tests of MaxConcurrent.
+	Hold time.Duration
+	// TokenTTL is how long an access token lives (default 7200 s, emulated).
+	TokenTTL time.Duration
+}
+
+// Request is the record of one request the emulator answered.
+type Request struct {
+	At       time.Time // Clock() at arrival, after the latency
+	Emulated time.Time // emulated time at arrival
+	Method   string
+	Path     string // URL path without the query (WeCom paths hold no IDs)
+	App      string // CorpID, empty when the token was unknown
+	IP       string
+	Status   int
+	Code     int
+}
+
+// Counters sum up the answers given so far.
+type Counters struct {
+	Total  int
+	OK     int
+	ByCode map[int]int
+}
+
+// Server is a running emulator. Its URL is the base to send requests to.
+type Server struct {
+	*httptest.Server
+
+	opts   Options
+	clock  func() time.Time
+	origin time.Time
+	scale  float64
+
+	mu       sync.Mutex
+	tokens   map[string]token
+	windows  map[key]*window
+	blocked  map[key]time.Time // emulated end of a block
+	inflight map[key]int
+	inject   []injection
+	requests []Request
+	counters Counters
+	seq      int
+}
+
+type token struct {
+	corp    string
+	expires time.Time
+}
+
+// key names one counter: a dimension ('c' company, 'i' IP, 'f' in flight),
+// its id, the API, and the window length (zero for blocks and in-flight).
+type key struct {
+	dim      byte
+	id, path string
+	window   time.Duration
+}
+
+type window struct {
+	start time.Time
+	n     int
+}
+
+type injection struct {
+	left   int
+	status int
+	body   string
+}
+
+// NewServer starts an emulator; Close stops it.
+func NewServer(opts Options) *Server {
+	if opts.Limits == (Limits{}) {
+		opts.Limits = DefaultLimits()
+	}
+	if opts.TokenTTL <= 0 {
+		opts.TokenTTL = 7200 * time.Second
+	}
+	if opts.ClientIP == nil {
+		opts.ClientIP = remoteHost
+	}
+	s := &Server{
+		opts:     opts,
+		clock:    opts.Clock,
+		scale:    opts.TimeScale,
+		tokens:   map[string]token{},
+		windows:  map[key]*window{},
+		blocked:  map[key]time.Time{},
+		inflight: map[key]int{},
+	}
+	if s.clock == nil {
+		s.clock = time.Now
+	}
+	if s.scale <= 0 {
+		s.scale = 1
+	}
+	s.origin = s.clock()
+	s.counters.ByCode = map[int]int{}
+	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
+	return s
+}
+
+// Now is the emulator's time (see Options.TimeScale).
+func (s *Server) Now() time.Time {
+	_, e := s.now()
+	return e
+}
+
+func (s *Server) now() (wall, emu time.Time) {
+	wall = s.clock()
+	if s.scale == 1 {
+		return wall, wall
+	}
+	return wall, s.origin.Add(time.Duration(float64(wall.Sub(s.origin)) * s.scale))
+}
+
+// Token issues an access token for corpID without calling gettoken.
+func (s *Server) Token(corpID string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, emu := s.now()
+	return s.issueLocked(corpID, emu)
+}
+
+func (s *Server) issueLocked(corp string, emu time.Time) string {
+	s.seq++
+	t := fmt.Sprintf("%d_%016x%016x", s.seq, rand.Uint64(), rand.Uint64())
+	s.tokens[t] = token{corp: corp, expires: emu.Add(s.opts.TokenTTL)}
+	return t
+}
+
+// InjectBusy makes the next n requests answer -1 "system busy".
+func (s *Server) InjectBusy(n int) {
+	s.Inject(n, http.StatusOK, `{"errcode":-1,"errmsg":"system busy"}`)
+}
+
+// Inject makes the next n requests answer status with body, uncounted.
+// Injections queue up: a second one starts when the first is spent.
+func (s *Server) Inject(n, status int, body string) {
+	if n <= 0 {
+		return
+	}
+	s.mu.Lock()
+	s.inject = append(s.inject, injection{left: n, status: status, body: body})
+	s.mu.Unlock()
+}
+
+// Requests returns a copy of the record of every request so far.
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Request(nil), s.requests...)
+}
+
+// Counters returns a copy of the counters.
+func (s *Server) Counters() Counters {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.counters
+	c.ByCode = make(map[int]int, len(s.counters.ByCode))
+	for k, v := range s.counters.ByCode {
+		c.ByCode[k] = v
+	}
+	return c
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	if d := jitter(s.opts.LatencyMin, s.opts.LatencyMax); d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
+			return
+		}
+	}
+	ip := s.opts.ClientIP(r)
+	s.mu.Lock()
+	wall, emu := s.now()
+	rec := Request{At: wall, Emulated: emu, Method: r.Method, Path: r.URL.Path, IP: ip}
+	status, body, release := s.answerLocked(r, &rec, emu)
+	rec.Status = status
+	s.requests = append(s.requests, rec)
+	s.counters.Total++
+	if rec.Code == 0 {
+		s.counters.OK++
+	} else {
+		s.counters.ByCode[rec.Code]++
+	}
+	s.mu.Unlock()
+
+	if release != nil {
+		if s.opts.Hold > 0 {
+			time.Sleep(s.opts.Hold)
+		}
+		s.mu.Lock()
+		release()
+		s.mu.Unlock()
+	}
+	w.Header().Set("Content-Type", "application/json; charset=UTF-8")
+	w.WriteHeader(status)
+	_, _ = w.Write([]byte(body))
+}
+
+// answerLocked decides one request under s.mu. release, when not nil, ends
+// the call's time in flight and must run under s.mu.
+func (s *Server) answerLocked(r *http.Request, rec *Request, emu time.Time) (status int, body string, release func()) {
+	if len(s.inject) > 0 {
+		in := &s.inject[0]
+		in.left--
+		if in.left == 0 {
+			s.inject = s.inject[1:]
+		}
+		rec.Code = codeOf(in.body)
+		return in.status, in.body, nil
+	}
+	q := r.URL.Query()
+	var corp string
+	if r.URL.Path == "/cgi-bin/gettoken" {
+		corp = q.Get("corpid")
+		if code, msg := s.checkSecret(corp, q.Get("corpsecret")); code != 0 {
+			rec.Code = code
+			return http.StatusOK, errBody(code, msg, rec.IP), nil
+		}
+	} else {
+		tok := q.Get("access_token")
+		t, ok := s.tokens[tok]
+		switch {
+		case tok == "":
+			rec.Code = CodeTokenMissing
+			return http.StatusOK, errBody(CodeTokenMissing, "access_token missing", rec.IP), nil
+		case !ok:
+			rec.Code = CodeBadToken
+			return http.StatusOK, errBody(CodeBadToken, "invalid access_token", rec.IP), nil
+		case !emu.Before(t.expires):
+			rec.App, rec.Code = t.corp, CodeExpiredToken
+			return http.StatusOK, errBody(CodeExpiredToken, "access_token expired", rec.IP), nil
+		}
+		corp = t.corp
+	}
+	rec.App = corp
+	if code := s.chargeLocked(corp, rec.IP, r.URL.Path, emu); code != 0 {
+		rec.Code = code
+		msg := "api freq out of limit"
+		if code == CodeConcurrent {
+			msg = "api concurrent out of limit"
+		}
+		return http.StatusOK, errBody(code, msg, rec.IP), nil
+	}
+	if s.opts.Limits.MaxConcurrent > 0 {
+		fk := key{dim: 'f', id: corp, path: r.URL.Path}
+		release = func() {
+			if s.inflight[fk]--; s.inflight[fk] <= 0 {
+				delete(s.inflight, fk)
+			}
+		}
+	}
+	if r.URL.Path == "/cgi-bin/gettoken" {
+		tok := s.issueLocked(corp, emu)
+		return http.StatusOK, fmt.Sprintf(`{"errcode":0,"errmsg":"ok","access_token":%q,"expires_in":%d}`,
+			tok, int(s.opts.TokenTTL/time.Second)), release
+	}
+	return http.StatusOK, `{"errcode":0,"errmsg":"ok"}`, release
+}
+
+func (s *Server) checkSecret(corp, secret string) (int, string) {
+	if corp == "" {
+		return CodeInvalidCorpID, "invalid corpid"
+	}
+	if s.opts.Corps == nil {
+		return 0, ""
+	}
+	secrets, ok := s.opts.Corps[corp]
+	if !ok {
+		return CodeInvalidCorpID, "invalid corpid"
+	}
+	for _, want := range secrets {
+		if secret == want {
+			return 0, ""
+		}
+	}
+	return CodeInvalidSecret, "invalid secret"
+}
+
+// chargeLocked counts one call, or returns the code of the limit it hits.
+// A window that overflows blocks its dimension (company or IP, for this
+// API) for the window's length from that moment, as WeCom documents.
+func (s *Server) chargeLocked(corp, ip, path string, emu time.Time) int {
+	l := s.opts.Limits
+	type check struct {
+		dim    byte
+		id     string
+		limit  int
+		window time.Duration
+	}
+	checks := [...]check{
+		{'c', corp, l.CorpPerMinute, time.Minute},
+		{'c', corp, l.CorpPerHour, time.Hour},
+		{'i', ip, l.IPPerMinute, time.Minute},
+		{'i', ip, l.IPPerHour, time.Hour},
+	}
+	for _, c := range checks[:] {
+		if end, ok := s.blocked[key{dim: c.dim, id: c.id, path: path}]; ok {
+			if emu.Before(end) {
+				return CodeFreq
+			}
+			delete(s.blocked, key{dim: c.dim, id: c.id, path: path})
+		}
+	}
+	var ws [len(checks)]*window
+	for i, c := range checks {
+		if c.limit <= 0 {
+			continue
+		}
+		k := key{dim: c.dim, id: c.id, path: path, window: c.window}
+		w := s.windows[k]
+		if w == nil {
+			w = &window{}
+			s.windows[k] = w
+		}
+		if start := emu.Truncate(c.window); !w.start.Equal(start) {
+			w.start, w.n = start, 0
+		}
+		if w.n >= c.limit {
+			bk := key{dim: c.dim, id: c.id, path: path}
+			if end := emu.Add(c.window); end.After(s.blocked[bk]) {
+				s.blocked[bk] = end
+			}
+			return CodeFreq
+		}
+		ws[i] = w
+	}
+	if max := l.MaxConcurrent; max > 0 {
+		fk := key{dim: 'f', id: corp, path: path}
+		if s.inflight[fk] >= max {
+			return CodeConcurrent
+		}
+		s.inflight[fk]++
+	}
+	for _, w := range ws {
+		if w != nil {
+			w.n++
+		}
+	}
+	return 0
+}
+
+// errBody writes WeCom's error shape: the message, a hint, the caller's IP
+// and a link to the error's page.
+func errBody(code int, msg, ip string) string {
+	hint := fmt.Sprintf("[%d_%d_%016x]", time.Now().Unix(), rand.IntN(100), rand.Uint64())
+	return fmt.Sprintf(`{"errcode":%d,"errmsg":%q}`, code,
+		fmt.Sprintf("%s, hint: %s, from ip: %s, more info at https://open.work.weixin.qq.com/devtool/query?e=%d", msg, hint, ip, code))
+}
+
+func codeOf(body string) int {
+	var v struct {
+		Errcode json.Number `json:"errcode"`
+	}
+	if json.Unmarshal([]byte(body), &v) != nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(string(v.Errcode))
+	return n
+}
+
+func jitter(lo, hi time.Duration) time.Duration {
+	if hi <= lo {
+		return lo
+	}
+	return lo + rand.N(hi-lo+1)
+}
+
+func remoteHost(r *http.Request) string {
+	h, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return h
+}
