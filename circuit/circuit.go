@@ -1,0 +1,497 @@
+package circuit
+
+import (
+	"container/heap"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+)
+
+// State is the state of one scope's breaker.
+type State int
+
+// Breaker states.
+const (
+	// Closed lets every request through. A scope that was never penalised,
+	// or whose probe succeeded, is closed and holds no memory.
+	Closed State = iota
+	// HalfOpen follows the end of a penalty window: one probe at a time may
+	// go through to find out whether the provider has lifted the penalty.
+	HalfOpen
+	// Open refuses every request until the penalty window ends.
+	Open
+)
+
+func (s State) String() string {
+	switch s {
+	case Closed:
+		return "closed"
+	case HalfOpen:
+		return "half-open"
+	case Open:
+		return "open"
+	}
+	return fmt.Sprintf("State(%d)", int(s))
+}
+
+// Outcome is what a request let through by [Set.Allow] reports back.
+//
+// There is no failure outcome: the only failure that counts is a quota
+// verdict, and it carries its own window, so the caller reports it with
+// [Set.Penalize] (before calling done, so no other request can slip in as a
+// probe between the two).
+type Outcome int
+
+const (
+	// Ignored says the request tells nothing about the quota: it was
+	// cancelled, failed in transport, got a non-quota error, or got a quota
+	// verdict already reported through Penalize. A probe that ends Ignored
+	// frees the probe slot for the next request. The zero Outcome, so that a
+	// forgotten field errs on the side of not closing a breaker.
+	Ignored Outcome = iota
+	// Success says the provider answered without a quota verdict: a probe
+	// that succeeds closes its scope's breaker.
+	Success
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Ignored:
+		return "ignored"
+	case Success:
+		return "success"
+	}
+	return fmt.Sprintf("Outcome(%d)", int(o))
+}
+
+// ErrOpen is matched (errors.Is) by every refusal of [Set.Allow].
+var ErrOpen = errors.New("circuit: scope is open")
+
+// OpenError is the refusal of [Set.Allow]: the scope is penalised until Until,
+// or its window has ended and a probe is already in flight (Probing).
+type OpenError struct {
+	// Scope is the refusing scope; when several are open, the one whose
+	// penalty ends last, so that retrying after Until does not meet another.
+	Scope string
+	// Until is the end of the scope's penalty window. When Probing, it has
+	// passed already and the answer depends on the probe's outcome.
+	Until time.Time
+	// Probing is true when the window has ended and another request is
+	// probing the scope.
+	Probing bool
+}
+
+func (e *OpenError) Error() string {
+	if e.Probing {
+		return fmt.Sprintf("circuit: scope %q is half-open and a probe is in flight", e.Scope)
+	}
+	return fmt.Sprintf("circuit: scope %q is open until %s", e.Scope, e.Until.Format(time.RFC3339Nano))
+}
+
+// Is makes errors.Is(err, ErrOpen) true.
+func (e *OpenError) Is(target error) bool { return target == ErrOpen }
+
+// Defaults.
+const (
+	// DefaultMaxScopes bounds the live breakers of a Set.
+	DefaultMaxScopes = 10_000
+	// DefaultProbeTimeout is how long a probe may stay unanswered before
+	// another request may probe in its place.
+	DefaultProbeTimeout = time.Minute
+)
+
+// Option configures a Set.
+type Option func(*config)
+
+type config struct {
+	maxScopes     int
+	probeTimeout  time.Duration
+	now           func() time.Time
+	onStateChange func(scope string, from, to State)
+}
+
+// WithMaxScopes bounds the number of live breakers (default
+// [DefaultMaxScopes]). Only penalised scopes hold a breaker; when a new
+// penalty finds the Set full, the breaker whose window ends first is dropped
+// (expired windows go before open ones). Dropping one is safe with the shared
+// limiter in front: its Redis penalty still refuses the scope.
+func WithMaxScopes(n int) Option { return func(c *config) { c.maxScopes = n } }
+
+// WithProbeTimeout sets how long a half-open scope waits for its probe's
+// outcome before letting another request probe (default
+// [DefaultProbeTimeout]). It guards against a done that is never called (a
+// panicking caller), which would otherwise keep the scope shut for good. Set
+// it above the longest request the caller may send.
+func WithProbeTimeout(d time.Duration) Option { return func(c *config) { c.probeTimeout = d } }
+
+// WithClock sets the clock penalty windows are measured on (default
+// time.Now). Tests use it to step through a window without sleeping.
+func WithClock(now func() time.Time) Option { return func(c *config) { c.now = now } }
+
+// WithOnStateChange registers fn to hear of every state change of a scope,
+// for logs and metrics. It is called synchronously, outside the Set's locks,
+// possibly from several goroutines at once, so it must be fast and safe for
+// concurrent use. A scope dropped to respect WithMaxScopes reports a change to
+// Closed.
+func WithOnStateChange(fn func(scope string, from, to State)) Option {
+	return func(c *config) { c.onStateChange = fn }
+}
+
+// Set holds the breakers of every penalised scope. It is safe for concurrent
+// use; the zero Set is not usable, call [New].
+type Set struct {
+	cfg config
+
+	// live counts the entries, so that a Set with no penalty at all answers
+	// Allow without a single map lookup.
+	live atomic.Int64
+	// scopes maps a scope to its *entry. Reads are lock-free; writes hold mu.
+	scopes sync.Map
+
+	mu     sync.Mutex
+	byEnds endHeap // every live entry, the window that ends first on top
+}
+
+// entry is one penalty of one scope: its window's end and the gobreaker
+// breaker that runs the half-open probe afterwards. An entry is never
+// modified: a new penalty or a stuck probe replaces it, so outcomes of
+// requests let through by an older entry cannot affect the newer one.
+type entry struct {
+	scope string
+	until time.Time
+	cb    *gobreaker.TwoStepCircuitBreaker[struct{}]
+
+	probeSince atomic.Int64 // unix nanos when the current probe started; 0: none
+	halfOpen   atomic.Bool  // the Open→HalfOpen change was reported
+	index      int          // in Set.byEnds; -1 once removed (guarded by Set.mu)
+}
+
+// errTrip opens a fresh gobreaker breaker; errIgnored releases a probe without
+// counting it either way.
+var (
+	errTrip    = errors.New("circuit: penalised")
+	errIgnored = errors.New("circuit: ignored")
+)
+
+// New returns an empty Set.
+func New(opts ...Option) (*Set, error) {
+	cfg := config{maxScopes: DefaultMaxScopes, probeTimeout: DefaultProbeTimeout, now: time.Now}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	switch {
+	case cfg.maxScopes < 1:
+		return nil, fmt.Errorf("circuit: WithMaxScopes must be at least 1, got %d", cfg.maxScopes)
+	case cfg.probeTimeout <= 0:
+		return nil, fmt.Errorf("circuit: WithProbeTimeout must be positive, got %v", cfg.probeTimeout)
+	case cfg.now == nil:
+		return nil, errors.New("circuit: WithClock must not be nil")
+	}
+	return &Set{cfg: cfg}, nil
+}
+
+func newEntry(scope string, until time.Time) *entry {
+	cb := gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
+		Name: scope,
+		// One probe at a time, and one success closes the breaker.
+		MaxRequests: 1,
+		// The Set measures the window on its own clock and only consults the
+		// breaker once the window is over, so gobreaker's open state only has
+		// to last until the next call. Zero would mean gobreaker's 60 s default.
+		Timeout:      time.Nanosecond,
+		ReadyToTrip:  func(c gobreaker.Counts) bool { return c.ConsecutiveFailures > 0 },
+		IsExcluded:   func(err error) bool { return err == errIgnored },
+		IsSuccessful: func(err error) bool { return err == nil },
+	})
+	// A fresh breaker is closed; its single failure trips it.
+	if done, err := cb.Allow(); err == nil {
+		done(errTrip)
+	}
+	return &entry{scope: scope, until: until, cb: cb, index: -1}
+}
+
+func (s *Set) load(scope string) *entry {
+	if v, ok := s.scopes.Load(scope); ok {
+		return v.(*entry)
+	}
+	return nil
+}
+
+// noop is the done of a request that met no breaker: a package-level value,
+// so the common path allocates nothing.
+var noop = func(Outcome) {}
+
+// Allow asks to send one request that belongs to every scope in scopes.
+//
+// If any scope is open it returns an [*OpenError] (errors.Is(err, ErrOpen))
+// naming the one whose window ends last. Otherwise the request may go and
+// done must be called exactly once with its outcome; later calls are ignored.
+// A request that reaches a scope whose window has ended is that scope's
+// probe: until its done, other requests of the scope are refused with
+// Probing set.
+//
+// A request none of whose scopes was ever penalised costs one map lookup per
+// scope and allocates nothing.
+func (s *Set) Allow(scopes []string) (done func(Outcome), err error) {
+	if s.live.Load() == 0 {
+		return noop, nil
+	}
+	for _, sc := range scopes {
+		if s.load(sc) != nil {
+			return s.allowSlow(scopes)
+		}
+	}
+	return noop, nil
+}
+
+func (s *Set) allowSlow(scopes []string) (func(Outcome), error) {
+	now := s.cfg.now()
+	var open *entry
+	probes := make([]*entry, 0, len(scopes))
+	for _, sc := range scopes {
+		e := s.load(sc)
+		switch {
+		case e == nil:
+		case now.Before(e.until):
+			if open == nil || e.until.After(open.until) {
+				open = e
+			}
+		case !contains(probes, e):
+			probes = append(probes, e)
+		}
+	}
+	if open != nil {
+		return nil, &OpenError{Scope: open.scope, Until: open.until}
+	}
+	if len(probes) == 0 {
+		return noop, nil
+	}
+	dones := make([]func(error), len(probes))
+	// release gives back the probes taken so far when a later scope refuses.
+	release := func(n int) {
+		for i := range n {
+			probes[i].probeSince.Store(0)
+			dones[i](errIgnored)
+		}
+	}
+	for i, e := range probes {
+		if e.halfOpen.CompareAndSwap(false, true) {
+			s.notify(e.scope, Open, HalfOpen)
+		}
+		d, err := e.cb.Allow()
+		if errors.Is(err, gobreaker.ErrTooManyRequests) && s.probeStuck(e, now) {
+			e = s.replace(e)
+			probes[i] = e
+			if now.Before(e.until) { // a new penalty came meanwhile
+				release(i)
+				return nil, &OpenError{Scope: e.scope, Until: e.until}
+			}
+			d, err = e.cb.Allow()
+		}
+		if err != nil {
+			release(i)
+			return nil, &OpenError{Scope: e.scope, Until: e.until, Probing: errors.Is(err, gobreaker.ErrTooManyRequests)}
+		}
+		e.probeSince.Store(now.UnixNano())
+		dones[i] = d
+	}
+	var used atomic.Bool
+	return func(o Outcome) {
+		if !used.CompareAndSwap(false, true) {
+			return
+		}
+		for i, e := range probes {
+			e.probeSince.Store(0)
+			if o != Success {
+				dones[i](errIgnored)
+				continue
+			}
+			dones[i](nil)
+			if e.cb.State() == gobreaker.StateClosed {
+				s.remove(e, HalfOpen)
+			}
+		}
+	}, nil
+}
+
+func contains(es []*entry, e *entry) bool {
+	for _, x := range es {
+		if x == e {
+			return true
+		}
+	}
+	return false
+}
+
+// probeStuck reports whether e's probe has gone unanswered for longer than
+// the probe timeout.
+func (s *Set) probeStuck(e *entry, now time.Time) bool {
+	since := e.probeSince.Load()
+	return since != 0 && now.Sub(time.Unix(0, since)) >= s.cfg.probeTimeout
+}
+
+// replace swaps e for a fresh entry with the same window, abandoning a probe
+// whose outcome never came, and returns the entry now in place.
+func (s *Set) replace(e *entry) *entry {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur := s.load(e.scope)
+	if cur != e {
+		if cur == nil {
+			// Removed meanwhile: the probe succeeded after all. A fresh
+			// entry whose window is over lets exactly one probe through,
+			// which is what the caller is about to do.
+			return newEntry(e.scope, e.until)
+		}
+		return cur
+	}
+	fresh := newEntry(e.scope, e.until)
+	fresh.halfOpen.Store(true)
+	fresh.index = e.index
+	s.byEnds[e.index] = fresh
+	e.index = -1
+	s.scopes.Store(e.scope, fresh)
+	return fresh
+}
+
+// Penalize opens scope's breaker until until, as a quota verdict demands. A
+// later end extends an open window; an earlier one never shortens it. An end
+// that has passed already changes nothing. A half-open scope opens again: this
+// is how a probe that meets another quota verdict reopens its scope for the
+// new window.
+func (s *Set) Penalize(scope string, until time.Time) {
+	now := s.cfg.now()
+	if !now.Before(until) {
+		return
+	}
+	var events [2]event
+	n := 0
+	s.mu.Lock()
+	old := s.load(scope)
+	if old != nil && !until.After(old.until) {
+		s.mu.Unlock()
+		return
+	}
+	e := newEntry(scope, until)
+	if old != nil {
+		if from := s.stateOf(old, now); from != Open {
+			events[n] = event{scope, from, Open}
+			n++
+		}
+		e.index = old.index
+		s.byEnds[old.index] = e
+		old.index = -1
+		heap.Fix(&s.byEnds, e.index)
+	} else {
+		if len(s.byEnds) >= s.cfg.maxScopes {
+			victim := heap.Pop(&s.byEnds).(*entry)
+			s.scopes.Delete(victim.scope)
+			s.live.Add(-1)
+			if from := s.stateOf(victim, now); from != Closed {
+				events[n] = event{victim.scope, from, Closed}
+				n++
+			}
+		}
+		heap.Push(&s.byEnds, e)
+		s.live.Add(1)
+		events[n] = event{scope, Closed, Open}
+		n++
+	}
+	s.scopes.Store(scope, e)
+	s.mu.Unlock()
+	for _, ev := range events[:n] {
+		s.notify(ev.scope, ev.from, ev.to)
+	}
+}
+
+type event struct {
+	scope    string
+	from, to State
+}
+
+// remove drops e after its probe succeeded, unless a newer penalty replaced it.
+func (s *Set) remove(e *entry, from State) {
+	s.mu.Lock()
+	if e.index < 0 || s.load(e.scope) != e {
+		s.mu.Unlock()
+		return
+	}
+	heap.Remove(&s.byEnds, e.index)
+	s.scopes.Delete(e.scope)
+	s.live.Add(-1)
+	s.mu.Unlock()
+	s.notify(e.scope, from, Closed)
+}
+
+func (s *Set) notify(scope string, from, to State) {
+	if s.cfg.onStateChange != nil {
+		s.cfg.onStateChange(scope, from, to)
+	}
+}
+
+func (s *Set) stateOf(e *entry, now time.Time) State {
+	switch {
+	case now.Before(e.until):
+		return Open
+	case e.cb.State() == gobreaker.StateClosed:
+		return Closed
+	}
+	return HalfOpen
+}
+
+// State returns scope's state now.
+func (s *Set) State(scope string) State {
+	e := s.load(scope)
+	if e == nil {
+		return Closed
+	}
+	return s.stateOf(e, s.cfg.now())
+}
+
+// Open returns how many scopes are open now, e.g. for a gauge. It visits
+// every live breaker; call it at scrape time, not per request.
+func (s *Set) Open() int {
+	now := s.cfg.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, e := range s.byEnds {
+		if now.Before(e.until) {
+			n++
+		}
+	}
+	return n
+}
+
+// Len returns how many scopes hold a breaker (open or half-open); it never
+// exceeds WithMaxScopes.
+func (s *Set) Len() int { return int(s.live.Load()) }
+
+// endHeap orders entries by the end of their window, earliest on top: the
+// first to drop when the Set is full, since expired windows sort before any
+// open one.
+type endHeap []*entry
+
+func (h endHeap) Len() int           { return len(h) }
+func (h endHeap) Less(i, j int) bool { return h[i].until.Before(h[j].until) }
+func (h endHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index, h[j].index = i, j
+}
+func (h *endHeap) Push(x any) {
+	e := x.(*entry)
+	e.index = len(*h)
+	*h = append(*h, e)
+}
+func (h *endHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	e.index = -1
+	return e
+}
