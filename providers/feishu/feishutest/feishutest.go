@@ -1,0 +1,496 @@
+// Package feishutest emulates the rate limits of the Feishu / Lark open
+// platform (open.feishu.cn, open.larksuite.com) for tests, examples and
+// benchmarks: per-app per-API frequency levels (per-second and per-minute
+// caps, HTTP 429 with code 99991400 and the x-ogw-ratelimit-* headers), the
+// free edition's monthly tenant quota (429 with 99991403), the IM rule of 5
+// messages per second to one chat or user (230020), Feishu's error bodies, the
+// tenant_access_token endpoint, latency jitter, fault injection and a record
+// of every request.
+//
+// Windows are fixed: wall-clock seconds and minutes, and calendar months in
+// Asia/Shanghai, all in emulated time. A rejected call is not counted.
+package feishutest
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Beijing is China Standard Time (UTC+8, no daylight saving since 1991).
+var Beijing = time.FixedZone("CST", 8*3600)
+
+// Error codes the emulator answers with.
+const (
+	CodeOK            = 0
+	CodeFrequency     = 99991400 // a level's per-second or per-minute cap
+	CodeMonthlyQuota  = 99991403 // the tenant's monthly quota
+	CodeChatFrequency = 230020   // IM: too many messages to one chat or user
+	CodeTokenMissing  = 99991661
+	CodeTokenInvalid  = 99991663
+	CodeTokenExpired  = 99991677
+	CodeInvalidApp    = 10003
+	CodeInvalidSecret = 10014
+	CodeBusy          = -1
+)
+
+// Messages of the error bodies.
+const (
+	MsgFrequency     = "request trigger frequency limit"
+	MsgMonthlyQuota  = "request trigger tenant monthly quota limit"
+	MsgChatFrequency = "This operation triggers the frequency limit."
+)
+
+// IMSend is the API of sending a message, which carries the per-chat rule.
+const IMSend = "POST /open-apis/im/v1/messages"
+
+// Level is one row of Feishu's frequency level table. Zero means no cap.
+type Level struct {
+	PerSecond, PerMinute int
+}
+
+// LevelTable returns Feishu's documented levels (standard edition: level 10
+// is 100/s on the business edition).
+func LevelTable() map[int]Level {
+	return map[int]Level{
+		1: {PerMinute: 10}, 2: {PerMinute: 20}, 3: {PerMinute: 100},
+		4: {PerSecond: 50, PerMinute: 1000}, 5: {PerSecond: 1}, 6: {PerSecond: 5},
+		7: {PerSecond: 10}, 8: {PerSecond: 20}, 9: {PerSecond: 50},
+		10: {PerSecond: 50}, 11: {PerSecond: 100}, 21: {PerSecond: 3},
+	}
+}
+
+// DefaultAPIs maps the APIs whose level the emulator knows, written
+// "METHOD /path" with ":name" for a path parameter, to their level.
+func DefaultAPIs() map[string]int {
+	return map[string]int{
+		IMSend: 4,
+		"POST /open-apis/im/v1/messages/:message_id/reply": 4,
+	}
+}
+
+// Options configure a Server. The zero value is usable: the documented
+// levels, any app accepted, the real clock, no latency, no monthly quota.
+type Options struct {
+	// Levels is the level table (default LevelTable()).
+	Levels map[int]Level
+	// APIs maps "METHOD /path" patterns to levels (default DefaultAPIs()).
+	APIs map[string]int
+	// DefaultLevel applies to APIs not in APIs; 0 leaves them unlimited.
+	DefaultLevel int
+	// MonthlyQuota caps every app's calls per calendar month in Beijing
+	// (the free edition's 10,000); 0 leaves it unlimited.
+	MonthlyQuota int
+	// PerChat caps messages per second sent to one receive_id through
+	// IMSend (default 5; negative disables). The receive_id is read from
+	// the query, or else from the JSON body, as Feishu takes it.
+	PerChat int
+	// Apps maps app_id to app_secret; nil accepts any.
+	Apps map[string]string
+	// Clock is the source of time (default time.Now).
+	Clock func() time.Time
+	// TimeScale speeds up the emulator's own time: it reads
+	// origin + (Clock() - origin) * TimeScale, where origin is Clock() when
+	// the server starts. Windows (second, minute, month), token lifetimes and
+	// the x-ogw-ratelimit-reset header are in emulated time, so with
+	// TimeScale 1000 a minute passes in 60 ms of Clock time and a reset of
+	// "1" means 1 ms. Latency is not scaled. Zero or less means 1.
+	TimeScale float64
+	// LatencyMin and LatencyMax delay each request's arrival by a uniform
+	// random duration in [LatencyMin, LatencyMax] of real time.
+	LatencyMin, LatencyMax time.Duration
+	// TokenTTL is how long a tenant token lives (default 7200 s, emulated).
+	TokenTTL time.Duration
+}
+
+// Request is the record of one request the emulator answered.
+type Request struct {
+	At       time.Time // Clock() at arrival, after the latency
+	Emulated time.Time // emulated time at arrival
+	Method   string
+	Path     string // the matched "METHOD /pattern", or "METHOD /path" as sent
+	App      string // app_id, empty when the token was unknown
+	Status   int
+	Code     int
+}
+
+// Counters sum up the answers given so far.
+type Counters struct {
+	Total  int
+	OK     int
+	ByCode map[int]int
+}
+
+// Server is a running emulator. Its URL is the base to send requests to.
+type Server struct {
+	*httptest.Server
+
+	opts     Options
+	patterns []pattern
+	clock    func() time.Time
+	origin   time.Time
+	scale    float64
+
+	mu       sync.Mutex
+	tokens   map[string]token
+	windows  map[key]*window
+	inject   []injection
+	requests []Request
+	counters Counters
+	seq      int
+}
+
+type pattern struct {
+	method string
+	segs   []string
+	level  int
+	name   string
+	params int
+}
+
+type token struct {
+	app     string
+	expires time.Time
+}
+
+// key names one counter: app, API (or receive_id) and window kind.
+type key struct {
+	app, api string
+	kind     byte // 's' second, 'm' minute, 'M' month, 'c' chat second
+}
+
+type window struct {
+	start time.Time
+	n     int
+}
+
+type injection struct {
+	left   int
+	status int
+	header http.Header
+	body   string
+}
+
+// NewServer starts an emulator; Close stops it.
+func NewServer(opts Options) *Server {
+	if opts.Levels == nil {
+		opts.Levels = LevelTable()
+	}
+	if opts.APIs == nil {
+		opts.APIs = DefaultAPIs()
+	}
+	if opts.PerChat == 0 {
+		opts.PerChat = 5
+	}
+	if opts.TokenTTL <= 0 {
+		opts.TokenTTL = 7200 * time.Second
+	}
+	s := &Server{opts: opts, clock: opts.Clock, scale: opts.TimeScale,
+		tokens: map[string]token{}, windows: map[key]*window{}}
+	for name, level := range opts.APIs {
+		method, path, _ := strings.Cut(name, " ")
+		p := pattern{method: method, segs: strings.Split(path, "/"), level: level, name: name}
+		for _, seg := range p.segs {
+			if strings.HasPrefix(seg, ":") {
+				p.params++
+			}
+		}
+		s.patterns = append(s.patterns, p)
+	}
+	if s.clock == nil {
+		s.clock = time.Now
+	}
+	if s.scale <= 0 {
+		s.scale = 1
+	}
+	s.origin = s.clock()
+	s.counters.ByCode = map[int]int{}
+	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
+	return s
+}
+
+// Now is the emulator's time (see Options.TimeScale).
+func (s *Server) Now() time.Time {
+	_, e := s.now()
+	return e
+}
+
+func (s *Server) now() (wall, emu time.Time) {
+	wall = s.clock()
+	if s.scale == 1 {
+		return wall, wall
+	}
+	return wall, s.origin.Add(time.Duration(float64(wall.Sub(s.origin)) * s.scale))
+}
+
+// Token issues a tenant access token for appID without calling the token
+// endpoint.
+func (s *Server) Token(appID string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, emu := s.now()
+	return s.issueLocked(appID, emu)
+}
+
+func (s *Server) issueLocked(app string, emu time.Time) string {
+	s.seq++
+	t := fmt.Sprintf("t-%d%016x", s.seq, rand.Uint64())
+	s.tokens[t] = token{app: app, expires: emu.Add(s.opts.TokenTTL)}
+	return t
+}
+
+// InjectBusy makes the next n requests answer HTTP 500 with code -1.
+func (s *Server) InjectBusy(n int) {
+	s.Inject(n, http.StatusInternalServerError, nil, `{"code":-1,"msg":"system busy"}`)
+}
+
+// Inject makes the next n requests answer status, header and body,
+// uncounted. Injections queue up: a second one starts when the first is spent.
+func (s *Server) Inject(n, status int, header http.Header, body string) {
+	if n <= 0 {
+		return
+	}
+	s.mu.Lock()
+	s.inject = append(s.inject, injection{left: n, status: status, header: header.Clone(), body: body})
+	s.mu.Unlock()
+}
+
+// Requests returns a copy of the record of every request so far.
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Request(nil), s.requests...)
+}
+
+// Counters returns a copy of the counters.
+func (s *Server) Counters() Counters {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.counters
+	c.ByCode = make(map[int]int, len(s.counters.ByCode))
+	for k, v := range s.counters.ByCode {
+		c.ByCode[k] = v
+	}
+	return c
+}
+
+// reply is one answer: status, extra headers, code and body.
+type reply struct {
+	status int
+	header http.Header
+	code   int
+	body   string
+}
+
+func errReply(status, code int, msg string) reply {
+	return reply{status: status, code: code, body: fmt.Sprintf(`{"code":%d,"msg":%q}`, code, msg)}
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	if d := jitter(s.opts.LatencyMin, s.opts.LatencyMax); d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
+			return
+		}
+	}
+	body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	s.mu.Lock()
+	wall, emu := s.now()
+	api, level := s.match(r.Method, r.URL.Path)
+	rec := Request{At: wall, Emulated: emu, Method: r.Method, Path: api}
+	rp := s.answerLocked(r, body, &rec, api, level, emu)
+	rec.Status, rec.Code = rp.status, rp.code
+	s.requests = append(s.requests, rec)
+	s.counters.Total++
+	if rec.Code == 0 {
+		s.counters.OK++
+	} else {
+		s.counters.ByCode[rec.Code]++
+	}
+	s.mu.Unlock()
+
+	for k, vs := range rp.header {
+		w.Header()[k] = vs
+	}
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(rp.status)
+	_, _ = io.WriteString(w, rp.body)
+}
+
+// match names the API of a request: the most specific pattern that matches
+// it, or "METHOD path" as sent.
+func (s *Server) match(method, path string) (string, int) {
+	segs := strings.Split(path, "/")
+	best, bestLevel, bestParams := "", s.opts.DefaultLevel, math.MaxInt
+next:
+	for _, p := range s.patterns {
+		if p.method != method || len(p.segs) != len(segs) || p.params >= bestParams {
+			continue
+		}
+		for i, seg := range p.segs {
+			if seg != segs[i] && !(strings.HasPrefix(seg, ":") && segs[i] != "") {
+				continue next
+			}
+		}
+		best, bestLevel, bestParams = p.name, p.level, p.params
+	}
+	if best == "" {
+		return method + " " + path, s.opts.DefaultLevel
+	}
+	return best, bestLevel
+}
+
+func (s *Server) answerLocked(r *http.Request, body []byte, rec *Request, api string, level int, emu time.Time) reply {
+	if len(s.inject) > 0 {
+		in := &s.inject[0]
+		in.left--
+		if in.left == 0 {
+			s.inject = s.inject[1:]
+		}
+		return reply{status: in.status, header: in.header, code: codeOf(in.body), body: in.body}
+	}
+	if r.URL.Path == "/open-apis/auth/v3/tenant_access_token/internal" {
+		return s.tokenLocked(body, rec, emu)
+	}
+	auth := r.Header.Get("Authorization")
+	tok, ok := strings.CutPrefix(auth, "Bearer ")
+	if !ok || tok == "" {
+		return errReply(http.StatusBadRequest, CodeTokenMissing,
+			"Missing access token for authorization. Please make a request with token attached.")
+	}
+	t, ok := s.tokens[tok]
+	if !ok {
+		return errReply(http.StatusBadRequest, CodeTokenInvalid,
+			"Invalid access token for authorization. Please make a request with token attached.")
+	}
+	rec.App = t.app
+	if !emu.Before(t.expires) {
+		return errReply(http.StatusBadRequest, CodeTokenExpired, "Authentication token expired.")
+	}
+	var chat string
+	if api == IMSend && s.opts.PerChat > 0 {
+		chat = r.URL.Query().Get("receive_id")
+		if chat == "" {
+			var m struct {
+				ReceiveID string `json:"receive_id"`
+			}
+			_ = json.Unmarshal(body, &m)
+			chat = m.ReceiveID
+		}
+	}
+	return s.chargeLocked(t.app, api, s.opts.Levels[level], chat, emu)
+}
+
+func (s *Server) tokenLocked(body []byte, rec *Request, emu time.Time) reply {
+	var req struct {
+		AppID     string `json:"app_id"`
+		AppSecret string `json:"app_secret"`
+	}
+	_ = json.NewDecoder(bytes.NewReader(body)).Decode(&req)
+	if req.AppID == "" {
+		return errReply(http.StatusBadRequest, CodeInvalidApp, "invalid param")
+	}
+	if s.opts.Apps != nil {
+		want, ok := s.opts.Apps[req.AppID]
+		if !ok {
+			return errReply(http.StatusBadRequest, CodeInvalidApp, "invalid param")
+		}
+		if want != req.AppSecret {
+			return errReply(http.StatusBadRequest, CodeInvalidSecret, "app secret invalid")
+		}
+	}
+	rec.App = req.AppID
+	tok := s.issueLocked(req.AppID, emu)
+	return reply{status: http.StatusOK, body: fmt.Sprintf(`{"code":0,"msg":"ok","tenant_access_token":%q,"expire":%d}`,
+		tok, int(s.opts.TokenTTL/time.Second))}
+}
+
+// chargeLocked counts one call, or answers the limit it hits.
+func (s *Server) chargeLocked(app, api string, lv Level, chat string, emu time.Time) reply {
+	b := emu.In(Beijing)
+	y, m, _ := b.Date()
+	month := time.Date(y, m, 1, 0, 0, 0, 0, Beijing)
+	sec := emu.Truncate(time.Second)
+	type check struct {
+		k     key
+		limit int
+		start time.Time
+		end   time.Time
+	}
+	checks := [...]check{
+		{key{app, "", 'M'}, s.opts.MonthlyQuota, month, month.AddDate(0, 1, 0)},
+		{key{app, api, 's'}, lv.PerSecond, sec, sec.Add(time.Second)},
+		{key{app, api, 'm'}, lv.PerMinute, emu.Truncate(time.Minute), emu.Truncate(time.Minute).Add(time.Minute)},
+		{key{app, chat, 'c'}, s.opts.PerChat, sec, sec.Add(time.Second)},
+	}
+	if chat == "" {
+		checks[3].limit = 0
+	}
+	var ws [len(checks)]*window
+	for i, c := range checks {
+		if c.limit <= 0 {
+			continue
+		}
+		w := s.windows[c.k]
+		if w == nil {
+			w = &window{}
+			s.windows[c.k] = w
+		}
+		if !w.start.Equal(c.start) {
+			w.start, w.n = c.start, 0
+		}
+		if w.n < c.limit {
+			ws[i] = w
+			continue
+		}
+		switch c.k.kind {
+		case 'M':
+			return errReply(http.StatusTooManyRequests, CodeMonthlyQuota, MsgMonthlyQuota)
+		case 'c':
+			return errReply(http.StatusBadRequest, CodeChatFrequency, MsgChatFrequency)
+		}
+		rp := errReply(http.StatusTooManyRequests, CodeFrequency, MsgFrequency)
+		reset := int(math.Ceil(c.end.Sub(emu).Seconds()))
+		rp.header = http.Header{
+			"X-Ogw-Ratelimit-Limit": {strconv.Itoa(c.limit)},
+			"X-Ogw-Ratelimit-Reset": {strconv.Itoa(max(reset, 1))},
+		}
+		return rp
+	}
+	for _, w := range ws {
+		if w != nil {
+			w.n++
+		}
+	}
+	return reply{status: http.StatusOK, body: `{"code":0,"msg":"success","data":{}}`}
+}
+
+func codeOf(body string) int {
+	var v struct {
+		Code json.Number `json:"code"`
+	}
+	if json.Unmarshal([]byte(body), &v) != nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(string(v.Code))
+	return n
+}
+
+func jitter(lo, hi time.Duration) time.Duration {
+	if hi <= lo {
+		return lo
+	}
+	return lo + rand.N(hi-lo+1)
+}
