@@ -1,0 +1,143 @@
+package providers
+
+import (
+	"io"
+	"net/http"
+	"strings"
+)
+
+// DefaultPeekLimit is how much of a body PeekBody reads when asked for no
+// particular limit. Every error body the presets know fits in far less; the
+// bound keeps a large success body from being buffered twice.
+const DefaultPeekLimit = 64 << 10
+
+// firstChunk is the first buffer size when the body's length is unknown:
+// error bodies are a few hundred bytes, so most responses never grow it.
+const firstChunk = 2 << 10
+
+// PeekBody reads up to limit bytes (DefaultPeekLimit when max <= 0) of a
+// response body that may carry a provider's error, and returns them.
+//
+// It reads only bodies whose Content-Type is JSON (application/json,
+// text/json, anything+json), HTML, text/plain, or missing: providers answer
+// errors in these, and a missing type is common on gateway errors. Other
+// bodies (files, images, streams), a nil body and http.NoBody are left
+// untouched and PeekBody returns nil, nil.
+//
+// After a peek resp.Body reads exactly like the original: the prefix, then
+// the rest of the original body, byte for byte. An error the original body
+// returned while peeking reaches the caller at the same byte offset, after
+// the bytes read before it; PeekBody then also returns it, with the prefix,
+// so a classifier may still look at what it has. Closing resp.Body closes the
+// original.
+//
+// The prefix may be cut short (at limit bytes or at an error): classifiers must
+// cope with truncated JSON. It must not be modified: resp.Body replays it.
+func PeekBody(resp *http.Response, limit int) ([]byte, error) {
+	if resp == nil || resp.Body == nil || resp.Body == http.NoBody {
+		return nil, nil
+	}
+	if !Peekable(resp.Header.Get("Content-Type")) {
+		return nil, nil
+	}
+	if limit <= 0 {
+		limit = DefaultPeekLimit
+	}
+	n, known := limit, false
+	if resp.ContentLength == 0 {
+		return nil, nil
+	}
+	if resp.ContentLength > 0 && resp.ContentLength < int64(limit) {
+		n, known = int(resp.ContentLength), true
+	}
+	size := n
+	if !known && size > firstChunk {
+		size = firstChunk
+	}
+	buf := make([]byte, 0, size)
+	body := resp.Body
+	var err error
+	for len(buf) < n {
+		if len(buf) == cap(buf) {
+			// Unknown length: grow geometrically up to the limit, so short
+			// bodies cost one small buffer.
+			next := make([]byte, len(buf), min(2*cap(buf), n))
+			copy(next, buf)
+			buf = next
+		}
+		var k int
+		k, err = body.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+k]
+		if err != nil {
+			break
+		}
+	}
+	resp.Body = &replayBody{prefix: buf, err: err, rc: body}
+	if err == io.EOF {
+		err = nil
+	}
+	return buf, err
+}
+
+// Peekable reports whether a Content-Type may hold an error body worth
+// peeking at: JSON, HTML, plain text, or none.
+func Peekable(contentType string) bool {
+	mt := contentType
+	if i := strings.IndexByte(mt, ';'); i >= 0 {
+		mt = mt[:i]
+	}
+	mt = strings.TrimSpace(mt)
+	if mt == "" {
+		return true
+	}
+	return IsJSONType(mt) ||
+		strings.EqualFold(mt, "text/html") ||
+		strings.EqualFold(mt, "text/plain")
+}
+
+// IsJSONType reports whether a Content-Type (parameters allowed) is JSON.
+func IsJSONType(contentType string) bool {
+	mt := contentType
+	if i := strings.IndexByte(mt, ';'); i >= 0 {
+		mt = mt[:i]
+	}
+	mt = strings.TrimSpace(mt)
+	return strings.EqualFold(mt, "application/json") ||
+		strings.EqualFold(mt, "text/json") ||
+		(len(mt) > 5 && strings.EqualFold(mt[len(mt)-5:], "+json"))
+}
+
+// IsHTMLType reports whether a Content-Type (parameters allowed) is HTML.
+func IsHTMLType(contentType string) bool {
+	mt := contentType
+	if i := strings.IndexByte(mt, ';'); i >= 0 {
+		mt = mt[:i]
+	}
+	return strings.EqualFold(strings.TrimSpace(mt), "text/html")
+}
+
+// replayBody hands back the peeked prefix, then whatever the original body
+// had left (or the error that cut the peek short).
+type replayBody struct {
+	prefix []byte
+	off    int
+	err    error // what the original returned when the peek stopped, if anything
+	rc     io.ReadCloser
+}
+
+func (b *replayBody) Read(p []byte) (int, error) {
+	if b.off < len(b.prefix) {
+		n := copy(p, b.prefix[b.off:])
+		b.off += n
+		return n, nil
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if b.err != nil {
+		return 0, b.err
+	}
+	return b.rc.Read(p)
+}
+
+func (b *replayBody) Close() error { return b.rc.Close() }

@@ -1,0 +1,292 @@
+package providers
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"testing"
+)
+
+var errInjected = errors.New("injected read error")
+
+// faultyBody serves data in random chunks and fails with err once errAt
+// bytes have been read (io.EOF when errAt == len(data)).
+type faultyBody struct {
+	data   []byte
+	off    int
+	errAt  int
+	err    error
+	rnd    *rand.Rand
+	closed bool
+}
+
+func newFaultyBody(data []byte, errAt int, err error, seed uint64) *faultyBody {
+	if errAt < 0 || errAt > len(data) {
+		errAt = len(data)
+	}
+	if errAt == len(data) && err == nil {
+		err = io.EOF
+	}
+	return &faultyBody{data: data, errAt: errAt, err: err, rnd: rand.New(rand.NewPCG(seed, 7))}
+}
+
+func (b *faultyBody) Read(p []byte) (int, error) {
+	if b.off >= b.errAt {
+		return 0, b.err
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	n := min(len(p), b.errAt-b.off, 1+b.rnd.IntN(4096))
+	copy(p, b.data[b.off:b.off+n])
+	b.off += n
+	if b.off == b.errAt && b.rnd.IntN(2) == 0 {
+		return n, b.err // the error with the last bytes, as io.Reader allows
+	}
+	return n, nil
+}
+
+func (b *faultyBody) Close() error { b.closed = true; return nil }
+
+// readAllChunked reads r in random chunk sizes (some empty) until an error,
+// returning the bytes and the error (nil for io.EOF).
+func readAllChunked(r io.Reader, seed uint64) ([]byte, error) {
+	rnd := rand.New(rand.NewPCG(seed, 11))
+	var out []byte
+	buf := make([]byte, 8192)
+	for {
+		n, err := r.Read(buf[:rnd.IntN(len(buf))])
+		out = append(out, buf[:n]...)
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+	}
+}
+
+func newResp(ct string, body io.ReadCloser, length int64) *http.Response {
+	h := http.Header{}
+	if ct != "" {
+		h.Set("Content-Type", ct)
+	}
+	return &http.Response{StatusCode: 200, Header: h, Body: body, ContentLength: length}
+}
+
+func TestPeekBody(t *testing.T) {
+	big := bytes.Repeat([]byte(`{"errcode":90018,"errmsg":"x"}`), 5000)
+	tests := []struct {
+		name       string
+		ct         string
+		body       []byte
+		length     int64 // -1 unknown
+		limit      int
+		errAt      int // -1: none
+		wantPeek   bool
+		wantPrefix int // expected prefix length when peeked
+		wantErr    bool
+	}{
+		{"json", "application/json", []byte(`{"errcode":0}`), -1, 0, -1, true, 13, false},
+		{"json charset", "application/json; charset=utf-8", []byte(`{"a":1}`), 7, 0, -1, true, 7, false},
+		{"text/json", "text/json", []byte(`{}`), -1, 0, -1, true, 2, false},
+		{"problem+json", "application/problem+json", []byte(`{}`), -1, 0, -1, true, 2, false},
+		{"upper case", "Application/JSON", []byte(`{}`), -1, 0, -1, true, 2, false},
+		{"html", "text/html;charset=UTF-8", []byte(`<html>punish</html>`), -1, 0, -1, true, 19, false},
+		{"plain", "text/plain", []byte(`busy`), -1, 0, -1, true, 4, false},
+		{"missing type", "", []byte(`{"status":1111}`), -1, 0, -1, true, 15, false},
+		{"image", "image/png", []byte("\x89PNG"), -1, 0, -1, false, 0, false},
+		{"octet stream", "application/octet-stream", []byte(`{"errcode":1}`), -1, 0, -1, false, 0, false},
+		{"event stream", "text/event-stream", []byte(`data: {}`), -1, 0, -1, false, 0, false},
+		{"zero length", "application/json", nil, 0, 0, -1, false, 0, false},
+		{"truncated at limit", "application/json", big, -1, 100, -1, true, 100, false},
+		{"default limit", "application/json", big, -1, 0, -1, true, DefaultPeekLimit, false},
+		{"length known and large", "application/json", big, int64(len(big)), 0, -1, true, DefaultPeekLimit, false},
+		{"error inside prefix", "application/json", []byte(`{"errcode":90018,"errmsg":"cut"}`), -1, 0, 10, true, 10, true},
+		{"error after prefix", "application/json", big, -1, 1000, 5000, true, 1000, false},
+		{"error at once", "application/json", big, -1, 0, 0, true, 0, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var injected error
+			if tt.errAt >= 0 {
+				injected = errInjected
+			}
+			orig := newFaultyBody(tt.body, tt.errAt, injected, 1)
+			resp := newResp(tt.ct, orig, tt.length)
+			prefix, err := PeekBody(resp, tt.limit)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("PeekBody error = %v, want error %v", err, tt.wantErr)
+			}
+			if err != nil && !errors.Is(err, errInjected) {
+				t.Fatalf("PeekBody error = %v, want the body's error", err)
+			}
+			if !tt.wantPeek {
+				if prefix != nil || resp.Body != io.ReadCloser(orig) {
+					t.Fatalf("peeked a body it should leave alone: prefix %q", prefix)
+				}
+				return
+			}
+			if len(prefix) != tt.wantPrefix {
+				t.Fatalf("prefix length = %d, want %d", len(prefix), tt.wantPrefix)
+			}
+			if !bytes.HasPrefix(tt.body, prefix) {
+				t.Fatalf("prefix %q is not a prefix of the body", prefix)
+			}
+			got, rerr := readAllChunked(resp.Body, 2)
+			want := tt.body
+			if tt.errAt >= 0 {
+				want = tt.body[:tt.errAt]
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("caller read %d bytes, want %d (the original)", len(got), len(want))
+			}
+			if !errors.Is(rerr, injected) {
+				t.Fatalf("caller's read error = %v, want %v", rerr, injected)
+			}
+			if err := resp.Body.Close(); err != nil || !orig.closed {
+				t.Fatalf("Close did not close the original (err %v)", err)
+			}
+		})
+	}
+}
+
+func TestPeekBodyNil(t *testing.T) {
+	if p, err := PeekBody(nil, 0); p != nil || err != nil {
+		t.Fatalf("nil response: %q, %v", p, err)
+	}
+	for _, body := range []io.ReadCloser{nil, http.NoBody} {
+		resp := newResp("application/json", body, -1)
+		if p, err := PeekBody(resp, 0); p != nil || err != nil || resp.Body != body {
+			t.Fatalf("body %v: %q, %v, body replaced", body, p, err)
+		}
+	}
+}
+
+// With a known length, the buffer is exactly the body: one allocation for
+// it and one for the replaying reader.
+func TestPeekBodyAllocs(t *testing.T) {
+	body := []byte(`{"errcode":90018,"errmsg":"处罚将在 2019-02-13 20:40:05 结束."}`)
+	h := http.Header{"Content-Type": {"application/json"}}
+	rd := bytes.NewReader(body)
+	resp := &http.Response{Header: h}
+	allocs := testing.AllocsPerRun(100, func() {
+		rd.Reset(body)
+		resp.Body = io.NopCloser(rd)
+		resp.ContentLength = int64(len(body))
+		p, _ := PeekBody(resp, 0)
+		if cap(p) != len(body) {
+			t.Fatalf("buffer capacity %d, want %d", cap(p), len(body))
+		}
+	})
+	// io.NopCloser itself allocates once.
+	if allocs > 3 {
+		t.Fatalf("PeekBody allocated %v times, want at most 2 (+1 for the test's NopCloser)", allocs)
+	}
+}
+
+func TestPeekable(t *testing.T) {
+	tests := []struct {
+		ct         string
+		peek, json bool
+	}{
+		{"", true, false},
+		{"application/json", true, true},
+		{"application/json;charset=UTF-8", true, true},
+		{" text/json ", true, true},
+		{"application/vnd.api+json", true, true},
+		{"text/html", true, false},
+		{"text/plain; charset=gbk", true, false},
+		{"application/xml", false, false},
+		{"application/jsonl", false, false},
+		{"+json", false, false},
+		{"multipart/form-data; boundary=x", false, false},
+	}
+	for _, tt := range tests {
+		if got := Peekable(tt.ct); got != tt.peek {
+			t.Errorf("Peekable(%q) = %v, want %v", tt.ct, got, tt.peek)
+		}
+		if got := IsJSONType(tt.ct); got != tt.json {
+			t.Errorf("IsJSONType(%q) = %v, want %v", tt.ct, got, tt.json)
+		}
+	}
+	if !IsHTMLType("TEXT/HTML; charset=utf-8") || IsHTMLType("text/plain") {
+		t.Error("IsHTMLType misreads its input")
+	}
+}
+
+// FuzzPeekBody: whatever the body, its chunking, its length, an injected
+// error and the peek limit, the caller reads the original bytes and gets
+// the original error at the same offset.
+func FuzzPeekBody(f *testing.F) {
+	f.Add([]byte(`{"errcode":90018,"errmsg":"处罚将在 2019-02-13 20:40:05 结束."}`), uint64(1), -1, 0, uint8(0), uint8(0), false)
+	f.Add([]byte(`{"code":"Forbidden.AccessDenied.QpsLimitForAppkeyAndApi"}`), uint64(2), 10, 8, uint8(1), uint8(1), true)
+	f.Add([]byte(`<html><body>punish</body></html>`), uint64(3), 0, 1, uint8(2), uint8(3), false)
+	f.Add([]byte("0123456789abcdef"), uint64(4), 5000, 100, uint8(200), uint8(0), true)
+	f.Add([]byte{}, uint64(5), 0, 0, uint8(0), uint8(0), true)
+	cts := []string{"application/json", "", "text/html", "image/png"}
+	f.Fuzz(func(t *testing.T, unit []byte, seed uint64, errAt, limit int, repeat, ctIdx uint8, knownLen bool) {
+		// Large bodies come from repeating the unit, up to 1 MiB.
+		body := unit
+		if repeat > 0 && len(unit) > 0 {
+			times := min(int(repeat)*64, (1<<20)/len(unit))
+			body = bytes.Repeat(unit, max(times, 1))
+		}
+		var injected error
+		if errAt >= 0 && errAt <= len(body) {
+			injected = errInjected
+		} else {
+			errAt = -1
+		}
+		if limit > 1<<20 || limit < -1 {
+			limit %= 1 << 20
+		}
+		orig := newFaultyBody(body, errAt, injected, seed)
+		length := int64(-1)
+		if knownLen {
+			length = int64(len(body))
+		}
+		resp := newResp(cts[int(ctIdx)%len(cts)], orig, length)
+		prefix, err := PeekBody(resp, limit)
+		if err != nil && !errors.Is(err, errInjected) {
+			t.Fatalf("PeekBody error %v is not the body's", err)
+		}
+		if !bytes.HasPrefix(body, prefix) {
+			t.Fatalf("prefix is not a prefix of the body")
+		}
+		want := body
+		if errAt >= 0 {
+			want = body[:errAt]
+		}
+		got, rerr := readAllChunked(resp.Body, seed+1)
+		if !bytes.Equal(got, want) {
+			t.Fatalf("caller read %d bytes, want the original %d", len(got), len(want))
+		}
+		if !errors.Is(rerr, injected) || (injected == nil && rerr != nil) {
+			t.Fatalf("caller's error = %v, want %v", rerr, injected)
+		}
+		if lim := limit; lim > 0 && len(prefix) > lim || lim <= 0 && len(prefix) > DefaultPeekLimit {
+			t.Fatalf("prefix of %d bytes exceeds the limit %d", len(prefix), limit)
+		}
+		if resp.Body.Close() != nil || !orig.closed {
+			t.Fatal("Close did not reach the original body")
+		}
+	})
+}
+
+func BenchmarkPeekBody(b *testing.B) {
+	body := []byte(`{"errcode":0,"errmsg":"ok","result":{"userid":"manager4220","name":"张三"}}`)
+	h := http.Header{"Content-Type": {"application/json;charset=utf-8"}}
+	rd := bytes.NewReader(nil)
+	b.ReportAllocs()
+	for b.Loop() {
+		rd.Reset(body)
+		resp := &http.Response{Header: h, Body: io.NopCloser(rd), ContentLength: int64(len(body))}
+		if _, err := PeekBody(resp, 0); err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+	}
+}
