@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -22,16 +23,27 @@ var (
 
 	// Scripts run by EVALSHA and fall back to EVAL on NOSCRIPT, which cluster
 	// nodes and failed-over replicas answer until they have loaded them.
-	reserveScript  = redis.NewScript(reserveSource)
-	cancelScript   = redis.NewScript(cancelSource)
-	penalizeScript = redis.NewScript(penalizeSource)
+	reserveScript  = newScript(reserveSource)
+	cancelScript   = newScript(cancelSource)
+	penalizeScript = newScript(penalizeSource)
 )
+
+// script is a Lua script with its source and SHA1 boxed once for the
+// argument list.
+type script struct{ source, sha any }
+
+func newScript(src string) *script {
+	return &script{source: src, sha: redis.NewScript(src).Hash()}
+}
+
+var evalshaName, evalName any = "evalsha", "eval"
 
 // Redis is a Limiter whose state lives in Redis, shared by every replica that
 // uses the same client, prefix and keys. Each Reserve is one script call.
 type Redis struct {
 	client redis.UniversalClient
 	prefix string
+	keys   keyCache
 }
 
 // RedisOption configures a Redis limiter.
@@ -54,7 +66,7 @@ func NewRedis(client redis.UniversalClient, opts ...RedisOption) (*Redis, error)
 	if client == nil {
 		return nil, fmt.Errorf("limiter: NewRedis: client must not be nil")
 	}
-	r := &Redis{client: client, prefix: "throttle"}
+	r := &Redis{client: client, prefix: "throttle", keys: keyCache{m: make(map[keyID]any)}}
 	for _, o := range opts {
 		o.applyRedis(r)
 	}
@@ -68,13 +80,74 @@ func NewRedis(client redis.UniversalClient, opts ...RedisOption) (*Redis, error)
 func (l *Redis) Client() redis.UniversalClient { return l.client }
 
 // RuleKey is the Redis key holding a rule's state for group.
-func (l *Redis) RuleKey(group, key string) string {
-	return "{" + l.prefix + ":" + group + "}:r:" + key
-}
+func (l *Redis) RuleKey(group, key string) string { return redisKey(l.prefix, ruleTag, group, key) }
 
 // PenaltyKey is the Redis key holding a penalty on scope for group.
 func (l *Redis) PenaltyKey(group, scope string) string {
-	return "{" + l.prefix + ":" + group + "}:p:" + scope
+	return redisKey(l.prefix, penaltyTag, group, scope)
+}
+
+const (
+	ruleTag    = 'r'
+	penaltyTag = 'p'
+)
+
+// redisKey builds "{prefix:group}:tag:name": the braces are the hash tag
+// that keeps every key of a group in one cluster slot.
+func redisKey(prefix string, tag byte, group, name string) string {
+	return "{" + prefix + ":" + group + "}:" + string(tag) + ":" + name
+}
+
+// keyCache keeps each Redis key built and boxed once, since the same few
+// rules and scopes come back on every request. It is bounded: when full it
+// starts over, so keys built from many distinct paths cannot grow it.
+type keyCache struct {
+	mu sync.RWMutex
+	m  map[keyID]any
+}
+
+type keyID struct {
+	tag         byte
+	group, name string
+}
+
+const keyCacheMax = 4096
+
+func (c *keyCache) get(prefix string, tag byte, group, name string) any {
+	id := keyID{tag, group, name}
+	c.mu.RLock()
+	k, ok := c.m[id]
+	c.mu.RUnlock()
+	if ok {
+		return k
+	}
+	k = redisKey(prefix, tag, group, name)
+	c.mu.Lock()
+	if len(c.m) >= keyCacheMax {
+		clear(c.m)
+	}
+	c.m[id] = k
+	c.mu.Unlock()
+	return k
+}
+
+// scriptArgs is a reusable argument list: go-redis does not keep it once
+// the call returns.
+type scriptArgs struct{ list []any }
+
+var argsPool = sync.Pool{New: func() any { return &scriptArgs{list: make([]any, 0, 32)} }}
+
+func (a *scriptArgs) begin(s *script, numKeys int) {
+	a.list = append(a.list[:0], evalshaName, s.sha, boxInt(numKeys))
+}
+
+func (a *scriptArgs) release() {
+	if cap(a.list) > 256 {
+		return
+	}
+	clear(a.list)
+	a.list = a.list[:0]
+	argsPool.Put(a)
 }
 
 var smallInts = func() (out [16]any) {
@@ -84,11 +157,13 @@ var smallInts = func() (out [16]any) {
 	return out
 }()
 
-func boxInt(n int) any {
-	if n >= 0 && n < len(smallInts) {
+func boxInt(n int) any { return boxInt64(int64(n)) }
+
+func boxInt64(n int64) any {
+	if n >= 0 && n < int64(len(smallInts)) {
 		return smallInts[n]
 	}
-	return strconv.Itoa(n)
+	return strconv.FormatInt(n, 10)
 }
 
 var emptyArg any = ""
@@ -108,54 +183,63 @@ func (l *Redis) Reserve(ctx context.Context, req Request) (Reservation, error) {
 	if len(req.Rules) == 0 && len(req.Scopes) == 0 {
 		return Reservation{OK: true, Rule: -1, Now: time.Now()}, nil
 	}
-	keys := make([]string, 0, len(req.Scopes)+len(req.Rules))
+	a := argsPool.Get().(*scriptArgs)
+	defer a.release()
+	a.begin(reserveScript, len(req.Scopes)+len(req.Rules))
 	for _, s := range req.Scopes {
-		keys = append(keys, l.PenaltyKey(req.Group, s))
+		a.list = append(a.list, l.keys.get(l.prefix, penaltyTag, req.Group, s))
 	}
-	args := make([]any, 2, 2+6*len(req.Rules))
-	args[0] = strconv.FormatInt(int64(req.MaxWait/time.Microsecond), 10)
-	args[1] = boxInt(len(req.Scopes))
+	for i := range req.Rules {
+		a.list = append(a.list, l.keys.get(l.prefix, ruleTag, req.Group, req.Rules[i].key))
+	}
+	a.list = append(a.list, boxInt64(int64(req.MaxWait/time.Microsecond)), boxInt(len(req.Scopes)))
 	var clock time.Time
 	for i := range req.Rules {
 		r := &req.Rules[i]
-		keys = append(keys, l.RuleKey(req.Group, r.key))
 		if r.unit == 0 {
-			args = append(args, boxedPaced, r.argT, r.argTol, emptyArg, emptyArg, emptyArg)
+			a.list = append(a.list, boxedPaced, r.argT, r.argTol, emptyArg, emptyArg, emptyArg)
 			continue
 		}
 		if clock.IsZero() {
 			clock = time.Now()
 		}
 		b := r.windows(clock)
-		args = append(args, boxedCalendar, strconv.FormatInt(r.limit, 10),
-			strconv.FormatInt(b[0], 10), strconv.FormatInt(b[1], 10),
-			strconv.FormatInt(b[2], 10), strconv.FormatInt(b[3], 10))
+		a.list = append(a.list, boxedCalendar, boxInt64(r.limit), boxInt64(b[0]), boxInt64(b[1]), boxInt64(b[2]), boxInt64(b[3]))
 	}
-	reply, err := reserveScript.Run(ctx, l.client, keys, args...).Slice()
+	reply, err := l.run(ctx, reserveScript, a.list).Text()
 	if err != nil {
 		return Reservation{}, unavailable("reserve", err)
 	}
 	return parseReserve(req, reply)
 }
 
-func parseReserve(req Request, reply []any) (Reservation, error) {
-	if len(reply) < 4 {
-		return Reservation{}, fmt.Errorf("%w: reserve: short reply %v", ErrUnavailable, reply)
+// parseReserve reads the script's reply (see reserve.lua) without
+// allocating beyond the Reservation's own fields.
+func parseReserve(req Request, reply string) (Reservation, error) {
+	var head [4]int64
+	rest := reply
+	for i := range head {
+		var field string
+		field, rest, _ = strings.Cut(rest, " ")
+		n, err := strconv.ParseInt(field, 10, 64)
+		if err != nil {
+			return Reservation{}, fmt.Errorf("%w: reserve: malformed reply %q", ErrUnavailable, reply)
+		}
+		head[i] = n
 	}
-	status, _ := reply[0].(int64)
-	amount, _ := reply[1].(int64)
-	index, _ := reply[2].(int64)
-	nowUs, _ := reply[3].(int64)
+	status, amount, index, nowUs := head[0], head[1], head[2], head[3]
 	res := Reservation{Rule: int(index) - 1, Now: time.UnixMicro(nowUs)}
 	d := time.Duration(amount) * time.Microsecond
 	switch status {
 	case 0:
 		res.OK, res.Delay = true, d
-		res.Booked = make([]int64, len(req.Rules))
+		if len(req.Rules) > 0 {
+			res.Booked = make([]int64, len(req.Rules))
+		}
 		for i := range res.Booked {
-			if 4+i < len(reply) {
-				res.Booked[i], _ = reply[4+i].(int64)
-			}
+			var field string
+			field, rest, _ = strings.Cut(rest, " ")
+			res.Booked[i], _ = strconv.ParseInt(field, 10, 64)
 		}
 	case 1:
 		res.RetryAfter = d
@@ -165,16 +249,12 @@ func parseReserve(req Request, reply []any) (Reservation, error) {
 		if int(index) >= 1 && int(index) <= len(req.Scopes) {
 			p.Scope = req.Scopes[index-1]
 		}
-		if len(reply) > 4 {
-			if v, ok := reply[4].(string); ok {
-				if _, code, found := strings.Cut(v, "|"); found {
-					p.Code = code
-				}
-			}
+		if _, code, found := strings.Cut(rest, "|"); found {
+			p.Code = code
 		}
 		res.Penalty = p
 	default:
-		return Reservation{}, fmt.Errorf("%w: reserve: unexpected status %d", ErrUnavailable, status)
+		return Reservation{}, fmt.Errorf("%w: reserve: unexpected status in %q", ErrUnavailable, reply)
 	}
 	return res, nil
 }
@@ -184,19 +264,21 @@ func (l *Redis) Cancel(ctx context.Context, req Request, res Reservation) error 
 	if !res.OK || len(req.Rules) == 0 || len(res.Booked) != len(req.Rules) {
 		return nil
 	}
-	keys := make([]string, len(req.Rules))
-	args := make([]any, 0, 3*len(req.Rules))
+	a := argsPool.Get().(*scriptArgs)
+	defer a.release()
+	a.begin(cancelScript, len(req.Rules))
+	for i := range req.Rules {
+		a.list = append(a.list, l.keys.get(l.prefix, ruleTag, req.Group, req.Rules[i].key))
+	}
 	for i := range req.Rules {
 		r := &req.Rules[i]
-		keys[i] = l.RuleKey(req.Group, r.key)
-		booked := strconv.FormatInt(res.Booked[i], 10)
 		if r.unit == 0 {
-			args = append(args, boxedPaced, booked, r.argT)
+			a.list = append(a.list, boxedPaced, boxInt64(res.Booked[i]), r.argT)
 		} else {
-			args = append(args, boxedCalendar, booked, emptyArg)
+			a.list = append(a.list, boxedCalendar, boxInt64(res.Booked[i]), emptyArg)
 		}
 	}
-	if err := cancelScript.Run(ctx, l.client, keys, args...).Err(); err != nil && !errors.Is(err, redis.Nil) {
+	if err := l.run(ctx, cancelScript, a.list).Err(); err != nil && !errors.Is(err, redis.Nil) {
 		return unavailable("cancel", err)
 	}
 	return nil
@@ -207,12 +289,27 @@ func (l *Redis) Penalize(ctx context.Context, group string, p Penalty) error {
 	if err := p.validate(group); err != nil {
 		return err
 	}
-	err := penalizeScript.Run(ctx, l.client, []string{l.PenaltyKey(group, p.Scope)},
-		strconv.FormatInt(p.Until.UnixMicro(), 10), p.Code).Err()
-	if err != nil && !errors.Is(err, redis.Nil) {
+	a := argsPool.Get().(*scriptArgs)
+	defer a.release()
+	a.begin(penalizeScript, 1)
+	a.list = append(a.list, l.keys.get(l.prefix, penaltyTag, group, p.Scope),
+		boxInt64(p.Until.UnixMicro()), p.Code)
+	if err := l.run(ctx, penalizeScript, a.list).Err(); err != nil && !errors.Is(err, redis.Nil) {
 		return unavailable("penalize", err)
 	}
 	return nil
+}
+
+// run sends EVALSHA and, when the node does not know the script (a fresh
+// cluster node, a promoted replica, SCRIPT FLUSH), EVAL with the source,
+// which also loads it for next time. args is "evalsha sha numkeys keys... argv...".
+func (l *Redis) run(ctx context.Context, s *script, args []any) *redis.Cmd {
+	cmd := l.client.Do(ctx, args...)
+	if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		args[0], args[1] = evalName, s.source
+		cmd = l.client.Do(ctx, args...)
+	}
+	return cmd
 }
 
 // Ping checks that Redis answers, e.g. to decide when to leave a fallback.

@@ -8,10 +8,11 @@
 --   paced:    'p', T (emission interval, µs), tolerance (µs), '', '', ''
 --   calendar: 'c', limit, then four consecutive window starts (µs)
 --
--- Reply:
---   admitted:  {0, delay µs, binding rule (0 = none), now µs, booked state per rule...}
---   refused:   {1, retry-after µs, binding rule, now µs}
---   penalised: {2, penalty left µs, penalty key index, now µs, stored value}
+-- Reply: one string of space-separated integers (one bulk string costs the
+-- client far less to read than an array of integers):
+--   admitted:  "0 <delay µs> <binding rule, 0 = none> <now µs> <booked state per rule>..."
+--   refused:   "1 <retry-after µs> <binding rule> <now µs>"
+--   penalised: "2 <penalty left µs> <penalty key index> <now µs> <stored value>"
 --
 -- State is integer microseconds: float seconds lose precision in Redis.
 -- Time is Redis's own, so replicas whose clocks disagree still agree here.
@@ -33,7 +34,7 @@ for i = 1, np do
   end
 end
 if best > 0 then
-  return {2, best_until - now, best, now, best_value}
+  return string.format('2 %d %d %d ', best_until - now, best, now) .. best_value
 end
 
 local nr = #KEYS - np
@@ -70,7 +71,7 @@ while moved do
     if ARGV[a + 1] == 'c' then
       local j, lo, hi = window(a, s)
       if not j then
-        return {1, tonumber(ARGV[a + 6]) - now, i, now}
+        return string.format('1 %d %d %d', tonumber(ARGV[a + 6]) - now, i, now)
       end
       local n = tonumber(redis.call('HGET', KEYS[np + i], ARGV[a + 3 + j]) or 0)
       if n >= tonumber(ARGV[a + 2]) then
@@ -81,10 +82,10 @@ while moved do
 end
 
 if s - now > max_wait then
-  return {1, s - now, bind, now}
+  return string.format('1 %d %d %d', s - now, bind, now)
 end
 
-local reply = {0, s - now, bind, now}
+local reply = {string.format('0 %d %d %d', s - now, bind, now)}
 for i = 1, nr do
   local a = 2 + (i - 1) * 6
   local k = KEYS[np + i]
@@ -94,7 +95,7 @@ for i = 1, nr do
     -- round a microsecond timestamp to 14 significant digits.
     -- The key can go once its time has passed: an absent key means "idle".
     redis.call('SET', k, string.format('%d', tat), 'PX', math.floor((tat - now) / 1000) + 1)
-    reply[4 + i] = tat
+    reply[1 + i] = string.format('%d', tat)
   else
     local j, lo, hi = window(a, s)
     redis.call('HINCRBY', k, ARGV[a + 3 + j], 1)
@@ -106,7 +107,7 @@ for i = 1, nr do
     -- Keep the key until the end of its latest booked window.
     local ttl = math.floor((hi - now) / 1000) + 1
     if redis.call('PTTL', k) < ttl then redis.call('PEXPIRE', k, ttl) end
-    reply[4 + i] = lo
+    reply[1 + i] = ARGV[a + 3 + j]
   end
 end
-return reply
+return table.concat(reply, ' ')

@@ -1,0 +1,97 @@
+package limiter_test
+
+import (
+	"context"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/quotaware/throttle/internal/redistest"
+	"github.com/quotaware/throttle/limiter"
+	"github.com/quotaware/throttle/limiter/limitertest"
+)
+
+// parallel50 makes RunParallel use 50 goroutines whatever GOMAXPROCS is.
+func parallel50(b *testing.B) {
+	b.SetParallelism(max(1, 50/runtime.GOMAXPROCS(0)))
+}
+
+// The physical ceiling: one EVALSHA of a script that does nothing but return,
+// on one key, from 50 goroutines. A reservation cannot beat one round trip.
+func BenchmarkRedisCeilingEvalsha(b *testing.B) {
+	c := redistest.Shared(b).Client(b)
+	noop := redis.NewScript("return 1")
+	ctx := context.Background()
+	if err := noop.Load(ctx, c).Err(); err != nil {
+		b.Fatal(err)
+	}
+	keys := []string{"{throttle:bench}:noop"}
+	parallel50(b)
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if err := noop.EvalSha(ctx, c, keys).Err(); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+func benchRedisReserve(b *testing.B, rules []limiter.Rule, scopes []string) {
+	c := redistest.Shared(b).Client(b)
+	l, err := limiter.NewRedis(c)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	req := limiter.Request{Group: limitertest.Group(b), Rules: rules, Scopes: scopes}
+	if _, err := l.Reserve(ctx, req); err != nil {
+		b.Fatal(err)
+	}
+	parallel50(b)
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			res, err := l.Reserve(ctx, req)
+			if err != nil || !res.OK {
+				b.Errorf("reserve: %+v %v", res, err)
+				return
+			}
+		}
+	})
+}
+
+// One hot key, every call admitted (the rule is far above the load), so each
+// call runs the whole script including the write.
+func BenchmarkRedisReserveOneRule(b *testing.B) {
+	benchRedisReserve(b, []limiter.Rule{limiter.MustRule(limiter.NewRule("hot", 1_000_000_000, time.Second))}, nil)
+}
+
+// What a DingTalk request carries: three rules and three penalty scopes.
+func BenchmarkRedisReserveThreeRulesThreeScopes(b *testing.B) {
+	benchRedisReserve(b, []limiter.Rule{
+		limiter.MustRule(limiter.NewRule("api", 1_000_000_000, time.Second)),
+		limiter.MustRule(limiter.NewRule("app", 1_000_000_000, time.Second)),
+		limiter.MustRule(limiter.NewRule("egress", 1_000_000_000, 20*time.Second)),
+	}, []string{"api:x", "app:x", "egress:default"})
+}
+
+func BenchmarkMemoryReserve(b *testing.B) {
+	m := limiter.NewMemory()
+	ctx := context.Background()
+	req := limiter.Request{Group: "g", Rules: []limiter.Rule{limiter.MustRule(limiter.NewRule("hot", 1_000_000_000, time.Second))}, MaxWait: time.Minute}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if res, err := m.Reserve(ctx, req); err != nil || !res.OK {
+				b.Errorf("reserve: %+v %v", res, err)
+				return
+			}
+		}
+	})
+}
