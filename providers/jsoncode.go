@@ -1,0 +1,306 @@
+package providers
+
+import (
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// ValueKind tells what a top-level JSON member's value is.
+type ValueKind byte
+
+// Value kinds reported by ScanJSON.
+const (
+	JSONString  ValueKind = 's' // the value is the string's raw content, without quotes, still escaped
+	JSONLiteral ValueKind = 'l' // a number, true, false or null, as written
+	JSONObject  ValueKind = 'o' // a nested object, from { to }
+	JSONArray   ValueKind = 'a' // a nested array, from [ to ]
+)
+
+// ScanJSON calls fn for each member of the top-level JSON object in data, in
+// order, with the member's raw key (escapes left as written) and raw value;
+// fn returns false to stop. It reports whether data starts with an object.
+//
+// It is made for classifiers reading a body prefix: it does not allocate, it
+// never fails on truncated input (a member cut short is simply not
+// reported: a number cut in the middle would be a different number), and it
+// stops at the first syntax error. It does not validate what it skips.
+func ScanJSON(data []byte, fn func(key []byte, kind ValueKind, value []byte) bool) bool {
+	i := skipSpace(data, 0)
+	if i < len(data) && data[i] == 0xEF && len(data) >= i+3 && data[i+1] == 0xBB && data[i+2] == 0xBF {
+		i = skipSpace(data, i+3) // a UTF-8 byte order mark
+	}
+	if i >= len(data) || data[i] != '{' {
+		return false
+	}
+	i++
+	for {
+		i = skipSpace(data, i)
+		if i >= len(data) || data[i] != '"' {
+			return true // the end of the object, truncation or bad syntax
+		}
+		ks, ke, ok := scanString(data, i)
+		if !ok {
+			return true
+		}
+		i = skipSpace(data, ke+1)
+		if i >= len(data) || data[i] != ':' {
+			return true
+		}
+		i = skipSpace(data, i+1)
+		if i >= len(data) {
+			return true
+		}
+		var kind ValueKind
+		var vs, ve int // value bounds; ve is exclusive
+		switch c := data[i]; c {
+		case '"':
+			s, e, ok := scanString(data, i)
+			if !ok {
+				return true
+			}
+			kind, vs, ve, i = JSONString, s, e, e+1
+		case '{', '[':
+			e, ok := skipNested(data, i)
+			if !ok {
+				return true
+			}
+			kind, vs, ve, i = JSONObject, i, e, e
+			if c == '[' {
+				kind = JSONArray
+			}
+		default:
+			e := i
+			for e < len(data) && !isDelim(data[e]) {
+				e++
+			}
+			if e == len(data) || e == i {
+				return true // cut short, or nothing there
+			}
+			kind, vs, ve, i = JSONLiteral, i, e, e
+		}
+		if !fn(data[ks:ke], kind, data[vs:ve]) {
+			return true
+		}
+		i = skipSpace(data, i)
+		if i >= len(data) || data[i] != ',' {
+			return true
+		}
+		i++
+	}
+}
+
+func isDelim(c byte) bool {
+	switch c {
+	case ',', '}', ']', ' ', '\t', '\r', '\n':
+		return true
+	}
+	return false
+}
+
+func skipSpace(data []byte, i int) int {
+	for i < len(data) {
+		switch data[i] {
+		case ' ', '\t', '\r', '\n':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// scanString takes data[i] == '"' and returns the bounds of the content and
+// whether the closing quote was found; e is the closing quote's index.
+func scanString(data []byte, i int) (s, e int, ok bool) {
+	s = i + 1
+	for j := s; j < len(data); j++ {
+		switch data[j] {
+		case '\\':
+			j++
+		case '"':
+			return s, j, true
+		}
+	}
+	return s, len(data), false
+}
+
+// skipNested takes data[i] == '{' or '[' and returns the index just past the
+// matching close, honouring strings.
+func skipNested(data []byte, i int) (int, bool) {
+	depth := 0
+	for j := i; j < len(data); j++ {
+		switch data[j] {
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+			if depth == 0 {
+				return j + 1, true
+			}
+		case '"':
+			_, e, ok := scanString(data, j)
+			if !ok {
+				return 0, false
+			}
+			j = e
+		}
+	}
+	return 0, false
+}
+
+// Unquote decodes the raw content of a JSON string as ScanJSON reports it.
+// Bad escapes decode to U+FFFD rather than failing: the result is for
+// display and matching, not for round trips.
+func Unquote(raw []byte) string {
+	esc := false
+	for _, c := range raw {
+		if c == '\\' {
+			esc = true
+			break
+		}
+	}
+	if !esc {
+		return string(raw)
+	}
+	out := make([]byte, 0, len(raw))
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
+		if c != '\\' {
+			out = append(out, c)
+			continue
+		}
+		i++
+		if i >= len(raw) {
+			out = utf8.AppendRune(out, utf8.RuneError)
+			break
+		}
+		switch raw[i] {
+		case '"', '\\', '/':
+			out = append(out, raw[i])
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		case 'u':
+			r, ok := hex4(raw, i+1)
+			if !ok {
+				out = utf8.AppendRune(out, utf8.RuneError)
+				continue
+			}
+			i += 4
+			if utf16.IsSurrogate(r) {
+				if i+2 < len(raw) && raw[i+1] == '\\' && raw[i+2] == 'u' {
+					if r2, ok := hex4(raw, i+3); ok {
+						if d := utf16.DecodeRune(r, r2); d != utf8.RuneError {
+							out = utf8.AppendRune(out, d)
+							i += 6
+							continue
+						}
+					}
+				}
+				r = utf8.RuneError
+			}
+			out = utf8.AppendRune(out, r)
+		default:
+			out = utf8.AppendRune(out, utf8.RuneError)
+		}
+	}
+	return string(out)
+}
+
+func hex4(b []byte, i int) (rune, bool) {
+	if i+4 > len(b) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[i : i+4] {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c -= 'a' - 10
+		case c >= 'A' && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	return r, true
+}
+
+// JSONCode is the error fields of a provider's JSON body, read by
+// ParseJSONCode. Every provider of this library names its error code
+// "errcode" or "code", its message "errmsg", "message" or "msg", and DingTalk
+// adds "sub_code" and "sub_msg".
+type JSONCode struct {
+	// Code is "errcode", or else "code": a number's digits as written, or a
+	// string's content. HasCode tells an absent code from an empty one.
+	Code    string
+	HasCode bool
+	// CodeIsString is true when the code was a JSON string.
+	CodeIsString bool
+	// SubCode is "sub_code" (DingTalk's errcode 88 wrapper), as Code.
+	SubCode string
+	// Message is "errmsg", else "message", else "msg".
+	Message string
+	// SubMsg is "sub_msg".
+	SubMsg string
+}
+
+// ParseJSONCode reads the error fields of the top-level object of a body
+// prefix. It reports false when the prefix is not a JSON object. Members
+// cut off by truncation are absent; nested objects are not searched, so a
+// success body's data cannot pass for an error code.
+func ParseJSONCode(prefix []byte) (JSONCode, bool) {
+	var c JSONCode
+	var haveErrcode, haveMsg bool
+	ok := ScanJSON(prefix, func(key []byte, kind ValueKind, v []byte) bool {
+		switch string(key) {
+		case "errcode":
+			if kind == JSONString || kind == JSONLiteral {
+				c.Code, c.HasCode, c.CodeIsString, haveErrcode = valueString(kind, v), true, kind == JSONString, true
+			}
+		case "code":
+			if !haveErrcode && (kind == JSONString || kind == JSONLiteral) {
+				c.Code, c.HasCode, c.CodeIsString = valueString(kind, v), true, kind == JSONString
+			}
+		case "sub_code":
+			if kind == JSONString || kind == JSONLiteral {
+				c.SubCode = valueString(kind, v)
+			}
+		case "errmsg":
+			if kind == JSONString {
+				c.Message, haveMsg = Unquote(v), true
+			}
+		case "message", "msg":
+			if kind == JSONString && !haveMsg {
+				c.Message = Unquote(v)
+			}
+		case "sub_msg":
+			if kind == JSONString {
+				c.SubMsg = Unquote(v)
+			}
+		}
+		return true
+	})
+	return c, ok
+}
+
+// valueString renders a scalar as a string: a string's decoded content, or a
+// literal as written ("null" counts as empty).
+func valueString(kind ValueKind, v []byte) string {
+	if kind == JSONString {
+		return Unquote(v)
+	}
+	if string(v) == "null" {
+		return ""
+	}
+	return string(v)
+}

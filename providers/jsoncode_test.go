@@ -1,0 +1,88 @@
+package providers
+
+import (
+	"testing"
+)
+
+func TestParseJSONCode(t *testing.T) {
+	tests := []struct {
+		name string
+		body string
+		ok   bool
+		want JSONCode
+	}{
+		{"old api error", `{"errcode":90018,"errmsg":"处罚将在 2019-02-13 20:40:05 结束."}`, true,
+			JSONCode{Code: "90018", HasCode: true, Message: "处罚将在 2019-02-13 20:40:05 结束."}},
+		{"topapi wrapper", `{"errcode":88,"sub_code":"90018","sub_msg":"too fast","errmsg":"ding talk error[subcode=90018]","request_id":"x"}`, true,
+			JSONCode{Code: "88", HasCode: true, SubCode: "90018", Message: "ding talk error[subcode=90018]", SubMsg: "too fast"}},
+		{"new api error", `{"code":"Forbidden.AccessDenied.QpsLimitForAppkeyAndApi","message":"m","requestid":"r"}`, true,
+			JSONCode{Code: "Forbidden.AccessDenied.QpsLimitForAppkeyAndApi", HasCode: true, CodeIsString: true, Message: "m"}},
+		{"feishu", `{"code":99991400,"msg":"request trigger frequency limit"}`, true,
+			JSONCode{Code: "99991400", HasCode: true, Message: "request trigger frequency limit"}},
+		{"errcode wins over code", `{"code":"x","errcode":0,"errmsg":"ok"}`, true,
+			JSONCode{Code: "0", HasCode: true, Message: "ok"}},
+		{"errmsg wins over message", `{"message":"a","errmsg":"b","msg":"c"}`, true, JSONCode{Message: "b"}},
+		{"success with digits elsewhere", `{"errcode":0,"errmsg":"ok","id":90018}`, true,
+			JSONCode{Code: "0", HasCode: true, Message: "ok"}},
+		{"nested code ignored", `{"result":{"errcode":90018,"code":"x"},"ok":true}`, true, JSONCode{}},
+		{"array before", `{"list":[{"errcode":1},"]}"],"errcode":-1}`, true, JSONCode{Code: "-1", HasCode: true}},
+		{"escapes", `{"errmsg":"a\"b\\c\u4e2d\ud83d\ude00\/\n"}`, true, JSONCode{Message: "a\"b\\c中😀/\n"}},
+		{"bad escape", `{"errmsg":"a\x\u12"}`, true, JSONCode{Message: "a\uFFFD\uFFFD12"}},
+		{"whitespace and BOM", "\xEF\xBB\xBF \n{ \"errcode\" : 90002 , \"errmsg\" : \"x\" }", true,
+			JSONCode{Code: "90002", HasCode: true, Message: "x"}},
+		{"null code", `{"errcode":null}`, true, JSONCode{HasCode: true}},
+		{"truncated number", `{"errcode":9001`, true, JSONCode{}},
+		{"truncated message", `{"errcode":90018,"errmsg":"处罚将在 2019`, true, JSONCode{Code: "90018", HasCode: true}},
+		{"truncated key", `{"errcode":90018,"errm`, true, JSONCode{Code: "90018", HasCode: true}},
+		{"empty object", `{}`, true, JSONCode{}},
+		{"not json", `<html>busy</html>`, false, JSONCode{}},
+		{"array", `[1,2]`, false, JSONCode{}},
+		{"empty", ``, false, JSONCode{}},
+		{"syntax error stops", `{"a" 1, "errcode": 5}`, true, JSONCode{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := ParseJSONCode([]byte(tt.body))
+			if ok != tt.ok || got != tt.want {
+				t.Fatalf("ParseJSONCode(%q) = %+v, %v, want %+v, %v", tt.body, got, ok, tt.want, tt.ok)
+			}
+		})
+	}
+}
+
+func TestScanJSONStops(t *testing.T) {
+	var keys []string
+	ScanJSON([]byte(`{"a":1,"b":{"x":[1,{"y":"}"}]},"c":"d","e":true}`), func(k []byte, kind ValueKind, v []byte) bool {
+		keys = append(keys, string(k)+"="+string(kind)+string(v))
+		return string(k) != "c"
+	})
+	want := []string{"a=l1", `b=o{"x":[1,{"y":"}"}]}`, "c=sd"}
+	if len(keys) != len(want) {
+		t.Fatalf("got %q, want %q", keys, want)
+	}
+	for i := range want {
+		if keys[i] != want[i] {
+			t.Fatalf("got %q, want %q", keys, want)
+		}
+	}
+}
+
+// Every prefix of a body parses without panicking and reports only complete
+// members.
+func TestParseJSONCodePrefixes(t *testing.T) {
+	body := `{"errcode":88,"sub_code":"90018","sub_msg":"\u9650\u6d41","errmsg":"x","data":{"a":[1,2,"]"]}}`
+	for i := range len(body) + 1 {
+		c, _ := ParseJSONCode([]byte(body[:i]))
+		if c.HasCode && c.Code != "88" || c.SubCode != "" && c.SubCode != "90018" {
+			t.Fatalf("prefix %q read as %+v", body[:i], c)
+		}
+	}
+}
+
+func FuzzParseJSONCode(f *testing.F) {
+	f.Add([]byte(`{"errcode":88,"sub_code":"90018","errmsg":"\ud83d"}`))
+	f.Add([]byte(`{"code":"Forbidden.AccessDenied.QpsLimitForApi"}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ParseJSONCode(b)
+	})
+}
