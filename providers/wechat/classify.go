@@ -1,0 +1,120 @@
+package wechat
+
+import (
+	"net/http"
+	"unicode/utf8"
+
+	"github.com/quotaware/throttle/providers"
+)
+
+// peekLimit bounds how much of a body Classify reads: WeChat's error bodies
+// are under 200 bytes and put errcode first, so a success body (a user list,
+// a media file's JSON) is never buffered whole.
+const peekLimit = 4 << 10
+
+// maxMessage bounds Verdict.Message, which ends up in errors and logs.
+const maxMessage = 256
+
+// Codes Classify acts on.
+const (
+	codeBusy          = "-1"
+	codeDailyQuota    = "45009"
+	codeMinuteQuota   = "45011"
+	codeMiniFrequency = "44991"
+)
+
+// fatalCodes are errors no retry mends: a token to refresh, an API the
+// account may not call, a caller IP not on the allow-list.
+var fatalCodes = map[string]bool{
+	"40001": true, // invalid credential: the token is not the latest
+	"42001": true, // access_token expired
+	"40014": true, // invalid access_token
+	"41001": true, // access_token missing
+	"48001": true, // api unauthorized
+	"40164": true, // caller IP not on the allow-list
+}
+
+func (p *preset) classify(req *http.Request, resp *http.Response) providers.Verdict {
+	if resp.StatusCode >= 500 {
+		v := providers.Verdict{Kind: providers.Transient, Code: http.StatusText(resp.StatusCode)}
+		if d, ok := providers.ParseRetryAfter(resp.Header, p.cfg.Clock()); ok {
+			v.RetryAfter = d
+		}
+		return v
+	}
+	prefix, _ := providers.PeekBody(resp, peekLimit)
+	code, msg, ok := errFields(prefix)
+	if !ok || code == "0" {
+		return providers.Verdict{Kind: providers.OK}
+	}
+	v := providers.Verdict{Code: code, Message: msg}
+	switch code {
+	case codeDailyQuota:
+		// The daily quota resets at midnight Beijing time (or on a manual
+		// clear_quota, which we cannot see): calling earlier only fails.
+		now := p.cfg.Clock()
+		v.Kind, v.NotProcessed = providers.Quota, true
+		v.Scope = p.apiScope(providers.FoldPath(req.URL.Path))
+		v.Until = providers.NextMidnight(now).Add(p.cfg.DayGrace)
+	case codeMinuteQuota, codeMiniFrequency:
+		// "retry next minute": WeChat counts calendar minutes.
+		now := p.cfg.Clock()
+		v.Kind, v.NotProcessed = providers.Quota, true
+		v.Scope = p.apiScope(providers.FoldPath(req.URL.Path))
+		v.Until = providers.NextMinute(now)
+	case codeBusy:
+		v.Kind, v.NotProcessed = providers.Transient, true
+	default:
+		if fatalCodes[code] {
+			v.Kind = providers.Fatal
+		}
+		// Any other errcode is the caller's business, not a limit.
+	}
+	return v
+}
+
+// errFields reads errcode and errmsg from the top level of a WeChat body
+// prefix. Only a numeric errcode counts: a success body's data (an openid, a
+// nickname "45009", a nested object) never passes for an error.
+func errFields(prefix []byte) (code, msg string, ok bool) {
+	providers.ScanJSON(prefix, func(k []byte, kind providers.ValueKind, v []byte) bool {
+		switch string(k) {
+		case "errcode":
+			if kind == providers.JSONLiteral && isInteger(v) {
+				code, ok = string(v), true
+			}
+		case "errmsg":
+			if kind == providers.JSONString {
+				msg = truncate(providers.Unquote(v), maxMessage)
+			}
+		}
+		return true
+	})
+	return code, msg, ok
+}
+
+func isInteger(v []byte) bool {
+	if len(v) > 0 && v[0] == '-' {
+		v = v[1:]
+	}
+	if len(v) == 0 || len(v) > 12 {
+		return false
+	}
+	for _, c := range v {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// truncate cuts s to at most n bytes at a rune boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}

@@ -1,0 +1,224 @@
+// Package wechat is the preset profile for the WeChat Official Account and
+// Mini Program server API (api.weixin.qq.com and its regional hosts).
+//
+// WeChat counts quotas per account (AppID) per API path: a daily quota per
+// calendar day in Beijing (45009 once used up, until midnight) and, on some
+// APIs, a per-minute limit (45011, or 44991 on Mini Program APIs, "retry next
+// minute"). The access token does not reveal the AppID, so it comes from
+// Config; a profile serves one account.
+//
+// Only the APIs listed in Config.Daily and Config.PerMinute get rules; every
+// API gets a penalty scope, so a quota error on any API stops further calls to
+// it until the window that tripped has passed.
+package wechat
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/quotaware/throttle/limiter"
+	"github.com/quotaware/throttle/providers"
+)
+
+// Name is the profile's name and limiter group.
+const Name = "wechat"
+
+// DefaultHosts are the hosts of the WeChat server API.
+var DefaultHosts = []string{
+	"api.weixin.qq.com", "api2.weixin.qq.com",
+	"sh.api.weixin.qq.com", "sz.api.weixin.qq.com", "hk.api.weixin.qq.com",
+}
+
+// DefaultDaily returns the documented daily quotas of a new account, by API
+// path. Real quotas vary by account; /cgi-bin/openapi/quota/get tells yours.
+func DefaultDaily() map[string]int {
+	return map[string]int{
+		"/cgi-bin/token":                2000,
+		"/cgi-bin/stable_token":         500000,
+		"/cgi-bin/menu/create":          1000,
+		"/cgi-bin/message/custom/send":  500000,
+		"/cgi-bin/message/mass/sendall": 100,
+		"/cgi-bin/user/info":            5000000,
+		"/cgi-bin/qrcode/create":        100000,
+	}
+}
+
+// DefaultPerMinute returns the documented per-minute limits, by API path.
+func DefaultPerMinute() map[string]int {
+	return map[string]int{"/cgi-bin/stable_token": 10000}
+}
+
+// Config configures the preset. Zero fields take the documented defaults.
+type Config struct {
+	// AppID identifies the account; required (the token does not say it).
+	AppID string
+	// Hosts the profile handles (default DefaultHosts). Matching ignores
+	// case and port.
+	Hosts []string
+	// Daily is each API's daily quota (default DefaultDaily()). A non-nil
+	// map replaces the defaults: copy DefaultDaily() to extend them.
+	Daily map[string]int
+	// PerMinute is each API's per-minute limit (default DefaultPerMinute()),
+	// replacing the defaults like Daily.
+	PerMinute map[string]int
+	// Jitter widens the per-minute windows: a rule keeps at most the limit
+	// in any window of one minute plus Jitter, so that latency varying by
+	// up to Jitter cannot crowd one of WeChat's minutes (default 50ms).
+	Jitter time.Duration
+	// DayGrace starts each day's quota this late, and ends a 45009 penalty
+	// this long after midnight, since our clock and WeChat's differ
+	// (default 5s; must be under a minute).
+	DayGrace time.Duration
+	// DefaultPenalty applies to quota errors whose end is not implied
+	// (default providers.DefaultPenalty).
+	DefaultPenalty time.Duration
+	// Clock is the time source of Classify (default time.Now).
+	Clock func() time.Time
+}
+
+// Defaults of Config's durations.
+const (
+	DefaultJitter   = 50 * time.Millisecond
+	DefaultDayGrace = 5 * time.Second
+)
+
+// maxAppID bounds Config.AppID so that keys and scopes stay within
+// limiter.MaxKeyLen whatever the path (AppIDs are 18 bytes).
+const maxAppID = 64
+
+func (c *Config) setDefaults() {
+	if c.Hosts == nil {
+		c.Hosts = DefaultHosts
+	}
+	if c.Daily == nil {
+		c.Daily = DefaultDaily()
+	}
+	if c.PerMinute == nil {
+		c.PerMinute = DefaultPerMinute()
+	}
+	if c.Jitter == 0 {
+		c.Jitter = DefaultJitter
+	}
+	if c.DayGrace == 0 {
+		c.DayGrace = DefaultDayGrace
+	}
+	if c.DefaultPenalty == 0 {
+		c.DefaultPenalty = providers.DefaultPenalty
+	}
+	if c.Clock == nil {
+		c.Clock = time.Now
+	}
+}
+
+func (c *Config) validate() error {
+	switch {
+	case c.AppID == "" || len(c.AppID) > maxAppID || strings.ContainsAny(c.AppID, ": \t\r\n"):
+		return fmt.Errorf("wechat: Config.AppID must be 1..%d bytes without ':' or spaces, got %q", maxAppID, c.AppID)
+	case len(c.Hosts) == 0:
+		return fmt.Errorf("wechat: Config.Hosts must not be empty")
+	case c.Jitter < 0 || c.Jitter > time.Minute:
+		return fmt.Errorf("wechat: Config.Jitter must be within [0, 1m], got %v", c.Jitter)
+	case c.DayGrace < 0 || c.DayGrace >= time.Minute:
+		return fmt.Errorf("wechat: Config.DayGrace must be within [0, 1m), got %v", c.DayGrace)
+	case c.DefaultPenalty < 0:
+		return fmt.Errorf("wechat: Config.DefaultPenalty must not be negative, got %v", c.DefaultPenalty)
+	}
+	for i, h := range c.Hosts {
+		if h == "" {
+			return fmt.Errorf("wechat: Config.Hosts[%d] must not be empty", i)
+		}
+	}
+	for field, m := range map[string]map[string]int{"Daily": c.Daily, "PerMinute": c.PerMinute} {
+		for path, n := range m {
+			if !strings.HasPrefix(path, "/") || providers.FoldPath(path) != path {
+				return fmt.Errorf("wechat: Config.%s[%q]: the key must be an API path such as /cgi-bin/user/info", field, path)
+			}
+			if n < 1 {
+				return fmt.Errorf("wechat: Config.%s[%q] must be at least 1, got %d (remove the key for no limit)", field, path, n)
+			}
+		}
+	}
+	return nil
+}
+
+// Profile builds the WeChat profile, or reports the Config field at fault.
+func Profile(cfg Config) (providers.Profile, error) {
+	cfg.setDefaults()
+	if err := cfg.validate(); err != nil {
+		return providers.Profile{}, err
+	}
+	p := &preset{cfg: cfg, hosts: map[string]bool{}, rules: map[string][]limiter.Rule{}}
+	for _, h := range cfg.Hosts {
+		p.hosts[strings.ToLower(h)] = true
+	}
+	// The AppID and the listed paths are all known now, so every rule is
+	// built once here: Route then allocates nothing for its rules.
+	for path, n := range cfg.Daily {
+		r, err := limiter.NewCalendarRule(key("day", cfg.AppID, path), n, limiter.Day, providers.Beijing(),
+			limiter.WithGrace(cfg.DayGrace))
+		if err != nil {
+			return providers.Profile{}, fmt.Errorf("wechat: Config.Daily[%q]: %w", path, err)
+		}
+		p.rules[path] = append(p.rules[path], r)
+	}
+	for path, n := range cfg.PerMinute {
+		// Paced, not calendar minutes: a calendar minute would need our
+		// clock to agree with WeChat's to the millisecond, while "n in any
+		// minute plus Jitter" keeps every one of WeChat's minutes within n
+		// whatever the offset and the latency.
+		r, err := limiter.NewRule(key("min", cfg.AppID, path), n, time.Minute+cfg.Jitter)
+		if err != nil {
+			return providers.Profile{}, fmt.Errorf("wechat: Config.PerMinute[%q]: %w", path, err)
+		}
+		p.rules[path] = append(p.rules[path], r)
+	}
+	return providers.Profile{
+		Name:           Name,
+		Match:          p.match,
+		Route:          p.route,
+		Classify:       p.classify,
+		DefaultPenalty: cfg.DefaultPenalty,
+	}, nil
+}
+
+// MustProfile is Profile for configs known to be valid; it panics on error.
+func MustProfile(cfg Config) providers.Profile {
+	p, err := Profile(cfg)
+	if err != nil {
+		panic(err)
+	}
+	return p
+}
+
+type preset struct {
+	cfg   Config
+	hosts map[string]bool
+	rules map[string][]limiter.Rule // by API path; read-only after Profile
+}
+
+func (p *preset) match(r *http.Request) bool {
+	if r.URL == nil {
+		return false
+	}
+	h := r.URL.Hostname()
+	return p.hosts[h] || p.hosts[strings.ToLower(h)]
+}
+
+func (p *preset) route(r *http.Request) (providers.Route, error) {
+	api := providers.FoldPath(r.URL.Path)
+	return providers.Route{
+		API:    api,
+		Rules:  p.rules[api],
+		Scopes: []string{p.apiScope(api)},
+	}, nil
+}
+
+// apiScope is the penalty scope of one API of the account. FoldPath bounds
+// api and validate bounds the AppID, so it fits limiter.MaxKeyLen.
+func (p *preset) apiScope(api string) string {
+	return providers.Scope(providers.ScopeAPI, p.cfg.AppID+":"+api)
+}
+
+func key(kind, app, api string) string { return kind + ":" + app + ":" + api }
