@@ -1,0 +1,194 @@
+package wecom
+
+import (
+	"net/http"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/quotaware/throttle/providers"
+)
+
+// peekLimit bounds how much of a body Classify reads: WeCom's error bodies
+// are a few hundred bytes with errcode first.
+const peekLimit = 4 << 10
+
+// maxMessage bounds Verdict.Message, which ends up in errors and logs.
+const maxMessage = 256
+
+// Codes Classify acts on.
+const (
+	codeBusy       = "-1"
+	codeFreq       = "45009"
+	codeConcurrent = "45033"
+)
+
+// retryCodes are conflicts and traffic alarms: the call was refused, and a
+// slower retry may pass.
+var retryCodes = map[string]bool{
+	"45035": true, // concurrent update conflict
+	"45036": true, // abnormal traffic
+	"6000":  true, // data version conflict
+}
+
+// fatalCodes are errors no retry mends: a token to refresh, an API or
+// address the app may not use.
+var fatalCodes = map[string]bool{
+	"40014": true, // invalid access_token
+	"42001": true, // access_token expired
+	"41001": true, // access_token missing
+	"48002": true, // api forbidden
+	"60011": true, // no privilege to access or modify
+	"60020": true, // caller IP not allowed
+}
+
+// ConcurrentHint is the Message of a 45033 verdict.
+const ConcurrentHint = "too many concurrent calls to this API by the company: lower the number in flight"
+
+func (p *preset) classify(req *http.Request, resp *http.Response) providers.Verdict {
+	if resp.StatusCode >= 500 {
+		v := providers.Verdict{Kind: providers.Transient, Code: http.StatusText(resp.StatusCode)}
+		if d, ok := providers.ParseRetryAfter(resp.Header, p.cfg.Clock()); ok {
+			v.RetryAfter = d
+		}
+		return v
+	}
+	prefix, _ := providers.PeekBody(resp, peekLimit)
+	code, msg, ok := errFields(prefix)
+	if !ok || code == "0" {
+		return providers.Verdict{Kind: providers.OK}
+	}
+	v := providers.Verdict{Code: code, Message: msg}
+	switch {
+	case code == codeFreq:
+		// The body does not say which window tripped; the escalation
+		// guesses from how soon it comes back.
+		v.Kind, v.NotProcessed = providers.Quota, true
+		v.Scope = p.apiScope(providers.FoldPath(req.URL.Path))
+		v.Until = p.strikes.penalty(v.Scope, p.cfg.Clock(), &p.cfg)
+	case code == codeConcurrent:
+		v.Kind, v.NotProcessed = providers.Transient, true
+		v.RetryAfter = p.cfg.ConcurrentRetry
+		v.Message = ConcurrentHint + " (" + msg + ")"
+	case code == codeBusy || retryCodes[code]:
+		v.Kind, v.NotProcessed = providers.Transient, true
+	case fatalCodes[code]:
+		v.Kind = providers.Fatal
+	}
+	return v
+}
+
+// strikes remembers the recent 45009 penalties of a bounded number of
+// scopes, to lengthen the next one when the error repeats.
+type strikes struct {
+	mu  sync.Mutex
+	max int
+	m   map[string]strike
+}
+
+type strike struct {
+	step  int       // index into Config.Escalation; len means "the day"
+	until time.Time // end of the penalty given
+}
+
+func newStrikes(max int) *strikes { return &strikes{max: max, m: make(map[string]strike)} }
+
+// penalty returns the end of the penalty for a 45009 in scope at now.
+//
+// A 45009 while the scope's penalty still runs comes from a call sent before
+// the penalty was known (calls in flight, other replicas): it is the same
+// incident and keeps the same end. One within EscalationWindow after the end
+// means the block outlasted our guess, so the next step applies.
+func (s *strikes) penalty(scope string, now time.Time, cfg *Config) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	step := 0
+	if prev, ok := s.m[scope]; ok {
+		if now.Before(prev.until) {
+			return prev.until
+		}
+		if now.Before(prev.until.Add(cfg.EscalationWindow)) {
+			step = min(prev.step+1, len(cfg.Escalation))
+		}
+	} else if len(s.m) >= s.max {
+		s.evictLocked(now, cfg.EscalationWindow)
+	}
+	var until time.Time
+	if step < len(cfg.Escalation) {
+		until = now.Add(cfg.Escalation[step])
+	} else {
+		last := now.Add(cfg.Escalation[len(cfg.Escalation)-1])
+		until = providers.NextMidnight(now).Add(cfg.DayGrace)
+		if until.Before(last) {
+			until = last
+		}
+	}
+	s.m[scope] = strike{step: step, until: until}
+	return until
+}
+
+// evictLocked forgets the strikes that can no longer escalate and, if none
+// has expired, the one that ends first.
+func (s *strikes) evictLocked(now time.Time, window time.Duration) {
+	var oldest string
+	var oldestEnd time.Time
+	for k, v := range s.m {
+		end := v.until.Add(window)
+		if !now.Before(end) {
+			delete(s.m, k)
+			continue
+		}
+		if oldest == "" || end.Before(oldestEnd) {
+			oldest, oldestEnd = k, end
+		}
+	}
+	if len(s.m) >= s.max && oldest != "" {
+		delete(s.m, oldest)
+	}
+}
+
+// errFields reads errcode and errmsg from the top level of a WeCom body
+// prefix. Only a numeric errcode counts, so a success body's data never
+// passes for an error.
+func errFields(prefix []byte) (code, msg string, ok bool) {
+	providers.ScanJSON(prefix, func(k []byte, kind providers.ValueKind, v []byte) bool {
+		switch string(k) {
+		case "errcode":
+			if kind == providers.JSONLiteral && isInteger(v) {
+				code, ok = string(v), true
+			}
+		case "errmsg":
+			if kind == providers.JSONString {
+				msg = truncate(providers.Unquote(v), maxMessage)
+			}
+		}
+		return true
+	})
+	return code, msg, ok
+}
+
+func isInteger(v []byte) bool {
+	if len(v) > 0 && v[0] == '-' {
+		v = v[1:]
+	}
+	if len(v) == 0 || len(v) > 12 {
+		return false
+	}
+	for _, c := range v {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// truncate cuts s to at most n bytes at a rune boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}

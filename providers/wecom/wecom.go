@@ -1,0 +1,294 @@
+// Package wecom is the preset profile for the WeCom (企业微信) server API
+// at qyapi.weixin.qq.com.
+//
+// WeCom limits each API per company (not per app: the apps of one company
+// share its budget, hence Config.CorpID) and per egress IP, by the minute and
+// by the hour. Any of them answers 45009 "api freq out of limit" without
+// saying which, and then blocks for as long as the window that tripped: a
+// minute, an hour, the day. The profile therefore paces every API under all
+// four limits and, on a 45009, penalises that API of the company for at least
+// a minute, escalating to an hour and then the rest of the day when the error
+// comes back right after a penalty ends.
+package wecom
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/quotaware/throttle/limiter"
+	"github.com/quotaware/throttle/providers"
+)
+
+// Name is the profile's name and limiter group.
+const Name = "wecom"
+
+// DefaultHosts are the hosts of the WeCom server API.
+var DefaultHosts = []string{"qyapi.weixin.qq.com"}
+
+// Documented limits, per API.
+const (
+	DefaultCorpPerMinute = 10000
+	DefaultCorpPerHour   = 150000
+	DefaultIPPerMinute   = 20000
+	DefaultIPPerHour     = 600000
+	// Third-party providers serve many companies from one egress IP.
+	DefaultThirdPartyIPPerMinute = 40000
+	DefaultThirdPartyIPPerHour   = 1200000
+)
+
+// Defaults of Config's durations and sizes.
+const (
+	DefaultJitter           = 50 * time.Millisecond
+	DefaultEscalationWindow = 10 * time.Minute
+	DefaultConcurrentRetry  = time.Second
+	DefaultMaxTracked       = 1024
+	DefaultDayGrace         = 5 * time.Second
+)
+
+// DefaultEscalation returns the documented block lengths of the minute and
+// hour limits, the first steps of a repeated 45009's penalty.
+func DefaultEscalation() []time.Duration { return []time.Duration{time.Minute, time.Hour} }
+
+// Config configures the preset. Zero fields take the documented defaults.
+type Config struct {
+	// CorpID identifies the company; required.
+	CorpID string
+	// ThirdParty selects the third-party provider limits per egress IP.
+	ThirdParty bool
+	// Egress names the egress IP (or NAT pool) this deployment calls from,
+	// for keys and scopes shared by every replica behind it (default
+	// "default"). Replicas behind different IPs need different names.
+	Egress string
+	// Hosts the profile handles (default DefaultHosts).
+	Hosts []string
+
+	// Limits per API (defaults above; IP ones depend on ThirdParty).
+	CorpPerMinute, CorpPerHour int
+	IPPerMinute, IPPerHour     int
+
+	// Jitter widens every window: a rule keeps at most its limit in any
+	// window of its period plus Jitter, so that latency varying by up to
+	// Jitter cannot crowd one of WeCom's fixed windows (default 50ms).
+	Jitter time.Duration
+
+	// Escalation is how long successive 45009s of one API penalise it
+	// (default DefaultEscalation()). A 45009 within EscalationWindow after
+	// the previous penalty ended takes the next step; one beyond the last
+	// step penalises until the next midnight in Beijing (plus DayGrace).
+	Escalation []time.Duration
+	// EscalationWindow is how long after a penalty a repeat counts as the
+	// same trouble (default 10m).
+	EscalationWindow time.Duration
+	// DayGrace ends a day-long penalty this long after midnight (default 5s).
+	DayGrace time.Duration
+	// MaxTracked bounds how many API scopes the escalation remembers
+	// (default 1024); the oldest are forgotten first.
+	MaxTracked int
+	// ConcurrentRetry is the RetryAfter hint of a 45033 (too many calls in
+	// flight): by then some of the others have finished (default 1s).
+	ConcurrentRetry time.Duration
+	// DefaultPenalty applies to quota errors whose end is not implied
+	// (default providers.DefaultPenalty).
+	DefaultPenalty time.Duration
+	// Clock is the time source of Classify (default time.Now).
+	Clock func() time.Time
+}
+
+const maxID = 64
+
+func (c *Config) setDefaults() {
+	def := func(p *int, v int) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	def(&c.CorpPerMinute, DefaultCorpPerMinute)
+	def(&c.CorpPerHour, DefaultCorpPerHour)
+	if c.ThirdParty {
+		def(&c.IPPerMinute, DefaultThirdPartyIPPerMinute)
+		def(&c.IPPerHour, DefaultThirdPartyIPPerHour)
+	} else {
+		def(&c.IPPerMinute, DefaultIPPerMinute)
+		def(&c.IPPerHour, DefaultIPPerHour)
+	}
+	def(&c.MaxTracked, DefaultMaxTracked)
+	if c.Egress == "" {
+		c.Egress = "default"
+	}
+	if c.Hosts == nil {
+		c.Hosts = DefaultHosts
+	}
+	if c.Jitter == 0 {
+		c.Jitter = DefaultJitter
+	}
+	if c.Escalation == nil {
+		c.Escalation = DefaultEscalation()
+	}
+	if c.EscalationWindow == 0 {
+		c.EscalationWindow = DefaultEscalationWindow
+	}
+	if c.DayGrace == 0 {
+		c.DayGrace = DefaultDayGrace
+	}
+	if c.ConcurrentRetry == 0 {
+		c.ConcurrentRetry = DefaultConcurrentRetry
+	}
+	if c.DefaultPenalty == 0 {
+		c.DefaultPenalty = providers.DefaultPenalty
+	}
+	if c.Clock == nil {
+		c.Clock = time.Now
+	}
+}
+
+func (c *Config) validate() error {
+	badID := func(s string) bool { return s == "" || len(s) > maxID || strings.ContainsAny(s, ": \t\r\n") }
+	switch {
+	case badID(c.CorpID):
+		return fmt.Errorf("wecom: Config.CorpID must be 1..%d bytes without ':' or spaces, got %q", maxID, c.CorpID)
+	case badID(c.Egress):
+		return fmt.Errorf("wecom: Config.Egress must be 1..%d bytes without ':' or spaces, got %q", maxID, c.Egress)
+	case len(c.Hosts) == 0:
+		return fmt.Errorf("wecom: Config.Hosts must not be empty")
+	case c.Jitter < 0 || c.Jitter > time.Minute:
+		return fmt.Errorf("wecom: Config.Jitter must be within [0, 1m], got %v", c.Jitter)
+	case len(c.Escalation) == 0:
+		return fmt.Errorf("wecom: Config.Escalation must not be empty")
+	case c.EscalationWindow < 0:
+		return fmt.Errorf("wecom: Config.EscalationWindow must not be negative, got %v", c.EscalationWindow)
+	case c.DayGrace < 0 || c.DayGrace >= time.Minute:
+		return fmt.Errorf("wecom: Config.DayGrace must be within [0, 1m), got %v", c.DayGrace)
+	case c.MaxTracked < 1:
+		return fmt.Errorf("wecom: Config.MaxTracked must be at least 1, got %d", c.MaxTracked)
+	case c.ConcurrentRetry < 0:
+		return fmt.Errorf("wecom: Config.ConcurrentRetry must not be negative, got %v", c.ConcurrentRetry)
+	case c.DefaultPenalty < 0:
+		return fmt.Errorf("wecom: Config.DefaultPenalty must not be negative, got %v", c.DefaultPenalty)
+	}
+	for i, h := range c.Hosts {
+		if h == "" {
+			return fmt.Errorf("wecom: Config.Hosts[%d] must not be empty", i)
+		}
+	}
+	for i, d := range c.Escalation {
+		// WeCom blocks for at least a minute: a shorter penalty only
+		// collects another 45009.
+		if d < time.Minute {
+			return fmt.Errorf("wecom: Config.Escalation[%d] must be at least 1m, got %v", i, d)
+		}
+	}
+	for _, l := range []struct {
+		name string
+		n    int
+	}{{"CorpPerMinute", c.CorpPerMinute}, {"CorpPerHour", c.CorpPerHour}, {"IPPerMinute", c.IPPerMinute}, {"IPPerHour", c.IPPerHour}} {
+		if l.n < 1 {
+			return fmt.Errorf("wecom: Config.%s must be at least 1, got %d", l.name, l.n)
+		}
+	}
+	return nil
+}
+
+// Profile builds the WeCom profile, or reports the Config field at fault.
+func Profile(cfg Config) (providers.Profile, error) {
+	cfg.Escalation = slices.Clone(cfg.Escalation) // the profile keeps its own copy
+	cfg.setDefaults()
+	if err := cfg.validate(); err != nil {
+		return providers.Profile{}, err
+	}
+	p := &preset{cfg: cfg, hosts: map[string]bool{}, strikes: newStrikes(cfg.MaxTracked)}
+	for _, h := range cfg.Hosts {
+		p.hosts[strings.ToLower(h)] = true
+	}
+	// Templates: the limits are the same for every API, so Route only
+	// re-keys them. Minute rules pace evenly (burst 1). Hour rules let one
+	// minute's worth go in a burst after an idle spell: a company sending to
+	// all its members at once then runs at the minute rule's pace, for a
+	// few percent of the hour's sustained rate.
+	tpl := []struct {
+		field  string
+		limit  int
+		period time.Duration
+		burst  int
+	}{
+		{"CorpPerMinute", cfg.CorpPerMinute, time.Minute, 1},
+		{"CorpPerHour", cfg.CorpPerHour, time.Hour, min(cfg.CorpPerMinute, cfg.CorpPerHour)},
+		{"IPPerMinute", cfg.IPPerMinute, time.Minute, 1},
+		{"IPPerHour", cfg.IPPerHour, time.Hour, min(cfg.IPPerMinute, cfg.IPPerHour)},
+	}
+	for i, t := range tpl {
+		r, err := limiter.NewRule("template", t.limit, t.period+cfg.Jitter, limiter.WithBurst(t.burst))
+		if err != nil {
+			return providers.Profile{}, fmt.Errorf("wecom: Config.%s: %w", t.field, err)
+		}
+		p.templates[i] = r
+	}
+	p.prefixes = [4]string{
+		"corp:m:" + cfg.CorpID + ":", "corp:h:" + cfg.CorpID + ":",
+		"ip:m:" + cfg.Egress + ":", "ip:h:" + cfg.Egress + ":",
+	}
+	return providers.Profile{
+		Name:           Name,
+		Match:          p.match,
+		Route:          p.route,
+		Classify:       p.classify,
+		DefaultPenalty: cfg.DefaultPenalty,
+	}, nil
+}
+
+// MustProfile is Profile for configs known to be valid; it panics on error.
+func MustProfile(cfg Config) providers.Profile {
+	p, err := Profile(cfg)
+	if err != nil {
+		panic(err)
+	}
+	return p
+}
+
+type preset struct {
+	cfg       Config
+	hosts     map[string]bool
+	templates [4]limiter.Rule
+	prefixes  [4]string
+	strikes   *strikes
+}
+
+func (p *preset) match(r *http.Request) bool {
+	if r.URL == nil {
+		return false
+	}
+	h := r.URL.Hostname()
+	return p.hosts[h] || p.hosts[strings.ToLower(h)]
+}
+
+func (p *preset) route(r *http.Request) (providers.Route, error) {
+	api := providers.FoldPath(r.URL.Path)
+	rules := make([]limiter.Rule, len(p.templates))
+	for i, t := range p.templates {
+		rule, err := t.WithKey(fit(p.prefixes[i], api))
+		if err != nil {
+			return providers.Route{}, err
+		}
+		rules[i] = rule
+	}
+	return providers.Route{API: api, Rules: rules, Scopes: []string{p.apiScope(api)}}, nil
+}
+
+// apiScope is the penalty scope of one API of the company.
+func (p *preset) apiScope(api string) string {
+	return providers.Scope(providers.ScopeAPI, fit(p.cfg.CorpID+":", api))
+}
+
+// fit joins prefix and api, replacing api by its hash when the whole would
+// exceed limiter.MaxKeyLen (FoldPath bounds api, so this is a safeguard).
+func fit(prefix, api string) string {
+	if len(prefix)+len(api)+len(providers.ScopeAPI)+1 <= limiter.MaxKeyLen {
+		return prefix + api
+	}
+	sum := sha256.Sum256([]byte(api))
+	return prefix + "#" + hex.EncodeToString(sum[:12])
+}
