@@ -246,6 +246,8 @@ type JSONCode struct {
 	HasCode bool
 	// CodeIsString is true when the code was a JSON string.
 	CodeIsString bool
+	// CodeKey is the member the code came from: "errcode" or "code".
+	CodeKey string
 	// SubCode is "sub_code" (DingTalk's errcode 88 wrapper), as Code.
 	SubCode string
 	// Message is "errmsg", else "message", else "msg".
@@ -266,10 +268,12 @@ func ParseJSONCode(prefix []byte) (JSONCode, bool) {
 		case "errcode":
 			if kind == JSONString || kind == JSONLiteral {
 				c.Code, c.HasCode, c.CodeIsString, haveErrcode = valueString(kind, v), true, kind == JSONString, true
+				c.CodeKey = "errcode"
 			}
 		case "code":
 			if !haveErrcode && (kind == JSONString || kind == JSONLiteral) {
 				c.Code, c.HasCode, c.CodeIsString = valueString(kind, v), true, kind == JSONString
+				c.CodeKey = "code"
 			}
 		case "sub_code":
 			if kind == JSONString || kind == JSONLiteral {
