@@ -1,0 +1,158 @@
+package feishu
+
+import (
+	"net/http"
+	"time"
+	"unicode/utf8"
+
+	"github.com/quotaware/throttle/providers"
+)
+
+// peekLimit bounds how much of a body Classify reads: Feishu's error bodies
+// are under 200 bytes with code first, and success bodies can be large.
+const peekLimit = 4 << 10
+
+// maxMessage bounds Verdict.Message, which ends up in errors and logs.
+const maxMessage = 256
+
+// Codes Classify acts on.
+const (
+	codeFrequency    = "99991400"
+	codeMonthlyQuota = "99991403"
+	codeChat         = "230020"
+)
+
+// rateCodes are the other rate-limit codes Feishu documents, answered on
+// 200, 400 or 429 by individual services (IM, docs, bitable, ...). None
+// says how long; they are per-second limits in practice.
+var rateCodes = map[string]bool{
+	"1000004": true, "1000005": true,
+	"190004": true, "190005": true, "190010": true,
+	"11232": true, "11233": true,
+	"230020": true, "232019": true,
+	"1254290": true, "1310217": true,
+}
+
+// fatalCodes are errors no retry mends: a missing, invalid or expired
+// token, or an app without the permission.
+var fatalCodes = map[string]bool{
+	"99991661": true, // missing access token
+	"99991663": true, // invalid access token
+	"99991668": true, // invalid user access token
+	"99991677": true, // token expired
+	"99991672": true, // app lacks the permission (scope) for this API
+	"99991679": true, // user has not granted the permission
+}
+
+func (p *preset) classify(req *http.Request, resp *http.Response) providers.Verdict {
+	prefix, _ := providers.PeekBody(resp, peekLimit)
+	code, msg, ok := errFields(prefix)
+	if ok && code == "0" {
+		return providers.Verdict{Kind: providers.OK}
+	}
+	now := p.cfg.Clock()
+	v := providers.Verdict{Code: code, Message: msg}
+	switch {
+	case code == codeFrequency:
+		v.Kind, v.NotProcessed = providers.Quota, true
+		v.Scope = p.apiScope(p.apiName(req))
+		v.Until = p.resetOr(resp.Header, now, providers.NextSecond(now))
+	case code == codeMonthlyQuota:
+		// The tenant's monthly quota: every API of the app is refused
+		// until the 1st, whatever the 429 seems to promise.
+		v.Kind, v.NotProcessed = providers.Quota, true
+		v.Scope = p.appScope
+		v.Until = providers.NextMonth(now).Add(p.cfg.MonthGrace)
+	case rateCodes[code]:
+		v.Kind, v.NotProcessed = providers.Quota, true
+		name := p.apiName(req)
+		v.Scope = p.apiScope(name)
+		if chat := p.chatOf(name, req); code == codeChat && chat != "" {
+			v.Scope = p.chatScope(chat) // too many to one chat, not to the API
+		}
+		v.Until = p.resetOr(resp.Header, now, now.Add(p.cfg.ShortPenalty))
+	case fatalCodes[code]:
+		v.Kind = providers.Fatal
+	case resp.StatusCode == http.StatusTooManyRequests:
+		// A 429 that is none of the above (a gateway's, an empty body):
+		// refused, so safe to send again after the hint.
+		v.Kind, v.NotProcessed = providers.Transient, true
+		if until, ok := providers.ParseResetHeader(resp.Header, now); ok {
+			v.RetryAfter = until.Sub(now)
+		} else if d, ok := providers.ParseRetryAfter(resp.Header, now); ok {
+			v.RetryAfter = d
+		}
+	case resp.StatusCode >= 500:
+		v.Kind = providers.Transient
+		if d, ok := providers.ParseRetryAfter(resp.Header, now); ok {
+			v.RetryAfter = d
+		}
+		if v.Code == "" {
+			v.Code = http.StatusText(resp.StatusCode)
+		}
+	}
+	return v
+}
+
+// resetOr is the end Feishu's x-ogw-ratelimit-reset header gives, or def
+// when it gives none in the future.
+func (p *preset) resetOr(h http.Header, now, def time.Time) time.Time {
+	if until, ok := providers.ParseResetHeader(h, now); ok && until.After(now) {
+		return until
+	}
+	return def
+}
+
+// apiName names a request's API as Route does.
+func (p *preset) apiName(req *http.Request) string {
+	if a := p.lookup(req.Method, req.URL.Path); a != nil {
+		return a.name
+	}
+	return req.Method + " " + providers.FoldPath(req.URL.Path)
+}
+
+// errFields reads code and msg from the top level of a Feishu body prefix.
+// Only a numeric code counts, so a success body's data (a message ID, a
+// nested "code") never passes for an error.
+func errFields(prefix []byte) (code, msg string, ok bool) {
+	providers.ScanJSON(prefix, func(k []byte, kind providers.ValueKind, v []byte) bool {
+		switch string(k) {
+		case "code":
+			if kind == providers.JSONLiteral && isInteger(v) {
+				code, ok = string(v), true
+			}
+		case "msg":
+			if kind == providers.JSONString {
+				msg = truncate(providers.Unquote(v), maxMessage)
+			}
+		}
+		return true
+	})
+	return code, msg, ok
+}
+
+func isInteger(v []byte) bool {
+	if len(v) > 0 && v[0] == '-' {
+		v = v[1:]
+	}
+	if len(v) == 0 || len(v) > 12 {
+		return false
+	}
+	for _, c := range v {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// truncate cuts s to at most n bytes at a rune boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}

@@ -1,0 +1,320 @@
+package feishu
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"testing/iotest"
+	"time"
+
+	"github.com/quotaware/throttle/limiter"
+	"github.com/quotaware/throttle/providers"
+	"github.com/quotaware/throttle/providers/feishu/feishutest"
+)
+
+// 2025-03-10 12:34:56.250 Beijing.
+var now = time.Date(2025, 3, 10, 4, 34, 56, 250e6, time.UTC)
+
+const app = "cli_a1b2c3d4e5f6"
+
+func testProfile(t testing.TB, cfg Config) providers.Profile {
+	t.Helper()
+	if cfg.AppID == "" {
+		cfg.AppID = app
+	}
+	cfg.Clock = func() time.Time { return now }
+	p, err := Profile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func request(method, target string) *http.Request {
+	r, err := http.NewRequest(method, target, nil)
+	if err != nil {
+		panic(err)
+	}
+	return r
+}
+
+func response(status int, header http.Header, body string) *http.Response {
+	h := http.Header{"Content-Type": {"application/json; charset=utf-8"}}
+	for k, v := range header {
+		h[k] = v
+	}
+	return &http.Response{StatusCode: status, Header: h, ContentLength: -1,
+		Body: io.NopCloser(iotest.HalfReader(strings.NewReader(body)))}
+}
+
+func TestClassify(t *testing.T) {
+	p := testProfile(t, Config{})
+	const send = "https://open.feishu.cn/open-apis/im/v1/messages?receive_id_type=chat_id"
+	const sendToChat = send + "&receive_id=oc_abc"
+	apiScope := "api:" + app + ":" + IMSend
+	reset := http.Header{"X-Ogw-Ratelimit-Limit": {"50"}, "X-Ogw-Ratelimit-Reset": {"3"}}
+	nextSec := time.Date(2025, 3, 10, 12, 34, 57, 0, providers.Beijing())
+	month := time.Date(2025, 4, 1, 0, 0, 5, 0, providers.Beijing())
+	body := func(code int, msg string) string { return fmt.Sprintf(`{"code":%d,"msg":%q}`, code, msg) }
+	tests := []struct {
+		name   string
+		target string
+		status int
+		header http.Header
+		body   string
+		kind   providers.Kind
+		code   string
+		until  time.Time
+		scope  string
+		retry  time.Duration
+	}{
+		{"frequency 429", send, 429, reset, body(99991400, "request trigger frequency limit"), providers.Quota, "99991400", now.Add(3 * time.Second), apiScope, 0},
+		{"frequency 400", send, 400, reset, body(99991400, "request trigger frequency limit"), providers.Quota, "99991400", now.Add(3 * time.Second), apiScope, 0},
+		{"frequency without reset", send, 429, nil, body(99991400, "request trigger frequency limit"), providers.Quota, "99991400", nextSec, apiScope, 0},
+		{"frequency with a garbled reset", send, 429, http.Header{"X-Ogw-Ratelimit-Reset": {"-5"}}, body(99991400, "x"), providers.Quota, "99991400", nextSec, apiScope, 0},
+		{"monthly quota", send, 429, reset, body(99991403, "tenant monthly quota"), providers.Quota, "99991403", month, "app:" + app, 0},
+		{"chat frequency with receive_id", sendToChat, 400, nil, body(230020, "This operation triggers the frequency limit."), providers.Quota, "230020", now.Add(time.Second),
+			"api:" + app + ":" + IMSend + ":" + hashOf("oc_abc"), 0},
+		{"chat frequency without receive_id", send, 400, nil, body(230020, "This operation triggers the frequency limit."), providers.Quota, "230020", now.Add(time.Second), apiScope, 0},
+		{"unlisted API", "https://open.feishu.cn/open-apis/contact/v3/users/ou_7d8a6e6df7621556ce0d21922b676706ccs", 429, reset, body(99991400, "x"),
+			providers.Quota, "99991400", now.Add(3 * time.Second), "api:" + app + ":POST /open-apis/contact/v3/users/{id}", 0},
+		{"plain 429", send, 429, http.Header{"Retry-After": {"2"}}, `<html>Too Many Requests</html>`, providers.Transient, "", time.Time{}, "", 2 * time.Second},
+		{"429 with another code", send, 429, reset, body(99991401, "something else"), providers.Transient, "99991401", time.Time{}, "", 3 * time.Second},
+		{"server error", send, 500, nil, body(-1, "system busy"), providers.Transient, "-1", time.Time{}, "", 0},
+		{"bad gateway", send, 502, nil, ``, providers.Transient, "Bad Gateway", time.Time{}, "", 0},
+		{"invalid token", send, 400, nil, body(99991663, "Invalid access token for authorization."), providers.Fatal, "99991663", time.Time{}, "", 0},
+		{"no permission", send, 400, nil, body(99991672, "Access denied. One of the following scopes is required"), providers.Fatal, "99991672", time.Time{}, "", 0},
+		{"bad request", send, 400, nil, body(230001, "invalid receive_id"), providers.OK, "230001", time.Time{}, "", 0},
+		{"success", send, 200, nil, `{"code":0,"msg":"success","data":{"message_id":"om_99991400","code":99991403}}`, providers.OK, "", time.Time{}, "", 0},
+		{"success with numbers", send, 200, nil, `{"data":{"total":99991400},"code":0}`, providers.OK, "", time.Time{}, "", 0},
+		{"code as a string", send, 200, nil, `{"code":"99991400"}`, providers.OK, "", time.Time{}, "", 0},
+		{"truncated code", send, 429, nil, `{"code":9999140`, providers.Transient, "", time.Time{}, "", 0},
+	}
+	for _, c := range []int{1000004, 1000005, 190004, 190005, 190010, 11232, 11233, 232019, 1254290, 1310217} {
+		tests = append(tests, struct {
+			name   string
+			target string
+			status int
+			header http.Header
+			body   string
+			kind   providers.Kind
+			code   string
+			until  time.Time
+			scope  string
+			retry  time.Duration
+		}{fmt.Sprint("rate code ", c), send, 400, nil, body(c, "frequency limit"), providers.Quota, fmt.Sprint(c), now.Add(time.Second), apiScope, 0})
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := response(tc.status, tc.header, tc.body)
+			v := p.Classify(request("POST", tc.target), resp)
+			if v.Kind != tc.kind || v.Code != tc.code || !v.Until.Equal(tc.until) || v.Scope != tc.scope || v.RetryAfter != tc.retry {
+				t.Errorf("verdict %+v\nwant %v %q until %v scope %q retry %v", v, tc.kind, tc.code, tc.until, tc.scope, tc.retry)
+			}
+			if v.Kind == providers.Quota && !v.NotProcessed {
+				t.Error("quota verdict not marked NotProcessed")
+			}
+			if got, err := io.ReadAll(resp.Body); err != nil || string(got) != tc.body {
+				t.Errorf("body reads %q, %v", got, err)
+			}
+		})
+	}
+}
+
+func hashOf(id string) string {
+	p := &preset{cfg: Config{PerChat: 5}}
+	return p.chatOf(IMSend, request("POST", "https://x/open-apis/im/v1/messages?receive_id="+url.QueryEscape(id)))
+}
+
+func TestRoute(t *testing.T) {
+	rules := func(r providers.Route) string {
+		var s []string
+		for _, rule := range r.Rules {
+			s = append(s, rule.String())
+		}
+		return strings.Join(s, " | ")
+	}
+	tests := []struct {
+		name   string
+		cfg    Config
+		method string
+		target string
+		api    string
+		rules  string
+		scopes int
+	}{
+		{"IM send", Config{}, "POST", "https://open.feishu.cn/open-apis/im/v1/messages?receive_id_type=chat_id", IMSend,
+			"s:" + app + ":POST /open-apis/im/v1/messages: 50 per 1.05s | m:" + app + ":POST /open-apis/im/v1/messages: 1000 per 1m0.05s", 2},
+		{"IM send to a chat", Config{}, "POST", "https://open.larksuite.com/open-apis/im/v1/messages?receive_id_type=email&receive_id=a%40b.com", IMSend,
+			"s:" + app + ":POST /open-apis/im/v1/messages: 50 per 1.05s | m:" + app + ":POST /open-apis/im/v1/messages: 1000 per 1m0.05s | chat:" + app + ":" + hashOf("a@b.com") + ": 5 per 1.05s", 3},
+		{"reply", Config{}, "POST", "https://open.feishu.cn/open-apis/im/v1/messages/om_dc13264520392913993dd051dba21dcf/reply",
+			"POST /open-apis/im/v1/messages/:message_id/reply",
+			"s:" + app + ":POST /open-apis/im/v1/messages/:message_id/reply: 50 per 1.05s | m:" + app + ":POST /open-apis/im/v1/messages/:message_id/reply: 1000 per 1m0.05s", 2},
+		{"unlisted API at the default level", Config{DefaultLevel: 5}, "GET", "https://open.feishu.cn/open-apis/calendar/v4/calendars", "GET /open-apis/calendar/v4/calendars",
+			"s:" + app + ":GET /open-apis/calendar/v4/calendars: 1 per 1.05s", 2},
+		{"no default level", Config{DefaultLevel: -1}, "GET", "https://open.feishu.cn/open-apis/calendar/v4/calendars", "GET /open-apis/calendar/v4/calendars", "", 2},
+		{"free edition", Config{FreeEdition: true, MonthlyQuota: 500, APIs: map[string]int{"GET /open-apis/x/:id": 1}}, "GET", "https://open.feishu.cn/open-apis/x/7",
+			"GET /open-apis/x/:id", "m:" + app + ":GET /open-apis/x/:id: 10 per 1m0.05s | month:" + app + ": 500 per month (Asia/Shanghai)", 2},
+		{"business edition", Config{Business: true, APIs: map[string]int{"GET /open-apis/y": 10}}, "GET", "https://open.feishu.cn/open-apis/y",
+			"GET /open-apis/y", "s:" + app + ":GET /open-apis/y: 100 per 1.05s", 2},
+		{"specific pattern first", Config{APIs: map[string]int{"GET /open-apis/z/:id": 1, "GET /open-apis/z/list": 5}}, "GET", "https://open.feishu.cn/open-apis/z/list",
+			"GET /open-apis/z/list", "s:" + app + ":GET /open-apis/z/list: 1 per 1.05s", 2},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := testProfile(t, tc.cfg)
+			req := request(tc.method, tc.target)
+			if !p.Match(req) {
+				t.Fatal("not matched")
+			}
+			r, err := p.Route(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.API != tc.api || rules(r) != tc.rules || len(r.Scopes) != tc.scopes || r.Scopes[1] != "app:"+app {
+				t.Errorf("route %q %q %q\nwant %q %q", r.API, rules(r), r.Scopes, tc.api, tc.rules)
+			}
+			for _, s := range r.Scopes {
+				if len(s) > limiter.MaxKeyLen || strings.Contains(s, "@") {
+					t.Errorf("scope %q", s)
+				}
+			}
+		})
+	}
+	p := testProfile(t, Config{})
+	for _, target := range []string{"https://open.feishu.cn/other/api", "https://api.weixin.qq.com/open-apis/im/v1/messages", "https://open.feishu.cn.example/open-apis/x"} {
+		if p.Match(request("GET", target)) {
+			t.Errorf("%s matched", target)
+		}
+	}
+}
+
+func TestConfigValidation(t *testing.T) {
+	tests := []struct {
+		name  string
+		cfg   Config
+		field string
+	}{
+		{"defaults", Config{AppID: app}, ""},
+		{"no AppID", Config{}, "Config.AppID"},
+		{"AppID with a colon", Config{AppID: "cli:1"}, "Config.AppID"},
+		{"empty host", Config{AppID: app, Hosts: []string{""}}, "Config.Hosts[0]"},
+		{"unknown default level", Config{AppID: app, DefaultLevel: 12}, "Config.DefaultLevel"},
+		{"bad level", Config{AppID: app, Levels: map[int]Level{4: {PerSecond: -1}}}, "Config.Levels[4]"},
+		{"empty level", Config{AppID: app, Levels: map[int]Level{4: {}}}, "Config.Levels[4]"},
+		{"API of an unknown level", Config{AppID: app, APIs: map[string]int{"GET /open-apis/x": 99}}, "Config.APIs"},
+		{"API without a method", Config{AppID: app, APIs: map[string]int{"/open-apis/x": 4}}, "Config.APIs"},
+		{"API with a lower-case method", Config{AppID: app, APIs: map[string]int{"get /open-apis/x": 4}}, "Config.APIs"},
+		{"API outside /open-apis", Config{AppID: app, APIs: map[string]int{"GET /x": 4}}, "Config.APIs"},
+		{"per chat", Config{AppID: app, PerChat: -2}, "Config.PerChat"},
+		{"monthly quota", Config{AppID: app, MonthlyQuota: -1}, "Config.MonthlyQuota"},
+		{"month grace", Config{AppID: app, MonthGrace: time.Minute}, "Config.MonthGrace"},
+		{"short penalty", Config{AppID: app, ShortPenalty: -1}, "Config.ShortPenalty"},
+		{"jitter", Config{AppID: app, Jitter: -1}, "Config.Jitter"},
+		{"penalty", Config{AppID: app, DefaultPenalty: -1}, "Config.DefaultPenalty"},
+		{"custom table", Config{AppID: app, Levels: map[int]Level{1: {PerSecond: 2}}, APIs: map[string]int{}, DefaultLevel: 1}, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Profile(tc.cfg)
+			if tc.field == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.field) {
+				t.Fatalf("error %v, want one naming %s", err, tc.field)
+			}
+			defer func() {
+				if recover() == nil {
+					t.Error("MustProfile did not panic")
+				}
+			}()
+			MustProfile(tc.cfg)
+		})
+	}
+	if LevelTable()[10] != (Level{PerSecond: 50}) {
+		t.Error("LevelTable changed by the business edition")
+	}
+}
+
+// TestClassifyEmulator classifies the emulator's own answers.
+func TestClassifyEmulator(t *testing.T) {
+	s := feishutest.NewServer(feishutest.Options{
+		Levels: map[int]feishutest.Level{4: {PerSecond: 100, PerMinute: 2}}, MonthlyQuota: 3, PerChat: 1})
+	defer s.Close()
+	u, _ := url.Parse(s.URL)
+	p := testProfile(t, Config{Hosts: []string{u.Hostname()}})
+	tok := s.Token(app)
+	call := func(query string) providers.Verdict {
+		req := request("POST", s.URL+"/open-apis/im/v1/messages?receive_id_type=chat_id"+query)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := s.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		return p.Classify(req, resp)
+	}
+	steps := []struct {
+		query string
+		kind  providers.Kind
+		code  string
+	}{
+		{"&receive_id=oc_1", providers.OK, ""},
+		{"&receive_id=oc_1", providers.Quota, "230020"},
+		{"&receive_id=oc_2", providers.OK, ""},
+		{"&receive_id=oc_3", providers.Quota, "99991400"},
+	}
+	for i, st := range steps {
+		if v := call(st.query); v.Kind != st.kind || v.Code != st.code {
+			t.Errorf("step %d: %+v", i, v)
+		}
+	}
+	monthly := feishutest.NewServer(feishutest.Options{MonthlyQuota: 1})
+	defer monthly.Close()
+	tok = monthly.Token(app)
+	for i, want := range []string{"", "99991403"} {
+		req := request("GET", monthly.URL+"/open-apis/im/v1/chats")
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := monthly.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := p.Classify(req, resp)
+		resp.Body.Close()
+		if v.Code != want || (want != "" && (v.Scope != "app:"+app || resp.StatusCode != 429)) {
+			t.Errorf("monthly call %d: %+v", i, v)
+		}
+	}
+}
+
+func FuzzClassify(f *testing.F) {
+	f.Add(429, "application/json", "3", []byte(`{"code":99991400,"msg":"request trigger frequency limit"}`))
+	f.Add(429, "", "", []byte(`{"code":99991403}`))
+	p := testProfile(f, Config{FreeEdition: true})
+	f.Fuzz(func(t *testing.T, status int, contentType, reset string, body []byte) {
+		if status < 100 || status > 999 {
+			status = 200
+		}
+		resp := &http.Response{
+			StatusCode: status,
+			Header:     http.Header{"Content-Type": {contentType}, "X-Ogw-Ratelimit-Reset": {reset}},
+			Body:       io.NopCloser(iotest.OneByteReader(bytes.NewReader(body))),
+		}
+		req := request("POST", "https://open.feishu.cn/open-apis/im/v1/messages?receive_id=oc_1")
+		v := p.Classify(req, resp)
+		if v.Kind == providers.Quota && (v.Scope == "" || !v.Until.After(now) || v.Until.After(now.AddDate(0, 2, 0))) {
+			t.Errorf("quota verdict out of bounds: %+v", v)
+		}
+		got, err := io.ReadAll(resp.Body)
+		if err != nil || !bytes.Equal(got, body) {
+			t.Fatalf("body reads %q, %v; want %q", got, err, body)
+		}
+	})
+}
