@@ -1,0 +1,307 @@
+package dingtalk
+
+import (
+	"bytes"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/quotaware/throttle/providers"
+)
+
+// scopeKind is which of a request's scopes an error penalises.
+type scopeKind int
+
+const (
+	onAPI     scopeKind = iota // the app's (or ISV suite's, in one org) API
+	onApp                      // every API of the app
+	onOrg                      // an ISV suite in one customer org; the app for an internal app
+	onEgress                   // every call from this egress IP
+	onMonthly                  // every metered API of the organisation
+)
+
+// endKind is the penalty's end when the answer states none.
+type endKind int
+
+const (
+	endSecond  endKind = iota // the next wall-clock second
+	endMinute                 // the next wall-clock minute
+	endMonth                  // the 1st of next month, Beijing time
+	endDefault                // the profile's default penalty
+)
+
+type quotaCode struct {
+	scope scopeKind
+	end   endKind
+}
+
+// oldQuota maps the old API's frequency-limit codes (errcode, or sub_code
+// under errcode 88). The platform's global code list names them; the ends
+// are used only when errmsg carries no "处罚将在 <time> 结束".
+func oldQuota(code string) (quotaCode, bool) {
+	switch code {
+	case "90001": // all calls from this server (IP) are suspended
+		return quotaCode{onEgress, endDefault}, true
+	case "90002": // all callers of this API are throttled; the docs advise backing off 1 s, 2 s, 4 s
+		return quotaCode{onAPI, endSecond}, true
+	case "90003": // the organisation's calls to every API are suspended
+		return quotaCode{onOrg, endDefault}, true
+	case "90004": // this app's credentials are suspended
+		return quotaCode{onApp, endDefault}, true
+	case "90005": // the organisation called this API too often (per minute)
+		return quotaCode{onAPI, endMinute}, true
+	case "90006": // this app called this API too often (per minute)
+		return quotaCode{onAPI, endMinute}, true
+	case "90007": // ISV: every call into this customer org is suspended
+		return quotaCode{onOrg, endMinute}, true
+	case "90008": // ISV: calls to this API in this customer org are suspended
+		return quotaCode{onAPI, endMinute}, true
+	case "90009": // ISV: every call into every org is suspended
+		return quotaCode{onApp, endMinute}, true
+	case "90010": // ISV: this API in every org is suspended; penalised per org, the narrowest scope we know
+		return quotaCode{onAPI, endMinute}, true
+	case "90011": // suite: every call is suspended
+		return quotaCode{onApp, endMinute}, true
+	case "90012": // suite: this API is suspended
+		return quotaCode{onAPI, endMinute}, true
+	case "90013": // suite: every call into this org is suspended
+		return quotaCode{onOrg, endMinute}, true
+	case "90014": // suite: this API in this org is suspended
+		return quotaCode{onAPI, endMinute}, true
+	case "90015", "90016": // further per-API frequency codes, undocumented: treated as per-second (a guess)
+		return quotaCode{onAPI, endSecond}, true
+	case "90017": // this IP used too many organisations' credentials
+		return quotaCode{onEgress, endDefault}, true
+	case "90018": // per app, per API, per second
+		return quotaCode{onAPI, endSecond}, true
+	case "90019": // ISV: per suite, per customer org, per API, per second
+		return quotaCode{onAPI, endSecond}, true
+	case "90020": // the organisation's monthly quota of metered calls
+		return quotaCode{onMonthly, endMonth}, true
+	}
+	return quotaCode{}, false
+}
+
+// accessDenied prefixes the new API's 403 codes, throttling or not.
+const accessDenied = "Forbidden.AccessDenied."
+
+// newQuota maps the new API's throttling codes, after accessDenied.
+func newQuota(code string) (quotaCode, bool) {
+	switch code {
+	case "QpsLimitForAppkeyAndApi", "QpsLimitForApi", "QpsLimitForSuitekeyAndOrgAndApi":
+		return quotaCode{onAPI, endSecond}, true
+	case "QpmLimitForAppkeyAndApi", "QpmLimitForSuitekeyAndOrgAndApi":
+		return quotaCode{onAPI, endMinute}, true
+	case "ApiCountLimitForOrg":
+		return quotaCode{onMonthly, endMonth}, true
+	}
+	return quotaCode{}, false
+}
+
+const (
+	codeRobotThrottled = "410100"
+	codeIPBan          = "ip-ban"
+)
+
+// classify reads one answer. It is cheap when the answer cannot be an error:
+// a 2xx answer whose body is neither JSON, HTML nor text is OK unread.
+func (p *preset) classify(req *http.Request, resp *http.Response) providers.Verdict {
+	status := resp.StatusCode
+	ct := resp.Header.Get("Content-Type")
+	if !providers.Peekable(ct) {
+		return statusVerdict(status, resp.Header)
+	}
+	prefix, _ := providers.PeekBody(resp, p.cfg.PeekLimit)
+	now := p.cfg.Now()
+
+	if isBan(prefix, status, providers.IsHTMLType(ct)) {
+		return providers.Verdict{
+			Kind: providers.Quota, Scope: p.egressScope, Until: now.Add(p.cfg.IPBanPenalty),
+			Code: codeIPBan, Message: "egress IP banned for exceeding the per-IP limit", NotProcessed: true,
+		}
+	}
+	c, isJSON := providers.ParseJSONCode(prefix)
+	if !isJSON || !c.HasCode {
+		return statusVerdict(status, resp.Header)
+	}
+	code, msg := c.Code, c.Message
+	if c.CodeKey == "code" && !c.CodeIsString {
+		// A numeric "code" is no DingTalk error field: data of a success.
+		if v := statusVerdict(status, resp.Header); v.Kind != providers.OK {
+			v.Code, v.Message = code, msg
+			return v
+		}
+		return providers.Verdict{Kind: providers.OK}
+	}
+	if c.CodeKey == "errcode" {
+		// The old API: errcode, wrapped as 88 + sub_code on /topapi paths.
+		if code == "88" && c.SubCode != "" {
+			code = c.SubCode
+			if c.SubMsg != "" {
+				msg = c.SubMsg
+			}
+		}
+		if code == "0" {
+			return statusVerdict(status, resp.Header)
+		}
+		if q, ok := oldQuota(code); ok {
+			return p.quota(req, q, code, msg, c.Message, now)
+		}
+		switch code {
+		case "-1": // system busy: retry at most 3 times, per the docs
+			return providers.Verdict{Kind: providers.Transient, Code: code, Message: msg, NotProcessed: true}
+		case codeRobotThrottled:
+			if p.robotRule.Limit() > 0 {
+				return providers.Verdict{Kind: providers.Quota, Scope: p.robotScope(req), Until: now.Add(p.cfg.RobotPenalty),
+					Code: code, Message: msg, NotProcessed: true}
+			}
+		}
+		if v := statusVerdict(status, resp.Header); v.Kind == providers.Transient {
+			v.Code, v.Message = code, msg
+			return v
+		}
+		return providers.Verdict{Kind: providers.Fatal, Code: code, Message: msg}
+	}
+	// The new API: a string code. On a 2xx answer a "code" member is data
+	// unless it is one of the codes below.
+	if rest, ok := strings.CutPrefix(code, accessDenied); ok {
+		if q, ok := newQuota(rest); ok {
+			return p.quota(req, q, code, msg, "", now)
+		}
+		if status < 300 {
+			return providers.Verdict{Kind: providers.OK} // data that looks like a code
+		}
+		// AccessTokenPermissionDenied, IpNotInWhiteList, ...: no retry mends them.
+		return providers.Verdict{Kind: providers.Fatal, Code: code, Message: msg}
+	}
+	if code == "system.busy" || code == "systemBusy" {
+		v := providers.Verdict{Kind: providers.Transient, Code: code, Message: msg, NotProcessed: true}
+		v.RetryAfter, _ = providers.ParseRetryAfter(resp.Header, now)
+		return v
+	}
+	v := statusVerdict(status, resp.Header)
+	if v.Kind != providers.OK {
+		v.Code, v.Message = code, msg
+	}
+	return v
+}
+
+// quota builds a Quota verdict: the end stated in the message when there is
+// one, else the end the code implies.
+func (p *preset) quota(req *http.Request, q quotaCode, code, msg, altMsg string, now time.Time) providers.Verdict {
+	v := providers.Verdict{Kind: providers.Quota, Code: code, Message: msg, NotProcessed: true}
+	api := providers.FoldPath(req.URL.Path)
+	org := p.orgOf(req)
+	switch q.scope {
+	case onAPI:
+		v.Scope = p.apiScope(api, org)
+	case onApp:
+		v.Scope = p.appScope
+	case onOrg:
+		v.Scope = p.appScope
+		if org != "" {
+			v.Scope = p.orgScope(org)
+		}
+	case onEgress:
+		v.Scope = p.egressScope
+	case onMonthly:
+		// The organisation's metered APIs when this is one of them; else
+		// the platform meters an API we did not know of: stop that one.
+		v.Scope = p.apiScope(api, org)
+		if p.monthRule.Limit() > 0 && p.metered[api] {
+			v.Scope = p.monthScope()
+		}
+	}
+	end, ok := providers.ParseBeijingEnd(msg)
+	if !ok && altMsg != "" {
+		end, ok = providers.ParseBeijingEnd(altMsg)
+	}
+	if ok && end.After(now) {
+		v.Until = end
+		return v
+	}
+	switch q.end {
+	case endSecond:
+		v.Until = providers.NextSecond(now)
+	case endMinute:
+		v.Until = providers.NextMinute(now)
+	case endMonth:
+		// The month starts MonthGrace late for the limiter too.
+		v.Until = providers.NextMonth(now).Add(p.cfg.MonthGrace)
+	case endDefault:
+		if ok { // a stated end already past: the penalty is as good as over
+			v.Until = providers.NextSecond(now)
+		}
+		// Zero: the profile's DefaultPenalty.
+	}
+	return v
+}
+
+// orgOf is the ISV customer org of a request, or "" for an internal app.
+func (p *preset) orgOf(req *http.Request) string {
+	if !p.cfg.ISV {
+		return ""
+	}
+	if p.cfg.OrgFromRequest != nil {
+		if org := p.cfg.OrgFromRequest(req); org != "" {
+			return org
+		}
+	}
+	return p.cfg.CorpID
+}
+
+// statusVerdict classifies by status alone, for answers without an error
+// code.
+func statusVerdict(status int, h http.Header) providers.Verdict {
+	switch {
+	case status < 400:
+		return providers.Verdict{Kind: providers.OK}
+	case status == http.StatusTooManyRequests:
+		// 429 without a known code: not processed, worth a retry later.
+		v := providers.Verdict{Kind: providers.Transient, Code: "429", NotProcessed: true}
+		v.RetryAfter, _ = providers.ParseRetryAfter(h, time.Now())
+		return v
+	case status >= 500:
+		v := providers.Verdict{Kind: providers.Transient, Code: http.StatusText(status)}
+		v.RetryAfter, _ = providers.ParseRetryAfter(h, time.Now())
+		return v
+	}
+	return providers.Verdict{Kind: providers.Fatal, Code: http.StatusText(status)}
+}
+
+// banMarkers are found in the anti-abuse page the gateway serves to a
+// banned IP. DingTalk's APIs never answer HTML otherwise.
+var banMarkers = [][]byte{[]byte("punish"), []byte("x5sec"), []byte("_____tmd_____"), []byte("访问被拒绝")}
+
+// isBan recognises the per-IP ban: the JSON {"status":1111,"wait":5,
+// "source":"x5","punish":"deny",...}, or an HTML page with the gateway's
+// markers, or any HTML page with 403 or 429.
+func isBan(prefix []byte, status int, html bool) bool {
+	if len(prefix) == 0 {
+		return false
+	}
+	if html || bytes.HasPrefix(bytes.TrimSpace(prefix), []byte("<")) {
+		if status == http.StatusForbidden || status == http.StatusTooManyRequests {
+			return true
+		}
+		for _, m := range banMarkers {
+			if bytes.Contains(prefix, m) {
+				return true
+			}
+		}
+		return false
+	}
+	var status1111, punish, deny, source bool
+	providers.ScanJSON(prefix, func(key []byte, kind providers.ValueKind, v []byte) bool {
+		switch string(key) {
+		case "status":
+			status1111 = string(v) == "1111"
+		case "punish":
+			punish, deny = true, string(v) == "deny"
+		case "source":
+			source = true
+		}
+		return true
+	})
+	return deny || status1111 && (punish || source)
+}

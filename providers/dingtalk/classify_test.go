@@ -1,0 +1,280 @@
+package dingtalk
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quotaware/throttle/providers"
+)
+
+// now is 2025-03-10 14:30:15.250 in Beijing.
+var now = time.Date(2025, 3, 10, 14, 30, 15, 250e6, providers.Beijing())
+
+func testProfile(t testing.TB, cfg Config) providers.Profile {
+	t.Helper()
+	if cfg.AppKey == "" {
+		cfg.AppKey = "dingapp"
+	}
+	if cfg.Now == nil {
+		cfg.Now = func() time.Time { return now }
+	}
+	p, err := Profile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func answer(status int, ct, body string) *http.Response {
+	h := http.Header{}
+	if ct != "" {
+		h.Set("Content-Type", ct)
+	}
+	return &http.Response{StatusCode: status, Header: h, Body: io.NopCloser(strings.NewReader(body)), ContentLength: -1}
+}
+
+func request(method, rawURL string) *http.Request {
+	req, err := http.NewRequest(method, rawURL, nil)
+	if err != nil {
+		panic(err)
+	}
+	return req
+}
+
+const (
+	oldURL   = "https://oapi.dingtalk.com/user/get?access_token=tok&userid=u1"
+	topURL   = "https://oapi.dingtalk.com/topapi/v2/user/get?access_token=tok"
+	newURL   = "https://api.dingtalk.com/v1.0/contact/users/manager4220"
+	robotURL = "https://oapi.dingtalk.com/robot/send?access_token=robottoken"
+	json     = "application/json;charset=UTF-8"
+	html     = "text/html; charset=utf-8"
+)
+
+func TestClassify(t *testing.T) {
+	p := testProfile(t, Config{})
+	nextSec := now.Truncate(time.Second).Add(time.Second)
+	nextMin := time.Date(2025, 3, 10, 14, 31, 0, 0, providers.Beijing())
+	nextMonth := time.Date(2025, 4, 1, 0, 0, 0, 0, providers.Beijing()).Add(DefaultMonthGrace)
+	stated := time.Date(2025, 3, 10, 14, 30, 17, 0, providers.Beijing())
+	var (
+		apiOld    = "api:dingapp:/user/get"
+		apiTop    = "api:dingapp:/topapi/v2/user/get"
+		apiNew    = "api:dingapp:/v1.0/contact/users/{id}"
+		app       = "app:dingapp"
+		egress    = "egress:default"
+		monthly   = "org:dingapp/monthly"
+		zero      time.Time
+		banUntil  = now.Add(DefaultIPBanPenalty)
+		robotUntl = now.Add(DefaultRobotPenalty)
+	)
+	tests := []struct {
+		name   string
+		url    string
+		status int
+		ct     string
+		body   string
+		kind   providers.Kind
+		scope  string
+		until  time.Time
+		code   string
+		notPr  bool
+	}{
+		// Success, including look-alikes that carry limit codes as data.
+		{"ok", oldURL, 200, json, `{"errcode":0,"errmsg":"ok","userid":"u1"}`, providers.OK, "", zero, "", false},
+		{"ok with digits", oldURL, 200, json, `{"errcode":0,"errmsg":"ok","id":90018}`, providers.OK, "", zero, "", false},
+		{"ok code as data", newURL, 200, json, `{"code":"Forbidden.AccessDenied.x","userid":"u"}`, providers.OK, "", zero, "", false},
+		{"ok numeric code", newURL, 200, json, `{"code":90018,"name":"n"}`, providers.OK, "", zero, "", false},
+		{"ok nested errcode", oldURL, 200, json, `{"result":{"errcode":90018},"errcode":0}`, providers.OK, "", zero, "", false},
+		{"ok message mentions limit", oldURL, 200, json, `{"errcode":0,"errmsg":"90018 处罚将在 2025-03-10 14:30:17 结束"}`, providers.OK, "", zero, "", false},
+		{"ok new api", newURL, 200, json, `{"userid":"manager4220","name":"张三"}`, providers.OK, "", zero, "", false},
+		{"ok binary", oldURL, 200, "image/png", "\x89PNG", providers.OK, "", zero, "", false},
+		{"ok empty", newURL, 204, "", "", providers.OK, "", zero, "", false},
+		{"ok html without markers", oldURL, 200, html, `<html>hello</html>`, providers.OK, "", zero, "", false},
+		{"ok status field", oldURL, 200, json, `{"errcode":0,"status":1111}`, providers.OK, "", zero, "", false},
+		{"truncated code", oldURL, 200, json, `{"errcode":9001`, providers.OK, "", zero, "", false},
+
+		// The old API's per-app, per-API limit.
+		{"90018 with end", oldURL, 200, json, `{"errcode":90018,"errmsg":"您的服务器调用钉钉开放平台当前接口的所有请求都被暂时禁用了, 处罚将在 2025-03-10 14:30:17 结束."}`,
+			providers.Quota, apiOld, stated, "90018", true},
+		{"90018 without end", oldURL, 200, json, `{"errcode":90018,"errmsg":"当前应用调用该接口的并发量已经超过限制"}`, providers.Quota, apiOld, nextSec, "90018", true},
+		{"90018 end already past", oldURL, 200, json, `{"errcode":90018,"errmsg":"处罚将在 2025-03-10 14:30:00 结束."}`, providers.Quota, apiOld, nextSec, "90018", true},
+		{"90018 string errcode", oldURL, 200, json, `{"errcode":"90018","errmsg":"x"}`, providers.Quota, apiOld, nextSec, "90018", true},
+		{"88 wrapper 90018", topURL, 200, json, `{"errcode":88,"sub_code":"90018","sub_msg":"请求总次数超过了 300 次, 处罚将在 2025-03-10 14:30:17 结束.","errmsg":"ding talk error[subcode=90018,submsg=...]","request_id":"5imjny7u9xwa"}`,
+			providers.Quota, apiTop, stated, "90018", true},
+		{"88 wrapper numeric sub_code", topURL, 200, json, `{"errcode":88,"sub_code":90018,"errmsg":"x"}`, providers.Quota, apiTop, nextSec, "90018", true},
+		{"88 wrapper end in errmsg", topURL, 200, json, `{"errcode":88,"sub_code":"90018","sub_msg":"too fast","errmsg":"限制将在 2025-03-10 14:30:17 结束"}`, providers.Quota, apiTop, stated, "90018", true},
+		{"88 wrapper other", topURL, 200, json, `{"errcode":88,"sub_code":"60011","sub_msg":"没有调用该接口的权限"}`, providers.Fatal, "", zero, "60011", false},
+		{"88 without sub_code", topURL, 200, json, `{"errcode":88,"errmsg":"鉴权异常"}`, providers.Fatal, "", zero, "88", false},
+
+		// Other frequency codes.
+		{"90002", oldURL, 200, json, `{"errcode":90002,"errmsg":"您的服务器调用钉钉开放平台当前接口的所有请求都被暂时禁用了"}`, providers.Quota, apiOld, nextSec, "90002", true},
+		{"90001", oldURL, 200, json, `{"errcode":90001,"errmsg":"all suspended"}`, providers.Quota, egress, zero, "90001", true},
+		{"90003", oldURL, 200, json, `{"errcode":90003,"errmsg":"x"}`, providers.Quota, app, zero, "90003", true},
+		{"90004", oldURL, 200, json, `{"errcode":90004,"errmsg":"x"}`, providers.Quota, app, zero, "90004", true},
+		{"90005", oldURL, 200, json, `{"errcode":90005,"errmsg":"x"}`, providers.Quota, apiOld, nextMin, "90005", true},
+		{"90006", oldURL, 200, json, `{"errcode":90006,"errmsg":"x"}`, providers.Quota, apiOld, nextMin, "90006", true},
+		{"90007 internal app", oldURL, 200, json, `{"errcode":90007,"errmsg":"x"}`, providers.Quota, app, nextMin, "90007", true},
+		{"90008", oldURL, 200, json, `{"errcode":90008,"errmsg":"x"}`, providers.Quota, apiOld, nextMin, "90008", true},
+		{"90009", oldURL, 200, json, `{"errcode":90009,"errmsg":"x"}`, providers.Quota, app, nextMin, "90009", true},
+		{"90010", oldURL, 200, json, `{"errcode":90010,"errmsg":"x"}`, providers.Quota, apiOld, nextMin, "90010", true},
+		{"90011", oldURL, 200, json, `{"errcode":90011,"errmsg":"x"}`, providers.Quota, app, nextMin, "90011", true},
+		{"90012", oldURL, 200, json, `{"errcode":90012,"errmsg":"x"}`, providers.Quota, apiOld, nextMin, "90012", true},
+		{"90013", oldURL, 200, json, `{"errcode":90013,"errmsg":"x"}`, providers.Quota, app, nextMin, "90013", true},
+		{"90014", oldURL, 200, json, `{"errcode":90014,"errmsg":"x"}`, providers.Quota, apiOld, nextMin, "90014", true},
+		{"90015", oldURL, 200, json, `{"errcode":90015,"errmsg":"x"}`, providers.Quota, apiOld, nextSec, "90015", true},
+		{"90016", oldURL, 200, json, `{"errcode":90016,"errmsg":"x"}`, providers.Quota, apiOld, nextSec, "90016", true},
+		{"90017", oldURL, 200, json, `{"errcode":90017,"errmsg":"x"}`, providers.Quota, egress, zero, "90017", true},
+		{"90019", oldURL, 200, json, `{"errcode":90019,"errmsg":"x"}`, providers.Quota, apiOld, nextSec, "90019", true},
+		{"90020 unmetered path", "https://oapi.dingtalk.com/user/getx?access_token=t", 200, json, `{"errcode":90020,"errmsg":"x"}`, providers.Quota, "api:dingapp:/user/getx", nextMonth, "90020", true},
+		{"90020 metered path", oldURL, 200, json, `{"errcode":90020,"errmsg":"当月调用量已超过上限"}`, providers.Quota, monthly, nextMonth, "90020", true},
+		{"90021 is not a limit", oldURL, 200, json, `{"errcode":90021,"errmsg":"x"}`, providers.Fatal, "", zero, "90021", false},
+		{"robot 410100", robotURL, 200, json, `{"errcode":410100,"errmsg":"send too fast, exceed 20 times per minute"}`, providers.Quota, "api:robot#", robotUntl, "410100", true},
+
+		// The new API.
+		{"qps app api", newURL, 403, json, `{"code":"Forbidden.AccessDenied.QpsLimitForAppkeyAndApi","message":"The request has exceeded the QPS limit of the appkey and api: apiPath(/v1.0/contact/users/manager4220)","requestid":"R1"}`,
+			providers.Quota, apiNew, nextSec, "Forbidden.AccessDenied.QpsLimitForAppkeyAndApi", true},
+		{"qpm app api", newURL, 403, json, `{"code":"Forbidden.AccessDenied.QpmLimitForAppkeyAndApi","message":"m","requestid":"R"}`, providers.Quota, apiNew, nextMin, "Forbidden.AccessDenied.QpmLimitForAppkeyAndApi", true},
+		{"qps api", newURL, 403, json, `{"code":"Forbidden.AccessDenied.QpsLimitForApi","message":"m"}`, providers.Quota, apiNew, nextSec, "Forbidden.AccessDenied.QpsLimitForApi", true},
+		{"org month", newURL, 403, json, `{"code":"Forbidden.AccessDenied.ApiCountLimitForOrg","message":"m"}`, providers.Quota, monthly, nextMonth, "Forbidden.AccessDenied.ApiCountLimitForOrg", true},
+		{"isv qps", newURL, 403, json, `{"code":"Forbidden.AccessDenied.QpsLimitForSuitekeyAndOrgAndApi","message":"m"}`, providers.Quota, apiNew, nextSec, "Forbidden.AccessDenied.QpsLimitForSuitekeyAndOrgAndApi", true},
+		{"isv qpm", newURL, 403, json, `{"code":"Forbidden.AccessDenied.QpmLimitForSuitekeyAndOrgAndApi","message":"m"}`, providers.Quota, apiNew, nextMin, "Forbidden.AccessDenied.QpmLimitForSuitekeyAndOrgAndApi", true},
+		{"no permission", newURL, 403, json, `{"code":"Forbidden.AccessDenied.AccessTokenPermissionDenied","message":"没有调用该接口的权限"}`, providers.Fatal, "", zero, "Forbidden.AccessDenied.AccessTokenPermissionDenied", false},
+		{"ip whitelist", newURL, 403, json, `{"code":"Forbidden.AccessDenied.IpNotInWhiteList","message":"m"}`, providers.Fatal, "", zero, "Forbidden.AccessDenied.IpNotInWhiteList", false},
+		{"bare 403", newURL, 403, json, `{"code":"Forbidden","message":"m"}`, providers.Fatal, "", zero, "Forbidden", false},
+		{"invalid token", newURL, 401, json, `{"code":"InvalidAuthentication","message":"不合法的access_token"}`, providers.Fatal, "", zero, "InvalidAuthentication", false},
+
+		// Busy and transient.
+		{"-1 busy", oldURL, 200, json, `{"errcode":-1,"errmsg":"系统繁忙"}`, providers.Transient, "", zero, "-1", true},
+		{"429 system.busy", newURL, 429, json, `{"code":"system.busy","message":"系统繁忙"}`, providers.Transient, "", zero, "system.busy", true},
+		{"429 systemBusy", newURL, 429, json, `{"code":"systemBusy","message":"m"}`, providers.Transient, "", zero, "systemBusy", true},
+		{"503", newURL, 503, "", ``, providers.Transient, "", zero, "Service Unavailable", false},
+		{"504 html", newURL, 504, html, `<html>Gateway Timeout</html>`, providers.Transient, "", zero, "Gateway Timeout", false},
+		{"500 json", newURL, 500, json, `{"code":"ServiceUnavailable","message":"m"}`, providers.Transient, "", zero, "ServiceUnavailable", false},
+
+		// The egress IP ban.
+		{"ban json", oldURL, 200, json, `{"status":1111,"wait":5,"source":"x5","punish":"deny","uuid":"abc"}`, providers.Quota, egress, banUntil, codeIPBan, true},
+		{"ban json no type", newURL, 403, "", `{"status":1111,"wait":5,"source":"x5","punish":"deny"}`, providers.Quota, egress, banUntil, codeIPBan, true},
+		{"ban html", oldURL, 200, html, `<!DOCTYPE html><html><head><meta name="aplus-x5sec"></head><body><script>window._config_={"action":"deny","url":"/_____tmd_____/punish"}</script></body></html>`,
+			providers.Quota, egress, banUntil, codeIPBan, true},
+		{"ban html 403", newURL, 403, html, `<html><body>Forbidden</body></html>`, providers.Quota, egress, banUntil, codeIPBan, true},
+		{"status 1111 alone", oldURL, 200, json, `{"status":1111,"name":"x"}`, providers.OK, "", zero, "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req := request("GET", tt.url)
+			resp := answer(tt.status, tt.ct, tt.body)
+			v := p.Classify(req, resp)
+			if v.Kind != tt.kind || v.Code != tt.code || v.NotProcessed != tt.notPr {
+				t.Fatalf("verdict %+v, want kind %v code %q notProcessed %v", v, tt.kind, tt.code, tt.notPr)
+			}
+			if tt.kind == providers.Quota {
+				if !strings.HasPrefix(v.Scope, tt.scope) || tt.scope != "api:robot#" && v.Scope != tt.scope {
+					t.Fatalf("scope %q, want %q", v.Scope, tt.scope)
+				}
+				if !v.Until.Equal(tt.until) {
+					t.Fatalf("until %v, want %v", v.Until, tt.until)
+				}
+				if r, err := p.Route(req); err != nil || !contains(r.Scopes, v.Scope) && v.Scope != monthly && !strings.HasPrefix(tt.name, "90020") {
+					t.Fatalf("scope %q is not among the route's %q (%v)", v.Scope, r.Scopes, err)
+				}
+			}
+			got, err := io.ReadAll(resp.Body)
+			if err != nil || string(got) != tt.body {
+				t.Fatalf("caller read %q, %v; want the original body", got, err)
+			}
+		})
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func TestClassifyISV(t *testing.T) {
+	p := testProfile(t, Config{AppKey: "suite1", ISV: true, CorpID: "dingcorp"})
+	req := request("GET", oldURL)
+	for code, scope := range map[string]string{
+		"90019": "api:suite1@dingcorp:/user/get",
+		"90007": "org:suite1@dingcorp",
+		"90013": "org:suite1@dingcorp",
+		"90009": "app:suite1",
+	} {
+		v := p.Classify(req, answer(200, json, `{"errcode":`+code+`,"errmsg":"x"}`))
+		if v.Kind != providers.Quota || v.Scope != scope {
+			t.Errorf("%s: verdict %+v, want quota on %s", code, v, scope)
+		}
+		r, _ := p.Route(req)
+		if !contains(r.Scopes, v.Scope) {
+			t.Errorf("%s: scope %s not in route scopes %q", code, v.Scope, r.Scopes)
+		}
+	}
+}
+
+// A 2xx answer that is not JSON, HTML or text is OK without reading a
+// byte of it.
+func TestClassifyCheapOnBinary(t *testing.T) {
+	p := testProfile(t, Config{})
+	req := request("GET", "https://oapi.dingtalk.com/media/downloadFile")
+	body := &countingBody{r: bytes.NewReader(make([]byte, 1<<20))}
+	resp := &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/octet-stream"}}, Body: body}
+	if v := p.Classify(req, resp); v.Kind != providers.OK || body.n != 0 || resp.Body != io.ReadCloser(body) {
+		t.Fatalf("verdict %v after reading %d bytes", v, body.n)
+	}
+	allocs := testing.AllocsPerRun(100, func() { p.Classify(req, resp) })
+	if allocs != 0 {
+		t.Fatalf("classifying a binary answer allocated %v times", allocs)
+	}
+}
+
+type countingBody struct {
+	r *bytes.Reader
+	n int
+}
+
+func (b *countingBody) Read(p []byte) (int, error) { n, err := b.r.Read(p); b.n += n; return n, err }
+func (b *countingBody) Close() error               { return nil }
+
+func FuzzClassify(f *testing.F) {
+	seeds := []struct {
+		status int
+		ct     string
+		body   string
+	}{
+		{200, json, `{"errcode":90018,"errmsg":"处罚将在 2025-03-10 14:30:17 结束."}`},
+		{200, json, `{"errcode":88,"sub_code":"90018","sub_msg":"x","errmsg":"y"}`},
+		{403, json, `{"code":"Forbidden.AccessDenied.QpsLimitForAppkeyAndApi","message":"m"}`},
+		{200, html, `<html>punish x5sec</html>`},
+		{200, "", `{"status":1111,"wait":5,"source":"x5","punish":"deny"}`},
+		{429, json, `{"code":"system.busy"}`},
+		{200, json, `{"errcode":0,"errmsg":"ok","id":90018}`},
+	}
+	for _, s := range seeds {
+		f.Add(s.status, s.ct, []byte(s.body), "/user/get")
+	}
+	p := testProfile(f, Config{})
+	f.Fuzz(func(t *testing.T, status int, ct string, body []byte, path string) {
+		req := request("GET", "https://oapi.dingtalk.com/")
+		req.URL.Path = path
+		resp := &http.Response{StatusCode: status, Header: http.Header{"Content-Type": {ct}}, Body: io.NopCloser(bytes.NewReader(body)), ContentLength: -1}
+		v := p.Classify(req, resp)
+		got, err := io.ReadAll(resp.Body)
+		if err != nil || !bytes.Equal(got, body) {
+			t.Fatalf("caller's body changed: %q, %v", got, err)
+		}
+		if v.Kind == providers.Quota && (v.Scope == "" || len(v.Scope) > 256) {
+			t.Fatalf("quota verdict with scope %q", v.Scope)
+		}
+		if _, err := p.Route(req); err != nil {
+			t.Fatalf("Route(%q): %v", path, err)
+		}
+	})
+}

@@ -1,0 +1,291 @@
+// Package dingtalk is the DingTalk (钉钉) preset: the limits of both API
+// generations (oapi.dingtalk.com and api.dingtalk.com), the error codes that
+// signal them, and their penalty windows.
+//
+// Every number comes from the provider's documentation or observed answers
+// and is a Config field, so that a user can follow the platform when it
+// changes its limits without waiting for a release.
+package dingtalk
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// Edition is the customer's DingTalk edition, which sets the per-app,
+// per-API rate.
+type Edition int
+
+// Editions and their per-app, per-API limits.
+const (
+	Standard     Edition = iota // 20 calls/s (the zero value)
+	Professional                // 40 calls/s
+	Exclusive                   // 60 calls/s
+)
+
+// Rate is the edition's per-app, per-API limit in calls per second.
+func (e Edition) Rate() int {
+	switch e {
+	case Professional:
+		return 40
+	case Exclusive:
+		return 60
+	}
+	return 20
+}
+
+func (e Edition) String() string {
+	switch e {
+	case Standard:
+		return "standard"
+	case Professional:
+		return "professional"
+	case Exclusive:
+		return "exclusive"
+	}
+	return fmt.Sprintf("Edition(%d)", int(e))
+}
+
+// Defaults, from the platform's documentation unless marked as a guess.
+const (
+	DefaultISVRate        = 40               // per suite, per customer org, per API, per second (seen in the field)
+	DefaultEgressLimit    = 10000            // calls from one egress IP ...
+	DefaultEgressPeriod   = 20 * time.Second // ... in any 20 s
+	DefaultEgressBurst    = 100              // a guess: fan-outs go out at once, at 1% of the sustained rate
+	DefaultMonthlyQuota   = 5000             // metered calls per org per calendar month, standard edition since 2025-11-19
+	DefaultMonthGrace     = 5 * time.Second  // a new month starts this late, against clock skew
+	DefaultJitter         = 50 * time.Millisecond
+	DefaultIPBanPenalty   = 5 * time.Minute
+	DefaultRobotPerMinute = 20 // custom group robot messages per robot per minute
+	DefaultRobotPenalty   = 10 * time.Minute
+	DefaultPeekLimit      = 8 << 10 // error bodies are small; success bodies need not be buffered whole
+	DefaultEgress         = "default"
+)
+
+// DefaultHosts are the two API generations' hosts.
+var DefaultHosts = []string{"oapi.dingtalk.com", "api.dingtalk.com"}
+
+// DefaultMeteredPaths are the APIs counted against the organisation's
+// monthly quota. The platform does not publish the list: this is a guess
+// (reads of the address book, the calls an integration makes most), to be
+// replaced by Config.MeteredPaths when a user knows better. Paths are
+// compared after FoldPath, so IDs may be written as placeholders.
+var DefaultMeteredPaths = []string{
+	"/user/get",
+	"/user/getuserinfo",
+	"/department/list",
+	"/topapi/v2/user/get",
+	"/topapi/v2/user/list",
+	"/topapi/v2/user/getuserinfo",
+	"/topapi/v2/user/getbymobile",
+	"/topapi/user/getbyunionid",
+	"/topapi/user/listid",
+	"/topapi/user/listsimple",
+	"/topapi/v2/department/get",
+	"/topapi/v2/department/listsub",
+	"/topapi/v2/department/listsubid",
+	"/v1.0/contact/users/{userId}",
+	"/v1.0/contact/users/{unionId}/departments",
+}
+
+// Config describes one DingTalk app. Zero fields take the defaults above;
+// for fields where zero is a meaningful setting, a negative value turns the
+// feature off, as each field says.
+type Config struct {
+	// AppKey identifies the app (for a third-party app: its SuiteKey).
+	// Required: the access token does not reveal the app, and every
+	// per-app limit is keyed by it.
+	AppKey string
+
+	// CorpID is the organisation: for an internal app, the owner of the
+	// monthly quota (default: the AppKey stands for it); for a third-party
+	// (ISV) app, the customer org whose per-org limits apply, unless
+	// OrgFromRequest says otherwise per request.
+	CorpID string
+
+	// Edition sets PerAPIRate when that is zero: 20, 40 or 60 calls/s.
+	Edition Edition
+	// PerAPIRate is the per-app, per-API limit in calls per second.
+	PerAPIRate int
+	// Burst is how many calls to one API may go back to back (default 1:
+	// evenly paced, the full rate). See limiter.WithBurst.
+	Burst int
+
+	// ISV marks a third-party app: its per-API limit is per customer org,
+	// ISVRate calls/s, and its penalties may name the org.
+	ISV bool
+	// ISVRate is the per-suite, per-org, per-API limit (default 40/s).
+	ISVRate int
+	// OrgFromRequest returns the customer org of a request for an ISV app
+	// serving many orgs (e.g. from the request's context); "" falls back
+	// to CorpID. It must be cheap and must not read the body.
+	OrgFromRequest func(*http.Request) string
+
+	// Egress names this deployment's egress IP (default "default"): every
+	// profile that shares it shares the per-IP limit and the IP ban.
+	Egress string
+	// EgressLimit calls in any EgressPeriod leave one IP (10,000 per 20 s);
+	// more gets the IP banned from every API for IPBanPenalty.
+	EgressLimit  int
+	EgressPeriod time.Duration
+	// EgressBurst is how many calls of any API may go back to back
+	// (default 100).
+	EgressBurst int
+
+	// MonthlyQuota is the organisation's metered calls per calendar month
+	// in Beijing time (default 5,000; negative: no monthly rule).
+	MonthlyQuota int
+	// MeteredPaths are the APIs the quota counts (nil: DefaultMeteredPaths;
+	// empty: none).
+	MeteredPaths []string
+	// MonthGrace starts each month this late (default 5 s; negative: none).
+	MonthGrace time.Duration
+
+	// Jitter widens every paced window: rules keep Limit calls in any
+	// window of Period+Jitter, so that calls whose latency varies by up to
+	// Jitter never land more than Limit in one of the provider's wall-clock
+	// windows (default 50 ms; negative: none).
+	Jitter time.Duration
+
+	// DefaultPenalty applies when an error implies no end (default 5 min).
+	DefaultPenalty time.Duration
+	// IPBanPenalty is how long the egress IP is banned (default 5 min).
+	IPBanPenalty time.Duration
+
+	// RobotPerMinute limits messages per custom group robot (default 20;
+	// negative: no robot rule), and RobotPenalty is how long the platform
+	// throttles a robot that sends more (error 410100, default 10 min).
+	RobotPerMinute int
+	RobotPenalty   time.Duration
+
+	// Hosts are the hosts the profile handles, as "host" or "host:port"
+	// (default DefaultHosts). Tests point it at an emulator.
+	Hosts []string
+	// PeekLimit bounds how much of a body the classifier reads (8 KiB).
+	PeekLimit int
+	// Now is the clock penalty ends are computed from (default time.Now).
+	Now func() time.Time
+}
+
+// withDefaults fills zero fields and validates the result.
+func (c Config) withDefaults() (Config, error) {
+	setInt := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	setDur := func(v *time.Duration, d time.Duration) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	if c.Edition < Standard || c.Edition > Exclusive {
+		return c, fieldErr("Edition", "must be Standard, Professional or Exclusive, got %d", int(c.Edition))
+	}
+	setInt(&c.PerAPIRate, c.Edition.Rate())
+	setInt(&c.Burst, 1)
+	setInt(&c.ISVRate, DefaultISVRate)
+	if c.Egress == "" {
+		c.Egress = DefaultEgress
+	}
+	setInt(&c.EgressLimit, DefaultEgressLimit)
+	setDur(&c.EgressPeriod, DefaultEgressPeriod)
+	setInt(&c.EgressBurst, min(DefaultEgressBurst, c.EgressLimit))
+	setInt(&c.MonthlyQuota, DefaultMonthlyQuota)
+	if c.MeteredPaths == nil {
+		c.MeteredPaths = DefaultMeteredPaths
+	}
+	setDur(&c.MonthGrace, DefaultMonthGrace)
+	setDur(&c.Jitter, DefaultJitter)
+	setDur(&c.DefaultPenalty, 5*time.Minute)
+	setDur(&c.IPBanPenalty, DefaultIPBanPenalty)
+	setInt(&c.RobotPerMinute, DefaultRobotPerMinute)
+	setDur(&c.RobotPenalty, DefaultRobotPenalty)
+	if c.Hosts == nil {
+		c.Hosts = DefaultHosts
+	}
+	setInt(&c.PeekLimit, DefaultPeekLimit)
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	// Negative means "off" where documented.
+	c.MonthGrace = max(c.MonthGrace, 0)
+	c.Jitter = max(c.Jitter, 0)
+	return c, c.validate()
+}
+
+func (c *Config) validate() error {
+	switch {
+	case c.AppKey == "":
+		return fieldErr("AppKey", "is required: the access token does not reveal the app")
+	case !validName(c.AppKey):
+		return fieldErr("AppKey", "must be 1..64 letters, digits, '_', '-' or '.', got %q", c.AppKey)
+	case c.CorpID != "" && !validName(c.CorpID):
+		return fieldErr("CorpID", "must be 1..64 letters, digits, '_', '-' or '.', got %q", c.CorpID)
+	case c.ISV && c.CorpID == "" && c.OrgFromRequest == nil:
+		return fieldErr("CorpID", "is required for an ISV app unless OrgFromRequest is set")
+	case !validName(c.Egress):
+		return fieldErr("Egress", "must be 1..64 letters, digits, '_', '-' or '.', got %q", c.Egress)
+	case c.PerAPIRate < 1:
+		return fieldErr("PerAPIRate", "must be positive, got %d", c.PerAPIRate)
+	case c.ISVRate < 1:
+		return fieldErr("ISVRate", "must be positive, got %d", c.ISVRate)
+	case c.Burst < 1 || c.Burst > c.apiRate():
+		return fieldErr("Burst", "must be within 1..the per-API rate (%d), got %d", c.apiRate(), c.Burst)
+	case c.EgressLimit < 1:
+		return fieldErr("EgressLimit", "must be positive, got %d", c.EgressLimit)
+	case c.EgressPeriod < time.Millisecond:
+		return fieldErr("EgressPeriod", "must be at least 1ms, got %v", c.EgressPeriod)
+	case c.EgressBurst < 1 || c.EgressBurst > c.EgressLimit:
+		return fieldErr("EgressBurst", "must be within 1..EgressLimit (%d), got %d", c.EgressLimit, c.EgressBurst)
+	case c.MonthGrace >= time.Minute:
+		return fieldErr("MonthGrace", "must be under a minute, got %v", c.MonthGrace)
+	case c.Jitter >= time.Second:
+		return fieldErr("Jitter", "must be under a second (it widens a 1 s window), got %v", c.Jitter)
+	case c.DefaultPenalty < 0:
+		return fieldErr("DefaultPenalty", "must not be negative, got %v", c.DefaultPenalty)
+	case c.IPBanPenalty < 0:
+		return fieldErr("IPBanPenalty", "must not be negative, got %v", c.IPBanPenalty)
+	case c.RobotPenalty < 0:
+		return fieldErr("RobotPenalty", "must not be negative, got %v", c.RobotPenalty)
+	case len(c.Hosts) == 0:
+		return fieldErr("Hosts", "must name at least one host")
+	case c.PeekLimit < 256:
+		return fieldErr("PeekLimit", "must be at least 256 bytes, got %d", c.PeekLimit)
+	}
+	for _, p := range c.MeteredPaths {
+		if p == "" || p[0] != '/' {
+			return fieldErr("MeteredPaths", "entries must be paths starting with '/', got %q", p)
+		}
+	}
+	return nil
+}
+
+// apiRate is the per-API limit that applies: per customer org for an ISV
+// app, per app otherwise.
+func (c *Config) apiRate() int {
+	if c.ISV {
+		return c.ISVRate
+	}
+	return c.PerAPIRate
+}
+
+func fieldErr(field, format string, args ...any) error {
+	return fmt.Errorf("dingtalk: Config.%s %s", field, fmt.Sprintf(format, args...))
+}
+
+// validName accepts the characters of AppKeys, CorpIDs and egress names, so
+// that keys built from them stay readable and unambiguous.
+func validName(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,273 @@
+package dingtalk
+
+import (
+	"errors"
+	"hash/fnv"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/quotaware/throttle/limiter"
+	"github.com/quotaware/throttle/providers"
+)
+
+// Name is the profile's name and limiter group: every DingTalk key shares
+// one Redis hash tag, so the per-IP rule and the per-API rules of all apps
+// can be charged in one script call.
+const Name = "dingtalk"
+
+// robotPath is the custom group robot webhook: limited per robot (its
+// access_token), not per app.
+const robotPath = "/robot/send"
+
+// maxCachedRoutes bounds the per-API route cache: FoldPath keeps real APIs
+// few, and past this the routes are simply built per request.
+const maxCachedRoutes = 4096
+
+// Profile builds the DingTalk profile for one app. It fails, naming the
+// field, when the config cannot describe a working app.
+func Profile(cfg Config) (providers.Profile, error) {
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return providers.Profile{}, err
+	}
+	p, err := newPreset(c)
+	if err != nil {
+		return providers.Profile{}, err
+	}
+	return providers.Profile{
+		Name:           Name,
+		Match:          p.match,
+		Route:          p.route,
+		Classify:       p.classify,
+		DefaultPenalty: c.DefaultPenalty,
+	}, nil
+}
+
+// MustProfile is Profile that panics on an invalid config, for configs
+// written as literals.
+func MustProfile(cfg Config) providers.Profile {
+	p, err := Profile(cfg)
+	if err != nil {
+		panic(err)
+	}
+	return p
+}
+
+// preset holds what Profile computed once: rule templates (rules are
+// re-keyed per request with Rule.WithKey), fixed keys and scopes, and a
+// cache of routes per API.
+type preset struct {
+	cfg   Config
+	hosts map[string]bool
+
+	apiRule     limiter.Rule // per app (or per suite and org), per API
+	egressRule  limiter.Rule
+	monthRule   limiter.Rule // zero when there is no monthly quota
+	robotRule   limiter.Rule // zero when robots are not limited
+	metered     map[string]bool
+	appScope    string
+	egressScope string
+
+	mu     sync.RWMutex
+	routes map[string]*providers.Route // by org + "\x00" + API
+}
+
+func newPreset(c Config) (*preset, error) {
+	p := &preset{
+		cfg:         c,
+		hosts:       make(map[string]bool, len(c.Hosts)),
+		metered:     make(map[string]bool, len(c.MeteredPaths)),
+		appScope:    boundKey(providers.Scope(providers.ScopeApp, c.AppKey)),
+		egressScope: providers.Scope(providers.ScopeEgress, c.Egress),
+		routes:      make(map[string]*providers.Route),
+	}
+	for _, h := range c.Hosts {
+		p.hosts[strings.ToLower(h)] = true
+	}
+	for _, mp := range c.MeteredPaths {
+		p.metered[providers.FoldPath(mp)] = true
+	}
+	var err error
+	// Paced rules keep Limit in any Period+Jitter: see Config.Jitter.
+	if p.apiRule, err = limiter.NewRule("api", c.apiRate(), time.Second+c.Jitter, limiter.WithBurst(c.Burst)); err != nil {
+		return nil, err
+	}
+	if p.egressRule, err = limiter.NewRule("egress:"+c.Egress, c.EgressLimit, c.EgressPeriod+c.Jitter, limiter.WithBurst(c.EgressBurst)); err != nil {
+		return nil, err
+	}
+	if c.MonthlyQuota > 0 && len(p.metered) > 0 {
+		if p.monthRule, err = limiter.NewCalendarRule(p.monthKey(), c.MonthlyQuota, limiter.Month, providers.Beijing(), limiter.WithGrace(c.MonthGrace)); err != nil {
+			return nil, err
+		}
+	}
+	if c.RobotPerMinute > 0 {
+		if p.robotRule, err = limiter.NewRule("robot", c.RobotPerMinute, time.Minute+c.Jitter); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// monthKey is the monthly quota's rule key: the organisation's.
+func (p *preset) monthKey() string {
+	org := p.cfg.CorpID
+	if org == "" {
+		org = p.cfg.AppKey
+	}
+	return "month:" + org
+}
+
+// monthScope is the penalty scope of the monthly quota: every metered API of
+// the organisation, and nothing else (unmetered APIs keep working).
+func (p *preset) monthScope() string {
+	return boundKey(providers.Scope(providers.ScopeOrg, strings.TrimPrefix(p.monthKey(), "month:")+"/monthly"))
+}
+
+func (p *preset) match(req *http.Request) bool {
+	if req == nil || req.URL == nil {
+		return false
+	}
+	h := req.URL.Host
+	if h == "" {
+		h = req.Host
+	}
+	if p.hosts[h] {
+		return true
+	}
+	// Hosts are case-insensitive and may carry the default port.
+	h = strings.ToLower(h)
+	if p.hosts[h] {
+		return true
+	}
+	if i := strings.LastIndexByte(h, ':'); i >= 0 && !strings.Contains(h[i:], "]") {
+		return p.hosts[h[:i]]
+	}
+	return false
+}
+
+// errNoOrg reports an ISV request whose customer org is unknown.
+var errNoOrg = errors.New("dingtalk: ISV request without a customer org: set Config.CorpID or make OrgFromRequest return one")
+
+// route returns the request's rules and scopes. Routes are cached per API
+// (and org): the slices are shared, capped so that an append copies them,
+// and must not be modified in place.
+func (p *preset) route(req *http.Request) (providers.Route, error) {
+	api := providers.FoldPath(req.URL.Path)
+	if api == robotPath && p.robotRule.Limit() > 0 {
+		return p.robotRoute(req, api)
+	}
+	org := ""
+	if p.cfg.ISV {
+		if p.cfg.OrgFromRequest != nil {
+			org = p.cfg.OrgFromRequest(req)
+		}
+		if org == "" {
+			org = p.cfg.CorpID
+		}
+		if org == "" {
+			return providers.Route{}, errNoOrg
+		}
+	}
+	cacheKey := api
+	if org != "" {
+		cacheKey = org + "\x00" + api
+	}
+	p.mu.RLock()
+	r, ok := p.routes[cacheKey]
+	p.mu.RUnlock()
+	if ok {
+		return *r, nil
+	}
+	built, err := p.buildRoute(api, org)
+	if err != nil {
+		return providers.Route{}, err
+	}
+	p.mu.Lock()
+	if len(p.routes) < maxCachedRoutes {
+		p.routes[cacheKey] = &built
+	}
+	p.mu.Unlock()
+	return built, nil
+}
+
+func (p *preset) buildRoute(api, org string) (providers.Route, error) {
+	rules := make([]limiter.Rule, 0, 3)
+	scopes := make([]string, 0, 5)
+	apiScope := p.apiScope(api, org)
+	r, err := p.apiRule.WithKey(apiScope)
+	if err != nil {
+		return providers.Route{}, err
+	}
+	rules = append(rules, r, p.egressRule)
+	scopes = append(scopes, apiScope, p.appScope)
+	if org != "" {
+		scopes = append(scopes, p.orgScope(org))
+	}
+	scopes = append(scopes, p.egressScope)
+	if p.monthRule.Limit() > 0 && p.metered[api] {
+		rules = append(rules, p.monthRule)
+		scopes = append(scopes, p.monthScope())
+	}
+	return providers.Route{API: api, Rules: rules[:len(rules):len(rules)], Scopes: scopes[:len(scopes):len(scopes)]}, nil
+}
+
+// apiScope names one API of the app ("api:<app>:<api>"), or for an ISV app
+// one API of the suite in one customer org ("api:<suite>@<org>:<api>"). It
+// is also the per-API rule's key.
+func (p *preset) apiScope(api, org string) string {
+	id := p.cfg.AppKey
+	if org != "" {
+		id += "@" + org
+	}
+	return boundKey(providers.Scope(providers.ScopeAPI, id+":"+api))
+}
+
+// orgScope names the ISV suite's calls into one customer org.
+func (p *preset) orgScope(org string) string {
+	return boundKey(providers.Scope(providers.ScopeOrg, p.cfg.AppKey+"@"+org))
+}
+
+// robotRoute limits one custom group robot, named by a hash of its token so
+// that the token never reaches keys, scopes or telemetry.
+func (p *preset) robotRoute(req *http.Request, api string) (providers.Route, error) {
+	scope := p.robotScope(req)
+	r, err := p.robotRule.WithKey(scope)
+	if err != nil {
+		return providers.Route{}, err
+	}
+	return providers.Route{
+		API:    api,
+		Rules:  []limiter.Rule{r, p.egressRule},
+		Scopes: []string{scope, p.egressScope},
+	}, nil
+}
+
+func (p *preset) robotScope(req *http.Request) string {
+	tok := req.URL.Query().Get("access_token")
+	return providers.Scope(providers.ScopeAPI, "robot#"+hash16(tok))
+}
+
+// boundKey keeps a key within limiter.MaxKeyLen: a longer one keeps its
+// head, cut at a character boundary, and ends in a hash of the whole, so
+// distinct keys stay distinct.
+func boundKey(s string) string {
+	if len(s) <= limiter.MaxKeyLen {
+		return s
+	}
+	cut := limiter.MaxKeyLen - 17
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "#" + hash16(s)
+}
+
+func hash16(s string) string {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(s))
+	v := strconv.FormatUint(h.Sum64(), 16)
+	return strings.Repeat("0", 16-len(v)) + v
+}
