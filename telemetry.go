@@ -89,6 +89,7 @@ type telemetry struct {
 	limiterTime metric.Float64Histogram
 	penalties   metric.Int64Counter
 	retries     metric.Int64Counter
+	fallbacks   metric.Int64Counter
 
 	// Attribute sets built once, so recording allocates nothing.
 	outcomeSets  map[outcomeKey]metric.MeasurementOption
@@ -139,6 +140,9 @@ func newTelemetry(c *config) *telemetry {
 	report(err)
 	tel.retries, err = m.Int64Counter("throttle.retries", metric.WithUnit("{retry}"),
 		metric.WithDescription("Attempts after the first."))
+	report(err)
+	tel.fallbacks, err = m.Int64Counter("throttle.limiter.fallbacks", metric.WithUnit("{switch}"),
+		metric.WithDescription("Switches to the fallback because the shared limiter did not answer."))
 	report(err)
 	_, err = m.Int64ObservableGauge("throttle.breakers.open", metric.WithUnit("{breaker}"),
 		metric.WithDescription("Scopes whose breaker is open (penalised) in this process."),
@@ -236,6 +240,21 @@ func (tel *telemetry) penalty(ctx context.Context, c *call, err error) {
 		tel.log.Info("throttle: provider penalised a scope", "provider", c.p.Name, "api", c.route.API,
 			"scope", v.Scope, "code", v.Code, "until", v.Until.Format(time.RFC3339Nano))
 	}
+}
+
+// fallbackSwitch logs and counts a switch to or from the fallback, once per
+// switch.
+func (tel *telemetry) fallbackSwitch(down bool, mode FallbackMode, err error) {
+	if !down {
+		tel.fallbackOn.Store(0)
+		tel.log.Info("throttle: shared limiter answers again; limits are shared again")
+		return
+	}
+	tel.fallbackOn.Store(1)
+	if !tel.disabled {
+		tel.fallbacks.Add(context.Background(), 1)
+	}
+	tel.log.Warn("throttle: shared limiter unavailable; falling back", "mode", mode.String(), "error", err)
 }
 
 // safeErrorText is an error's text for a span status. Our own errors carry

@@ -2,11 +2,14 @@ package throttle
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
+	"runtime"
 	"sync/atomic"
 	"time"
 
+	"github.com/quotaware/throttle/circuit"
 	"github.com/quotaware/throttle/limiter"
 	"github.com/quotaware/throttle/providers"
 )
@@ -15,11 +18,13 @@ import (
 // providers' limits. Build it with New; it is safe for concurrent use.
 type Transport struct {
 	base     http.RoundTripper
+	breakers *circuit.Set
 	limiter  limiter.Limiter
 	profiles []profile
 	maxWait  time.Duration
 	tel      *telemetry
 	retry    *retrier
+	registry *limiter.Registry
 }
 
 // profile is a providers.Profile with its defaults resolved.
@@ -55,34 +60,77 @@ func Build(opts ...Option) (*Transport, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
-	lim, err := c.buildLimiter()
-	if err != nil {
+	t := &Transport{base: c.base, maxWait: c.maxWait}
+	t.tel = newTelemetry(&c)
+	if err := t.buildLimiter(&c); err != nil {
 		return nil, err
 	}
-	t := &Transport{base: c.base, limiter: lim, maxWait: c.maxWait}
+	var err error
+	t.breakers, err = circuit.New(circuit.WithOnStateChange(func(scope string, from, to circuit.State) {
+		if from == circuit.HalfOpen && to == circuit.Closed {
+			c.logger.Info("throttle: penalty over, scope called again", "scope", scope)
+		}
+	}))
+	if err != nil {
+		return nil, fmt.Errorf("throttle: %w", err)
+	}
 	for _, p := range c.profiles {
 		if p.DefaultPenalty == 0 {
 			p.DefaultPenalty = providers.DefaultPenalty
 		}
 		t.profiles = append(t.profiles, profile{Profile: p})
 	}
-	t.tel = newTelemetry(&c)
+	t.tel.openBreakers = t.breakers.Open
 	t.retry = newRetrier(t, c.retry)
 	return t, nil
 }
 
-func (c *config) buildLimiter() (limiter.Limiter, error) {
-	if c.limiter != nil {
-		return c.limiter, nil
-	}
-	if c.redis == nil {
-		return limiter.NewMemory(), nil
+// buildLimiter picks the limiter: the one given, Redis behind a failover,
+// or an in-process one.
+func (t *Transport) buildLimiter(c *config) error {
+	switch {
+	case c.limiter != nil:
+		t.limiter = c.limiter
+		return nil
+	case c.redis == nil:
+		t.limiter = limiter.NewMemory()
+		return nil
 	}
 	r, err := limiter.NewRedis(c.redis, limiter.WithPrefix(c.redisPrefix))
 	if err != nil {
-		return nil, fmt.Errorf("throttle: WithRedis: %w", err)
+		return fmt.Errorf("throttle: WithRedis: %w", err)
 	}
-	return r, nil
+	fc := limiter.FailoverConfig{
+		Mode:    limiter.FailoverMode(c.fallback.Mode),
+		Timeout: c.fallback.Timeout,
+		Probe:   c.fallback.Probe,
+		OnSwitch: func(down bool, err error) {
+			t.tel.fallbackSwitch(down, c.fallback.Mode, err)
+		},
+	}
+	if share := c.fallback.Share; share > 0 {
+		fc.Share = func() float64 { return share }
+	} else if c.fallback.Mode == FallbackLocal {
+		t.registry = limiter.StartRegistry(c.redis, c.redisPrefix, registryBeat)
+		fc.Share = t.registry.Share
+		// A Transport dropped without Close stops beating once collected.
+		runtime.AddCleanup(t, func(r *limiter.Registry) { r.Close() }, t.registry)
+	}
+	t.limiter = limiter.NewFailover(r, fc)
+	return nil
+}
+
+// registryBeat is how often a Transport on Redis renews its presence in the
+// replica registry.
+const registryBeat = 2 * time.Second
+
+// Close stops the Transport's background work (the replica registry beat).
+// Requests in flight finish; the base transport is left alone.
+func (t *Transport) Close() error {
+	if t.registry != nil {
+		t.registry.Close()
+	}
+	return nil
 }
 
 // Limiter returns the limiter the Transport reserves slots from.
@@ -148,8 +196,35 @@ func (c *call) budget(ctx context.Context) time.Duration {
 
 // attempt reserves a slot, waits for it, sends once and reads the verdict.
 func (c *call) attempt(req *http.Request) (*http.Response, error) {
-	ctx := req.Context()
 	c.attempts++
+	c.verdict = providers.Verdict{}
+	// Local breakers first: a scope known to be penalised costs no I/O.
+	done, err := c.t.breakers.Allow(c.route.Scopes)
+	if err != nil {
+		closeBody(req)
+		c.outcome = outcomePenalized
+		pe := &PenaltyError{Provider: c.p.Name, API: c.route.API}
+		var oe *circuit.OpenError
+		if errors.As(err, &oe) {
+			pe.Scope, pe.Until, pe.Code = oe.Scope, oe.Until, oe.Code
+		}
+		return nil, pe
+	}
+	resp, err := c.reserveAndSend(req)
+	switch {
+	case err != nil:
+		done(circuit.Ignored)
+	case c.verdict.Kind == providers.OK:
+		done(circuit.Success)
+	default:
+		// A quota verdict was reported through Penalize already.
+		done(circuit.Ignored)
+	}
+	return resp, err
+}
+
+func (c *call) reserveAndSend(req *http.Request) (*http.Response, error) {
+	ctx := req.Context()
 	budget := c.budget(ctx)
 	lreq := limiter.Request{Group: c.p.Name, Rules: c.route.Rules, Scopes: c.route.Scopes, MaxWait: budget}
 	began := time.Now()
@@ -163,6 +238,8 @@ func (c *call) attempt(req *http.Request) (*http.Response, error) {
 	if !res.OK {
 		closeBody(req)
 		if pen := res.Penalty; pen != nil {
+			// Another replica saw the quota error: stop locally too.
+			c.t.breakers.Penalize(pen.Scope, pen.Until, pen.Code)
 			c.outcome = outcomePenalized
 			return nil, &PenaltyError{Provider: c.p.Name, API: c.route.API, Scope: pen.Scope, Until: pen.Until, Code: pen.Code}
 		}
@@ -192,7 +269,6 @@ func (c *call) attempt(req *http.Request) (*http.Response, error) {
 		c.outcome = outcomeTransportError
 		return nil, err
 	}
-	c.verdict = providers.Verdict{}
 	if c.p.Classify != nil {
 		c.verdict = c.p.Classify(req, resp)
 	}
@@ -227,6 +303,7 @@ func (c *call) penalize(ctx context.Context) {
 	if v.Until.IsZero() {
 		v.Until = time.Now().Add(c.p.DefaultPenalty)
 	}
+	c.t.breakers.Penalize(v.Scope, v.Until, v.Code)
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
 	err := c.t.limiter.Penalize(pctx, c.p.Name, limiter.Penalty{Scope: v.Scope, Until: v.Until, Code: v.Code})

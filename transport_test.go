@@ -66,7 +66,8 @@ func testProfile(name string, rules ...limiter.Rule) providers.Profile {
 		Name:  name,
 		Match: func(*http.Request) bool { return true },
 		Route: func(r *http.Request) (providers.Route, error) {
-			return providers.Route{API: r.URL.Path, Rules: rules, Scopes: []string{providers.Scope(providers.ScopeAPI, r.URL.Path)}}, nil
+			api := providers.FoldPath(r.URL.Path)
+			return providers.Route{API: api, Rules: rules, Scopes: []string{providers.Scope(providers.ScopeAPI, api)}}, nil
 		},
 		Classify: func(_ *http.Request, resp *http.Response) providers.Verdict {
 			if resp.Header.Get("X-Test-Quota") != "" {
@@ -297,14 +298,14 @@ func TestQuotaAnswerPenalizesScopeEverywhere(t *testing.T) {
 	if string(got) != body {
 		t.Fatalf("caller read %q, want the provider's body %q", got, body)
 	}
-	for _, c := range []*http.Client{a, b} {
+	for i, c := range []*http.Client{a, b, a} {
 		_, err := get(context.Background(), c, srv.URL+"/hot")
 		var pe *throttle.PenaltyError
 		if !errors.Is(err, throttle.ErrPenalized) || !errors.As(err, &pe) {
-			t.Fatalf("err = %v, want ErrPenalized", err)
+			t.Fatalf("client %d: err = %v, want ErrPenalized", i, err)
 		}
 		if pe.Scope != "api:/hot" || pe.Code != "429" || time.Until(pe.Until) < 59*time.Minute {
-			t.Errorf("penalty %+v, want scope api:/hot, code 429, about an hour", pe)
+			t.Errorf("client %d: penalty %+v, want scope api:/hot, code 429, about an hour", i, pe)
 		}
 	}
 	if _, err := get(context.Background(), b, srv.URL+"/cold"); err != nil {

@@ -80,6 +80,8 @@ type OpenError struct {
 	// Until is the end of the scope's penalty window. When Probing, it has
 	// passed already and the answer depends on the probe's outcome.
 	Until time.Time
+	// Code is the provider's error code that opened the scope.
+	Code string
 	// Probing is true when the window has ended and another request is
 	// probing the scope.
 	Probing bool
@@ -163,6 +165,7 @@ type Set struct {
 type entry struct {
 	scope string
 	until time.Time
+	code  string // the provider's error code that opened it
 	cb    *gobreaker.TwoStepCircuitBreaker[struct{}]
 
 	probeSince atomic.Int64 // unix nanos when the current probe started; 0: none
@@ -194,7 +197,7 @@ func New(opts ...Option) (*Set, error) {
 	return &Set{cfg: cfg}, nil
 }
 
-func newEntry(scope string, until time.Time) *entry {
+func newEntry(scope string, until time.Time, code string) *entry {
 	cb := gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
 		Name: scope,
 		// One probe at a time, and one success closes the breaker.
@@ -211,7 +214,7 @@ func newEntry(scope string, until time.Time) *entry {
 	if done, err := cb.Allow(); err == nil {
 		done(errTrip)
 	}
-	return &entry{scope: scope, until: until, cb: cb, index: -1}
+	return &entry{scope: scope, until: until, code: code, cb: cb, index: -1}
 }
 
 func (s *Set) load(scope string) *entry {
@@ -265,7 +268,7 @@ func (s *Set) allowSlow(scopes []string) (func(Outcome), error) {
 		}
 	}
 	if open != nil {
-		return nil, &OpenError{Scope: open.scope, Until: open.until}
+		return nil, &OpenError{Scope: open.scope, Until: open.until, Code: open.code}
 	}
 	if len(probes) == 0 {
 		return noop, nil
@@ -288,13 +291,13 @@ func (s *Set) allowSlow(scopes []string) (func(Outcome), error) {
 			probes[i] = e
 			if now.Before(e.until) { // a new penalty came meanwhile
 				release(i)
-				return nil, &OpenError{Scope: e.scope, Until: e.until}
+				return nil, &OpenError{Scope: e.scope, Until: e.until, Code: e.code}
 			}
 			d, err = e.cb.Allow()
 		}
 		if err != nil {
 			release(i)
-			return nil, &OpenError{Scope: e.scope, Until: e.until, Probing: errors.Is(err, gobreaker.ErrTooManyRequests)}
+			return nil, &OpenError{Scope: e.scope, Until: e.until, Code: e.code, Probing: errors.Is(err, gobreaker.ErrTooManyRequests)}
 		}
 		e.probeSince.Store(now.UnixNano())
 		dones[i] = d
@@ -345,11 +348,11 @@ func (s *Set) replace(e *entry) *entry {
 			// Removed meanwhile: the probe succeeded after all. A fresh
 			// entry whose window is over lets exactly one probe through,
 			// which is what the caller is about to do.
-			return newEntry(e.scope, e.until)
+			return newEntry(e.scope, e.until, e.code)
 		}
 		return cur
 	}
-	fresh := newEntry(e.scope, e.until)
+	fresh := newEntry(e.scope, e.until, e.code)
 	fresh.halfOpen.Store(true)
 	fresh.index = e.index
 	s.byEnds[e.index] = fresh
@@ -358,12 +361,13 @@ func (s *Set) replace(e *entry) *entry {
 	return fresh
 }
 
-// Penalize opens scope's breaker until until, as a quota verdict demands. A
+// Penalize opens scope's breaker until until, as a quota verdict with the
+// provider's code demands (the code comes back in OpenError). A
 // later end extends an open window; an earlier one never shortens it. An end
 // that has passed already changes nothing. A half-open scope opens again: this
 // is how a probe that meets another quota verdict reopens its scope for the
 // new window.
-func (s *Set) Penalize(scope string, until time.Time) {
+func (s *Set) Penalize(scope string, until time.Time, code string) {
 	now := s.cfg.now()
 	if !now.Before(until) {
 		return
@@ -376,7 +380,7 @@ func (s *Set) Penalize(scope string, until time.Time) {
 		s.mu.Unlock()
 		return
 	}
-	e := newEntry(scope, until)
+	e := newEntry(scope, until, code)
 	if old != nil {
 		if from := s.stateOf(old, now); from != Open {
 			events[n] = event{scope, from, Open}

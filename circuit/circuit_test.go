@@ -85,7 +85,7 @@ func TestWindowThenSingleProbe(t *testing.T) {
 			c := newClock(t0)
 			s := newSet(t, c)
 			const scope = "api:ding1:/v1.0/users"
-			s.Penalize(scope, tc.until)
+			s.Penalize(scope, tc.until, "")
 
 			oe := mustRefuse(t, s, scope)
 			if oe.Scope != scope || !oe.Until.Equal(tc.until) || oe.Probing {
@@ -150,7 +150,7 @@ func TestProbeOutcome(t *testing.T) {
 		{
 			name: "quota verdict reopens for the new window",
 			finish: func(s *circuit.Set, done func(circuit.Outcome)) {
-				s.Penalize("app:x", t0.Add(time.Hour))
+				s.Penalize("app:x", t0.Add(time.Hour), "")
 				done(circuit.Ignored)
 			},
 			want:    circuit.Open,
@@ -159,7 +159,7 @@ func TestProbeOutcome(t *testing.T) {
 		{
 			name: "late success of a reopened probe does not close the new window",
 			finish: func(s *circuit.Set, done func(circuit.Outcome)) {
-				s.Penalize("app:x", t0.Add(time.Hour))
+				s.Penalize("app:x", t0.Add(time.Hour), "")
 				done(circuit.Success)
 			},
 			want:    circuit.Open,
@@ -170,7 +170,7 @@ func TestProbeOutcome(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newClock(t0)
 			s := newSet(t, c)
-			s.Penalize("app:x", t0.Add(time.Second))
+			s.Penalize("app:x", t0.Add(time.Second), "")
 			c.Advance(time.Second)
 			tc.finish(s, mustAllow(t, s, "app:x"))
 			if got := s.State("app:x"); got != tc.want {
@@ -207,7 +207,7 @@ func TestProbeOutcome(t *testing.T) {
 func TestDoneOnce(t *testing.T) {
 	c := newClock(time.Unix(1_800_000_000, 0))
 	s := newSet(t, c)
-	s.Penalize("s", c.Now().Add(time.Second))
+	s.Penalize("s", c.Now().Add(time.Second), "")
 	c.Advance(time.Second)
 	first := mustAllow(t, s, "s")
 	first(circuit.Ignored)
@@ -242,7 +242,7 @@ func TestPenalizeNeverShortens(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newSet(t, newClock(t0))
 			for _, d := range tc.ends {
-				s.Penalize("s", t0.Add(d))
+				s.Penalize("s", t0.Add(d), "")
 			}
 			if tc.until == 0 {
 				mustAllow(t, s, "s")
@@ -264,8 +264,8 @@ func TestSeveralScopes(t *testing.T) {
 	t0 := time.Unix(1_800_000_000, 0)
 	c := newClock(t0)
 	s := newSet(t, c)
-	s.Penalize("api", t0.Add(time.Second))
-	s.Penalize("app", t0.Add(time.Minute))
+	s.Penalize("api", t0.Add(time.Second), "")
+	s.Penalize("app", t0.Add(time.Minute), "")
 
 	// The refusal names the scope that stays shut longest.
 	if oe := mustRefuse(t, s, "egress", "api", "app"); oe.Scope != "app" || !oe.Until.Equal(t0.Add(time.Minute)) {
@@ -294,8 +294,8 @@ func TestSeveralScopes(t *testing.T) {
 	}
 
 	// A refusal by a later scope gives back the probe taken in an earlier one.
-	s.Penalize("a", c.Now().Add(time.Second))
-	s.Penalize("b", c.Now().Add(time.Second))
+	s.Penalize("a", c.Now().Add(time.Second), "")
+	s.Penalize("b", c.Now().Add(time.Second), "")
 	c.Advance(time.Second)
 	holder := mustAllow(t, s, "b")
 	if oe := mustRefuse(t, s, "a", "b"); oe.Scope != "b" || !oe.Probing {
@@ -311,7 +311,7 @@ func TestStuckProbe(t *testing.T) {
 	t0 := time.Unix(1_800_000_000, 0)
 	c := newClock(t0)
 	s := newSet(t, c, circuit.WithProbeTimeout(30*time.Second))
-	s.Penalize("s", t0.Add(time.Second))
+	s.Penalize("s", t0.Add(time.Second), "")
 	c.Advance(time.Second)
 	lost := mustAllow(t, s, "s")
 	c.Advance(30*time.Second - time.Nanosecond)
@@ -359,11 +359,11 @@ func TestStateChanges(t *testing.T) {
 	c := newClock(t0)
 	rec := &recorder{}
 	s := newSet(t, c, circuit.WithOnStateChange(rec.record))
-	s.Penalize("s", t0.Add(time.Second))
-	s.Penalize("s", t0.Add(2*time.Second)) // extension: still open
+	s.Penalize("s", t0.Add(time.Second), "")
+	s.Penalize("s", t0.Add(2*time.Second), "") // extension: still open
 	c.Set(t0.Add(2 * time.Second))
 	probe := mustAllow(t, s, "s")
-	s.Penalize("s", t0.Add(time.Hour))
+	s.Penalize("s", t0.Add(time.Hour), "")
 	probe(circuit.Ignored)
 	c.Set(t0.Add(time.Hour))
 	mustAllow(t, s, "s")(circuit.Success)
@@ -388,17 +388,17 @@ func TestMaxScopes(t *testing.T) {
 	c := newClock(t0)
 	rec := &recorder{}
 	s := newSet(t, c, circuit.WithMaxScopes(3), circuit.WithOnStateChange(rec.record))
-	s.Penalize("expired", t0.Add(time.Second))
-	s.Penalize("hour", t0.Add(time.Hour))
-	s.Penalize("month", t0.Add(30*24*time.Hour))
+	s.Penalize("expired", t0.Add(time.Second), "")
+	s.Penalize("hour", t0.Add(time.Hour), "")
+	s.Penalize("month", t0.Add(30*24*time.Hour), "")
 	c.Advance(2 * time.Second)
 	rec.take()
 
-	s.Penalize("minute", c.Now().Add(time.Minute))
+	s.Penalize("minute", c.Now().Add(time.Minute), "")
 	if got := rec.take(); fmt.Sprint(got) != fmt.Sprint([]change{{"expired", circuit.HalfOpen, circuit.Closed}, {"minute", circuit.Closed, circuit.Open}}) {
 		t.Fatalf("changes %v, want the expired scope dropped first", got)
 	}
-	s.Penalize("day", c.Now().Add(24*time.Hour))
+	s.Penalize("day", c.Now().Add(24*time.Hour), "")
 	if got := rec.take(); len(got) == 0 || got[0] != (change{"minute", circuit.Open, circuit.Closed}) {
 		t.Fatalf("changes %v, want the minute scope (ends first) dropped", got)
 	}
@@ -421,7 +421,7 @@ func TestFloodOfScopes(t *testing.T) {
 	c := newClock(time.Unix(1_800_000_000, 0))
 	s := newSet(t, c, circuit.WithMaxScopes(100))
 	for i := 0; i < 20_000; i++ {
-		s.Penalize(fmt.Sprintf("api:/users/%d", i), c.Now().Add(time.Duration(1+i%1000)*time.Second))
+		s.Penalize(fmt.Sprintf("api:/users/%d", i), c.Now().Add(time.Duration(1+i%1000)*time.Second), "")
 		if s.Len() > 100 {
 			t.Fatalf("Len = %d after %d penalties, want at most 100", s.Len(), i+1)
 		}
@@ -435,7 +435,7 @@ func TestFloodOfScopes(t *testing.T) {
 func TestConcurrentProbe(t *testing.T) {
 	c := newClock(time.Unix(1_800_000_000, 0))
 	s := newSet(t, c)
-	s.Penalize("s", c.Now().Add(time.Second))
+	s.Penalize("s", c.Now().Add(time.Second), "")
 	c.Advance(time.Second)
 	const n = 64
 	var (
@@ -492,7 +492,7 @@ func TestConcurrentUse(t *testing.T) {
 				a, b := scopes[r.IntN(len(scopes))], scopes[r.IntN(len(scopes))]
 				switch r.IntN(10) {
 				case 0:
-					s.Penalize(a, c.Now().Add(time.Duration(r.IntN(50))*time.Millisecond))
+					s.Penalize(a, c.Now().Add(time.Duration(r.IntN(50))*time.Millisecond), "")
 				case 1:
 					c.Advance(time.Millisecond)
 				case 2:
@@ -526,7 +526,7 @@ func TestRealClock(t *testing.T) {
 		t.Fatal(err)
 	}
 	until := time.Now().Add(30 * time.Millisecond)
-	s.Penalize("s", until)
+	s.Penalize("s", until, "")
 	mustRefuse(t, s, "s")
 	time.Sleep(time.Until(until))
 	probe := mustAllow(t, s, "s")
@@ -591,7 +591,7 @@ func TestAllowClosedAllocatesNothing(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newSet(t, c)
 			for _, p := range tc.penalised {
-				s.Penalize(p, c.Now().Add(time.Hour))
+				s.Penalize(p, c.Now().Add(time.Hour), "")
 			}
 			allocs := testing.AllocsPerRun(1000, func() {
 				done, err := s.Allow(scopes)
@@ -621,7 +621,7 @@ func BenchmarkAllow(b *testing.B) {
 		b.Run(tc.name, func(b *testing.B) {
 			s := newSet(b, c)
 			for _, p := range tc.penalised {
-				s.Penalize(p, c.Now().Add(time.Hour))
+				s.Penalize(p, c.Now().Add(time.Hour), "")
 			}
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
@@ -637,7 +637,7 @@ func BenchmarkAllow(b *testing.B) {
 	}
 	b.Run("open scope", func(b *testing.B) {
 		s := newSet(b, c)
-		s.Penalize("app:ding1", c.Now().Add(time.Hour))
+		s.Penalize("app:ding1", c.Now().Add(time.Hour), "")
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {

@@ -67,7 +67,14 @@ type Reservation struct {
 	// Booked is the state each rule moved to; Cancel uses it to tell whether
 	// the slot is still the last one booked.
 	Booked []int64
+
+	// local marks a slot a Failover granted without its primary.
+	local bool
 }
+
+// Local reports whether the slot was granted by a fallback while the shared
+// limiter was away, rather than by the shared limiter.
+func (r Reservation) Local() bool { return r.local }
 
 // SendAt is the scheduled send time on the limiter's clock.
 func (r Reservation) SendAt() time.Time { return r.Now.Add(r.Delay) }

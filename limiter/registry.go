@@ -1,0 +1,93 @@
+package limiter
+
+import (
+	"context"
+	"crypto/rand"
+	_ "embed"
+	"encoding/hex"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+//go:embed registry.lua
+var registrySource string
+
+var registryScript = redis.NewScript(registrySource)
+
+// Registry keeps this replica's presence in Redis and counts the live
+// replicas, so that each one knows its fair share of a rule (1/live) when
+// Redis goes away and it must limit on its own. It beats in the background
+// until Close.
+type Registry struct {
+	client redis.UniversalClient
+	key    string
+	id     string
+	every  time.Duration
+
+	live      atomic.Int64
+	stop      chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+// StartRegistry registers a new replica under prefix and beats every
+// interval; a replica that stops beating drops out after three intervals.
+func StartRegistry(client redis.UniversalClient, prefix string, every time.Duration) *Registry {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	r := &Registry{
+		client: client,
+		key:    "{" + prefix + ":registry}:replicas",
+		id:     hex.EncodeToString(b[:]),
+		every:  every,
+		stop:   make(chan struct{}),
+		done:   make(chan struct{}),
+	}
+	r.live.Store(1)
+	go r.run()
+	return r
+}
+
+func (r *Registry) run() {
+	defer close(r.done)
+	ticker := time.NewTicker(r.every)
+	defer ticker.Stop()
+	for {
+		r.beat(false)
+		select {
+		case <-r.stop:
+			r.beat(true)
+			return
+		case <-ticker.C:
+		}
+	}
+}
+
+func (r *Registry) beat(leave bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), r.every)
+	defer cancel()
+	flag := "0"
+	if leave {
+		flag = "1"
+	}
+	n, err := registryScript.Run(ctx, r.client, []string{r.key}, r.id, (3 * r.every).Milliseconds(), flag).Int64()
+	if err == nil && n >= 1 && !leave {
+		r.live.Store(n)
+	}
+}
+
+// Live is the number of live replicas last seen (at least 1). While Redis
+// is away it keeps the last count, which is what the fallback needs.
+func (r *Registry) Live() int { return int(r.live.Load()) }
+
+// Share is this replica's fair share of a rule: 1 / Live.
+func (r *Registry) Share() float64 { return 1 / float64(r.Live()) }
+
+// Close leaves the registry and stops beating.
+func (r *Registry) Close() {
+	r.closeOnce.Do(func() { close(r.stop) })
+	<-r.done
+}

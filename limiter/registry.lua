@@ -1,0 +1,16 @@
+-- Keep one replica's presence fresh and count the live ones.
+--
+-- KEYS[1]: the registry (a sorted set of replica ids scored by last beat, ms).
+-- ARGV[1]: this replica's id; ARGV[2]: how long a beat stays valid (ms);
+-- ARGV[3]: '1' to leave the registry instead.
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if ARGV[3] == '1' then
+  redis.call('ZREM', KEYS[1], ARGV[1])
+  return redis.call('ZCARD', KEYS[1])
+end
+local ttl = tonumber(ARGV[2])
+redis.call('ZADD', KEYS[1], string.format('%d', now), ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%d', now - ttl))
+redis.call('PEXPIRE', KEYS[1], ttl * 2)
+return redis.call('ZCARD', KEYS[1])
