@@ -147,8 +147,9 @@ func (r *retrier) check(c *call, req *http.Request, resp *http.Response, err err
 			// Nothing was sent; worth waiting only if the penalty ends
 			// within the budget.
 			hint, haveHint = time.Until(pe.Until), true
-		case errors.Is(err, ErrThrottled), errors.Is(err, ErrLimiterUnavailable),
-			errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		case errors.Is(err, ErrThrottled), errors.Is(err, ErrLimiterUnavailable):
+			// The caller's own cancellation was caught above; a timeout of
+			// the base transport lands below, like any ambiguous failure.
 			return false
 		case !c.wrote.Load():
 			// Failed before the request was written: the provider saw nothing.

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -72,6 +73,16 @@ func testProfile(name string, rules ...limiter.Rule) providers.Profile {
 		Classify: func(_ *http.Request, resp *http.Response) providers.Verdict {
 			if resp.Header.Get("X-Test-Quota") != "" {
 				return providers.Verdict{Kind: providers.Quota, Until: time.Now().Add(time.Hour), Code: "429", NotProcessed: true}
+			}
+			if ms := resp.Header.Get("X-Test-Penalty-Ms"); ms != "" {
+				n, _ := strconv.Atoi(ms)
+				return providers.Verdict{Kind: providers.Quota, Until: time.Now().Add(time.Duration(n) * time.Millisecond), Code: "90018", NotProcessed: true}
+			}
+			switch {
+			case resp.Header.Get("X-Test-Busy") != "":
+				return providers.Verdict{Kind: providers.Transient, Code: "-1", NotProcessed: true}
+			case resp.StatusCode >= 500:
+				return providers.Verdict{Kind: providers.Transient, Code: strconv.Itoa(resp.StatusCode), NotProcessed: resp.StatusCode == 503}
 			}
 			return providers.Verdict{}
 		},

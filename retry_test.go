@@ -1,0 +1,275 @@
+package throttle_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/quotaware/throttle"
+	"github.com/quotaware/throttle/limiter"
+)
+
+// scripted answers each request with the next step of a script, then OK.
+func scripted(steps ...func(w http.ResponseWriter)) *recorder {
+	var n atomic.Int64
+	return &recorder{answer: func(w http.ResponseWriter, r *http.Request) {
+		i := int(n.Add(1)) - 1
+		if i < len(steps) {
+			steps[i](w)
+			return
+		}
+		io.WriteString(w, `{"errcode":0,"errmsg":"ok"}`)
+	}}
+}
+
+func busy(w http.ResponseWriter) {
+	w.Header().Set("X-Test-Busy", "1")
+	io.WriteString(w, `{"errcode":-1,"errmsg":"系统繁忙"}`)
+}
+
+func status(code int) func(w http.ResponseWriter) {
+	return func(w http.ResponseWriter) {
+		w.WriteHeader(code)
+		io.WriteString(w, `{"code":"`+http.StatusText(code)+`"}`)
+	}
+}
+
+func penalty(ms string) func(w http.ResponseWriter) {
+	return func(w http.ResponseWriter) {
+		w.Header().Set("X-Test-Penalty-Ms", ms)
+		io.WriteString(w, `{"errcode":90018,"errmsg":"too fast"}`)
+	}
+}
+
+// counting counts Reserve calls: one per attempt, each taking its own slot.
+type counting struct {
+	limiter.Limiter
+	n atomic.Int64
+}
+
+func (c *counting) Reserve(ctx context.Context, req limiter.Request) (limiter.Reservation, error) {
+	c.n.Add(1)
+	return c.Limiter.Reserve(ctx, req)
+}
+
+func retrying(t *testing.T, lim limiter.Limiter, extra ...throttle.Option) *http.Client {
+	opts := append([]throttle.Option{
+		throttle.WithLimiter(lim),
+		throttle.WithProfiles(testProfile("p", mustRule(t, 100, time.Second))),
+		throttle.WithRetry(throttle.RetryPolicy{MaxAttempts: 3, MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond}),
+		throttle.WithoutTelemetry(),
+	}, extra...)
+	return &http.Client{Transport: throttle.New(opts...)}
+}
+
+func do(t *testing.T, c *http.Client, method, u string, body string) (*http.Response, string, error) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, u, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return nil, "", err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b), nil
+}
+
+// "System busy" then success: one successful call, two attempts, two slots.
+func TestRetryBusyThenSuccess(t *testing.T) {
+	rec := scripted(busy)
+	srv := serve(t, rec)
+	lim := &counting{Limiter: limiter.NewMemory()}
+	_, body, err := do(t, retrying(t, lim), http.MethodPost, srv.URL+"/send", `{"msg":"hi"}`)
+	if err != nil || !strings.Contains(body, `"errcode":0`) {
+		t.Fatalf("body %q err %v, want the success after a retry", body, err)
+	}
+	if n := len(rec.seen()); n != 2 {
+		t.Errorf("server saw %d attempts, want 2", n)
+	}
+	if n := lim.n.Load(); n != 2 {
+		t.Errorf("%d slots taken, want 2: every attempt takes its own", n)
+	}
+}
+
+// A 1s penalty inside a 3s budget: the call succeeds after the penalty, and
+// the retry reaches the provider no sooner than the penalty's end.
+func TestRetryWaitsOutShortPenalty(t *testing.T) {
+	rec := scripted(penalty("1000"))
+	srv := serve(t, rec)
+	_, body, err := do(t, retrying(t, limiter.NewMemory(), throttle.WithMaxWait(3*time.Second)), http.MethodGet, srv.URL+"/a", "")
+	if err != nil || !strings.Contains(body, `"errcode":0`) {
+		t.Fatalf("body %q err %v, want success after the penalty", body, err)
+	}
+	seen := rec.seen()
+	if len(seen) != 2 {
+		t.Fatalf("server saw %d requests, want 2", len(seen))
+	}
+	if gap := seen[1].Sub(seen[0]); gap < 990*time.Millisecond {
+		t.Errorf("retry arrived %v after the quota error, inside the 1s penalty", gap)
+	}
+}
+
+// The same penalty inside a 500ms budget: the provider's answer comes back
+// at once, body intact, and nothing more is sent.
+func TestRetryGivesUpWhenPenaltyOutlastsBudget(t *testing.T) {
+	rec := scripted(penalty("1000"))
+	srv := serve(t, rec)
+	began := time.Now()
+	resp, body, err := do(t, retrying(t, limiter.NewMemory(), throttle.WithMaxWait(500*time.Millisecond)), http.MethodGet, srv.URL+"/a", "")
+	if err != nil {
+		t.Fatalf("err = %v, want the provider's answer", err)
+	}
+	if body != `{"errcode":90018,"errmsg":"too fast"}` || resp.Header.Get("X-Test-Penalty-Ms") == "" {
+		t.Fatalf("got %q, want the provider's quota answer byte for byte", body)
+	}
+	if elapsed := time.Since(began); elapsed >= 500*time.Millisecond {
+		t.Errorf("took %v: it waited instead of giving up at once", elapsed)
+	}
+	if n := len(rec.seen()); n != 1 {
+		t.Fatalf("server saw %d requests, want 1", n)
+	}
+}
+
+// When retries run out the caller gets the last answer with its body.
+func TestRetryKeepsLastResponse(t *testing.T) {
+	rec := scripted(status(503), status(503), status(503), status(503))
+	srv := serve(t, rec)
+	resp, body, err := do(t, retrying(t, limiter.NewMemory()), http.MethodGet, srv.URL+"/a", "")
+	if err != nil || resp.StatusCode != 503 || body != `{"code":"Service Unavailable"}` {
+		t.Fatalf("status %v body %q err %v, want the last 503 with its body", resp, body, err)
+	}
+	if n := len(rec.seen()); n != 3 {
+		t.Fatalf("server saw %d attempts, want 3", n)
+	}
+}
+
+// Ambiguous failures are retried for idempotent methods only; answers that
+// prove the call was not processed are retried for any method.
+func TestRetryOnlyWhatIsSafe(t *testing.T) {
+	cases := []struct {
+		name   string
+		method string
+		step   func(http.ResponseWriter)
+		want   int // requests the server sees
+	}{
+		{"POST 500 is ambiguous", http.MethodPost, status(500), 1},
+		{"POST 502 is ambiguous", http.MethodPost, status(502), 1},
+		{"POST 504 is ambiguous", http.MethodPost, status(504), 1},
+		{"POST 503 was not processed", http.MethodPost, status(503), 2},
+		{"POST busy was not processed", http.MethodPost, busy, 2},
+		{"GET 500 may repeat", http.MethodGet, status(500), 2},
+		{"PUT 504 may repeat", http.MethodPut, status(504), 2},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := scripted(tc.step)
+			srv := serve(t, rec)
+			if _, _, err := do(t, retrying(t, limiter.NewMemory()), tc.method, srv.URL+"/a", "x"); err != nil {
+				t.Fatal(err)
+			}
+			if n := len(rec.seen()); n != tc.want {
+				t.Fatalf("server saw %d requests, want %d", n, tc.want)
+			}
+		})
+	}
+}
+
+// A POST that times out after being written is sent exactly once; a GET in
+// the same spot is retried.
+func TestRetryNeverRepeatsWrittenPost(t *testing.T) {
+	release := make(chan struct{})
+	rec := &recorder{answer: func(w http.ResponseWriter, r *http.Request) { <-release }}
+	srv := serve(t, rec)
+	defer close(release)
+	base := &http.Transport{ResponseHeaderTimeout: 100 * time.Millisecond}
+	defer base.CloseIdleConnections()
+	c := retrying(t, limiter.NewMemory(), throttle.WithBase(base))
+	if _, _, err := do(t, c, http.MethodPost, srv.URL+"/send", "msg"); err == nil {
+		t.Fatal("POST succeeded, want the timeout")
+	}
+	if n := len(rec.seen()); n != 1 {
+		t.Fatalf("POST reached the server %d times, want exactly once", n)
+	}
+	if _, _, err := do(t, c, http.MethodGet, srv.URL+"/get", ""); err == nil {
+		t.Fatal("GET succeeded, want the timeout")
+	}
+	if n := len(rec.seen()); n != 4 {
+		t.Fatalf("server saw %d requests, want 1 POST + 3 GET attempts", n)
+	}
+}
+
+// failFirst fails its first round trip before writing anything.
+type failFirst struct {
+	n    atomic.Int64
+	next http.RoundTripper
+}
+
+func (f *failFirst) RoundTrip(r *http.Request) (*http.Response, error) {
+	if f.n.Add(1) == 1 {
+		if r.Body != nil {
+			r.Body.Close()
+		}
+		return nil, errors.New("dial tcp: connection refused")
+	}
+	return f.next.RoundTrip(r)
+}
+
+// A failure before the request was written is retried even for POST, and
+// the body is sent whole.
+func TestRetryUnwrittenPost(t *testing.T) {
+	var got atomic.Value
+	rec := &recorder{answer: func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got.Store(string(b))
+		io.WriteString(w, "{}")
+	}}
+	srv := serve(t, rec)
+	c := retrying(t, limiter.NewMemory(), throttle.WithBase(&failFirst{next: http.DefaultTransport}))
+	if _, _, err := do(t, c, http.MethodPost, srv.URL+"/send", "the body"); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(rec.seen()); n != 1 || got.Load() != "the body" {
+		t.Fatalf("server saw %d requests with body %q, want 1 with the whole body", n, got.Load())
+	}
+}
+
+// The retry machinery does not follow redirects (the caller's client does),
+// and each hop passes through the limiter.
+func TestRedirectsBelongToTheOuterClient(t *testing.T) {
+	rec := &recorder{answer: func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/old" {
+			http.Redirect(w, r, "/new", http.StatusFound)
+			return
+		}
+		io.WriteString(w, "{}")
+	}}
+	srv := serve(t, rec)
+	lim := &counting{Limiter: limiter.NewMemory()}
+	if _, _, err := do(t, retrying(t, lim), http.MethodGet, srv.URL+"/old", ""); err != nil {
+		t.Fatal(err)
+	}
+	rec.mu.Lock()
+	paths := strings.Join(rec.paths, ",")
+	rec.mu.Unlock()
+	if paths != "/old,/new" || lim.n.Load() != 2 {
+		t.Fatalf("paths %s with %d slots, want /old,/new with 2", paths, lim.n.Load())
+	}
+	noFollow := retrying(t, limiter.NewMemory())
+	noFollow.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	resp, _, err := do(t, noFollow, http.MethodGet, srv.URL+"/old", "")
+	if err != nil || resp.StatusCode != http.StatusFound {
+		t.Fatalf("status %v err %v: the transport followed a redirect itself", resp, err)
+	}
+}
