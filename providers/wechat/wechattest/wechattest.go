@@ -111,7 +111,7 @@ type Request struct {
 	Emulated time.Time // emulated time at arrival (see Options.TimeScale)
 	Method   string
 	Path     string // URL path, without the query (WeChat paths hold no IDs)
-	App      string // AppID, empty when the token was unknown
+	App      string // AppID; empty when the token was unknown or the answer injected
 	Status   int
 	Code     int // errcode of the answer
 }
