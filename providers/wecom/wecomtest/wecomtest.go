@@ -91,7 +91,7 @@ type Request struct {
 	Emulated time.Time // emulated time at arrival
 	Method   string
 	Path     string // URL path without the query (WeCom paths hold no IDs)
-	App      string // CorpID, empty when the token was unknown
+	App      string // CorpID; empty when the token was unknown or the answer injected
 	IP       string
 	Status   int
 	Code     int
