@@ -118,7 +118,7 @@ type Request struct {
 	Emulated time.Time // emulated time at arrival
 	Method   string
 	Path     string // the matched "METHOD /pattern", or "METHOD /path" as sent
-	App      string // app_id, empty when the token was unknown
+	App      string // app_id; empty when the token was unknown or the answer injected
 	Status   int
 	Code     int
 }
