@@ -1,0 +1,430 @@
+// Package dingtalktest emulates DingTalk's rate limits in an
+// httptest.Server: per-app, per-API calls per fixed wall-clock second, the
+// per-IP limit with its ban, the monthly quota of metered APIs, with the
+// platform's exact error bodies for both API generations, jittered latency,
+// a configurable clock, fault injection and a record of every request.
+//
+// It serves both generations on one host: paths under /v1.0/ (and /v2.0/)
+// answer like api.dingtalk.com, the rest like oapi.dingtalk.com.
+package dingtalktest
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	mrand "math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/quotaware/throttle/providers"
+	"github.com/quotaware/throttle/providers/dingtalk"
+)
+
+// Options configure the emulator. Zero fields take the platform's values.
+//
+// Counting windows (the second, EgressWindow, the calendar month) follow
+// Clock as they are; TimeScale shortens only penalties (the IP ban), so a
+// test can watch a 5-minute ban end in seconds while limits are counted
+// exactly as the platform counts them. To shrink a window, set it directly
+// (e.g. EgressWindow: time.Second).
+type Options struct {
+	// QPS is the per-app, per-API limit, counted in fixed wall-clock
+	// seconds of Clock (default 20).
+	QPS int
+	// EgressLimit calls per fixed EgressWindow from the client's IP
+	// (default 10,000 per 20 s); the next call bans the IP for BanDuration,
+	// every API included.
+	EgressLimit  int
+	EgressWindow time.Duration
+	BanDuration  time.Duration // default 5 minutes, divided by TimeScale
+	// BanHTML answers a banned IP with the gateway's HTML page rather than
+	// the JSON {"status":1111,...}.
+	BanHTML bool
+
+	// MonthlyQuota is the metered calls per app per calendar month in
+	// Beijing time (default 5,000; negative: unlimited); MeteredPaths are
+	// the metered APIs (nil: dingtalk.DefaultMeteredPaths), compared after
+	// providers.FoldPath.
+	MonthlyQuota int
+	MeteredPaths []string
+
+	// Tokens maps access tokens to app keys, for tests that skip the token
+	// endpoints. Apps maps app keys to secrets that the token endpoints
+	// accept (nil: any key and secret). DefaultApp, when set, is the app of
+	// a request whose token is missing or unknown; otherwise such a
+	// request gets the platform's invalid-token error.
+	Tokens     map[string]string
+	Apps       map[string]string
+	DefaultApp string
+
+	// Clock is the emulator's time (default time.Now): arrivals are counted
+	// and recorded at Clock().
+	Clock func() time.Time
+	// TimeScale divides penalty durations (default 1; 60 makes a 5-minute
+	// ban last 5 s).
+	TimeScale float64
+	// LatencyMin and LatencyMax add a uniform random delay to each request
+	// before it is counted, as the network between client and platform
+	// does: jitter moves calls across the platform's window boundaries.
+	LatencyMin, LatencyMax time.Duration
+}
+
+func (o *Options) defaults() {
+	if o.QPS <= 0 {
+		o.QPS = 20
+	}
+	if o.EgressLimit <= 0 {
+		o.EgressLimit = dingtalk.DefaultEgressLimit
+	}
+	if o.EgressWindow <= 0 {
+		o.EgressWindow = dingtalk.DefaultEgressPeriod
+	}
+	if o.BanDuration <= 0 {
+		o.BanDuration = dingtalk.DefaultIPBanPenalty
+	}
+	if o.MonthlyQuota == 0 {
+		o.MonthlyQuota = dingtalk.DefaultMonthlyQuota
+	}
+	if o.MeteredPaths == nil {
+		o.MeteredPaths = dingtalk.DefaultMeteredPaths
+	}
+	if o.Clock == nil {
+		o.Clock = time.Now
+	}
+	if o.TimeScale <= 0 {
+		o.TimeScale = 1
+	}
+	if o.LatencyMax < o.LatencyMin {
+		o.LatencyMax = o.LatencyMin
+	}
+}
+
+// Record is one request as the emulator saw it.
+type Record struct {
+	At     time.Time // arrival on Clock, after the emulated latency
+	Method string
+	Path   string
+	API    string // Path folded: the unit the per-API limit counts
+	App    string // "" when the token was unknown
+	Status int
+	Code   string // the error code answered ("" on success; "ip-ban" for the ban page)
+}
+
+// Stats counts what the emulator did.
+type Stats struct {
+	Requests      int // every request
+	Rejected      int // refused by the per-API limit or the monthly quota
+	Bans          int // IP bans triggered
+	BannedAnswers int // answers given while banned (the triggering call included)
+	Injected      int // answers forced by fault injection
+}
+
+// Server is a running emulator. Its embedded httptest.Server gives URL,
+// Client and Close.
+type Server struct {
+	*httptest.Server
+	opts    Options
+	metered map[string]bool
+
+	mu        sync.Mutex
+	tokens    map[string]string
+	qpsSecond int64
+	qps       map[string]int // app + "\x00" + API, in qpsSecond
+	egressWin int64
+	egress    int
+	banUntil  time.Time
+	month     map[string]int // app + "\x00" + "2006-01", metered calls
+	faults    []fault
+	records   []Record
+	stats     Stats
+}
+
+type fault struct {
+	busy   bool // the generation's "system busy" answer
+	status int
+	body   string
+}
+
+// New starts an emulator; Close it when done.
+func New(opts Options) *Server {
+	opts.defaults()
+	s := &Server{
+		opts:    opts,
+		metered: make(map[string]bool, len(opts.MeteredPaths)),
+		tokens:  make(map[string]string, len(opts.Tokens)),
+		qps:     make(map[string]int),
+		month:   make(map[string]int),
+	}
+	for _, p := range opts.MeteredPaths {
+		s.metered[providers.FoldPath(p)] = true
+	}
+	for tok, app := range opts.Tokens {
+		s.tokens[tok] = app
+	}
+	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
+	return s
+}
+
+// Host is the emulator's "host:port", for dingtalk.Config.Hosts.
+func (s *Server) Host() string {
+	u, _ := url.Parse(s.URL)
+	return u.Host
+}
+
+// Requests returns a copy of every request recorded so far, in arrival
+// order.
+func (s *Server) Requests() []Record {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Record(nil), s.records...)
+}
+
+// Stats returns the counters so far.
+func (s *Server) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stats
+}
+
+// ForceBusy answers the next n API calls with the platform's "system busy":
+// errcode -1 on the old API, HTTP 429 system.busy on the new one.
+func (s *Server) ForceBusy(n int) { s.inject(n, fault{busy: true}) }
+
+// Force503 answers the next n API calls with HTTP 503.
+func (s *Server) Force503(n int) {
+	s.inject(n, fault{status: http.StatusServiceUnavailable, body: `{"code":"ServiceUnavailable","message":"服务不可用"}`})
+}
+
+// FailNext answers the next n API calls with the given status and JSON body.
+func (s *Server) FailNext(n, status int, body string) { s.inject(n, fault{status: status, body: body}) }
+
+func (s *Server) inject(n int, f fault) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for range n {
+		s.faults = append(s.faults, f)
+	}
+}
+
+// Ban bans the client's IP from now on for the (scaled) BanDuration, as if
+// it had exceeded the per-IP limit.
+func (s *Server) Ban() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.banUntil = s.opts.Clock().Add(s.scaled(s.opts.BanDuration))
+	s.stats.Bans++
+}
+
+func (s *Server) scaled(d time.Duration) time.Duration {
+	return time.Duration(float64(d) / s.opts.TimeScale)
+}
+
+// answer is what the handler writes.
+type answer struct {
+	status int
+	ctype  string
+	body   string
+	code   string
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	if !s.delay(r) {
+		return
+	}
+	a := s.decide(r)
+	w.Header().Set("Content-Type", a.ctype)
+	w.WriteHeader(a.status)
+	_, _ = w.Write([]byte(a.body))
+}
+
+// delay sleeps the emulated latency; false if the client went away.
+func (s *Server) delay(r *http.Request) bool {
+	d := s.opts.LatencyMin
+	if span := s.opts.LatencyMax - s.opts.LatencyMin; span > 0 {
+		d += time.Duration(mrand.Int64N(int64(span) + 1))
+	}
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-r.Context().Done():
+		return false
+	}
+}
+
+// decide counts the request against every limit at one instant of Clock,
+// under the lock, and records it.
+func (s *Server) decide(r *http.Request) answer {
+	newAPI := strings.HasPrefix(r.URL.Path, "/v1.0/") || strings.HasPrefix(r.URL.Path, "/v2.0/")
+	api := providers.FoldPath(r.URL.Path)
+	// Read the token before the lock: a form body may need parsing.
+	tok := token(r, newAPI)
+	var creds tokenRequest
+	isTokenCall := r.URL.Path == "/gettoken" || r.URL.Path == "/v1.0/oauth2/accessToken"
+	if isTokenCall {
+		creds = readCreds(r)
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.opts.Clock()
+	rec := Record{At: now, Method: r.Method, Path: r.URL.Path, API: api}
+	a := s.decideLocked(r, now, newAPI, api, tok, isTokenCall, creds, &rec)
+	rec.Status, rec.Code = a.status, a.code
+	s.records = append(s.records, rec)
+	s.stats.Requests++
+	return a
+}
+
+func (s *Server) decideLocked(r *http.Request, now time.Time, newAPI bool, api, tok string, isTokenCall bool, creds tokenRequest, rec *Record) answer {
+	// The per-IP limit counts every call, token calls included.
+	if now.Before(s.banUntil) {
+		s.stats.BannedAnswers++
+		return s.banAnswer()
+	}
+	win := now.UnixNano() / int64(s.opts.EgressWindow)
+	if win != s.egressWin {
+		s.egressWin, s.egress = win, 0
+	}
+	s.egress++
+	if s.egress > s.opts.EgressLimit {
+		s.banUntil = now.Add(s.scaled(s.opts.BanDuration))
+		s.stats.Bans++
+		s.stats.BannedAnswers++
+		return s.banAnswer()
+	}
+	if isTokenCall {
+		return s.issueToken(r.URL.Path == "/gettoken", creds, rec)
+	}
+	app, ok := s.tokens[tok]
+	if !ok {
+		app = s.opts.DefaultApp
+	}
+	rec.App = app
+	if app == "" {
+		if newAPI {
+			return jsonAnswer(http.StatusUnauthorized, "InvalidAuthentication",
+				`{"code":"InvalidAuthentication","message":"不合法的access_token","requestid":"`+requestID()+`"}`)
+		}
+		return jsonAnswer(http.StatusOK, "40014", `{"errcode":40014,"errmsg":"不合法的access_token"}`)
+	}
+	if len(s.faults) > 0 {
+		f := s.faults[0]
+		s.faults = s.faults[1:]
+		s.stats.Injected++
+		return faultAnswer(f, newAPI)
+	}
+	// Per app, per API, per fixed wall-clock second.
+	if sec := now.Unix(); sec != s.qpsSecond {
+		s.qpsSecond = sec
+		clear(s.qps)
+	}
+	k := app + "\x00" + api
+	s.qps[k]++
+	if s.qps[k] > s.opts.QPS {
+		s.stats.Rejected++
+		return qpsAnswer(now, newAPI, r.URL.Path)
+	}
+	// The monthly quota counts metered calls that got through.
+	if s.opts.MonthlyQuota > 0 && s.metered[api] {
+		mk := app + "\x00" + now.In(providers.Beijing()).Format("2006-01")
+		if s.month[mk] >= s.opts.MonthlyQuota {
+			s.stats.Rejected++
+			if newAPI {
+				return jsonAnswer(http.StatusForbidden, "Forbidden.AccessDenied.ApiCountLimitForOrg",
+					`{"code":"Forbidden.AccessDenied.ApiCountLimitForOrg","message":"The number of API calls of the organization has exceeded the monthly limit.","requestid":"`+requestID()+`"}`)
+			}
+			return wrapOld(r.URL.Path, "90020", "当前组织的API月调用量已超过上限")
+		}
+		s.month[mk]++
+	}
+	return success(r, newAPI)
+}
+
+func (s *Server) banAnswer() answer {
+	if s.opts.BanHTML {
+		return answer{status: http.StatusOK, ctype: "text/html; charset=utf-8", code: "ip-ban", body: banHTML}
+	}
+	return answer{status: http.StatusOK, ctype: "application/json", code: "ip-ban",
+		body: `{"status":1111,"wait":5,"source":"x5","punish":"deny","uuid":"` + requestID() + `"}`}
+}
+
+// banHTML is the shape of the gateway's anti-abuse page.
+const banHTML = `<!DOCTYPE html><html><head><meta charset="utf-8"><title>访问被拒绝</title></head>` +
+	`<body><div id="x5sec">您的访问过于频繁，请稍后再试</div>` +
+	`<script>window._config_={"action":"deny","url":"/_____tmd_____/punish"};</script></body></html>`
+
+func qpsAnswer(now time.Time, newAPI bool, path string) answer {
+	if newAPI {
+		return jsonAnswer(http.StatusForbidden, "Forbidden.AccessDenied.QpsLimitForAppkeyAndApi",
+			`{"code":"Forbidden.AccessDenied.QpsLimitForAppkeyAndApi","message":"The request has exceeded the QPS limit of the appkey and api: apiPath(`+path+`)","requestid":"`+requestID()+`"}`)
+	}
+	end := providers.NextSecond(now).Format("2006-01-02 15:04:05")
+	return wrapOld(path, "90018", "当前应用调用该接口的频率已超过限制, 处罚将在 "+end+" 结束.")
+}
+
+// wrapOld writes an old-API error: plain errcode, or under /topapi the
+// errcode 88 wrapper with sub_code.
+func wrapOld(path, code, msg string) answer {
+	if strings.HasPrefix(path, "/topapi/") {
+		return jsonAnswer(http.StatusOK, code, fmt.Sprintf(
+			`{"errcode":88,"sub_code":%q,"sub_msg":%s,"errmsg":%s,"request_id":%q}`,
+			code, quote(msg), quote("ding talk error[subcode="+code+",submsg="+msg+"]"), requestID()))
+	}
+	return jsonAnswer(http.StatusOK, code, fmt.Sprintf(`{"errcode":%s,"errmsg":%s}`, code, quote(msg)))
+}
+
+func faultAnswer(f fault, newAPI bool) answer {
+	if f.busy {
+		if newAPI {
+			return jsonAnswer(http.StatusTooManyRequests, "system.busy", `{"code":"system.busy","message":"系统繁忙","requestid":"`+requestID()+`"}`)
+		}
+		return jsonAnswer(http.StatusOK, "-1", `{"errcode":-1,"errmsg":"系统繁忙"}`)
+	}
+	a := jsonAnswer(f.status, "", f.body)
+	if c, ok := providers.ParseJSONCode([]byte(f.body)); ok && c.HasCode {
+		a.code = c.Code
+	}
+	if a.code == "" {
+		a.code = fmt.Sprint(f.status)
+	}
+	return a
+}
+
+func jsonAnswer(status int, code, body string) answer {
+	return answer{status: status, ctype: "application/json;charset=UTF-8", body: body, code: code}
+}
+
+func quote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+func requestID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// token finds the request's access token where each generation puts it.
+func token(r *http.Request, newAPI bool) string {
+	if newAPI {
+		return r.Header.Get("x-acs-dingtalk-access-token")
+	}
+	if t := r.URL.Query().Get("access_token"); t != "" {
+		return t
+	}
+	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-www-form-urlencoded") {
+		return r.PostFormValue("access_token")
+	}
+	return ""
+}
