@@ -321,5 +321,5 @@ func (l *Redis) Ping(ctx context.Context) error {
 }
 
 func unavailable(op string, err error) error {
-	return fmt.Errorf("%w: %s: %w", ErrUnavailable, op, err)
+	return fmt.Errorf("%w: redis %s: %w", ErrUnavailable, op, err)
 }
