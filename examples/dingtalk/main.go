@@ -1,0 +1,227 @@
+// Command dingtalk shows throttle keeping several replicas of a service
+// within DingTalk's limits.
+//
+//	go run ./examples/dingtalk            # offline, against the embedded emulator
+//	go run ./examples/dingtalk -naive     # the same load without throttle: quota errors and the IP ban
+//	go run ./examples/dingtalk -redis redis://127.0.0.1:6379/0   # share the limits through Redis
+//	DINGTALK_APP_KEY=... DINGTALK_APP_SECRET=... go run ./examples/dingtalk -real
+//
+// Four replicas fire ordinary calls of both API generations (the old
+// oapi /topapi/v2/user/get and the new /v1.0/contact/users/{id}) at several
+// times the published limit for about ten seconds, each through
+// &http.Client{Transport: throttle.New(...)}. The summary is read from the
+// OpenTelemetry metrics the Transports recorded, as a dashboard would see
+// them, and checked against the emulator's own count of rejected calls.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+
+	"github.com/quotaware/throttle"
+	"github.com/quotaware/throttle/limiter"
+	"github.com/quotaware/throttle/providers/dingtalk"
+	"github.com/quotaware/throttle/providers/dingtalk/dingtalktest"
+)
+
+type options struct {
+	duration    time.Duration
+	replicas    int
+	demand      float64
+	redisURL    string
+	naive       bool
+	real        bool
+	dumpMetrics bool
+	egressLimit int
+	jitter      time.Duration
+}
+
+func main() {
+	var o options
+	flag.DurationVar(&o.duration, "duration", 10*time.Second, "how long to fire calls")
+	flag.IntVar(&o.replicas, "replicas", 4, "simulated replicas of the service")
+	flag.Float64Var(&o.demand, "demand", 5, "calls fired per API, as a multiple of the published per-API limit")
+	flag.StringVar(&o.redisURL, "redis", "", "share the limits through this Redis (redis://host:port/db); default: one in-memory limiter shared by the replicas")
+	flag.BoolVar(&o.naive, "naive", false, "fire the same load without throttle")
+	flag.BoolVar(&o.real, "real", false, "call the real DingTalk API with DINGTALK_APP_KEY and DINGTALK_APP_SECRET (never in CI)")
+	flag.BoolVar(&o.dumpMetrics, "metrics", false, "print every metric the Transports recorded")
+	flag.IntVar(&o.egressLimit, "egress-limit", 1000, "the emulator's per-IP limit per 20 s (DingTalk's is 10,000; scaled down so a short run can reach it)")
+	flag.DurationVar(&o.jitter, "latency-jitter", 20*time.Millisecond, "the emulator's latency varies between 0 and this")
+	flag.Parse()
+	if err := run(o, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(1)
+	}
+}
+
+// target is where the calls go: the emulator, or DingTalk itself.
+type target struct {
+	base    string // scheme://host
+	token   string
+	hosts   []string
+	appKey  string
+	emu     *dingtalktest.Server
+	oldPath string
+	newPath string
+}
+
+func run(o options, out io.Writer) error {
+	if o.replicas < 1 || o.duration <= 0 || o.demand <= 0 {
+		return errors.New("-replicas, -duration and -demand must be positive")
+	}
+	tg, err := newTarget(o)
+	if err != nil {
+		return err
+	}
+	if tg.emu != nil {
+		defer tg.emu.Close()
+	}
+	profile, err := dingtalk.Profile(dingtalk.Config{
+		AppKey: tg.appKey, Hosts: tg.hosts,
+		EgressLimit: o.egressLimit, EgressPeriod: 20 * time.Second,
+	})
+	if err != nil {
+		return err
+	}
+	var shared limiter.Limiter = limiter.NewMemory()
+	var rdb *redis.Client
+	if o.redisURL != "" {
+		opt, err := redis.ParseURL(o.redisURL)
+		if err != nil {
+			return fmt.Errorf("-redis: %w", err)
+		}
+		rdb = redis.NewClient(opt)
+		defer rdb.Close()
+		if err := rdb.Ping(context.Background()).Err(); err != nil {
+			return fmt.Errorf("-redis: %w", err)
+		}
+	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	replicas := make([]*replica, o.replicas)
+	for i := range replicas {
+		r := &replica{id: i + 1, reader: sdkmetric.NewManualReader()}
+		r.meter = sdkmetric.NewMeterProvider(sdkmetric.WithReader(r.reader))
+		var rt http.RoundTripper = http.DefaultTransport
+		if !o.naive {
+			opts := []throttle.Option{
+				throttle.WithProfiles(profile), throttle.WithMeterProvider(r.meter), throttle.WithLogger(quiet),
+				throttle.WithMaxWait(2 * time.Second),
+			}
+			if rdb != nil {
+				opts = append(opts, throttle.WithRedis(rdb))
+			} else {
+				opts = append(opts, throttle.WithLimiter(shared))
+			}
+			tr := throttle.New(opts...)
+			defer tr.Close()
+			rt = tr
+		}
+		r.client = &http.Client{Transport: rt, Timeout: 10 * time.Second}
+		replicas[i] = r
+	}
+
+	limit := float64(dingtalk.Standard.Rate())
+	mode := "throttle, replicas sharing one in-memory limiter"
+	switch {
+	case o.naive:
+		mode = "naive: no throttle"
+	case rdb != nil:
+		mode = "throttle, replicas sharing Redis " + o.redisURL
+	}
+	where := "the DingTalk emulator (offline)"
+	if o.real {
+		where = "the real DingTalk API"
+	}
+	fmt.Fprintf(out, "%d replicas call %s for %v, %s.\n", o.replicas, where, o.duration, mode)
+	fmt.Fprintf(out, "Demand: %.0f calls/s to each of 2 APIs (%.0f× the published %v/s per app and API).\n\n",
+		o.demand*limit, o.demand, limit)
+
+	ctx, cancel := context.WithTimeout(context.Background(), o.duration)
+	defer cancel()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for _, r := range replicas {
+		for _, path := range []string{tg.oldPath, tg.newPath} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r.fire(ctx, tg, path, o.demand*limit/float64(o.replicas))
+			}()
+		}
+	}
+	progress := time.NewTicker(500 * time.Millisecond)
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+loop:
+	for {
+		select {
+		case <-done:
+			break loop
+		case <-progress.C:
+			var s tally
+			for _, r := range replicas {
+				s.add(r.live())
+			}
+			fmt.Fprintf(out, "\r%5.1fs  sent %6d  ok %6d  refused locally %6d  quota errors %4d  ", time.Since(start).Seconds(),
+				s.sent, s.ok, s.refused, s.quota)
+		}
+	}
+	progress.Stop()
+	elapsed := time.Since(start)
+	fmt.Fprintln(out)
+	return summarize(out, o, tg, replicas, elapsed, limit)
+}
+
+func newTarget(o options) (*target, error) {
+	if !o.real {
+		emu := dingtalktest.New(dingtalktest.Options{
+			DefaultApp:  "dingdemoapp",
+			EgressLimit: o.egressLimit, EgressWindow: 20 * time.Second,
+			LatencyMax: o.jitter,
+		})
+		return &target{base: emu.URL, hosts: []string{emu.Host()}, appKey: "dingdemoapp", emu: emu,
+			token: "demo-token", oldPath: "/topapi/v2/user/get", newPath: "/v1.0/contact/users/manager4220"}, nil
+	}
+	key, secret := os.Getenv("DINGTALK_APP_KEY"), os.Getenv("DINGTALK_APP_SECRET")
+	if key == "" || secret == "" {
+		return nil, errors.New("-real needs DINGTALK_APP_KEY and DINGTALK_APP_SECRET")
+	}
+	tok, err := realToken(key, secret)
+	if err != nil {
+		return nil, err
+	}
+	return &target{base: "https://oapi.dingtalk.com", appKey: key, token: tok,
+		oldPath: "/topapi/v2/department/listsub", newPath: "/topapi/user/count"}, nil
+}
+
+// realToken gets an app access token from the old API.
+func realToken(key, secret string) (string, error) {
+	resp, err := http.Get("https://oapi.dingtalk.com/gettoken?appkey=" + key + "&appsecret=" + secret)
+	if err != nil {
+		return "", fmt.Errorf("gettoken: %w", err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	const field = `"access_token":"`
+	i := strings.Index(string(body), field)
+	if i < 0 {
+		return "", fmt.Errorf("gettoken: no token in the answer (status %d)", resp.StatusCode)
+	}
+	tok := string(body[i+len(field):])
+	if j := strings.IndexByte(tok, '"'); j >= 0 {
+		tok = tok[:j]
+	}
+	return tok, nil
+}

@@ -1,0 +1,57 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quotaware/throttle/internal/redistest"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	redistest.StopShared()
+	os.Exit(code)
+}
+
+func short() options {
+	return options{duration: 2 * time.Second, replicas: 4, demand: 5, egressLimit: 1000, jitter: 20 * time.Millisecond}
+}
+
+// The example runs offline and reports zero quota errors: run fails when the
+// emulator rejected anything or the metrics count a quota error.
+func TestExampleOfflineHasNoQuotaErrors(t *testing.T) {
+	var out bytes.Buffer
+	if err := run(short(), &out); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "rejected 0 for exceeding a limit, banned the IP 0 times") {
+		t.Fatalf("summary does not report a clean run:\n%s", out.String())
+	}
+}
+
+func TestExampleOnRedis(t *testing.T) {
+	srv := redistest.Shared(t)
+	o := short()
+	o.redisURL = "redis://" + srv.Addr + "/0"
+	var out bytes.Buffer
+	if err := run(o, &out); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+}
+
+// Without throttle the same load trips the provider's limits: the example's
+// -naive mode must show it, or it shows nothing.
+func TestExampleNaiveTripsTheLimits(t *testing.T) {
+	o := short()
+	o.naive = true
+	var out bytes.Buffer
+	if err := run(o, &out); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out.String(), "rejected 0 for exceeding") {
+		t.Fatalf("the naive run was not rejected:\n%s", out.String())
+	}
+}
