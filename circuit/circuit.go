@@ -137,8 +137,9 @@ func WithClock(now func() time.Time) Option { return func(c *config) { c.now = n
 // WithOnStateChange registers fn to hear of every state change of a scope,
 // for logs and metrics. It is called synchronously, outside the Set's locks,
 // possibly from several goroutines at once, so it must be fast and safe for
-// concurrent use. A scope dropped to respect WithMaxScopes reports a change to
-// Closed.
+// concurrent use. Open→HalfOpen is reported when first observed, by the
+// first Allow after the window (nothing runs at the window's end itself). A
+// scope dropped to respect WithMaxScopes reports a change to Closed.
 func WithOnStateChange(fn func(scope string, from, to State)) Option {
 	return func(c *config) { c.onStateChange = fn }
 }
