@@ -2,12 +2,43 @@
 # It installs nothing: a missing redis-server fails the Redis tests loudly
 # (THROTTLE_REQUIRE_REDIS=1). .ci/run installs it on CI machines.
 GO ?= go
-FUZZTIME ?= 5s
+# make test runs every fuzz target briefly; make fuzz runs them longer.
+FUZZ_SHORT ?= 3s
+FUZZTIME ?= 60s
+# make soak: 8 replicas, one Redis restart; CI runs a 10 s version in make test.
+SOAK ?= 60s
 
-.PHONY: test vet bench fuzz check-redis
+# package:target for every fuzz target.
+FUZZ_TARGETS = \
+	./limiter:FuzzNewRule \
+	.:FuzzBuild \
+	./providers:FuzzPeekBody \
+	./providers:FuzzFoldPath \
+	./providers:FuzzParseJSONCode \
+	./providers/dingtalk:FuzzClassify \
+	./providers/dingtalk:FuzzRouteKeys \
+	./providers/wechat:FuzzClassify \
+	./providers/wecom:FuzzClassify \
+	./providers/feishu:FuzzClassify
+
+.PHONY: test vet bench fuzz fuzz-short soak check-redis
 
 test: vet check-redis
-	THROTTLE_REQUIRE_REDIS=1 $(GO) test -race -count=1 ./...
+	THROTTLE_REQUIRE_REDIS=1 THROTTLE_SOAK=10s $(GO) test -race -count=1 ./...
+	$(MAKE) fuzz-short
+
+fuzz-short:
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZ_SHORT)
+
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "fuzz $$pkg $$name ($(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg; \
+	done
+
+soak: check-redis
+	THROTTLE_REQUIRE_REDIS=1 THROTTLE_SOAK=$(SOAK) $(GO) test -race -count=1 -run '^TestSoak$$' -v .
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
