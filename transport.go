@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/quotaware/throttle/circuit"
 	"github.com/quotaware/throttle/limiter"
 	"github.com/quotaware/throttle/providers"
@@ -100,6 +102,10 @@ func (t *Transport) buildLimiter(c *config) error {
 	if err != nil {
 		return fmt.Errorf("throttle: WithRedis: %w", err)
 	}
+	if !contextTimeouts(c.redis) {
+		c.logger.Warn("throttle: the Redis client ignores context deadlines; set ContextTimeoutEnabled: true in its options, " +
+			"or a Redis that stops answering holds requests for the client's read timeout instead of the fallback timeout")
+	}
 	fc := limiter.FailoverConfig{
 		Mode:    limiter.FailoverMode(c.fallback.Mode),
 		Timeout: c.fallback.Timeout,
@@ -118,6 +124,20 @@ func (t *Transport) buildLimiter(c *config) error {
 	}
 	t.limiter = limiter.NewFailover(r, fc)
 	return nil
+}
+
+// contextTimeouts reports whether a go-redis client honours context
+// deadlines (ContextTimeoutEnabled), which the fallback timeout relies on.
+func contextTimeouts(c redis.UniversalClient) bool {
+	switch c := c.(type) {
+	case *redis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.Ring:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return true // unknown implementations: assume they do
 }
 
 // registryBeat is how often a Transport on Redis renews its presence in the
@@ -227,28 +247,10 @@ func (c *call) reserveAndSend(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	budget := c.budget(ctx)
 	lreq := limiter.Request{Group: c.p.Name, Rules: c.route.Rules, Scopes: c.route.Scopes, MaxWait: budget}
-	began := time.Now()
-	res, err := c.t.limiter.Reserve(ctx, lreq)
-	c.t.tel.limiterCall(ctx, c, time.Since(began), err)
+	res, err := c.reserve(ctx, &lreq)
 	if err != nil {
 		closeBody(req)
-		c.outcome = outcomeLimiterError
-		return nil, fmt.Errorf("%w: %s: %w", ErrLimiterUnavailable, c.p.Name, err)
-	}
-	if !res.OK {
-		closeBody(req)
-		if pen := res.Penalty; pen != nil {
-			// Another replica saw the quota error: stop locally too.
-			c.t.breakers.Penalize(pen.Scope, pen.Until, pen.Code)
-			c.outcome = outcomePenalized
-			return nil, &PenaltyError{Provider: c.p.Name, API: c.route.API, Scope: pen.Scope, Until: pen.Until, Code: pen.Code}
-		}
-		c.outcome = outcomeThrottled
-		e := &ThrottledError{Provider: c.p.Name, API: c.route.API, RetryAfter: res.RetryAfter, Budget: budget}
-		if res.Rule >= 0 && res.Rule < len(c.route.Rules) {
-			e.Rule = c.route.Rules[res.Rule].String()
-		}
-		return nil, e
+		return nil, err
 	}
 	if res.Delay > 0 {
 		if err := c.wait(ctx, res.Delay); err != nil {
@@ -265,6 +267,12 @@ func (c *call) reserveAndSend(req *http.Request) (*http.Response, error) {
 		c.waited += res.Delay
 	}
 	resp, err := c.t.base.RoundTrip(req)
+	if c.route.HasConcurrency() {
+		// The answer is here (or never will be): end the in-flight lease.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		_ = c.t.limiter.Release(rctx, lreq, res)
+		cancel()
+	}
 	if err != nil {
 		c.outcome = outcomeTransportError
 		return nil, err
@@ -277,6 +285,49 @@ func (c *call) reserveAndSend(req *http.Request) (*http.Response, error) {
 		c.penalize(ctx)
 	}
 	return resp, nil
+}
+
+// reserve takes a slot, or returns the error that refuses the request. A
+// request refused for want of an in-flight lease (a concurrency rule) asks
+// again when one may be free, within its budget.
+func (c *call) reserve(ctx context.Context, lreq *limiter.Request) (limiter.Reservation, error) {
+	for {
+		began := time.Now()
+		res, err := c.t.limiter.Reserve(ctx, *lreq)
+		c.t.tel.limiterCall(ctx, c, time.Since(began), err)
+		if err != nil {
+			c.outcome = outcomeLimiterError
+			return res, fmt.Errorf("%w: %s: %w", ErrLimiterUnavailable, c.p.Name, err)
+		}
+		if res.OK {
+			return res, nil
+		}
+		if pen := res.Penalty; pen != nil {
+			// Another replica saw the quota error: stop locally too.
+			c.t.breakers.Penalize(pen.Scope, pen.Until, pen.Code)
+			c.outcome = outcomePenalized
+			return res, &PenaltyError{Provider: c.p.Name, API: c.route.API, Scope: pen.Scope, Until: pen.Until, Code: pen.Code}
+		}
+		var bound limiter.Rule
+		if res.Rule >= 0 && res.Rule < len(lreq.Rules) {
+			bound = lreq.Rules[res.Rule]
+		}
+		if bound.IsConcurrency() && res.RetryAfter <= c.budget(ctx) {
+			if err := c.wait(ctx, res.RetryAfter); err != nil {
+				c.outcome = outcomeCancelled
+				return res, err
+			}
+			c.waited += res.RetryAfter
+			lreq.MaxWait = c.budget(ctx)
+			continue
+		}
+		c.outcome = outcomeThrottled
+		e := &ThrottledError{Provider: c.p.Name, API: c.route.API, RetryAfter: res.RetryAfter, Budget: lreq.MaxWait}
+		if bound.Limit() > 0 {
+			e.Rule = bound.String()
+		}
+		return res, e
+	}
 }
 
 // wait sleeps d on a timer, returning early with the context's error.

@@ -2,7 +2,8 @@
 -- booked after them.
 --
 -- KEYS: one key per rule.
--- ARGV: three arguments per rule: kind ('p' or 'c'), booked state, T (µs, paced only).
+-- ARGV: three arguments per rule: kind ('p', 'c' or 'k'), booked state,
+-- T (µs, paced only). A concurrency rule's lease always ends.
 for i = 1, #KEYS do
   local a = (i - 1) * 3
   local k = KEYS[i]
@@ -11,6 +12,8 @@ for i = 1, #KEYS do
     if redis.call('GET', k) == ARGV[a + 2] then
       redis.call('SET', k, string.format('%d', tonumber(ARGV[a + 2]) - tonumber(ARGV[a + 3])), 'KEEPTTL')
     end
+  elseif ARGV[a + 1] == 'k' then
+    redis.call('ZREM', k, ARGV[a + 2])
   else
     if tonumber(redis.call('HGET', k, ARGV[a + 2]) or 0) > 0 then
       redis.call('HINCRBY', k, ARGV[a + 2], -1)

@@ -185,6 +185,19 @@ func (f *Failover) Cancel(ctx context.Context, req Request, res Reservation) err
 	return f.primary.Cancel(cctx, req, res)
 }
 
+// Release implements Limiter, on whichever limiter granted the slot.
+func (f *Failover) Release(ctx context.Context, req Request, res Reservation) error {
+	if res.local {
+		if f.cfg.Mode == Open {
+			return nil
+		}
+		return f.local.Release(ctx, f.share(req), res)
+	}
+	cctx, cancel := context.WithTimeout(ctx, f.cfg.Timeout)
+	defer cancel()
+	return f.primary.Release(cctx, req, res)
+}
+
 // Penalize implements Limiter. The penalty is kept locally as well, so it
 // holds through an outage; the primary's error is returned.
 func (f *Failover) Penalize(ctx context.Context, group string, p Penalty) error {
@@ -203,7 +216,14 @@ func (f *Failover) Penalize(ctx context.Context, group string, p Penalty) error 
 // period, so n replicas with share 1/n admit no more than the whole rule.
 func (r Rule) scale(share float64) Rule {
 	limit := max(1, int(float64(r.limit)*share))
-	if r.unit != 0 {
+	switch r.kind {
+	case concurrencyRule:
+		s, err := NewConcurrencyRule(r.key, limit, r.period)
+		if err != nil {
+			return r
+		}
+		return s
+	case calendarRule:
 		s, err := NewCalendarRule(r.key, limit, r.unit, r.loc, WithGrace(r.grace))
 		if err != nil {
 			return r

@@ -24,6 +24,10 @@ type Limiter interface {
 	// otherwise the slot is kept, so the contract still holds.
 	Cancel(ctx context.Context, req Request, res Reservation) error
 
+	// Release ends the in-flight leases of a sent request's concurrency
+	// rules, once its answer has arrived. It does nothing for other rules.
+	Release(ctx context.Context, req Request, res Reservation) error
+
 	// Penalize marks scope of group as penalised until the given time: every
 	// Reserve naming that scope refuses until then. A later end extends an
 	// existing penalty; an earlier one never shortens it.

@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"context"
+	"math/rand/v2"
 	"sync"
 	"time"
 )
@@ -16,6 +17,7 @@ type Memory struct {
 	mu        sync.Mutex
 	paced     map[stateKey]int64 // theoretical arrival time, µs
 	calendar  map[stateKey]*calendarState
+	leases    map[stateKey]map[int64]int64 // lease id → expiry, µs
 	penalties map[stateKey]Penalty
 	nextSweep int64
 }
@@ -46,6 +48,7 @@ func NewMemory(opts ...MemoryOption) *Memory {
 		now:       time.Now,
 		paced:     make(map[stateKey]int64),
 		calendar:  make(map[stateKey]*calendarState),
+		leases:    make(map[stateKey]map[int64]int64),
 		penalties: make(map[stateKey]Penalty),
 	}
 	for _, o := range opts {
@@ -93,7 +96,7 @@ func (m *Memory) Reserve(_ context.Context, req Request) (Reservation, error) {
 	for i := range req.Rules {
 		r := &req.Rules[i]
 		tat := now
-		if r.unit == 0 {
+		if r.kind == pacedRule {
 			if t, ok := m.paced[stateKey{req.Group, r.key}]; ok && t > now {
 				tat = t
 			}
@@ -108,7 +111,7 @@ func (m *Memory) Reserve(_ context.Context, req Request) (Reservation, error) {
 	// later never breaks a paced rule, so repeat until every window fits.
 	var bounds [][4]int64
 	for i := range req.Rules {
-		if req.Rules[i].unit != 0 {
+		if req.Rules[i].kind == calendarRule {
 			if bounds == nil {
 				bounds = make([][4]int64, len(req.Rules))
 			}
@@ -120,7 +123,7 @@ func (m *Memory) Reserve(_ context.Context, req Request) (Reservation, error) {
 			moved = false
 			for i := range req.Rules {
 				r := &req.Rules[i]
-				if r.unit == 0 {
+				if r.kind != calendarRule {
 					continue
 				}
 				w, end, ok := pickWindow(bounds[i], s)
@@ -139,13 +142,43 @@ func (m *Memory) Reserve(_ context.Context, req Request) (Reservation, error) {
 		return Reservation{RetryAfter: time.Duration(delay) * time.Microsecond, Rule: bind, Now: nowT}, nil
 	}
 
+	// Concurrency rules: a lease is free now, or the request waits for one.
+	for i := range req.Rules {
+		r := &req.Rules[i]
+		if r.kind != concurrencyRule {
+			continue
+		}
+		held := m.leases[stateKey{req.Group, r.key}]
+		earliest := int64(-1)
+		for id, exp := range held {
+			if exp <= now {
+				delete(held, id)
+			} else if earliest < 0 || exp < earliest {
+				earliest = exp
+			}
+		}
+		if int64(len(held)) >= r.limit {
+			return Reservation{RetryAfter: concurrencyRetry(earliest - now), Rule: i, Now: nowT}, nil
+		}
+	}
+
 	booked := make([]int64, len(req.Rules))
 	for i := range req.Rules {
 		r := &req.Rules[i]
 		k := stateKey{req.Group, r.key}
-		if r.unit == 0 {
+		switch r.kind {
+		case pacedRule:
 			booked[i] = max(tats[i], s) + r.intervalUs
 			m.paced[k] = booked[i]
+			continue
+		case concurrencyRule:
+			held := m.leases[k]
+			if held == nil {
+				held = make(map[int64]int64)
+				m.leases[k] = held
+			}
+			booked[i] = newLeaseID()
+			held[booked[i]] = s + r.leaseUs
 			continue
 		}
 		w, end, _ := pickWindow(bounds[i], s)
@@ -177,14 +210,33 @@ func (m *Memory) Cancel(_ context.Context, req Request, res Reservation) error {
 	for i := range req.Rules {
 		r := &req.Rules[i]
 		k := stateKey{req.Group, r.key}
-		if r.unit == 0 {
+		switch r.kind {
+		case pacedRule:
 			if tat, ok := m.paced[k]; ok && tat == res.Booked[i] {
 				m.paced[k] = tat - r.intervalUs
 			}
 			continue
+		case concurrencyRule:
+			delete(m.leases[k], res.Booked[i])
+			continue
 		}
 		if st := m.calendar[k]; st != nil && st.counts[res.Booked[i]] > 0 {
 			st.counts[res.Booked[i]]--
+		}
+	}
+	return nil
+}
+
+// Release implements Limiter.
+func (m *Memory) Release(_ context.Context, req Request, res Reservation) error {
+	if !res.OK || len(res.Booked) != len(req.Rules) {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i := range req.Rules {
+		if req.Rules[i].kind == concurrencyRule {
+			delete(m.leases[stateKey{req.Group, req.Rules[i].key}], res.Booked[i])
 		}
 	}
 	return nil
@@ -210,7 +262,7 @@ func (m *Memory) Len() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.sweep(m.now().UnixMicro())
-	return len(m.paced) + len(m.calendar) + len(m.penalties)
+	return len(m.paced) + len(m.calendar) + len(m.penalties) + len(m.leases)
 }
 
 // sweep drops state that no longer constrains anything, so that keys built
@@ -231,8 +283,32 @@ func (m *Memory) sweep(now int64) {
 			delete(m.penalties, k)
 		}
 	}
+	for k, held := range m.leases {
+		for id, exp := range held {
+			if exp <= now {
+				delete(held, id)
+			}
+		}
+		if len(held) == 0 {
+			delete(m.leases, k)
+		}
+	}
 	m.nextSweep = now + sweepEvery
 }
+
+// concurrencyPoll is how soon a request refused for want of a lease asks
+// again: leases end when answers arrive, which no limiter can foresee.
+const concurrencyPoll = 20 * time.Millisecond
+
+func concurrencyRetry(untilExpiryUs int64) time.Duration {
+	if d := time.Duration(untilExpiryUs) * time.Microsecond; d > 0 && d < concurrencyPoll {
+		return d
+	}
+	return concurrencyPoll
+}
+
+// newLeaseID names one in-flight request's lease.
+func newLeaseID() int64 { return rand.Int64N(1<<53-1) + 1 }
 
 // pickWindow finds the calendar window holding t among four consecutive
 // window starts; ok is false when t lies beyond the windows known.

@@ -168,12 +168,7 @@ func boxInt64(n int64) any {
 
 var emptyArg any = ""
 
-const (
-	kindPaced    = "p"
-	kindCalendar = "c"
-)
-
-var boxedPaced, boxedCalendar any = kindPaced, kindCalendar
+var boxedPaced, boxedCalendar, boxedConcurrency any = "p", "c", "k"
 
 // Reserve implements Limiter in one script call.
 func (l *Redis) Reserve(ctx context.Context, req Request) (Reservation, error) {
@@ -196,8 +191,12 @@ func (l *Redis) Reserve(ctx context.Context, req Request) (Reservation, error) {
 	var clock time.Time
 	for i := range req.Rules {
 		r := &req.Rules[i]
-		if r.unit == 0 {
+		switch r.kind {
+		case pacedRule:
 			a.list = append(a.list, boxedPaced, r.argT, r.argTol, emptyArg, emptyArg, emptyArg)
+			continue
+		case concurrencyRule:
+			a.list = append(a.list, boxedConcurrency, boxInt64(r.limit), r.argT, boxInt64(newLeaseID()), emptyArg, emptyArg)
 			continue
 		}
 		if clock.IsZero() {
@@ -208,6 +207,7 @@ func (l *Redis) Reserve(ctx context.Context, req Request) (Reservation, error) {
 	}
 	reply, err := l.run(ctx, reserveScript, a.list).Text()
 	if err != nil {
+		l.reloadCluster()
 		return Reservation{}, unavailable("reserve", err)
 	}
 	return parseReserve(req, reply)
@@ -272,14 +272,51 @@ func (l *Redis) Cancel(ctx context.Context, req Request, res Reservation) error 
 	}
 	for i := range req.Rules {
 		r := &req.Rules[i]
-		if r.unit == 0 {
+		switch r.kind {
+		case pacedRule:
 			a.list = append(a.list, boxedPaced, boxInt64(res.Booked[i]), r.argT)
-		} else {
+		case calendarRule:
 			a.list = append(a.list, boxedCalendar, boxInt64(res.Booked[i]), emptyArg)
+		default:
+			a.list = append(a.list, boxedConcurrency, boxInt64(res.Booked[i]), emptyArg)
 		}
 	}
 	if err := l.run(ctx, cancelScript, a.list).Err(); err != nil && !errors.Is(err, redis.Nil) {
 		return unavailable("cancel", err)
+	}
+	return nil
+}
+
+// Release implements Limiter: one call, only for requests with a
+// concurrency rule.
+func (l *Redis) Release(ctx context.Context, req Request, res Reservation) error {
+	if !res.OK || len(res.Booked) != len(req.Rules) {
+		return nil
+	}
+	a := argsPool.Get().(*scriptArgs)
+	defer a.release()
+	n := 0
+	for i := range req.Rules {
+		if req.Rules[i].kind == concurrencyRule {
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	a.begin(cancelScript, n)
+	for i := range req.Rules {
+		if req.Rules[i].kind == concurrencyRule {
+			a.list = append(a.list, l.keys.get(l.prefix, ruleTag, req.Group, req.Rules[i].key))
+		}
+	}
+	for i := range req.Rules {
+		if req.Rules[i].kind == concurrencyRule {
+			a.list = append(a.list, boxedConcurrency, boxInt64(res.Booked[i]), emptyArg)
+		}
+	}
+	if err := l.run(ctx, cancelScript, a.list).Err(); err != nil && !errors.Is(err, redis.Nil) {
+		return unavailable("release", err)
 	}
 	return nil
 }
@@ -310,6 +347,15 @@ func (l *Redis) run(ctx context.Context, s *script, args []any) *redis.Cmd {
 		cmd = l.client.Do(ctx, args...)
 	}
 	return cmd
+}
+
+// reloadCluster asks a cluster client to read the cluster's layout again
+// after a failure: go-redis refreshes it only on redirects and once a minute,
+// so after a master crash it would keep calling the dead node.
+func (l *Redis) reloadCluster() {
+	if cc, ok := l.client.(*redis.ClusterClient); ok {
+		cc.ReloadState(context.Background())
+	}
 }
 
 // Ping checks that Redis answers, e.g. to decide when to leave a fallback.

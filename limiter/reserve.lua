@@ -5,8 +5,10 @@
 -- ARGV[1]: the longest wait the caller accepts, in microseconds.
 -- ARGV[2]: how many penalty keys lead KEYS.
 -- Then six arguments per rule:
---   paced:    'p', T (emission interval, µs), tolerance (µs), '', '', ''
---   calendar: 'c', limit, then four consecutive window starts (µs)
+--   paced:       'p', T (emission interval, µs), tolerance (µs), '', '', ''
+--   calendar:    'c', limit, then four consecutive window starts (µs)
+--   concurrency: 'k', limit, lease (µs), lease id, '', ''  (a sorted set of
+--                lease ids scored by expiry)
 --
 -- Reply: one string of space-separated integers (one bulk string costs the
 -- client far less to read than an array of integers):
@@ -85,6 +87,22 @@ if s - now > max_wait then
   return string.format('1 %d %d %d', s - now, bind, now)
 end
 
+-- Concurrency rules: a free lease now, or ask again when one may be free
+-- (leases end when answers arrive, which no limiter can foresee).
+for i = 1, nr do
+  local a = 2 + (i - 1) * 6
+  if ARGV[a + 1] == 'k' then
+    local k = KEYS[np + i]
+    redis.call('ZREMRANGEBYSCORE', k, '-inf', string.format('%d', now))
+    if redis.call('ZCARD', k) >= tonumber(ARGV[a + 2]) then
+      local first = redis.call('ZRANGE', k, 0, 0, 'WITHSCORES')
+      local wait = tonumber(first[2]) - now
+      if wait <= 0 or wait > 20000 then wait = 20000 end
+      return string.format('1 %d %d %d', wait, i, now)
+    end
+  end
+end
+
 local reply = {string.format('0 %d %d %d', s - now, bind, now)}
 for i = 1, nr do
   local a = 2 + (i - 1) * 6
@@ -96,6 +114,12 @@ for i = 1, nr do
     -- The key can go once its time has passed: an absent key means "idle".
     redis.call('SET', k, string.format('%d', tat), 'PX', math.floor((tat - now) / 1000) + 1)
     reply[1 + i] = string.format('%d', tat)
+  elseif ARGV[a + 1] == 'k' then
+    local exp = s + tonumber(ARGV[a + 3])
+    redis.call('ZADD', k, string.format('%d', exp), ARGV[a + 4])
+    local ttl = math.floor((exp - now) / 1000) + 1
+    if redis.call('PTTL', k) < ttl then redis.call('PEXPIRE', k, ttl) end
+    reply[1 + i] = ARGV[a + 4]
   else
     local j, lo, hi = window(a, s)
     redis.call('HINCRBY', k, ARGV[a + 3 + j], 1)

@@ -45,12 +45,13 @@ func (u Unit) String() string {
 // rule keeps "at most Limit requests in each fixed window" (a minute, hour, day
 // or month aligned in a location), for quotas that reset at a wall-clock time.
 type Rule struct {
+	kind   ruleKind
 	key    string
 	limit  int64
 	period time.Duration
 	burst  int64
 
-	unit  Unit // zero for a paced rule
+	unit  Unit // calendar rules only
 	loc   *time.Location
 	grace time.Duration
 
@@ -59,7 +60,17 @@ type Rule struct {
 	toleranceUs int64 // (Burst-1) * T
 	// Boxed once: the Redis limiter passes them as script arguments.
 	argT, argTol any
+
+	leaseUs int64 // concurrency rules: how long a lease outlives a crash
 }
+
+type ruleKind uint8
+
+const (
+	pacedRule ruleKind = iota
+	calendarRule
+	concurrencyRule
+)
 
 // RuleOption tunes a rule when it is built.
 type RuleOption interface{ apply(*Rule) }
@@ -113,13 +124,29 @@ func NewRule(key string, limit int, period time.Duration, opts ...RuleOption) (R
 // window of the given unit, aligned in loc (e.g. a day or a month in
 // Asia/Shanghai). Options: [WithGrace].
 func NewCalendarRule(key string, limit int, unit Unit, loc *time.Location, opts ...RuleOption) (Rule, error) {
-	r := Rule{key: key, limit: int64(limit), unit: unit, loc: loc, burst: int64(limit)}
+	r := Rule{kind: calendarRule, key: key, limit: int64(limit), unit: unit, loc: loc, burst: int64(limit)}
 	for _, o := range opts {
 		o.apply(&r)
 	}
 	if err := r.validate(); err != nil {
 		return Rule{}, err
 	}
+	return r, nil
+}
+
+// NewConcurrencyRule builds a concurrency rule: at most limit requests in
+// flight at once (WeCom's 45033 "api concurrent out of limit"). Each request
+// holds a lease from its reservation until the Transport releases it when
+// the answer arrives; a lease not released (a crashed replica) lapses after
+// lease, so it cannot hold a slot for ever. Set lease above the slowest
+// answer you expect.
+func NewConcurrencyRule(key string, limit int, lease time.Duration) (Rule, error) {
+	r := Rule{kind: concurrencyRule, key: key, limit: int64(limit), burst: int64(limit), period: lease}
+	if err := r.validate(); err != nil {
+		return Rule{}, err
+	}
+	r.leaseUs = int64(lease / time.Microsecond)
+	r.argT = strconv.FormatInt(r.leaseUs, 10)
 	return r, nil
 }
 
@@ -149,7 +176,13 @@ func (r Rule) validate() error {
 	if r.limit < 1 {
 		return bad("Limit", fmt.Sprintf("must be at least 1, got %d", r.limit))
 	}
-	if r.unit == 0 {
+	if r.kind == concurrencyRule {
+		if r.period < time.Millisecond {
+			return bad("Lease", fmt.Sprintf("must be at least 1ms, got %v", r.period))
+		}
+		return nil
+	}
+	if r.kind == pacedRule {
 		if r.period <= 0 {
 			return bad("Period", fmt.Sprintf("must be positive, got %v", r.period))
 		}
@@ -189,7 +222,8 @@ func (r Rule) Key() string { return r.key }
 // Limit is the most requests the rule admits in a Period or calendar window.
 func (r Rule) Limit() int { return int(r.limit) }
 
-// Period is a paced rule's window; zero for a calendar rule.
+// Period is a paced rule's window, or a concurrency rule's lease; zero for a
+// calendar rule.
 func (r Rule) Period() time.Duration { return r.period }
 
 // Burst is how many requests of a paced rule may go back to back.
@@ -206,11 +240,17 @@ func (r Rule) Location() *time.Location { return r.loc }
 func (r Rule) Interval() time.Duration { return time.Duration(r.intervalUs) * time.Microsecond }
 
 // IsCalendar reports whether the rule counts fixed calendar windows.
-func (r Rule) IsCalendar() bool { return r.unit != 0 }
+func (r Rule) IsCalendar() bool { return r.kind == calendarRule }
+
+// IsConcurrency reports whether the rule caps requests in flight.
+func (r Rule) IsConcurrency() bool { return r.kind == concurrencyRule }
 
 func (r Rule) String() string {
-	if r.unit != 0 {
+	switch r.kind {
+	case calendarRule:
 		return fmt.Sprintf("%s: %d per %s (%s)", r.key, r.limit, r.unit, r.loc)
+	case concurrencyRule:
+		return fmt.Sprintf("%s: %d in flight", r.key, r.limit)
 	}
 	if r.burst > 1 {
 		return fmt.Sprintf("%s: %d per %v, burst %d", r.key, r.limit, r.period, r.burst)

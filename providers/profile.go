@@ -63,6 +63,17 @@ type Route struct {
 	Scopes []string
 }
 
+// HasConcurrency reports whether a rule of the route caps requests in
+// flight, so the Transport must release its lease when the answer arrives.
+func (r *Route) HasConcurrency() bool {
+	for i := range r.Rules {
+		if r.Rules[i].IsConcurrency() {
+			return true
+		}
+	}
+	return false
+}
+
 // Scope kinds used by the presets.
 const (
 	ScopeAPI    = "api"    // one API of one app

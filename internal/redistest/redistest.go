@@ -198,7 +198,7 @@ func (s *Server) Stop() {
 // Client returns a client for the server, closed at cleanup.
 func (s *Server) Client(tb testing.TB) *redis.Client {
 	tb.Helper()
-	c := redis.NewClient(&redis.Options{Addr: s.Addr})
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true})
 	tb.Cleanup(func() { c.Close() })
 	return c
 }

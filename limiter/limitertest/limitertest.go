@@ -36,6 +36,7 @@ func Run(t *testing.T, newLimiters Factory) {
 	t.Run("Calendar", func(t *testing.T) { t.Parallel(); testCalendar(t, newLimiters) })
 	t.Run("Penalty", func(t *testing.T) { t.Parallel(); testPenalty(t, newLimiters) })
 	t.Run("InvalidRequest", func(t *testing.T) { t.Parallel(); testInvalid(t, newLimiters) })
+	t.Run("Concurrency", func(t *testing.T) { t.Parallel(); testConcurrency(t, newLimiters) })
 }
 
 // Group returns a group name unique to the test, so tests sharing a store
@@ -380,5 +381,65 @@ func testInvalid(t *testing.T, newLimiters Factory) {
 	}
 	if err := l.Penalize(ctx, "g", limiter.Penalty{Scope: "", Until: time.Now().Add(time.Second)}); !errors.Is(err, limiter.ErrInvalidRequest) {
 		t.Errorf("empty penalty scope: err %v, want ErrInvalidRequest", err)
+	}
+}
+
+func testConcurrency(t *testing.T, newLimiters Factory) {
+	ls := newLimiters(t, 2)
+	ctx := context.Background()
+	g := Group(t)
+	cap2, err := limiter.NewConcurrencyRule("inflight", 2, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tight := rule(t, "tight", 1, 10*time.Second, 1)
+	req := limiter.Request{Group: g, Rules: []limiter.Rule{cap2}}
+	a, b := reserve(t, ls[0], req), reserve(t, ls[1], req)
+	if !a.OK || !b.OK {
+		t.Fatalf("two leases of two: %+v %+v", a, b)
+	}
+	full := reserve(t, ls[0], req)
+	if full.OK || full.Rule != 0 || full.RetryAfter <= 0 || full.RetryAfter > 100*time.Millisecond {
+		t.Fatalf("third in flight: %+v, want refused by rule 0 with a short poll", full)
+	}
+	// Release frees a lease for the next caller, on any replica.
+	if err := ls[1].Release(ctx, req, a); err != nil {
+		t.Fatal(err)
+	}
+	c := reserve(t, ls[1], req)
+	if !c.OK {
+		t.Fatalf("after a release: %+v, want a lease", c)
+	}
+	// Cancel frees it too.
+	if err := ls[0].Cancel(ctx, req, c); err != nil {
+		t.Fatal(err)
+	}
+	// All or none: a refusal by another rule takes no lease.
+	both := limiter.Request{Group: g, Rules: []limiter.Rule{tight, cap2}}
+	if res := reserve(t, ls[0], both); !res.OK {
+		t.Fatalf("tight + lease: %+v", res)
+	}
+	for i := 0; i < 3; i++ {
+		if res := reserve(t, ls[1], both); res.OK || res.Rule != 0 {
+			t.Fatalf("refused by tight: %+v", res)
+		}
+	}
+	if res := reserve(t, ls[1], req); res.OK {
+		t.Fatalf("both leases are held (b and the tight one), got %+v", res)
+	}
+
+	// A lease not released (a crashed replica) lapses.
+	short, err := limiter.NewConcurrencyRule("short", 1, 50*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sreq := limiter.Request{Group: g, Rules: []limiter.Rule{short}}
+	held := reserve(t, ls[0], sreq)
+	if !held.OK {
+		t.Fatalf("first lease: %+v", held)
+	}
+	time.Sleep(60 * time.Millisecond) // the lease's lapse is the behaviour under test
+	if res := reserve(t, ls[1], sreq); !res.OK {
+		t.Fatalf("after the lease lapsed: %+v, want a lease", res)
 	}
 }

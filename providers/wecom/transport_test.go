@@ -5,10 +5,12 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/quotaware/throttle"
+	"github.com/quotaware/throttle/limiter"
 	"github.com/quotaware/throttle/providers/wecom"
 	"github.com/quotaware/throttle/providers/wecom/wecomtest"
 )
@@ -46,5 +48,50 @@ func TestTransport(t *testing.T) {
 	}
 	if c := s.Counters(); c.Total != 4 || c.ByCode[wecomtest.CodeFreq] != 1 {
 		t.Errorf("emulator saw %+v", c)
+	}
+}
+
+// TestTransportInFlightCap: with MaxInFlight at WeCom's concurrency limit,
+// three replicas sharing one limiter never draw a 45033; without it, the
+// same load does. Every call eventually succeeds.
+func TestTransportInFlightCap(t *testing.T) {
+	run := func(maxInFlight int) wecomtest.Counters {
+		s := wecomtest.NewServer(wecomtest.Options{
+			Limits: wecomtest.Limits{CorpPerMinute: 100000, CorpPerHour: 1000000, IPPerMinute: 100000, IPPerHour: 1000000, MaxConcurrent: 3},
+			Hold:   30 * time.Millisecond,
+		})
+		defer s.Close()
+		u, _ := url.Parse(s.URL)
+		p := wecom.MustProfile(wecom.Config{CorpID: "wwcorp", Hosts: []string{u.Hostname()}, MaxInFlight: maxInFlight})
+		lim := limiter.NewMemory()
+		tok := s.Token("wwcorp")
+		var wg sync.WaitGroup
+		for r := 0; r < 3; r++ {
+			tr := throttle.New(throttle.WithProfiles(p), throttle.WithLimiter(lim), throttle.WithoutRetry(),
+				throttle.WithMaxWait(10*time.Second), throttle.WithLogger(slog.New(slog.DiscardHandler)))
+			client := &http.Client{Transport: tr}
+			for w := 0; w < 4; w++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := 0; i < 5; i++ {
+						resp, err := client.Get(s.URL + "/cgi-bin/message/send?access_token=" + tok)
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						resp.Body.Close()
+					}
+				}()
+			}
+		}
+		wg.Wait()
+		return s.Counters()
+	}
+	if c := run(3); c.ByCode[wecomtest.CodeConcurrent] != 0 || c.OK != 60 {
+		t.Errorf("with MaxInFlight 3: %+v, want 60 OK and no 45033", c)
+	}
+	if c := run(0); c.ByCode[wecomtest.CodeConcurrent] == 0 {
+		t.Errorf("without a cap: %+v, want some 45033 (else this test proves nothing)", c)
 	}
 }

@@ -46,6 +46,7 @@ const (
 	DefaultJitter           = 50 * time.Millisecond
 	DefaultEscalationWindow = 10 * time.Minute
 	DefaultConcurrentRetry  = time.Second
+	DefaultInFlightLease    = 30 * time.Second
 	DefaultMaxTracked       = 1024
 	DefaultDayGrace         = 5 * time.Second
 )
@@ -92,6 +93,12 @@ type Config struct {
 	// ConcurrentRetry is the RetryAfter hint of a 45033 (too many calls in
 	// flight): by then some of the others have finished (default 1s).
 	ConcurrentRetry time.Duration
+	// MaxInFlight caps the company's calls to one API in flight at once,
+	// across every replica, to stay clear of 45033 (default 0: no cap;
+	// WeCom does not publish its concurrency limit). InFlightLease is how
+	// long a replica that crashed mid-call holds its slot (default 30s).
+	MaxInFlight   int
+	InFlightLease time.Duration
 	// DefaultPenalty applies to quota errors whose end is not implied
 	// (default providers.DefaultPenalty).
 	DefaultPenalty time.Duration
@@ -135,6 +142,9 @@ func (c *Config) setDefaults() {
 	if c.DayGrace == 0 {
 		c.DayGrace = DefaultDayGrace
 	}
+	if c.InFlightLease == 0 {
+		c.InFlightLease = DefaultInFlightLease
+	}
 	if c.ConcurrentRetry == 0 {
 		c.ConcurrentRetry = DefaultConcurrentRetry
 	}
@@ -165,6 +175,10 @@ func (c *Config) validate() error {
 		return fmt.Errorf("wecom: Config.DayGrace must be within [0, 1m), got %v", c.DayGrace)
 	case c.MaxTracked < 1:
 		return fmt.Errorf("wecom: Config.MaxTracked must be at least 1, got %d", c.MaxTracked)
+	case c.MaxInFlight < 0:
+		return fmt.Errorf("wecom: Config.MaxInFlight must not be negative, got %d", c.MaxInFlight)
+	case c.InFlightLease < time.Millisecond:
+		return fmt.Errorf("wecom: Config.InFlightLease must be at least 1ms, got %v", c.InFlightLease)
 	case c.ConcurrentRetry < 0:
 		return fmt.Errorf("wecom: Config.ConcurrentRetry must not be negative, got %v", c.ConcurrentRetry)
 	case c.DefaultPenalty < 0:
@@ -227,6 +241,13 @@ func Profile(cfg Config) (providers.Profile, error) {
 		}
 		p.templates[i] = r
 	}
+	if cfg.MaxInFlight > 0 {
+		r, err := limiter.NewConcurrencyRule("template", cfg.MaxInFlight, cfg.InFlightLease)
+		if err != nil {
+			return providers.Profile{}, fmt.Errorf("wecom: Config.MaxInFlight: %w", err)
+		}
+		p.inFlight = &r
+	}
 	p.prefixes = [4]string{
 		"corp:m:" + cfg.CorpID + ":", "corp:h:" + cfg.CorpID + ":",
 		"ip:m:" + cfg.Egress + ":", "ip:h:" + cfg.Egress + ":",
@@ -254,6 +275,7 @@ type preset struct {
 	hosts     map[string]bool
 	templates [4]limiter.Rule
 	prefixes  [4]string
+	inFlight  *limiter.Rule // MaxInFlight, when set
 	strikes   *strikes
 }
 
@@ -267,13 +289,20 @@ func (p *preset) match(r *http.Request) bool {
 
 func (p *preset) route(r *http.Request) (providers.Route, error) {
 	api := providers.FoldPath(r.URL.Path)
-	rules := make([]limiter.Rule, len(p.templates))
+	rules := make([]limiter.Rule, len(p.templates), len(p.templates)+1)
 	for i, t := range p.templates {
 		rule, err := t.WithKey(fit(p.prefixes[i], api))
 		if err != nil {
 			return providers.Route{}, err
 		}
 		rules[i] = rule
+	}
+	if p.inFlight != nil {
+		rule, err := p.inFlight.WithKey(fit("inflight:"+p.cfg.CorpID+":", api))
+		if err != nil {
+			return providers.Route{}, err
+		}
+		rules = append(rules, rule)
 	}
 	return providers.Route{API: api, Rules: rules, Scopes: []string{p.apiScope(api)}}, nil
 }
