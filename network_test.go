@@ -1,0 +1,101 @@
+package throttle_test
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/quotaware/throttle"
+	"github.com/quotaware/throttle/internal/faultproxy"
+	"github.com/quotaware/throttle/internal/redistest"
+	"github.com/quotaware/throttle/limiter/limitertest"
+)
+
+// A slow, stalled or resetting network between the Transport and Redis: the
+// limiter's timeout trips the fallback instead of hanging callers, and the
+// Transport goes back to Redis once the network heals.
+func TestSlowNetworkTripsFallback(t *testing.T) {
+	srv := redistest.Shared(t)
+	proxy, err := faultproxy.New(srv.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1})
+	t.Cleanup(func() { rdb.Close() })
+	direct := srv.Client(t)
+	httpSrv := serve(t, &recorder{})
+	group := limitertest.Group(t)
+	logs := &syncBuffer{}
+	const timeout = 100 * time.Millisecond
+	tr := throttle.New(throttle.WithRedis(rdb), throttle.WithoutTelemetry(), throttle.WithoutRetry(),
+		throttle.WithProfiles(testProfile(group, mustRule(t, 1000, time.Second))),
+		throttle.WithLogger(slog.New(slog.NewTextHandler(logs, nil))),
+		throttle.WithFallback(throttle.FallbackPolicy{Share: 1, Timeout: timeout, Probe: 50 * time.Millisecond}))
+	t.Cleanup(func() { tr.Close() })
+	c := &http.Client{Transport: tr}
+	key := "{throttle:" + group + "}:r:r"
+
+	// call sends one request and returns how long it took; none may hang.
+	call := func() time.Duration {
+		t.Helper()
+		began := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if _, err := get(ctx, c, httpSrv.URL+"/a"); err != nil {
+			t.Fatalf("request failed: %v", err)
+		}
+		return time.Since(began)
+	}
+	// onRedis reports whether requests go through Redis again: the rule's
+	// key is written there (it lasts one emission interval, 1ms).
+	onRedis := func() bool {
+		direct.Del(context.Background(), key)
+		call()
+		return direct.Exists(context.Background(), key).Val() == 1
+	}
+	if !onRedis() {
+		t.Fatal("requests do not reach Redis before any fault")
+	}
+	faults := []struct {
+		name  string
+		start func()
+		heal  func()
+	}{
+		{"latency above the timeout", func() { proxy.SetLatency(300 * time.Millisecond) }, func() { proxy.SetLatency(0) }},
+		{"stall", proxy.Stall, proxy.Resume},
+		{"connection resets", func() { proxy.ResetAll(); proxy.Stall() }, proxy.Resume},
+	}
+	for i, f := range faults {
+		f.start()
+		var slowest time.Duration
+		for i := 0; i < 20; i++ {
+			slowest = max(slowest, call())
+		}
+		// Only the calls that meet the fault before the switch wait out the
+		// timeout; the rest go local at once. Nothing waits for the fault.
+		if slowest > 10*timeout {
+			t.Errorf("%s: a call took %v, far beyond the %v limiter timeout", f.name, slowest, timeout)
+		}
+		f.heal()
+		// Back on Redis: the switch is logged once (a probe runs on a call)
+		// and requests write Redis again. (Held commands delivered on heal
+		// may write the key too, so the key alone proves nothing.)
+		waitFor(t, 5*time.Second, func() bool { call(); return countLines(logs.String(), "answers again") == i+1 })
+		if !onRedis() {
+			t.Fatalf("%s: healed and logged, but requests do not reach Redis", f.name)
+		}
+	}
+	for _, want := range []string{"falling back", "answers again"} {
+		if n := countLines(logs.String(), want); n != len(faults) {
+			t.Errorf("%d log lines with %q, want one per fault (%d):\n%s", n, want, len(faults), logs)
+		}
+	}
+}
+
+func countLines(s, sub string) int { return strings.Count(s, sub) }
