@@ -120,4 +120,3 @@ func TestDingtalkWrittenPostNotRepeated(t *testing.T) {
 		t.Fatalf("emulator recorded %d sends, want 1", n)
 	}
 }
-
