@@ -49,3 +49,10 @@ check-redis:
 
 bench: check-redis
 	THROTTLE_REQUIRE_REDIS=1 $(GO) test -run '^$$' -bench . -benchmem ./...
+
+# bench-compare: this project side by side with its peers on one private
+# redis-server; rewrites BENCHMARKS.md and the charts in docs/. The peers
+# live in bench/go.mod only.
+.PHONY: bench-compare
+bench-compare: check-redis
+	cd bench && $(GO) run ./cmd/compare -out ../BENCHMARKS.md -docs ../docs

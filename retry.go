@@ -145,8 +145,11 @@ func (r *retrier) check(c *call, req *http.Request, resp *http.Response, err err
 		switch {
 		case errors.As(err, &pe):
 			// Nothing was sent; worth waiting only if the penalty ends
-			// within the budget.
-			hint, haveHint = time.Until(pe.Until), true
+			// within the budget. A penalty already over means another
+			// request is probing the scope: back off and ask again.
+			if left := time.Until(pe.Until); left > 0 {
+				hint, haveHint = left, true
+			}
 		case errors.Is(err, ErrThrottled), errors.Is(err, ErrLimiterUnavailable):
 			// The caller's own cancellation was caught above; a timeout of
 			// the base transport lands below, like any ambiguous failure.
