@@ -14,6 +14,7 @@ import (
 
 	"github.com/quotaware/throttle"
 	"github.com/quotaware/throttle/limiter"
+	"github.com/quotaware/throttle/providers/dingtalk"
 )
 
 // The Transport's overhead per request when no wait is needed, against a
@@ -21,9 +22,12 @@ import (
 // load, so every request is admitted at once.
 func BenchmarkTransportOverhead(b *testing.B) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, `{"errcode":0,"errmsg":"ok"}`)
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"errcode":0,"errmsg":"ok","result":{"userid":"manager4220","name":"x"}}`)
 	}))
 	defer srv.Close()
+	ding := dingtalk.MustProfile(dingtalk.Config{AppKey: "dingbench", Hosts: []string{srv.Listener.Addr().String()},
+		PerAPIRate: 1_000_000, EgressLimit: 1_000_000_000, EgressPeriod: time.Second, MonthlyQuota: -1})
 	rule := limiter.MustRule(limiter.NewRule("r", 1_000_000_000, time.Second))
 	profile := testProfile("bench", rule)
 	base := func() *http.Transport {
@@ -47,6 +51,9 @@ func BenchmarkTransportOverhead(b *testing.B) {
 		{"throttle telemetry on (SDK)", func() http.RoundTripper {
 			return throttle.New(throttle.WithBase(base()), throttle.WithProfiles(profile), throttle.WithoutRetry(),
 				throttle.WithTracerProvider(tp), throttle.WithMeterProvider(mp))
+		}},
+		{"throttle dingtalk preset, telemetry off", func() http.RoundTripper {
+			return throttle.New(throttle.WithBase(base()), throttle.WithProfiles(ding), throttle.WithoutTelemetry(), throttle.WithoutRetry())
 		}},
 		{"throttle telemetry on, retries on", func() http.RoundTripper {
 			return throttle.New(throttle.WithBase(base()), throttle.WithProfiles(profile),
