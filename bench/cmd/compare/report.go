@@ -32,7 +32,8 @@ func report(c config, res results, charts []chart, root string) string {
 	}
 	w("\nThe peers are used through their public API with their documented constructors; the sorted-set\n")
 	w("log and the fixed-window script are written in `bench/` from the descriptions above. Every Redis\n")
-	w("design gets its own go-redis client with the library defaults.\n\n")
+	w("design gets its own go-redis client with the library defaults (in table 2 with a pool as large as the\n")
+	w("number of waiters, for every design).\n\n")
 
 	for _, ch := range charts {
 		rel, _ := filepath.Rel(root, filepath.Join(c.docs, ch.file))
@@ -126,6 +127,11 @@ func report(c config, res results, charts []chart, root string) string {
 			w("| %s | %s | %d | %d (%.1f%%) | %d of %d | %.1f%% | %s | %s |\n", name, clocks, r.sent, r.rejected, 100*r.rejectedShare,
 				r.overSeconds, r.seconds+2, 100*r.share, ban, calls)
 		}
+		w("\nThis project has no skew row: its scripts read Redis's clock (`TIME`), never the replica's, so a\n")
+		w("replica's clock cannot move its decisions; the same holds for redis_rate and ulule/limiter's counting,\n")
+		w("and x/time/rate measures only intervals on its own clock.\n")
+		w("Redis calls per call sent include the calls of requests refused for want of a slot within the budget\n")
+		w("(one each for this project, a poll each time for the others): at %d× demand most requests are refused.\n", f.demandX)
 		w("\nThe emulator bans the egress IP for 5 minutes past 10,000 calls in 20 s; no design comes near that\n")
 		w("at this demand, so the column shows that none was triggered rather than a difference.\n\n")
 	}
@@ -155,7 +161,9 @@ func report(c config, res results, charts []chart, root string) string {
 		w("\n")
 	}
 
-	w("## Where this project is not first\n\n")
+	w("## Where this project is first, tied, or not first\n\n")
+	w("Each of this project's rows against the peers (the ceiling and, for Redis-side columns, the in-process\n")
+	w("x/time/rate left out), with the reason wherever it is behind.\n\n")
 	w("%s\n", verdicts(res))
 	return b.String()
 }

@@ -14,8 +14,10 @@ type metric struct {
 	// tied reports whether a is as good as best within measurement noise.
 	tied   func(a, best float64) bool
 	format func(float64) string
-	// reason explains why this project is behind, when it is.
-	reason string
+	// reason explains why this project is behind, when it is; reasons
+	// overrides it for one of this project's rows.
+	reason  string
+	reasons map[string]string
 }
 
 type entry struct {
@@ -65,7 +67,9 @@ func verdicts(res results) string {
 					m.table, m.name, e.name, strings.Join(ties, ", "), m.format(e.v), m.format(best.v)))
 			default:
 				l := fmt.Sprintf("- %s, %s: **%s is not first**: %s has %s against %s.", m.table, m.name, e.name, best.name, m.format(best.v), m.format(e.v))
-				if m.reason != "" {
+				if r, ok := m.reasons[e.name]; ok {
+					l += " " + r
+				} else if m.reason != "" {
 					l += " " + m.reason
 				}
 				lines = append(lines, l)
@@ -100,23 +104,33 @@ func verdicts(res results) string {
 				ceilUs = t.serverUs
 			}
 		}
-		why := fmt.Sprintf("The gap is inside Redis, which runs every script on one thread: the one-rule script spends "+
-			"%.1f µs of Redis time per decision (redis_rate %.1f, the fixed window %.1f, the ceiling %.1f). It makes "+
-			"three calls from Lua into Redis, `TIME`, `GET` and `SET ... PX` (redis_rate makes the same three), where "+
-			"the fixed-window designs make one or two and never read Redis's clock; those designs pay for it in tables "+
-			"2 and 3. The three-rule row checks three penalty keys and charges three rules in that one call (ten calls "+
-			"from Lua), which no peer does.", oursUs, rateUs, fixedUs, ceilUs)
-		if oursRatio > 0 {
-			verdict := "meets"
-			if oursRatio < 0.6 {
-				verdict = "**misses**"
+		var ours3Us float64
+		for _, t := range res.tput {
+			if t.d.id == "ours3" {
+				ours3Us = t.serverUs
 			}
-			lines = append(lines, fmt.Sprintf("- Table 1, ratio to the ceiling: throttle, 1 rule runs at %.2f of the "+
-				"ceiling, which %s the 60%% target. %s", oursRatio, verdict, why))
 		}
-		judge(metric{table: "Table 1", name: "decisions/s (Redis designs)", tied: within(0.05, 0), format: func(v float64) string { return fmt.Sprintf("%.0f/s", v) }, reason: why}, ops)
-		judge(metric{table: "Table 1", name: "p50 latency", lowerBetter: true, tied: within(0.05, 20), format: us, reason: "Same cause as throughput."}, p50)
-		judge(metric{table: "Table 1", name: "p99 latency", lowerBetter: true, tied: within(0.10, 50), format: us, reason: "Same cause as throughput; tail latency also moves most with the machine's other load."}, p99)
+		why := fmt.Sprintf("The gap is inside Redis, which runs every script on one thread: the one-rule script spends "+
+			"%.1f µs of Redis time per decision (redis_rate %.1f, the fixed window %.1f, the ceiling %.1f, column "+
+			"Redis µs). It makes three calls from Lua into Redis, `TIME`, `GET` and `SET ... PX` (redis_rate makes "+
+			"the same three), where the fixed-window designs make one or two and never read Redis's clock; they pay "+
+			"for that in tables 2 and 3.", oursUs, rateUs, fixedUs, ceilUs)
+		why3 := fmt.Sprintf("This row checks three penalty keys and charges three rules in its one call (ten calls "+
+			"from Lua into Redis, %.1f µs of Redis time per decision), which no peer does: each peer row decides one "+
+			"limit, and keeping three would take it three calls.", ours3Us)
+		three := map[string]string{"throttle, 3 rules + 3 scopes": why3}
+		if oursRatio > 0 {
+			if oursRatio >= 0.6 {
+				lines = append(lines, fmt.Sprintf("- Table 1, ratio to the ceiling: throttle, 1 rule runs at %.2f of "+
+					"the ceiling, which meets the 60%% target.", oursRatio))
+			} else {
+				lines = append(lines, fmt.Sprintf("- Table 1, ratio to the ceiling: throttle, 1 rule runs at %.2f of "+
+					"the ceiling, which **misses** the 60%% target. %s", oursRatio, why))
+			}
+		}
+		judge(metric{table: "Table 1", name: "decisions/s (Redis designs)", tied: within(0.05, 0), format: func(v float64) string { return fmt.Sprintf("%.0f/s", v) }, reason: why, reasons: three}, ops)
+		judge(metric{table: "Table 1", name: "p50 latency", lowerBetter: true, tied: within(0.05, 20), format: us, reason: "Same cause as throughput.", reasons: three}, p50)
+		judge(metric{table: "Table 1", name: "p99 latency", lowerBetter: true, tied: within(0.10, 50), format: us, reason: "Same cause as throughput; tail latency also moves most with the machine's other load.", reasons: three}, p99)
 		judge(metric{table: "Table 1", name: "allocations per decision", lowerBetter: true, tied: within(0, 0.5),
 			format: func(v float64) string { return fmt.Sprintf("%.1f", v) }}, allocs)
 	}
@@ -147,8 +161,8 @@ func verdicts(res results) string {
 		lateWhy := "The numbers do not measure the same thing: this project's lateness runs from the booked slot on " +
 			"Redis's clock to the timer firing in the replica (the reply's trip back plus timer slack), while a " +
 			"reject-only design's runs from the end of its advised wait, and a local limiter's from its own clock."
-		judge(metric{table: "Table 4", name: "lateness p50", lowerBetter: true, tied: within(0.10, 300), format: us, reason: lateWhy}, late50)
-		judge(metric{table: "Table 4", name: "lateness p99", lowerBetter: true, tied: within(0.10, 1000), format: us, reason: lateWhy}, late99)
+		judge(metric{table: "Table 4", name: "lateness p50", lowerBetter: true, tied: within(0.10, 100), format: us, reason: lateWhy}, late50)
+		judge(metric{table: "Table 4", name: "lateness p99", lowerBetter: true, tied: within(0.10, 200), format: us, reason: lateWhy}, late99)
 		judge(metric{table: "Table 5", name: "Redis memory per limit", lowerBetter: true, tied: within(0.05, 8),
 			format: func(v float64) string { return fmt.Sprintf("%.0f B", v) },
 			reason: "Its state is one key per rule holding a microsecond timestamp as a 16-digit string with an " +
@@ -156,7 +170,7 @@ func verdicts(res results) string {
 	}
 
 	if len(res.fidelity) > 0 {
-		var rej, share []entry
+		var rej, share, calls []entry
 		var cleanFull, dirtyFull []string
 		oursShare := 0.0
 		for _, f := range res.fidelity {
@@ -170,6 +184,9 @@ func verdicts(res results) string {
 				oursShare = f.share
 			}
 			rej = append(rej, entry{name, ours, float64(f.rejected)})
+			if !f.d.local {
+				calls = append(calls, entry{name, ours, f.callsPerSent})
+			}
 			share = append(share, entry{name, ours, 100 * f.share})
 		}
 		for _, f := range res.fidelity {
@@ -198,6 +215,8 @@ func verdicts(res results) string {
 			format: func(v float64) string { return fmt.Sprintf("%.0f", v) },
 			reason: "With latency varying by up to 20 ms, calls paced right under the limit can still land more " +
 				"than the limit in one of the provider's wall-clock seconds."}, rej)
+		judge(metric{table: "Table 3", name: "Redis calls per call sent", lowerBetter: true, tied: within(0.05, 0),
+			format: func(v float64) string { return fmt.Sprintf("%.2f", v) }}, calls)
 		judge(metric{table: "Table 3", name: "share of the published rate", tied: within(0, 1),
 			format: func(v float64) string { return fmt.Sprintf("%.1f%%", v) }, reason: shareWhy}, share)
 	}
