@@ -20,18 +20,20 @@ import (
 // providers' limits. Build it with New; it is safe for concurrent use.
 type Transport struct {
 	base     http.RoundTripper
-	breakers *circuit.Set
 	limiter  limiter.Limiter
 	profiles []profile
 	maxWait  time.Duration
 	tel      *telemetry
 	retry    *retrier
 	registry *limiter.Registry
+	watcher  func() // stops the penalty watcher
 }
 
-// profile is a providers.Profile with its defaults resolved.
+// profile is a providers.Profile with its defaults resolved and its own
+// breakers: scopes of different providers may share a name ("egress:default").
 type profile struct {
 	providers.Profile
+	breakers *circuit.Set
 }
 
 // New returns a Transport configured by opts, for use in one expression:
@@ -64,25 +66,34 @@ func Build(opts ...Option) (*Transport, error) {
 	}
 	t := &Transport{base: c.base, maxWait: c.maxWait}
 	t.tel = newTelemetry(&c)
-	if err := t.buildLimiter(&c); err != nil {
-		return nil, err
-	}
-	var err error
-	t.breakers, err = circuit.New(circuit.WithOnStateChange(func(scope string, from, to circuit.State) {
-		if from == circuit.HalfOpen && to == circuit.Closed {
-			c.logger.Info("throttle: penalty over, scope called again", "scope", scope)
-		}
-	}))
-	if err != nil {
-		return nil, fmt.Errorf("throttle: %w", err)
-	}
 	for _, p := range c.profiles {
 		if p.DefaultPenalty == 0 {
 			p.DefaultPenalty = providers.DefaultPenalty
 		}
-		t.profiles = append(t.profiles, profile{Profile: p})
+		name := p.Name
+		b, err := circuit.New(circuit.WithOnStateChange(func(scope string, from, to circuit.State) {
+			if from == circuit.HalfOpen && to == circuit.Closed {
+				c.logger.Info("throttle: penalty over, scope called again", "provider", name, "scope", scope)
+			}
+		}))
+		if err != nil {
+			return nil, fmt.Errorf("throttle: %w", err)
+		}
+		t.profiles = append(t.profiles, profile{Profile: p, breakers: b})
 	}
-	t.tel.openBreakers = t.breakers.Open
+	sets := make([]*circuit.Set, len(t.profiles))
+	for i := range t.profiles {
+		sets[i] = t.profiles[i].breakers
+	}
+	t.tel.openBreakers = func() (n int) {
+		for _, b := range sets {
+			n += b.Open()
+		}
+		return n
+	}
+	if err := t.buildLimiter(&c); err != nil {
+		return nil, err
+	}
 	t.retry = newRetrier(t, c.retry)
 	return t, nil
 }
@@ -123,7 +134,26 @@ func (t *Transport) buildLimiter(c *config) error {
 		runtime.AddCleanup(t, func(r *limiter.Registry) { r.Close() }, t.registry)
 	}
 	t.limiter = limiter.NewFailover(r, fc)
+	t.watcher = r.WatchPenalties(penaltyRouter(t.profiles))
+	// A Transport dropped without Close stops watching once collected.
+	runtime.AddCleanup(t, func(stop func()) { stop() }, t.watcher)
 	return nil
+}
+
+// penaltyRouter opens this process's breaker for a penalty another replica
+// wrote, as soon as Redis announces it: a request that booked its slot
+// before the penalty then never sends inside it. It holds the breakers, not
+// the Transport, so an unreferenced Transport can still be collected.
+func penaltyRouter(profiles []profile) func(group string, p limiter.Penalty) {
+	byName := make(map[string]*circuit.Set, len(profiles))
+	for i := range profiles {
+		byName[profiles[i].Name] = profiles[i].breakers
+	}
+	return func(group string, p limiter.Penalty) {
+		if b := byName[group]; b != nil {
+			b.Penalize(p.Scope, p.Until, p.Code)
+		}
+	}
 }
 
 // contextTimeouts reports whether a go-redis client honours context
@@ -149,6 +179,9 @@ const registryBeat = 2 * time.Second
 func (t *Transport) Close() error {
 	if t.registry != nil {
 		t.registry.Close()
+	}
+	if t.watcher != nil {
+		t.watcher()
 	}
 	return nil
 }
@@ -219,7 +252,7 @@ func (c *call) attempt(req *http.Request) (*http.Response, error) {
 	c.attempts++
 	c.verdict = providers.Verdict{}
 	// Local breakers first: a scope known to be penalised costs no I/O.
-	done, err := c.t.breakers.Allow(c.route.Scopes)
+	done, err := c.p.breakers.Allow(c.route.Scopes)
 	if err != nil {
 		closeBody(req)
 		c.outcome = outcomePenalized
@@ -265,6 +298,16 @@ func (c *call) reserveAndSend(req *http.Request) (*http.Response, error) {
 			return nil, err
 		}
 		c.waited += res.Delay
+		// A quota error may have come back while this request waited: a
+		// slot booked before it must not be spent inside the penalty.
+		if pe := c.openScope(); pe != nil {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+			_ = c.t.limiter.Cancel(cctx, lreq, res)
+			cancel()
+			closeBody(req)
+			c.outcome = outcomePenalized
+			return nil, pe
+		}
 	}
 	resp, err := c.t.base.RoundTrip(req)
 	if c.route.HasConcurrency() {
@@ -287,6 +330,20 @@ func (c *call) reserveAndSend(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
+// openScope returns the penalty of one of the request's scopes that this
+// process knows to be open, or nil.
+func (c *call) openScope() *PenaltyError {
+	if c.p.breakers.Len() == 0 {
+		return nil
+	}
+	for _, sc := range c.route.Scopes {
+		if until, code, open := c.p.breakers.Penalty(sc); open {
+			return &PenaltyError{Provider: c.p.Name, API: c.route.API, Scope: sc, Until: until, Code: code}
+		}
+	}
+	return nil
+}
+
 // reserve takes a slot, or returns the error that refuses the request. A
 // request refused for want of an in-flight lease (a concurrency rule) asks
 // again when one may be free, within its budget.
@@ -304,7 +361,7 @@ func (c *call) reserve(ctx context.Context, lreq *limiter.Request) (limiter.Rese
 		}
 		if pen := res.Penalty; pen != nil {
 			// Another replica saw the quota error: stop locally too.
-			c.t.breakers.Penalize(pen.Scope, pen.Until, pen.Code)
+			c.p.breakers.Penalize(pen.Scope, pen.Until, pen.Code)
 			c.outcome = outcomePenalized
 			return res, &PenaltyError{Provider: c.p.Name, API: c.route.API, Scope: pen.Scope, Until: pen.Until, Code: pen.Code}
 		}
@@ -354,7 +411,7 @@ func (c *call) penalize(ctx context.Context) {
 	if v.Until.IsZero() {
 		v.Until = time.Now().Add(c.p.DefaultPenalty)
 	}
-	c.t.breakers.Penalize(v.Scope, v.Until, v.Code)
+	c.p.breakers.Penalize(v.Scope, v.Until, v.Code)
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
 	err := c.t.limiter.Penalize(pctx, c.p.Name, limiter.Penalty{Scope: v.Scope, Until: v.Until, Code: v.Code})

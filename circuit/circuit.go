@@ -457,6 +457,16 @@ func (s *Set) State(scope string) State {
 	return s.stateOf(e, s.cfg.now())
 }
 
+// Penalty returns the end and the provider's code of scope's penalty while
+// the scope is open; ok is false otherwise.
+func (s *Set) Penalty(scope string) (until time.Time, code string, ok bool) {
+	e := s.load(scope)
+	if e == nil || s.stateOf(e, s.cfg.now()) != Open {
+		return time.Time{}, "", false
+	}
+	return e.until, e.code, true
+}
+
 // Open returns how many scopes are open now, e.g. for a gauge. It visits
 // every live breaker; call it at scrape time, not per request.
 func (s *Set) Open() int {

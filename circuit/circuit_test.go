@@ -648,3 +648,22 @@ func BenchmarkAllow(b *testing.B) {
 		})
 	})
 }
+
+func TestPenaltyLookup(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	s, err := circuit.New(circuit.WithClock(func() time.Time { return now }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := s.Penalty("a"); ok {
+		t.Fatal("a scope never penalised reports a penalty")
+	}
+	s.Penalize("a", now.Add(time.Second), "90018")
+	if until, code, ok := s.Penalty("a"); !ok || code != "90018" || !until.Equal(now.Add(time.Second)) {
+		t.Fatalf("Penalty = %v %q %v, want the open penalty", until, code, ok)
+	}
+	now = now.Add(time.Second)
+	if _, _, ok := s.Penalty("a"); ok {
+		t.Fatal("a penalty past its end is still reported")
+	}
+}

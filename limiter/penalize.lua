@@ -1,7 +1,9 @@
--- Record a shared penalty on one scope, never shortening a longer one.
+-- Record a shared penalty on one scope, never shortening a longer one, and
+-- announce it so that replicas stop at once rather than on their next reserve.
 --
 -- KEYS[1]: the penalty key.
--- ARGV[1]: end of the penalty (µs since the epoch); ARGV[2]: the provider's code.
+-- ARGV[1]: end of the penalty (µs since the epoch); ARGV[2]: the provider's code;
+-- ARGV[3]: the channel announcing penalties; ARGV[4]: "group\nscope\n".
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local untilUs = tonumber(ARGV[1])
@@ -13,4 +15,5 @@ if v then
   if old and old >= untilUs then return 0 end
 end
 redis.call('SET', KEYS[1], ARGV[1] .. '|' .. ARGV[2], 'PX', math.floor((untilUs - now) / 1000) + 1)
+redis.call('PUBLISH', ARGV[3], ARGV[4] .. ARGV[1] .. '\n' .. ARGV[2])
 return 1

@@ -330,7 +330,7 @@ func (l *Redis) Penalize(ctx context.Context, group string, p Penalty) error {
 	defer a.release()
 	a.begin(penalizeScript, 1)
 	a.list = append(a.list, l.keys.get(l.prefix, penaltyTag, group, p.Scope),
-		boxInt64(p.Until.UnixMicro()), p.Code)
+		boxInt64(p.Until.UnixMicro()), p.Code, l.channel(), group+"\n"+p.Scope+"\n")
 	if err := l.run(ctx, penalizeScript, a.list).Err(); err != nil && !errors.Is(err, redis.Nil) {
 		return unavailable("penalize", err)
 	}
@@ -347,6 +347,48 @@ func (l *Redis) run(ctx context.Context, s *script, args []any) *redis.Cmd {
 		cmd = l.client.Do(ctx, args...)
 	}
 	return cmd
+}
+
+// channel is where penalties are announced.
+func (l *Redis) channel() string { return l.prefix + ":penalties" }
+
+// WatchPenalties calls fn for every penalty any replica records through a
+// limiter with the same prefix, as Redis announces it (Pub/Sub), so a
+// replica can stop a scope at once instead of on its next reserve. It runs
+// in the background, reconnecting after outages, until stop is called.
+// Announcements missed while disconnected are not replayed: the penalty key
+// still refuses every reserve, which is the guarantee; this is the speed-up.
+func (l *Redis) WatchPenalties(fn func(group string, p Penalty)) (stop func()) {
+	ps := l.client.Subscribe(context.Background(), l.channel())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for msg := range ps.Channel() {
+			group, p, ok := parseAnnouncement(msg.Payload)
+			if ok {
+				fn(group, p)
+			}
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			ps.Close()
+			<-done
+		})
+	}
+}
+
+// parseAnnouncement reads "group\nscope\nuntil µs\ncode".
+func parseAnnouncement(s string) (string, Penalty, bool) {
+	group, rest, ok1 := strings.Cut(s, "\n")
+	scope, rest, ok2 := strings.Cut(rest, "\n")
+	until, code, ok3 := strings.Cut(rest, "\n")
+	us, err := strconv.ParseInt(until, 10, 64)
+	if !ok1 || !ok2 || !ok3 || err != nil {
+		return "", Penalty{}, false
+	}
+	return group, Penalty{Scope: scope, Until: time.UnixMicro(us), Code: code}, true
 }
 
 // reloadCluster asks a cluster client to read the cluster's layout again

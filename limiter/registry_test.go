@@ -1,6 +1,7 @@
 package limiter_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -38,4 +39,46 @@ func TestRegistryCountsLiveReplicas(t *testing.T) {
 	}
 	regs[2].Close()
 	until("the others see 2", func() bool { return regs[0].Live() == 2 && regs[1].Live() == 2 })
+}
+
+// A penalty recorded by one replica is announced to the others at once.
+func TestWatchPenalties(t *testing.T) {
+	srv := redistest.Shared(t)
+	prefix := limitertest.Group(t)
+	a, err := limiter.NewRedis(srv.Client(t), limiter.WithPrefix(prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := limiter.NewRedis(srv.Client(t), limiter.WithPrefix(prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan limiter.Penalty, 4)
+	stop := a.WatchPenalties(func(group string, p limiter.Penalty) {
+		if group == "dingtalk" {
+			got <- p
+		}
+	})
+	defer stop()
+	until := time.Now().Add(time.Minute).Truncate(time.Microsecond)
+	// The subscription is set up in the background: announce until heard.
+	deadline := time.After(5 * time.Second)
+	for i := 0; ; i++ {
+		p := limiter.Penalty{Scope: "egress:default", Until: until.Add(time.Duration(i) * time.Microsecond), Code: "1111"}
+		if err := b.Penalize(context.Background(), "dingtalk", p); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case seen := <-got:
+			if seen.Scope != "egress:default" || seen.Code != "1111" || seen.Until.Before(until) {
+				t.Fatalf("announced %+v, want the egress penalty", seen)
+			}
+			stop()
+			stop() // idempotent
+			return
+		case <-time.After(50 * time.Millisecond):
+		case <-deadline:
+			t.Fatal("no announcement within 5s")
+		}
+	}
 }

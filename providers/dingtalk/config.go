@@ -49,18 +49,26 @@ func (e Edition) String() string {
 
 // Defaults, from the platform's documentation unless marked as a guess.
 const (
-	DefaultISVRate        = 40               // per suite, per customer org, per API, per second (seen in the field)
-	DefaultEgressLimit    = 10000            // calls from one egress IP ...
-	DefaultEgressPeriod   = 20 * time.Second // ... in any 20 s
-	DefaultEgressBurst    = 100              // a guess: fan-outs go out at once, at 1% of the sustained rate
-	DefaultMonthlyQuota   = 5000             // metered calls per org per calendar month, standard edition since 2025-11-19
-	DefaultMonthGrace     = 5 * time.Second  // a new month starts this late, against clock skew
-	DefaultJitter         = 50 * time.Millisecond
-	DefaultIPBanPenalty   = 5 * time.Minute
-	DefaultRobotPerMinute = 20 // custom group robot messages per robot per minute
-	DefaultRobotPenalty   = 10 * time.Minute
-	DefaultPeekLimit      = 8 << 10 // error bodies are small; success bodies need not be buffered whole
-	DefaultEgress         = "default"
+	DefaultISVRate      = 40               // per suite, per customer org, per API, per second (seen in the field)
+	DefaultEgressLimit  = 10000            // calls from one egress IP ...
+	DefaultEgressPeriod = 20 * time.Second // ... in any 20 s
+	// DefaultEgressBurstShare sets EgressBurst to a fifth of EgressLimit,
+	// which gives the per-IP rule a tolerance of a quarter of its period
+	// (5 s for 20 s). The rule is shared by every API: when one busy API
+	// books slots ahead (up to the request's wait budget), the rule's clock
+	// moves with it, and a quiet API would wait behind those bookings unless
+	// the tolerance covers them. It costs a fifth of the per-IP sustained
+	// rate (8,001 per 20 s, 400/s), rarely what binds one deployment; the
+	// contract, at most EgressLimit in any EgressPeriod, holds either way.
+	DefaultEgressBurstShare = 5
+	DefaultMonthlyQuota     = 5000            // metered calls per org per calendar month, standard edition since 2025-11-19
+	DefaultMonthGrace       = 5 * time.Second // a new month starts this late, against clock skew
+	DefaultJitter           = 50 * time.Millisecond
+	DefaultIPBanPenalty     = 5 * time.Minute
+	DefaultRobotPerMinute   = 20 // custom group robot messages per robot per minute
+	DefaultRobotPenalty     = 10 * time.Minute
+	DefaultPeekLimit        = 8 << 10 // error bodies are small; success bodies need not be buffered whole
+	DefaultEgress           = "default"
 )
 
 // DefaultHosts are the two API generations' hosts.
@@ -130,7 +138,7 @@ type Config struct {
 	EgressLimit  int
 	EgressPeriod time.Duration
 	// EgressBurst is how many calls of any API may go back to back
-	// (default 100).
+	// (default EgressLimit/5; see DefaultEgressBurstShare for why).
 	EgressBurst int
 
 	// MonthlyQuota is the organisation's metered calls per calendar month
@@ -191,7 +199,7 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	setInt(&c.EgressLimit, DefaultEgressLimit)
 	setDur(&c.EgressPeriod, DefaultEgressPeriod)
-	setInt(&c.EgressBurst, min(DefaultEgressBurst, c.EgressLimit))
+	setInt(&c.EgressBurst, max(1, c.EgressLimit/DefaultEgressBurstShare))
 	setInt(&c.MonthlyQuota, DefaultMonthlyQuota)
 	if c.MeteredPaths == nil {
 		c.MeteredPaths = DefaultMeteredPaths

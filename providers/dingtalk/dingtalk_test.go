@@ -131,7 +131,7 @@ func TestRoute(t *testing.T) {
 	if api.Limit() != 20 || api.Period() != time.Second+DefaultJitter || api.Burst() != 1 {
 		t.Errorf("per-API rule %v", api)
 	}
-	if egress.Limit() != 10000 || egress.Period() != 20*time.Second+DefaultJitter || egress.Burst() != DefaultEgressBurst {
+	if egress.Limit() != 10000 || egress.Period() != 20*time.Second+DefaultJitter || egress.Burst() != 10000/DefaultEgressBurstShare {
 		t.Errorf("egress rule %v", egress)
 	}
 	if !month.IsCalendar() || month.Limit() != 5000 || month.Unit() != limiter.Month || month.Location() != providers.Beijing() {
