@@ -24,9 +24,13 @@ local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local max_wait = tonumber(ARGV[1])
 local np = tonumber(ARGV[2])
 
+-- One read for every penalty and paced rule (each call into Redis costs more
+-- than the Lua around it); a calendar or concurrency key reads as false.
+local vals = redis.call('MGET', unpack(KEYS))
+
 local best, best_until, best_value = 0, 0, false
 for i = 1, np do
-  local v = redis.call('GET', KEYS[i])
+  local v = vals[i]
   if v then
     local sep = string.find(v, '|', 1, true)
     local u = tonumber(sep and string.sub(v, 1, sep - 1) or v)
@@ -42,14 +46,20 @@ end
 local nr = #KEYS - np
 local s, bind = now, 0
 local tats = {}
+local has_c, has_k = false, false
 for i = 1, nr do
   local a = 2 + (i - 1) * 6
-  if ARGV[a + 1] == 'p' then
-    local tat = tonumber(redis.call('GET', KEYS[np + i]) or 0)
+  local kind = ARGV[a + 1]
+  if kind == 'p' then
+    local tat = tonumber(vals[np + i]) or now
     if tat < now then tat = now end
     tats[i] = tat
     local allow = tat - tonumber(ARGV[a + 3])
     if allow > s then s, bind = allow, i end
+  elseif kind == 'c' then
+    has_c = true
+  else
+    has_k = true
   end
 end
 
@@ -65,7 +75,7 @@ end
 
 -- Calendar rules may push s into a later window; a later s never breaks a
 -- paced rule, so repeat until every calendar window has room.
-local moved = true
+local moved = has_c
 while moved do
   moved = false
   for i = 1, nr do
@@ -89,7 +99,7 @@ end
 
 -- Concurrency rules: a free lease now, or ask again when one may be free
 -- (leases end when answers arrive, which no limiter can foresee).
-for i = 1, nr do
+for i = 1, has_k and nr or 0 do
   local a = 2 + (i - 1) * 6
   if ARGV[a + 1] == 'k' then
     local k = KEYS[np + i]
@@ -112,8 +122,9 @@ for i = 1, nr do
     -- Integers go to Redis through '%d': Lua's own number formatting would
     -- round a microsecond timestamp to 14 significant digits.
     -- The key can go once its time has passed: an absent key means "idle".
-    redis.call('SET', k, string.format('%d', tat), 'PX', math.floor((tat - now) / 1000) + 1)
-    reply[1 + i] = string.format('%d', tat)
+    local v = string.format('%d', tat)
+    redis.call('SET', k, v, 'PX', math.floor((tat - now) / 1000) + 1)
+    reply[1 + i] = v
   elseif ARGV[a + 1] == 'k' then
     local exp = s + tonumber(ARGV[a + 3])
     redis.call('ZADD', k, string.format('%d', exp), ARGV[a + 4])
