@@ -48,6 +48,13 @@ type Failover struct {
 	nextProbe atomic.Int64 // unix nanos
 	switchMu  sync.Mutex
 
+	// lastSlot is the latest send time (µs) the primary booked for this
+	// replica, and drainUntil what it was when the primary went away:
+	// local slots start after it, so the slots Redis already handed out
+	// and the local ones do not pile up in one window.
+	lastSlot   atomic.Int64
+	drainUntil atomic.Int64
+
 	// Scaled rules, built once per rule and share.
 	scaledMu sync.Mutex
 	scaled   map[scaledID]Rule
@@ -91,7 +98,9 @@ func (f *Failover) Reserve(ctx context.Context, req Request) (Reservation, error
 	case Open:
 		return Reservation{OK: true, Rule: -1, Now: time.Now(), local: true}, nil
 	}
-	res, err := f.local.Reserve(ctx, f.share(req))
+	lreq := f.share(req)
+	lreq.notBefore = f.drainUntil.Load()
+	res, err := f.local.Reserve(ctx, lreq)
 	res.local = true
 	return res, err
 }
@@ -104,6 +113,11 @@ func (f *Failover) callPrimary(ctx context.Context, call func(context.Context) (
 	cancel()
 	switch {
 	case err == nil:
+		if res.OK {
+			at := res.SendAt().UnixMicro()
+			for old := f.lastSlot.Load(); at > old && !f.lastSlot.CompareAndSwap(old, at); old = f.lastSlot.Load() {
+			}
+		}
 		if f.down.Load() {
 			f.setDown(false, nil)
 		}
@@ -133,6 +147,9 @@ func (f *Failover) setDown(down bool, err error) {
 	defer f.switchMu.Unlock()
 	if f.down.Load() == down {
 		return
+	}
+	if down {
+		f.drainUntil.Store(f.lastSlot.Load())
 	}
 	f.down.Store(down)
 	if f.cfg.OnSwitch != nil {

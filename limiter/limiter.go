@@ -48,6 +48,11 @@ type Request struct {
 	// MaxWait is the longest the caller accepts to wait for a slot; a slot
 	// further ahead is refused. Zero admits only requests that can go now.
 	MaxWait time.Duration
+
+	// notBefore (µs) holds every slot back until then: a Failover that
+	// takes over from Redis starts its local slots after the ones Redis
+	// booked for this replica.
+	notBefore int64
 }
 
 // Reservation is a Limiter's answer.

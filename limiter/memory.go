@@ -90,7 +90,7 @@ func (m *Memory) Reserve(_ context.Context, req Request) (Reservation, error) {
 	}
 
 	// Paced rules: the earliest send time s that every rule allows.
-	s, bind := now, -1
+	s, bind := max(now, req.notBefore), -1
 	var tatBuf [4]int64
 	tats := tatBuf[:0]
 	for i := range req.Rules {

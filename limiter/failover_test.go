@@ -1,0 +1,77 @@
+package limiter_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/quotaware/throttle/limiter"
+)
+
+// flaky is a primary limiter that answers from a Memory until told to fail.
+type flaky struct {
+	*limiter.Memory
+	down atomic.Bool
+}
+
+func (f *flaky) Reserve(ctx context.Context, req limiter.Request) (limiter.Reservation, error) {
+	if f.down.Load() {
+		return limiter.Reservation{}, limiter.ErrUnavailable
+	}
+	return f.Memory.Reserve(ctx, req)
+}
+
+// When the primary goes away, local slots start after the last slot the
+// primary booked for this replica, so the two do not pile up in one window;
+// the local rule is the replica's share; the primary is used again once a
+// probe finds it back.
+func TestFailoverTakesOverAfterBookedSlots(t *testing.T) {
+	primary := &flaky{Memory: limiter.NewMemory()}
+	var switches []bool
+	f := limiter.NewFailover(primary, limiter.FailoverConfig{
+		Share: func() float64 { return 0.5 }, Probe: 10 * time.Millisecond,
+		OnSwitch: func(down bool, err error) { switches = append(switches, down) },
+	})
+	ctx := context.Background()
+	rule := limiter.MustRule(limiter.NewRule("r", 10, time.Second)) // T = 100ms; the share: 5/s, T = 200ms
+	req := limiter.Request{Group: "g", Rules: []limiter.Rule{rule}, MaxWait: 2 * time.Second}
+	var last limiter.Reservation
+	for i := 0; i < 5; i++ {
+		res, err := f.Reserve(ctx, req)
+		if err != nil || !res.OK || res.Local() {
+			t.Fatalf("on the primary: %+v %v", res, err)
+		}
+		last = res
+	}
+	primary.down.Store(true)
+	first, err := f.Reserve(ctx, req)
+	if err != nil || !first.OK || !first.Local() {
+		t.Fatalf("after the primary failed: %+v %v, want a local slot", first, err)
+	}
+	if first.SendAt().Before(last.SendAt()) {
+		t.Fatalf("local slot at %v, before the primary's last booked slot %v", first.SendAt(), last.SendAt())
+	}
+	second, _ := f.Reserve(ctx, req)
+	if got := second.SendAt().Sub(first.SendAt()); got != 200*time.Millisecond {
+		t.Fatalf("local slots %v apart, want the half share's 200ms", got)
+	}
+	primary.down.Store(false)
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		res, err := f.Reserve(ctx, req)
+		if err == nil && !res.Local() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("never went back to the primary")
+		}
+		time.Sleep(5 * time.Millisecond) // the probe interval is the behaviour under test
+	}
+	if len(switches) != 2 || !switches[0] || switches[1] {
+		t.Fatalf("switches %v, want down then up, once each", switches)
+	}
+	if f.Down() {
+		t.Fatal("still down")
+	}
+}
