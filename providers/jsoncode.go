@@ -308,3 +308,53 @@ func valueString(kind ValueKind, v []byte) string {
 	}
 	return string(v)
 }
+
+// NumericCode reads a top-level integer code (member codeKey) and string
+// message (member msgKey, cut to maxMsg bytes at a rune boundary) from a
+// possibly truncated JSON prefix. Only a numeric code at the top level
+// counts, so a success body's data (an ID, a nested "code") never passes for
+// an error. WeChat and WeCom answer {"errcode", "errmsg"}, Feishu
+// {"code", "msg"}.
+func NumericCode(prefix []byte, codeKey, msgKey string, maxMsg int) (code, msg string, ok bool) {
+	ScanJSON(prefix, func(k []byte, kind ValueKind, v []byte) bool {
+		switch string(k) {
+		case codeKey:
+			if kind == JSONLiteral && isInteger(v) {
+				code, ok = string(v), true
+			}
+		case msgKey:
+			if kind == JSONString {
+				msg = Truncate(Unquote(v), maxMsg)
+			}
+		}
+		return true
+	})
+	return code, msg, ok
+}
+
+func isInteger(v []byte) bool {
+	if len(v) > 0 && v[0] == '-' {
+		v = v[1:]
+	}
+	if len(v) == 0 || len(v) > 12 {
+		return false
+	}
+	for _, c := range v {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// Truncate cuts s to at most n bytes at a rune boundary, for provider
+// messages kept in verdicts and errors.
+func Truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}

@@ -3,7 +3,6 @@ package feishu
 import (
 	"net/http"
 	"time"
-	"unicode/utf8"
 
 	"github.com/quotaware/throttle/providers"
 )
@@ -46,7 +45,7 @@ var fatalCodes = map[string]bool{
 
 func (p *preset) classify(req *http.Request, resp *http.Response) providers.Verdict {
 	prefix, _ := providers.PeekBody(resp, peekLimit)
-	code, msg, ok := errFields(prefix)
+	code, msg, ok := providers.NumericCode(prefix, "code", "msg", maxMessage)
 	if ok && code == "0" {
 		return providers.Verdict{Kind: providers.OK}
 	}
@@ -109,50 +108,4 @@ func (p *preset) apiName(req *http.Request) string {
 		return a.name
 	}
 	return req.Method + " " + providers.FoldPath(req.URL.Path)
-}
-
-// errFields reads code and msg from the top level of a Feishu body prefix.
-// Only a numeric code counts, so a success body's data (a message ID, a
-// nested "code") never passes for an error.
-func errFields(prefix []byte) (code, msg string, ok bool) {
-	providers.ScanJSON(prefix, func(k []byte, kind providers.ValueKind, v []byte) bool {
-		switch string(k) {
-		case "code":
-			if kind == providers.JSONLiteral && isInteger(v) {
-				code, ok = string(v), true
-			}
-		case "msg":
-			if kind == providers.JSONString {
-				msg = truncate(providers.Unquote(v), maxMessage)
-			}
-		}
-		return true
-	})
-	return code, msg, ok
-}
-
-func isInteger(v []byte) bool {
-	if len(v) > 0 && v[0] == '-' {
-		v = v[1:]
-	}
-	if len(v) == 0 || len(v) > 12 {
-		return false
-	}
-	for _, c := range v {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	return true
-}
-
-// truncate cuts s to at most n bytes at a rune boundary.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }

@@ -4,7 +4,6 @@ import (
 	"net/http"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/quotaware/throttle/providers"
 )
@@ -54,7 +53,7 @@ func (p *preset) classify(req *http.Request, resp *http.Response) providers.Verd
 		return v
 	}
 	prefix, _ := providers.PeekBody(resp, peekLimit)
-	code, msg, ok := errFields(prefix)
+	code, msg, ok := providers.NumericCode(prefix, "errcode", "errmsg", maxMessage)
 	if !ok || code == "0" {
 		return providers.Verdict{Kind: providers.OK}
 	}
@@ -145,50 +144,4 @@ func (s *strikes) evictLocked(now time.Time, window time.Duration) {
 	if len(s.m) >= s.max && oldest != "" {
 		delete(s.m, oldest)
 	}
-}
-
-// errFields reads errcode and errmsg from the top level of a WeCom body
-// prefix. Only a numeric errcode counts, so a success body's data never
-// passes for an error.
-func errFields(prefix []byte) (code, msg string, ok bool) {
-	providers.ScanJSON(prefix, func(k []byte, kind providers.ValueKind, v []byte) bool {
-		switch string(k) {
-		case "errcode":
-			if kind == providers.JSONLiteral && isInteger(v) {
-				code, ok = string(v), true
-			}
-		case "errmsg":
-			if kind == providers.JSONString {
-				msg = truncate(providers.Unquote(v), maxMessage)
-			}
-		}
-		return true
-	})
-	return code, msg, ok
-}
-
-func isInteger(v []byte) bool {
-	if len(v) > 0 && v[0] == '-' {
-		v = v[1:]
-	}
-	if len(v) == 0 || len(v) > 12 {
-		return false
-	}
-	for _, c := range v {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	return true
-}
-
-// truncate cuts s to at most n bytes at a rune boundary.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }
