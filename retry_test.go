@@ -273,3 +273,57 @@ func TestRedirectsBelongToTheOuterClient(t *testing.T) {
 		t.Fatalf("status %v err %v: the transport followed a redirect itself", resp, err)
 	}
 }
+
+// With no hint of the provider's own, Retry-After (seconds, or an HTTP date)
+// sets the wait, and the retry arrives no sooner.
+func TestRetryHonoursRetryAfter(t *testing.T) {
+	cases := []struct {
+		name  string
+		value func() string
+		min   time.Duration
+	}{
+		{"seconds", func() string { return "1" }, time.Second},
+		{"http date", func() string { return time.Now().Add(2 * time.Second).UTC().Format(http.TimeFormat) }, time.Second},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := scripted(func(w http.ResponseWriter) {
+				w.Header().Set("Retry-After", tc.value())
+				w.WriteHeader(http.StatusServiceUnavailable)
+			})
+			srv := serve(t, rec)
+			c := retrying(t, limiter.NewMemory(), throttle.WithMaxWait(5*time.Second))
+			if _, body, err := do(t, c, http.MethodGet, srv.URL+"/a", ""); err != nil || !strings.Contains(body, `"errcode":0`) {
+				t.Fatalf("body %q err %v, want success after the hinted wait", body, err)
+			}
+			seen := rec.seen()
+			if len(seen) != 2 {
+				t.Fatalf("server saw %d requests, want 2", len(seen))
+			}
+			// An HTTP date has whole seconds: 2s ahead is at least 1s.
+			if gap := seen[1].Sub(seen[0]); gap < tc.min-10*time.Millisecond {
+				t.Errorf("retry came %v after the 503, before its Retry-After", gap)
+			}
+		})
+	}
+}
+
+// A Retry-After beyond the budget ends the call at once with the answer.
+func TestRetryAfterBeyondBudget(t *testing.T) {
+	rec := scripted(func(w http.ResponseWriter) {
+		w.Header().Set("Retry-After", "30")
+		w.WriteHeader(http.StatusServiceUnavailable)
+	})
+	srv := serve(t, rec)
+	began := time.Now()
+	resp, _, err := do(t, retrying(t, limiter.NewMemory(), throttle.WithMaxWait(time.Second)), http.MethodGet, srv.URL+"/a", "")
+	if err != nil || resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("resp %v err %v, want the 503", resp, err)
+	}
+	if d := time.Since(began); d >= time.Second {
+		t.Errorf("took %v: it waited for a hint beyond the budget", d)
+	}
+	if n := len(rec.seen()); n != 1 {
+		t.Fatalf("server saw %d requests, want 1", n)
+	}
+}

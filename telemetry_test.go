@@ -218,3 +218,32 @@ func TestNoSecretLeaves(t *testing.T) {
 		t.Fatalf("nothing was exported, so the check proves nothing:\n%s", exported.String())
 	}
 }
+
+// A retried call counts its retries and carries a retry event on its span.
+func TestRetryTelemetry(t *testing.T) {
+	o := newObservability(t)
+	srv := serve(t, scripted(busy))
+	opts := append(o.opts, throttle.WithProfiles(testProfile("test", mustRule(t, 100, time.Second))),
+		throttle.WithRetry(throttle.RetryPolicy{MaxAttempts: 3, MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond}))
+	c := &http.Client{Transport: throttle.New(opts...)}
+	if _, err := get(context.Background(), c, srv.URL+"/a"); err != nil {
+		t.Fatal(err)
+	}
+	ms := o.metrics(t)
+	r, ok := ms["throttle.retries"]
+	if !ok || r.Unit != "{retry}" {
+		t.Fatalf("throttle.retries missing or without its unit: %+v", r)
+	}
+	if n := counts(t, r, "provider")["test"]; n != 1 {
+		t.Errorf("throttle.retries = %d, want 1", n)
+	}
+	// One call, counted once with its last attempt's outcome (that attempt
+	// may have waited for its slot: each attempt takes its own).
+	if got := counts(t, ms["throttle.requests"], "outcome"); got["admitted"]+got["waited"] != 1 || len(got) != 1 {
+		t.Errorf("throttle.requests by outcome = %v, want one successful call", got)
+	}
+	spans := o.spans.GetSpans()
+	if len(spans) != 1 || len(spans[0].Events) != 1 || spans[0].Events[0].Name != "throttle.retry" {
+		t.Fatalf("spans %v, want one span with a throttle.retry event", spans)
+	}
+}
