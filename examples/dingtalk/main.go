@@ -46,6 +46,7 @@ type options struct {
 	dumpMetrics bool
 	egressLimit int
 	jitter      time.Duration
+	headroom    time.Duration
 }
 
 func main() {
@@ -59,6 +60,7 @@ func main() {
 	flag.BoolVar(&o.dumpMetrics, "metrics", false, "print every metric the Transports recorded")
 	flag.IntVar(&o.egressLimit, "egress-limit", 1000, "the emulator's per-IP limit per 20 s (DingTalk's is 10,000; scaled down so a short run can reach it)")
 	flag.DurationVar(&o.jitter, "latency-jitter", 20*time.Millisecond, "the emulator's latency varies between 0 and this")
+	flag.DurationVar(&o.headroom, "headroom", dingtalk.DefaultJitter, "the preset's Jitter: rules keep their limit in any window of Period+headroom (negative: none)")
 	flag.Parse()
 	if err := run(o, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
@@ -91,6 +93,7 @@ func run(o options, out io.Writer) error {
 	profile, err := dingtalk.Profile(dingtalk.Config{
 		AppKey: tg.appKey, Hosts: tg.hosts,
 		EgressLimit: o.egressLimit, EgressPeriod: 20 * time.Second,
+		Jitter: o.headroom,
 	})
 	if err != nil {
 		return err
