@@ -13,7 +13,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	mrand "math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/quotaware/throttle/providers"
 	"github.com/quotaware/throttle/providers/dingtalk"
+	"github.com/quotaware/throttle/providers/internal/emulator"
 )
 
 // Options configure the emulator. Zero fields take the platform's values.
@@ -139,7 +139,7 @@ type Server struct {
 	egress    int
 	banUntil  time.Time
 	month     map[string]int // app + "\x00" + "2006-01", metered calls
-	faults    []fault
+	faults    emulator.Faults[fault]
 	records   []Record
 	stats     Stats
 }
@@ -206,9 +206,7 @@ func (s *Server) FailNext(n, status int, body string) { s.inject(n, fault{status
 func (s *Server) inject(n int, f fault) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for range n {
-		s.faults = append(s.faults, f)
-	}
+	s.faults.Add(n, f)
 }
 
 // Ban bans the client's IP from now on for the (scaled) BanDuration, as if
@@ -233,32 +231,13 @@ type answer struct {
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
-	if !s.delay(r) {
+	if !emulator.Delay(r, s.opts.LatencyMin, s.opts.LatencyMax) {
 		return
 	}
 	a := s.decide(r)
 	w.Header().Set("Content-Type", a.ctype)
 	w.WriteHeader(a.status)
 	_, _ = w.Write([]byte(a.body))
-}
-
-// delay sleeps the emulated latency; false if the client went away.
-func (s *Server) delay(r *http.Request) bool {
-	d := s.opts.LatencyMin
-	if span := s.opts.LatencyMax - s.opts.LatencyMin; span > 0 {
-		d += time.Duration(mrand.Int64N(int64(span) + 1))
-	}
-	if d <= 0 {
-		return true
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-r.Context().Done():
-		return false
-	}
 }
 
 // decide counts the request against every limit at one instant of Clock,
@@ -317,9 +296,7 @@ func (s *Server) decideLocked(r *http.Request, now time.Time, newAPI bool, api, 
 		}
 		return jsonAnswer(http.StatusOK, "40014", `{"errcode":40014,"errmsg":"不合法的access_token"}`)
 	}
-	if len(s.faults) > 0 {
-		f := s.faults[0]
-		s.faults = s.faults[1:]
+	if f, ok := s.faults.Next(); ok {
 		s.stats.Injected++
 		return faultAnswer(f, newAPI)
 	}

@@ -12,20 +12,13 @@ import (
 	"github.com/quotaware/throttle/providers"
 	"github.com/quotaware/throttle/providers/dingtalk"
 	"github.com/quotaware/throttle/providers/dingtalk/dingtalktest"
+	"github.com/quotaware/throttle/providers/internal/emulator"
 )
 
-// clock is a settable Clock.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
+func newClock() *emulator.ManualClock {
+	return emulator.NewManualClock(time.Date(2025, 3, 10, 14, 30, 15, 100e6, providers.Beijing()))
 }
 
-func (c *clock) Now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
-func newClock() *clock {
-	return &clock{t: time.Date(2025, 3, 10, 14, 30, 15, 100e6, providers.Beijing())}
-}
-func (c *clock) Set(t time.Time) { c.mu.Lock(); c.t = t; c.mu.Unlock() }
 func get(t *testing.T, s *dingtalktest.Server, path string) (*http.Response, string) {
 	t.Helper()
 	return do(t, s, "GET", path, "", nil)

@@ -22,8 +22,9 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
+
+	"github.com/quotaware/throttle/providers/internal/emulator"
 )
 
 // Beijing is China Standard Time (UTC+8, no daylight saving since 1991).
@@ -136,17 +137,10 @@ type Server struct {
 
 	opts     Options
 	patterns []pattern
-	clock    func() time.Time
-	origin   time.Time
-	scale    float64
+	em       *emulator.Core[Request]
 
-	mu       sync.Mutex
-	tokens   map[string]token
-	windows  map[key]*window
-	inject   []injection
-	requests []Request
-	counters Counters
-	seq      int
+	// Guarded by em's lock.
+	windows map[key]*window
 }
 
 type pattern struct {
@@ -155,11 +149,6 @@ type pattern struct {
 	level  int
 	name   string
 	params int
-}
-
-type token struct {
-	app     string
-	expires time.Time
 }
 
 // key names one counter: app, API (or receive_id) and window kind.
@@ -173,13 +162,6 @@ type window struct {
 	n     int
 }
 
-type injection struct {
-	left   int
-	status int
-	header http.Header
-	body   string
-}
-
 // NewServer starts an emulator; Close stops it.
 func NewServer(opts Options) *Server {
 	if opts.Levels == nil {
@@ -191,11 +173,16 @@ func NewServer(opts Options) *Server {
 	if opts.PerChat == 0 {
 		opts.PerChat = 5
 	}
-	if opts.TokenTTL <= 0 {
-		opts.TokenTTL = 7200 * time.Second
+	s := &Server{
+		opts: opts,
+		em: emulator.New[Request](emulator.Config{
+			Clock: opts.Clock, TimeScale: opts.TimeScale, TokenTTL: opts.TokenTTL,
+			TokenName: func(seq int, _ string) string {
+				return fmt.Sprintf("t-%d%016x", seq, rand.Uint64())
+			},
+		}),
+		windows: map[key]*window{},
 	}
-	s := &Server{opts: opts, clock: opts.Clock, scale: opts.TimeScale,
-		tokens: map[string]token{}, windows: map[key]*window{}}
 	for name, level := range opts.APIs {
 		method, path, _ := strings.Cut(name, " ")
 		p := pattern{method: method, segs: strings.Split(path, "/"), level: level, name: name}
@@ -206,47 +193,16 @@ func NewServer(opts Options) *Server {
 		}
 		s.patterns = append(s.patterns, p)
 	}
-	if s.clock == nil {
-		s.clock = time.Now
-	}
-	if s.scale <= 0 {
-		s.scale = 1
-	}
-	s.origin = s.clock()
-	s.counters.ByCode = map[int]int{}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	return s
 }
 
 // Now is the emulator's time (see Options.TimeScale).
-func (s *Server) Now() time.Time {
-	_, e := s.now()
-	return e
-}
-
-func (s *Server) now() (wall, emu time.Time) {
-	wall = s.clock()
-	if s.scale == 1 {
-		return wall, wall
-	}
-	return wall, s.origin.Add(time.Duration(float64(wall.Sub(s.origin)) * s.scale))
-}
+func (s *Server) Now() time.Time { return s.em.Now() }
 
 // Token issues a tenant access token for appID without calling the token
 // endpoint.
-func (s *Server) Token(appID string) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	_, emu := s.now()
-	return s.issueLocked(appID, emu)
-}
-
-func (s *Server) issueLocked(app string, emu time.Time) string {
-	s.seq++
-	t := fmt.Sprintf("t-%d%016x", s.seq, rand.Uint64())
-	s.tokens[t] = token{app: app, expires: emu.Add(s.opts.TokenTTL)}
-	return t
-}
+func (s *Server) Token(appID string) string { return s.em.Token(appID) }
 
 // InjectBusy makes the next n requests answer HTTP 500 with code -1.
 func (s *Server) InjectBusy(n int) {
@@ -256,32 +212,14 @@ func (s *Server) InjectBusy(n int) {
 // Inject makes the next n requests answer status, header and body,
 // uncounted. Injections queue up: a second one starts when the first is spent.
 func (s *Server) Inject(n, status int, header http.Header, body string) {
-	if n <= 0 {
-		return
-	}
-	s.mu.Lock()
-	s.inject = append(s.inject, injection{left: n, status: status, header: header.Clone(), body: body})
-	s.mu.Unlock()
+	s.em.Inject(n, emulator.Fault{Status: status, Header: header.Clone(), Body: body})
 }
 
 // Requests returns a copy of the record of every request so far.
-func (s *Server) Requests() []Request {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]Request(nil), s.requests...)
-}
+func (s *Server) Requests() []Request { return s.em.Requests() }
 
 // Counters returns a copy of the counters.
-func (s *Server) Counters() Counters {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c := s.counters
-	c.ByCode = make(map[int]int, len(s.counters.ByCode))
-	for k, v := range s.counters.ByCode {
-		c.ByCode[k] = v
-	}
-	return c
-}
+func (s *Server) Counters() Counters { return Counters(s.em.Counters()) }
 
 // reply is one answer: status, extra headers, code and body.
 type reply struct {
@@ -296,30 +234,18 @@ func errReply(status, code int, msg string) reply {
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
-	if d := jitter(s.opts.LatencyMin, s.opts.LatencyMax); d > 0 {
-		t := time.NewTimer(d)
-		select {
-		case <-t.C:
-		case <-r.Context().Done():
-			t.Stop()
-			return
-		}
+	if !emulator.Delay(r, s.opts.LatencyMin, s.opts.LatencyMax) {
+		return
 	}
 	body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
-	s.mu.Lock()
-	wall, emu := s.now()
+	s.em.Lock()
+	wall, emu := s.em.Times()
 	api, level := s.match(r.Method, r.URL.Path)
 	rec := Request{At: wall, Emulated: emu, Method: r.Method, Path: api}
 	rp := s.answerLocked(r, body, &rec, api, level, emu)
 	rec.Status, rec.Code = rp.status, rp.code
-	s.requests = append(s.requests, rec)
-	s.counters.Total++
-	if rec.Code == 0 {
-		s.counters.OK++
-	} else {
-		s.counters.ByCode[rec.Code]++
-	}
-	s.mu.Unlock()
+	s.em.RecordLocked(rec, rec.Code)
+	s.em.Unlock()
 
 	for k, vs := range rp.header {
 		w.Header()[k] = vs
@@ -353,30 +279,27 @@ next:
 }
 
 func (s *Server) answerLocked(r *http.Request, body []byte, rec *Request, api string, level int, emu time.Time) reply {
-	if len(s.inject) > 0 {
-		in := &s.inject[0]
-		in.left--
-		if in.left == 0 {
-			s.inject = s.inject[1:]
-		}
-		return reply{status: in.status, header: in.header, code: codeOf(in.body), body: in.body}
+	if in, ok := s.em.NextFaultLocked(); ok {
+		return reply{status: in.Status, header: in.Header, code: emulator.Code(in.Body), body: in.Body}
 	}
 	if r.URL.Path == "/open-apis/auth/v3/tenant_access_token/internal" {
 		return s.tokenLocked(body, rec, emu)
 	}
-	auth := r.Header.Get("Authorization")
-	tok, ok := strings.CutPrefix(auth, "Bearer ")
-	if !ok || tok == "" {
+	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok {
+		tok = "" // no Bearer scheme, no token
+	}
+	app, st := s.em.CheckLocked(tok, emu)
+	switch st {
+	case emulator.TokenMissing:
 		return errReply(http.StatusBadRequest, CodeTokenMissing,
 			"Missing access token for authorization. Please make a request with token attached.")
-	}
-	t, ok := s.tokens[tok]
-	if !ok {
+	case emulator.TokenUnknown:
 		return errReply(http.StatusBadRequest, CodeTokenInvalid,
 			"Invalid access token for authorization. Please make a request with token attached.")
 	}
-	rec.App = t.app
-	if !emu.Before(t.expires) {
+	rec.App = app
+	if st == emulator.TokenExpired {
 		return errReply(http.StatusBadRequest, CodeTokenExpired, "Authentication token expired.")
 	}
 	var chat string
@@ -390,7 +313,7 @@ func (s *Server) answerLocked(r *http.Request, body []byte, rec *Request, api st
 			chat = m.ReceiveID
 		}
 	}
-	return s.chargeLocked(t.app, api, s.opts.Levels[level], chat, emu)
+	return s.chargeLocked(app, api, s.opts.Levels[level], chat, emu)
 }
 
 func (s *Server) tokenLocked(body []byte, rec *Request, emu time.Time) reply {
@@ -412,9 +335,9 @@ func (s *Server) tokenLocked(body []byte, rec *Request, emu time.Time) reply {
 		}
 	}
 	rec.App = req.AppID
-	tok := s.issueLocked(req.AppID, emu)
+	tok := s.em.IssueLocked(req.AppID, emu)
 	return reply{status: http.StatusOK, body: fmt.Sprintf(`{"code":0,"msg":"ok","tenant_access_token":%q,"expire":%d}`,
-		tok, int(s.opts.TokenTTL/time.Second))}
+		tok, int(s.em.TokenTTL()/time.Second))}
 }
 
 // chargeLocked counts one call, or answers the limit it hits.
@@ -475,22 +398,4 @@ func (s *Server) chargeLocked(app, api string, lv Level, chat string, emu time.T
 		}
 	}
 	return reply{status: http.StatusOK, body: `{"code":0,"msg":"success","data":{}}`}
-}
-
-func codeOf(body string) int {
-	var v struct {
-		Code json.Number `json:"code"`
-	}
-	if json.Unmarshal([]byte(body), &v) != nil {
-		return 0
-	}
-	n, _ := strconv.Atoi(string(v.Code))
-	return n
-}
-
-func jitter(lo, hi time.Duration) time.Duration {
-	if hi <= lo {
-		return lo
-	}
-	return lo + rand.N(hi-lo+1)
 }

@@ -5,19 +5,11 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/quotaware/throttle/providers/internal/emulator"
 )
-
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *fakeClock) Set(t time.Time)     { c.mu.Lock(); c.t = t; c.mu.Unlock() }
-func (c *fakeClock) Add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
 
 type answer struct {
 	status int
@@ -70,7 +62,7 @@ func TestLevels(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			clk := &fakeClock{t: t0}
+			clk := emulator.NewManualClock(t0)
 			apis := DefaultAPIs()
 			apis["GET /open-apis/calendar/v4/calendars/:calendar_id"] = 5
 			apis["GET /open-apis/approval/v4/instances"] = 1
@@ -107,7 +99,7 @@ func TestLevels(t *testing.T) {
 }
 
 func TestMonthlyQuota(t *testing.T) {
-	clk := &fakeClock{t: t0}
+	clk := emulator.NewManualClock(t0)
 	s := NewServer(Options{MonthlyQuota: 3, Clock: clk.Now})
 	defer s.Close()
 	tok := s.Token("cli_a")
@@ -132,7 +124,7 @@ func TestMonthlyQuota(t *testing.T) {
 }
 
 func TestPerChat(t *testing.T) {
-	clk := &fakeClock{t: t0}
+	clk := emulator.NewManualClock(t0)
 	s := NewServer(Options{PerChat: 2, Clock: clk.Now})
 	defer s.Close()
 	tok := s.Token("cli_a")
@@ -160,7 +152,7 @@ func TestPerChat(t *testing.T) {
 }
 
 func TestTokenAndAuth(t *testing.T) {
-	clk := &fakeClock{t: t0}
+	clk := emulator.NewManualClock(t0)
 	s := NewServer(Options{Apps: map[string]string{"cli_a": "sec"}, Clock: clk.Now})
 	defer s.Close()
 	const tokenPath = "/open-apis/auth/v3/tenant_access_token/internal"
@@ -195,7 +187,7 @@ func TestTokenAndAuth(t *testing.T) {
 }
 
 func TestInjectAndTimeScale(t *testing.T) {
-	clk := &fakeClock{t: t0}
+	clk := emulator.NewManualClock(t0)
 	s := NewServer(Options{Clock: clk.Now, TimeScale: 1000, APIs: map[string]int{"GET /open-apis/x": 1}})
 	defer s.Close()
 	tok := s.Token("cli_a")

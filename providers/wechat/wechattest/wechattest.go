@@ -16,9 +16,9 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
-	"sync"
 	"time"
+
+	"github.com/quotaware/throttle/providers/internal/emulator"
 )
 
 // Beijing is China Standard Time. China has kept UTC+8 without daylight
@@ -127,23 +127,11 @@ type Counters struct {
 type Server struct {
 	*httptest.Server
 
-	opts   Options
-	clock  func() time.Time
-	origin time.Time
-	scale  float64
+	opts Options
+	em   *emulator.Core[Request]
 
-	mu       sync.Mutex
-	tokens   map[string]token
-	windows  map[windowKey]*window
-	inject   []injection
-	requests []Request
-	counters Counters
-	seq      int
-}
-
-type token struct {
-	app     string
-	expires time.Time // emulated
+	// Guarded by em's lock.
+	windows map[windowKey]*window
 }
 
 type windowKey struct {
@@ -156,68 +144,31 @@ type window struct {
 	n     int
 }
 
-type injection struct {
-	left   int
-	status int
-	body   string
-}
-
 // NewServer starts an emulator; Close stops it.
 func NewServer(opts Options) *Server {
 	if opts.Limits.Daily == nil && opts.Limits.PerMinute == nil && opts.Limits.MiniPerMinute == nil {
 		opts.Limits = DefaultLimits()
 	}
-	if opts.TokenTTL <= 0 {
-		opts.TokenTTL = 7200 * time.Second
-	}
 	s := &Server{
-		opts:    opts,
-		clock:   opts.Clock,
-		scale:   opts.TimeScale,
-		tokens:  map[string]token{},
+		opts: opts,
+		em: emulator.New[Request](emulator.Config{
+			Clock: opts.Clock, TimeScale: opts.TimeScale, TokenTTL: opts.TokenTTL,
+			TokenName: func(seq int, app string) string {
+				return fmt.Sprintf("%d_%s_%016x", seq, app, rand.Uint64())
+			},
+		}),
 		windows: map[windowKey]*window{},
 	}
-	if s.clock == nil {
-		s.clock = time.Now
-	}
-	if s.scale <= 0 {
-		s.scale = 1
-	}
-	s.origin = s.clock()
-	s.counters.ByCode = map[int]int{}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	return s
 }
 
 // Now is the emulator's time (see Options.TimeScale).
-func (s *Server) Now() time.Time {
-	_, e := s.now()
-	return e
-}
-
-func (s *Server) now() (wall, emu time.Time) {
-	wall = s.clock()
-	if s.scale == 1 {
-		return wall, wall
-	}
-	return wall, s.origin.Add(time.Duration(float64(wall.Sub(s.origin)) * s.scale))
-}
+func (s *Server) Now() time.Time { return s.em.Now() }
 
 // Token issues an access token for appID without calling the token
 // endpoint (and without counting against its quota).
-func (s *Server) Token(appID string) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	_, emu := s.now()
-	return s.issueLocked(appID, emu)
-}
-
-func (s *Server) issueLocked(app string, emu time.Time) string {
-	s.seq++
-	t := fmt.Sprintf("%d_%s_%016x", s.seq, app, rand.Uint64())
-	s.tokens[t] = token{app: app, expires: emu.Add(s.opts.TokenTTL)}
-	return t
-}
+func (s *Server) Token(appID string) string { return s.em.Token(appID) }
 
 // InjectBusy makes the next n requests answer -1 "system error".
 func (s *Server) InjectBusy(n int) {
@@ -227,19 +178,14 @@ func (s *Server) InjectBusy(n int) {
 // Inject makes the next n requests answer status with body, uncounted.
 // Injections queue up: a second one starts when the first is spent.
 func (s *Server) Inject(n, status int, body string) {
-	if n <= 0 {
-		return
-	}
-	s.mu.Lock()
-	s.inject = append(s.inject, injection{left: n, status: status, body: body})
-	s.mu.Unlock()
+	s.em.Inject(n, emulator.Fault{Status: status, Body: body})
 }
 
 // ClearQuota resets every daily and per-minute count of appID, like the
 // clear_quota API.
 func (s *Server) ClearQuota(appID string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.em.Lock()
+	defer s.em.Unlock()
 	for k := range s.windows {
 		if k.app == appID {
 			delete(s.windows, k)
@@ -248,33 +194,14 @@ func (s *Server) ClearQuota(appID string) {
 }
 
 // Requests returns a copy of the record of every request so far.
-func (s *Server) Requests() []Request {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]Request(nil), s.requests...)
-}
+func (s *Server) Requests() []Request { return s.em.Requests() }
 
 // Counters returns a copy of the counters.
-func (s *Server) Counters() Counters {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c := s.counters
-	c.ByCode = make(map[int]int, len(s.counters.ByCode))
-	for k, v := range s.counters.ByCode {
-		c.ByCode[k] = v
-	}
-	return c
-}
+func (s *Server) Counters() Counters { return Counters(s.em.Counters()) }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
-	if d := jitter(s.opts.LatencyMin, s.opts.LatencyMax); d > 0 {
-		t := time.NewTimer(d)
-		select {
-		case <-t.C:
-		case <-r.Context().Done():
-			t.Stop()
-			return
-		}
+	if !emulator.Delay(r, s.opts.LatencyMin, s.opts.LatencyMax) {
+		return
 	}
 	// Token requests carry their credentials in the body; read it before
 	// taking the lock.
@@ -282,19 +209,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == "/cgi-bin/stable_token" {
 		_ = json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&stable)
 	}
-	s.mu.Lock()
-	wall, emu := s.now()
+	s.em.Lock()
+	wall, emu := s.em.Times()
 	rec := Request{At: wall, Emulated: emu, Method: r.Method, Path: r.URL.Path}
 	status, body := s.answerLocked(r, &rec, emu, stable)
 	rec.Status = status
-	s.requests = append(s.requests, rec)
-	s.counters.Total++
-	if rec.Code == 0 {
-		s.counters.OK++
-	} else {
-		s.counters.ByCode[rec.Code]++
-	}
-	s.mu.Unlock()
+	s.em.RecordLocked(rec, rec.Code)
+	s.em.Unlock()
 
 	w.Header().Set("Content-Type", "application/json; encoding=utf-8")
 	w.WriteHeader(status)
@@ -307,16 +228,12 @@ type stableTokenRequest struct {
 	Secret    string `json:"secret"`
 }
 
-// answerLocked decides one request under s.mu and fills rec.App and rec.Code.
+// answerLocked decides one request under the lock and fills rec.App and
+// rec.Code.
 func (s *Server) answerLocked(r *http.Request, rec *Request, emu time.Time, stable stableTokenRequest) (int, string) {
-	if len(s.inject) > 0 {
-		in := &s.inject[0]
-		in.left--
-		if in.left == 0 {
-			s.inject = s.inject[1:]
-		}
-		rec.Code = codeOf(in.body)
-		return in.status, in.body
+	if in, ok := s.em.NextFaultLocked(); ok {
+		rec.Code = emulator.Errcode(in.Body)
+		return in.Status, in.Body
 	}
 	q := r.URL.Query()
 	switch r.URL.Path {
@@ -329,23 +246,21 @@ func (s *Server) answerLocked(r *http.Request, rec *Request, emu time.Time, stab
 		}
 		return s.tokenLocked(rec, emu, stable.AppID, stable.Secret)
 	}
-	tok := q.Get("access_token")
-	if tok == "" {
+	app, st := s.em.CheckLocked(q.Get("access_token"), emu)
+	switch st {
+	case emulator.TokenMissing:
 		rec.Code = CodeTokenMissing
 		return http.StatusOK, errBody(CodeTokenMissing, "access_token missing")
-	}
-	t, ok := s.tokens[tok]
-	switch {
-	case !ok:
+	case emulator.TokenUnknown:
 		rec.Code = CodeInvalidToken
 		return http.StatusOK, errBody(CodeInvalidToken, "invalid credential, access_token is invalid or not latest")
-	case !emu.Before(t.expires):
-		rec.App = t.app
+	case emulator.TokenExpired:
+		rec.App = app
 		rec.Code = CodeExpiredToken
 		return http.StatusOK, errBody(CodeExpiredToken, "access_token expired")
 	}
-	rec.App = t.app
-	if code, msg := s.chargeLocked(t.app, r.URL.Path, emu); code != 0 {
+	rec.App = app
+	if code, msg := s.chargeLocked(app, r.URL.Path, emu); code != 0 {
 		rec.Code = code
 		return http.StatusOK, errBody(code, msg)
 	}
@@ -373,8 +288,8 @@ func (s *Server) tokenLocked(rec *Request, emu time.Time, app, secret string) (i
 		rec.Code = code
 		return http.StatusOK, errBody(code, msg)
 	}
-	tok := s.issueLocked(app, emu)
-	return http.StatusOK, fmt.Sprintf(`{"access_token":%q,"expires_in":%d}`, tok, int(s.opts.TokenTTL/time.Second))
+	tok := s.em.IssueLocked(app, emu)
+	return http.StatusOK, fmt.Sprintf(`{"access_token":%q,"expires_in":%d}`, tok, int(s.em.TokenTTL()/time.Second))
 }
 
 // chargeLocked counts one call of app to path, or names the limit it
@@ -427,22 +342,4 @@ func (s *Server) chargeLocked(app, path string, emu time.Time) (int, string) {
 func errBody(code int, msg string) string {
 	rid := fmt.Sprintf("%08x-%08x-%08x", rand.Uint32(), rand.Uint32(), rand.Uint32())
 	return fmt.Sprintf(`{"errcode":%d,"errmsg":%q}`, code, msg+" rid: "+rid)
-}
-
-func codeOf(body string) int {
-	var v struct {
-		Errcode json.Number `json:"errcode"`
-	}
-	if json.Unmarshal([]byte(body), &v) != nil {
-		return 0
-	}
-	n, _ := strconv.Atoi(string(v.Errcode))
-	return n
-}
-
-func jitter(lo, hi time.Duration) time.Duration {
-	if hi <= lo {
-		return lo
-	}
-	return lo + rand.N(hi-lo+1)
 }

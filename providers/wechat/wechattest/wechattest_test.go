@@ -6,20 +6,11 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/quotaware/throttle/providers/internal/emulator"
 )
-
-// fakeClock is a manual clock shared by a test and its server.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *fakeClock) Set(t time.Time)     { c.mu.Lock(); c.t = t; c.mu.Unlock() }
-func (c *fakeClock) Add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
 
 type answer struct {
 	Errcode     int    `json:"errcode"`
@@ -76,7 +67,7 @@ func TestLimits(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			clk := &fakeClock{t: t0}
+			clk := emulator.NewManualClock(t0)
 			s := NewServer(Options{Limits: tc.limits, Clock: clk.Now})
 			defer s.Close()
 			tok := s.Token("wxapp1")
@@ -112,7 +103,7 @@ func TestLimits(t *testing.T) {
 }
 
 func TestTokenEndpoints(t *testing.T) {
-	clk := &fakeClock{t: t0}
+	clk := emulator.NewManualClock(t0)
 	s := NewServer(Options{
 		Apps:   map[string]string{"wxapp1": "secret"},
 		Clock:  clk.Now,
@@ -157,7 +148,7 @@ func TestTokenEndpoints(t *testing.T) {
 }
 
 func TestInjectAndRecord(t *testing.T) {
-	clk := &fakeClock{t: t0}
+	clk := emulator.NewManualClock(t0)
 	s := NewServer(Options{Clock: clk.Now, Limits: Limits{Daily: map[string]int{"/cgi-bin/user/info": 1}}})
 	defer s.Close()
 	tok := s.Token("wxapp1")
@@ -189,7 +180,7 @@ func TestInjectAndRecord(t *testing.T) {
 }
 
 func TestTimeScale(t *testing.T) {
-	clk := &fakeClock{t: t0}
+	clk := emulator.NewManualClock(t0)
 	s := NewServer(Options{Clock: clk.Now, TimeScale: 1000, Limits: Limits{PerMinute: map[string]int{"/cgi-bin/user/info": 1}}})
 	defer s.Close()
 	tok := s.Token("wxapp1")

@@ -11,15 +11,14 @@
 package wecomtest
 
 import (
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
-	"sync"
 	"time"
+
+	"github.com/quotaware/throttle/providers/internal/emulator"
 )
 
 // Error codes the emulator answers with.
@@ -108,25 +107,13 @@ type Counters struct {
 type Server struct {
 	*httptest.Server
 
-	opts   Options
-	clock  func() time.Time
-	origin time.Time
-	scale  float64
+	opts Options
+	em   *emulator.Core[Request]
 
-	mu       sync.Mutex
-	tokens   map[string]token
+	// Guarded by em's lock.
 	windows  map[key]*window
 	blocked  map[key]time.Time // emulated end of a block
 	inflight map[key]int
-	inject   []injection
-	requests []Request
-	counters Counters
-	seq      int
-}
-
-type token struct {
-	corp    string
-	expires time.Time
 }
 
 // key names one counter: a dimension ('c' company, 'i' IP, 'f' in flight),
@@ -142,72 +129,35 @@ type window struct {
 	n     int
 }
 
-type injection struct {
-	left   int
-	status int
-	body   string
-}
-
 // NewServer starts an emulator; Close stops it.
 func NewServer(opts Options) *Server {
 	if opts.Limits == (Limits{}) {
 		opts.Limits = DefaultLimits()
 	}
-	if opts.TokenTTL <= 0 {
-		opts.TokenTTL = 7200 * time.Second
-	}
 	if opts.ClientIP == nil {
 		opts.ClientIP = remoteHost
 	}
 	s := &Server{
-		opts:     opts,
-		clock:    opts.Clock,
-		scale:    opts.TimeScale,
-		tokens:   map[string]token{},
+		opts: opts,
+		em: emulator.New[Request](emulator.Config{
+			Clock: opts.Clock, TimeScale: opts.TimeScale, TokenTTL: opts.TokenTTL,
+			TokenName: func(seq int, _ string) string {
+				return fmt.Sprintf("%d_%016x%016x", seq, rand.Uint64(), rand.Uint64())
+			},
+		}),
 		windows:  map[key]*window{},
 		blocked:  map[key]time.Time{},
 		inflight: map[key]int{},
 	}
-	if s.clock == nil {
-		s.clock = time.Now
-	}
-	if s.scale <= 0 {
-		s.scale = 1
-	}
-	s.origin = s.clock()
-	s.counters.ByCode = map[int]int{}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	return s
 }
 
 // Now is the emulator's time (see Options.TimeScale).
-func (s *Server) Now() time.Time {
-	_, e := s.now()
-	return e
-}
-
-func (s *Server) now() (wall, emu time.Time) {
-	wall = s.clock()
-	if s.scale == 1 {
-		return wall, wall
-	}
-	return wall, s.origin.Add(time.Duration(float64(wall.Sub(s.origin)) * s.scale))
-}
+func (s *Server) Now() time.Time { return s.em.Now() }
 
 // Token issues an access token for corpID without calling gettoken.
-func (s *Server) Token(corpID string) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	_, emu := s.now()
-	return s.issueLocked(corpID, emu)
-}
-
-func (s *Server) issueLocked(corp string, emu time.Time) string {
-	s.seq++
-	t := fmt.Sprintf("%d_%016x%016x", s.seq, rand.Uint64(), rand.Uint64())
-	s.tokens[t] = token{corp: corp, expires: emu.Add(s.opts.TokenTTL)}
-	return t
-}
+func (s *Server) Token(corpID string) string { return s.em.Token(corpID) }
 
 // InjectBusy makes the next n requests answer -1 "system busy".
 func (s *Server) InjectBusy(n int) {
@@ -217,82 +167,47 @@ func (s *Server) InjectBusy(n int) {
 // Inject makes the next n requests answer status with body, uncounted.
 // Injections queue up: a second one starts when the first is spent.
 func (s *Server) Inject(n, status int, body string) {
-	if n <= 0 {
-		return
-	}
-	s.mu.Lock()
-	s.inject = append(s.inject, injection{left: n, status: status, body: body})
-	s.mu.Unlock()
+	s.em.Inject(n, emulator.Fault{Status: status, Body: body})
 }
 
 // Requests returns a copy of the record of every request so far.
-func (s *Server) Requests() []Request {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]Request(nil), s.requests...)
-}
+func (s *Server) Requests() []Request { return s.em.Requests() }
 
 // Counters returns a copy of the counters.
-func (s *Server) Counters() Counters {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c := s.counters
-	c.ByCode = make(map[int]int, len(s.counters.ByCode))
-	for k, v := range s.counters.ByCode {
-		c.ByCode[k] = v
-	}
-	return c
-}
+func (s *Server) Counters() Counters { return Counters(s.em.Counters()) }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
-	if d := jitter(s.opts.LatencyMin, s.opts.LatencyMax); d > 0 {
-		t := time.NewTimer(d)
-		select {
-		case <-t.C:
-		case <-r.Context().Done():
-			t.Stop()
-			return
-		}
+	if !emulator.Delay(r, s.opts.LatencyMin, s.opts.LatencyMax) {
+		return
 	}
 	ip := s.opts.ClientIP(r)
-	s.mu.Lock()
-	wall, emu := s.now()
+	s.em.Lock()
+	wall, emu := s.em.Times()
 	rec := Request{At: wall, Emulated: emu, Method: r.Method, Path: r.URL.Path, IP: ip}
 	status, body, release := s.answerLocked(r, &rec, emu)
 	rec.Status = status
-	s.requests = append(s.requests, rec)
-	s.counters.Total++
-	if rec.Code == 0 {
-		s.counters.OK++
-	} else {
-		s.counters.ByCode[rec.Code]++
-	}
-	s.mu.Unlock()
+	s.em.RecordLocked(rec, rec.Code)
+	s.em.Unlock()
 
 	if release != nil {
 		if s.opts.Hold > 0 {
 			time.Sleep(s.opts.Hold)
 		}
-		s.mu.Lock()
+		s.em.Lock()
 		release()
-		s.mu.Unlock()
+		s.em.Unlock()
 	}
 	w.Header().Set("Content-Type", "application/json; charset=UTF-8")
 	w.WriteHeader(status)
 	_, _ = w.Write([]byte(body))
 }
 
-// answerLocked decides one request under s.mu. release, when not nil, ends
-// the call's time in flight and must run under s.mu.
+// answerLocked decides one request under the lock. release, when not nil,
+// ends the call's time in flight and must run under the lock.
 func (s *Server) answerLocked(r *http.Request, rec *Request, emu time.Time) (status int, body string, release func()) {
-	if len(s.inject) > 0 {
-		in := &s.inject[0]
-		in.left--
-		if in.left == 0 {
-			s.inject = s.inject[1:]
-		}
-		rec.Code = codeOf(in.body)
-		return in.status, in.body, nil
+	if in, ok := s.em.NextFaultLocked(); ok {
+		rec.Code = emulator.Errcode(in.Body)
+		return in.Status, in.Body, nil
 	}
 	q := r.URL.Query()
 	var corp string
@@ -303,20 +218,19 @@ func (s *Server) answerLocked(r *http.Request, rec *Request, emu time.Time) (sta
 			return http.StatusOK, errBody(code, msg, rec.IP), nil
 		}
 	} else {
-		tok := q.Get("access_token")
-		t, ok := s.tokens[tok]
-		switch {
-		case tok == "":
+		var st emulator.TokenState
+		corp, st = s.em.CheckLocked(q.Get("access_token"), emu)
+		switch st {
+		case emulator.TokenMissing:
 			rec.Code = CodeTokenMissing
 			return http.StatusOK, errBody(CodeTokenMissing, "access_token missing", rec.IP), nil
-		case !ok:
+		case emulator.TokenUnknown:
 			rec.Code = CodeBadToken
 			return http.StatusOK, errBody(CodeBadToken, "invalid access_token", rec.IP), nil
-		case !emu.Before(t.expires):
-			rec.App, rec.Code = t.corp, CodeExpiredToken
+		case emulator.TokenExpired:
+			rec.App, rec.Code = corp, CodeExpiredToken
 			return http.StatusOK, errBody(CodeExpiredToken, "access_token expired", rec.IP), nil
 		}
-		corp = t.corp
 	}
 	rec.App = corp
 	if code := s.chargeLocked(corp, rec.IP, r.URL.Path, emu); code != 0 {
@@ -336,9 +250,9 @@ func (s *Server) answerLocked(r *http.Request, rec *Request, emu time.Time) (sta
 		}
 	}
 	if r.URL.Path == "/cgi-bin/gettoken" {
-		tok := s.issueLocked(corp, emu)
+		tok := s.em.IssueLocked(corp, emu)
 		return http.StatusOK, fmt.Sprintf(`{"errcode":0,"errmsg":"ok","access_token":%q,"expires_in":%d}`,
-			tok, int(s.opts.TokenTTL/time.Second)), release
+			tok, int(s.em.TokenTTL()/time.Second)), release
 	}
 	return http.StatusOK, `{"errcode":0,"errmsg":"ok"}`, release
 }
@@ -431,24 +345,6 @@ func errBody(code int, msg, ip string) string {
 	hint := fmt.Sprintf("[%d_%d_%016x]", time.Now().Unix(), rand.IntN(100), rand.Uint64())
 	return fmt.Sprintf(`{"errcode":%d,"errmsg":%q}`, code,
 		fmt.Sprintf("%s, hint: %s, from ip: %s, more info at https://open.work.weixin.qq.com/devtool/query?e=%d", msg, hint, ip, code))
-}
-
-func codeOf(body string) int {
-	var v struct {
-		Errcode json.Number `json:"errcode"`
-	}
-	if json.Unmarshal([]byte(body), &v) != nil {
-		return 0
-	}
-	n, _ := strconv.Atoi(string(v.Errcode))
-	return n
-}
-
-func jitter(lo, hi time.Duration) time.Duration {
-	if hi <= lo {
-		return lo
-	}
-	return lo + rand.N(hi-lo+1)
 }
 
 func remoteHost(r *http.Request) string {

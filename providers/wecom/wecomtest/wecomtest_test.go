@@ -9,15 +9,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/quotaware/throttle/providers/internal/emulator"
 )
-
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *fakeClock) Add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
 
 type answer struct {
 	Errcode     int    `json:"errcode"`
@@ -67,7 +61,7 @@ func TestLimits(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			clk := &fakeClock{t: t0.Add(tc.windowd - time.Second)} // one second before a window ends
+			clk := emulator.NewManualClock(t0.Add(tc.windowd - time.Second)) // one second before a window ends
 			s := NewServer(Options{Limits: tc.limits, Clock: clk.Now, ClientIP: headerIP})
 			defer s.Close()
 			tok := s.Token("wwcorp1")
@@ -131,7 +125,7 @@ func TestConcurrent(t *testing.T) {
 }
 
 func TestGetToken(t *testing.T) {
-	clk := &fakeClock{t: t0}
+	clk := emulator.NewManualClock(t0)
 	s := NewServer(Options{Corps: map[string][]string{"wwcorp1": {"s1", "s2"}}, Clock: clk.Now})
 	defer s.Close()
 	tests := []struct {
@@ -170,7 +164,7 @@ func TestGetToken(t *testing.T) {
 }
 
 func TestInjectAndTimeScale(t *testing.T) {
-	clk := &fakeClock{t: t0}
+	clk := emulator.NewManualClock(t0)
 	s := NewServer(Options{Limits: Limits{CorpPerMinute: 1}, Clock: clk.Now, TimeScale: 1000})
 	defer s.Close()
 	tok := s.Token("wwcorp1")
