@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,8 +28,10 @@ func BenchmarkTransportOverhead(b *testing.B) {
 	}))
 	defer srv.Close()
 	ding := dingtalk.MustProfile(dingtalk.Config{AppKey: "dingbench", Hosts: []string{srv.Listener.Addr().String()},
-		PerAPIRate: 1_000_000, EgressLimit: 1_000_000_000, EgressPeriod: time.Second, MonthlyQuota: -1})
-	rule := limiter.MustRule(limiter.NewRule("r", 1_000_000_000, time.Second))
+		PerAPIRate: 1_000_000, Burst: 1000, EgressLimit: 1_000_000_000, EgressPeriod: time.Second, MonthlyQuota: -1})
+	// A burst far above the concurrency, so that no request waits even a
+	// microsecond (a 1µs timer costs more than the rest of the pipeline).
+	rule := limiter.MustRule(limiter.NewRule("r", 1_000_000_000, time.Second, limiter.WithBurst(1_000_000)))
 	profile := testProfile("bench", rule)
 	base := func() *http.Transport {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
@@ -75,6 +78,53 @@ func BenchmarkTransportOverhead(b *testing.B) {
 					resp.Body.Close()
 				}
 			})
+		})
+	}
+}
+
+// canned answers every request at once, without a network: what remains is
+// the Transport's own cost per request.
+type canned struct{}
+
+func (canned) RoundTrip(r *http.Request) (*http.Response, error) {
+	return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/json"}},
+		Body: io.NopCloser(strings.NewReader(`{"errcode":0,"errmsg":"ok"}`)), ContentLength: 27, Request: r}, nil
+}
+
+// The pipeline alone (match, route, breaker, in-memory reserve, classify,
+// telemetry) over a base transport that costs nothing.
+func BenchmarkTransportPipeline(b *testing.B) {
+	rule := limiter.MustRule(limiter.NewRule("r", 1_000_000_000, time.Second, limiter.WithBurst(1_000_000)))
+	ding := dingtalk.MustProfile(dingtalk.Config{AppKey: "dingbench", PerAPIRate: 1_000_000, Burst: 1000,
+		EgressLimit: 1_000_000_000, EgressPeriod: time.Second, MonthlyQuota: -1})
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+	defer mp.Shutdown(context.Background())
+	cases := []struct {
+		name string
+		rt   http.RoundTripper
+	}{
+		{"no throttle", canned{}},
+		{"test profile, telemetry off", throttle.New(throttle.WithBase(canned{}), throttle.WithProfiles(testProfile("bench", rule)),
+			throttle.WithoutTelemetry(), throttle.WithoutRetry())},
+		{"dingtalk preset, telemetry off", throttle.New(throttle.WithBase(canned{}), throttle.WithProfiles(ding),
+			throttle.WithoutTelemetry(), throttle.WithoutRetry())},
+		{"dingtalk preset, metrics (SDK)", throttle.New(throttle.WithBase(canned{}), throttle.WithProfiles(ding),
+			throttle.WithMeterProvider(mp), throttle.WithoutRetry())},
+		{"dingtalk preset, metrics, retries", throttle.New(throttle.WithBase(canned{}), throttle.WithProfiles(ding),
+			throttle.WithMeterProvider(mp))},
+	}
+	for _, tc := range cases {
+		b.Run(tc.name, func(b *testing.B) {
+			req, _ := http.NewRequest(http.MethodGet, "https://oapi.dingtalk.com/topapi/v2/user/get?access_token=t", nil)
+			b.ReportAllocs()
+			for b.Loop() {
+				resp, err := tc.rt.RoundTrip(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
 		})
 	}
 }

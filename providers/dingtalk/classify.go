@@ -112,11 +112,10 @@ func (p *preset) classify(req *http.Request, resp *http.Response) providers.Verd
 		return statusVerdict(status, resp.Header)
 	}
 	prefix, _ := providers.PeekBody(resp, p.cfg.PeekLimit)
-	now := p.cfg.Now()
 
 	if isBan(prefix, status, providers.IsHTMLType(ct)) {
 		return providers.Verdict{
-			Kind: providers.Quota, Scope: p.egressScope, Until: now.Add(p.cfg.IPBanPenalty),
+			Kind: providers.Quota, Scope: p.egressScope, Until: p.cfg.Now().Add(p.cfg.IPBanPenalty),
 			Code: codeIPBan, Message: "egress IP banned for exceeding the per-IP limit", NotProcessed: true,
 		}
 	}
@@ -145,14 +144,14 @@ func (p *preset) classify(req *http.Request, resp *http.Response) providers.Verd
 			return statusVerdict(status, resp.Header)
 		}
 		if q, ok := oldQuota(code); ok {
-			return p.quota(req, q, code, msg, c.Message, now)
+			return p.quota(req, q, code, msg, c.Message, p.cfg.Now())
 		}
 		switch code {
 		case "-1": // system busy: retry at most 3 times, per the docs
 			return providers.Verdict{Kind: providers.Transient, Code: code, Message: msg, NotProcessed: true}
 		case codeRobotThrottled:
 			if p.robotRule.Limit() > 0 {
-				return providers.Verdict{Kind: providers.Quota, Scope: p.robotScope(req), Until: now.Add(p.cfg.RobotPenalty),
+				return providers.Verdict{Kind: providers.Quota, Scope: p.robotScope(req), Until: p.cfg.Now().Add(p.cfg.RobotPenalty),
 					Code: code, Message: msg, NotProcessed: true}
 			}
 		}
@@ -166,7 +165,7 @@ func (p *preset) classify(req *http.Request, resp *http.Response) providers.Verd
 	// unless it is one of the codes below.
 	if rest, ok := strings.CutPrefix(code, accessDenied); ok {
 		if q, ok := newQuota(rest); ok {
-			return p.quota(req, q, code, msg, "", now)
+			return p.quota(req, q, code, msg, "", p.cfg.Now())
 		}
 		if status < 300 {
 			return providers.Verdict{Kind: providers.OK} // data that looks like a code
@@ -176,7 +175,7 @@ func (p *preset) classify(req *http.Request, resp *http.Response) providers.Verd
 	}
 	if code == "system.busy" || code == "systemBusy" {
 		v := providers.Verdict{Kind: providers.Transient, Code: code, Message: msg, NotProcessed: true}
-		v.RetryAfter, _ = providers.ParseRetryAfter(resp.Header, now)
+		v.RetryAfter, _ = providers.ParseRetryAfter(resp.Header, p.cfg.Now())
 		return v
 	}
 	v := statusVerdict(status, resp.Header)
