@@ -106,7 +106,9 @@ func WithRedisPrefix(prefix string) Option {
 }
 
 // WithLimiter sets the limiter directly, e.g. a limiter.Memory shared by
-// several Transports in one process, or a custom implementation.
+// several Transports in one process, or a custom implementation. The
+// fallback policy, the replica registry and the announcement of penalties to
+// other replicas come with WithRedis; a limiter given here is used as is.
 func WithLimiter(l limiter.Limiter) Option {
 	return optionFunc(func(c *config) {
 		if l == nil {

@@ -68,7 +68,7 @@ type retrier struct {
 	policy RetryPolicy
 }
 
-func newRetrier(_ *Transport, p RetryPolicy) *retrier {
+func newRetrier(p RetryPolicy) *retrier {
 	if p.MaxAttempts <= 1 {
 		return nil
 	}

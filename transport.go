@@ -94,7 +94,7 @@ func Build(opts ...Option) (*Transport, error) {
 	if err := t.buildLimiter(&c); err != nil {
 		return nil, err
 	}
-	t.retry = newRetrier(t, c.retry)
+	t.retry = newRetrier(c.retry)
 	return t, nil
 }
 
@@ -174,8 +174,10 @@ func contextTimeouts(c redis.UniversalClient) bool {
 // replica registry.
 const registryBeat = 2 * time.Second
 
-// Close stops the Transport's background work (the replica registry beat).
-// Requests in flight finish; the base transport is left alone.
+// Close stops the Transport's background work on Redis (the replica
+// registry beat and the penalty watcher). Requests in flight finish; the base
+// transport is left alone. A Transport dropped without Close stops that work
+// once it is garbage collected.
 func (t *Transport) Close() error {
 	if t.registry != nil {
 		t.registry.Close()
