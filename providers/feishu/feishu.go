@@ -14,6 +14,7 @@
 package feishu
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -132,27 +133,13 @@ func (c *Config) setDefaults() {
 	if c.APIs == nil {
 		c.APIs = DefaultAPIs()
 	}
-	if c.DefaultLevel == 0 {
-		c.DefaultLevel = DefaultLevel
-	}
-	if c.PerChat == 0 {
-		c.PerChat = DefaultPerChat
-	}
-	if c.MonthlyQuota == 0 {
-		c.MonthlyQuota = DefaultMonthlyQuota
-	}
-	if c.MonthGrace == 0 {
-		c.MonthGrace = DefaultMonthGrace
-	}
-	if c.ShortPenalty == 0 {
-		c.ShortPenalty = DefaultShortPenalty
-	}
-	if c.Jitter == 0 {
-		c.Jitter = DefaultJitter
-	}
-	if c.DefaultPenalty == 0 {
-		c.DefaultPenalty = providers.DefaultPenalty
-	}
+	c.DefaultLevel = cmp.Or(c.DefaultLevel, DefaultLevel)
+	c.PerChat = cmp.Or(c.PerChat, DefaultPerChat)
+	c.MonthlyQuota = cmp.Or(c.MonthlyQuota, DefaultMonthlyQuota)
+	c.MonthGrace = cmp.Or(c.MonthGrace, DefaultMonthGrace)
+	c.ShortPenalty = cmp.Or(c.ShortPenalty, DefaultShortPenalty)
+	c.Jitter = cmp.Or(c.Jitter, DefaultJitter)
+	c.DefaultPenalty = cmp.Or(c.DefaultPenalty, providers.DefaultPenalty)
 	if c.Clock == nil {
 		c.Clock = time.Now
 	}

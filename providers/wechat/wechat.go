@@ -13,6 +13,7 @@
 package wechat
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
 	"strings"
@@ -98,15 +99,9 @@ func (c *Config) setDefaults() {
 	if c.PerMinute == nil {
 		c.PerMinute = DefaultPerMinute()
 	}
-	if c.Jitter == 0 {
-		c.Jitter = DefaultJitter
-	}
-	if c.DayGrace == 0 {
-		c.DayGrace = DefaultDayGrace
-	}
-	if c.DefaultPenalty == 0 {
-		c.DefaultPenalty = providers.DefaultPenalty
-	}
+	c.Jitter = cmp.Or(c.Jitter, DefaultJitter)
+	c.DayGrace = cmp.Or(c.DayGrace, DefaultDayGrace)
+	c.DefaultPenalty = cmp.Or(c.DefaultPenalty, providers.DefaultPenalty)
 	if c.Clock == nil {
 		c.Clock = time.Now
 	}

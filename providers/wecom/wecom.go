@@ -12,6 +12,7 @@
 package wecom
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -130,27 +131,15 @@ func (c *Config) setDefaults() {
 	if c.Hosts == nil {
 		c.Hosts = DefaultHosts
 	}
-	if c.Jitter == 0 {
-		c.Jitter = DefaultJitter
-	}
+	c.Jitter = cmp.Or(c.Jitter, DefaultJitter)
 	if c.Escalation == nil {
 		c.Escalation = DefaultEscalation()
 	}
-	if c.EscalationWindow == 0 {
-		c.EscalationWindow = DefaultEscalationWindow
-	}
-	if c.DayGrace == 0 {
-		c.DayGrace = DefaultDayGrace
-	}
-	if c.InFlightLease == 0 {
-		c.InFlightLease = DefaultInFlightLease
-	}
-	if c.ConcurrentRetry == 0 {
-		c.ConcurrentRetry = DefaultConcurrentRetry
-	}
-	if c.DefaultPenalty == 0 {
-		c.DefaultPenalty = providers.DefaultPenalty
-	}
+	c.EscalationWindow = cmp.Or(c.EscalationWindow, DefaultEscalationWindow)
+	c.DayGrace = cmp.Or(c.DayGrace, DefaultDayGrace)
+	c.InFlightLease = cmp.Or(c.InFlightLease, DefaultInFlightLease)
+	c.ConcurrentRetry = cmp.Or(c.ConcurrentRetry, DefaultConcurrentRetry)
+	c.DefaultPenalty = cmp.Or(c.DefaultPenalty, providers.DefaultPenalty)
 	if c.Clock == nil {
 		c.Clock = time.Now
 	}
