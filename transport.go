@@ -117,12 +117,23 @@ func (t *Transport) buildLimiter(c *config) error {
 		c.logger.Warn("throttle: the Redis client ignores context deadlines; set ContextTimeoutEnabled: true in its options, " +
 			"or a Redis that stops answering holds requests for the client's read timeout instead of the fallback timeout")
 	}
+	// The callbacks hold the telemetry and the Redis limiter, never the
+	// Transport, so background goroutines do not keep it from collection.
+	tel, mode, timeout := t.tel, c.fallback.Mode, c.fallback.Timeout
 	fc := limiter.FailoverConfig{
-		Mode:    limiter.FailoverMode(c.fallback.Mode),
-		Timeout: c.fallback.Timeout,
+		Mode:    limiter.FailoverMode(mode),
+		Timeout: timeout,
 		Probe:   c.fallback.Probe,
 		OnSwitch: func(down bool, err error) {
-			t.tel.fallbackSwitch(down, c.fallback.Mode, err)
+			tel.fallbackSwitch(down, mode, err)
+			if !down {
+				// The replicas still on their own shares would add them to
+				// the full rate this one now takes from Redis until their
+				// next probe: tell them to ask at once.
+				ctx, cancel := context.WithTimeout(context.Background(), timeout)
+				_ = r.AnnounceBack(ctx)
+				cancel()
+			}
 		},
 	}
 	if share := c.fallback.Share; share > 0 {
@@ -133,8 +144,9 @@ func (t *Transport) buildLimiter(c *config) error {
 		// A Transport dropped without Close stops beating once collected.
 		runtime.AddCleanup(t, func(r *limiter.Registry) { r.Close() }, t.registry)
 	}
-	t.limiter = limiter.NewFailover(r, fc)
-	t.watcher = r.WatchPenalties(penaltyRouter(t.profiles))
+	fo := limiter.NewFailover(r, fc)
+	t.limiter = fo
+	t.watcher = r.WatchPenalties(penaltyRouter(t.profiles), fo.ProbeNow)
 	// A Transport dropped without Close stops watching once collected.
 	runtime.AddCleanup(t, func(stop func()) { stop() }, t.watcher)
 	return nil

@@ -78,6 +78,14 @@ func NewFailover(primary Limiter, cfg FailoverConfig) *Failover {
 	return &Failover{primary: primary, local: NewMemory(), cfg: cfg, scaled: make(map[scaledID]Rule)}
 }
 
+// ProbeNow makes the next request try the primary again at once, e.g. when
+// another replica announces that Redis is back.
+func (f *Failover) ProbeNow() {
+	if f.down.Load() {
+		f.nextProbe.Store(0)
+	}
+}
+
 // Down reports whether the primary is considered away.
 func (f *Failover) Down() bool { return f.down.Load() }
 

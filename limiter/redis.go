@@ -352,21 +352,29 @@ func (l *Redis) run(ctx context.Context, s *script, args []any) *redis.Cmd {
 // channel is where penalties are announced.
 func (l *Redis) channel() string { return l.prefix + ":penalties" }
 
-// WatchPenalties calls fn for every penalty any replica records through a
-// limiter with the same prefix, as Redis announces it (Pub/Sub), so a
-// replica can stop a scope at once instead of on its next reserve. It runs
-// in the background, reconnecting after outages, until stop is called.
+// WatchPenalties calls onPenalty for every penalty any replica records
+// through a limiter with the same prefix, as Redis announces it (Pub/Sub),
+// so a replica can stop a scope at once instead of on its next reserve; and
+// onBack (if not nil) when a replica announces that Redis answers again
+// after an outage (see AnnounceBack), so replicas still limiting on their own
+// ask Redis at once rather than at their next probe. It runs in the
+// background, reconnecting after outages, until stop is called.
 // Announcements missed while disconnected are not replayed: the penalty key
 // still refuses every reserve, which is the guarantee; this is the speed-up.
-func (l *Redis) WatchPenalties(fn func(group string, p Penalty)) (stop func()) {
+func (l *Redis) WatchPenalties(onPenalty func(group string, p Penalty), onBack func()) (stop func()) {
 	ps := l.client.Subscribe(context.Background(), l.channel())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for msg := range ps.Channel() {
-			group, p, ok := parseAnnouncement(msg.Payload)
-			if ok {
-				fn(group, p)
+			if msg.Payload == backAnnouncement {
+				if onBack != nil {
+					onBack()
+				}
+				continue
+			}
+			if group, p, ok := parseAnnouncement(msg.Payload); ok && onPenalty != nil {
+				onPenalty(group, p)
 			}
 		}
 	}()
@@ -377,6 +385,18 @@ func (l *Redis) WatchPenalties(fn func(group string, p Penalty)) (stop func()) {
 			<-done
 		})
 	}
+}
+
+// backAnnouncement says that Redis answers again; a penalty announcement
+// always starts with a group name, never with a NUL.
+const backAnnouncement = "\x00back"
+
+// AnnounceBack tells every watching replica that Redis answers again.
+func (l *Redis) AnnounceBack(ctx context.Context) error {
+	if err := l.client.Publish(ctx, l.channel(), backAnnouncement).Err(); err != nil {
+		return unavailable("publish", err)
+	}
+	return nil
 }
 
 // parseAnnouncement reads "group\nscope\nuntil µs\ncode".
