@@ -11,29 +11,21 @@ import (
 	"context"
 	"errors"
 	"io"
-	"log/slog"
-	"math/rand/v2"
 	"net/http"
-	"os"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/quotaware/throttle"
-	"github.com/quotaware/throttle/internal/redistest"
 	"github.com/quotaware/throttle/limiter/limitertest"
 	"github.com/quotaware/throttle/providers"
 	"github.com/quotaware/throttle/providers/dingtalk"
 	"github.com/quotaware/throttle/providers/dingtalk/dingtalktest"
+	"github.com/quotaware/throttle/providers/internal/loadtest"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	redistest.StopShared()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { loadtest.Main(m) }
 
 // The two APIs of every run: one of each generation, both ordinary reads.
 const (
@@ -44,6 +36,7 @@ const (
 )
 
 var (
+	paths     = []string{oldPath, newPath} // rates are given in this order
 	oldAPI    = providers.FoldPath(oldPath)
 	newAPI    = providers.FoldPath(newPath)
 	published = float64(dingtalk.Standard.Rate()) // 20 calls/s per app and API
@@ -54,9 +47,7 @@ type fleet struct {
 	emu     *dingtalktest.Server
 	token   string
 	clients []*http.Client
-
-	mu      sync.Mutex
-	results []result
+	results []result // every call driven so far
 }
 
 // result is one call as its caller saw it.
@@ -74,7 +65,6 @@ type result struct {
 // Hosts are filled in.
 func newFleet(t *testing.T, n int, emuOpts dingtalktest.Options, cfg dingtalk.Config) *fleet {
 	t.Helper()
-	rdb := redistest.Shared(t)
 	app := "ding" + limitertest.Group(t)
 	f := &fleet{token: "tok-" + app}
 	emuOpts.Tokens = map[string]string{f.token: app}
@@ -83,27 +73,13 @@ func newFleet(t *testing.T, n int, emuOpts dingtalktest.Options, cfg dingtalk.Co
 	t.Cleanup(f.emu.Close)
 	cfg.AppKey, cfg.Hosts = app, []string{f.emu.Host()}
 	profile := dingtalk.MustProfile(cfg)
-	prefix := limitertest.Group(t)
-	quiet := slog.New(slog.DiscardHandler)
-	for range n {
-		// Each replica is its own process: its own connection pool and
-		// its own Redis client.
-		base := &http.Transport{MaxIdleConnsPerHost: 256}
-		tr := throttle.New(
-			throttle.WithRedis(rdb.Client(t)), throttle.WithRedisPrefix(prefix),
-			throttle.WithProfiles(profile), throttle.WithBase(base),
-			throttle.WithMaxWait(2*time.Second), throttle.WithLogger(quiet), throttle.WithoutTelemetry())
-		t.Cleanup(func() {
-			tr.Close()
-			base.CloseIdleConnections()
-		})
-		f.clients = append(f.clients, &http.Client{Transport: tr})
-	}
+	f.clients = loadtest.Replicas(t, n, throttle.WithProfiles(profile))
 	return f
 }
 
-// call sends one request of path from replica i, as an SDK would.
-func (f *fleet) call(ctx context.Context, i int, path string) result {
+// call sends one request to paths[api] from replica i, as an SDK would.
+func (f *fleet) call(ctx context.Context, i, api int) result {
+	path := paths[api]
 	var req *http.Request
 	if strings.HasPrefix(path, "/v1.0/") {
 		req, _ = http.NewRequestWithContext(ctx, http.MethodGet, f.emu.URL+path, nil)
@@ -144,96 +120,30 @@ func answerCode(status int, body []byte) string {
 	return ""
 }
 
-// drive fires calls from every replica until ctx ends, rates[path] calls
-// per second to each path in total, each call on its own goroutine with
-// Poisson arrivals, as a busy service fires them. It returns when every call
-// has finished; calls still waiting for a slot when ctx ends are cancelled,
-// which gives their slots back.
-func (f *fleet) drive(ctx context.Context, rates map[string]float64) {
-	var wg sync.WaitGroup
-	for i := range f.clients {
-		for path, rate := range rates {
-			perReplica := rate / float64(len(f.clients))
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				var calls sync.WaitGroup
-				defer calls.Wait()
-				timer := time.NewTimer(0)
-				defer timer.Stop()
-				for {
-					select {
-					case <-ctx.Done():
-						return
-					case <-timer.C:
-					}
-					timer.Reset(time.Duration(rand.ExpFloat64() / perReplica * float64(time.Second)))
-					calls.Add(1)
-					go func() {
-						defer calls.Done()
-						r := f.call(ctx, i, path)
-						f.mu.Lock()
-						f.results = append(f.results, r)
-						f.mu.Unlock()
-					}()
-				}
-			}()
-		}
-	}
-	wg.Wait()
+// drive fires calls from every replica until ctx ends, rates[j] calls per
+// second to paths[j] in total (see loadtest.Drive), and adds them to
+// f.results.
+func (f *fleet) drive(ctx context.Context, rates []float64) {
+	f.results = append(f.results, loadtest.Drive(ctx, len(f.clients), rates, f.call)...)
 }
 
 // both is the usual load: five times the published rate on each API.
-var both = map[string]float64{oldPath: demand * published, newPath: demand * published}
+var both = []float64{demand * published, demand * published}
 
 // runFor drives the load from now until the wall clock reaches stop.
-func (f *fleet) runFor(stop time.Time, rates map[string]float64) {
-	ctx, cancel := context.WithCancel(context.Background())
+func (f *fleet) runFor(stop time.Time, rates []float64) {
+	ctx, cancel := loadtest.Until(stop)
 	defer cancel()
-	go func() {
-		waitUntil(stop)
-		cancel()
-	}()
 	f.drive(ctx, rates)
 }
 
-// tally counts the callers' results.
-type tally struct {
-	calls, answered, ok, quota, otherAnswers, throttled, penalized, cancelled, failed int
-	firstFailure                                                                      error
-}
-
-func (f *fleet) tally() tally {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var t tally
+// tally counts the callers' outcomes.
+func (f *fleet) tally() loadtest.Tally {
+	var tl loadtest.Tally
 	for _, r := range f.results {
-		t.calls++
-		switch {
-		case r.err == nil:
-			t.answered++
-			switch {
-			case r.code == "":
-				t.ok++
-			case isQuotaCode(r.code):
-				t.quota++
-			default:
-				t.otherAnswers++
-			}
-		case errors.Is(r.err, throttle.ErrThrottled):
-			t.throttled++
-		case errors.Is(r.err, throttle.ErrPenalized):
-			t.penalized++
-		case errors.Is(r.err, context.Canceled):
-			t.cancelled++
-		default:
-			t.failed++
-			if t.firstFailure == nil {
-				t.firstFailure = r.err
-			}
-		}
+		tl.Add(r.err, r.code == "", isQuotaCode(r.code))
 	}
-	return t
+	return tl
 }
 
 func isQuotaCode(code string) bool {
@@ -259,21 +169,6 @@ func succeeded(api string, from, to time.Time) func(dingtalktest.Record) bool {
 	}
 }
 
-// maxInFixedSecond is the most arrivals in one wall-clock second: what
-// the platform counts.
-func maxInFixedSecond(ts []time.Time) int {
-	most, n := 0, 0
-	var sec int64 = -1
-	for _, at := range ts {
-		if s := at.Unix(); s != sec {
-			sec, n = s, 0
-		}
-		n++
-		most = max(most, n)
-	}
-	return most
-}
-
 // Four replicas on one Redis, five times the published rate on two APIs for
 // ten seconds: the emulator rejects nothing, the callers see no quota error,
 // and each API gets at least 90% of its published rate.
@@ -293,7 +188,7 @@ func TestFourReplicasAtFiveTimesDemand(t *testing.T) {
 	t.Logf("%d replicas, %v, demand %.0f calls/s per API (%d× the published %.0f/s), latency 0-%v",
 		replicas, run, demand*published, demand, published, latency)
 	t.Logf("callers: %d calls, %d answered (%d ok, %d quota errors, %d other errors), %d throttled locally, %d penalized, %d cancelled at the end, %d failed",
-		tl.calls, tl.answered, tl.ok, tl.quota, tl.otherAnswers, tl.throttled, tl.penalized, tl.cancelled, tl.failed)
+		tl.Calls, tl.Answered, tl.OK, tl.Quota, tl.OtherAnswers, tl.Throttled, tl.Penalized, tl.Cancelled, tl.Failed)
 	t.Logf("emulator: %d requests, %d rejected, %d IP bans, %d banned answers", st.Requests, st.Rejected, st.Bans, st.BannedAnswers)
 
 	if st.Rejected != 0 || st.Bans != 0 || st.BannedAnswers != 0 {
@@ -305,19 +200,14 @@ func TestFourReplicasAtFiveTimesDemand(t *testing.T) {
 			break
 		}
 	}
-	if tl.quota != 0 || tl.penalized != 0 || tl.otherAnswers != 0 || tl.failed != 0 {
-		t.Errorf("callers saw %d quota errors, %d penalized, %d other error answers, %d failures (first: %v): want none",
-			tl.quota, tl.penalized, tl.otherAnswers, tl.failed, tl.firstFailure)
-	}
+	tl.ExpectClean(t)
 	for _, api := range []string{oldAPI, newAPI} {
-		got := arrivals(recs, succeeded(api, start, end))
-		rate := float64(len(got)) / run.Seconds()
-		slidingMax, _ := limitertest.MaxInWindow(got, time.Second)
+		at := arrivals(recs, succeeded(api, start, end))
+		got := loadtest.Measure(at, run)
+		slidingMax, _ := limitertest.MaxInWindow(at, time.Second)
 		t.Logf("%-32s %4d successes in %v: %.2f/s = %.1f%% of the published %.0f/s; busiest wall-clock second %d, busiest sliding second %d",
-			api, len(got), run, rate, 100*rate/published, published, maxInFixedSecond(got), slidingMax)
-		if rate < 0.9*published {
-			t.Errorf("%s: %.2f calls/s succeeded, want at least 90%% of %.0f/s", api, rate, published)
-		}
+			api, got.N, run, got.Rate, 100*got.Rate/published, published, loadtest.Busiest(at, time.Second), slidingMax)
+		got.Expect(t, api, published)
 	}
 }
 
@@ -427,7 +317,7 @@ func testPenalty(t *testing.T, tc penaltyCase) {
 	t.Logf("in scope during the penalty: %d arrivals past the %v in-flight allowance; other API: %d successes (%.1f/s)",
 		len(early), inFlight, len(otherDuring), float64(len(otherDuring))/penalty.Seconds())
 	t.Logf("callers: %d calls, %d ok, %d quota answers, %d penalized without a call, %d throttled; emulator: %d error answers in all",
-		tl.calls, tl.ok, tl.quota, tl.penalized, tl.throttled, quotaAnswers)
+		tl.Calls, tl.OK, tl.Quota, tl.Penalized, tl.Throttled, quotaAnswers)
 
 	for i, r := range early {
 		if i == 5 {
@@ -447,7 +337,7 @@ func testPenalty(t *testing.T, tc penaltyCase) {
 	}
 	// Traffic resumes: a probe, then the paced rate.
 	checkResumed(t, api, until, recs)
-	if tl.penalized == 0 {
+	if tl.Penalized == 0 {
 		t.Errorf("no caller was refused with ErrPenalized: the penalty was not enforced locally")
 	}
 }
@@ -535,7 +425,7 @@ func TestIPBanStopsEveryAPIOnEveryReplica(t *testing.T) {
 		bans[0].API, sent.Format("15:04:05.000"), sent.Sub(banned).Round(time.Millisecond), len(bans),
 		bans[len(bans)-1].At.Format("15:04:05.000"), len(early), inFlight, until.Format("15:04:05.000"))
 	t.Logf("callers: %d calls, %d ok, %d ban answers, %d refused with ErrPenalized; replicas refusing on %s: %d of %d",
-		tl.calls, tl.ok, tl.quota, tl.penalized, egress, len(stopped), replicas)
+		tl.Calls, tl.OK, tl.Quota, tl.Penalized, egress, len(stopped), replicas)
 
 	for i, r := range early {
 		if i == 5 {
@@ -573,7 +463,7 @@ func TestQuietAPINotHeldBackByABusyOne(t *testing.T) {
 	quiet := published / 4
 	f := newFleet(t, replicas, dingtalktest.Options{}, dingtalk.Config{})
 	start := time.Now()
-	f.runFor(start.Add(run), map[string]float64{oldPath: demand * published, newPath: quiet})
+	f.runFor(start.Add(run), []float64{demand * published, quiet}) // oldPath busy, newPath quiet
 
 	var waits []time.Duration
 	throttled := 0

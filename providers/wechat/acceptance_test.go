@@ -19,31 +19,22 @@ package wechat_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
-	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
-	"os"
-	"sort"
+	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/quotaware/throttle"
-	"github.com/quotaware/throttle/internal/redistest"
 	"github.com/quotaware/throttle/limiter/limitertest"
+	"github.com/quotaware/throttle/providers/internal/loadtest"
 	"github.com/quotaware/throttle/providers/wechat"
 	"github.com/quotaware/throttle/providers/wechat/wechattest"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	redistest.StopShared()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { loadtest.Main(m) }
 
 // The load of the acceptance run.
 const (
@@ -70,9 +61,6 @@ type accFleet struct {
 	emu     *wechattest.Server
 	token   string
 	clients []*http.Client
-
-	mu      sync.Mutex
-	results []accResult
 }
 
 // accResult is one call as its caller saw it.
@@ -83,7 +71,6 @@ type accResult struct {
 
 func newAccFleet(t *testing.T, cfg wechat.Config, emuPerMinute int) *accFleet {
 	t.Helper()
-	rdb := redistest.Shared(t)
 	app := "wx" + limitertest.Group(t)
 	emuLimits := wechattest.Limits{PerMinute: map[string]int{}}
 	for _, a := range accAPIs {
@@ -99,35 +86,21 @@ func newAccFleet(t *testing.T, cfg wechat.Config, emuPerMinute int) *accFleet {
 	u, _ := url.Parse(emu.URL)
 	cfg.AppID, cfg.Hosts = app, []string{u.Hostname()}
 	profile := wechat.MustProfile(cfg)
-	prefix := limitertest.Group(t)
-	quiet := slog.New(slog.DiscardHandler)
-	for range accReplicas {
-		// Each replica is its own process: its own connection pool and its
-		// own Redis client.
-		base := &http.Transport{MaxIdleConnsPerHost: 256}
-		tr := throttle.New(
-			throttle.WithRedis(rdb.Client(t)), throttle.WithRedisPrefix(prefix),
-			throttle.WithProfiles(profile), throttle.WithBase(base),
-			throttle.WithMaxWait(2*time.Second), throttle.WithLogger(quiet), throttle.WithoutTelemetry())
-		t.Cleanup(func() {
-			tr.Close()
-			base.CloseIdleConnections()
-		})
-		f.clients = append(f.clients, &http.Client{Transport: tr})
-	}
+	f.clients = loadtest.Replicas(t, accReplicas, throttle.WithProfiles(profile))
 	return f
 }
 
-// call sends one request from replica i, as an SDK would.
-func (f *accFleet) call(ctx context.Context, i int, method, path string) accResult {
-	target := f.emu.URL + path + "?access_token=" + f.token
+// call sends one request to accAPIs[api] from replica i, as an SDK would.
+func (f *accFleet) call(ctx context.Context, i, api int) accResult {
+	a := accAPIs[api]
+	target := f.emu.URL + a.path + "?access_token=" + f.token
 	var body io.Reader
-	if method == http.MethodPost {
+	if a.method == http.MethodPost {
 		body = strings.NewReader(`{"touser":"o6_bmjrPTlm6_2sgVt7hMZOPfL2M","msgtype":"text","text":{"content":"hi"}}`)
 	} else {
 		target += "&openid=o6_bmjrPTlm6_2sgVt7hMZOPfL2M&lang=zh_CN"
 	}
-	req, _ := http.NewRequestWithContext(ctx, method, target, body)
+	req, _ := http.NewRequestWithContext(ctx, a.method, target, body)
 	var r accResult
 	resp, err := f.clients[i].Do(req)
 	if err != nil {
@@ -146,94 +119,17 @@ func (f *accFleet) call(ctx context.Context, i int, method, path string) accResu
 	return r
 }
 
-// drive fires calls from every replica until ctx ends, rate calls per
-// second to each API in total, each call on its own goroutine with Poisson
-// arrivals. It returns when every call has finished; calls still waiting for
-// a slot when ctx ends are cancelled, which gives their slots back.
-func (f *accFleet) drive(ctx context.Context, rate float64) {
-	var wg sync.WaitGroup
-	for i := range f.clients {
-		for _, a := range accAPIs {
-			perReplica := rate / float64(len(f.clients))
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				var calls sync.WaitGroup
-				defer calls.Wait()
-				timer := time.NewTimer(0)
-				defer timer.Stop()
-				for {
-					select {
-					case <-ctx.Done():
-						return
-					case <-timer.C:
-					}
-					timer.Reset(time.Duration(rand.ExpFloat64() / perReplica * float64(time.Second)))
-					calls.Add(1)
-					go func() {
-						defer calls.Done()
-						r := f.call(ctx, i, a.method, a.path)
-						f.mu.Lock()
-						f.results = append(f.results, r)
-						f.mu.Unlock()
-					}()
-				}
-			}()
-		}
+// tally counts the callers' outcomes.
+func tally(results []accResult) loadtest.Tally {
+	var tl loadtest.Tally
+	for _, r := range results {
+		tl.Add(r.err, r.code == 0, isQuotaCode(r.code))
 	}
-	wg.Wait()
-}
-
-// accTally counts the callers' results.
-type accTally struct {
-	calls, ok, quota, otherAnswers, throttled, penalized, cancelled, failed int
-	firstFailure                                                            error
-}
-
-func (f *accFleet) tally() accTally {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var t accTally
-	for _, r := range f.results {
-		t.calls++
-		switch {
-		case r.err == nil && r.code == 0:
-			t.ok++
-		case r.err == nil && isQuotaCode(r.code):
-			t.quota++
-		case r.err == nil:
-			t.otherAnswers++
-		case errors.Is(r.err, throttle.ErrThrottled):
-			t.throttled++
-		case errors.Is(r.err, throttle.ErrPenalized):
-			t.penalized++
-		case errors.Is(r.err, context.Canceled):
-			t.cancelled++
-		default:
-			t.failed++
-			if t.firstFailure == nil {
-				t.firstFailure = r.err
-			}
-		}
-	}
-	return t
+	return tl
 }
 
 func isQuotaCode(code int) bool {
 	return code == wechattest.CodeDailyQuota || code == wechattest.CodeMinuteQuota || code == wechattest.CodeMiniFrequency
-}
-
-// busiestMinute is the most arrivals in one emulated calendar minute: what
-// the emulator counts against the limit.
-func busiestMinute(recs []wechattest.Request) int {
-	n := map[time.Time]int{}
-	most := 0
-	for _, r := range recs {
-		m := r.Emulated.Truncate(time.Minute)
-		n[m]++
-		most = max(most, n[m])
-	}
-	return most
 }
 
 // Four replicas on one Redis, five times the per-minute limit on two APIs
@@ -253,49 +149,36 @@ func TestAcceptanceFourReplicasAtFiveTimesDemand(t *testing.T) {
 
 	start := time.Now()
 	end := start.Add(accRun)
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := loadtest.Until(end)
 	defer cancel()
-	time.AfterFunc(accRun, cancel) // cancelled, as a service shutting down would
-	f.drive(ctx, accDemand*accRate)
+	results := loadtest.Drive(ctx, accReplicas, slices.Repeat([]float64{accDemand * accRate}, len(accAPIs)), f.call)
 
 	recs := f.emu.Requests()
 	cs := f.emu.Counters()
-	tl := f.tally()
+	tl := tally(results)
 	t.Logf("%d replicas, %v, demand %.0f calls/s per API (%d× the limit), latency 0-%v",
 		accReplicas, accRun, accDemand*accRate, accDemand, accLatency)
 	t.Logf("preset: %d per minute + %v per API (%.2f/s); emulator: %d per emulated minute of %v per API (%.0f/s)",
 		accPerMinute, cfg.Jitter, float64(accPerMinute)/(time.Minute+cfg.Jitter).Seconds(),
 		emuPerMinute, time.Minute/accTimeScale, accRate)
-	t.Logf("callers: %d calls, %d ok, %d quota errors, %d other error answers, %d throttled locally, %d penalized, %d cancelled at the end, %d failed",
-		tl.calls, tl.ok, tl.quota, tl.otherAnswers, tl.throttled, tl.penalized, tl.cancelled, tl.failed)
+	t.Logf("callers: %v", tl)
 	t.Logf("emulator: %d requests, %d ok, error answers by code %v", cs.Total, cs.OK, cs.ByCode)
 
 	if cs.Total != cs.OK {
 		t.Errorf("the emulator gave %d error answers (by code %v), want none", cs.Total-cs.OK, cs.ByCode)
 	}
-	if tl.quota != 0 || tl.penalized != 0 || tl.otherAnswers != 0 || tl.failed != 0 {
-		t.Errorf("callers saw %d quota errors, %d penalized, %d other error answers, %d failures (first: %v): want none",
-			tl.quota, tl.penalized, tl.otherAnswers, tl.failed, tl.firstFailure)
-	}
+	tl.ExpectClean(t)
 	for _, a := range accAPIs {
-		var got []wechattest.Request
-		var times []time.Time
+		var at, emulated []time.Time
 		for _, r := range recs {
 			if r.Path == a.path && r.Code == 0 && r.Status == http.StatusOK && !r.At.Before(start) && r.At.Before(end) {
-				got = append(got, r)
-				times = append(times, r.At)
+				at = append(at, r.At)
+				emulated = append(emulated, r.Emulated)
 			}
 		}
-		sort.Slice(times, func(i, j int) bool { return times[i].Before(times[j]) })
-		rate := float64(len(got)) / accRun.Seconds()
-		sustained := 0.0
-		if len(times) > 1 {
-			sustained = float64(len(times)-1) / times[len(times)-1].Sub(times[0]).Seconds()
-		}
+		got := loadtest.Measure(at, accRun)
 		t.Logf("%-30s %4d successes in %v: %.2f/s = %.1f%% of %.0f/s (sustained %.2f/s); busiest emulated minute %d of %d",
-			a.path, len(got), accRun, rate, 100*rate/accRate, accRate, sustained, busiestMinute(got), emuPerMinute)
-		if rate < 0.9*accRate {
-			t.Errorf("%s: %.2f calls/s succeeded, want at least 90%% of %.0f/s", a.path, rate, accRate)
-		}
+			a.path, got.N, accRun, got.Rate, 100*got.Rate/accRate, accRate, got.Sustained, loadtest.Busiest(emulated, time.Minute), emuPerMinute)
+		got.Expect(t, a.path, accRate)
 	}
 }

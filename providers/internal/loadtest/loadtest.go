@@ -1,0 +1,221 @@
+// Package loadtest is the harness the presets' acceptance tests share:
+// several replicas of a service, each its own Transport with its own go-redis
+// client on one shared redis-server, fire calls with Poisson arrivals at a
+// multiple of a provider's published rate; the callers' outcomes are tallied
+// and the emulator's record of successes is turned into rates.
+//
+// It exists so that the DingTalk, WeChat, WeCom and Feishu tests measure the
+// same way instead of each keeping a copy of the same machinery. What is a
+// provider's own stays in its test: how a call is built and its answer read,
+// which codes are quota errors, how the emulator's record is filtered and
+// how the emulator's time is scaled. Only tests import it.
+package loadtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quotaware/throttle"
+	"github.com/quotaware/throttle/internal/redistest"
+	"github.com/quotaware/throttle/limiter/limitertest"
+)
+
+// Main runs the package's tests and stops the shared redis-server the
+// replicas used. Call it from TestMain.
+func Main(m *testing.M) {
+	code := m.Run()
+	redistest.StopShared()
+	os.Exit(code)
+}
+
+// Replicas returns n clients, each the front of one replica of a service:
+// its own Transport, connection pool and go-redis client, all on the
+// package's shared redis-server under a key prefix of the test's own. opts
+// say what the replicas call (throttle.WithProfiles); every replica waits
+// at most 2 s for a slot and logs nothing. Everything is closed at the
+// test's cleanup.
+func Replicas(t *testing.T, n int, opts ...throttle.Option) []*http.Client {
+	t.Helper()
+	rdb := redistest.Shared(t)
+	prefix := limitertest.Group(t)
+	quiet := slog.New(slog.DiscardHandler)
+	var clients []*http.Client
+	for range n {
+		base := &http.Transport{MaxIdleConnsPerHost: 256}
+		tr := throttle.New(append([]throttle.Option{
+			throttle.WithRedis(rdb.Client(t)), throttle.WithRedisPrefix(prefix),
+			throttle.WithBase(base), throttle.WithMaxWait(2 * time.Second),
+			throttle.WithLogger(quiet), throttle.WithoutTelemetry(),
+		}, opts...)...)
+		t.Cleanup(func() {
+			tr.Close()
+			base.CloseIdleConnections()
+		})
+		clients = append(clients, &http.Client{Transport: tr})
+	}
+	return clients
+}
+
+// Until returns a context that is cancelled when the wall clock reaches
+// stop: cancelled, not timed out, as a service shutting down would cancel
+// its calls, so that calls still waiting then count as Cancelled.
+func Until(stop time.Time) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	timer := time.AfterFunc(time.Until(stop), cancel)
+	return ctx, func() {
+		timer.Stop()
+		cancel()
+	}
+}
+
+// Drive fires calls from replicas replicas until ctx ends, rates[api] calls
+// per second to each api in total, spread evenly over the replicas, each
+// call on its own goroutine with Poisson arrivals, as a busy service fires
+// them. call(ctx, replica, api) makes one call. Drive returns the results
+// once every call has finished; calls still waiting for a slot when ctx ends
+// are cancelled, which gives their slots back.
+func Drive[R any](ctx context.Context, replicas int, rates []float64, call func(ctx context.Context, replica, api int) R) []R {
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		results []R
+	)
+	for i := range replicas {
+		for api, rate := range rates {
+			perReplica := rate / float64(replicas)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var calls sync.WaitGroup
+				defer calls.Wait()
+				timer := time.NewTimer(0)
+				defer timer.Stop()
+				for {
+					select {
+					case <-ctx.Done():
+						return
+					case <-timer.C:
+					}
+					timer.Reset(time.Duration(rand.ExpFloat64() / perReplica * float64(time.Second)))
+					calls.Add(1)
+					go func() {
+						defer calls.Done()
+						r := call(ctx, i, api)
+						mu.Lock()
+						results = append(results, r)
+						mu.Unlock()
+					}()
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	return results
+}
+
+// Tally counts the callers' outcomes.
+type Tally struct {
+	Calls, Answered, OK, Quota, OtherAnswers int
+	Throttled, Penalized, Cancelled, Failed  int
+	FirstFailure                             error
+}
+
+// Add counts one call. err is the Transport's error, nil when an answer
+// came back; ok and quota say whether that answer was a success or a quota
+// error.
+func (tl *Tally) Add(err error, ok, quota bool) {
+	tl.Calls++
+	switch {
+	case err == nil:
+		tl.Answered++
+		switch {
+		case ok:
+			tl.OK++
+		case quota:
+			tl.Quota++
+		default:
+			tl.OtherAnswers++
+		}
+	case errors.Is(err, throttle.ErrThrottled):
+		tl.Throttled++
+	case errors.Is(err, throttle.ErrPenalized):
+		tl.Penalized++
+	case errors.Is(err, context.Canceled):
+		tl.Cancelled++
+	default:
+		tl.Failed++
+		if tl.FirstFailure == nil {
+			tl.FirstFailure = err
+		}
+	}
+}
+
+// String gives every count but Answered.
+func (tl Tally) String() string {
+	return fmt.Sprintf("%d calls, %d ok, %d quota errors, %d other error answers, %d throttled locally, %d penalized, %d cancelled at the end, %d failed",
+		tl.Calls, tl.OK, tl.Quota, tl.OtherAnswers, tl.Throttled, tl.Penalized, tl.Cancelled, tl.Failed)
+}
+
+// ExpectClean fails t unless the callers saw no quota error, no penalty,
+// no other error answer and no failure: what a limit never crossed gives.
+func (tl Tally) ExpectClean(t testing.TB) {
+	t.Helper()
+	if tl.Quota != 0 || tl.Penalized != 0 || tl.OtherAnswers != 0 || tl.Failed != 0 {
+		t.Errorf("callers saw %d quota errors, %d penalized, %d other error answers, %d failures (first: %v): want none",
+			tl.Quota, tl.Penalized, tl.OtherAnswers, tl.Failed, tl.FirstFailure)
+	}
+}
+
+// MinShare is the share of its published rate an API must get under
+// excess demand.
+const MinShare = 0.9
+
+// Throughput is what one API got in a run, from the emulator's arrival
+// times of its successes.
+type Throughput struct {
+	N         int     // successes in the run
+	Rate      float64 // N over the run, per second
+	Sustained float64 // between the first and the last success, per second
+}
+
+// Measure is the throughput of the successes arriving at the emulator at
+// the times at during run. It sorts at.
+func Measure(at []time.Time, run time.Duration) Throughput {
+	slices.SortFunc(at, time.Time.Compare)
+	th := Throughput{N: len(at), Rate: float64(len(at)) / run.Seconds()}
+	if len(at) > 1 {
+		th.Sustained = float64(len(at)-1) / at[len(at)-1].Sub(at[0]).Seconds()
+	}
+	return th
+}
+
+// Expect fails t, naming api, if th.Rate is under MinShare of published.
+func (th Throughput) Expect(t testing.TB, api string, published float64) {
+	t.Helper()
+	if th.Rate < MinShare*published {
+		t.Errorf("%s: %.2f calls/s succeeded, want at least %.0f%% of %.0f/s", api, th.Rate, 100*MinShare, published)
+	}
+}
+
+// Busiest is the most of the times ts in one calendar window of length
+// window (a wall-clock or emulated second or minute): what a provider
+// counting fixed windows counts.
+func Busiest(ts []time.Time, window time.Duration) int {
+	n := map[time.Time]int{}
+	most := 0
+	for _, at := range ts {
+		w := at.Truncate(window)
+		n[w]++
+		most = max(most, n[w])
+	}
+	return most
+}
