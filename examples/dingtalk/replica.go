@@ -31,7 +31,6 @@ type replica struct {
 	// Live counts for the progress line (and the whole summary with -naive,
 	// where no Transport records metrics).
 	sent, ok, refused, quota, failed atomic.Int64
-	inFlight                         sync.WaitGroup
 }
 
 // tally is one row of the summary.
@@ -60,16 +59,19 @@ func (r *replica) live() tally {
 func (r *replica) fire(ctx context.Context, tg *target, path string, rate float64) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	// One WaitGroup per stream: a replica runs several, and Add must not
+	// race with another stream's Wait.
+	var inFlight sync.WaitGroup
 	for {
 		select {
 		case <-ctx.Done():
-			r.inFlight.Wait()
+			inFlight.Wait()
 			return
 		case <-timer.C:
 			timer.Reset(time.Duration(rand.ExpFloat64() / rate * float64(time.Second)))
-			r.inFlight.Add(1)
+			inFlight.Add(1)
 			go func() {
-				defer r.inFlight.Done()
+				defer inFlight.Done()
 				r.call(tg, path)
 			}()
 		}
