@@ -96,7 +96,9 @@ func TestRedisOutageFallsBackToLocalShare(t *testing.T) {
 	waitFor(t, 5*time.Second, func() bool { return len(rec.between("a", shared, time.Now())) >= 10 })
 	killed := time.Now()
 	srv.Stop()
-	waitFor(t, 10*time.Second, func() bool { return time.Since(killed) > 2500*time.Millisecond })
+	// Long enough for the local shares to run: after the switch, local
+	// slots wait one period (1.1s) past the last Redis slot.
+	waitFor(t, 10*time.Second, func() bool { return time.Since(killed) > 3500*time.Millisecond })
 	restarting := time.Now() // replicas may be back before Restart returns
 	if err := srv.Restart(); err != nil {
 		t.Fatal(err)

@@ -48,12 +48,23 @@ type Failover struct {
 	nextProbe atomic.Int64 // unix nanos
 	switchMu  sync.Mutex
 
-	// lastSlot is the latest send time (µs) the primary booked for this
-	// replica, and drainUntil what it was when the primary went away:
+	// lastSlot is the latest send time (µs) the primary booked, for this
+	// replica or (as its replies show) for others, and drainUntil what it
+	// was when the primary went away:
 	// local slots start after it, so the slots Redis already handed out
 	// and the local ones do not pile up in one window.
 	lastSlot   atomic.Int64
 	drainUntil atomic.Int64
+	// period is the longest period (µs) of the evenly paced rules seen, up
+	// to maxHold: the local slots start one such period after the last Redis
+	// slot, so that no window of a rule holds both Redis's slots and the
+	// local ones, and Redis's first slots one period after the last local
+	// one on the way back.
+	period atomic.Int64
+	// lastLocal is the latest local slot (µs), and upHold the time before
+	// which this replica's Redis slots must not fall once Redis is back.
+	lastLocal atomic.Int64
+	upHold    atomic.Int64
 
 	// Scaled rules, built once per rule and share.
 	scaledMu sync.Mutex
@@ -66,6 +77,11 @@ type scaledID struct {
 	unit  Unit
 	share float64
 }
+
+// maxHold caps the pause at a switch: a per-second rule gets its whole
+// period, while holding a per-minute rule for a minute would stop the
+// service; such rules rely on their local share alone across the switch.
+const maxHold = 2 * time.Second
 
 // NewFailover wraps primary.
 func NewFailover(primary Limiter, cfg FailoverConfig) *Failover {
@@ -92,7 +108,19 @@ func (f *Failover) Down() bool { return f.down.Load() }
 // Reserve implements Limiter.
 func (f *Failover) Reserve(ctx context.Context, req Request) (Reservation, error) {
 	if !f.down.Load() || f.probeDue() {
+		// Back from limiting on its own, this replica's first Redis slots
+		// wait for its local ones plus a period, as on the way down.
+		if hold := f.upHold.Load(); hold > 0 {
+			if hold > time.Now().UnixMicro() {
+				req.notBefore = max(req.notBefore, hold)
+			} else {
+				f.upHold.CompareAndSwap(hold, 0)
+			}
+		}
 		res, err := f.callPrimary(ctx, func(ctx context.Context) (Reservation, error) { return f.primary.Reserve(ctx, req) })
+		if err == nil && res.OK {
+			f.noteHorizon(req, res)
+		}
 		if err == nil || !errors.Is(err, ErrUnavailable) || ctx.Err() != nil {
 			return res, err
 		}
@@ -110,6 +138,13 @@ func (f *Failover) Reserve(ctx context.Context, req Request) (Reservation, error
 	lreq.notBefore = f.drainUntil.Load()
 	res, err := f.local.Reserve(ctx, lreq)
 	res.local = true
+	if err == nil && res.OK {
+		at := res.SendAt().UnixMicro()
+		for old := f.lastLocal.Load(); at > old && !f.lastLocal.CompareAndSwap(old, at); old = f.lastLocal.Load() {
+		}
+		// Were the primary back now, its slots would start after this one.
+		f.upHold.Store(f.lastLocal.Load() + f.period.Load())
+	}
 	return res, err
 }
 
@@ -121,11 +156,6 @@ func (f *Failover) callPrimary(ctx context.Context, call func(context.Context) (
 	cancel()
 	switch {
 	case err == nil:
-		if res.OK {
-			at := res.SendAt().UnixMicro()
-			for old := f.lastSlot.Load(); at > old && !f.lastSlot.CompareAndSwap(old, at); old = f.lastSlot.Load() {
-			}
-		}
 		if f.down.Load() {
 			f.setDown(false, nil)
 		}
@@ -143,6 +173,27 @@ func (f *Failover) callPrimary(ctx context.Context, call func(context.Context) (
 	return res, err
 }
 
+// noteHorizon keeps the latest slot the primary has booked, for this replica
+// or, as far as this reservation shows, for any: an evenly paced rule's state
+// after booking is its latest slot plus one interval, whoever booked it.
+// (A rule with a burst runs its state ahead of the real sends, so only its
+// own slot counts.)
+func (f *Failover) noteHorizon(req Request, res Reservation) {
+	at := res.SendAt().UnixMicro()
+	if len(res.Booked) == len(req.Rules) {
+		for i := range req.Rules {
+			if r := &req.Rules[i]; r.kind == pacedRule && r.burst == 1 {
+				at = max(at, res.Booked[i]-r.intervalUs)
+				if p := int64(min(r.period, maxHold) / time.Microsecond); p > f.period.Load() {
+					f.period.Store(p) // racy max: any recent value will do
+				}
+			}
+		}
+	}
+	for old := f.lastSlot.Load(); at > old && !f.lastSlot.CompareAndSwap(old, at); old = f.lastSlot.Load() {
+	}
+}
+
 // probeDue lets one request at a time try the primary while it is down.
 func (f *Failover) probeDue() bool {
 	next := f.nextProbe.Load()
@@ -157,7 +208,7 @@ func (f *Failover) setDown(down bool, err error) {
 		return
 	}
 	if down {
-		f.drainUntil.Store(f.lastSlot.Load())
+		f.drainUntil.Store(f.lastSlot.Load() + f.period.Load())
 	}
 	f.down.Store(down)
 	if f.cfg.OnSwitch != nil {

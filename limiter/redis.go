@@ -187,7 +187,7 @@ func (l *Redis) Reserve(ctx context.Context, req Request) (Reservation, error) {
 	for i := range req.Rules {
 		a.list = append(a.list, l.keys.get(l.prefix, ruleTag, req.Group, req.Rules[i].key))
 	}
-	a.list = append(a.list, boxInt64(int64(req.MaxWait/time.Microsecond)), boxInt(len(req.Scopes)))
+	a.list = append(a.list, boxInt64(int64(req.MaxWait/time.Microsecond)), boxInt(len(req.Scopes)), boxInt64(req.notBefore))
 	var clock time.Time
 	for i := range req.Rules {
 		r := &req.Rules[i]

@@ -4,6 +4,8 @@
 -- KEYS: the request's penalty keys (ARGV[2] of them), then one key per rule.
 -- ARGV[1]: the longest wait the caller accepts, in microseconds.
 -- ARGV[2]: how many penalty keys lead KEYS.
+-- ARGV[3]: no slot before this time (µs; 0 for none): a replica coming back
+--          from limiting on its own starts after its local slots.
 -- Then six arguments per rule:
 --   paced:       'p', T (emission interval, µs), tolerance (µs), '', '', ''
 --   calendar:    'c', limit, then four consecutive window starts (µs)
@@ -44,11 +46,11 @@ if best > 0 then
 end
 
 local nr = #KEYS - np
-local s, bind = now, 0
+local s, bind = math.max(now, tonumber(ARGV[3])), 0
 local tats = {}
 local has_c, has_k = false, false
 for i = 1, nr do
-  local a = 2 + (i - 1) * 6
+  local a = 3 + (i - 1) * 6
   local kind = ARGV[a + 1]
   if kind == 'p' then
     local tat = tonumber(vals[np + i]) or now
@@ -79,7 +81,7 @@ local moved = has_c
 while moved do
   moved = false
   for i = 1, nr do
-    local a = 2 + (i - 1) * 6
+    local a = 3 + (i - 1) * 6
     if ARGV[a + 1] == 'c' then
       local j, lo, hi = window(a, s)
       if not j then
@@ -100,7 +102,7 @@ end
 -- Concurrency rules: a free lease now, or ask again when one may be free
 -- (leases end when answers arrive, which no limiter can foresee).
 for i = 1, has_k and nr or 0 do
-  local a = 2 + (i - 1) * 6
+  local a = 3 + (i - 1) * 6
   if ARGV[a + 1] == 'k' then
     local k = KEYS[np + i]
     redis.call('ZREMRANGEBYSCORE', k, '-inf', string.format('%d', now))
@@ -115,7 +117,7 @@ end
 
 local reply = {string.format('0 %d %d %d', s - now, bind, now)}
 for i = 1, nr do
-  local a = 2 + (i - 1) * 6
+  local a = 3 + (i - 1) * 6
   local k = KEYS[np + i]
   if ARGV[a + 1] == 'p' then
     local tat = math.max(tats[i], s) + tonumber(ARGV[a + 2])
