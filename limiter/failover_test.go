@@ -22,8 +22,8 @@ func (f *flaky) Reserve(ctx context.Context, req limiter.Request) (limiter.Reser
 	return f.Memory.Reserve(ctx, req)
 }
 
-// When the primary goes away, local slots start after the last slot the
-// primary booked for this replica, so the two do not pile up in one window;
+// When the primary goes away, local slots start a period after the last slot
+// the primary booked, so no window of the rule holds both;
 // the local rule is the replica's share; the primary is used again once a
 // probe finds it back.
 func TestFailoverTakesOverAfterBookedSlots(t *testing.T) {
@@ -35,7 +35,7 @@ func TestFailoverTakesOverAfterBookedSlots(t *testing.T) {
 	})
 	ctx := context.Background()
 	rule := limiter.MustRule(limiter.NewRule("r", 10, time.Second)) // T = 100ms; the share: 5/s, T = 200ms
-	req := limiter.Request{Group: "g", Rules: []limiter.Rule{rule}, MaxWait: 2 * time.Second}
+	req := limiter.Request{Group: "g", Rules: []limiter.Rule{rule}, MaxWait: 3 * time.Second}
 	var last limiter.Reservation
 	for i := 0; i < 5; i++ {
 		res, err := f.Reserve(ctx, req)
@@ -49,8 +49,8 @@ func TestFailoverTakesOverAfterBookedSlots(t *testing.T) {
 	if err != nil || !first.OK || !first.Local() {
 		t.Fatalf("after the primary failed: %+v %v, want a local slot", first, err)
 	}
-	if first.SendAt().Before(last.SendAt()) {
-		t.Fatalf("local slot at %v, before the primary's last booked slot %v", first.SendAt(), last.SendAt())
+	if first.SendAt().Before(last.SendAt().Add(rule.Period())) {
+		t.Fatalf("local slot at %v, within a period of the primary's last booked slot %v", first.SendAt(), last.SendAt())
 	}
 	second, _ := f.Reserve(ctx, req)
 	if got := second.SendAt().Sub(first.SendAt()); got != 200*time.Millisecond {
@@ -61,6 +61,11 @@ func TestFailoverTakesOverAfterBookedSlots(t *testing.T) {
 	for {
 		res, err := f.Reserve(ctx, req)
 		if err == nil && !res.Local() {
+			// Back on the primary, the first slot waits one period past the
+			// last local one, so no window holds both.
+			if res.SendAt().Before(second.SendAt().Add(rule.Period())) {
+				t.Fatalf("first slot on the primary at %v, within a period of the last local one %v", res.SendAt(), second.SendAt())
+			}
 			break
 		}
 		if time.Now().After(deadline) {
