@@ -10,7 +10,6 @@ package feishu_test
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 	"net/url"
@@ -53,12 +52,6 @@ type accFleet struct {
 	clients []*http.Client
 }
 
-// accResult is one call as its caller saw it.
-type accResult struct {
-	code int   // the code of the answer; 0 for a success
-	err  error // the Transport's error, when no answer came back
-}
-
 func newAccFleet(t *testing.T, cfg feishu.Config, emuOpts feishutest.Options) *accFleet {
 	t.Helper()
 	app := "cli_" + limitertest.Group(t)
@@ -74,7 +67,7 @@ func newAccFleet(t *testing.T, cfg feishu.Config, emuOpts feishutest.Options) *a
 }
 
 // call sends one request to accAPIs[api] from replica i, as an SDK would.
-func (f *accFleet) call(ctx context.Context, i, api int) accResult {
+func (f *accFleet) call(ctx context.Context, i, api int) loadtest.Result {
 	method, _, _ := strings.Cut(accAPIs[api].pattern, " ")
 	target := f.emu.URL + accAPIs[api].path
 	var body io.Reader
@@ -89,31 +82,7 @@ func (f *accFleet) call(ctx context.Context, i, api int) accResult {
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json; charset=utf-8")
 	}
-	var r accResult
-	resp, err := f.clients[i].Do(req)
-	if err != nil {
-		r.err = err
-		return r
-	}
-	raw, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	var v struct {
-		Code int `json:"code"`
-	}
-	if json.Unmarshal(raw, &v) != nil || (v.Code == 0 && resp.StatusCode != http.StatusOK) {
-		v.Code = -resp.StatusCode
-	}
-	r.code = v.Code
-	return r
-}
-
-// tally counts the callers' outcomes.
-func tally(results []accResult) loadtest.Tally {
-	var tl loadtest.Tally
-	for _, r := range results {
-		tl.Add(r.err, r.code == 0, isQuotaCode(r.code))
-	}
-	return tl
+	return loadtest.Send(f.clients[i], req, "code")
 }
 
 func isQuotaCode(code int) bool {
@@ -146,7 +115,7 @@ func TestAcceptanceFourReplicasAtFiveTimesDemand(t *testing.T) {
 
 	recs := f.emu.Requests()
 	cs := f.emu.Counters()
-	tl := tally(results)
+	tl := loadtest.Count(results, isQuotaCode)
 	t.Logf("%d replicas, %v, demand %d× each API's per-second cap, latency 0-%v", accReplicas, accRun, accDemand, accLatency)
 	t.Logf("callers: %v", tl)
 	t.Logf("emulator: %d requests, %d ok, error answers by code %v", cs.Total, cs.OK, cs.ByCode)

@@ -18,7 +18,6 @@ package wecom_test
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 	"net/url"
@@ -63,12 +62,6 @@ type accFleet struct {
 	clients []*http.Client
 }
 
-// accResult is one call as its caller saw it.
-type accResult struct {
-	code int   // the errcode of the answer; 0 for a success
-	err  error // the Transport's error, when no answer came back
-}
-
 func newAccFleet(t *testing.T, cfg wecom.Config, emuLimits wecomtest.Limits) *accFleet {
 	t.Helper()
 	corp := "ww" + limitertest.Group(t)
@@ -87,7 +80,7 @@ func newAccFleet(t *testing.T, cfg wecom.Config, emuLimits wecomtest.Limits) *ac
 }
 
 // call sends one request to accAPIs[api] from replica i, as an SDK would.
-func (f *accFleet) call(ctx context.Context, i, api int) accResult {
+func (f *accFleet) call(ctx context.Context, i, api int) loadtest.Result {
 	a := accAPIs[api]
 	target := f.emu.URL + a.path + "?access_token=" + f.token
 	var body io.Reader
@@ -97,31 +90,7 @@ func (f *accFleet) call(ctx context.Context, i, api int) accResult {
 		target += "&userid=zhangsan"
 	}
 	req, _ := http.NewRequestWithContext(ctx, a.method, target, body)
-	var r accResult
-	resp, err := f.clients[i].Do(req)
-	if err != nil {
-		r.err = err
-		return r
-	}
-	raw, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	var v struct {
-		Errcode int `json:"errcode"`
-	}
-	if json.Unmarshal(raw, &v) != nil || (v.Errcode == 0 && resp.StatusCode != http.StatusOK) {
-		v.Errcode = -resp.StatusCode
-	}
-	r.code = v.Errcode
-	return r
-}
-
-// tally counts the callers' outcomes.
-func tally(results []accResult) loadtest.Tally {
-	var tl loadtest.Tally
-	for _, r := range results {
-		tl.Add(r.err, r.code == 0, isQuotaCode(r.code))
-	}
-	return tl
+	return loadtest.Send(f.clients[i], req, "errcode")
 }
 
 func isQuotaCode(code int) bool {
@@ -156,7 +125,7 @@ func TestAcceptanceFourReplicasAtFiveTimesDemand(t *testing.T) {
 
 	recs := f.emu.Requests()
 	cs := f.emu.Counters()
-	tl := tally(results)
+	tl := loadtest.Count(results, isQuotaCode)
 	t.Logf("%d replicas, %v, demand %.0f calls/s per API (%d× the limit), latency 0-%v",
 		accReplicas, accRun, accDemand*accRate, accDemand, accLatency)
 	t.Logf("preset per API: company %d/min and %d/h, IP %d/min and %d/h, each window + %v (%.2f/s); emulator per API: %+v per emulated minute/hour of %v/%v (%.0f/s)",

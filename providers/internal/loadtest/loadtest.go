@@ -13,8 +13,10 @@ package loadtest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
@@ -120,6 +122,44 @@ func Drive[R any](ctx context.Context, replicas int, rates []float64, call func(
 	}
 	wg.Wait()
 	return results
+}
+
+// Result is one call as its caller saw it.
+type Result struct {
+	// Code is the answer's numeric code, 0 for a success; minus the HTTP
+	// status when a non-200 answer carries none.
+	Code int
+	// Err is the Transport's error, when no answer came back.
+	Err error
+}
+
+// Send sends req and reads the top-level numeric member codeKey of the
+// answer ("errcode" for WeChat and WeCom, "code" for Feishu).
+func Send(c *http.Client, req *http.Request, codeKey string) Result {
+	resp, err := c.Do(req)
+	if err != nil {
+		return Result{Err: err}
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var members map[string]any
+	if json.Unmarshal(raw, &members) != nil {
+		return Result{Code: -resp.StatusCode}
+	}
+	code, _ := members[codeKey].(float64)
+	if code == 0 && resp.StatusCode != http.StatusOK {
+		return Result{Code: -resp.StatusCode}
+	}
+	return Result{Code: int(code)}
+}
+
+// Count tallies results; quota says which codes are quota errors.
+func Count(results []Result, quota func(code int) bool) Tally {
+	var tl Tally
+	for _, r := range results {
+		tl.Add(r.Err, r.Code == 0, quota(r.Code))
+	}
+	return tl
 }
 
 // Tally counts the callers' outcomes.
