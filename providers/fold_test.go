@@ -1,6 +1,7 @@
 package providers
 
 import (
+	"net/http"
 	"strings"
 	"testing"
 )
@@ -143,5 +144,31 @@ func BenchmarkFoldPath(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		_ = FoldPath("/v1.0/contact/users/manager4220/departments")
+	}
+}
+
+func TestHostSet(t *testing.T) {
+	s := NewHostSet([]string{"oapi.dingtalk.com", "127.0.0.1", "emu.local:8443"})
+	cases := []struct {
+		url  string
+		want bool
+	}{
+		{"https://oapi.dingtalk.com/gettoken", true},
+		{"https://OAPI.DingTalk.com/gettoken", true},
+		{"https://oapi.dingtalk.com:443/gettoken", true},
+		{"http://127.0.0.1:43817/topapi", true},
+		{"https://emu.local:8443/x", true},
+		{"https://emu.local:9000/x", false},
+		{"https://api.dingtalk.com/v1.0", false},
+		{"https://evil.oapi.dingtalk.com.example/x", false},
+	}
+	for _, tc := range cases {
+		req, _ := http.NewRequest(http.MethodGet, tc.url, nil)
+		if got := s.Match(req); got != tc.want {
+			t.Errorf("Match(%s) = %v, want %v", tc.url, got, tc.want)
+		}
+	}
+	if s.Match(nil) {
+		t.Error("Match(nil) = true")
 	}
 }

@@ -50,11 +50,7 @@ func Profile(cfg Config) (providers.Profile, error) {
 // MustProfile is Profile that panics on an invalid config, for configs
 // written as literals.
 func MustProfile(cfg Config) providers.Profile {
-	p, err := Profile(cfg)
-	if err != nil {
-		panic(err)
-	}
-	return p
+	return providers.Must(Profile(cfg))
 }
 
 // preset holds what Profile computed once: rule templates (rules are
@@ -62,7 +58,7 @@ func MustProfile(cfg Config) providers.Profile {
 // cache of routes per API.
 type preset struct {
 	cfg   Config
-	hosts map[string]bool
+	hosts providers.HostSet
 
 	apiRule     limiter.Rule // per app (or per suite and org), per API
 	egressRule  limiter.Rule
@@ -79,14 +75,11 @@ type preset struct {
 func newPreset(c Config) (*preset, error) {
 	p := &preset{
 		cfg:         c,
-		hosts:       make(map[string]bool, len(c.Hosts)),
+		hosts:       providers.NewHostSet(c.Hosts),
 		metered:     make(map[string]bool, len(c.MeteredPaths)),
 		appScope:    boundKey(providers.Scope(providers.ScopeApp, c.AppKey)),
 		egressScope: providers.Scope(providers.ScopeEgress, c.Egress),
 		routes:      make(map[string]*providers.Route),
-	}
-	for _, h := range c.Hosts {
-		p.hosts[strings.ToLower(h)] = true
 	}
 	for _, mp := range c.MeteredPaths {
 		p.metered[providers.FoldPath(mp)] = true
@@ -128,25 +121,7 @@ func (p *preset) monthScope() string {
 }
 
 func (p *preset) match(req *http.Request) bool {
-	if req == nil || req.URL == nil {
-		return false
-	}
-	h := req.URL.Host
-	if h == "" {
-		h = req.Host
-	}
-	if p.hosts[h] {
-		return true
-	}
-	// Hosts are case-insensitive and may carry the default port.
-	h = strings.ToLower(h)
-	if p.hosts[h] {
-		return true
-	}
-	if i := strings.LastIndexByte(h, ':'); i >= 0 && !strings.Contains(h[i:], "]") {
-		return p.hosts[h[:i]]
-	}
-	return false
+	return p.hosts.Match(req)
 }
 
 // errNoOrg reports an ISV request whose customer org is unknown.

@@ -197,10 +197,7 @@ func Profile(cfg Config) (providers.Profile, error) {
 	if err := cfg.validate(); err != nil {
 		return providers.Profile{}, err
 	}
-	p := &preset{cfg: cfg, hosts: map[string]bool{}, byMethod: map[string][]*api{}}
-	for _, h := range cfg.Hosts {
-		p.hosts[strings.ToLower(h)] = true
-	}
+	p := &preset{cfg: cfg, hosts: providers.NewHostSet(cfg.Hosts), byMethod: map[string][]*api{}}
 	var err error
 	// The listed APIs and the AppID are known now: their rules are built
 	// once. Unlisted APIs re-key the default level's templates per request.
@@ -258,16 +255,12 @@ func Profile(cfg Config) (providers.Profile, error) {
 
 // MustProfile is Profile for configs known to be valid; it panics on error.
 func MustProfile(cfg Config) providers.Profile {
-	p, err := Profile(cfg)
-	if err != nil {
-		panic(err)
-	}
-	return p
+	return providers.Must(Profile(cfg))
 }
 
 type preset struct {
 	cfg      Config
-	hosts    map[string]bool
+	hosts    providers.HostSet
 	byMethod map[string][]*api // read-only after Profile
 	defaults []limiter.Rule    // templates of DefaultLevel; nil for none
 	// defaultPrefixes start the keys of defaults, one per template.
@@ -308,11 +301,7 @@ func (p *preset) levelRules(l Level, name string) (rules []limiter.Rule, prefixe
 }
 
 func (p *preset) match(r *http.Request) bool {
-	if r.URL == nil || !strings.HasPrefix(r.URL.Path, "/open-apis/") {
-		return false
-	}
-	h := r.URL.Hostname()
-	return p.hosts[h] || p.hosts[strings.ToLower(h)]
+	return r.URL != nil && strings.HasPrefix(r.URL.Path, "/open-apis/") && p.hosts.Match(r)
 }
 
 // lookup finds the listed API of a request, or nil.

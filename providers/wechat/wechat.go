@@ -144,10 +144,7 @@ func Profile(cfg Config) (providers.Profile, error) {
 	if err := cfg.validate(); err != nil {
 		return providers.Profile{}, err
 	}
-	p := &preset{cfg: cfg, hosts: map[string]bool{}, rules: map[string][]limiter.Rule{}}
-	for _, h := range cfg.Hosts {
-		p.hosts[strings.ToLower(h)] = true
-	}
+	p := &preset{cfg: cfg, hosts: providers.NewHostSet(cfg.Hosts), rules: map[string][]limiter.Rule{}}
 	// The AppID and the listed paths are all known now, so every rule is
 	// built once here: Route then allocates nothing for its rules.
 	for path, n := range cfg.Daily {
@@ -180,25 +177,17 @@ func Profile(cfg Config) (providers.Profile, error) {
 
 // MustProfile is Profile for configs known to be valid; it panics on error.
 func MustProfile(cfg Config) providers.Profile {
-	p, err := Profile(cfg)
-	if err != nil {
-		panic(err)
-	}
-	return p
+	return providers.Must(Profile(cfg))
 }
 
 type preset struct {
 	cfg   Config
-	hosts map[string]bool
+	hosts providers.HostSet
 	rules map[string][]limiter.Rule // by API path; read-only after Profile
 }
 
 func (p *preset) match(r *http.Request) bool {
-	if r.URL == nil {
-		return false
-	}
-	h := r.URL.Hostname()
-	return p.hosts[h] || p.hosts[strings.ToLower(h)]
+	return p.hosts.Match(r)
 }
 
 func (p *preset) route(r *http.Request) (providers.Route, error) {

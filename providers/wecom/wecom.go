@@ -203,10 +203,7 @@ func Profile(cfg Config) (providers.Profile, error) {
 	if err := cfg.validate(); err != nil {
 		return providers.Profile{}, err
 	}
-	p := &preset{cfg: cfg, hosts: map[string]bool{}, strikes: newStrikes(cfg.MaxTracked)}
-	for _, h := range cfg.Hosts {
-		p.hosts[strings.ToLower(h)] = true
-	}
+	p := &preset{cfg: cfg, hosts: providers.NewHostSet(cfg.Hosts), strikes: newStrikes(cfg.MaxTracked)}
 	// Templates: the limits are the same for every API, so Route only
 	// re-keys them. Minute rules pace evenly (burst 1). Hour rules let one
 	// minute's worth go in a burst after an idle spell: a company sending to
@@ -252,16 +249,12 @@ func Profile(cfg Config) (providers.Profile, error) {
 
 // MustProfile is Profile for configs known to be valid; it panics on error.
 func MustProfile(cfg Config) providers.Profile {
-	p, err := Profile(cfg)
-	if err != nil {
-		panic(err)
-	}
-	return p
+	return providers.Must(Profile(cfg))
 }
 
 type preset struct {
 	cfg       Config
-	hosts     map[string]bool
+	hosts     providers.HostSet
 	templates [4]limiter.Rule
 	prefixes  [4]string
 	inFlight  *limiter.Rule // MaxInFlight, when set
@@ -269,11 +262,7 @@ type preset struct {
 }
 
 func (p *preset) match(r *http.Request) bool {
-	if r.URL == nil {
-		return false
-	}
-	h := r.URL.Hostname()
-	return p.hosts[h] || p.hosts[strings.ToLower(h)]
+	return p.hosts.Match(r)
 }
 
 func (p *preset) route(r *http.Request) (providers.Route, error) {
