@@ -174,7 +174,7 @@ func newTelemetry(c *config) *telemetry {
 }
 
 // limiterCall records one limiter call's latency.
-func (tel *telemetry) limiterCall(ctx context.Context, c *call, d time.Duration, err error) {
+func (tel *telemetry) limiterCall(ctx context.Context, c *call, d time.Duration) {
 	if tel.disabled {
 		return
 	}

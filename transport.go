@@ -369,7 +369,7 @@ func (c *call) reserve(ctx context.Context, lreq *limiter.Request) (limiter.Rese
 		}
 		res, err := c.t.limiter.Reserve(ctx, *lreq)
 		if !c.t.tel.disabled {
-			c.t.tel.limiterCall(ctx, c, time.Since(began), err)
+			c.t.tel.limiterCall(ctx, c, time.Since(began))
 		}
 		if err != nil {
 			c.outcome = outcomeLimiterError
