@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"math/bits"
 	"strconv"
 	"strings"
 	"sync"
@@ -168,6 +169,34 @@ func boxInt64(n int64) any {
 
 var emptyArg any = ""
 
+// ttlArg boxes a key TTL in milliseconds for the reserve script. A TTL may
+// run longer than needed (the key then outlives its state a little), so
+// values above a second are rounded up to an eighth of their power of two,
+// which leaves few distinct strings to format once and keep.
+func ttlArg(ms int64) any {
+	if ms > 1024 {
+		shift := bits.Len64(uint64(ms)) - 4
+		ms = (ms + 1<<shift - 1) >> shift << shift
+	}
+	ttlCache.mu.RLock()
+	v, ok := ttlCache.m[ms]
+	ttlCache.mu.RUnlock()
+	if ok {
+		return v
+	}
+	v = strconv.FormatInt(ms, 10)
+	ttlCache.mu.Lock()
+	ttlCache.m[ms] = v
+	ttlCache.mu.Unlock()
+	return v
+}
+
+// ttlCache holds at most 1024 exact values and eight per power of two above.
+var ttlCache = struct {
+	mu sync.RWMutex
+	m  map[int64]any
+}{m: make(map[int64]any)}
+
 var boxedPaced, boxedCalendar, boxedConcurrency any = "p", "c", "k"
 
 // Reserve implements Limiter in one script call.
@@ -187,16 +216,20 @@ func (l *Redis) Reserve(ctx context.Context, req Request) (Reservation, error) {
 	for i := range req.Rules {
 		a.list = append(a.list, l.keys.get(l.prefix, ruleTag, req.Group, req.Rules[i].key))
 	}
-	a.list = append(a.list, boxInt64(int64(req.MaxWait/time.Microsecond)), boxInt(len(req.Scopes)), boxInt64(req.notBefore))
+	waitUs := int64(req.MaxWait / time.Microsecond)
+	a.list = append(a.list, boxInt64(waitUs), boxInt(len(req.Scopes)), boxInt64(req.notBefore))
 	var clock time.Time
 	for i := range req.Rules {
 		r := &req.Rules[i]
 		switch r.kind {
 		case pacedRule:
-			a.list = append(a.list, boxedPaced, r.argT, r.argTol, emptyArg, emptyArg, emptyArg)
+			// The booked time lies at most MaxWait + tolerance + T ahead,
+			// so the key can go that long after its last booking.
+			ttl := (waitUs+r.toleranceUs+r.intervalUs)/1000 + 1
+			a.list = append(a.list, boxedPaced, r.argT, r.argTol, ttlArg(ttl))
 			continue
 		case concurrencyRule:
-			a.list = append(a.list, boxedConcurrency, boxInt64(r.limit), r.argT, boxInt64(newLeaseID()), emptyArg, emptyArg)
+			a.list = append(a.list, boxedConcurrency, boxInt64(r.limit), r.argT, boxInt64(newLeaseID()))
 			continue
 		}
 		if clock.IsZero() {
@@ -216,7 +249,7 @@ func (l *Redis) Reserve(ctx context.Context, req Request) (Reservation, error) {
 // parseReserve reads the script's reply (see reserve.lua) without
 // allocating beyond the Reservation's own fields.
 func parseReserve(req Request, reply string) (Reservation, error) {
-	var head [4]int64
+	var head [5]int64
 	rest := reply
 	for i := range head {
 		var field string
@@ -227,8 +260,8 @@ func parseReserve(req Request, reply string) (Reservation, error) {
 		}
 		head[i] = n
 	}
-	status, amount, index, nowUs := head[0], head[1], head[2], head[3]
-	res := Reservation{Rule: int(index) - 1, Now: time.UnixMicro(nowUs)}
+	status, amount, index := head[0], head[1], head[2]
+	res := Reservation{Rule: int(index) - 1, Now: time.Unix(head[3], head[4]*int64(time.Microsecond))}
 	d := time.Duration(amount) * time.Microsecond
 	switch status {
 	case 0:
