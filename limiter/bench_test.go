@@ -41,9 +41,9 @@ func BenchmarkRedisCeilingEvalsha(b *testing.B) {
 	})
 }
 
-func benchRedisReserve(b *testing.B, rules []limiter.Rule, scopes []string) {
+func benchRedisReserve(b *testing.B, rules []limiter.Rule, scopes []string, opts ...limiter.RedisOption) {
 	c := redistest.Shared(b).Client(b)
-	l, err := limiter.NewRedis(c)
+	l, err := limiter.NewRedis(c, opts...)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -66,18 +66,28 @@ func benchRedisReserve(b *testing.B, rules []limiter.Rule, scopes []string) {
 	})
 }
 
-// One hot key, every call admitted (the rule is far above the load), so each
+// hot is a rule far above any load, with a burst so large that requests
+// reserved in the same instant (one coalesced call) are all admitted: every
 // call runs the whole script including the write.
+func hot(key string) limiter.Rule {
+	return limiter.MustRule(limiter.NewRule(key, 1_000_000_000, time.Second, limiter.WithBurst(1_000_000)))
+}
+
+// One hot key: requests arriving while a call is in flight share the next.
 func BenchmarkRedisReserveOneRule(b *testing.B) {
-	benchRedisReserve(b, []limiter.Rule{limiter.MustRule(limiter.NewRule("hot", 1_000_000_000, time.Second))}, nil)
+	benchRedisReserve(b, []limiter.Rule{hot("hot")}, nil)
+}
+
+// One hot key, every reservation its own script call: the cost of one call
+// against the ceiling of a call that does nothing.
+func BenchmarkRedisReserveOneRuleUncoalesced(b *testing.B) {
+	benchRedisReserve(b, []limiter.Rule{hot("hot")}, nil, limiter.WithoutCoalescing())
 }
 
 // What a DingTalk request carries: three rules and three penalty scopes.
 func BenchmarkRedisReserveThreeRulesThreeScopes(b *testing.B) {
 	benchRedisReserve(b, []limiter.Rule{
-		limiter.MustRule(limiter.NewRule("api", 1_000_000_000, time.Second)),
-		limiter.MustRule(limiter.NewRule("app", 1_000_000_000, time.Second)),
-		limiter.MustRule(limiter.NewRule("egress", 1_000_000_000, 20*time.Second)),
+		hot("api"), hot("app"), hot("egress"),
 	}, []string{"api:x", "app:x", "egress:default"})
 }
 

@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"math/bits"
 	"strconv"
 	"strings"
@@ -45,6 +46,7 @@ type Redis struct {
 	client redis.UniversalClient
 	prefix string
 	keys   keyCache
+	lanes  lanes
 }
 
 // RedisOption configures a Redis limiter.
@@ -67,7 +69,8 @@ func NewRedis(client redis.UniversalClient, opts ...RedisOption) (*Redis, error)
 	if client == nil {
 		return nil, fmt.Errorf("limiter: NewRedis: client must not be nil")
 	}
-	r := &Redis{client: client, prefix: "throttle", keys: keyCache{m: make(map[keyID]any)}}
+	r := &Redis{client: client, prefix: "throttle", keys: keyCache{m: make(map[keyID]any)},
+		lanes: lanes{seed: maphash.MakeSeed(), m: make(map[uint64]*lane)}}
 	for _, o := range opts {
 		o.applyRedis(r)
 	}
@@ -199,7 +202,9 @@ var ttlCache = struct {
 
 var boxedPaced, boxedCalendar, boxedConcurrency any = "p", "c", "k"
 
-// Reserve implements Limiter in one script call.
+// Reserve implements Limiter in one script call. Requests with the same
+// rules and scopes that arrive while a call for them is in flight go
+// together in the next call (see WithoutCoalescing).
 func (l *Redis) Reserve(ctx context.Context, req Request) (Reservation, error) {
 	if err := req.validate(); err != nil {
 		return Reservation{}, err
@@ -207,6 +212,22 @@ func (l *Redis) Reserve(ctx context.Context, req Request) (Reservation, error) {
 	if len(req.Rules) == 0 && len(req.Scopes) == 0 {
 		return Reservation{OK: true, Rule: -1, Now: time.Now()}, nil
 	}
+	if ln := l.lanes.get(&req); ln != nil {
+		return ln.reserve(ctx, l, req)
+	}
+	one := [1]Request{req}
+	var out [1]Reservation
+	if err := l.reserveN(ctx, one[:], out[:]); err != nil {
+		return Reservation{}, err
+	}
+	return out[0], nil
+}
+
+// reserveN reserves reqs, which carry the same group, rules and scopes, in
+// one script call, in order, as if each were its own call at the same
+// instant; out receives one Reservation per request.
+func (l *Redis) reserveN(ctx context.Context, reqs []Request, out []Reservation) error {
+	req := &reqs[0]
 	a := argsPool.Get().(*scriptArgs)
 	defer a.release()
 	a.begin(reserveScript, len(req.Scopes)+len(req.Rules))
@@ -216,8 +237,13 @@ func (l *Redis) Reserve(ctx context.Context, req Request) (Reservation, error) {
 	for i := range req.Rules {
 		a.list = append(a.list, l.keys.get(l.prefix, ruleTag, req.Group, req.Rules[i].key))
 	}
-	waitUs := int64(req.MaxWait / time.Microsecond)
-	a.list = append(a.list, boxInt64(waitUs), boxInt(len(req.Scopes)), boxInt64(req.notBefore))
+	a.list = append(a.list, boxInt(len(reqs)), boxInt(len(req.Scopes)))
+	var waitUs int64
+	for i := range reqs {
+		w := int64(reqs[i].MaxWait / time.Microsecond)
+		waitUs = max(waitUs, w)
+		a.list = append(a.list, boxInt64(w), boxInt64(reqs[i].notBefore))
+	}
 	var clock time.Time
 	for i := range req.Rules {
 		r := &req.Rules[i]
@@ -241,55 +267,77 @@ func (l *Redis) Reserve(ctx context.Context, req Request) (Reservation, error) {
 	reply, err := l.run(ctx, reserveScript, a.list).Text()
 	if err != nil {
 		l.reloadCluster()
-		return Reservation{}, unavailable("reserve", err)
+		return unavailable("reserve", err)
 	}
-	return parseReserve(req, reply)
+	return parseReserve(reqs, reply, out)
 }
 
-// parseReserve reads the script's reply (see reserve.lua) without
-// allocating beyond the Reservation's own fields.
-func parseReserve(req Request, reply string) (Reservation, error) {
-	var head [5]int64
-	rest := reply
-	for i := range head {
-		var field string
-		field, rest, _ = strings.Cut(rest, " ")
-		n, err := strconv.ParseInt(field, 10, 64)
-		if err != nil {
-			return Reservation{}, fmt.Errorf("%w: reserve: malformed reply %q", ErrUnavailable, reply)
-		}
-		head[i] = n
+// parseReserve reads the script's reply (see reserve.lua) into out without
+// allocating beyond the Reservations' own fields.
+func parseReserve(reqs []Request, reply string, out []Reservation) error {
+	malformed := func() error { return fmt.Errorf("%w: reserve: malformed reply %q", ErrUnavailable, reply) }
+	line, rest, _ := strings.Cut(reply, "\n")
+	secs, usecs, _ := strings.Cut(line, " ")
+	sec, err1 := strconv.ParseInt(secs, 10, 64)
+	usec, err2 := strconv.ParseInt(usecs, 10, 64)
+	if err1 != nil || err2 != nil {
+		return malformed()
 	}
-	status, amount, index := head[0], head[1], head[2]
-	res := Reservation{Rule: int(index) - 1, Now: time.Unix(head[3], head[4]*int64(time.Microsecond))}
-	d := time.Duration(amount) * time.Microsecond
-	switch status {
-	case 0:
-		res.OK, res.Delay = true, d
-		if len(req.Rules) > 0 {
-			res.Booked = make([]int64, len(req.Rules))
+	now := time.Unix(sec, usec*int64(time.Microsecond))
+	penalised := false
+	for r := range reqs {
+		// A penalty refuses every request of the call: its line comes once.
+		if !penalised {
+			if rest == "" {
+				return malformed()
+			}
+			line, rest, _ = strings.Cut(rest, "\n")
 		}
-		for i := range res.Booked {
+		var head [3]int64
+		fields := line
+		for i := range head {
 			var field string
-			field, rest, _ = strings.Cut(rest, " ")
-			res.Booked[i], _ = strconv.ParseInt(field, 10, 64)
+			field, fields, _ = strings.Cut(fields, " ")
+			n, err := strconv.ParseInt(field, 10, 64)
+			if err != nil {
+				return malformed()
+			}
+			head[i] = n
 		}
-	case 1:
-		res.RetryAfter = d
-	case 2:
-		res.RetryAfter, res.Rule = d, -1
-		p := &Penalty{Until: res.Now.Add(d)}
-		if int(index) >= 1 && int(index) <= len(req.Scopes) {
-			p.Scope = req.Scopes[index-1]
+		status, amount, index := head[0], head[1], head[2]
+		req := &reqs[r]
+		res := Reservation{Rule: int(index) - 1, Now: now}
+		d := time.Duration(amount) * time.Microsecond
+		switch status {
+		case 0:
+			res.OK, res.Delay = true, d
+			if len(req.Rules) > 0 {
+				res.Booked = make([]int64, len(req.Rules))
+			}
+			for i := range res.Booked {
+				var field string
+				field, fields, _ = strings.Cut(fields, " ")
+				res.Booked[i], _ = strconv.ParseInt(field, 10, 64)
+			}
+		case 1:
+			res.RetryAfter = d
+		case 2:
+			penalised = true
+			res.RetryAfter, res.Rule = d, -1
+			p := &Penalty{Until: now.Add(d)}
+			if int(index) >= 1 && int(index) <= len(req.Scopes) {
+				p.Scope = req.Scopes[index-1]
+			}
+			if _, code, found := strings.Cut(fields, "|"); found {
+				p.Code = code
+			}
+			res.Penalty = p
+		default:
+			return fmt.Errorf("%w: reserve: unexpected status in %q", ErrUnavailable, reply)
 		}
-		if _, code, found := strings.Cut(rest, "|"); found {
-			p.Code = code
-		}
-		res.Penalty = p
-	default:
-		return Reservation{}, fmt.Errorf("%w: reserve: unexpected status in %q", ErrUnavailable, reply)
+		out[r] = res
 	}
-	return res, nil
+	return nil
 }
 
 // Cancel implements Limiter in one script call.

@@ -1,41 +1,48 @@
--- Reserve a slot for one request: check every shared penalty and every rule,
--- and charge all rules or none, in one call.
+-- Reserve a slot for each of n requests that carry the same rules and
+-- penalty scopes, one after the other as if each were its own call at the
+-- same instant: for each, check every shared penalty and every rule, and
+-- charge all rules or none. A replica sends the requests that arrive while
+-- its previous call for the same rules is in flight together, in one call.
 --
--- KEYS: the request's penalty keys (ARGV[2] of them), then one key per rule.
--- ARGV[1]: the longest wait the caller accepts, in microseconds.
+-- KEYS: the penalty keys (ARGV[2] of them), then one key per rule.
+-- ARGV[1]: n, the number of requests.
 -- ARGV[2]: how many penalty keys lead KEYS.
--- ARGV[3]: no slot before this time (µs; 0 for none): a replica coming back
---          from limiting on its own starts after its local slots.
+-- Then two arguments per request: the longest wait it accepts (µs), and
+-- "no slot before" (µs; 0 for none: a replica coming back from limiting on
+-- its own starts after its local slots).
 -- Then the arguments of each rule, led by its kind:
 --   paced:       'p', T (emission interval, µs), tolerance (µs), key TTL (ms)
 --   calendar:    'c', limit, then four consecutive window starts (µs)
 --   concurrency: 'k', limit, lease (µs), lease id  (a sorted set of lease
---                ids scored by expiry)
+--                ids scored by expiry; only ever with n = 1)
 -- The paced key's TTL comes from the caller (longest wait + tolerance + T):
--- the booked time can lie no further ahead, and converting a number to a
--- string costs more in Redis's Lua than the rest of the arithmetic.
+-- no booked time lies further ahead.
 --
--- Reply: one string of space-separated integers (one bulk string costs the
--- client far less to read than an array of integers); <now> is Redis's TIME
--- as "<seconds> <microseconds>":
---   admitted:  "0 <delay µs> <binding rule, 0 = none> <now> <booked state per rule>..."
---   refused:   "1 <retry-after µs> <binding rule> <now>"
---   penalised: "2 <penalty left µs> <penalty key index> <now> <stored value>"
+-- Reply: one string (far cheaper for the client to read than nested
+-- arrays): Redis's TIME as "<seconds> <microseconds>", then one line per
+-- request of space-separated integers:
+--   admitted:  "0 <delay µs> <binding rule, 0 = none> <booked state per rule>..."
+--   refused:   "1 <retry-after µs> <binding rule>"
+-- or, when a penalty refuses them all, a single line
+--   penalised: "2 <penalty left µs> <penalty key index> <stored value>"
 --
 -- State is integer microseconds: float seconds lose precision in Redis.
 -- Time is Redis's own, so replicas whose clocks disagree still agree here.
 -- Each call into Redis and each number formatted costs more than the Lua
--- around it, so the common path (paced rules, no penalty, no wait) makes
--- three calls and formats one number per rule.
+-- around it: the common path (paced rules, no penalty, no wait) makes three
+-- calls and formats one number per rule and request.
 
 local t = redis.call('TIME')
 local now = t[1] * 1000000 + t[2]
-local clock = t[1] .. ' ' .. t[2]
+local out = {t[1] .. ' ' .. t[2]}
+
+local n = ARGV[1] == '1' and 1 or tonumber(ARGV[1])
+local base = 3 + 2 * n
 
 -- One read for every penalty and paced rule; a calendar or concurrency key
 -- reads as false with MGET (GET would fail on it), and GET costs less.
 local vals
-if #KEYS == 1 and ARGV[4] ~= 'c' and ARGV[4] ~= 'k' then
+if #KEYS == 1 and ARGV[base] ~= 'c' and ARGV[base] ~= 'k' then
   vals = {redis.call('GET', KEYS[1])}
 else
   vals = redis.call('MGET', unpack(KEYS))
@@ -56,19 +63,19 @@ if ARGV[2] ~= '0' then
     end
   end
   if best > 0 then
-    return string.format('2 %d %d ', best_until - now, best) .. clock .. ' ' .. best_value
+    out[2] = string.format('2 %d %d ', best_until - now, best) .. best_value
+    return table.concat(out, '\n')
   end
 end
 
+-- Per rule: where its arguments start, and for a paced rule its current
+-- theoretical arrival time (tat) in vals.
 local nr = #KEYS - np
-local s, bind = now, 0
-if ARGV[3] ~= '0' then
-  local nb = tonumber(ARGV[3])
-  if nb > s then s = nb end
-end
+local at = {}
 local has_c, has_k = false, false
-local a = 4
+local a = base
 for i = 1, nr do
+  at[i] = a
   local kind = ARGV[a]
   if kind == 'p' then
     local tat = vals[np + i]
@@ -79,8 +86,6 @@ for i = 1, nr do
       tat = now
     end
     vals[np + i] = tat
-    local allow = tat - ARGV[a + 2]
-    if allow > s then s, bind = allow, i end
     a = a + 4
   elseif kind == 'c' then
     has_c = true
@@ -91,111 +96,156 @@ for i = 1, nr do
   end
 end
 
+-- Calendar rules: the count of each window, read once and then kept here,
+-- and the window holding time x among a rule's four starts: its position j
+-- (0..2), start and end; false if unknown.
+local counts, window, count
 if has_c then
-  -- The calendar window holding time x, among the four starts of the rule
-  -- whose arguments begin at a: its position j (0..2), start and end; false
-  -- if unknown.
-  local function window(a, x)
+  counts = {}
+  window = function(a, x)
     for j = 0, 2 do
       local lo, hi = tonumber(ARGV[a + 2 + j]), tonumber(ARGV[a + 3 + j])
       if x >= lo and x < hi then return j, lo, hi end
     end
     return false
   end
+  count = function(i, j)
+    local c = counts[i]
+    if not c then
+      c = {}
+      counts[i] = c
+    end
+    if not c[j] then
+      c[j] = tonumber(redis.call('HGET', KEYS[np + i], ARGV[at[i] + 2 + j]) or 0)
+    end
+    return c[j]
+  end
+end
+
+local last = {} -- per rule: the state to write, once something was booked
+local booked_hi = {} -- per calendar rule: the end of its latest booked window
+
+for r = 1, n do
+  local s, bind = now, 0
+  local nb = ARGV[2 + 2 * r]
+  if nb ~= '0' then
+    nb = nb + 0
+    if nb > s then s = nb end
+  end
+  for i = 1, nr do
+    a = at[i]
+    if ARGV[a] == 'p' then
+      local allow = vals[np + i] - ARGV[a + 2]
+      if allow > s then s, bind = allow, i end
+    end
+  end
 
   -- Calendar rules may push s into a later window; a later s never breaks a
   -- paced rule, so repeat until every calendar window has room.
-  local moved = true
+  local refused = false
+  local moved = has_c
   while moved do
     moved = false
-    a = 4
     for i = 1, nr do
+      a = at[i]
       if ARGV[a] == 'c' then
-        local j, lo, hi = window(a, s)
+        local j, _, hi = window(a, s)
         if not j then
-          return string.format('1 %d %d ', ARGV[a + 5] - now, i) .. clock
+          refused = string.format('1 %d %d', ARGV[a + 5] - now, i)
+          break
         end
-        local n = tonumber(redis.call('HGET', KEYS[np + i], ARGV[a + 2 + j]) or 0)
-        if n >= tonumber(ARGV[a + 1]) then
+        if count(i, j) >= tonumber(ARGV[a + 1]) then
           s, bind, moved = hi, i, true
         end
-        a = a + 6
-      else
-        a = a + 4
+      end
+    end
+    if refused then break end
+  end
+
+  local wait = s - now
+  if not refused and wait > 0 and wait > tonumber(ARGV[1 + 2 * r]) then
+    refused = string.format('1 %d %d', wait, bind)
+  end
+
+  -- Concurrency rules: a free lease now, or ask again when one may be free
+  -- (leases end when answers arrive, which no limiter can foresee).
+  if has_k and not refused then
+    for i = 1, nr do
+      a = at[i]
+      if ARGV[a] == 'k' then
+        local k = KEYS[np + i]
+        redis.call('ZREMRANGEBYSCORE', k, '-inf', string.format('%d', now))
+        if redis.call('ZCARD', k) >= tonumber(ARGV[a + 1]) then
+          local first = redis.call('ZRANGE', k, 0, 0, 'WITHSCORES')
+          local w = tonumber(first[2]) - now
+          if w <= 0 or w > 20000 then w = 20000 end
+          refused = string.format('1 %d %d', w, i)
+          break
+        end
       end
     end
   end
-end
 
-if s > now and s - now > tonumber(ARGV[1]) then
-  return string.format('1 %d %d ', s - now, bind) .. clock
-end
-
--- Concurrency rules: a free lease now, or ask again when one may be free
--- (leases end when answers arrive, which no limiter can foresee).
-if has_k then
-  a = 4
-  for i = 1, nr do
-    local kind = ARGV[a]
-    if kind == 'k' then
-      local k = KEYS[np + i]
-      redis.call('ZREMRANGEBYSCORE', k, '-inf', string.format('%d', now))
-      if redis.call('ZCARD', k) >= tonumber(ARGV[a + 1]) then
-        local first = redis.call('ZRANGE', k, 0, 0, 'WITHSCORES')
-        local wait = tonumber(first[2]) - now
-        if wait <= 0 or wait > 20000 then wait = 20000 end
-        return string.format('1 %d %d ', wait, i) .. clock
-      end
-    end
-    a = a + (kind == 'c' and 6 or 4)
-  end
-end
-
-local reply
-if s == now then
-  reply = '0 0 0 ' .. clock
-else
-  reply = string.format('0 %d %d ', s - now, bind) .. clock
-end
-a = 4
-for i = 1, nr do
-  local kind = ARGV[a]
-  local k = KEYS[np + i]
-  local v
-  if kind == 'p' then
-    local tat = vals[np + i]
-    if s > tat then tat = s end
-    -- Integers go to Redis through '%d': Lua's own number formatting would
-    -- round a microsecond timestamp to 14 significant digits.
-    -- The key can go once its time has passed: an absent key means "idle".
-    v = string.format('%d', tat + ARGV[a + 1])
-    redis.call('SET', k, v, 'PX', ARGV[a + 3])
-    a = a + 4
-  elseif kind == 'k' then
-    local exp = s + ARGV[a + 2]
-    v = ARGV[a + 3]
-    redis.call('ZADD', k, string.format('%d', exp), v)
-    local ttl = math.floor((exp - now) / 1000) + 1
-    if redis.call('PTTL', k) < ttl then redis.call('PEXPIRE', k, ttl) end
-    a = a + 4
+  if refused then
+    out[r + 1] = refused
   else
-    local j, lo, hi
-    for w = 0, 2 do
-      lo, hi = tonumber(ARGV[a + 2 + w]), tonumber(ARGV[a + 3 + w])
-      if s >= lo and s < hi then j = w break end
+    local line = wait == 0 and '0 0 0' or string.format('0 %d %d', wait, bind)
+    for i = 1, nr do
+      a = at[i]
+      local kind = ARGV[a]
+      local v
+      if kind == 'p' then
+        local tat = vals[np + i]
+        if s > tat then tat = s end
+        tat = tat + ARGV[a + 1]
+        vals[np + i] = tat
+        -- '%d': Lua's own number formatting would round a microsecond
+        -- timestamp to 14 significant digits.
+        v = string.format('%d', tat)
+        last[i] = v
+      elseif kind == 'k' then
+        local exp = s + ARGV[a + 2]
+        v = ARGV[a + 3]
+        local k = KEYS[np + i]
+        redis.call('ZADD', k, string.format('%d', exp), v)
+        local ttl = math.floor((exp - now) / 1000) + 1
+        if redis.call('PTTL', k) < ttl then redis.call('PEXPIRE', k, ttl) end
+      else
+        local j, _, hi = window(a, s)
+        counts[i][j] = counts[i][j] + 1
+        v = ARGV[a + 2 + j]
+        local d = last[i] or {}
+        d[j] = (d[j] or 0) + 1
+        last[i] = d
+        if not booked_hi[i] or hi > booked_hi[i] then booked_hi[i] = hi end
+      end
+      line = line .. ' ' .. v
     end
-    v = ARGV[a + 2 + j]
-    redis.call('HINCRBY', k, v, 1)
-    -- Windows before the current one can no longer be booked.
-    for old = 0, 2 do
-      if now < tonumber(ARGV[a + 3 + old]) then break end
-      redis.call('HDEL', k, ARGV[a + 2 + old])
-    end
-    -- Keep the key until the end of its latest booked window.
-    local ttl = math.floor((hi - now) / 1000) + 1
-    if redis.call('PTTL', k) < ttl then redis.call('PEXPIRE', k, ttl) end
-    a = a + 6
+    out[r + 1] = line
   end
-  reply = reply .. ' ' .. v
 end
-return reply
+
+-- Write what was booked: a paced key can go once its time has passed (an
+-- absent key means idle); a calendar key keeps its current and later
+-- windows until the end of the latest booked one.
+for i = 1, nr do
+  local v = last[i]
+  if v then
+    a = at[i]
+    local k = KEYS[np + i]
+    if ARGV[a] == 'p' then
+      redis.call('SET', k, v, 'PX', ARGV[a + 3])
+    elseif ARGV[a] == 'c' then
+      for j, d in pairs(v) do
+        redis.call('HINCRBY', k, ARGV[a + 2 + j], d)
+      end
+      for old = 0, 2 do
+        if now < tonumber(ARGV[a + 3 + old]) then break end
+        redis.call('HDEL', k, ARGV[a + 2 + old])
+      end
+      local ttl = math.floor((booked_hi[i] - now) / 1000) + 1
+      if redis.call('PTTL', k) < ttl then redis.call('PEXPIRE', k, ttl) end
+    end
+  end
+end
+return table.concat(out, '\n')

@@ -1,0 +1,296 @@
+package limiter
+
+import (
+	"context"
+	"hash/maphash"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Coalescing: while a replica's script call for some rules is in flight,
+// further requests for the same rules queue, and one background call then
+// reserves all of them in order. Redis spends most of a reservation on the
+// call itself (reading its clock, the state, writing it back), so a call
+// that reserves many requests costs little more than one that reserves one,
+// and the replica needs fewer round trips than requests under load. Each
+// request still gets its own answer, exactly as if it had made its own call
+// at that instant; without load every request makes its own call at once.
+
+// maxBatch bounds the requests of one call, so that one script never holds
+// Redis for long.
+const maxBatch = 64
+
+// maxLanes bounds the distinct rule sets that coalesce; requests for rule
+// sets beyond it make their own calls.
+const maxLanes = 4096
+
+// onQueued, when set (by tests), is called each time a request joins a
+// lane's queue.
+var onQueued atomic.Pointer[func(group string)]
+
+// WithoutCoalescing makes every Reserve its own script call, even under
+// load; useful to measure the cost of one call.
+func WithoutCoalescing() RedisOption {
+	return redisOptionFunc(func(r *Redis) { r.lanes.off = true })
+}
+
+// lanes finds the lane of a request's rules and scopes.
+type lanes struct {
+	off  bool
+	seed maphash.Seed
+	mu   sync.RWMutex
+	m    map[uint64]*lane
+}
+
+// lane queues the requests of one rule set while a call for it is in
+// flight. Requests with a concurrency rule never share a call: each takes
+// its own lease id.
+type lane struct {
+	proto Request // group, rules and scopes of every request in the lane
+
+	mu    sync.Mutex
+	busy  bool       // a call for this lane is in flight
+	queue []*pending // requests waiting for the next call, in arrival order
+}
+
+// pending is a queued request. Its fields after req are written by the
+// lane's flusher and read by the requester once done delivers, or under
+// lane.mu.
+type pending struct {
+	ctx  context.Context
+	req  Request
+	res  Reservation
+	err  error
+	done chan struct{} // receives once the answer is in res and err
+
+	sent      bool // taken into a call (under lane.mu)
+	abandoned bool // the requester gave up once sent (under lane.mu)
+	answered  bool // res and err are final (under lane.mu)
+}
+
+var pendingPool = sync.Pool{New: func() any { return &pending{done: make(chan struct{}, 1)} }}
+
+func (p *pending) recycle() {
+	*p = pending{done: p.done}
+	pendingPool.Put(p)
+}
+
+// get returns req's lane, or nil when req does not coalesce.
+func (ls *lanes) get(req *Request) *lane {
+	if ls.off {
+		return nil
+	}
+	for i := range req.Rules {
+		if req.Rules[i].kind == concurrencyRule {
+			return nil
+		}
+	}
+	var h maphash.Hash
+	h.SetSeed(ls.seed)
+	h.WriteString(req.Group)
+	h.WriteByte(0)
+	for i := range req.Rules {
+		h.WriteString(req.Rules[i].key)
+		h.WriteByte(0)
+	}
+	h.WriteByte(1)
+	for _, s := range req.Scopes {
+		h.WriteString(s)
+		h.WriteByte(0)
+	}
+	id := h.Sum64()
+	ls.mu.RLock()
+	ln := ls.m[id]
+	ls.mu.RUnlock()
+	if ln == nil {
+		ls.mu.Lock()
+		if ln = ls.m[id]; ln == nil && len(ls.m) < maxLanes {
+			ln = &lane{proto: Request{
+				Group:  req.Group,
+				Rules:  append([]Rule(nil), req.Rules...),
+				Scopes: append([]string(nil), req.Scopes...),
+			}}
+			ls.m[id] = ln
+		}
+		ls.mu.Unlock()
+	}
+	if ln == nil || !ln.proto.sameShape(req) {
+		return nil // too many lanes, or another rule set with the same hash
+	}
+	return ln
+}
+
+// sameShape reports whether req has exactly the lane's group, rules and
+// scopes, so that one call can reserve both.
+func (p *Request) sameShape(req *Request) bool {
+	if p.Group != req.Group || len(p.Rules) != len(req.Rules) || len(p.Scopes) != len(req.Scopes) {
+		return false
+	}
+	for i := range p.Rules {
+		if p.Rules[i] != req.Rules[i] {
+			return false
+		}
+	}
+	for i := range p.Scopes {
+		if p.Scopes[i] != req.Scopes[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// reserve makes the call at once when the lane is idle, and otherwise
+// queues req for the lane's next call.
+func (ln *lane) reserve(ctx context.Context, l *Redis, req Request) (Reservation, error) {
+	ln.mu.Lock()
+	if !ln.busy {
+		ln.busy = true
+		ln.mu.Unlock()
+		one := [1]Request{req}
+		var out [1]Reservation
+		err := l.reserveN(ctx, one[:], out[:])
+		ln.handOver(l)
+		if err != nil {
+			return Reservation{}, err
+		}
+		return out[0], nil
+	}
+	p := pendingPool.Get().(*pending)
+	p.ctx, p.req = ctx, req
+	ln.queue = append(ln.queue, p)
+	ln.mu.Unlock()
+	if f := onQueued.Load(); f != nil {
+		(*f)(req.Group)
+	}
+
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+		ln.mu.Lock()
+		if !p.answered {
+			if p.sent {
+				// In a call already: the flusher gives its slot back.
+				p.abandoned = true
+				ln.mu.Unlock()
+			} else {
+				ln.remove(p)
+				ln.mu.Unlock()
+				p.recycle()
+			}
+			return Reservation{}, unavailable("reserve", context.Cause(ctx))
+		}
+		ln.mu.Unlock()
+		<-p.done
+	}
+	res, err := p.res, p.err
+	p.recycle()
+	return res, err
+}
+
+// remove takes p out of the queue; ln.mu is held.
+func (ln *lane) remove(p *pending) {
+	for i, q := range ln.queue {
+		if q == p {
+			copy(ln.queue[i:], ln.queue[i+1:])
+			ln.queue[len(ln.queue)-1] = nil
+			ln.queue = ln.queue[:len(ln.queue)-1]
+			return
+		}
+	}
+}
+
+// handOver ends a call: with requests queued meanwhile, a flusher takes
+// them in the next call; otherwise the lane is idle again.
+func (ln *lane) handOver(l *Redis) {
+	ln.mu.Lock()
+	if len(ln.queue) == 0 {
+		ln.busy = false
+		ln.mu.Unlock()
+		return
+	}
+	ln.mu.Unlock()
+	go ln.flush(l)
+}
+
+// flush reserves the queued requests, up to maxBatch per call, until the
+// queue is empty.
+func (ln *lane) flush(l *Redis) {
+	var (
+		batch []*pending
+		reqs  []Request
+		out   []Reservation
+	)
+	for {
+		ln.mu.Lock()
+		batch = batch[:0]
+		n := 0
+		for _, p := range ln.queue {
+			if len(batch) == maxBatch {
+				ln.queue[n] = p
+				n++
+				continue
+			}
+			p.sent = true
+			batch = append(batch, p)
+		}
+		clear(ln.queue[n:])
+		ln.queue = ln.queue[:n]
+		if len(batch) == 0 {
+			ln.busy = false
+			ln.mu.Unlock()
+			return
+		}
+		ln.mu.Unlock()
+
+		reqs, out = reqs[:0], out[:0]
+		for _, p := range batch {
+			reqs = append(reqs, p.req)
+			out = append(out, Reservation{})
+		}
+		ctx, cancel := batchContext(batch)
+		err := l.reserveN(ctx, reqs, out)
+		cancel()
+
+		var giveBack []*pending
+		ln.mu.Lock()
+		for i, p := range batch {
+			p.res, p.err, p.answered = out[i], err, true
+			if p.abandoned && err == nil && out[i].OK {
+				giveBack = append(giveBack, p)
+			}
+		}
+		ln.mu.Unlock()
+		for _, p := range batch {
+			if !p.abandoned {
+				p.done <- struct{}{}
+			} else if err != nil || !p.res.OK {
+				p.recycle()
+			}
+		}
+		for _, p := range giveBack {
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(p.ctx), time.Second)
+			_ = l.Cancel(ctx, p.req, p.res)
+			cancel()
+			p.recycle()
+		}
+		clear(batch)
+		clear(reqs)
+	}
+}
+
+// batchContext bounds a shared call by the latest deadline among its
+// requests; no requester's cancellation cancels the others' call.
+func batchContext(batch []*pending) (context.Context, context.CancelFunc) {
+	var latest time.Time
+	for _, p := range batch {
+		d, ok := p.ctx.Deadline()
+		if !ok {
+			return context.WithoutCancel(batch[0].ctx), func() {}
+		}
+		if d.After(latest) {
+			latest = d
+		}
+	}
+	return context.WithDeadline(context.WithoutCancel(batch[0].ctx), latest)
+}

@@ -1,0 +1,197 @@
+package limiter_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/quotaware/throttle/internal/redistest"
+	"github.com/quotaware/throttle/limiter"
+	"github.com/quotaware/throttle/limiter/limitertest"
+)
+
+// gate holds each reserve call until the test lets it go, so that a test
+// can queue requests behind a call in flight, and reports every cancel
+// call once it has run.
+type gate struct {
+	held      chan int      // a reserve call is held: how many requests it reserves
+	release   chan struct{} // lets one held call go
+	cancelled chan struct{} // a cancel call has run
+	open      atomic.Bool   // let every call through
+}
+
+func newGate() *gate {
+	return &gate{held: make(chan int, 16), release: make(chan struct{}), cancelled: make(chan struct{}, 16)}
+}
+
+func (g *gate) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (g *gate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		args := cmd.Args()
+		if cmd.Name() != "evalsha" || len(args) < 3 || g.open.Load() {
+			return next(ctx, cmd)
+		}
+		switch args[1] {
+		case limiter.ReserveSHA:
+			// "evalsha sha numkeys keys... n ...": n is the first argument.
+			numKeys, _ := strconv.Atoi(args[2].(string))
+			n, _ := strconv.Atoi(args[3+numKeys].(string))
+			g.held <- n
+			<-g.release
+		case limiter.CancelSHA:
+			defer func() { g.cancelled <- struct{}{} }()
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (g *gate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+type outcome struct {
+	res limiter.Reservation
+	err error
+}
+
+func reserveAsync(ctx context.Context, l limiter.Limiter, req limiter.Request) <-chan outcome {
+	ch := make(chan outcome, 1)
+	go func() {
+		res, err := l.Reserve(ctx, req)
+		ch <- outcome{res, err}
+	}()
+	return ch
+}
+
+// coalescing sets up a limiter whose reserve calls the gate holds, and a
+// channel that receives each time a request of group joins a queue.
+func coalescing(t *testing.T) (*limiter.Redis, *gate, limiter.Request, <-chan struct{}) {
+	t.Helper()
+	c := redistest.Shared(t).Client(t)
+	l, err := limiter.NewRedis(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Load the script before the gate, so no EVAL fallback is held.
+	rule := limiter.MustRule(limiter.NewRule("paced", 10, time.Second)) // T = 100ms
+	req := limiter.Request{Group: limitertest.Group(t), Rules: []limiter.Rule{rule}, MaxWait: time.Minute}
+	warm := req
+	warm.Group += "-warm"
+	if _, err := l.Reserve(context.Background(), warm); err != nil {
+		t.Fatal(err)
+	}
+	g := newGate()
+	c.AddHook(g)
+	t.Cleanup(func() { g.open.Store(true) })
+	queued := make(chan struct{}, 16)
+	limiter.SetOnQueued(func(group string) {
+		if group == req.Group {
+			queued <- struct{}{}
+		}
+	})
+	t.Cleanup(func() { limiter.SetOnQueued(nil) })
+	return l, g, req, queued
+}
+
+// Requests that arrive while a call is in flight go together in the next
+// call, in arrival order, each with its own answer: a refusal in the middle
+// (MaxWait 0) charges nothing, and the others are booked one T apart.
+func TestRedisCoalescedCallAnswersEachRequest(t *testing.T) {
+	l, g, req, queued := coalescing(t)
+	ctx := context.Background()
+
+	first := reserveAsync(ctx, l, req)
+	if n := <-g.held; n != 1 {
+		t.Fatalf("first call reserves %d requests, want 1", n)
+	}
+	noWait := req
+	noWait.MaxWait = 0
+	var waiting []<-chan outcome
+	for _, r := range []limiter.Request{req, noWait, req} {
+		waiting = append(waiting, reserveAsync(ctx, l, r))
+		<-queued // one at a time, so the queue keeps this order
+	}
+	g.release <- struct{}{}
+	o1 := <-first
+	if o1.err != nil || !o1.res.OK || o1.res.Delay != 0 {
+		t.Fatalf("first: %+v %v, want admitted at once", o1.res, o1.err)
+	}
+	if n := <-g.held; n != 3 {
+		t.Fatalf("second call reserves %d requests, want the 3 queued", n)
+	}
+	g.release <- struct{}{}
+	var got [3]outcome
+	for i, ch := range waiting {
+		got[i] = <-ch
+		if got[i].err != nil {
+			t.Fatal(got[i].err)
+		}
+	}
+	if !got[0].res.OK || got[1].res.OK || !got[2].res.OK {
+		t.Fatalf("admitted %v %v %v, want the MaxWait-0 request alone refused", got[0].res.OK, got[1].res.OK, got[2].res.OK)
+	}
+	// Slots exactly T apart after the first: the refusal charged nothing,
+	// and its retry-after lands on the slot the third request then took.
+	slots := []time.Time{o1.res.SendAt(), got[0].res.SendAt(), got[2].res.SendAt()}
+	for i := 1; i < len(slots); i++ {
+		if d := slots[i].Sub(slots[i-1]); d != 100*time.Millisecond {
+			t.Errorf("slot %d is %v after slot %d, want exactly T = 100ms", i, d, i-1)
+		}
+	}
+	if at := got[1].res.Now.Add(got[1].res.RetryAfter); !at.Equal(slots[2]) {
+		t.Errorf("refused request's retry-after points at %v, want the next free slot %v", at, slots[2])
+	}
+}
+
+// A request whose context ends while it waits for a shared call gets its
+// context's error at once, and loses nothing: queued, it is never sent;
+// sent, the slot its call booked is given back.
+func TestRedisCoalescedCancelGivesSlotBack(t *testing.T) {
+	l, g, req, queued := coalescing(t)
+	bg := context.Background()
+
+	first := reserveAsync(bg, l, req)
+	<-g.held
+	queuedCtx, cancelQueued := context.WithCancel(bg)
+	sentCtx, cancelSent := context.WithCancel(bg)
+	kept := reserveAsync(bg, l, req)
+	<-queued
+	gone := reserveAsync(queuedCtx, l, req) // cancelled while queued
+	<-queued
+	late := reserveAsync(sentCtx, l, req) // cancelled while its call is in flight
+	<-queued
+
+	cancelQueued()
+	if o := <-gone; !errors.Is(o.err, limiter.ErrUnavailable) || !errors.Is(o.err, context.Canceled) {
+		t.Fatalf("cancelled while queued: %+v %v, want ErrUnavailable wrapping context.Canceled", o.res, o.err)
+	}
+	g.release <- struct{}{}
+	o1 := <-first
+	if n := <-g.held; n != 2 {
+		t.Fatalf("second call reserves %d requests, want 2 (the cancelled one is never sent)", n)
+	}
+	cancelSent()
+	if o := <-late; !errors.Is(o.err, context.Canceled) {
+		t.Fatalf("cancelled in flight: %+v %v, want context.Canceled", o.res, o.err)
+	}
+	g.release <- struct{}{}
+	o2 := <-kept
+	if o1.err != nil || o2.err != nil || !o2.res.OK {
+		t.Fatalf("first %v; kept %+v %v", o1.err, o2.res, o2.err)
+	}
+	<-g.cancelled // the slot booked for the abandoned request is given back
+	g.open.Store(true)
+	next, err := l.Reserve(bg, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := next.SendAt().Sub(o2.res.SendAt()); d != 100*time.Millisecond {
+		t.Fatalf("next slot %v after the kept one, want T = 100ms (the abandoned slot given back)", d)
+	}
+}
