@@ -8,8 +8,12 @@
 // books a slot ahead when the wait fits the caller's budget, or refuses with
 // the exact retry-after.
 //
-// [Redis] shares the state across replicas (one Lua script call per request,
-// time from Redis, integer microseconds, all keys under one hash tag per
-// group so it runs on Redis Cluster). [Memory] keeps the same contract in one
-// process. Package limitertest holds the conformance suite both pass.
+// [Redis] shares the state across replicas (at most one Lua script call per
+// request, time from Redis, integer microseconds, all keys under one hash tag
+// per group so it runs on Redis Cluster). Requests of one replica for the
+// same rules that arrive while a call for them is in flight share the next
+// call, each with its own answer; under load a replica thus needs fewer
+// calls than requests ([WithoutCoalescing] turns this off). [Memory] keeps
+// the same contract in one process. Package limitertest holds the
+// conformance suite both pass.
 package limiter

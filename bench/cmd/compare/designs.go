@@ -34,7 +34,10 @@ type design struct {
 	ceiling bool
 	// rules is how many rules one decision charges.
 	rules int
-	build func(p params) (gate, error)
+	// throughputOnly rows appear in table 1 alone: they differ from
+	// another row of this project only in what table 1 measures.
+	throughputOnly bool
+	build          func(p params) (gate, error)
 }
 
 // params describe one replica's limiter.
@@ -45,6 +48,10 @@ type params struct {
 	period   time.Duration
 	replicas int
 	skew     time.Duration // added to the replica's clock
+	// burst is the burst of designs that take one (0: 1). Table 1 sets it
+	// to the limit, as redis_rate.PerSecond does, so requests decided in
+	// the same instant all admit.
+	burst int
 }
 
 // gate is one replica's limiter.
@@ -113,11 +120,17 @@ func designs() []design {
 	return []design{
 		{
 			id: "ours1", name: "throttle, 1 rule", rules: 1,
-			how:   "limiter.NewRedis, GCRA in one script (Redis TIME); a waiting caller books its slot and sleeps once",
+			how: "limiter.NewRedis, GCRA in one script (Redis TIME); a waiting caller books its slot and sleeps once; " +
+				"requests that arrive while a call is in flight share the next call (coalescing, the default)",
 			build: func(p params) (gate, error) { return newOurs(p, 1) },
 		},
 		{
-			id: "ours3", name: "throttle, 3 rules + 3 scopes", rules: 3,
+			id: "ours1single", name: "throttle, 1 rule, one call each", rules: 1, throughputOnly: true,
+			how:   "as above with limiter.WithoutCoalescing(): every decision is its own script call",
+			build: func(p params) (gate, error) { return newOurs(p, 1, limiter.WithoutCoalescing()) },
+		},
+		{
+			id: "ours3", name: "throttle, 3 rules + 3 scopes", rules: 3, throughputOnly: true,
 			how:   "limiter.NewRedis: three paced rules and three penalty keys checked and charged in one script call (a DingTalk request)",
 			build: func(p params) (gate, error) { return newOurs(p, 3) },
 		},
@@ -161,13 +174,14 @@ type ours struct {
 	req limiter.Request
 }
 
-func newOurs(p params, n int) (gate, error) {
-	l, err := limiter.NewRedis(p.rdb, limiter.WithPrefix("bench"))
+func newOurs(p params, n int, opts ...limiter.RedisOption) (gate, error) {
+	l, err := limiter.NewRedis(p.rdb, append([]limiter.RedisOption{limiter.WithPrefix("bench")}, opts...)...)
 	if err != nil {
 		return nil, err
 	}
 	req := limiter.Request{Group: p.key}
-	r, err := limiter.NewRule("api", p.limit, p.period)
+	burst := max(1, p.burst)
+	r, err := limiter.NewRule("api", p.limit, p.period, limiter.WithBurst(burst))
 	if err != nil {
 		return nil, err
 	}
@@ -175,8 +189,8 @@ func newOurs(p params, n int) (gate, error) {
 	if n > 1 {
 		// The other two rules are far looser, like the per-IP rule of a
 		// preset: the first one binds.
-		app := limiter.MustRule(limiter.NewRule("app", p.limit*10, p.period))
-		egress := limiter.MustRule(limiter.NewRule("egress", p.limit*500, 20*p.period, limiter.WithBurst(100)))
+		app := limiter.MustRule(limiter.NewRule("app", p.limit*10, p.period, limiter.WithBurst(burst)))
+		egress := limiter.MustRule(limiter.NewRule("egress", p.limit*500, 20*p.period, limiter.WithBurst(max(100, burst))))
 		req.Rules = append(req.Rules, app, egress)
 		req.Scopes = []string{"api:x", "app:x", "egress:default"}
 	}

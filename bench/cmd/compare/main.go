@@ -140,7 +140,7 @@ func run(c config) error {
 
 	if c.want(2) || c.want(4) || c.want(5) {
 		for _, d := range ds {
-			if d.ceiling || d.id == "ours3" {
+			if d.ceiling || d.throughputOnly {
 				continue
 			}
 			if ctx.Err() != nil {
@@ -166,7 +166,7 @@ func run(c config) error {
 		var jobs []job
 		for _, skewed := range []bool{false, true} {
 			for _, d := range ds {
-				if d.ceiling || d.id == "ours3" || skewed && !d.clientClock {
+				if d.ceiling || d.throughputOnly || skewed && !d.clientClock {
 					continue
 				}
 				jobs = append(jobs, job{d, skewed})

@@ -36,7 +36,7 @@ func runThroughput(ctx context.Context, addr string, d design, workers int, warm
 	// at 1e9/s redis_rate's emission interval (1 ns) vanishes in its float
 	// seconds, new_tat equals now, and it skips its SET, which would make
 	// it look faster than the write path it really runs.
-	g, err := d.build(params{rdb: rdb, key: fmt.Sprintf("t1-%s-%d", d.id, round), limit: 1_000_000, period: time.Second, replicas: 1})
+	g, err := d.build(params{rdb: rdb, key: fmt.Sprintf("t1-%s-%d", d.id, round), limit: 1_000_000, period: time.Second, replicas: 1, burst: 1_000_000})
 	if err != nil {
 		return tput{}, fmt.Errorf("%s: %w", d.name, err)
 	}
