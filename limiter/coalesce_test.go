@@ -195,3 +195,42 @@ func TestRedisCoalescedCancelGivesSlotBack(t *testing.T) {
 		t.Fatalf("next slot %v after the kept one, want T = 100ms (the abandoned slot given back)", d)
 	}
 }
+
+// A penalty refuses every request of a shared call, each with the scope and
+// its end, and charges none of them.
+func TestRedisCoalescedPenaltyRefusesAll(t *testing.T) {
+	l, g, req, queued := coalescing(t)
+	bg := context.Background()
+	req.Scopes = []string{"api:x", "app"}
+	until := time.Now().Add(time.Hour).Truncate(time.Microsecond)
+	if err := l.Penalize(bg, req.Group, limiter.Penalty{Scope: "app", Until: until, Code: "90018"}); err != nil {
+		t.Fatal(err)
+	}
+	first := reserveAsync(bg, l, req)
+	<-g.held
+	var waiting []<-chan outcome
+	for range 2 {
+		waiting = append(waiting, reserveAsync(bg, l, req))
+		<-queued
+	}
+	g.release <- struct{}{}
+	if n := <-g.held; n != 2 {
+		t.Fatalf("second call reserves %d requests, want 2", n)
+	}
+	g.release <- struct{}{}
+	for i, ch := range append([]<-chan outcome{first}, waiting...) {
+		o := <-ch
+		if o.err != nil || o.res.OK || o.res.Penalty == nil {
+			t.Fatalf("request %d: %+v %v, want refused by the penalty", i, o.res, o.err)
+		}
+		if p := o.res.Penalty; p.Scope != "app" || !p.Until.Equal(until) || p.Code != "90018" {
+			t.Errorf("request %d: penalty %+v, want scope app until %v code 90018", i, *p, until)
+		}
+	}
+	g.open.Store(true)
+	// Nothing was charged: once the penalty is gone, the rule admits at once.
+	req.Scopes = []string{"api:x"}
+	if res, err := l.Reserve(bg, req); err != nil || !res.OK || res.Delay != 0 {
+		t.Fatalf("after the penalised calls: %+v %v, want admitted at once", res, err)
+	}
+}
