@@ -79,6 +79,9 @@ type Reservation struct {
 
 	// local marks a slot a Failover granted without its primary.
 	local bool
+	// answered is when the answer reached this process (local clock), if
+	// the limiter is remote; see Wait.
+	answered time.Time
 }
 
 // Local reports whether the slot was granted by a fallback while the shared
@@ -87,6 +90,18 @@ func (r Reservation) Local() bool { return r.local }
 
 // SendAt is the scheduled send time on the limiter's clock.
 func (r Reservation) SendAt() time.Time { return r.Now.Add(r.Delay) }
+
+// Wait is how long from now until the slot: Delay less the time since the
+// limiter's answer reached this process, so time spent after the answer
+// arrived (handing it to a queued caller, recording telemetry) does not
+// make the send late. It is never shorter than the true wait: the limiter
+// decided before its answer arrived. Sleep Wait, not Delay.
+func (r Reservation) Wait() time.Duration {
+	if r.answered.IsZero() {
+		return r.Delay
+	}
+	return r.Delay - time.Since(r.answered)
+}
 
 // Penalty is a provider's ban on one scope, shared by every replica.
 type Penalty struct {

@@ -335,3 +335,35 @@ func TestRedisUnavailable(t *testing.T) {
 		t.Error("a prefix with braces was accepted")
 	}
 }
+
+// Wait counts from when the answer arrived: time spent after it shortens
+// the wait, and the wake-up never comes before the slot (Redis and the test
+// share the machine's clock here).
+func TestRedisWaitCountsFromTheAnswer(t *testing.T) {
+	l, err := limiter.NewRedis(redistest.Shared(t).Client(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	req := limiter.Request{Group: limitertest.Group(t), MaxWait: time.Second,
+		Rules: []limiter.Rule{limiter.MustRule(limiter.NewRule("paced", 10, time.Second))}}
+	if _, err := l.Reserve(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now()
+	res, err := l.Reserve(ctx, req)
+	if err != nil || !res.OK || res.Delay <= 0 {
+		t.Fatalf("second: %+v %v, want a booked slot ahead", res, err)
+	}
+	w := res.Wait()
+	after := time.Now()
+	if w > res.Delay || w < res.Delay-after.Sub(before) {
+		t.Errorf("Wait %v, want within [Delay - %v, Delay = %v]", w, after.Sub(before), res.Delay)
+	}
+	if wake := after.Add(w); wake.Before(res.SendAt()) {
+		t.Errorf("waking at %v is %v before the slot %v", wake, res.SendAt().Sub(wake), res.SendAt())
+	}
+	if m := (limiter.Reservation{Delay: time.Second}); m.Wait() != time.Second {
+		t.Errorf("a reservation with no answer time waits %v, want its Delay", m.Wait())
+	}
+}

@@ -269,7 +269,14 @@ func (l *Redis) reserveN(ctx context.Context, reqs []Request, out []Reservation)
 		l.reloadCluster()
 		return unavailable("reserve", err)
 	}
-	return parseReserve(reqs, reply, out)
+	answered := time.Now()
+	if err := parseReserve(reqs, reply, out); err != nil {
+		return err
+	}
+	for i := range out {
+		out[i].answered = answered
+	}
+	return nil
 }
 
 // parseReserve reads the script's reply (see reserve.lua) into out without
