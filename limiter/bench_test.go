@@ -19,7 +19,8 @@ func parallel50(b *testing.B) {
 }
 
 // The physical ceiling: one EVALSHA of a script that does nothing but return,
-// on one key, from 50 goroutines. A reservation cannot beat one round trip.
+// on one key, from 50 goroutines. One reservation per call cannot beat one
+// round trip; coalesced calls reserve many requests each.
 func BenchmarkRedisCeilingEvalsha(b *testing.B) {
 	c := redistest.Shared(b).Client(b)
 	noop := redis.NewScript("return 1")

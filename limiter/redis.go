@@ -41,7 +41,8 @@ func newScript(src string) *script {
 var evalshaName, evalName any = "evalsha", "eval"
 
 // Redis is a Limiter whose state lives in Redis, shared by every replica that
-// uses the same client, prefix and keys. Each Reserve is one script call.
+// uses the same client, prefix and keys. Each Reserve takes at most one
+// script call; under load, concurrent requests for the same rules share one.
 type Redis struct {
 	client redis.UniversalClient
 	prefix string
