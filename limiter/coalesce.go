@@ -58,11 +58,12 @@ type lane struct {
 // lane's flusher and read by the requester once done delivers, or under
 // lane.mu.
 type pending struct {
-	ctx  context.Context
-	req  Request
-	res  Reservation
-	err  error
-	done chan struct{} // receives once the answer is in res and err
+	ctx    context.Context
+	req    Request
+	queued time.Time // when it joined the queue
+	res    Reservation
+	err    error
+	done   chan struct{} // receives once the answer is in res and err
 
 	sent      bool // taken into a call (under lane.mu)
 	abandoned bool // the requester gave up once sent (under lane.mu)
@@ -103,22 +104,47 @@ func (ls *lanes) get(req *Request) *lane {
 	ls.mu.RLock()
 	ln := ls.m[id]
 	ls.mu.RUnlock()
-	if ln == nil {
-		ls.mu.Lock()
-		if ln = ls.m[id]; ln == nil && len(ls.m) < maxLanes {
-			ln = &lane{proto: Request{
-				Group:  req.Group,
-				Rules:  append([]Rule(nil), req.Rules...),
-				Scopes: append([]string(nil), req.Scopes...),
-			}}
-			ls.m[id] = ln
+	if ln != nil && ln.proto.sameShape(req) {
+		return ln
+	}
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	switch ln = ls.m[id]; {
+	case ln != nil && ln.proto.sameShape(req):
+		return ln
+	case ln != nil && !ln.idle():
+		// Another rule set with the same keys (rules rebuilt with other
+		// limits) is in use: make this call alone.
+		return nil
+	case ln == nil && len(ls.m) >= maxLanes:
+		ls.evictIdle()
+		if len(ls.m) >= maxLanes {
+			return nil
 		}
-		ls.mu.Unlock()
 	}
-	if ln == nil || !ln.proto.sameShape(req) {
-		return nil // too many lanes, or another rule set with the same hash
-	}
+	ln = &lane{proto: Request{
+		Group:  req.Group,
+		Rules:  append([]Rule(nil), req.Rules...),
+		Scopes: append([]string(nil), req.Scopes...),
+	}}
+	ls.m[id] = ln
 	return ln
+}
+
+// evictIdle drops the lanes with no call in flight; ls.mu is held. A
+// requester still holding a dropped lane uses it as before.
+func (ls *lanes) evictIdle() {
+	for id, ln := range ls.m {
+		if ln.idle() {
+			delete(ls.m, id)
+		}
+	}
+}
+
+func (ln *lane) idle() bool {
+	ln.mu.Lock()
+	defer ln.mu.Unlock()
+	return !ln.busy && len(ln.queue) == 0
 }
 
 // sameShape reports whether req has exactly the lane's group, rules and
@@ -147,17 +173,10 @@ func (ln *lane) reserve(ctx context.Context, l *Redis, req Request) (Reservation
 	if !ln.busy {
 		ln.busy = true
 		ln.mu.Unlock()
-		one := [1]Request{req}
-		var out [1]Reservation
-		err := l.reserveN(ctx, one[:], out[:])
-		ln.handOver(l)
-		if err != nil {
-			return Reservation{}, err
-		}
-		return out[0], nil
+		return ln.reserveNow(ctx, l, req)
 	}
 	p := pendingPool.Get().(*pending)
-	p.ctx, p.req = ctx, req
+	p.ctx, p.req, p.queued = ctx, req, time.Now()
 	ln.queue = append(ln.queue, p)
 	ln.mu.Unlock()
 	if f := onQueued.Load(); f != nil {
@@ -186,6 +205,19 @@ func (ln *lane) reserve(ctx context.Context, l *Redis, req Request) (Reservation
 	res, err := p.res, p.err
 	p.recycle()
 	return res, err
+}
+
+// reserveNow makes the lane's call for req alone; the lane is busy.
+func (ln *lane) reserveNow(ctx context.Context, l *Redis, req Request) (Reservation, error) {
+	// Deferred: a panic recovered above (an HTTP server's) must not leave
+	// the lane busy with nobody to serve its queue.
+	defer ln.handOver(l)
+	one := [1]Request{req}
+	var out [1]Reservation
+	if err := l.reserveN(ctx, one[:], out[:]); err != nil {
+		return Reservation{}, err
+	}
+	return out[0], nil
 }
 
 // remove takes p out of the queue; ln.mu is held.
@@ -244,8 +276,13 @@ func (ln *lane) flush(l *Redis) {
 		ln.mu.Unlock()
 
 		reqs, out = reqs[:0], out[:0]
+		now := time.Now()
 		for _, p := range batch {
-			reqs = append(reqs, p.req)
+			// The wait a request accepts counts from when it asked, so its
+			// time in the queue comes off it.
+			r := p.req
+			r.MaxWait = max(0, r.MaxWait-now.Sub(p.queued))
+			reqs = append(reqs, r)
 			out = append(out, Reservation{})
 		}
 		ctx, cancel := batchContext(batch)
@@ -268,14 +305,27 @@ func (ln *lane) flush(l *Redis) {
 				p.recycle()
 			}
 		}
-		for _, p := range giveBack {
-			ctx, cancel := context.WithTimeout(context.WithoutCancel(p.ctx), time.Second)
-			_ = l.Cancel(ctx, p.req, p.res)
-			cancel()
-			p.recycle()
+		if len(giveBack) > 0 {
+			// Aside, so that a slow Redis delays no queued request.
+			go l.giveBack(giveBack)
 		}
 		clear(batch)
 		clear(reqs)
+	}
+}
+
+// giveBack cancels, in one call, the slots booked for requests whose
+// requesters gave up while their call was in flight, and recycles them.
+func (l *Redis) giveBack(ps []*pending) {
+	rs := make([]Reservation, len(ps))
+	for i, p := range ps {
+		rs[i] = p.res
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ps[0].ctx), time.Second)
+	_ = l.cancelAll(ctx, ps[0].req, rs)
+	cancel()
+	for _, p := range ps {
+		p.recycle()
 	}
 }
 

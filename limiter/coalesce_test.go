@@ -15,9 +15,9 @@ import (
 	"github.com/quotaware/throttle/limiter/limitertest"
 )
 
-// gate holds each reserve call until the test lets it go, so that a test
-// can queue requests behind a call in flight, and reports every cancel
-// call once it has run.
+// gate holds each reserve call, once Redis has answered it, until the test
+// lets it go, so that a test can queue requests behind a call in flight;
+// and it reports every cancel call once it has run.
 type gate struct {
 	held      chan int      // a reserve call is held: how many requests it reserves
 	release   chan struct{} // lets one held call go
@@ -42,10 +42,17 @@ func (g *gate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 			// "evalsha sha numkeys keys... n ...": n is the first argument.
 			numKeys, _ := strconv.Atoi(args[2].(string))
 			n, _ := strconv.Atoi(args[3+numKeys].(string))
+			// Held once Redis has answered: the call has its instant.
+			err := next(ctx, cmd)
 			g.held <- n
 			<-g.release
+			return err
 		case limiter.CancelSHA:
-			defer func() { g.cancelled <- struct{}{} }()
+			err := next(ctx, cmd)
+			if err == nil || errors.Is(err, redis.Nil) {
+				g.cancelled <- struct{}{}
+			}
+			return err
 		}
 		return next(ctx, cmd)
 	}
@@ -78,12 +85,19 @@ func coalescing(t *testing.T) (*limiter.Redis, *gate, limiter.Request, <-chan st
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Load the script before the gate, so no EVAL fallback is held.
-	rule := limiter.MustRule(limiter.NewRule("paced", 10, time.Second)) // T = 100ms
-	req := limiter.Request{Group: limitertest.Group(t), Rules: []limiter.Rule{rule}, MaxWait: time.Minute}
+	// T = 6 s, far longer than the test's steps take on a loaded machine,
+	// so that slots stay exactly T apart whenever each call runs.
+	rule := limiter.MustRule(limiter.NewRule("paced", 10, time.Minute))
+	req := limiter.Request{Group: limitertest.Group(t), Rules: []limiter.Rule{rule}, MaxWait: time.Hour}
+	// Load the scripts before the gate, so that no EVAL fallback runs
+	// behind it.
 	warm := req
 	warm.Group += "-warm"
-	if _, err := l.Reserve(context.Background(), warm); err != nil {
+	res, err := l.Reserve(context.Background(), warm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Cancel(context.Background(), warm, res); err != nil {
 		t.Fatal(err)
 	}
 	g := newGate()
@@ -140,8 +154,8 @@ func TestRedisCoalescedCallAnswersEachRequest(t *testing.T) {
 	// and its retry-after lands on the slot the third request then took.
 	slots := []time.Time{o1.res.SendAt(), got[0].res.SendAt(), got[2].res.SendAt()}
 	for i := 1; i < len(slots); i++ {
-		if d := slots[i].Sub(slots[i-1]); d != 100*time.Millisecond {
-			t.Errorf("slot %d is %v after slot %d, want exactly T = 100ms", i, d, i-1)
+		if d, T := slots[i].Sub(slots[i-1]), req.Rules[0].Interval(); d != T {
+			t.Errorf("slot %d is %v after slot %d, want exactly T = %v", i, d, i-1, T)
 		}
 	}
 	if at := got[1].res.Now.Add(got[1].res.RetryAfter); !at.Equal(slots[2]) {
@@ -151,7 +165,9 @@ func TestRedisCoalescedCallAnswersEachRequest(t *testing.T) {
 
 // A request whose context ends while it waits for a shared call gets its
 // context's error at once, and loses nothing: queued, it is never sent;
-// sent, the slot its call booked is given back.
+// sent, the slot its call booked is given back, and so are the slots of
+// every request of that call that gave up (newest first, so each is the
+// last booked when its turn comes).
 func TestRedisCoalescedCancelGivesSlotBack(t *testing.T) {
 	l, g, req, queued := coalescing(t)
 	bg := context.Background()
@@ -164,7 +180,9 @@ func TestRedisCoalescedCancelGivesSlotBack(t *testing.T) {
 	<-queued
 	gone := reserveAsync(queuedCtx, l, req) // cancelled while queued
 	<-queued
-	late := reserveAsync(sentCtx, l, req) // cancelled while its call is in flight
+	late1 := reserveAsync(sentCtx, l, req) // these two: cancelled while their call is in flight
+	<-queued
+	late2 := reserveAsync(sentCtx, l, req)
 	<-queued
 
 	cancelQueued()
@@ -173,26 +191,28 @@ func TestRedisCoalescedCancelGivesSlotBack(t *testing.T) {
 	}
 	g.release <- struct{}{}
 	o1 := <-first
-	if n := <-g.held; n != 2 {
-		t.Fatalf("second call reserves %d requests, want 2 (the cancelled one is never sent)", n)
+	if n := <-g.held; n != 3 {
+		t.Fatalf("second call reserves %d requests, want 3 (the cancelled one is never sent)", n)
 	}
 	cancelSent()
-	if o := <-late; !errors.Is(o.err, context.Canceled) {
-		t.Fatalf("cancelled in flight: %+v %v, want context.Canceled", o.res, o.err)
+	for _, ch := range []<-chan outcome{late1, late2} {
+		if o := <-ch; !errors.Is(o.err, context.Canceled) {
+			t.Fatalf("cancelled in flight: %+v %v, want context.Canceled", o.res, o.err)
+		}
 	}
 	g.release <- struct{}{}
 	o2 := <-kept
 	if o1.err != nil || o2.err != nil || !o2.res.OK {
 		t.Fatalf("first %v; kept %+v %v", o1.err, o2.res, o2.err)
 	}
-	<-g.cancelled // the slot booked for the abandoned request is given back
+	<-g.cancelled // the slots booked for the two that gave up are given back
 	g.open.Store(true)
 	next, err := l.Reserve(bg, req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := next.SendAt().Sub(o2.res.SendAt()); d != 100*time.Millisecond {
-		t.Fatalf("next slot %v after the kept one, want T = 100ms (the abandoned slot given back)", d)
+	if d, T := next.SendAt().Sub(o2.res.SendAt()), req.Rules[0].Interval(); d != T {
+		t.Fatalf("next slot %v after the kept one, want T = %v (both abandoned slots given back)", d, T)
 	}
 }
 
@@ -232,5 +252,34 @@ func TestRedisCoalescedPenaltyRefusesAll(t *testing.T) {
 	req.Scopes = []string{"api:x"}
 	if res, err := l.Reserve(bg, req); err != nil || !res.OK || res.Delay != 0 {
 		t.Fatalf("after the penalised calls: %+v %v, want admitted at once", res, err)
+	}
+}
+
+// The wait a queued request accepts counts from when it asked: its time in
+// the queue comes off it, so no request is booked to send later than its
+// MaxWait after it called Reserve.
+func TestRedisCoalescedQueueTimeCountsAgainstMaxWait(t *testing.T) {
+	l, g, req, queued := coalescing(t)
+	bg := context.Background()
+	first := reserveAsync(bg, l, req)
+	<-g.held
+	asked := time.Now()
+	tight := req
+	tight.MaxWait = req.Rules[0].Interval() - time.Second // its slot lies T after the first's
+	ch := reserveAsync(bg, l, tight)
+	<-queued
+	time.Sleep(2 * time.Second) // the scenario: two seconds in the queue
+	g.release <- struct{}{}
+	if o := <-first; o.err != nil {
+		t.Fatal(o.err)
+	}
+	<-g.held
+	g.release <- struct{}{}
+	o := <-ch
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	if o.res.OK {
+		t.Fatalf("booked to send %v after it asked, beyond its MaxWait %v", o.res.SendAt().Sub(asked), tight.MaxWait)
 	}
 }

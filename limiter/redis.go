@@ -325,7 +325,11 @@ func parseReserve(reqs []Request, reply string, out []Reservation) error {
 			for i := range res.Booked {
 				var field string
 				field, fields, _ = strings.Cut(fields, " ")
-				res.Booked[i], _ = strconv.ParseInt(field, 10, 64)
+				b, err := strconv.ParseInt(field, 10, 64)
+				if err != nil {
+					return malformed()
+				}
+				res.Booked[i] = b
 			}
 		case 1:
 			res.RetryAfter = d
@@ -336,7 +340,12 @@ func parseReserve(reqs []Request, reply string, out []Reservation) error {
 			if int(index) >= 1 && int(index) <= len(req.Scopes) {
 				p.Scope = req.Scopes[index-1]
 			}
-			if _, code, found := strings.Cut(fields, "|"); found {
+			// The stored value ends the reply; it is "end|code".
+			stored := fields
+			if rest != "" {
+				stored += "\n" + rest
+			}
+			if _, code, found := strings.Cut(stored, "|"); found {
 				p.Code = code
 			}
 			res.Penalty = p
@@ -350,24 +359,51 @@ func parseReserve(reqs []Request, reply string, out []Reservation) error {
 
 // Cancel implements Limiter in one script call.
 func (l *Redis) Cancel(ctx context.Context, req Request, res Reservation) error {
-	if !res.OK || len(req.Rules) == 0 || len(res.Booked) != len(req.Rules) {
+	return l.cancelAll(ctx, req, []Reservation{res})
+}
+
+// cancelAll gives back the slots of several reservations of requests with
+// req's group and rules, in one script call. They go newest first: a paced
+// slot comes back only while it is the last one booked, so undoing the
+// newest makes the one before it the last.
+func (l *Redis) cancelAll(ctx context.Context, req Request, rs []Reservation) error {
+	if len(req.Rules) == 0 {
 		return nil
 	}
 	a := argsPool.Get().(*scriptArgs)
 	defer a.release()
-	a.begin(cancelScript, len(req.Rules))
-	for i := range req.Rules {
-		a.list = append(a.list, l.keys.get(l.prefix, ruleTag, req.Group, req.Rules[i].key))
+	n := 0
+	for _, res := range rs {
+		if res.OK && len(res.Booked) == len(req.Rules) {
+			n++
+		}
 	}
-	for i := range req.Rules {
-		r := &req.Rules[i]
-		switch r.kind {
-		case pacedRule:
-			a.list = append(a.list, boxedPaced, boxInt64(res.Booked[i]), r.argT)
-		case calendarRule:
-			a.list = append(a.list, boxedCalendar, boxInt64(res.Booked[i]), emptyArg)
-		default:
-			a.list = append(a.list, boxedConcurrency, boxInt64(res.Booked[i]), emptyArg)
+	if n == 0 {
+		return nil
+	}
+	a.begin(cancelScript, n*len(req.Rules))
+	for j := len(rs) - 1; j >= 0; j-- {
+		if res := &rs[j]; res.OK && len(res.Booked) == len(req.Rules) {
+			for i := range req.Rules {
+				a.list = append(a.list, l.keys.get(l.prefix, ruleTag, req.Group, req.Rules[i].key))
+			}
+		}
+	}
+	for j := len(rs) - 1; j >= 0; j-- {
+		res := &rs[j]
+		if !res.OK || len(res.Booked) != len(req.Rules) {
+			continue
+		}
+		for i := range req.Rules {
+			r := &req.Rules[i]
+			switch r.kind {
+			case pacedRule:
+				a.list = append(a.list, boxedPaced, boxInt64(res.Booked[i]), r.argT)
+			case calendarRule:
+				a.list = append(a.list, boxedCalendar, boxInt64(res.Booked[i]), emptyArg)
+			default:
+				a.list = append(a.list, boxedConcurrency, boxInt64(res.Booked[i]), emptyArg)
+			}
 		}
 	}
 	if err := l.run(ctx, cancelScript, a.list).Err(); err != nil && !errors.Is(err, redis.Nil) {
