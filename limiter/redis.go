@@ -6,10 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
-	"math/bits"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -102,106 +100,6 @@ const (
 func redisKey(prefix string, tag byte, group, name string) string {
 	return "{" + prefix + ":" + group + "}:" + string(tag) + ":" + name
 }
-
-// keyCache keeps each Redis key built and boxed once, since the same few
-// rules and scopes come back on every request. It is bounded: when full it
-// starts over, so keys built from many distinct paths cannot grow it.
-type keyCache struct {
-	mu sync.RWMutex
-	m  map[keyID]any
-}
-
-type keyID struct {
-	tag         byte
-	group, name string
-}
-
-const keyCacheMax = 4096
-
-func (c *keyCache) get(prefix string, tag byte, group, name string) any {
-	id := keyID{tag, group, name}
-	c.mu.RLock()
-	k, ok := c.m[id]
-	c.mu.RUnlock()
-	if ok {
-		return k
-	}
-	k = redisKey(prefix, tag, group, name)
-	c.mu.Lock()
-	if len(c.m) >= keyCacheMax {
-		clear(c.m)
-	}
-	c.m[id] = k
-	c.mu.Unlock()
-	return k
-}
-
-// scriptArgs is a reusable argument list: go-redis does not keep it once
-// the call returns.
-type scriptArgs struct{ list []any }
-
-var argsPool = sync.Pool{New: func() any { return &scriptArgs{list: make([]any, 0, 32)} }}
-
-func (a *scriptArgs) begin(s *script, numKeys int) {
-	a.list = append(a.list[:0], evalshaName, s.sha, boxInt(numKeys))
-}
-
-func (a *scriptArgs) release() {
-	if cap(a.list) > 256 {
-		return
-	}
-	clear(a.list)
-	a.list = a.list[:0]
-	argsPool.Put(a)
-}
-
-var smallInts = func() (out [16]any) {
-	for i := range out {
-		out[i] = strconv.Itoa(i)
-	}
-	return out
-}()
-
-func boxInt(n int) any { return boxInt64(int64(n)) }
-
-func boxInt64(n int64) any {
-	if n >= 0 && n < int64(len(smallInts)) {
-		return smallInts[n]
-	}
-	return strconv.FormatInt(n, 10)
-}
-
-var emptyArg any = ""
-
-// ttlArg boxes a key TTL in milliseconds for the reserve script. A TTL may
-// run longer than needed (the key then outlives its state a little), so
-// values above a second are rounded up to an eighth of their power of two,
-// which leaves few distinct strings to format once and keep.
-func ttlArg(ms int64) any {
-	if ms > 1024 {
-		shift := bits.Len64(uint64(ms)) - 4
-		ms = (ms + 1<<shift - 1) >> shift << shift
-	}
-	ttlCache.mu.RLock()
-	v, ok := ttlCache.m[ms]
-	ttlCache.mu.RUnlock()
-	if ok {
-		return v
-	}
-	v = strconv.FormatInt(ms, 10)
-	ttlCache.mu.Lock()
-	ttlCache.m[ms] = v
-	ttlCache.mu.Unlock()
-	return v
-}
-
-// ttlCache holds at most 1024 exact values and eight per power of two above.
-var ttlCache = struct {
-	mu sync.RWMutex
-	m  map[int64]any
-}{m: make(map[int64]any)}
-
-var boxedPaced, boxedCalendar, boxedConcurrency any = "p", "c", "k"
 
 // Reserve implements Limiter in one script call. Requests with the same
 // rules and scopes that arrive while a call for them is in flight go
@@ -472,68 +370,6 @@ func (l *Redis) run(ctx context.Context, s *script, args []any) *redis.Cmd {
 		cmd = l.client.Do(ctx, args...)
 	}
 	return cmd
-}
-
-// channel is where penalties are announced.
-func (l *Redis) channel() string { return l.prefix + ":penalties" }
-
-// WatchPenalties calls onPenalty for every penalty any replica records
-// through a limiter with the same prefix, as Redis announces it (Pub/Sub),
-// so a replica can stop a scope at once instead of on its next reserve; and
-// onBack (if not nil) when a replica announces that Redis answers again
-// after an outage (see AnnounceBack), so replicas still limiting on their own
-// ask Redis at once rather than at their next probe. It runs in the
-// background, reconnecting after outages, until stop is called.
-// Announcements missed while disconnected are not replayed: the penalty key
-// still refuses every reserve, which is the guarantee; this is the speed-up.
-func (l *Redis) WatchPenalties(onPenalty func(group string, p Penalty), onBack func()) (stop func()) {
-	ps := l.client.Subscribe(context.Background(), l.channel())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for msg := range ps.Channel() {
-			if msg.Payload == backAnnouncement {
-				if onBack != nil {
-					onBack()
-				}
-				continue
-			}
-			if group, p, ok := parseAnnouncement(msg.Payload); ok && onPenalty != nil {
-				onPenalty(group, p)
-			}
-		}
-	}()
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			ps.Close()
-			<-done
-		})
-	}
-}
-
-// backAnnouncement says that Redis answers again; a penalty announcement
-// always starts with a group name, never with a NUL.
-const backAnnouncement = "\x00back"
-
-// AnnounceBack tells every watching replica that Redis answers again.
-func (l *Redis) AnnounceBack(ctx context.Context) error {
-	if err := l.client.Publish(ctx, l.channel(), backAnnouncement).Err(); err != nil {
-		return unavailable("publish", err)
-	}
-	return nil
-}
-
-// parseAnnouncement reads "group\nscope\nuntil µs\ncode".
-func parseAnnouncement(s string) (string, Penalty, bool) {
-	group, rest, ok1 := strings.Cut(s, "\n")
-	scope, rest, ok2 := strings.Cut(rest, "\n")
-	until, code, ok3 := strings.Cut(rest, "\n")
-	us, err := strconv.ParseInt(until, 10, 64)
-	if !ok1 || !ok2 || !ok3 || err != nil {
-		return "", Penalty{}, false
-	}
-	return group, Penalty{Scope: scope, Until: time.UnixMicro(us), Code: code}, true
 }
 
 // reloadCluster asks a cluster client to read the cluster's layout again

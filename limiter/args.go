@@ -1,0 +1,110 @@
+package limiter
+
+import (
+	"math/bits"
+	"strconv"
+	"sync"
+)
+
+// Script arguments: keys built once, argument lists reused, numbers boxed
+// without allocating where the same few values come back on every call.
+
+// keyCache keeps each Redis key built and boxed once, since the same few
+// rules and scopes come back on every request. It is bounded: when full it
+// starts over, so keys built from many distinct paths cannot grow it.
+type keyCache struct {
+	mu sync.RWMutex
+	m  map[keyID]any
+}
+
+type keyID struct {
+	tag         byte
+	group, name string
+}
+
+const keyCacheMax = 4096
+
+func (c *keyCache) get(prefix string, tag byte, group, name string) any {
+	id := keyID{tag, group, name}
+	c.mu.RLock()
+	k, ok := c.m[id]
+	c.mu.RUnlock()
+	if ok {
+		return k
+	}
+	k = redisKey(prefix, tag, group, name)
+	c.mu.Lock()
+	if len(c.m) >= keyCacheMax {
+		clear(c.m)
+	}
+	c.m[id] = k
+	c.mu.Unlock()
+	return k
+}
+
+// scriptArgs is a reusable argument list: go-redis does not keep it once
+// the call returns.
+type scriptArgs struct{ list []any }
+
+var argsPool = sync.Pool{New: func() any { return &scriptArgs{list: make([]any, 0, 32)} }}
+
+func (a *scriptArgs) begin(s *script, numKeys int) {
+	a.list = append(a.list[:0], evalshaName, s.sha, boxInt(numKeys))
+}
+
+func (a *scriptArgs) release() {
+	if cap(a.list) > 256 {
+		return
+	}
+	clear(a.list)
+	a.list = a.list[:0]
+	argsPool.Put(a)
+}
+
+var smallInts = func() (out [16]any) {
+	for i := range out {
+		out[i] = strconv.Itoa(i)
+	}
+	return out
+}()
+
+func boxInt(n int) any { return boxInt64(int64(n)) }
+
+func boxInt64(n int64) any {
+	if n >= 0 && n < int64(len(smallInts)) {
+		return smallInts[n]
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+var emptyArg any = ""
+
+// ttlArg boxes a key TTL in milliseconds for the reserve script. A TTL may
+// run longer than needed (the key then outlives its state a little), so
+// values above a second are rounded up to an eighth of their power of two,
+// which leaves few distinct strings to format once and keep.
+func ttlArg(ms int64) any {
+	if ms > 1024 {
+		shift := bits.Len64(uint64(ms)) - 4
+		ms = (ms + 1<<shift - 1) >> shift << shift
+	}
+	ttlCache.mu.RLock()
+	v, ok := ttlCache.m[ms]
+	ttlCache.mu.RUnlock()
+	if ok {
+		return v
+	}
+	v = strconv.FormatInt(ms, 10)
+	ttlCache.mu.Lock()
+	ttlCache.m[ms] = v
+	ttlCache.mu.Unlock()
+	return v
+}
+
+// ttlCache holds at most 1024 exact values and eight per power of two above.
+var ttlCache = struct {
+	mu sync.RWMutex
+	m  map[int64]any
+}{m: make(map[int64]any)}
+
+var boxedPaced, boxedCalendar, boxedConcurrency any = "p", "c", "k"
