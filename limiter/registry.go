@@ -27,7 +27,14 @@ type Registry struct {
 	id     string
 	every  time.Duration
 
-	live      atomic.Int64
+	live atomic.Int64
+	// counts are the counts of the last beats, and live their maximum: a
+	// Redis that comes back empty sees the replicas re-register one by one,
+	// and the first to beat would otherwise think itself alone and limit
+	// at the full rate on its own. A replica that really left drops out of
+	// the maximum len(counts) beats after it expired.
+	counts    [4]int64
+	next      int
 	stop      chan struct{}
 	done      chan struct{}
 	closeOnce sync.Once
@@ -75,12 +82,15 @@ func (r *Registry) beat(leave bool) {
 	}
 	n, err := registryScript.Run(ctx, r.client, []string{r.key}, r.id, (3 * r.every).Milliseconds(), flag).Int64()
 	if err == nil && n >= 1 && !leave {
-		r.live.Store(n)
+		r.counts[r.next] = n
+		r.next = (r.next + 1) % len(r.counts)
+		r.live.Store(max(r.counts[0], r.counts[1], r.counts[2], r.counts[3]))
 	}
 }
 
-// Live is the number of live replicas last seen (at least 1). While Redis
-// is away it keeps the last count, which is what the fallback needs.
+// Live is the number of live replicas (at least 1): the most seen over the
+// last few beats. While Redis is away it keeps the last count, which is what
+// the fallback needs.
 func (r *Registry) Live() int { return int(r.live.Load()) }
 
 // Share is this replica's fair share of a rule: 1 / Live.

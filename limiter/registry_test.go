@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/quotaware/throttle/internal/redistest"
 	"github.com/quotaware/throttle/limiter"
 	"github.com/quotaware/throttle/limiter/limitertest"
@@ -39,6 +41,58 @@ func TestRegistryCountsLiveReplicas(t *testing.T) {
 	}
 	regs[2].Close()
 	until("the others see 2", func() bool { return regs[0].Live() == 2 && regs[1].Live() == 2 })
+}
+
+// A Redis that comes back empty does not make a replica think it is alone
+// while the others re-register: the count holds for a few beats, then
+// follows replicas that really left.
+func TestRegistryKeepsCountWhenRedisComesBackEmpty(t *testing.T) {
+	srv := redistest.Shared(t)
+	c := srv.Client(t)
+	ctx := context.Background()
+	prefix := limitertest.Group(t)
+	key := "{" + prefix + ":registry}:replicas"
+	r := limiter.StartRegistry(c, prefix, 20*time.Millisecond)
+	t.Cleanup(r.Close)
+	// Two other replicas, live for an hour, that this test controls.
+	later := float64(time.Now().Add(time.Hour).UnixMilli())
+	if err := c.ZAdd(ctx, key, redis.Z{Score: later, Member: "b"}, redis.Z{Score: later, Member: "c"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	until := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within 5s", what)
+			}
+			time.Sleep(5 * time.Millisecond) // polling beats of a background goroutine
+		}
+	}
+	until("sees 3", func() bool { return r.Live() == 3 })
+
+	// Redis comes back empty; only this replica beats.
+	if err := c.Del(ctx, key).Err(); err != nil {
+		t.Fatal(err)
+	}
+	var first float64
+	until("re-registered", func() bool {
+		ids, err := c.ZRangeWithScores(ctx, key, 0, -1).Result()
+		if err == nil && len(ids) == 1 {
+			first = ids[0].Score
+			return true
+		}
+		return false
+	})
+	// A second beat after it: the first one's count has been taken in.
+	until("beat again", func() bool {
+		ids, _ := c.ZRangeWithScores(ctx, key, 0, -1).Result()
+		return len(ids) == 1 && ids[0].Score > first
+	})
+	if n := r.Live(); n != 3 {
+		t.Fatalf("right after Redis came back empty, Live = %d, want the 3 seen before", n)
+	}
+	until("follows the replicas that left", func() bool { return r.Live() == 1 })
 }
 
 // A penalty recorded by one replica is announced to the others at once.
