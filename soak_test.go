@@ -3,9 +3,10 @@ package throttle_test
 // The soak: eight replicas on one Redis call the DingTalk emulator at five
 // times the published rate for THROTTLE_SOAK (e.g. 10s, 60s), with the
 // Redis server killed and restarted in the middle. It reports violations,
-// utilization, added latency, heap and goroutines, and fails on a
-// violation outside the outage, on a replica exceeding its local share
-// during the outage, on an unexpected error, or on goroutines left behind.
+// utilization, added latency, heap and goroutines, and fails on any
+// violation (outside the outage or in any phase of it), on a replica
+// exceeding its local share during the outage, on an unexpected error, or
+// on goroutines left behind.
 
 import (
 	"context"
@@ -227,6 +228,9 @@ func TestSoak(t *testing.T) {
 				switch {
 				case r.At.Before(shareFrom):
 					violSwitch++
+					if violSwitch <= 5 {
+						t.Errorf("violation while Redis slots and local ones overlap: %s at %v answered %s", r.Path, r.At.Format("15:04:05.000000"), r.Code)
+					}
 				case r.At.Before(restarting):
 					violLocal++
 					if violLocal <= 5 {
@@ -234,6 +238,9 @@ func TestSoak(t *testing.T) {
 					}
 				default:
 					violBack++
+					if violBack <= 5 {
+						t.Errorf("violation after the restart: %s at %v answered %s", r.Path, r.At.Format("15:04:05.000000"), r.Code)
+					}
 				}
 			} else {
 				violOut++
