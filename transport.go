@@ -300,7 +300,7 @@ func (c *call) reserveAndSend(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	if res.Delay > 0 {
-		if err := c.wait(ctx, res.Wait()); err != nil {
+		if err := res.Sleep(ctx); err != nil {
 			// The slot will not be used: give it back so the next caller
 			// can have it. The request's context is done, so cancel on a
 			// context of its own.

@@ -216,7 +216,7 @@ func (o *ours) acquire(ctx context.Context, deadline time.Time) (grant, error) {
 		return grant{}, errBudget
 	}
 	gr := grant{ok: true, waited: res.Delay > 0, scheduled: res.SendAt()}
-	if err := sleep(ctx, res.Wait()); err != nil {
+	if err := res.Sleep(ctx); err != nil {
 		_ = o.l.Cancel(context.WithoutCancel(ctx), req, res)
 		return grant{}, err
 	}

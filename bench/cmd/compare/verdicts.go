@@ -165,11 +165,11 @@ func verdicts(res results) string {
 			format: func(v float64) string { return fmt.Sprintf("%.0f", v) }}, inv)
 		lateWhy := "The numbers do not measure the same thing: this project's lateness runs from the booked slot on " +
 			"Redis's clock to the send in the replica, so it holds the reply's trip back from Redis (a few hundred " +
-			"µs on these two loaded cores) on top of the timer slack every design has (a Go timer on an idle Linux " +
-			"thread wakes up to 1 ms late), while a local limiter's runs from its own clock. Waking at the slot " +
-			"mapped onto the replica's clock would need an estimate of the offset between the two clocks, and an " +
-			"estimate can err towards sending early; the library never sends before its slot (Reservation.Wait " +
-			"counts from when the answer arrived)."
+			"µs on these two loaded cores) on top of the wake's own slack (about 0.1 ms: the last 2 ms of a wait " +
+			"run on a nanosleep thread, where a Go timer wakes up to 1 ms late), while a local limiter's runs from " +
+			"its own clock. Waking at the slot mapped onto the replica's clock would need an estimate of the " +
+			"offset between the two clocks, which can err towards sending early; the library never sends before " +
+			"its slot."
 		judge(metric{table: "Table 4", name: "lateness p50", lowerBetter: true, tied: within(0.10, 100), format: us, reason: lateWhy}, late50)
 		judge(metric{table: "Table 4", name: "lateness p99", lowerBetter: true, tied: within(0.10, 200), format: us, reason: lateWhy}, late99)
 		judge(metric{table: "Table 5", name: "Redis memory per limit", lowerBetter: true, tied: within(0.05, 8),

@@ -1,0 +1,83 @@
+package limiter_test
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quotaware/throttle/limiter"
+)
+
+// Many waiters at once, short and long waits mixed: none wakes before its
+// instant.
+func TestSleepUntilSlotNeverEarly(t *testing.T) {
+	var wg sync.WaitGroup
+	errs := make(chan error, 400)
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 25 {
+				d := time.Duration(rand.IntN(6000)) * time.Microsecond // across the timer and fine stretches
+				at := time.Now().Add(d)
+				if err := limiter.SleepUntilSlot(context.Background(), d); err != nil {
+					errs <- err
+					return
+				}
+				if early := time.Until(at); early > 0 {
+					errs <- errors.New("woke " + early.String() + " early")
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+// A cancelled context ends the wait with its cause, in either stretch.
+func TestSleepUntilSlotCancelled(t *testing.T) {
+	cause := errors.New("caller left")
+	for _, d := range []time.Duration{time.Hour, time.Millisecond} {
+		ctx, cancel := context.WithCancelCause(context.Background())
+		cancel(cause)
+		if err := limiter.SleepUntilSlot(ctx, d); !errors.Is(err, cause) {
+			t.Errorf("wait %v with a cancelled context: %v, want its cause", d, err)
+		}
+	}
+	if err := limiter.SleepUntilSlot(context.Background(), -time.Second); err != nil {
+		t.Errorf("a wait already over: %v, want nil at once", err)
+	}
+}
+
+// How late a wake comes, against a plain timer; reported, not asserted.
+//
+//	go test -run '^$' -bench Lateness ./limiter/
+func BenchmarkLateness(b *testing.B) {
+	for _, tc := range []struct {
+		name  string
+		sleep func(time.Duration)
+	}{
+		{"timer", func(d time.Duration) { <-time.NewTimer(d).C }},
+		{"SleepUntilSlot", func(d time.Duration) { _ = limiter.SleepUntilSlot(context.Background(), d) }},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			var late []time.Duration
+			for b.Loop() {
+				d := time.Duration(3000+rand.IntN(2000)) * time.Microsecond
+				at := time.Now().Add(d)
+				tc.sleep(d)
+				late = append(late, time.Since(at))
+			}
+			slices.Sort(late)
+			b.ReportMetric(float64(late[len(late)/2].Microseconds()), "p50-late-µs")
+			b.ReportMetric(float64(late[len(late)*99/100].Microseconds()), "p99-late-µs")
+		})
+	}
+}
