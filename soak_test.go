@@ -11,7 +11,6 @@ package throttle_test
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
 	"net/http"
 	"os"
 	"runtime"
@@ -24,6 +23,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/quotaware/throttle"
+	"github.com/quotaware/throttle/internal/loadtest"
 	"github.com/quotaware/throttle/internal/redistest"
 	"github.com/quotaware/throttle/limiter/limitertest"
 	"github.com/quotaware/throttle/providers"
@@ -141,48 +141,23 @@ func TestSoak(t *testing.T) {
 	// cancelled.
 	start := time.Now()
 	ctx, cancel := context.WithCancel(context.Background())
-	var (
-		mu    sync.Mutex
-		calls []soakCall
-		wg    sync.WaitGroup
-	)
-	perReplica := demand * published / replicas
-	for i := range replicas {
-		for _, path := range []string{dtOldPath, dtNewPath} {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				var inFlight sync.WaitGroup
-				defer inFlight.Wait()
-				timer := time.NewTimer(0)
-				defer timer.Stop()
-				for {
-					select {
-					case <-ctx.Done():
-						return
-					case <-timer.C:
-					}
-					timer.Reset(time.Duration(rand.ExpFloat64() / perReplica * float64(time.Second)))
-					inFlight.Add(1)
-					go func() {
-						defer inFlight.Done()
-						st := &serviceTime{}
-						began := time.Now()
-						resp, err := tg.call(context.WithValue(ctx, serviceKey{}, st), clients[i], path)
-						c := soakCall{api: providers.FoldPath(path), err: err}
-						if err == nil {
-							c.answered = true
-							c.ok = resp.StatusCode == http.StatusOK
-							c.added = time.Since(began) - time.Duration(st.ns.Load())
-						}
-						mu.Lock()
-						calls = append(calls, c)
-						mu.Unlock()
-					}()
-				}
-			}()
-		}
-	}
+	paths := []string{dtOldPath, dtNewPath}
+	rate := demand * published
+	driven := make(chan []soakCall, 1)
+	go func() {
+		driven <- loadtest.Drive(ctx, replicas, []float64{rate, rate}, func(ctx context.Context, i, api int) soakCall {
+			st := &serviceTime{}
+			began := time.Now()
+			resp, err := tg.call(context.WithValue(ctx, serviceKey{}, st), clients[i], paths[api])
+			c := soakCall{api: providers.FoldPath(paths[api]), err: err}
+			if err == nil {
+				c.answered = true
+				c.ok = resp.StatusCode == http.StatusOK
+				c.added = time.Since(began) - time.Duration(st.ns.Load())
+			}
+			return c
+		})
+	}()
 
 	// Kill Redis, bring it back empty, and let the run finish.
 	waitUntilClock(start.Add(killAt))
@@ -192,13 +167,13 @@ func TestSoak(t *testing.T) {
 	restarting := time.Now()
 	if err := srv.Restart(); err != nil {
 		cancel()
-		wg.Wait()
+		<-driven
 		t.Fatal(err)
 	}
 	restarted := time.Now()
 	waitUntilClock(start.Add(run))
 	cancel()
-	wg.Wait()
+	calls := <-driven
 	end := time.Now()
 
 	// Violations: every answer of the emulator that is not a success, in

@@ -18,11 +18,11 @@ import (
 	"time"
 
 	"github.com/quotaware/throttle"
+	"github.com/quotaware/throttle/internal/loadtest"
 	"github.com/quotaware/throttle/limiter/limitertest"
 	"github.com/quotaware/throttle/providers"
 	"github.com/quotaware/throttle/providers/dingtalk"
 	"github.com/quotaware/throttle/providers/dingtalk/dingtalktest"
-	"github.com/quotaware/throttle/providers/internal/loadtest"
 )
 
 func TestMain(m *testing.M) { loadtest.Main(m) }

@@ -18,10 +18,10 @@ import (
 	"time"
 
 	"github.com/quotaware/throttle"
+	"github.com/quotaware/throttle/internal/loadtest"
 	"github.com/quotaware/throttle/limiter/limitertest"
 	"github.com/quotaware/throttle/providers/feishu"
 	"github.com/quotaware/throttle/providers/feishu/feishutest"
-	"github.com/quotaware/throttle/providers/internal/loadtest"
 )
 
 func TestMain(m *testing.M) { loadtest.Main(m) }

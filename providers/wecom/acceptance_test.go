@@ -27,8 +27,8 @@ import (
 	"time"
 
 	"github.com/quotaware/throttle"
+	"github.com/quotaware/throttle/internal/loadtest"
 	"github.com/quotaware/throttle/limiter/limitertest"
-	"github.com/quotaware/throttle/providers/internal/loadtest"
 	"github.com/quotaware/throttle/providers/wecom"
 	"github.com/quotaware/throttle/providers/wecom/wecomtest"
 )
