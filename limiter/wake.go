@@ -29,10 +29,14 @@ const fineStep = 200 * time.Microsecond
 // ends (it starts again with the next one).
 const fineIdle = time.Second
 
-// SleepUntilSlot waits d (as from Reservation.Wait), returning early with
-// the context's cause. It wakes within about a tenth of a millisecond of the
-// instant where the platform has a fine sleep (Linux), and never before it.
-func SleepUntilSlot(ctx context.Context, d time.Duration) error {
+// Sleep waits until the slot (Wait from now), returning early with the
+// context's cause. It wakes within about a tenth of a millisecond of the
+// slot where the platform has a fine sleep (Linux), where a timer wakes up
+// to a millisecond late, and never before it. Use it rather than a timer
+// on Delay or Wait.
+func (r Reservation) Sleep(ctx context.Context) error { return sleepFor(ctx, r.Wait()) }
+
+func sleepFor(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return nil
 	}
@@ -57,9 +61,6 @@ func SleepUntilSlot(ctx context.Context, d time.Duration) error {
 		return context.Cause(ctx)
 	}
 }
-
-// Sleep waits until the slot: SleepUntilSlot(ctx, r.Wait()).
-func (r Reservation) Sleep(ctx context.Context) error { return SleepUntilSlot(ctx, r.Wait()) }
 
 // fineWaker wakes waiters at their instants from one goroutine locked to
 // its thread.

@@ -14,7 +14,7 @@ import (
 
 // Many waiters at once, short and long waits mixed: none wakes before its
 // instant.
-func TestSleepUntilSlotNeverEarly(t *testing.T) {
+func TestSleepNeverEarly(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make(chan error, 400)
 	for range 16 {
@@ -24,7 +24,7 @@ func TestSleepUntilSlotNeverEarly(t *testing.T) {
 			for range 25 {
 				d := time.Duration(rand.IntN(6000)) * time.Microsecond // across the timer and fine stretches
 				at := time.Now().Add(d)
-				if err := limiter.SleepUntilSlot(context.Background(), d); err != nil {
+				if err := (limiter.Reservation{Delay: d}).Sleep(context.Background()); err != nil {
 					errs <- err
 					return
 				}
@@ -42,16 +42,16 @@ func TestSleepUntilSlotNeverEarly(t *testing.T) {
 }
 
 // A cancelled context ends the wait with its cause, in either stretch.
-func TestSleepUntilSlotCancelled(t *testing.T) {
+func TestSleepCancelled(t *testing.T) {
 	cause := errors.New("caller left")
 	for _, d := range []time.Duration{time.Hour, time.Millisecond} {
 		ctx, cancel := context.WithCancelCause(context.Background())
 		cancel(cause)
-		if err := limiter.SleepUntilSlot(ctx, d); !errors.Is(err, cause) {
+		if err := (limiter.Reservation{Delay: d}).Sleep(ctx); !errors.Is(err, cause) {
 			t.Errorf("wait %v with a cancelled context: %v, want its cause", d, err)
 		}
 	}
-	if err := limiter.SleepUntilSlot(context.Background(), -time.Second); err != nil {
+	if err := (limiter.Reservation{Delay: -time.Second}).Sleep(context.Background()); err != nil {
 		t.Errorf("a wait already over: %v, want nil at once", err)
 	}
 }
@@ -65,7 +65,7 @@ func BenchmarkLateness(b *testing.B) {
 		sleep func(time.Duration)
 	}{
 		{"timer", func(d time.Duration) { <-time.NewTimer(d).C }},
-		{"SleepUntilSlot", func(d time.Duration) { _ = limiter.SleepUntilSlot(context.Background(), d) }},
+		{"Reservation.Sleep", func(d time.Duration) { _ = (limiter.Reservation{Delay: d}).Sleep(context.Background()) }},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			var late []time.Duration
