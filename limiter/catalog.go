@@ -5,17 +5,27 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // The catalogue: a Redis hash per group, "{prefix:group}:rules", that maps a
 // calendar rule's key to its description (limit, unit, location, grace). The
 // state keys hold counts only; the catalogue lets a reader that has no rules
 // of its own (the throttlectl tool) say "4,212 / 5,000 used, resets on the
-// 1st". Transports write it when they first meet a calendar rule.
+// 1st". Transports write it when they first meet a calendar rule in a
+// window. It lives as long as the calendar keys it describes: until the end
+// of the latest window described, so an idle group leaves nothing behind
+// that its calendar keys do not.
 
-// catalogTTL keeps the catalogue past the longest calendar window; writers
-// renew it.
-const catalogTTL = 40 * 24 * time.Hour
+// describeScript sets the descriptions and extends (never shortens) the
+// catalogue's life. KEYS[1]: the catalogue; ARGV[1]: time to live (ms);
+// then field, value pairs.
+var describeScript = redis.NewScript(`
+redis.call('HSET', KEYS[1], unpack(ARGV, 2))
+local ttl = tonumber(ARGV[1])
+if redis.call('PTTL', KEYS[1]) < ttl then redis.call('PEXPIRE', KEYS[1], ttl) end
+return 1`)
 
 func (l *Redis) catalogKey(group string) string {
 	return "{" + l.prefix + ":" + group + "}:rules"
@@ -28,23 +38,36 @@ func (l *Redis) Describe(ctx context.Context, group string, rules ...Rule) error
 	if err := checkKey("group", group); err != nil {
 		return err
 	}
-	var fields []any
+	now := time.Now()
+	args := []any{int64(0)}
+	var ttl time.Duration
 	for i := range rules {
 		if d := describeRule(rules[i]); d != "" {
-			fields = append(fields, rules[i].key, d)
+			args = append(args, rules[i].key, d)
+			ttl = max(ttl, rules[i].WindowEnd(now).Sub(now)+time.Second)
 		}
 	}
-	if len(fields) == 0 {
+	if len(args) == 1 {
 		return nil
 	}
-	key := l.catalogKey(group)
-	pipe := l.client.TxPipeline()
-	pipe.HSet(ctx, key, fields...)
-	pipe.PExpire(ctx, key, catalogTTL)
-	if _, err := pipe.Exec(ctx); err != nil {
+	args[0] = ttl.Milliseconds()
+	if err := describeScript.Run(ctx, l.client, []string{l.catalogKey(group)}, args...).Err(); err != nil {
 		return unavailable("describe", err)
 	}
 	return nil
+}
+
+// WindowEnd is when the calendar window holding t ends (the next one
+// starts); the zero time for other rules.
+func (r Rule) WindowEnd(t time.Time) time.Time {
+	if r.kind != calendarRule {
+		return time.Time{}
+	}
+	b := r.windows(t)
+	if t.UnixMicro() < b[1] {
+		return time.UnixMicro(b[1])
+	}
+	return time.UnixMicro(b[2])
 }
 
 // describeRule writes a calendar rule as "calendar <limit> <unit> <location>
