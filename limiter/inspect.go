@@ -111,13 +111,17 @@ func (r RuleState) Words(now time.Time) string {
 	return "unknown key type"
 }
 
-// roundLeft rounds a duration for reading: seconds under an hour, minutes
-// above.
-func roundLeft(d time.Duration) time.Duration {
-	if d >= time.Hour {
-		return d.Round(time.Minute)
+// roundLeft writes a duration for reading: "7d06h28m", "2h05m", "4m07s".
+func roundLeft(d time.Duration) string {
+	switch {
+	case d < time.Second:
+		return max(d, 0).Round(time.Millisecond).String()
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
+	case d < 24*time.Hour:
+		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
 	}
-	return d.Round(time.Second)
+	return fmt.Sprintf("%dd%02dh%02dm", int(d.Hours())/24, int(d.Hours())%24, int(d.Minutes())%60)
 }
 
 // Active reports whether any group has an active penalty.

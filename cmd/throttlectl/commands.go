@@ -168,9 +168,9 @@ func render(w io.Writer, st limiter.State) {
 		fmt.Fprintf(w, "\n%s\n", g.Group)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		if len(g.Penalties) == 0 {
-			fmt.Fprintln(tw, "  penalties:\tnone")
+			fmt.Fprintln(w, "  penalties: none")
 		} else {
-			fmt.Fprintf(tw, "  penalties:\t%d active\n", len(g.Penalties))
+			fmt.Fprintf(w, "  penalties: %d active\n", len(g.Penalties))
 			fmt.Fprintln(tw, "  SCOPE\tCODE\tENDS AT\tLEFT\tSET BY")
 			for _, p := range g.Penalties {
 				by := p.SetBy
@@ -183,7 +183,7 @@ func render(w io.Writer, st limiter.State) {
 		tw.Flush()
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		if len(g.Rules) == 0 {
-			fmt.Fprintln(tw, "  rules:\tno state (idle)")
+			fmt.Fprintln(w, "  rules: no state (idle)")
 		} else {
 			fmt.Fprintln(tw, "  RULE\tKIND\tSTATE")
 			for _, r := range g.Rules {
