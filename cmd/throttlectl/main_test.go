@@ -383,3 +383,57 @@ func TestErrors(t *testing.T) {
 		t.Fatalf("status on the open server: exit %d\n%s", code, out)
 	}
 }
+
+// On a Redis Cluster, given every address or just one node's, the tool
+// reads the node that owns the group's slot and lifts there.
+func TestCluster(t *testing.T) {
+	c := redistest.StartCluster(t, 3, 0)
+	l, err := limiter.NewRedis(c.Client(t), limiter.WithPrefix(prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	until := time.Now().Add(time.Hour)
+	for _, g := range []string{"dingtalk", "wechat", "feishu"} {
+		if err := l.Penalize(ctx, g, limiter.Penalty{Scope: "app:a", Until: until, Code: "45009"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The three tags spread over the masters (each holds a third of the
+	// slots), so finding every group takes every master.
+	thirds := map[int]bool{}
+	for _, g := range []string{"dingtalk", "wechat", "feishu"} {
+		thirds[c.Slot(t, "{"+prefix+":"+g+"}")*3/16384] = true
+	}
+	if len(thirds) < 2 {
+		t.Fatalf("the groups' slots all fall in one third: %v", thirds)
+	}
+	for _, addrs := range []string{strings.Join(c.Masters(), ","), c.Masters()[1]} {
+		out, stderr, code := ctl(t, "", "-redis", addrs, "-prefix", prefix, "status", "-json")
+		if code != 0 {
+			t.Fatalf("status on %s: exit %d, %s", addrs, code, stderr)
+		}
+		var st limiter.State
+		if err := json.Unmarshal([]byte(out), &st); err != nil {
+			t.Fatal(err)
+		}
+		if len(st.Groups) != 3 {
+			t.Fatalf("status on %s: groups %+v, want dingtalk, feishu and wechat", addrs, st.Groups)
+		}
+		for _, g := range st.Groups {
+			if len(g.Penalties) != 1 || g.Penalties[0].Code != "45009" {
+				t.Fatalf("status on %s: group %+v, want its penalty", addrs, g)
+			}
+		}
+	}
+	if out, stderr, code := ctl(t, "", "-redis", c.Masters()[0], "-prefix", prefix, "lift", "-yes", "-provider", "wechat", "app:a"); code != 0 {
+		t.Fatalf("lift: exit %d, %s %s", code, out, stderr)
+	}
+	st, err := l.Inspect(ctx, "wechat", "dingtalk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Groups[0].Penalties) != 0 || len(st.Groups[1].Penalties) != 1 {
+		t.Fatalf("after lifting wechat's: %+v, want wechat's gone and dingtalk's kept", st.Groups)
+	}
+}
