@@ -116,6 +116,8 @@ func roundLeft(d time.Duration) string {
 	switch {
 	case d < time.Second:
 		return max(d, 0).Round(time.Millisecond).String()
+	case d < time.Minute:
+		return d.Round(100 * time.Millisecond).String()
 	case d < time.Hour:
 		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
 	case d < 24*time.Hour:

@@ -204,6 +204,8 @@ func fmtLeft(d time.Duration) string {
 		return "0s"
 	case d < time.Second:
 		return d.Round(time.Millisecond).String()
+	case d < time.Minute:
+		return d.Round(100 * time.Millisecond).String()
 	case d < time.Hour:
 		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
 	case d < 24*time.Hour:
