@@ -3,9 +3,11 @@ package throttle
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -50,9 +52,11 @@ type quotaWatch struct {
 	reader calendarReader // nil when the limiter cannot say
 	log    *slog.Logger
 
-	mu    sync.RWMutex
-	known map[quotaKey]*knownQuota
-	order []quotaKey // in the order met, for stable reads
+	// known is read on the request path without a lock: a map never
+	// modified once published, replaced whole (under mu) when a rule is new.
+	known atomic.Pointer[map[quotaKey]*knownQuota]
+	mu    sync.Mutex
+	order []quotaKey // in the order met, for stable reads; guarded by mu
 
 	reg metric.Registration
 }
@@ -60,15 +64,15 @@ type quotaWatch struct {
 type knownQuota struct {
 	rule limiter.Rule
 	name string // rule attribute
-	// nextDescribe is when to renew the catalogue entry (unix nanos),
-	// guarded by quotaWatch.mu.
-	nextDescribe int64
+	// nextDescribe is when to describe the rule again (unix nanos): its
+	// catalogue entry lives until the window ends.
+	nextDescribe atomic.Int64
 }
 
 // startQuotaWatch sets up the gauges and wraps each profile's Route so that
 // the calendar rules of its routes become known.
 func (t *Transport) startQuotaWatch(c *config) error {
-	q := &quotaWatch{log: c.logger, known: make(map[quotaKey]*knownQuota)}
+	q := &quotaWatch{log: c.logger}
 	if c.redis != nil {
 		r, err := limiter.NewRedis(c.redis, limiter.WithPrefix(c.redisPrefix))
 		if err != nil {
@@ -113,43 +117,58 @@ func (q *quotaWatch) observe(group string, route func(*http.Request) (providers.
 
 func (q *quotaWatch) see(group string, r limiter.Rule) {
 	k := quotaKey{group, r.Key()}
-	q.mu.RLock()
-	kq := q.known[k]
-	due := kq != nil && q.shared != nil && time.Now().UnixNano() >= kq.nextDescribe
-	q.mu.RUnlock()
-	if kq != nil && !due {
+	var kq *knownQuota
+	if m := q.known.Load(); m != nil {
+		kq = (*m)[k]
+	}
+	if kq == nil {
+		if kq = q.add(k, r); kq == nil {
+			return
+		}
+	}
+	if q.shared == nil {
 		return
 	}
+	now := time.Now()
+	next := kq.nextDescribe.Load()
+	if now.UnixNano() < next || !kq.nextDescribe.CompareAndSwap(next, r.WindowEnd(now).UnixNano()) {
+		return // described in this window, or another request does it
+	}
+	// Off the request path, bounded by its timeout; a failure only leaves
+	// throttlectl without the limit until the next window.
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if err := q.shared.Describe(ctx, group, r); err != nil {
+			q.log.Debug("throttle: could not describe a calendar rule", "provider", group, "rule", kq.name, "error", err)
+		}
+	}()
+}
+
+// add makes a rule known, unless maxKnownQuotas are already; it returns
+// the rule's entry, or nil.
+func (q *quotaWatch) add(k quotaKey, r limiter.Rule) *knownQuota {
 	q.mu.Lock()
-	kq = q.known[k]
-	switch {
-	case kq == nil && len(q.known) >= maxKnownQuotas:
-		q.mu.Unlock()
-		return
-	case kq == nil:
-		name, _, _ := strings.Cut(r.Key(), ":")
-		kq = &knownQuota{rule: r, name: name}
-		q.known[k] = kq
-		q.order = append(q.order, k)
-	case time.Now().UnixNano() < kq.nextDescribe:
-		q.mu.Unlock()
-		return // another request renews it
+	defer q.mu.Unlock()
+	old := q.known.Load()
+	if old != nil {
+		if kq := (*old)[k]; kq != nil {
+			return kq
+		}
+		if len(*old) >= maxKnownQuotas {
+			return nil
+		}
 	}
-	// The catalogue entry lives until the window ends: describe the rule
-	// again in the next one.
-	kq.nextDescribe = r.WindowEnd(time.Now()).UnixNano()
-	q.mu.Unlock()
-	if q.shared != nil {
-		// Off the request path, bounded by its timeout; a failure only
-		// leaves throttlectl without the limit until the next renewal.
-		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			defer cancel()
-			if err := q.shared.Describe(ctx, group, r); err != nil {
-				q.log.Debug("throttle: could not describe a calendar rule", "provider", group, "rule", kq.name, "error", err)
-			}
-		}()
+	m := make(map[quotaKey]*knownQuota, len(q.order)+1)
+	if old != nil {
+		maps.Copy(m, *old)
 	}
+	name, _, _ := strings.Cut(r.Key(), ":")
+	kq := &knownQuota{rule: r, name: name}
+	m[k] = kq
+	q.order = append(q.order, k)
+	q.known.Store(&m)
+	return kq
 }
 
 // register creates the gauges and their one callback for this Transport.
@@ -186,16 +205,18 @@ type quotaReading struct {
 // per provider and rule name, the key nearest its limit. A provider whose
 // read fails is left out of this collection.
 func (q *quotaWatch) read(ctx context.Context) []quotaReading {
-	q.mu.RLock()
+	q.mu.Lock()
 	byGroup := make(map[string][]*knownQuota)
 	var groups []string
-	for _, k := range q.order {
-		if byGroup[k.group] == nil {
-			groups = append(groups, k.group)
+	if m := q.known.Load(); m != nil {
+		for _, k := range q.order {
+			if byGroup[k.group] == nil {
+				groups = append(groups, k.group)
+			}
+			byGroup[k.group] = append(byGroup[k.group], (*m)[k])
 		}
-		byGroup[k.group] = append(byGroup[k.group], q.known[k])
 	}
-	q.mu.RUnlock()
+	q.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, quotaGaugeTimeout)
 	defer cancel()
 	var out []quotaReading
