@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -217,12 +218,12 @@ func (l *Redis) scanTag(ctx context.Context, tag string) ([]string, bool, error)
 	}
 	var keys []string
 	truncated := false
-	lock := make(chan struct{}, 1)
+	var mu sync.Mutex // scanNodes may call fn concurrently
 	err := l.scanNodes(ctx, func(ctx context.Context, node *redis.Client) error {
 		ks, tr, err := scan(ctx, node, pattern, MaxInspectKeys)
-		lock <- struct{}{}
+		mu.Lock()
 		keys, truncated = append(keys, ks...), truncated || tr
-		<-lock
+		mu.Unlock()
 		return err
 	})
 	return keys, truncated, err
@@ -263,14 +264,14 @@ func globEscape(s string) string {
 func (l *Redis) discoverGroups(ctx context.Context) ([]string, error) {
 	head := "{" + l.prefix + ":"
 	seen := make(map[string]bool)
-	lock := make(chan struct{}, 1) // ForEachMaster runs fn concurrently
+	var mu sync.Mutex // scanNodes may call fn concurrently
 	err := l.scanNodes(ctx, func(ctx context.Context, node *redis.Client) error {
 		keys, _, err := scan(ctx, node, globEscape(head)+"*}:*", MaxInspectKeys)
 		if err != nil {
 			return err
 		}
-		lock <- struct{}{}
-		defer func() { <-lock }()
+		mu.Lock()
+		defer mu.Unlock()
 		for _, k := range keys {
 			g, _, ok := strings.Cut(strings.TrimPrefix(k, head), "}:")
 			if ok && g != "registry" {

@@ -29,7 +29,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"time"
 )
 
@@ -55,6 +54,7 @@ const usage = `usage:
         or comma-separated addresses of a Redis Cluster
         (default $THROTTLE_REDIS, else 127.0.0.1:6379)
 -prefix: the Transports' key prefix (default "throttle")
+-timeout: how long each Redis call may take (default 5s)
 
 exit codes: 0 fine, 1 penalties active (status -check) or lift declined,
             2 usage or connection error
@@ -87,7 +87,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	global := flag.NewFlagSet("throttlectl", flag.ContinueOnError)
 	global.SetOutput(io.Discard)
 	c.register(global)
-	err := global.Parse(args)
+	err := flagError(global.Parse(args))
 	if err == nil {
 		err = dispatch(ctx, &c, global.Args(), stdin, stdout, stderr)
 	}
@@ -104,7 +104,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			fmt.Fprintln(stderr, "throttlectl:", ae.msg)
 		}
 		return exitActive
-	case errors.As(err, &ue) || isFlagError(err):
+	case errors.As(err, &ue):
 		fmt.Fprintf(stderr, "throttlectl: %v\n\n%s", err, usage)
 		return exitFailure
 	}
@@ -117,11 +117,12 @@ type activeError struct{ msg string }
 
 func (e *activeError) Error() string { return e.msg }
 
-// isFlagError reports the flag package's own parse errors.
-func isFlagError(err error) bool {
-	s := err.Error()
-	return strings.HasPrefix(s, "flag provided but not defined") || strings.HasPrefix(s, "invalid value") ||
-		strings.HasPrefix(s, "flag needs an argument") || strings.HasPrefix(s, "invalid boolean")
+// flagError makes the flag package's parse errors usage errors.
+func flagError(err error) error {
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	return &usageError{err.Error()}
 }
 
 func dispatch(ctx context.Context, c *common, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
@@ -186,7 +187,7 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
-			return nil, err
+			return nil, flagError(err)
 		}
 		args = fs.Args()
 		if len(args) == 0 {
