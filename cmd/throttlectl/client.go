@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -120,6 +121,11 @@ func explain(where string, err error) error {
 			"or in $THROTTLE_REDIS_PASSWORD", where)
 	case strings.Contains(msg, "without any password configured"):
 		return fmt.Errorf("Redis at %s has no password set, but one was given: drop it from -redis", where)
+	}
+	var certErr *tls.CertificateVerificationError
+	if errors.As(err, &certErr) {
+		return fmt.Errorf("Redis at %s: its TLS certificate is not trusted (%v); "+
+			"point SSL_CERT_FILE at the CA that signed it, or check the host name", where, certErr.Err)
 	}
 	var netErr net.Error
 	var opErr *net.OpError

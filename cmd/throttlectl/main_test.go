@@ -56,10 +56,16 @@ func TestMain(m *testing.M) {
 // ctl runs the tool with stdin and returns its stdout, stderr and exit code.
 func ctl(t *testing.T, stdin string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
+	return ctlEnv(t, nil, stdin, args...)
+}
+
+// ctlEnv is ctl with extra environment variables.
+func ctlEnv(t *testing.T, env []string, stdin string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, tool, args...)
-	cmd.Env = append(os.Environ(), "THROTTLE_REDIS=", "THROTTLE_REDIS_PASSWORD=")
+	cmd.Env = append(append(os.Environ(), "THROTTLE_REDIS=", "THROTTLE_REDIS_PASSWORD="), env...)
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
