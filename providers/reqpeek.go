@@ -13,20 +13,22 @@ import (
 // same bytes (the prefix, then the rest of the original, or the error the
 // original returned, at the same offset), closing it closes the original,
 // and GetBody and ContentLength are untouched, so a retry rewinds as before.
-// A body known to be longer than limit (ContentLength) is not read at all.
+// At most limit+1 bytes are read, however long the body.
 //
 // complete is false when the body is longer than limit or could not be
-// read: the route must then fall back to its coarser scope rather than fail
-// the request. The prefix must not be modified: req.Body replays it.
+// read. The prefix is then cut short (at limit, or where the body failed):
+// a route may still find what it looks for there, as JSON members written
+// first are, and must otherwise fall back to its coarser scope rather than
+// fail the request. The prefix must not be modified: req.Body replays it.
 func PeekRequestBody(req *http.Request, limit int) (prefix []byte, complete bool) {
 	if req == nil || req.Body == nil || req.Body == http.NoBody {
 		return nil, true
 	}
-	if limit <= 0 || req.ContentLength > int64(limit) {
+	if limit <= 0 {
 		return nil, false
 	}
 	size := limit + 1 // one more byte tells a body of exactly limit from a longer one
-	if req.ContentLength > 0 {
+	if req.ContentLength > 0 && req.ContentLength < int64(limit) { // 0 with a body means unknown
 		size = int(req.ContentLength) + 1
 	}
 	buf := make([]byte, 0, min(size, firstChunk))
