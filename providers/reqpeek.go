@@ -27,7 +27,7 @@ func PeekRequestBody(req *http.Request, limit int) (prefix []byte, complete bool
 	if limit <= 0 {
 		return nil, false
 	}
-	size := limit + 1 // one more byte tells a body of exactly limit from a longer one
+	size := limit + 1                                              // one more byte tells a body of exactly limit from a longer one
 	if req.ContentLength > 0 && req.ContentLength < int64(limit) { // 0 with a body means unknown
 		size = int(req.ContentLength) + 1
 	}
