@@ -27,8 +27,10 @@ func PeekRequestBody(req *http.Request, limit int) (prefix []byte, complete bool
 	if limit <= 0 {
 		return nil, false
 	}
-	size := limit + 1                                              // one more byte tells a body of exactly limit from a longer one
-	if req.ContentLength > 0 && req.ContentLength < int64(limit) { // 0 with a body means unknown
+	// One byte more than limit tells a body of exactly limit from a longer
+	// one. A ContentLength of 0 with a body means unknown.
+	size := limit + 1
+	if req.ContentLength > 0 && req.ContentLength < int64(limit) {
 		size = int(req.ContentLength) + 1
 	}
 	buf := make([]byte, 0, min(size, firstChunk))
