@@ -249,15 +249,6 @@ func ruleKeys(rules []limiter.Rule) []string {
 	return out
 }
 
-func BenchmarkRoute(b *testing.B) {
-	p := testProfile(b, Config{})
-	req := request("GET", newURL)
-	b.ReportAllocs()
-	for b.Loop() {
-		_, _ = p.Route(req)
-	}
-}
-
 func BenchmarkClassifyOK(b *testing.B) {
 	p := testProfile(b, Config{})
 	req := request("GET", oldURL)
