@@ -126,8 +126,11 @@ type Request struct {
 	Method   string
 	Path     string // the API counted: the matched "METHOD /pattern" of Options.APIs or of the emulator's templates, or "METHOD uncatalogued"
 	App      string // app_id; empty when the token was unknown or the answer injected
-	Status   int
-	Code     int
+	// ReceiveID is the recipient of a message send or forward, as the
+	// emulator read it from the query or the JSON body.
+	ReceiveID string
+	Status    int
+	Code      int
 }
 
 // Counters sum up the answers given so far.
@@ -325,6 +328,7 @@ func (s *Server) answerLocked(r *http.Request, body []byte, rec *Request, api st
 			chat = m.ReceiveID
 		}
 	}
+	rec.ReceiveID = chat
 	return s.chargeLocked(app, api, s.opts.Levels[level], chat, emu)
 }
 
