@@ -65,9 +65,9 @@ type Level struct {
 	PerSecond, PerMinute int
 }
 
-// LevelTable returns Feishu's documented levels (standard edition: level 10
+// levelTable returns Feishu's documented levels (standard edition: level 10
 // is 100/s on the business edition).
-func LevelTable() map[int]Level {
+func levelTable() map[int]Level {
 	return map[int]Level{
 		1: {PerMinute: 10}, 2: {PerMinute: 20}, 3: {PerMinute: 100},
 		4: {PerSecond: 50, PerMinute: 1000}, 5: {PerSecond: 1}, 6: {PerSecond: 5},
@@ -76,9 +76,9 @@ func LevelTable() map[int]Level {
 	}
 }
 
-// DefaultAPIs maps the APIs whose level the emulator knows, written
+// defaultAPIs maps the APIs whose level the emulator knows, written
 // "METHOD /path" with ":name" for a path parameter, to their level.
-func DefaultAPIs() map[string]int {
+func defaultAPIs() map[string]int {
 	return map[string]int{
 		IMSend: 4,
 		"POST /open-apis/im/v1/messages/:message_id/reply": 4,
@@ -88,9 +88,9 @@ func DefaultAPIs() map[string]int {
 // Options configure a Server. The zero value is usable: the documented
 // levels, any app accepted, the real clock, no latency, no monthly quota.
 type Options struct {
-	// Levels is the level table (default LevelTable()).
+	// Levels is the level table (default: Feishu's documented levels).
 	Levels map[int]Level
-	// APIs maps "METHOD /path" patterns to levels (default DefaultAPIs()).
+	// APIs maps "METHOD /path" patterns to levels (default: IM send and reply at level 4).
 	APIs map[string]int
 	// DefaultLevel applies to APIs not in APIs; 0 leaves them unlimited.
 	DefaultLevel int
@@ -175,10 +175,10 @@ type window struct {
 // NewServer starts an emulator; Close stops it.
 func NewServer(opts Options) *Server {
 	if opts.Levels == nil {
-		opts.Levels = LevelTable()
+		opts.Levels = levelTable()
 	}
 	if opts.APIs == nil {
-		opts.APIs = DefaultAPIs()
+		opts.APIs = defaultAPIs()
 	}
 	if opts.PerChat == 0 {
 		opts.PerChat = 5
