@@ -44,3 +44,17 @@ var benchPaths = [][2]string{
 	{http.MethodGet, "/cgi-bin/user/get"},
 	{http.MethodGet, "/cgi-bin/media/get/zhangsan"},
 }
+
+// Config.APIs the catalog lacks become APIs of their own.
+func TestRouteConfiguredAPIs(t *testing.T) {
+	p := testProfile(t, Config{APIs: []string{"/cgi-bin/brand/new"}}, nil)
+	for path, api := range map[string]string{"/cgi-bin/brand/new": "/cgi-bin/brand/new", "/cgi-bin/brand/other": "uncatalogued"} {
+		r, err := p.Route(&http.Request{Method: "POST", URL: &url.URL{Scheme: "https", Host: "qyapi.weixin.qq.com", Path: path}, Header: http.Header{}})
+		if err != nil || r.API != api {
+			t.Errorf("%s: %q %v, want %q", path, r.API, err, api)
+		}
+	}
+	if _, err := Profile(Config{CorpID: "ww1", APIs: []string{"/cgi-bin/{id}"}}); err == nil {
+		t.Error("a path with a placeholder was accepted")
+	}
+}
