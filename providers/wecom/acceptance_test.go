@@ -102,6 +102,9 @@ func isQuotaCode(code int) bool {
 // quota error, and each API gets at least 90% of its rate.
 func TestAcceptanceFourReplicasAtFiveTimesDemand(t *testing.T) {
 	cfg := wecom.Config{
+		// Every message goes to one member, at ten times WeCom's per-member
+		// limit: only the company's per-API limit is under test here.
+		PerMemberPerMinute: -1, PerMemberPerHour: -1,
 		CorpPerMinute: accPerMinute,
 		CorpPerHour:   wecom.DefaultCorpPerHour,
 		IPPerMinute:   wecom.DefaultIPPerMinute,

@@ -1,8 +1,10 @@
 package wecom
 
 import (
+	"io"
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/quotaware/throttle/providers/internal/routetest"
@@ -56,5 +58,43 @@ func TestRouteConfiguredAPIs(t *testing.T) {
 	}
 	if _, err := Profile(Config{CorpID: "ww1", APIs: []string{"/cgi-bin/{id}"}}); err == nil {
 		t.Error("a path with a placeholder was accepted")
+	}
+}
+
+// An app message carries a rule per member named in touser (by hash), or
+// one broadcast rule; other APIs carry none.
+func TestRouteMemberRules(t *testing.T) {
+	p := testProfile(t, Config{}, nil)
+	route := func(path, body string) []string {
+		req, _ := http.NewRequest(http.MethodPost, "https://qyapi.weixin.qq.com"+path+"?access_token=T", strings.NewReader(body))
+		r, err := p.Route(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := io.ReadAll(req.Body); string(got) != body {
+			t.Fatalf("the body reads %q after Route, want %q", got, body)
+		}
+		var keys []string
+		for _, rule := range r.Rules {
+			if k := rule.Key(); strings.HasPrefix(k, "member:") {
+				keys = append(keys, k)
+			}
+		}
+		return keys
+	}
+	one := route(memberAPI, `{"touser":"zhangsan","msgtype":"text","agentid":1000002,"text":{"content":"hi"}}`)
+	if len(one) != 2 || strings.Contains(strings.Join(one, ","), "zhangsan") || !strings.Contains(one[0], ":1000002:") {
+		t.Errorf("one member: %q", one)
+	}
+	if two := route(memberAPI, `{"touser":"zhangsan|lisi","agentid":1000002}`); len(two) != 4 || two[0] != one[0] {
+		t.Errorf("two members: %q", two)
+	}
+	for _, body := range []string{`{"touser":"@all","agentid":1000002}`, `{"toparty":"1|2","agentid":1000002}`, `not json`, ``} {
+		if keys := route(memberAPI, body); len(keys) != 2 || !strings.HasSuffix(keys[0], ":"+broadcast) {
+			t.Errorf("%q: %q, want the broadcast rules", body, keys)
+		}
+	}
+	if keys := route("/cgi-bin/user/get", `{"touser":"zhangsan"}`); len(keys) != 0 {
+		t.Errorf("another API: %q", keys)
 	}
 }

@@ -58,7 +58,11 @@ const (
 	DefaultConcurrentRetry  = time.Second
 	DefaultInFlightLease    = 30 * time.Second
 	DefaultMaxTracked       = 1024
-	DefaultDayGrace         = 5 * time.Second
+	// App messages to one member: more are dropped without an error.
+	DefaultPerMemberPerMinute = 30
+	DefaultPerMemberPerHour   = 1000
+	DefaultMemberPeekLimit    = 4 << 10
+	DefaultDayGrace           = 5 * time.Second
 )
 
 // DefaultEscalation returns the documented block lengths of the minute and
@@ -113,6 +117,15 @@ type Config struct {
 	// long a replica that crashed mid-call holds its slot (default 30s).
 	MaxInFlight   int
 	InFlightLease time.Duration
+	// PerMemberPerMinute and PerMemberPerHour cap one app's messages
+	// (/cgi-bin/message/send) to one member (defaults 30 and 1,000; -1
+	// turns both off): WeCom drops the excess without an error. Route reads
+	// touser and agentid from at most MemberPeekLimit bytes of the body
+	// (default 4 KiB); up to 8 listed members get rules of their own, and
+	// "@all", a party, a tag, a longer list or an unreadable body count as
+	// one broadcast of the app, held to one member's limits.
+	PerMemberPerMinute, PerMemberPerHour int
+	MemberPeekLimit                      int
 	// DefaultPenalty applies to quota errors whose end is not implied
 	// (default providers.DefaultPenalty).
 	DefaultPenalty time.Duration
@@ -138,6 +151,9 @@ func (c *Config) setDefaults() {
 		def(&c.IPPerHour, DefaultIPPerHour)
 	}
 	def(&c.MaxTracked, DefaultMaxTracked)
+	def(&c.PerMemberPerMinute, DefaultPerMemberPerMinute)
+	def(&c.PerMemberPerHour, DefaultPerMemberPerHour)
+	def(&c.MemberPeekLimit, DefaultMemberPeekLimit)
 	if c.Egress == "" {
 		c.Egress = "default"
 	}
@@ -177,6 +193,10 @@ func (c *Config) validate() error {
 		return fmt.Errorf("wecom: Config.DayGrace must be within [0, 1m), got %v", c.DayGrace)
 	case c.MaxTracked < 1:
 		return fmt.Errorf("wecom: Config.MaxTracked must be at least 1, got %d", c.MaxTracked)
+	case c.PerMemberPerMinute < -1 || c.PerMemberPerMinute == -1 != (c.PerMemberPerHour == -1) || c.PerMemberPerHour < -1:
+		return fmt.Errorf("wecom: Config.PerMemberPerMinute and PerMemberPerHour must be positive, or both -1 to disable, got %d and %d", c.PerMemberPerMinute, c.PerMemberPerHour)
+	case c.MemberPeekLimit < 64 || c.MemberPeekLimit > 1<<20:
+		return fmt.Errorf("wecom: Config.MemberPeekLimit must be within [64, 1MiB], got %d", c.MemberPeekLimit)
 	case c.MaxInFlight < 0:
 		return fmt.Errorf("wecom: Config.MaxInFlight must not be negative, got %d", c.MaxInFlight)
 	case c.InFlightLease < time.Millisecond:
@@ -246,6 +266,16 @@ func Profile(cfg Config) (providers.Profile, error) {
 		}
 		p.templates[i] = r
 	}
+	if cfg.PerMemberPerMinute > 0 {
+		var err error
+		if p.memberMinute, err = limiter.NewRule("template", cfg.PerMemberPerMinute, time.Minute+cfg.Jitter); err != nil {
+			return providers.Profile{}, fmt.Errorf("wecom: Config.PerMemberPerMinute: %w", err)
+		}
+		if p.memberHour, err = limiter.NewRule("template", cfg.PerMemberPerHour, time.Hour+cfg.Jitter,
+			limiter.WithBurst(min(cfg.PerMemberPerMinute, cfg.PerMemberPerHour))); err != nil {
+			return providers.Profile{}, fmt.Errorf("wecom: Config.PerMemberPerHour: %w", err)
+		}
+	}
 	if cfg.MaxInFlight > 0 {
 		r, err := limiter.NewConcurrencyRule("template", cfg.MaxInFlight, cfg.InFlightLease)
 		if err != nil {
@@ -277,10 +307,12 @@ type preset struct {
 	templates [4]limiter.Rule
 	prefixes  [4]string
 	inFlight  *limiter.Rule // MaxInFlight, when set
-	strikes   *strikes
-	apis      *catalog.Catalog // WeCom's APIs
-	extra     *catalog.Catalog // Config.APIs, searched first
-	routes    sync.Map         // API name -> *providers.Route; bounded by the catalogs
+	// Templates of the per-member rules; zero when off.
+	memberMinute, memberHour limiter.Rule
+	strikes                  *strikes
+	apis                     *catalog.Catalog // WeCom's APIs
+	extra                    *catalog.Catalog // Config.APIs, searched first
+	routes                   sync.Map         // API name -> *providers.Route; bounded by the catalogs
 }
 
 func (p *preset) match(r *http.Request) bool {
@@ -292,7 +324,7 @@ func (p *preset) match(r *http.Request) bool {
 func (p *preset) route(r *http.Request) (providers.Route, error) {
 	api, known := p.apiOf(r)
 	if rt, ok := p.routes.Load(api); ok {
-		return *rt.(*providers.Route), nil
+		return p.withMembers(r, api, *rt.(*providers.Route))
 	}
 	rt, err := p.buildRoute(api)
 	if err != nil {
@@ -300,6 +332,19 @@ func (p *preset) route(r *http.Request) (providers.Route, error) {
 	}
 	rt.Uncatalogued = !known
 	p.routes.Store(api, &rt)
+	return p.withMembers(r, api, rt)
+}
+
+// withMembers adds an app message's per-member rules to its route.
+func (p *preset) withMembers(r *http.Request, api string, rt providers.Route) (providers.Route, error) {
+	if api != memberAPI || p.memberMinute.Limit() == 0 {
+		return rt, nil
+	}
+	rules, err := p.memberRules(r)
+	if err != nil {
+		return providers.Route{}, err
+	}
+	rt.Rules = append(rt.Rules[:len(rt.Rules):len(rt.Rules)], rules...)
 	return rt, nil
 }
 
