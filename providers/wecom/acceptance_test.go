@@ -177,3 +177,38 @@ func TestAcceptanceIDsOfEveryShapeAreOneAPI(t *testing.T) {
 	run.ExpectShare(t, api, f.successes(api), rate, time.Minute, emuPerMinute)
 	inFlight.ExpectAtLeast(t, 5)
 }
+
+// Four replicas send app messages to one member at five times WeCom's
+// per-member limit (30 a minute; the emulator runs 12 times faster, so 6/s
+// here): the emulator, which drops messages over a member's limit without
+// an error as WeCom does, drops none, and the member gets at least 90% of
+// its limit.
+func TestAcceptanceOneMemberAtFiveTimesItsLimit(t *testing.T) {
+	const perMinute, perHour = wecom.DefaultPerMemberPerMinute, wecom.DefaultPerMemberPerHour
+	cfg := wecom.Config{PerMemberPerMinute: perMinute * accTimeScale, PerMemberPerHour: perHour * accTimeScale,
+		Jitter: accTimeScale * wecom.DefaultJitter}
+	def := wecomtest.DefaultLimits()
+	f := newAccFleet(t, cfg, wecomtest.Limits{
+		CorpPerMinute: def.CorpPerMinute / accTimeScale, CorpPerHour: def.CorpPerHour / accTimeScale,
+		IPPerMinute: def.IPPerMinute / accTimeScale, IPPerHour: def.IPPerHour / accTimeScale,
+		PerMemberPerMinute: perMinute, PerMemberPerHour: perHour,
+	})
+	rate := float64(perMinute*accTimeScale) / 60
+	call := func(ctx context.Context, i, _ int) loadtest.Result {
+		body := strings.NewReader(`{"touser":"zhangsan","msgtype":"text","agentid":1000002,"text":{"content":"build 1.4 is green"}}`)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, f.emu.URL+"/cgi-bin/message/send?access_token="+f.token, body)
+		return loadtest.Send(f.clients[i], req, "errcode")
+	}
+	run := loadtest.Fire(accReplicas, accRun, []float64{accDemand * rate}, call)
+	t.Logf("%d replicas, %v, %.0f messages/s to one member (%d× its limit of %d per emulated minute of %v)",
+		accReplicas, accRun, accDemand*rate, accDemand, perMinute, time.Minute/accTimeScale)
+	run.ExpectClean(t, loadtest.Answers(f.emu.Counters()), isQuotaCode)
+	dropped := 0
+	for _, r := range f.emu.Requests() {
+		dropped += r.Dropped
+	}
+	if dropped != 0 {
+		t.Errorf("the emulator dropped %d messages over the member's limit, want none", dropped)
+	}
+	run.ExpectShare(t, "/cgi-bin/message/send to zhangsan", f.successes("/cgi-bin/message/send"), rate, time.Minute, perMinute)
+}

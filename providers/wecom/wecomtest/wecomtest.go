@@ -11,7 +11,9 @@
 package wecomtest
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -42,17 +44,25 @@ type Limits struct {
 	// MaxConcurrent caps the calls of one company to one API in flight at
 	// once (45033 beyond it); 0 disables the cap.
 	MaxConcurrent int
+	// PerMemberPerMinute and PerMemberPerHour cap one app's messages
+	// (/cgi-bin/message/send) to one member in calendar minutes and hours;
+	// WeCom answers ok and drops the excess, which the emulator counts in
+	// Request.Dropped. Zero disables either. Each name in touser is a
+	// member; "@all", a party or a tag counts as one member of its own.
+	PerMemberPerMinute, PerMemberPerHour int
 }
 
 // DefaultLimits returns the documented limits of a company's own apps.
 func DefaultLimits() Limits {
-	return Limits{CorpPerMinute: 10000, CorpPerHour: 150000, IPPerMinute: 20000, IPPerHour: 600000}
+	return Limits{CorpPerMinute: 10000, CorpPerHour: 150000, IPPerMinute: 20000, IPPerHour: 600000,
+		PerMemberPerMinute: 30, PerMemberPerHour: 1000}
 }
 
 // ThirdPartyLimits returns the documented limits for third-party providers,
 // whose egress IPs serve many companies.
 func ThirdPartyLimits() Limits {
-	return Limits{CorpPerMinute: 10000, CorpPerHour: 150000, IPPerMinute: 40000, IPPerHour: 1200000}
+	return Limits{CorpPerMinute: 10000, CorpPerHour: 150000, IPPerMinute: 40000, IPPerHour: 1200000,
+		PerMemberPerMinute: 30, PerMemberPerHour: 1000}
 }
 
 // Options configure a Server. The zero value is usable: default limits, any
@@ -91,6 +101,7 @@ type Request struct {
 	Method   string
 	Path     string // URL path without the query
 	API      string // the API the emulator counted the call under: its template, or "uncatalogued"
+	Dropped  int    // members of an app message over their limit, to whom it was silently not delivered
 	App      string // CorpID; empty when the token was unknown or the answer injected
 	IP       string
 	Status   int
@@ -184,10 +195,17 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ip := s.opts.ClientIP(r)
+	var msg appMessage
+	if r.URL.Path == memberAPI {
+		_ = json.NewDecoder(io.LimitReader(r.Body, 1<<16)).Decode(&msg)
+	}
 	s.em.Lock()
 	wall, emu := s.em.Times()
 	rec := Request{At: wall, Emulated: emu, Method: r.Method, Path: r.URL.Path, API: s.apis.API(r.Method, r.URL.Path), IP: ip}
 	status, body, release := s.answerLocked(r, &rec, emu)
+	if rec.API == memberAPI && status == http.StatusOK && rec.Code == 0 {
+		rec.Dropped = s.deliverLocked(rec.App, msg, emu)
+	}
 	rec.Status = status
 	s.em.RecordLocked(rec, rec.Code)
 	s.em.Unlock()
