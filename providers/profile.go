@@ -69,7 +69,7 @@ type Route struct {
 	// Rules are charged together, all or none.
 	Rules []limiter.Rule
 	// Scopes are the penalty scopes the request belongs to, each written
-	// "kind:id" (see Scope), e.g. "api:dingabc:/v1.0/contact/users/{id}",
+	// "kind:id" (see Scope), e.g. "api:dingabc:GET /v1.0/contact/users/{unionId}",
 	// "app:dingabc", "egress:default".
 	Scopes []string
 }
