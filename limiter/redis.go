@@ -108,6 +108,10 @@ func (l *Redis) Reserve(ctx context.Context, req Request) (Reservation, error) {
 	if err := req.validate(); err != nil {
 		return Reservation{}, err
 	}
+	// A caller that gave up is told so, not that Redis failed.
+	if err := ctx.Err(); err != nil {
+		return Reservation{}, err
+	}
 	if len(req.Rules) == 0 && len(req.Scopes) == 0 {
 		return Reservation{OK: true, Rule: -1, Now: time.Now()}, nil
 	}
@@ -165,6 +169,10 @@ func (l *Redis) reserveN(ctx context.Context, reqs []Request, out []Reservation)
 	}
 	reply, err := l.run(ctx, reserveScript, a.list).Text()
 	if err != nil {
+		if cerr := ctx.Err(); cerr != nil {
+			// The caller gave up: that says nothing about Redis.
+			return cerr
+		}
 		l.reloadCluster()
 		return unavailable("reserve", err)
 	}
