@@ -55,7 +55,7 @@ func TestRedisOutageFallsBackToLocalShare(t *testing.T) {
 	for i := range clients {
 		tr := throttle.New(throttle.WithRedis(srv.Client(t)), throttle.WithProfiles(testProfile(group, rule)),
 			throttle.WithoutTelemetry(), throttle.WithoutRetry(),
-			throttle.WithFallback(throttle.FallbackPolicy{Share: 1.0 / replicas, Timeout: 200 * time.Millisecond, Probe: 200 * time.Millisecond}))
+			throttle.WithFallback(throttle.FallbackPolicy{Share: 1.0 / replicas, Timeout: 200 * time.Millisecond, Probe: 200 * time.Millisecond, Recover: 200 * time.Millisecond}))
 		t.Cleanup(func() { tr.Close() })
 		clients[i] = &http.Client{Transport: tr}
 	}

@@ -206,7 +206,7 @@ func registryBeats() []string {
 	}
 	var ids []string
 	for _, g := range strings.Split(string(buf), "\n\n") {
-		if !strings.Contains(g, "created by github.com/quotaware/throttle/limiter.StartRegistry") {
+		if !strings.Contains(g, "created by github.com/quotaware/throttle/limiter.startRegistry") {
 			continue
 		}
 		head, _, _ := strings.Cut(strings.TrimPrefix(g, "goroutine "), " ")

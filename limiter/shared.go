@@ -1,0 +1,308 @@
+package limiter
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Defaults of a Shared limiter, in one place (the throttle package's
+// FallbackPolicy uses them too).
+const (
+	// DefaultTimeout bounds each call to Redis; past it the outage mode
+	// applies.
+	DefaultTimeout = 250 * time.Millisecond
+	// DefaultProbe is how often, during an outage, one request asks Redis
+	// again.
+	DefaultProbe = time.Second
+	// DefaultRecover is how long Redis must answer every probe before a
+	// replica that limited on its own uses it again (hysteresis: an
+	// intermittently failing Redis does not make the replica flap).
+	DefaultRecover = 5 * time.Second
+	// DefaultBeat is how often a replica renews its presence in the
+	// registry that counts the live replicas.
+	DefaultBeat = 2 * time.Second
+)
+
+// SharedConfig configures a Shared limiter. The zero value is usable:
+// prefix "throttle", local limiting with 1/live replicas of each rule
+// during an outage, and the defaults above.
+type SharedConfig struct {
+	// Prefix of every key and of the announcement channel (default
+	// "throttle"); replicas with the same prefix share their limits.
+	Prefix string
+	// Mode is what happens while Redis does not answer.
+	Mode OutageMode
+	// Share is the fraction of each rule a replica may use on its own
+	// during an outage, in (0, 1]; zero means 1 / the number of live
+	// replicas, counted in a small registry in Redis.
+	Share float64
+	// Timeout bounds each call to Redis (default DefaultTimeout). Time a
+	// request spends queued behind another call for the same rules does
+	// not count.
+	Timeout time.Duration
+	// Probe is how often a replica in an outage asks Redis again (default
+	// DefaultProbe).
+	Probe time.Duration
+	// Recover is how long Redis must answer before the replica leaves its
+	// outage mode (default DefaultRecover); it doubles, up to a minute,
+	// while Redis keeps failing soon after coming back.
+	Recover time.Duration
+	// OnSwitch, if set, is told once per switch when Redis goes away (down
+	// true, with the error) and when the replica uses it again.
+	OnSwitch func(down bool, err error)
+	// OnPenalty, if set, is told of every penalty another replica records,
+	// as soon as it is announced and Redis confirms it, so that the caller
+	// can stop the scope at once instead of on its next reserve.
+	OnPenalty func(group string, p Penalty)
+	// OnLift, if set, is told when a replica announces that a penalty was
+	// lifted and its key is gone from Redis.
+	OnLift func(group, scope string)
+	// OnEvent, if set, is told of every Event, e.g. to count them.
+	OnEvent func(Event)
+	// Logger logs events, at most once a minute per kind and group
+	// (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// Event is something a Shared limiter noticed that an operator should
+// know of. Each is logged (at most once a minute per kind and group) and
+// passed to SharedConfig.OnEvent.
+type Event struct {
+	Kind EventKind
+	// Group is the request group concerned, if any.
+	Group string
+	// Detail says what happened, for logs.
+	Detail string
+}
+
+// EventKind names an Event; it is suitable as a metric attribute.
+type EventKind string
+
+const (
+	// EventStateLost: Redis lost a group's state (FLUSHALL, eviction, a
+	// restart without persistence). The replica holds its new slots back
+	// past the ones it knew were booked.
+	EventStateLost EventKind = "state_lost"
+	// EventCorruptValue: a key held a value that is not the limiter's
+	// state. It was treated as absent and replaced.
+	EventCorruptValue EventKind = "corrupt_value"
+	// EventAnnouncementRejected: a message on the announcement channel was
+	// malformed, or Redis did not confirm it; it was ignored.
+	EventAnnouncementRejected EventKind = "announcement_rejected"
+	// EventEvictable: Redis's maxmemory-policy lets it evict the
+	// limiter's keys, which loses state silently under memory pressure.
+	EventEvictable EventKind = "evictable"
+	// EventPenaltyLost: a penalty taken while Redis was away could not be
+	// kept to be written later (too many).
+	EventPenaltyLost EventKind = "penalty_lost"
+)
+
+// Shared is the limiter replicas share through Redis, with everything that
+// comes with it: the outage mode (local limiting with this replica's share,
+// refusing, or admitting), the registry of live replicas that sets the
+// share, and the watch of penalty announcements. It owns their background
+// goroutines until Close. Use it for the limits of a fleet; use Redis alone
+// to share state without any of that, and Memory within one process.
+type Shared struct {
+	redis    *Redis
+	failover *failover
+	registry *registry
+	watcher  *watcher
+	log      *logLimiter
+	cfg      SharedConfig
+
+	bg        sync.WaitGroup
+	closeOnce sync.Once
+}
+
+// NewShared returns a Shared limiter on client (a single node, a cluster,
+// a ring or a failover client) and starts its background work.
+func NewShared(client redis.UniversalClient, cfg SharedConfig) (*Shared, error) {
+	if cfg.Prefix == "" {
+		cfg.Prefix = "throttle"
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.Probe <= 0 {
+		cfg.Probe = DefaultProbe
+	}
+	if cfg.Recover <= 0 {
+		cfg.Recover = DefaultRecover
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	switch {
+	case cfg.Mode < OutageLocal || cfg.Mode > OutageAdmit:
+		return nil, fmt.Errorf("limiter: NewShared: Mode must be OutageLocal, OutageRefuse or OutageAdmit, got %d", int(cfg.Mode))
+	case cfg.Share < 0 || cfg.Share > 1:
+		return nil, fmt.Errorf("limiter: NewShared: Share must be within (0, 1], or 0 for 1/live replicas; got %v", cfg.Share)
+	}
+	r, err := NewRedis(client, WithPrefix(cfg.Prefix))
+	if err != nil {
+		return nil, err
+	}
+	s := &Shared{redis: r, cfg: cfg, log: newLogLimiter(cfg.Logger)}
+	r.timeout = cfg.Timeout
+	r.report = s.report
+	fc := failoverConfig{
+		Mode:    cfg.Mode,
+		Probe:   cfg.Probe,
+		Recover: cfg.Recover,
+		OnSwitch: func(down bool, err error) {
+			if cfg.OnSwitch != nil {
+				cfg.OnSwitch(down, err)
+			}
+			if !down {
+				// The replicas still on their own shares would add them to
+				// the full rate this one now takes from Redis until their
+				// next probe: tell them to ask at once.
+				s.background(func() {
+					ctx, cancel := context.WithTimeout(context.Background(), cfg.Timeout)
+					_ = r.announceBack(ctx)
+					cancel()
+				})
+			}
+		},
+		OnPenaltyLost: func(group string, p Penalty) {
+			s.report(Event{Kind: EventPenaltyLost, Group: group, Detail: "too many penalties kept during the outage; scope " + p.Scope + " will not be written to Redis"})
+		},
+	}
+	switch {
+	case cfg.Share > 0:
+		share := cfg.Share
+		fc.Share = func() float64 { return share }
+	case cfg.Mode == OutageLocal:
+		s.registry = startRegistry(client, cfg.Prefix, DefaultBeat)
+		s.registry.onCorrupt = func(key string) {
+			s.report(Event{Kind: EventCorruptValue, Detail: "the replica registry " + key + " held another type; it was replaced"})
+		}
+		fc.Share = s.registry.Share
+	}
+	s.failover = newFailover(r, fc)
+	s.watcher = r.watch(watcherConfig{
+		onPenalty: cfg.OnPenalty,
+		onLift:    cfg.OnLift,
+		onBack:    s.failover.probeNow,
+		onRejected: func(reason string) {
+			s.report(Event{Kind: EventAnnouncementRejected, Detail: reason})
+		},
+	})
+	s.background(s.checkEviction)
+	return s, nil
+}
+
+// background runs f in a goroutine that Close waits for.
+func (s *Shared) background(f func()) {
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		f()
+	}()
+}
+
+// checkEviction reads maxmemory-policy, where the server allows CONFIG GET
+// (managed services often do not), and reports a policy that can evict
+// the limiter's keys.
+func (s *Shared) checkEviction() {
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
+	defer cancel()
+	policy, err := s.redis.client.ConfigGet(ctx, "maxmemory-policy").Result()
+	if err != nil {
+		return
+	}
+	if p := policy["maxmemory-policy"]; p != "" && p != "noeviction" {
+		s.report(Event{Kind: EventEvictable, Detail: "Redis maxmemory-policy is " + p +
+			": under memory pressure it evicts the limiter's keys, and the limits break until the loss is noticed; use noeviction"})
+	}
+}
+
+// report logs e (rate-limited) and passes it on.
+func (s *Shared) report(e Event) {
+	s.log.log(e)
+	if s.cfg.OnEvent != nil {
+		s.cfg.OnEvent(e)
+	}
+}
+
+// Reserve implements Limiter.
+func (s *Shared) Reserve(ctx context.Context, req Request) (Reservation, error) {
+	return s.failover.Reserve(ctx, req)
+}
+
+// Cancel implements Limiter.
+func (s *Shared) Cancel(ctx context.Context, req Request, res Reservation) error {
+	return s.failover.Cancel(ctx, req, res)
+}
+
+// Release implements Limiter.
+func (s *Shared) Release(ctx context.Context, req Request, res Reservation) error {
+	return s.failover.Release(ctx, req, res)
+}
+
+// Penalize implements Limiter. During an outage the penalty holds locally
+// and is written to Redis (and announced) once Redis is back, unless it is
+// over by then.
+func (s *Shared) Penalize(ctx context.Context, group string, p Penalty) error {
+	return s.failover.Penalize(ctx, group, p)
+}
+
+// Down reports whether Redis is considered away, so the outage mode
+// applies.
+func (s *Shared) Down() bool { return s.failover.Down() }
+
+// Close stops the background work (the registry beat, the announcement
+// watch, writes of penalties kept during an outage) and waits for it, at
+// most about a beat. It does not close the Redis client. Requests may still
+// be reserved afterwards; they get no announcements.
+func (s *Shared) Close() error {
+	s.closeOnce.Do(func() {
+		if s.registry != nil {
+			s.registry.close()
+		}
+		s.watcher.stop()
+		s.failover.close()
+		s.bg.Wait()
+	})
+	return nil
+}
+
+// logLimiter logs each kind of event at most once a minute per group, so a
+// burst of spoofed messages or a corrupt key read by every request costs
+// one line.
+type logLimiter struct {
+	logger *slog.Logger
+	mu     sync.Mutex
+	last   map[logID]time.Time
+}
+
+type logID struct {
+	kind  EventKind
+	group string
+}
+
+func newLogLimiter(l *slog.Logger) *logLimiter {
+	return &logLimiter{logger: l, last: make(map[logID]time.Time)}
+}
+
+func (ll *logLimiter) log(e Event) {
+	now := time.Now()
+	id := logID{e.Kind, e.Group}
+	ll.mu.Lock()
+	if t, ok := ll.last[id]; ok && now.Sub(t) < time.Minute {
+		ll.mu.Unlock()
+		return
+	}
+	if len(ll.last) >= 1024 {
+		clear(ll.last)
+	}
+	ll.last[id] = now
+	ll.mu.Unlock()
+	ll.logger.Warn("throttle: "+e.Detail, "event", string(e.Kind), "group", e.Group)
+}
