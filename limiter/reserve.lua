@@ -91,11 +91,10 @@ if ARGV[2] ~= '0' then
       end
     end
   end
-  if corrupt then out[1] = out[1] .. ' c' end
   if best > 0 then
+    if corrupt then out[1] = out[1] .. ' c' end
     out[2] = string.format('2 %d %d ', best_until - now, best) .. best_value
-    if corrupt and string.byte(out[1], -1) ~= 99 then out[1] = out[1] .. ' c' end
-return table.concat(out, '\n')
+    return table.concat(out, '\n')
   end
 end
 
@@ -293,4 +292,5 @@ for i = 1, nr do
     end
   end
 end
+if corrupt then out[1] = out[1] .. ' c' end
 return table.concat(out, '\n')
