@@ -100,7 +100,7 @@ func TestSharedIgnoresSpoofedAnnouncements(t *testing.T) {
 	ctx := context.Background()
 	channel := a.Redis().Channel()
 	spoofs := []string{
-		"dingtalk\negress:default\n253402271999000000\nspoofed",            // an earlier release's format
+		"dingtalk\negress:default\n253402271999000000\nspoofed",             // an earlier release's format
 		"v1 penalty\ndingtalk\negress:default\n253402271999000000\nspoofed", // this one's
 	}
 	// The subscription starts in the background: publish until heard.
