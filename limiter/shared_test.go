@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
 
 	"github.com/quotaware/throttle/internal/redistest"
 	"github.com/quotaware/throttle/limiter"
@@ -377,4 +378,27 @@ func TestSharedHealsCorruptKeys(t *testing.T) {
 	if e := ev.await(t, limiter.EventCorruptValue); !strings.Contains(e.Detail, "registry") {
 		t.Fatalf("event %+v, want the registry's", e)
 	}
+}
+
+// 11.11: Close ends every goroutine the Shared limiter started (registry
+// beat, announcement watch, eviction check, writes of outage penalties).
+func TestSharedCloseLeavesNoGoroutine(t *testing.T) {
+	srv := redistest.Start(t)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(),
+		goleak.IgnoreTopFunction("github.com/quotaware/throttle/limiter.(*fineWaker).run"))
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer c.Close()
+	s, err := limiter.NewShared(c, limiter.SharedConfig{Prefix: limitertest.Group(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := limiter.Request{Group: "g", Rules: []limiter.Rule{limiter.MustRule(limiter.NewRule("api", 10, time.Second))}}
+	if _, err := s.Reserve(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Penalize(context.Background(), "g", limiter.Penalty{Scope: "app", Until: time.Now().Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s.Close() // idempotent
 }
