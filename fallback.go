@@ -44,18 +44,18 @@ type FallbackPolicy struct {
 	// Probe is how often a Transport in fallback asks Redis again.
 	Probe time.Duration
 	// Recover is how long Redis must answer every probe before the
-	// Transport leaves the fallback (zero: limiter.DefaultRecover, 5s), so
+	// Transport leaves the fallback (zero: 5s), so
 	// that a Redis failing on and off does not make it flap; it doubles,
 	// up to a minute, while Redis keeps failing soon after coming back.
 	Recover time.Duration
 }
 
-// DefaultFallbackPolicy: local fallback with the replica's fair share, a
-// limiter timeout of limiter.DefaultTimeout (250ms), Redis asked again
-// every limiter.DefaultProbe (1s), and used again once it has answered for
-// limiter.DefaultRecover (5s).
+// DefaultFallbackPolicy: local fallback with the replica's fair share, and
+// the timings of limiter.DefaultSharedConfig: a 250ms limiter timeout, Redis
+// asked again every second, and used again once it has answered for 5s.
 func DefaultFallbackPolicy() FallbackPolicy {
-	return FallbackPolicy{Mode: FallbackLocal, Timeout: limiter.DefaultTimeout, Probe: limiter.DefaultProbe, Recover: limiter.DefaultRecover}
+	d := limiter.DefaultSharedConfig()
+	return FallbackPolicy{Mode: FallbackLocal, Timeout: d.Timeout, Probe: d.Probe, Recover: d.Recover}
 }
 
 // outageMode is the limiter's name for the mode.

@@ -6,15 +6,13 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
-
-	"github.com/quotaware/throttle/limiter"
 )
 
 // limiterEvents returns the counter of what the shared limiter noticed
 // (lost state, corrupt values, rejected announcements, an evicting Redis):
-// throttle.limiter.events with the attribute event = the limiter.EventKind.
-// The limiter logs them itself.
-func limiterEvents(c *config) func(limiter.Event) {
+// throttle.limiter.events with the attribute event = the kind (see
+// limiter.SharedConfig.OnEvent). The limiter logs them itself.
+func limiterEvents(c *config) func(kind, group string) {
 	if c.telemetry.disabled {
 		return nil
 	}
@@ -29,7 +27,7 @@ func limiterEvents(c *config) func(limiter.Event) {
 		c.logger.Warn("throttle: telemetry instrument", "error", err)
 		return nil
 	}
-	return func(e limiter.Event) {
-		counter.Add(context.Background(), 1, metric.WithAttributes(attribute.String("event", string(e.Kind))))
+	return func(kind, _ string) {
+		counter.Add(context.Background(), 1, metric.WithAttributes(attribute.String("event", kind)))
 	}
 }

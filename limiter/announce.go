@@ -185,7 +185,7 @@ func (w *watcher) confirm() {
 		}
 		ids := make([]penaltyID, 0, len(batch))
 		cmds := make([]*redis.StringCmd, 0, len(batch))
-		ctx, cancel := context.WithTimeout(context.Background(), DefaultTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), defaultTimeout)
 		pipe := w.l.client.Pipeline()
 		for id := range batch {
 			ids = append(ids, id)

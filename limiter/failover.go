@@ -139,10 +139,10 @@ const maxHold = 2 * time.Second
 // newFailover wraps primary; zero Probe and Recover take their defaults.
 func newFailover(primary Limiter, cfg failoverConfig) *failover {
 	if cfg.Probe <= 0 {
-		cfg.Probe = DefaultProbe
+		cfg.Probe = defaultProbe
 	}
 	if cfg.Recover == 0 {
-		cfg.Recover = DefaultRecover
+		cfg.Recover = defaultRecover
 	}
 	f := &failover{primary: primary, local: NewMemory(), cfg: cfg, scaled: make(map[scaledID]Rule),
 		penalties: make(map[penaltyID]Penalty)}
@@ -486,7 +486,7 @@ func (f *failover) flushPenalties() {
 				if !p.Until.After(time.Now()) {
 					continue // over already
 				}
-				ctx, cancel := context.WithTimeout(context.Background(), max(f.cfg.Timeout, DefaultTimeout))
+				ctx, cancel := context.WithTimeout(context.Background(), max(f.cfg.Timeout, defaultTimeout))
 				err := f.primary.Penalize(ctx, id.group, p)
 				cancel()
 				if errors.Is(err, ErrUnavailable) {

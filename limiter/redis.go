@@ -51,7 +51,7 @@ type Redis struct {
 	// time a request spends queued behind another call does not count.
 	timeout time.Duration
 	// report, if set, is told of lost state and corrupt values.
-	report func(Event)
+	report func(event)
 
 	// epochs is the latest epoch seen per group (see reserve.lua).
 	epochMu sync.Mutex
@@ -181,6 +181,10 @@ func (l *Redis) reserveN(ctx context.Context, reqs []Request, out []Reservation)
 		a.list = append(a.list, boxedCalendar, boxInt64(r.limit), boxInt64(b[0]), boxInt64(b[1]), boxInt64(b[2]), boxInt64(b[3]))
 	}
 	a.list[counts] = strconv.Itoa(len(req.Scopes)+1) + "e" + strconv.FormatInt(markerTTL, 10)
+	// What this replica knew of the group's state when it sent the call:
+	// every reply to a call sent before it learnt of a loss is affected,
+	// not only the first one to arrive.
+	known := l.epochOf(req.Group)
 	reply, err := l.run(ctx, reserveScript, a.list).Text()
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil {
@@ -201,30 +205,42 @@ func (l *Redis) reserveN(ctx context.Context, reqs []Request, out []Reservation)
 			horizon = max(horizon, out[i].SendAt().UnixMicro())
 		}
 	}
-	lost := flags.epoch > 0 && l.noteEpoch(req.Group, flags.epoch, flags.now, horizon)
+	var lost, first bool
+	if flags.epoch > 0 {
+		lost, first = l.noteEpoch(req.Group, known, flags.epoch, flags.now, horizon)
+	}
 	for i := range out {
 		out[i].answered = answered
 		out[i].lost = lost
 	}
 	if l.report != nil {
-		if lost {
-			l.report(Event{Kind: EventStateLost, Group: req.Group,
+		if first {
+			l.report(event{Kind: eventStateLost, Group: req.Group,
 				Detail: "the group's epoch marker changed: Redis lost its state (FLUSHALL, eviction, a restart without persistence)"})
 		}
 		if flags.corrupt {
-			l.report(Event{Kind: EventCorruptValue, Group: req.Group, Detail: "a key of the group held a value that is not its state; it was replaced"})
+			l.report(event{Kind: eventCorruptValue, Group: req.Group, Detail: "a key of the group held a value that is not its state; it was replaced"})
 		}
 	}
 	return nil
 }
 
+// epochOf returns what this replica knows of group's state.
+func (l *Redis) epochOf(group string) epochState {
+	l.epochMu.Lock()
+	defer l.epochMu.Unlock()
+	return l.epochs[group]
+}
+
 // noteEpoch records the epoch a reply carried for group (and the latest
-// slot it booked, horizon) and reports whether the state was lost: the
-// epoch is newer than one seen before while a slot this replica booked
-// under the old one is still ahead (now, on Redis's clock), so new slots
-// could overlap it. A newer epoch with nothing ahead is an idle group
-// whose keys all expired; an older one is a reply a newer one overtook.
-func (l *Redis) noteEpoch(group string, epoch, now, horizon int64) (lost bool) {
+// slot it booked, horizon). The state was lost for this call when the
+// epoch is newer than the one known when it was sent (known) while a slot
+// this replica booked under that one was still ahead (now, on Redis's
+// clock), so new slots could overlap it. A newer epoch with nothing ahead
+// is an idle group whose keys all expired; an older one is a reply a newer
+// one overtook. first is true once per lost epoch, to report it once.
+func (l *Redis) noteEpoch(group string, known epochState, epoch, now, horizon int64) (lost, first bool) {
+	lost = known.epoch != 0 && epoch > known.epoch && known.horizon > now
 	l.epochMu.Lock()
 	defer l.epochMu.Unlock()
 	st, ok := l.epochs[group]
@@ -232,16 +248,18 @@ func (l *Redis) noteEpoch(group string, epoch, now, horizon int64) (lost bool) {
 		clear(l.epochs) // forgetting only misses a loss, never invents one
 	}
 	if epoch > st.epoch {
-		lost = st.epoch != 0 && st.horizon > now
 		st.epoch = epoch
+	}
+	if lost && st.reported < epoch {
+		st.reported, first = epoch, true
 	}
 	st.horizon = max(st.horizon, horizon)
 	l.epochs[group] = st
-	return lost
+	return lost, first
 }
 
 // epochState is what a replica knows of a group's state in Redis.
-type epochState struct{ epoch, horizon int64 }
+type epochState struct{ epoch, horizon, reported int64 }
 
 // replyFlags are what the reply's first line says beyond the time.
 type replyFlags struct {

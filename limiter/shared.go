@@ -10,27 +10,27 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Defaults of a Shared limiter, in one place (the throttle package's
-// FallbackPolicy uses them too).
+// Defaults of a Shared limiter, in one place; DefaultSharedConfig
+// returns them.
 const (
-	// DefaultTimeout bounds each call to Redis; past it the outage mode
-	// applies.
-	DefaultTimeout = 250 * time.Millisecond
-	// DefaultProbe is how often, during an outage, one request asks Redis
-	// again.
-	DefaultProbe = time.Second
-	// DefaultRecover is how long Redis must answer every probe before a
-	// replica that limited on its own uses it again (hysteresis: an
-	// intermittently failing Redis does not make the replica flap).
-	DefaultRecover = 5 * time.Second
-	// DefaultBeat is how often a replica renews its presence in the
+	defaultTimeout = 250 * time.Millisecond
+	defaultProbe   = time.Second
+	defaultRecover = 5 * time.Second
+	// defaultBeat is how often a replica renews its presence in the
 	// registry that counts the live replicas.
-	DefaultBeat = 2 * time.Second
+	defaultBeat = 2 * time.Second
 )
 
-// SharedConfig configures a Shared limiter. The zero value is usable:
-// prefix "throttle", local limiting with 1/live replicas of each rule
-// during an outage, and the defaults above.
+// DefaultSharedConfig is the configuration a zero SharedConfig stands
+// for: prefix "throttle", local limiting with 1/live replicas of each rule
+// during an outage, a 250ms timeout per Redis call, a probe a second while
+// Redis is away, and 5s of good probes before using it again.
+func DefaultSharedConfig() SharedConfig {
+	return SharedConfig{Prefix: "throttle", Mode: OutageLocal, Timeout: defaultTimeout, Probe: defaultProbe, Recover: defaultRecover}
+}
+
+// SharedConfig configures a Shared limiter. Zero fields take the values
+// of DefaultSharedConfig.
 type SharedConfig struct {
 	// Prefix of every key and of the announcement channel (default
 	// "throttle"); replicas with the same prefix share their limits.
@@ -41,16 +41,17 @@ type SharedConfig struct {
 	// during an outage, in (0, 1]; zero means 1 / the number of live
 	// replicas, counted in a small registry in Redis.
 	Share float64
-	// Timeout bounds each call to Redis (default DefaultTimeout). Time a
+	// Timeout bounds each call to Redis (default 250ms). Time a
 	// request spends queued behind another call for the same rules does
 	// not count.
 	Timeout time.Duration
 	// Probe is how often a replica in an outage asks Redis again (default
-	// DefaultProbe).
+	// 1s).
 	Probe time.Duration
-	// Recover is how long Redis must answer before the replica leaves its
-	// outage mode (default DefaultRecover); it doubles, up to a minute,
-	// while Redis keeps failing soon after coming back.
+	// Recover is how long Redis must answer every probe before the
+	// replica leaves its outage mode (default 5s), so that a Redis failing
+	// on and off does not make it flap; it doubles, up to a minute, while
+	// Redis keeps failing soon after coming back.
 	Recover time.Duration
 	// OnSwitch, if set, is told once per switch when Redis goes away (down
 	// true, with the error) and when the replica uses it again.
@@ -62,44 +63,41 @@ type SharedConfig struct {
 	// OnLift, if set, is told when a replica announces that a penalty was
 	// lifted and its key is gone from Redis.
 	OnLift func(group, scope string)
-	// OnEvent, if set, is told of every Event, e.g. to count them.
-	OnEvent func(Event)
+	// OnEvent, if set, is told of everything the limiter noticed that an
+	// operator should know of, e.g. to count it; kind is one of
+	//   "state_lost": Redis lost a group's state (FLUSHALL, eviction, a
+	//     restart without persistence); new slots are held back past the
+	//     ones this replica knew were booked;
+	//   "corrupt_value": a key held a value that is not the limiter's
+	//     state; it was read as absent and replaced;
+	//   "announcement_rejected": a message on the announcement channel was
+	//     malformed or not confirmed by Redis (spoofed), and ignored;
+	//   "evictable": Redis's maxmemory-policy lets it evict the keys;
+	//   "penalty_lost": a penalty taken during an outage could not be kept
+	//     to be written later.
+	// group is the request group concerned, or "". Each is also logged, at
+	// most once a minute per kind and group.
+	OnEvent func(kind, group string)
 	// Logger logs events, at most once a minute per kind and group
 	// (default slog.Default()).
 	Logger *slog.Logger
 }
 
-// Event is something a Shared limiter noticed that an operator should
-// know of. Each is logged (at most once a minute per kind and group) and
-// passed to SharedConfig.OnEvent.
-type Event struct {
-	Kind EventKind
-	// Group is the request group concerned, if any.
-	Group string
-	// Detail says what happened, for logs.
-	Detail string
+// event is something a Shared limiter noticed; see SharedConfig.OnEvent.
+type event struct {
+	Kind   eventKind
+	Group  string
+	Detail string // what happened, for logs
 }
 
-// EventKind names an Event; it is suitable as a metric attribute.
-type EventKind string
+type eventKind string
 
 const (
-	// EventStateLost: Redis lost a group's state (FLUSHALL, eviction, a
-	// restart without persistence). The replica holds its new slots back
-	// past the ones it knew were booked.
-	EventStateLost EventKind = "state_lost"
-	// EventCorruptValue: a key held a value that is not the limiter's
-	// state. It was treated as absent and replaced.
-	EventCorruptValue EventKind = "corrupt_value"
-	// EventAnnouncementRejected: a message on the announcement channel was
-	// malformed, or Redis did not confirm it; it was ignored.
-	EventAnnouncementRejected EventKind = "announcement_rejected"
-	// EventEvictable: Redis's maxmemory-policy lets it evict the
-	// limiter's keys, which loses state silently under memory pressure.
-	EventEvictable EventKind = "evictable"
-	// EventPenaltyLost: a penalty taken while Redis was away could not be
-	// kept to be written later (too many).
-	EventPenaltyLost EventKind = "penalty_lost"
+	eventStateLost            eventKind = "state_lost"
+	eventCorruptValue         eventKind = "corrupt_value"
+	eventAnnouncementRejected eventKind = "announcement_rejected"
+	eventEvictable            eventKind = "evictable"
+	eventPenaltyLost          eventKind = "penalty_lost"
 )
 
 // Shared is the limiter replicas share through Redis, with everything that
@@ -123,17 +121,18 @@ type Shared struct {
 // NewShared returns a Shared limiter on client (a single node, a cluster,
 // a ring or a failover client) and starts its background work.
 func NewShared(client redis.UniversalClient, cfg SharedConfig) (*Shared, error) {
+	def := DefaultSharedConfig()
 	if cfg.Prefix == "" {
-		cfg.Prefix = "throttle"
+		cfg.Prefix = def.Prefix
 	}
 	if cfg.Timeout <= 0 {
-		cfg.Timeout = DefaultTimeout
+		cfg.Timeout = def.Timeout
 	}
 	if cfg.Probe <= 0 {
-		cfg.Probe = DefaultProbe
+		cfg.Probe = def.Probe
 	}
 	if cfg.Recover <= 0 {
-		cfg.Recover = DefaultRecover
+		cfg.Recover = def.Recover
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -171,7 +170,7 @@ func NewShared(client redis.UniversalClient, cfg SharedConfig) (*Shared, error) 
 			}
 		},
 		OnPenaltyLost: func(group string, p Penalty) {
-			s.report(Event{Kind: EventPenaltyLost, Group: group, Detail: "too many penalties kept during the outage; scope " + p.Scope + " will not be written to Redis"})
+			s.report(event{Kind: eventPenaltyLost, Group: group, Detail: "too many penalties kept during the outage; scope " + p.Scope + " will not be written to Redis"})
 		},
 	}
 	switch {
@@ -179,9 +178,9 @@ func NewShared(client redis.UniversalClient, cfg SharedConfig) (*Shared, error) 
 		share := cfg.Share
 		fc.Share = func() float64 { return share }
 	case cfg.Mode == OutageLocal:
-		s.registry = startRegistry(client, cfg.Prefix, DefaultBeat)
+		s.registry = startRegistry(client, cfg.Prefix, defaultBeat)
 		s.registry.onCorrupt = func(key string) {
-			s.report(Event{Kind: EventCorruptValue, Detail: "the replica registry " + key + " held another type; it was replaced"})
+			s.report(event{Kind: eventCorruptValue, Detail: "the replica registry " + key + " held another type; it was replaced"})
 		}
 		fc.Share = s.registry.Share
 	}
@@ -191,7 +190,7 @@ func NewShared(client redis.UniversalClient, cfg SharedConfig) (*Shared, error) 
 		onLift:    cfg.OnLift,
 		onBack:    s.failover.probeNow,
 		onRejected: func(reason string) {
-			s.report(Event{Kind: EventAnnouncementRejected, Detail: reason})
+			s.report(event{Kind: eventAnnouncementRejected, Detail: reason})
 		},
 	})
 	s.background(s.checkEviction)
@@ -218,16 +217,16 @@ func (s *Shared) checkEviction() {
 		return
 	}
 	if p := policy["maxmemory-policy"]; p != "" && p != "noeviction" {
-		s.report(Event{Kind: EventEvictable, Detail: "Redis maxmemory-policy is " + p +
+		s.report(event{Kind: eventEvictable, Detail: "Redis maxmemory-policy is " + p +
 			": under memory pressure it evicts the limiter's keys, and the limits break until the loss is noticed; use noeviction"})
 	}
 }
 
 // report logs e (rate-limited) and passes it on.
-func (s *Shared) report(e Event) {
+func (s *Shared) report(e event) {
 	s.log.log(e)
 	if s.cfg.OnEvent != nil {
-		s.cfg.OnEvent(e)
+		s.cfg.OnEvent(string(e.Kind), e.Group)
 	}
 }
 
@@ -283,7 +282,7 @@ type logLimiter struct {
 }
 
 type logID struct {
-	kind  EventKind
+	kind  eventKind
 	group string
 }
 
@@ -291,7 +290,7 @@ func newLogLimiter(l *slog.Logger) *logLimiter {
 	return &logLimiter{logger: l, last: make(map[logID]time.Time)}
 }
 
-func (ll *logLimiter) log(e Event) {
+func (ll *logLimiter) log(e event) {
 	now := time.Now()
 	id := logID{e.Kind, e.Group}
 	ll.mu.Lock()
