@@ -199,10 +199,20 @@ func (l *Redis) reserveN(ctx context.Context, reqs []Request, out []Reservation)
 	if err != nil {
 		return err
 	}
+	// The latest slot booked, by this replica or (as an evenly paced
+	// rule's state shows) by any.
 	var horizon int64
 	for i := range out {
-		if out[i].OK {
-			horizon = max(horizon, out[i].SendAt().UnixMicro())
+		if !out[i].OK {
+			continue
+		}
+		horizon = max(horizon, out[i].SendAt().UnixMicro())
+		if len(out[i].Booked) == len(req.Rules) {
+			for j := range req.Rules {
+				if r := &req.Rules[j]; r.kind == pacedRule && r.burst == 1 {
+					horizon = max(horizon, out[i].Booked[j]-r.intervalUs)
+				}
+			}
 		}
 	}
 	var lost, first bool
