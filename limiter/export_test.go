@@ -43,7 +43,7 @@ func NewFailover(primary Limiter, cfg FailoverConfig) *Failover {
 
 // StartRegistry starts a replica registry.
 func StartRegistry(client redis.UniversalClient, prefix string, every time.Duration) *Registry {
-	return startRegistry(client, prefix, every)
+	return startRegistry(client, prefix, every, nil)
 }
 
 // Close stops a registry, waiting for its last beat.

@@ -44,16 +44,18 @@ type registry struct {
 
 // startRegistry registers a new replica under prefix and beats every
 // interval; a replica that stops beating drops out after three intervals.
-func startRegistry(client redis.UniversalClient, prefix string, every time.Duration) *registry {
+// onCorrupt (may be nil) is told when the registry key held another type.
+func startRegistry(client redis.UniversalClient, prefix string, every time.Duration, onCorrupt func(key string)) *registry {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	r := &registry{
-		client: client,
-		key:    "{" + prefix + ":registry}:replicas",
-		id:     hex.EncodeToString(b[:]),
-		every:  every,
-		stop:   make(chan struct{}),
-		done:   make(chan struct{}),
+		client:    client,
+		key:       "{" + prefix + ":registry}:replicas",
+		id:        hex.EncodeToString(b[:]),
+		every:     every,
+		onCorrupt: onCorrupt,
+		stop:      make(chan struct{}),
+		done:      make(chan struct{}),
 	}
 	r.live.Store(1)
 	go r.run()

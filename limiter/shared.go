@@ -178,10 +178,9 @@ func NewShared(client redis.UniversalClient, cfg SharedConfig) (*Shared, error) 
 		share := cfg.Share
 		fc.Share = func() float64 { return share }
 	case cfg.Mode == OutageLocal:
-		s.registry = startRegistry(client, cfg.Prefix, defaultBeat)
-		s.registry.onCorrupt = func(key string) {
+		s.registry = startRegistry(client, cfg.Prefix, defaultBeat, func(key string) {
 			s.report(event{Kind: eventCorruptValue, Detail: "the replica registry " + key + " held another type; it was replaced"})
-		}
+		})
 		fc.Share = s.registry.Share
 	}
 	s.failover = newFailover(r, fc)
