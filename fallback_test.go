@@ -130,9 +130,10 @@ func TestRedisOutageFallsBackToLocalShare(t *testing.T) {
 		if len(got) < 10 {
 			t.Errorf("replica %d sent only %d requests in the outage: the fallback starves it", i, len(got))
 		}
-		// Every replica is back once its next probe (200ms) has run and
-		// its local bookings have gone out.
-		total = append(total, rec.between(string(rune('a'+i)), restarted.Add(backAfter+200*time.Millisecond+inFlight), end)...)
+		// Every replica is back once its probes (200ms apart) have found
+		// Redis answering for Recover (200ms; at once after the first
+		// replica back announces it) and its local bookings have gone out.
+		total = append(total, rec.between(string(rune('a'+i)), restarted.Add(backAfter+2*200*time.Millisecond+inFlight), end)...)
 	}
 	// Back on Redis: the replicas share the whole rule again.
 	sortTimes(total)

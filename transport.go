@@ -26,6 +26,7 @@ type Transport struct {
 	tel      *telemetry
 	retry    *retrier
 	shared   *limiter.Shared // the limiter on Redis, whose background work Close stops
+	quota    *quotaWatch
 }
 
 // profile is a providers.Profile with its defaults resolved and its own
@@ -94,6 +95,9 @@ func Build(opts ...Option) (*Transport, error) {
 		return nil, err
 	}
 	t.retry = newRetrier(c.retry)
+	if err := t.startQuotaWatch(&c); err != nil {
+		return nil, fmt.Errorf("throttle: %w", err)
+	}
 	return t, nil
 }
 
@@ -124,6 +128,7 @@ func (t *Transport) buildLimiter(c *config) error {
 		Recover:   c.fallback.Recover,
 		OnSwitch:  func(down bool, err error) { tel.fallbackSwitch(down, mode, err) },
 		OnPenalty: penaltyRouter(t.profiles),
+		OnLift:    liftRouter(t.profiles, c.logger),
 		OnEvent:   limiterEvents(c),
 		Logger:    c.logger,
 	})
@@ -175,6 +180,7 @@ func (t *Transport) Close() error {
 	if t.shared != nil {
 		return t.shared.Close()
 	}
+	t.quota.close()
 	return nil
 }
 

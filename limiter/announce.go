@@ -21,6 +21,8 @@ import (
 //	v1 back
 //	v1 lift\n<group>\n<scope>
 //
+// (LiftPenalty announces a lift as "\x00lift\n<group>\n<scope>", read the
+// same way.)
 // Anyone who can PUBLISH on the server can send anything, so a message is
 // only a hint: a penalty opens a breaker only once the penalty key in Redis
 // confirms it (with the end stored there, not the message's), and a lift
@@ -56,6 +58,9 @@ func parseAnnouncement(s string) (a announcement, ok bool) {
 	switch {
 	case s == legacyBack:
 		return announcement{kind: backType}, true
+	case strings.HasPrefix(s, liftPrefix):
+		group, scope, ok := parseLift(s)
+		return announcement{kind: liftType, group: group, scope: scope}, ok
 	case !strings.HasPrefix(s, "v"):
 		// An earlier release's penalty: "group\nscope\nuntil\ncode".
 		group, rest, ok1 := strings.Cut(s, "\n")
@@ -200,7 +205,7 @@ func (w *watcher) confirm() {
 				w.reject("unconfirmed: " + err.Error())
 				continue
 			}
-			until, code, ok := parsePenaltyValue(v)
+			until, code, ok := penaltyEnd(v)
 			live := err == nil && ok && until.After(time.Now())
 			switch batch[id] {
 			case penaltyType:
@@ -236,8 +241,8 @@ func (w *watcher) stop() {
 	w.done.Wait()
 }
 
-// parsePenaltyValue reads a penalty key's value, "<end µs>|<code>".
-func parsePenaltyValue(v string) (until time.Time, code string, ok bool) {
+// penaltyEnd reads a penalty key's value, "<end µs>|<code>".
+func penaltyEnd(v string) (until time.Time, code string, ok bool) {
 	end, code, _ := strings.Cut(v, "|")
 	us, err := strconv.ParseInt(end, 10, 64)
 	if err != nil || us <= 0 {

@@ -77,3 +77,8 @@ func (l *Redis) WatchPenalties(onPenalty func(group string, p Penalty), onBack f
 
 // AnnounceBack tells the watchers that Redis answers again.
 func (l *Redis) AnnounceBack(ctx context.Context) error { return l.announceBack(ctx) }
+
+// WatchLifts follows lift announcements as a Shared limiter does.
+func (l *Redis) WatchLifts(onLift func(group, scope string)) (stop func()) {
+	return l.watch(watcherConfig{onLift: onLift}).stop
+}

@@ -186,8 +186,13 @@ func NewShared(client redis.UniversalClient, cfg SharedConfig) (*Shared, error) 
 	s.failover = newFailover(r, fc)
 	s.watcher = r.watch(watcherConfig{
 		onPenalty: cfg.OnPenalty,
-		onLift:    cfg.OnLift,
-		onBack:    s.failover.probeNow,
+		onLift: func(group, scope string) {
+			s.failover.forgetPenalty(group, scope)
+			if cfg.OnLift != nil {
+				cfg.OnLift(group, scope)
+			}
+		},
+		onBack: s.failover.probeNow,
 		onRejected: func(reason string) {
 			s.report(event{Kind: eventAnnouncementRejected, Detail: reason})
 		},
