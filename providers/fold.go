@@ -16,6 +16,12 @@ const foldedID = "{id}"
 // cutMarker ends a path cut at MaxAPILen.
 const cutMarker = "/..."
 
+// FoldPath guesses an API name from a path alone, for a custom profile whose
+// provider publishes no catalog. It cannot tell an ID made only of letters
+// ("zhangsan", a union ID) from a word of an API's name, so such IDs still
+// make many APIs of one: the presets name APIs by their provider's catalog
+// instead, and send the paths it lacks to one stand-in API.
+//
 // FoldPath turns a request path into a low-cardinality API name: it drops the
 // query and fragment, replaces segments that look like identifiers (numbers,
 // UUIDs, long hex, base64-like tokens, mixed letters and digits, emails,

@@ -62,7 +62,8 @@ func TestTransportInFlightCap(t *testing.T) {
 		})
 		defer s.Close()
 		u, _ := url.Parse(s.URL)
-		p := wecom.MustProfile(wecom.Config{CorpID: "wwcorp", Hosts: []string{u.Hostname()}, MaxInFlight: maxInFlight})
+		p := wecom.MustProfile(wecom.Config{CorpID: "wwcorp", Hosts: []string{u.Hostname()}, MaxInFlight: maxInFlight,
+			PerMemberPerMinute: -1, PerMemberPerHour: -1}) // the calls go to one member: the member limit is not under test
 		lim := limiter.NewMemory()
 		tok := s.Token("wwcorp")
 		var wg sync.WaitGroup

@@ -9,6 +9,10 @@
 // four limits and, on a 45009, penalises that API of the company for at least
 // a minute, escalating to an hour and then the rest of the day when the error
 // comes back right after a penalty ends.
+//
+// A request's API is its path's template in WeCom's API catalog (generated
+// from the SDKs, catalog_gen.go) or one of Config.APIs; a path in neither is
+// counted as one stand-in API, "uncatalogued".
 package wecom
 
 import (
@@ -19,11 +23,16 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/quotaware/throttle/limiter"
 	"github.com/quotaware/throttle/providers"
+	"github.com/quotaware/throttle/providers/internal/catalog"
 )
+
+// apiCatalog is WeCom's API catalog, built on first use.
+var apiCatalog = sync.OnceValue(func() *catalog.Catalog { return catalog.MustNew(catalogTemplates...) })
 
 // Name is the profile's name and limiter group.
 const Name = "wecom"
@@ -49,7 +58,11 @@ const (
 	DefaultConcurrentRetry  = time.Second
 	DefaultInFlightLease    = 30 * time.Second
 	DefaultMaxTracked       = 1024
-	DefaultDayGrace         = 5 * time.Second
+	// App messages to one member: more are dropped without an error.
+	DefaultPerMemberPerMinute = 30
+	DefaultPerMemberPerHour   = 1000
+	DefaultMemberPeekLimit    = 4 << 10
+	DefaultDayGrace           = 5 * time.Second
 )
 
 // DefaultEscalation returns the documented block lengths of the minute and
@@ -68,6 +81,10 @@ type Config struct {
 	Egress string
 	// Hosts the profile handles (default DefaultHosts).
 	Hosts []string
+	// APIs are paths of APIs the built-in catalog lacks (e.g. one WeCom
+	// published after this release), each then limited on its own rather
+	// than with every other uncatalogued path.
+	APIs []string
 
 	// Limits per API (defaults above; IP ones depend on ThirdParty).
 	CorpPerMinute, CorpPerHour int
@@ -100,6 +117,15 @@ type Config struct {
 	// long a replica that crashed mid-call holds its slot (default 30s).
 	MaxInFlight   int
 	InFlightLease time.Duration
+	// PerMemberPerMinute and PerMemberPerHour cap one app's messages
+	// (/cgi-bin/message/send) to one member (defaults 30 and 1,000; -1
+	// turns both off): WeCom drops the excess without an error. Route reads
+	// touser and agentid from at most MemberPeekLimit bytes of the body
+	// (default 4 KiB); up to 8 listed members get rules of their own, and
+	// "@all", a party, a tag, a longer list or an unreadable body count as
+	// one broadcast of the app, held to one member's limits.
+	PerMemberPerMinute, PerMemberPerHour int
+	MemberPeekLimit                      int
 	// DefaultPenalty applies to quota errors whose end is not implied
 	// (default providers.DefaultPenalty).
 	DefaultPenalty time.Duration
@@ -125,6 +151,9 @@ func (c *Config) setDefaults() {
 		def(&c.IPPerHour, DefaultIPPerHour)
 	}
 	def(&c.MaxTracked, DefaultMaxTracked)
+	def(&c.PerMemberPerMinute, DefaultPerMemberPerMinute)
+	def(&c.PerMemberPerHour, DefaultPerMemberPerHour)
+	def(&c.MemberPeekLimit, DefaultMemberPeekLimit)
 	if c.Egress == "" {
 		c.Egress = "default"
 	}
@@ -164,6 +193,10 @@ func (c *Config) validate() error {
 		return fmt.Errorf("wecom: Config.DayGrace must be within [0, 1m), got %v", c.DayGrace)
 	case c.MaxTracked < 1:
 		return fmt.Errorf("wecom: Config.MaxTracked must be at least 1, got %d", c.MaxTracked)
+	case c.PerMemberPerMinute < -1 || c.PerMemberPerMinute == -1 != (c.PerMemberPerHour == -1) || c.PerMemberPerHour < -1:
+		return fmt.Errorf("wecom: Config.PerMemberPerMinute and PerMemberPerHour must be positive, or both -1 to disable, got %d and %d", c.PerMemberPerMinute, c.PerMemberPerHour)
+	case c.MemberPeekLimit < 64 || c.MemberPeekLimit > 1<<20:
+		return fmt.Errorf("wecom: Config.MemberPeekLimit must be within [64, 1MiB], got %d", c.MemberPeekLimit)
 	case c.MaxInFlight < 0:
 		return fmt.Errorf("wecom: Config.MaxInFlight must not be negative, got %d", c.MaxInFlight)
 	case c.InFlightLease < time.Millisecond:
@@ -176,6 +209,11 @@ func (c *Config) validate() error {
 	for i, h := range c.Hosts {
 		if h == "" {
 			return fmt.Errorf("wecom: Config.Hosts[%d] must not be empty", i)
+		}
+	}
+	for i, path := range c.APIs {
+		if _, err := catalog.New(path); err != nil || strings.ContainsAny(path, "{}: ") {
+			return fmt.Errorf("wecom: Config.APIs[%d]: want an API path such as /cgi-bin/user/get, got %q", i, path)
 		}
 	}
 	for i, d := range c.Escalation {
@@ -203,7 +241,8 @@ func Profile(cfg Config) (providers.Profile, error) {
 	if err := cfg.validate(); err != nil {
 		return providers.Profile{}, err
 	}
-	p := &preset{cfg: cfg, hosts: providers.NewHostSet(cfg.Hosts), strikes: newStrikes(cfg.MaxTracked)}
+	p := &preset{cfg: cfg, hosts: providers.NewHostSet(cfg.Hosts), strikes: newStrikes(cfg.MaxTracked),
+		apis: apiCatalog(), extra: catalog.MustNew(slices.Compact(slices.Sorted(slices.Values(cfg.APIs)))...)}
 	// Templates: the limits are the same for every API, so Route only
 	// re-keys them. Minute rules pace evenly (burst 1). Hour rules let one
 	// minute's worth go in a burst after an idle spell: a company sending to
@@ -226,6 +265,16 @@ func Profile(cfg Config) (providers.Profile, error) {
 			return providers.Profile{}, fmt.Errorf("wecom: Config.%s: %w", t.field, err)
 		}
 		p.templates[i] = r
+	}
+	if cfg.PerMemberPerMinute > 0 {
+		var err error
+		if p.memberMinute, err = limiter.NewRule("template", cfg.PerMemberPerMinute, time.Minute+cfg.Jitter); err != nil {
+			return providers.Profile{}, fmt.Errorf("wecom: Config.PerMemberPerMinute: %w", err)
+		}
+		if p.memberHour, err = limiter.NewRule("template", cfg.PerMemberPerHour, time.Hour+cfg.Jitter,
+			limiter.WithBurst(min(cfg.PerMemberPerMinute, cfg.PerMemberPerHour))); err != nil {
+			return providers.Profile{}, fmt.Errorf("wecom: Config.PerMemberPerHour: %w", err)
+		}
 	}
 	if cfg.MaxInFlight > 0 {
 		r, err := limiter.NewConcurrencyRule("template", cfg.MaxInFlight, cfg.InFlightLease)
@@ -258,15 +307,60 @@ type preset struct {
 	templates [4]limiter.Rule
 	prefixes  [4]string
 	inFlight  *limiter.Rule // MaxInFlight, when set
-	strikes   *strikes
+	// Templates of the per-member rules; zero when off.
+	memberMinute, memberHour limiter.Rule
+	strikes                  *strikes
+	apis                     *catalog.Catalog // WeCom's APIs
+	extra                    *catalog.Catalog // Config.APIs, searched first
+	routes                   sync.Map         // API name -> *providers.Route; bounded by the catalogs
 }
 
 func (p *preset) match(r *http.Request) bool {
 	return p.hosts.Match(r)
 }
 
+// route names the request's API by the catalogs. Routes are built once per
+// API and shared: their slices must not be modified.
 func (p *preset) route(r *http.Request) (providers.Route, error) {
-	api := providers.FoldPath(r.URL.Path)
+	api, known := p.apiOf(r)
+	if rt, ok := p.routes.Load(api); ok {
+		return p.withMembers(r, api, *rt.(*providers.Route))
+	}
+	rt, err := p.buildRoute(api)
+	if err != nil {
+		return providers.Route{}, err
+	}
+	rt.Uncatalogued = !known
+	p.routes.Store(api, &rt)
+	return p.withMembers(r, api, rt)
+}
+
+// withMembers adds an app message's per-member rules to its route.
+func (p *preset) withMembers(r *http.Request, api string, rt providers.Route) (providers.Route, error) {
+	if api != memberAPI || p.memberMinute.Limit() == 0 {
+		return rt, nil
+	}
+	rules, err := p.memberRules(r)
+	if err != nil {
+		return providers.Route{}, err
+	}
+	rt.Rules = append(rt.Rules[:len(rt.Rules):len(rt.Rules)], rules...)
+	return rt, nil
+}
+
+// apiOf returns the API a request calls, or catalog.Uncatalogued and false.
+// WeCom names its APIs by path alone, whatever the method.
+func (p *preset) apiOf(r *http.Request) (string, bool) {
+	if a := p.extra.Lookup(r.Method, r.URL.Path); a != nil {
+		return a.Name, true
+	}
+	if a := p.apis.Lookup(r.Method, r.URL.Path); a != nil {
+		return a.Name, true
+	}
+	return catalog.Uncatalogued, false
+}
+
+func (p *preset) buildRoute(api string) (providers.Route, error) {
 	rules := make([]limiter.Rule, len(p.templates), len(p.templates)+1)
 	for i, t := range p.templates {
 		rule, err := t.WithKey(fit(p.prefixes[i], api))
@@ -282,7 +376,7 @@ func (p *preset) route(r *http.Request) (providers.Route, error) {
 		}
 		rules = append(rules, rule)
 	}
-	return providers.Route{API: api, Rules: rules, Scopes: []string{p.apiScope(api)}}, nil
+	return providers.Route{API: api, Rules: rules[:len(rules):len(rules)], Scopes: []string{p.apiScope(api)}}, nil
 }
 
 // apiScope is the penalty scope of one API of the company.
@@ -291,7 +385,7 @@ func (p *preset) apiScope(api string) string {
 }
 
 // fit joins prefix and api, replacing api by its hash when the whole would
-// exceed limiter.MaxKeyLen (FoldPath bounds api, so this is a safeguard).
+// exceed limiter.MaxKeyLen (catalog names are short, so this is a safeguard).
 func fit(prefix, api string) string {
 	if len(prefix)+len(api)+len(providers.ScopeAPI)+1 <= limiter.MaxKeyLen {
 		return prefix + api

@@ -63,7 +63,7 @@ func TestLevels(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := emulator.NewManualClock(t0)
-			apis := DefaultAPIs()
+			apis := defaultAPIs()
 			apis["GET /open-apis/calendar/v4/calendars/:calendar_id"] = 5
 			apis["GET /open-apis/approval/v4/instances"] = 1
 			s := NewServer(Options{Levels: tc.levels, APIs: apis, Clock: clk.Now, PerChat: -1})

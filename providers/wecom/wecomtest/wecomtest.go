@@ -11,7 +11,9 @@
 package wecomtest
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -42,17 +44,25 @@ type Limits struct {
 	// MaxConcurrent caps the calls of one company to one API in flight at
 	// once (45033 beyond it); 0 disables the cap.
 	MaxConcurrent int
+	// PerMemberPerMinute and PerMemberPerHour cap one app's messages
+	// (/cgi-bin/message/send) to one member in calendar minutes and hours;
+	// WeCom answers ok and drops the excess, which the emulator counts in
+	// Request.Dropped. Zero disables either. Each name in touser is a
+	// member; "@all", a party or a tag counts as one member of its own.
+	PerMemberPerMinute, PerMemberPerHour int
 }
 
 // DefaultLimits returns the documented limits of a company's own apps.
 func DefaultLimits() Limits {
-	return Limits{CorpPerMinute: 10000, CorpPerHour: 150000, IPPerMinute: 20000, IPPerHour: 600000}
+	return Limits{CorpPerMinute: 10000, CorpPerHour: 150000, IPPerMinute: 20000, IPPerHour: 600000,
+		PerMemberPerMinute: 30, PerMemberPerHour: 1000}
 }
 
 // ThirdPartyLimits returns the documented limits for third-party providers,
 // whose egress IPs serve many companies.
 func ThirdPartyLimits() Limits {
-	return Limits{CorpPerMinute: 10000, CorpPerHour: 150000, IPPerMinute: 40000, IPPerHour: 1200000}
+	return Limits{CorpPerMinute: 10000, CorpPerHour: 150000, IPPerMinute: 40000, IPPerHour: 1200000,
+		PerMemberPerMinute: 30, PerMemberPerHour: 1000}
 }
 
 // Options configure a Server. The zero value is usable: default limits, any
@@ -89,7 +99,9 @@ type Request struct {
 	At       time.Time // Clock() at arrival, after the latency
 	Emulated time.Time // emulated time at arrival
 	Method   string
-	Path     string // URL path without the query (WeCom paths hold no IDs)
+	Path     string // URL path without the query
+	API      string // the API the emulator counted the call under: its template, or "uncatalogued"
+	Dropped  int    // members of an app message over their limit, to whom it was silently not delivered
 	App      string // CorpID; empty when the token was unknown or the answer injected
 	IP       string
 	Status   int
@@ -109,6 +121,7 @@ type Server struct {
 
 	opts Options
 	em   *emulator.Core[Request]
+	apis *emulator.Templates // the emulator's own copy of WeCom's API templates
 
 	// Guarded by em's lock.
 	windows  map[key]*window
@@ -148,6 +161,7 @@ func NewServer(opts Options) *Server {
 		windows:  map[key]*window{},
 		blocked:  map[key]time.Time{},
 		inflight: map[key]int{},
+		apis:     emulator.NewTemplates(templates),
 	}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	return s
@@ -181,10 +195,17 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ip := s.opts.ClientIP(r)
+	var msg appMessage
+	if r.URL.Path == memberAPI {
+		_ = json.NewDecoder(io.LimitReader(r.Body, 1<<16)).Decode(&msg)
+	}
 	s.em.Lock()
 	wall, emu := s.em.Times()
-	rec := Request{At: wall, Emulated: emu, Method: r.Method, Path: r.URL.Path, IP: ip}
+	rec := Request{At: wall, Emulated: emu, Method: r.Method, Path: r.URL.Path, API: s.apis.API(r.Method, r.URL.Path), IP: ip}
 	status, body, release := s.answerLocked(r, &rec, emu)
+	if rec.API == memberAPI && status == http.StatusOK && rec.Code == 0 {
+		rec.Dropped = s.deliverLocked(rec.App, msg, emu)
+	}
 	rec.Status = status
 	s.em.RecordLocked(rec, rec.Code)
 	s.em.Unlock()
@@ -233,7 +254,7 @@ func (s *Server) answerLocked(r *http.Request, rec *Request, emu time.Time) (sta
 		}
 	}
 	rec.App = corp
-	if code := s.chargeLocked(corp, rec.IP, r.URL.Path, emu); code != 0 {
+	if code := s.chargeLocked(corp, rec.IP, rec.API, emu); code != 0 {
 		rec.Code = code
 		msg := "api freq out of limit"
 		if code == CodeConcurrent {
@@ -242,7 +263,7 @@ func (s *Server) answerLocked(r *http.Request, rec *Request, emu time.Time) (sta
 		return http.StatusOK, errBody(code, msg, rec.IP), nil
 	}
 	if s.opts.Limits.MaxConcurrent > 0 {
-		fk := key{dim: 'f', id: corp, path: r.URL.Path}
+		fk := key{dim: 'f', id: corp, path: rec.API}
 		release = func() {
 			if s.inflight[fk]--; s.inflight[fk] <= 0 {
 				delete(s.inflight, fk)
