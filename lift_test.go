@@ -32,7 +32,7 @@ func dailyProfile(t *testing.T, host string) providers.Profile {
 			}
 			return providers.Route{API: "/", Rules: []limiter.Rule{day}, Scopes: []string{"org:1"}}, nil
 		},
-		Classify: func(r *http.Request, resp *http.Response) providers.Verdict {
+		Classify: func(r *http.Request, resp *http.Response, _ *providers.Route) providers.Verdict {
 			if resp.StatusCode == http.StatusTooManyRequests {
 				return providers.Verdict{Kind: providers.Quota, Scope: "org:1", Until: time.Now().Add(time.Hour), Code: "429"}
 			}
