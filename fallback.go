@@ -1,6 +1,10 @@
 package throttle
 
-import "time"
+import (
+	"time"
+
+	"github.com/quotaware/throttle/limiter"
+)
 
 // FallbackMode says what a Transport does while the shared limiter (Redis)
 // does not answer.
@@ -39,12 +43,30 @@ type FallbackPolicy struct {
 	Timeout time.Duration
 	// Probe is how often a Transport in fallback asks Redis again.
 	Probe time.Duration
+	// Recover is how long Redis must answer every probe before the
+	// Transport leaves the fallback (zero: 5s), so
+	// that a Redis failing on and off does not make it flap; it doubles,
+	// up to a minute, while Redis keeps failing soon after coming back.
+	Recover time.Duration
 }
 
-// DefaultFallbackPolicy: local fallback with the replica's fair share, a
-// 250ms limiter timeout, and Redis asked again every second.
+// DefaultFallbackPolicy: local fallback with the replica's fair share, and
+// the timings of limiter.DefaultSharedConfig: a 250ms limiter timeout, Redis
+// asked again every second, and used again once it has answered for 5s.
 func DefaultFallbackPolicy() FallbackPolicy {
-	return FallbackPolicy{Mode: FallbackLocal, Timeout: 250 * time.Millisecond, Probe: time.Second}
+	d := limiter.DefaultSharedConfig()
+	return FallbackPolicy{Mode: FallbackLocal, Timeout: d.Timeout, Probe: d.Probe, Recover: d.Recover}
+}
+
+// outageMode is the limiter's name for the mode.
+func (m FallbackMode) outageMode() limiter.OutageMode {
+	switch m {
+	case FailClosed:
+		return limiter.OutageRefuse
+	case FailOpen:
+		return limiter.OutageAdmit
+	}
+	return limiter.OutageLocal
 }
 
 // WithFallback sets what happens while Redis does not answer.
@@ -62,5 +84,7 @@ func (p FallbackPolicy) validate(c *config) {
 		c.fail("WithFallback: Timeout must be positive, got %v", p.Timeout)
 	case p.Probe <= 0:
 		c.fail("WithFallback: Probe must be positive, got %v", p.Probe)
+	case p.Recover < 0:
+		c.fail("WithFallback: Recover must not be negative, got %v", p.Recover)
 	}
 }

@@ -55,7 +55,7 @@ func TestRedisOutageFallsBackToLocalShare(t *testing.T) {
 	for i := range clients {
 		tr := throttle.New(throttle.WithRedis(srv.Client(t)), throttle.WithProfiles(testProfile(group, rule)),
 			throttle.WithoutTelemetry(), throttle.WithoutRetry(),
-			throttle.WithFallback(throttle.FallbackPolicy{Share: 1.0 / replicas, Timeout: 200 * time.Millisecond, Probe: 200 * time.Millisecond}))
+			throttle.WithFallback(throttle.FallbackPolicy{Share: 1.0 / replicas, Timeout: 200 * time.Millisecond, Probe: 200 * time.Millisecond, Recover: 200 * time.Millisecond}))
 		t.Cleanup(func() { tr.Close() })
 		clients[i] = &http.Client{Transport: tr}
 	}
@@ -130,9 +130,10 @@ func TestRedisOutageFallsBackToLocalShare(t *testing.T) {
 		if len(got) < 10 {
 			t.Errorf("replica %d sent only %d requests in the outage: the fallback starves it", i, len(got))
 		}
-		// Every replica is back once its next probe (200ms) has run and
-		// its local bookings have gone out.
-		total = append(total, rec.between(string(rune('a'+i)), restarted.Add(backAfter+200*time.Millisecond+inFlight), end)...)
+		// Every replica is back once its probes (200ms apart) have found
+		// Redis answering for Recover (200ms; at once after the first
+		// replica back announces it) and its local bookings have gone out.
+		total = append(total, rec.between(string(rune('a'+i)), restarted.Add(backAfter+2*200*time.Millisecond+inFlight), end)...)
 	}
 	// Back on Redis: the replicas share the whole rule again.
 	sortTimes(total)

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-
-	"github.com/quotaware/throttle/limiter"
 )
 
 // ErrLiftUnsupported is returned by LiftPenalty when the Transport's limiter
@@ -14,7 +12,7 @@ import (
 var ErrLiftUnsupported = errors.New("throttle: the limiter cannot lift a penalty")
 
 // penaltyLifter is a limiter that can end a shared penalty: limiter.Redis,
-// limiter.Memory and limiter.Failover.
+// limiter.Memory and limiter.Shared.
 type penaltyLifter interface {
 	LiftPenalty(ctx context.Context, group, scope string) (bool, error)
 }
@@ -51,9 +49,10 @@ func (t *Transport) LiftPenalty(ctx context.Context, provider, scope string) err
 }
 
 // liftRouter closes this process's breaker when another replica (or
-// throttlectl) lifts a penalty, and drops the copy the failover keeps for
-// outages. Like penaltyRouter, it holds the breakers, not the Transport.
-func liftRouter(profiles []profile, fo *limiter.Failover, log *slog.Logger) func(group, scope string) {
+// throttlectl) lifts a penalty (the shared limiter has dropped its own copy
+// kept for outages). Like penaltyRouter, it holds the breakers, not the
+// Transport.
+func liftRouter(profiles []profile, log *slog.Logger) func(group, scope string) {
 	byName := make(map[string]*profile, len(profiles))
 	for i := range profiles {
 		byName[profiles[i].Name] = &profiles[i]
@@ -63,7 +62,6 @@ func liftRouter(profiles []profile, fo *limiter.Failover, log *slog.Logger) func
 		if p == nil {
 			return
 		}
-		fo.ForgetPenalty(group, scope)
 		if p.breakers.Lift(scope) {
 			log.Info("throttle: penalty lifted, scope called again", "provider", group, "scope", scope)
 		}

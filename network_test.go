@@ -43,7 +43,7 @@ func TestSlowNetworkTripsFallback(t *testing.T) {
 	tr := throttle.New(throttle.WithRedis(rdb), throttle.WithoutTelemetry(), throttle.WithoutRetry(),
 		throttle.WithProfiles(testProfile(group, mustRule(t, 100, 100*time.Millisecond), marker)),
 		throttle.WithLogger(slog.New(slog.NewTextHandler(logs, nil))),
-		throttle.WithFallback(throttle.FallbackPolicy{Share: 1, Timeout: timeout, Probe: 50 * time.Millisecond}))
+		throttle.WithFallback(throttle.FallbackPolicy{Share: 1, Timeout: timeout, Probe: 50 * time.Millisecond, Recover: 200 * time.Millisecond}))
 	t.Cleanup(func() { tr.Close() })
 	c := &http.Client{Transport: tr}
 	key := "{throttle:" + group + "}:r:marker"

@@ -2,9 +2,11 @@ package throttle_test
 
 // The soak: eight replicas on one Redis call the DingTalk emulator at five
 // times the published rate for THROTTLE_SOAK (e.g. 10s, 60s), with the
-// Redis server killed and restarted in the middle. It reports violations,
+// Redis state wiped (FLUSHALL) early on, and the Redis server killed and
+// restarted in the middle. It reports violations,
 // utilization, added latency, heap and goroutines, and fails on any
-// violation (outside the outage or in any phase of it), on a replica
+// violation (outside the pause after FLUSHALL, outside the outage or in any
+// phase of it), on a replica
 // exceeding its local share during the outage, on an unexpected error, or
 // on goroutines left behind.
 
@@ -98,10 +100,15 @@ func TestSoak(t *testing.T) {
 		demand   = 5
 		maxWait  = time.Second
 		probe    = time.Second
+		recover  = time.Second
+		// After FLUSHALL, new slots wait past the ones booked before (at most
+		// MaxWait ahead) plus a period of the rule (1 s).
+		flushHold = maxWait + time.Second
 	)
 	published := float64(dingtalk.Standard.Rate())
 	outage := max(3*time.Second, run/10)
-	killAt := run * 35 / 100
+	flushAt := run * 15 / 100
+	killAt := run * 40 / 100
 
 	srv := redistest.Start(t)
 	tg := newDTTarget(t, dingtalktest.Options{LatencyMax: 20 * time.Millisecond})
@@ -121,7 +128,7 @@ func TestSoak(t *testing.T) {
 		tr := throttle.New(throttle.WithRedis(rdb), throttle.WithRedisPrefix(prefix),
 			throttle.WithProfiles(tg.profile(dingtalk.Config{})), throttle.WithBase(bases[i]),
 			throttle.WithMaxWait(maxWait), throttle.WithLogger(quiet), throttle.WithoutTelemetry(),
-			throttle.WithFallback(throttle.FallbackPolicy{Mode: throttle.FallbackLocal, Timeout: 250 * time.Millisecond, Probe: probe}))
+			throttle.WithFallback(throttle.FallbackPolicy{Mode: throttle.FallbackLocal, Timeout: 250 * time.Millisecond, Probe: probe, Recover: recover}))
 		clients[i] = &http.Client{Transport: tr}
 		closers = append(closers, func() {
 			tr.Close()
@@ -159,7 +166,15 @@ func TestSoak(t *testing.T) {
 		})
 	}()
 
-	// Kill Redis, bring it back empty, and let the run finish.
+	// Wipe Redis's state, then kill Redis, bring it back empty, and let the
+	// run finish.
+	waitUntilClock(start.Add(flushAt))
+	flushed := time.Now()
+	if err := srv.Client(t).FlushAll(context.Background()).Err(); err != nil {
+		cancel()
+		<-driven
+		t.Fatal(err)
+	}
 	waitUntilClock(start.Add(killAt))
 	killed := time.Now()
 	srv.Stop()
@@ -182,7 +197,9 @@ func TestSoak(t *testing.T) {
 	// every replica is back on Redis (one probe) and the slots it booked
 	// locally have arrived (MaxWait plus the latency).
 	const latency = 20 * time.Millisecond
-	outageEnd := providers.NextSecond(restarted.Add(probe + maxWait + latency))
+	outageEnd := providers.NextSecond(restarted.Add(probe + recover + maxWait + latency))
+	// The pause after FLUSHALL: the slots booked before it still arrive.
+	pauseEnd := providers.NextSecond(flushed.Add(flushHold + latency))
 	recs := tg.emu.Requests()
 	st := tg.emu.Stats()
 	// Violations in the outage, by phase: while the slots booked on Redis
@@ -191,12 +208,18 @@ func TestSoak(t *testing.T) {
 	// alone, and after the restart, while some replicas are back on Redis
 	// and others still on their shares.
 	shareFrom := providers.NextSecond(killed.Add(maxWait + latency))
-	var violIn, violOut, violSwitch, violLocal, violBack int
+	var violIn, violOut, violSwitch, violLocal, violBack, violFlush int
 	okPerAPI := map[string]int{}
 	okOutside := map[string]int{}
 	for _, r := range recs {
 		inOutage := !r.At.Before(killed) && r.At.Before(outageEnd)
+		// The provider counts whole seconds: the pause starts with the
+		// second of the FLUSHALL.
+		inPause := !r.At.Before(flushed.Truncate(time.Second)) && r.At.Before(pauseEnd) && !inOutage
 		switch {
+		case r.Code != "" && inPause:
+			violFlush++
+			t.Logf("violation in the pause after FLUSHALL: %s at %v answered %s", r.Path, r.At.Format("15:04:05.000000"), r.Code)
 		case r.Code != "":
 			if inOutage {
 				violIn++
@@ -225,7 +248,7 @@ func TestSoak(t *testing.T) {
 			}
 		case r.Status == http.StatusOK:
 			okPerAPI[r.API]++
-			if !inOutage {
+			if !inOutage && !inPause {
 				okOutside[r.API]++
 			}
 		}
@@ -291,11 +314,17 @@ func TestSoak(t *testing.T) {
 	heapAfter := heapInUse()
 
 	elapsed := end.Sub(start)
-	outsideSecs := elapsed.Seconds() - outageEnd.Sub(killed).Seconds()
+	pause := pauseEnd.Sub(flushed)
+	if pauseEnd.After(killed) {
+		pause = killed.Sub(flushed)
+	}
+	outsideSecs := elapsed.Seconds() - outageEnd.Sub(killed).Seconds() - pause.Seconds()
 	t.Logf("soak: %d replicas, %v at %d× the published %.0f/s on 2 APIs, latency 0-20ms, MaxWait %v; Redis killed at %v for %v (back on Redis by %v)",
 		replicas, run, demand, published, maxWait, killed.Sub(start).Round(time.Millisecond), restarting.Sub(killed).Round(time.Millisecond),
 		outageEnd.Sub(start).Round(time.Millisecond))
-	t.Logf("violations: %d outside the outage (target 0), %d during it (%d while Redis slots and local ones overlap, %d under the local shares alone, %d after the restart); emulator: %d requests, %d rejected, %d IP bans",
+	t.Logf("FLUSHALL at %v: %d violations in the pause until %v, none allowed after it",
+		flushed.Sub(start).Round(time.Millisecond), violFlush, pauseEnd.Sub(start).Round(time.Millisecond))
+	t.Logf("violations: %d outside the outage and the pause (target 0), %d during it (%d while Redis slots and local ones overlap, %d under the local shares alone, %d after the restart); emulator: %d requests, %d rejected, %d IP bans",
 		violOut, violIn, violSwitch, violLocal, violBack, st.Requests, st.Rejected, st.Bans)
 	t.Logf("under the local shares (%v to %v): at most %d sends in any second per replica and API (share %d)",
 		shareFrom.Sub(start).Round(time.Millisecond), restarting.Sub(start).Round(time.Millisecond), worstShare, shareMax)

@@ -25,8 +25,7 @@ type Transport struct {
 	maxWait  time.Duration
 	tel      *telemetry
 	retry    *retrier
-	registry *limiter.Registry
-	watcher  func() // stops the penalty watcher
+	shared   *limiter.Shared // the limiter on Redis, whose background work Close stops
 	quota    *quotaWatch
 }
 
@@ -102,7 +101,7 @@ func Build(opts ...Option) (*Transport, error) {
 	return t, nil
 }
 
-// buildLimiter picks the limiter: the one given, Redis behind a failover,
+// buildLimiter picks the limiter: the one given, the shared one on Redis,
 // or an in-process one.
 func (t *Transport) buildLimiter(c *config) error {
 	switch {
@@ -113,46 +112,33 @@ func (t *Transport) buildLimiter(c *config) error {
 		t.limiter = limiter.NewMemory()
 		return nil
 	}
-	r, err := limiter.NewRedis(c.redis, limiter.WithPrefix(c.redisPrefix))
-	if err != nil {
-		return fmt.Errorf("throttle: WithRedis: %w", err)
-	}
 	if !contextTimeouts(c.redis) {
 		c.logger.Warn("throttle: the Redis client ignores context deadlines; set ContextTimeoutEnabled: true in its options, " +
 			"or a Redis that stops answering holds requests for the client's read timeout instead of the fallback timeout")
 	}
-	// The callbacks hold the telemetry and the Redis limiter, never the
+	// The callbacks hold the telemetry and the breakers, never the
 	// Transport, so background goroutines do not keep it from collection.
-	tel, mode, timeout := t.tel, c.fallback.Mode, c.fallback.Timeout
-	fc := limiter.FailoverConfig{
-		Mode:    limiter.FailoverMode(mode),
-		Timeout: timeout,
-		Probe:   c.fallback.Probe,
-		OnSwitch: func(down bool, err error) {
-			tel.fallbackSwitch(down, mode, err)
-			if !down {
-				// The replicas still on their own shares would add them to
-				// the full rate this one now takes from Redis until their
-				// next probe: tell them to ask at once.
-				ctx, cancel := context.WithTimeout(context.Background(), timeout)
-				_ = r.AnnounceBack(ctx)
-				cancel()
-			}
-		},
+	tel, mode := t.tel, c.fallback.Mode
+	s, err := limiter.NewShared(c.redis, limiter.SharedConfig{
+		Prefix:    c.redisPrefix,
+		Mode:      mode.outageMode(),
+		Share:     c.fallback.Share,
+		Timeout:   c.fallback.Timeout,
+		Probe:     c.fallback.Probe,
+		Recover:   c.fallback.Recover,
+		OnSwitch:  func(down bool, err error) { tel.fallbackSwitch(down, mode, err) },
+		OnPenalty: penaltyRouter(t.profiles),
+		OnLift:    liftRouter(t.profiles, c.logger),
+		OnEvent:   limiterEvents(c),
+		Logger:    c.logger,
+	})
+	if err != nil {
+		return fmt.Errorf("throttle: WithRedis: %w", err)
 	}
-	if share := c.fallback.Share; share > 0 {
-		fc.Share = func() float64 { return share }
-	} else if c.fallback.Mode == FallbackLocal {
-		t.registry = limiter.StartRegistry(c.redis, c.redisPrefix, registryBeat)
-		fc.Share = t.registry.Share
-		// A Transport dropped without Close stops beating once collected.
-		runtime.AddCleanup(t, func(r *limiter.Registry) { r.Close() }, t.registry)
-	}
-	fo := limiter.NewFailover(r, fc)
-	t.limiter = fo
-	t.watcher = r.WatchPenalties(penaltyRouter(t.profiles), fo.ProbeNow, limiter.OnLift(liftRouter(t.profiles, fo, c.logger)))
-	// A Transport dropped without Close stops watching once collected.
-	runtime.AddCleanup(t, func(stop func()) { stop() }, t.watcher)
+	t.limiter, t.shared = s, s
+	// A Transport dropped without Close stops that work once collected;
+	// a cleanup must not block, so it only starts the stop.
+	runtime.AddCleanup(t, func(s *limiter.Shared) { go s.Close() }, s)
 	return nil
 }
 
@@ -186,20 +172,13 @@ func contextTimeouts(c redis.UniversalClient) bool {
 	return true // unknown implementations: assume they do
 }
 
-// registryBeat is how often a Transport on Redis renews its presence in the
-// replica registry.
-const registryBeat = 2 * time.Second
-
 // Close stops the Transport's background work on Redis (the replica
 // registry beat and the penalty watcher). Requests in flight finish; the base
 // transport is left alone. A Transport dropped without Close stops that work
 // once it is garbage collected.
 func (t *Transport) Close() error {
-	if t.registry != nil {
-		t.registry.Close()
-	}
-	if t.watcher != nil {
-		t.watcher()
+	if t.shared != nil {
+		return t.shared.Close()
 	}
 	t.quota.close()
 	return nil

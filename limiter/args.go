@@ -108,3 +108,38 @@ var ttlCache = struct {
 }{m: make(map[int64]any)}
 
 var boxedPaced, boxedCalendar, boxedConcurrency any = "p", "c", "k"
+
+// markerArg is reserve.lua's ARGV[2] with the epoch marker: "<n>e<ms>",
+// n penalty keys (the last one the marker) kept for ms; ms is rounded up
+// as ttlArg does, so few distinct strings are formatted once and kept.
+func markerArg(n int, ms int64) any {
+	if ms > 1024 {
+		shift := bits.Len64(uint64(ms)) - 4
+		ms = (ms + 1<<shift - 1) >> shift << shift
+	}
+	id := markerID{n, ms}
+	markerCache.mu.RLock()
+	v, ok := markerCache.m[id]
+	markerCache.mu.RUnlock()
+	if ok {
+		return v
+	}
+	v = strconv.Itoa(n) + "e" + strconv.FormatInt(ms, 10)
+	markerCache.mu.Lock()
+	if len(markerCache.m) >= keyCacheMax {
+		clear(markerCache.m)
+	}
+	markerCache.m[id] = v
+	markerCache.mu.Unlock()
+	return v
+}
+
+type markerID struct {
+	n  int
+	ms int64
+}
+
+var markerCache = struct {
+	mu sync.RWMutex
+	m  map[markerID]any
+}{m: make(map[markerID]any)}

@@ -197,7 +197,9 @@ func (ln *lane) reserve(ctx context.Context, l *Redis, req Request) (Reservation
 				ln.mu.Unlock()
 				p.recycle()
 			}
-			return Reservation{}, unavailable("reserve", context.Cause(ctx))
+			// The caller gave up: the context's error alone, never a
+			// store failure.
+			return Reservation{}, ctx.Err()
 		}
 		ln.mu.Unlock()
 		<-p.done

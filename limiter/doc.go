@@ -14,6 +14,10 @@
 // same rules that arrive while a call for them is in flight share the next
 // call, each with its own answer; under load a replica thus needs fewer
 // calls than requests ([WithoutCoalescing] turns this off). [Memory] keeps
-// the same contract in one process. Package limitertest holds the
-// conformance suite both pass.
+// the same contract in one process. [Shared] is what a fleet uses: Redis
+// with what it takes to rely on it (a local share of each rule while Redis
+// is away, returning once it has answered for a while; penalty
+// announcements confirmed against Redis; lost state and corrupt keys
+// noticed and healed), built by one call to [NewShared] and stopped by
+// Close. Package limitertest holds the conformance suite all of them pass.
 package limiter

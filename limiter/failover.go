@@ -3,50 +3,91 @@ package limiter
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 )
 
-// FailoverMode says what a Failover does while its primary limiter is away.
-type FailoverMode int
+// OutageMode says what a Shared limiter does while Redis does not answer.
+type OutageMode int
 
 const (
-	// Local limits in-process with a share of each rule.
-	Local FailoverMode = iota
-	// Closed refuses with the primary's error (wrapping ErrUnavailable).
-	Closed
-	// Open admits everything at once.
-	Open
+	// OutageLocal limits in-process with this replica's share of each rule
+	// until Redis has answered well for a while. The default.
+	OutageLocal OutageMode = iota
+	// OutageRefuse refuses every request with an error wrapping
+	// ErrUnavailable.
+	OutageRefuse
+	// OutageAdmit admits every request at once, unlimited.
+	OutageAdmit
 )
 
-// FailoverConfig configures a Failover.
-type FailoverConfig struct {
-	Mode FailoverMode
+func (m OutageMode) String() string {
+	switch m {
+	case OutageLocal:
+		return "local"
+	case OutageRefuse:
+		return "refuse"
+	case OutageAdmit:
+		return "admit"
+	}
+	return "OutageMode(" + strconv.Itoa(int(m)) + ")"
+}
+
+// failoverConfig configures a failover.
+type failoverConfig struct {
+	Mode OutageMode
 	// Share returns the fraction of each rule this replica may use alone,
 	// in (0, 1]; nil means 1.
 	Share func() float64
-	// Timeout bounds each call to the primary (default 250ms).
+	// Timeout bounds each call to the primary; zero leaves it to the
+	// primary (the Redis limiter bounds its own calls, so that time queued
+	// behind another call does not count).
 	Timeout time.Duration
-	// Probe is how often, while down, one request tries the primary again
-	// (default 1s).
+	// Probe is how often, while down, one request tries the primary again.
 	Probe time.Duration
+	// Recover is how long the primary must answer every probe before the
+	// failover uses it again; it doubles (up to maxRecover) while the
+	// primary keeps failing soon after coming back.
+	Recover time.Duration
 	// OnSwitch is told when the primary goes away (down true, with the
 	// error) and when it is back; it runs once per switch.
 	OnSwitch func(down bool, err error)
+	// OnPenaltyLost is told when a penalty could not be written to the
+	// primary and will not be written later (the queue of penalties taken
+	// during an outage is full).
+	OnPenaltyLost func(group string, p Penalty)
 }
 
-// Failover is a Limiter that uses a primary (Redis) and, when the primary
-// does not answer within its timeout, applies the configured mode until a
-// probe finds the primary back. It switches back by itself.
-type Failover struct {
+// failover is a Limiter that uses a primary (Redis) and, when the primary
+// does not answer within its timeout, applies the configured mode until
+// probes find the primary back for Recover. It switches back by itself.
+type failover struct {
 	primary Limiter
 	local   *Memory
-	cfg     FailoverConfig
+	cfg     failoverConfig
 
 	down      atomic.Bool
 	nextProbe atomic.Int64 // unix nanos
 	switchMu  sync.Mutex
+
+	// Hysteresis: goodSince is when the probes began to succeed (unix
+	// nanos, 0 while failing), recover the current Recover, upAt when the
+	// primary last came back; trustBack lets the next good probe switch at
+	// once, when another replica announced the primary back after its own
+	// Recover.
+	goodSince atomic.Int64
+	recover   atomic.Int64
+	upAt      atomic.Int64
+	trustBack atomic.Bool
+
+	// Penalties the primary did not take (it was away), written when it is
+	// back; see Penalize.
+	penMu     sync.Mutex
+	penalties map[penaltyID]Penalty
+	flushing  bool
+	bg        sync.WaitGroup
 
 	// lastSlot is the latest send time (µs) the primary booked, for this
 	// replica or (as its replies show) for others, and drainUntil what it
@@ -65,11 +106,23 @@ type Failover struct {
 	// which this replica's Redis slots must not fall once Redis is back.
 	lastLocal atomic.Int64
 	upHold    atomic.Int64
+	// lostHold is, after the primary lost its state (see stateLost), the
+	// time before which no new slot may fall.
+	lostHold atomic.Int64
 
 	// Scaled rules, built once per rule and share.
 	scaledMu sync.Mutex
 	scaled   map[scaledID]Rule
 }
+
+type penaltyID struct{ group, scope string }
+
+// maxPendingPenalties bounds the penalties kept for a primary that is away.
+const maxPendingPenalties = 1024
+
+// maxRecover caps the hysteresis: a primary that keeps failing right after
+// coming back is used again at most about once a minute.
+const maxRecover = time.Minute
 
 type scaledID struct {
 	key   string
@@ -83,55 +136,82 @@ type scaledID struct {
 // service; such rules rely on their local share alone across the switch.
 const maxHold = 2 * time.Second
 
-// NewFailover wraps primary.
-func NewFailover(primary Limiter, cfg FailoverConfig) *Failover {
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = 250 * time.Millisecond
-	}
+// newFailover wraps primary; zero Probe and Recover take their defaults.
+func newFailover(primary Limiter, cfg failoverConfig) *failover {
 	if cfg.Probe <= 0 {
-		cfg.Probe = time.Second
+		cfg.Probe = defaultProbe
 	}
-	return &Failover{primary: primary, local: NewMemory(), cfg: cfg, scaled: make(map[scaledID]Rule)}
+	if cfg.Recover == 0 {
+		cfg.Recover = defaultRecover
+	}
+	f := &failover{primary: primary, local: NewMemory(), cfg: cfg, scaled: make(map[scaledID]Rule),
+		penalties: make(map[penaltyID]Penalty)}
+	f.recover.Store(int64(cfg.Recover))
+	return f
 }
 
-// ProbeNow makes the next request try the primary again at once, e.g. when
-// another replica announces that Redis is back.
-func (f *Failover) ProbeNow() {
+// probeNow makes the next request try the primary again at once and, if
+// it answers, use it again without waiting out Recover: another replica
+// announced the primary back after its own Recover.
+func (f *failover) probeNow() {
 	if f.down.Load() {
+		f.trustBack.Store(true)
 		f.nextProbe.Store(0)
 	}
 }
 
 // Down reports whether the primary is considered away.
-func (f *Failover) Down() bool { return f.down.Load() }
+func (f *failover) Down() bool { return f.down.Load() }
 
 // Reserve implements Limiter.
-func (f *Failover) Reserve(ctx context.Context, req Request) (Reservation, error) {
-	if !f.down.Load() || f.probeDue() {
+func (f *failover) Reserve(ctx context.Context, req Request) (Reservation, error) {
+	if err := ctx.Err(); err != nil {
+		return Reservation{}, err
+	}
+	down := f.down.Load()
+	if !down || f.probeDue() {
+		now := time.Now().UnixMicro()
 		// Back from limiting on its own, this replica's first Redis slots
-		// wait for its local ones plus a period, as on the way down.
-		if hold := f.upHold.Load(); hold > 0 {
-			if hold > time.Now().UnixMicro() {
-				req.notBefore = max(req.notBefore, hold)
-			} else {
-				f.upHold.CompareAndSwap(hold, 0)
+		// wait for its local ones plus a period, as on the way down; after
+		// Redis lost its state, for the slots it had booked before.
+		for _, h := range []*atomic.Int64{&f.upHold, &f.lostHold} {
+			if hold := h.Load(); hold > 0 {
+				if hold > now {
+					req.notBefore = max(req.notBefore, hold)
+				} else {
+					h.CompareAndSwap(hold, 0)
+				}
 			}
 		}
-		res, err := f.callPrimary(ctx, func(ctx context.Context) (Reservation, error) { return f.primary.Reserve(ctx, req) })
+		res, err := f.callPrimary(ctx, req, down)
+		if err == nil && down && f.down.Load() && res.Penalty == nil {
+			// A good probe while Redis has not answered for long enough:
+			// the replica stays on its local share, so the probe's slot
+			// goes back (it would come on top of the share).
+			if res.OK {
+				_ = f.primary.Cancel(ctx, req, res)
+			}
+			return f.reserveLocal(ctx, req)
+		}
 		if err == nil && res.OK {
 			f.noteHorizon(req, res)
 		}
 		if err == nil || !errors.Is(err, ErrUnavailable) || ctx.Err() != nil {
 			return res, err
 		}
-		if f.cfg.Mode == Closed {
+		if f.cfg.Mode == OutageRefuse {
 			return Reservation{}, err
 		}
 	}
+	return f.reserveLocal(ctx, req)
+}
+
+// reserveLocal applies the outage mode to req.
+func (f *failover) reserveLocal(ctx context.Context, req Request) (Reservation, error) {
 	switch f.cfg.Mode {
-	case Closed:
+	case OutageRefuse:
 		return Reservation{}, unavailable("reserve", errors.New("primary limiter is down"))
-	case Open:
+	case OutageAdmit:
 		return Reservation{OK: true, Rule: -1, Now: time.Now(), local: true}, nil
 	}
 	lreq := f.share(req)
@@ -148,20 +228,37 @@ func (f *Failover) Reserve(ctx context.Context, req Request) (Reservation, error
 	return res, err
 }
 
-// callPrimary runs one primary call under the timeout and tracks whether
-// the primary is up.
-func (f *Failover) callPrimary(ctx context.Context, call func(context.Context) (Reservation, error)) (Reservation, error) {
-	cctx, cancel := context.WithTimeout(ctx, f.cfg.Timeout)
-	res, err := call(cctx)
-	cancel()
+// callPrimary makes one primary call (under the timeout, if the failover
+// has one) and tracks whether the primary is up. probing is true when the
+// primary is down and this call is the probe. A reservation the primary
+// made after losing its state is given back and made again past the
+// slots this replica knew were booked.
+func (f *failover) callPrimary(ctx context.Context, req Request, probing bool) (Reservation, error) {
+	cctx, cancel := ctx, context.CancelFunc(func() {})
+	if f.cfg.Timeout > 0 {
+		cctx, cancel = context.WithTimeout(ctx, f.cfg.Timeout)
+	}
+	defer cancel()
+	res, err := f.primary.Reserve(cctx, req)
+	if err == nil && res.lost {
+		if hold := f.lastSlot.Load() + f.period.Load(); hold > req.notBefore {
+			if res.OK {
+				_ = f.primary.Cancel(cctx, req, res)
+			}
+			f.lostHold.Store(max(f.lostHold.Load(), hold))
+			req.notBefore = hold
+			res, err = f.primary.Reserve(cctx, req)
+		}
+	}
 	switch {
 	case err == nil:
-		if f.down.Load() {
-			f.setDown(false, nil)
+		if probing {
+			f.probeOK()
 		}
 	case ctx.Err() != nil:
 		// The caller gave up: that says nothing about the primary.
 	case errors.Is(err, ErrUnavailable) || errors.Is(err, context.DeadlineExceeded):
+		f.goodSince.Store(0)
 		f.nextProbe.Store(time.Now().Add(f.cfg.Probe).UnixNano())
 		if !f.down.Load() {
 			f.setDown(true, err)
@@ -173,12 +270,32 @@ func (f *Failover) callPrimary(ctx context.Context, call func(context.Context) (
 	return res, err
 }
 
+// probeOK counts a good probe: the primary is used again once the probes
+// have succeeded for Recover (hysteresis: an intermittent primary keeps
+// the replica on its local share), or at once after another replica
+// announced it back.
+func (f *failover) probeOK() {
+	now := time.Now().UnixNano()
+	since := f.goodSince.Load()
+	if since == 0 {
+		f.goodSince.CompareAndSwap(0, now)
+		since = now
+	}
+	if f.trustBack.Load() || f.recover.Load() <= 0 || now-since >= f.recover.Load() {
+		f.setDown(false, nil)
+		return
+	}
+	// Probe again soon, so that the switch happens once Recover is over,
+	// not up to a probe interval later.
+	f.nextProbe.Store(min(f.nextProbe.Load(), now+min(int64(f.cfg.Probe), f.recover.Load()/4+1)))
+}
+
 // noteHorizon keeps the latest slot the primary has booked, for this replica
 // or, as far as this reservation shows, for any: an evenly paced rule's state
 // after booking is its latest slot plus one interval, whoever booked it.
 // (A rule with a burst runs its state ahead of the real sends, so only its
 // own slot counts.)
-func (f *Failover) noteHorizon(req Request, res Reservation) {
+func (f *failover) noteHorizon(req Request, res Reservation) {
 	at := res.SendAt().UnixMicro()
 	if len(res.Booked) == len(req.Rules) {
 		for i := range req.Rules {
@@ -195,30 +312,44 @@ func (f *Failover) noteHorizon(req Request, res Reservation) {
 }
 
 // probeDue lets one request at a time try the primary while it is down.
-func (f *Failover) probeDue() bool {
+func (f *failover) probeDue() bool {
 	next := f.nextProbe.Load()
 	now := time.Now().UnixNano()
 	return now >= next && f.nextProbe.CompareAndSwap(next, now+int64(f.cfg.Probe))
 }
 
-func (f *Failover) setDown(down bool, err error) {
+func (f *failover) setDown(down bool, err error) {
 	f.switchMu.Lock()
 	defer f.switchMu.Unlock()
 	if f.down.Load() == down {
 		return
 	}
+	now := time.Now().UnixNano()
 	if down {
 		f.drainUntil.Store(f.lastSlot.Load() + f.period.Load())
+		// Failing again soon after coming back: wait longer next time.
+		if up := f.upAt.Load(); up > 0 && now-up < int64(maxRecover) {
+			f.recover.Store(min(2*f.recover.Load(), int64(maxRecover)))
+		} else {
+			f.recover.Store(int64(f.cfg.Recover))
+		}
+	} else {
+		f.upAt.Store(now)
+		f.goodSince.Store(0)
+		f.trustBack.Store(false)
 	}
 	f.down.Store(down)
 	if f.cfg.OnSwitch != nil {
 		f.cfg.OnSwitch(down, err)
 	}
+	if !down {
+		f.flushPenalties()
+	}
 }
 
 // share returns req with every rule cut to this replica's share, so that
 // replicas limiting on their own still keep the provider's limit together.
-func (f *Failover) share(req Request) Request {
+func (f *failover) share(req Request) Request {
 	share := 1.0
 	if f.cfg.Share != nil {
 		share = f.cfg.Share()
@@ -249,44 +380,137 @@ func (f *Failover) share(req Request) Request {
 }
 
 // Cancel implements Limiter, on whichever limiter granted the slot.
-func (f *Failover) Cancel(ctx context.Context, req Request, res Reservation) error {
+func (f *failover) Cancel(ctx context.Context, req Request, res Reservation) error {
 	if res.local {
-		if f.cfg.Mode == Open {
+		if f.cfg.Mode == OutageAdmit {
 			return nil
 		}
 		return f.local.Cancel(ctx, f.share(req), res)
 	}
-	cctx, cancel := context.WithTimeout(ctx, f.cfg.Timeout)
+	ctx, cancel := f.bound(ctx)
 	defer cancel()
-	return f.primary.Cancel(cctx, req, res)
+	return f.primary.Cancel(ctx, req, res)
 }
 
 // Release implements Limiter, on whichever limiter granted the slot.
-func (f *Failover) Release(ctx context.Context, req Request, res Reservation) error {
+func (f *failover) Release(ctx context.Context, req Request, res Reservation) error {
 	if res.local {
-		if f.cfg.Mode == Open {
+		if f.cfg.Mode == OutageAdmit {
 			return nil
 		}
 		return f.local.Release(ctx, f.share(req), res)
 	}
-	cctx, cancel := context.WithTimeout(ctx, f.cfg.Timeout)
+	ctx, cancel := f.bound(ctx)
 	defer cancel()
-	return f.primary.Release(cctx, req, res)
+	return f.primary.Release(ctx, req, res)
+}
+
+func (f *failover) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if f.cfg.Timeout > 0 {
+		return context.WithTimeout(ctx, f.cfg.Timeout)
+	}
+	return ctx, func() {}
 }
 
 // Penalize implements Limiter. The penalty is kept locally as well, so it
-// holds through an outage; the primary's error is returned.
-func (f *Failover) Penalize(ctx context.Context, group string, p Penalty) error {
+// holds through an outage. A penalty the primary does not take because it
+// is away is kept (the latest end per scope) and written, and so announced,
+// once the primary is back, unless it is over by then: the other replicas
+// learn of it then at the latest. Such a penalty returns nil.
+func (f *failover) Penalize(ctx context.Context, group string, p Penalty) error {
 	if err := f.local.Penalize(ctx, group, p); err != nil {
 		return err
 	}
 	if f.down.Load() {
+		f.keepPenalty(group, p)
 		return nil
 	}
-	cctx, cancel := context.WithTimeout(ctx, f.cfg.Timeout)
+	ctx, cancel := f.bound(ctx)
 	defer cancel()
-	return f.primary.Penalize(cctx, group, p)
+	err := f.primary.Penalize(ctx, group, p)
+	if errors.Is(err, ErrUnavailable) {
+		f.keepPenalty(group, p)
+	}
+	return err
 }
+
+func (f *failover) keepPenalty(group string, p Penalty) {
+	f.penMu.Lock()
+	id := penaltyID{group, p.Scope}
+	old, ok := f.penalties[id]
+	switch {
+	case ok:
+		if p.Until.After(old.Until) {
+			f.penalties[id] = p
+		}
+		p = Penalty{}
+	case len(f.penalties) < maxPendingPenalties:
+		f.penalties[id] = p
+		p = Penalty{}
+	}
+	down := f.down.Load()
+	f.penMu.Unlock()
+	if p.Scope != "" && f.cfg.OnPenaltyLost != nil {
+		f.cfg.OnPenaltyLost(group, p)
+	}
+	if !down {
+		// The primary came back between the failed write and now.
+		f.flushPenalties()
+	}
+}
+
+// flushPenalties writes the kept penalties to the primary in the
+// background (one goroutine at a time; Close waits for it).
+func (f *failover) flushPenalties() {
+	f.penMu.Lock()
+	defer f.penMu.Unlock()
+	if f.flushing || len(f.penalties) == 0 {
+		return
+	}
+	f.flushing = true
+	f.bg.Add(1)
+	go func() {
+		defer f.bg.Done()
+		for {
+			f.penMu.Lock()
+			batch := f.penalties
+			if len(batch) == 0 || f.down.Load() {
+				f.flushing = false
+				f.penMu.Unlock()
+				return
+			}
+			f.penalties = make(map[penaltyID]Penalty)
+			f.penMu.Unlock()
+			failed := false
+			for id, p := range batch {
+				if !p.Until.After(time.Now()) {
+					continue // over already
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), max(f.cfg.Timeout, defaultTimeout))
+				err := f.primary.Penalize(ctx, id.group, p)
+				cancel()
+				if errors.Is(err, ErrUnavailable) {
+					failed = true
+					f.penMu.Lock()
+					if old, ok := f.penalties[id]; !ok || p.Until.After(old.Until) {
+						f.penalties[id] = p
+					}
+					f.penMu.Unlock()
+				}
+			}
+			if failed {
+				// Kept for the next switch back or the next penalty.
+				f.penMu.Lock()
+				f.flushing = false
+				f.penMu.Unlock()
+				return
+			}
+		}
+	}()
+}
+
+// close waits for the background writes of kept penalties.
+func (f *failover) close() { f.bg.Wait() }
 
 // scale cuts a rule to a share of its limit (at least 1), keeping its
 // period, so n replicas with share 1/n admit no more than the whole rule.

@@ -452,7 +452,7 @@ func (l *Redis) CalendarUsed(ctx context.Context, group string, rules []Rule) ([
 		if rules[i].kind != calendarRule {
 			continue
 		}
-		cmds[i] = pipe.HGet(ctx, l.RuleKey(group, rules[i].key), strconv.FormatInt(rules[i].windows(now)[1], 10))
+		cmds[i] = pipe.HGet(ctx, l.ruleKey(group, rules[i].key), strconv.FormatInt(rules[i].windows(now)[1], 10))
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, unavailable("calendar", err)

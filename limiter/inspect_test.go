@@ -137,7 +137,7 @@ func TestLiftPenalty(t *testing.T) {
 		t.Fatal(err)
 	}
 	lifted := make(chan string, 10)
-	stop := l.WatchPenalties(nil, nil, limiter.OnLift(func(group, scope string) { lifted <- group + " " + scope }))
+	stop := l.WatchLifts(func(group, scope string) { lifted <- group + " " + scope })
 	t.Cleanup(stop)
 	until := time.Now().Add(time.Hour)
 	for _, s := range []string{"app:a", "app:b"} {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
 )
 
 // Lifting a penalty: for an operator to end a shared penalty that should not
@@ -15,34 +14,6 @@ import (
 // liftPrefix leads a lift announcement, "\x00lift\n<group>\n<scope>"; a
 // penalty announcement always starts with a group name, never with a NUL.
 const liftPrefix = "\x00lift\n"
-
-// WatchOption adds a handler to WatchPenalties.
-type WatchOption interface{ applyWatch(*watchConfig) }
-
-type watchConfig struct {
-	onLift func(group, scope string)
-}
-
-type watchOptionFunc func(*watchConfig)
-
-func (f watchOptionFunc) applyWatch(c *watchConfig) { f(c) }
-
-// OnLift makes WatchPenalties call fn when a penalty is lifted (see
-// LiftPenalty), once Redis confirms that the scope's penalty key is gone: a
-// forged lift cannot end a penalty that is still recorded.
-func OnLift(fn func(group, scope string)) WatchOption {
-	return watchOptionFunc(func(c *watchConfig) { c.onLift = fn })
-}
-
-func watchConfigOf(opts []WatchOption) watchConfig {
-	var c watchConfig
-	for _, o := range opts {
-		if o != nil {
-			o.applyWatch(&c)
-		}
-	}
-	return c
-}
 
 // LiftPenalty ends the shared penalty on scope of group at once and tells
 // every watching replica, which closes its breaker for the scope. It
@@ -56,7 +27,7 @@ func (l *Redis) LiftPenalty(ctx context.Context, group, scope string) (bool, err
 	if err := checkKey("scope", scope); err != nil {
 		return false, fmt.Errorf("%w: scope %v", ErrInvalidRequest, err)
 	}
-	n, err := l.client.Del(ctx, l.PenaltyKey(group, scope)).Result()
+	n, err := l.client.Del(ctx, l.penaltyKey(group, scope)).Result()
 	if err != nil {
 		return false, unavailable("lift", err)
 	}
@@ -76,21 +47,6 @@ func parseLift(s string) (group, scope string, ok bool) {
 	return group, scope, ok && checkKey("group", group) == nil && checkKey("scope", scope) == nil
 }
 
-// handleLift confirms an announced lift against Redis (the penalty key must
-// be gone) before telling onLift.
-func (l *Redis) handleLift(c *watchConfig, payload string) {
-	group, scope, ok := parseLift(payload)
-	if !ok || c.onLift == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	if n, err := l.client.Exists(ctx, l.PenaltyKey(group, scope)).Result(); err != nil || n != 0 {
-		return
-	}
-	c.onLift(group, scope)
-}
-
 // LiftPenalty ends a penalty in the Memory limiter; it reports whether one
 // was recorded.
 func (m *Memory) LiftPenalty(_ context.Context, group, scope string) (bool, error) {
@@ -105,8 +61,8 @@ func (m *Memory) LiftPenalty(_ context.Context, group, scope string) (bool, erro
 // LiftPenalty ends the penalty both in the copy kept for outages and in the
 // primary, when the primary can lift (the Redis limiter can); it reports
 // whether either held one.
-func (f *Failover) LiftPenalty(ctx context.Context, group, scope string) (bool, error) {
-	local, _ := f.local.LiftPenalty(ctx, group, scope)
+func (f *failover) LiftPenalty(ctx context.Context, group, scope string) (bool, error) {
+	local := f.forgetPenalty(group, scope)
 	p, ok := f.primary.(interface {
 		LiftPenalty(context.Context, string, string) (bool, error)
 	})
@@ -117,8 +73,21 @@ func (f *Failover) LiftPenalty(ctx context.Context, group, scope string) (bool, 
 	return local || shared, err
 }
 
-// ForgetPenalty drops the copy of a penalty kept for outages, when another
-// replica has lifted it.
-func (f *Failover) ForgetPenalty(group, scope string) {
-	_, _ = f.local.LiftPenalty(context.Background(), group, scope)
+// forgetPenalty drops the copies of a penalty kept for outages (the local
+// one, and one waiting to be written to Redis), when it is lifted here or
+// by another replica; it reports whether there was one.
+func (f *failover) forgetPenalty(group, scope string) bool {
+	local, _ := f.local.LiftPenalty(context.Background(), group, scope)
+	f.penMu.Lock()
+	_, kept := f.penalties[penaltyID{group, scope}]
+	delete(f.penalties, penaltyID{group, scope})
+	f.penMu.Unlock()
+	return local || kept
+}
+
+// LiftPenalty ends the shared penalty on scope of group at once, in Redis
+// and in the copy kept for outages, and tells every watching replica; it
+// reports whether a penalty was recorded.
+func (s *Shared) LiftPenalty(ctx context.Context, group, scope string) (bool, error) {
+	return s.failover.LiftPenalty(ctx, group, scope)
 }

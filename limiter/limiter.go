@@ -82,6 +82,9 @@ type Reservation struct {
 	// answered is when the answer reached this process (local clock), if
 	// the limiter is remote; see Wait.
 	answered time.Time
+	// lost marks a slot Redis booked after losing the group's state (see
+	// reserve.lua's epoch): it may overlap slots booked before.
+	lost bool
 }
 
 // Local reports whether the slot was granted by a fallback while the shared

@@ -302,8 +302,8 @@ func TestRedisScriptReloadAndExpiry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(keys) != 3 {
-		t.Fatalf("keys %v, want the paced, calendar and penalty keys", keys)
+	if len(keys) != 4 {
+		t.Fatalf("keys %v, want the paced, calendar, penalty and epoch keys", keys)
 	}
 	for _, k := range keys {
 		ttl, err := c.PTTL(ctx, k).Result()

@@ -61,8 +61,11 @@ func NewMemory(opts ...MemoryOption) *Memory {
 const sweepEvery = int64(time.Second / time.Microsecond)
 
 // Reserve implements Limiter.
-func (m *Memory) Reserve(_ context.Context, req Request) (Reservation, error) {
+func (m *Memory) Reserve(ctx context.Context, req Request) (Reservation, error) {
 	if err := req.validate(); err != nil {
+		return Reservation{}, err
+	}
+	if err := ctx.Err(); err != nil {
 		return Reservation{}, err
 	}
 	clock := m.now()

@@ -3,12 +3,14 @@
 --
 -- KEYS[1]: the penalty key.
 -- ARGV[1]: end of the penalty (µs since the epoch); ARGV[2]: the provider's code;
--- ARGV[3]: the channel announcing penalties; ARGV[4]: "group\nscope\n".
+-- ARGV[3]: the channel announcing penalties; ARGV[4]: the announcement's
+-- head, "v1 penalty\ngroup\nscope\n" (see announce.go).
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local untilUs = tonumber(ARGV[1])
 if untilUs <= now then return 0 end
-local v = redis.call('GET', KEYS[1])
+local v = redis.pcall('GET', KEYS[1])
+if type(v) == 'table' then v = false end -- another type: replaced below
 if v then
   local sep = string.find(v, '|', 1, true)
   local old = tonumber(sep and string.sub(v, 1, sep - 1) or v)

@@ -8,6 +8,7 @@ import (
 	"hash/maphash"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -46,6 +47,15 @@ type Redis struct {
 	prefix string
 	keys   keyCache
 	lanes  lanes
+	// timeout bounds each call to Redis (0: the context alone), so that
+	// time a request spends queued behind another call does not count.
+	timeout time.Duration
+	// report, if set, is told of lost state and corrupt values.
+	report func(event)
+
+	// epochs is the latest epoch seen per group (see reserve.lua).
+	epochMu sync.Mutex
+	epochs  map[string]epochState
 }
 
 // RedisOption configures a Redis limiter.
@@ -69,7 +79,7 @@ func NewRedis(client redis.UniversalClient, opts ...RedisOption) (*Redis, error)
 		return nil, fmt.Errorf("limiter: NewRedis: client must not be nil")
 	}
 	r := &Redis{client: client, prefix: "throttle", keys: keyCache{m: make(map[keyID]any)},
-		lanes: lanes{seed: maphash.MakeSeed(), m: make(map[uint64]*lane)}}
+		lanes: lanes{seed: maphash.MakeSeed(), m: make(map[uint64]*lane)}, epochs: make(map[string]epochState)}
 	for _, o := range opts {
 		o.applyRedis(r)
 	}
@@ -79,20 +89,19 @@ func NewRedis(client redis.UniversalClient, opts ...RedisOption) (*Redis, error)
 	return r, nil
 }
 
-// Client returns the Redis client the limiter uses.
-func (l *Redis) Client() redis.UniversalClient { return l.client }
+// ruleKey is the Redis key holding a rule's state for group.
+func (l *Redis) ruleKey(group, key string) string { return redisKey(l.prefix, ruleTag, group, key) }
 
-// RuleKey is the Redis key holding a rule's state for group.
-func (l *Redis) RuleKey(group, key string) string { return redisKey(l.prefix, ruleTag, group, key) }
-
-// PenaltyKey is the Redis key holding a penalty on scope for group.
-func (l *Redis) PenaltyKey(group, scope string) string {
+// penaltyKey is the Redis key holding a penalty on scope for group.
+func (l *Redis) penaltyKey(group, scope string) string {
 	return redisKey(l.prefix, penaltyTag, group, scope)
 }
 
 const (
 	ruleTag    = 'r'
 	penaltyTag = 'p'
+	// epochTag names the group's epoch marker; its name is empty.
+	epochTag = 'e'
 )
 
 // redisKey builds "{prefix:group}:tag:name": the braces are the hash tag
@@ -106,6 +115,10 @@ func redisKey(prefix string, tag byte, group, name string) string {
 // together in the next call (see WithoutCoalescing).
 func (l *Redis) Reserve(ctx context.Context, req Request) (Reservation, error) {
 	if err := req.validate(); err != nil {
+		return Reservation{}, err
+	}
+	// A caller that gave up is told so, not that Redis failed.
+	if err := ctx.Err(); err != nil {
 		return Reservation{}, err
 	}
 	if len(req.Rules) == 0 && len(req.Scopes) == 0 {
@@ -129,14 +142,16 @@ func (l *Redis) reserveN(ctx context.Context, reqs []Request, out []Reservation)
 	req := &reqs[0]
 	a := argsPool.Get().(*scriptArgs)
 	defer a.release()
-	a.begin(reserveScript, len(req.Scopes)+len(req.Rules))
+	a.begin(reserveScript, len(req.Scopes)+1+len(req.Rules))
 	for _, s := range req.Scopes {
 		a.list = append(a.list, l.keys.get(l.prefix, penaltyTag, req.Group, s))
 	}
+	a.list = append(a.list, l.keys.get(l.prefix, epochTag, req.Group, ""))
 	for i := range req.Rules {
 		a.list = append(a.list, l.keys.get(l.prefix, ruleTag, req.Group, req.Rules[i].key))
 	}
-	a.list = append(a.list, boxInt(len(reqs)), boxInt(len(req.Scopes)))
+	a.list = append(a.list, boxInt(len(reqs)), nil) // the marker's count, below
+	counts := len(a.list) - 1
 	var waitUs int64
 	for i := range reqs {
 		w := int64(reqs[i].MaxWait / time.Microsecond)
@@ -144,6 +159,7 @@ func (l *Redis) reserveN(ctx context.Context, reqs []Request, out []Reservation)
 		a.list = append(a.list, boxInt64(w), boxInt64(reqs[i].notBefore))
 	}
 	var clock time.Time
+	markerTTL := int64(time.Second / time.Millisecond)
 	for i := range req.Rules {
 		r := &req.Rules[i]
 		switch r.kind {
@@ -151,6 +167,7 @@ func (l *Redis) reserveN(ctx context.Context, reqs []Request, out []Reservation)
 			// The booked time lies at most MaxWait + tolerance + T ahead,
 			// so the key can go that long after its last booking.
 			ttl := (waitUs+r.toleranceUs+r.intervalUs)/1000 + 1
+			markerTTL = max(markerTTL, ttl)
 			a.list = append(a.list, boxedPaced, r.argT, r.argTol, ttlArg(ttl))
 			continue
 		case concurrencyRule:
@@ -163,39 +180,134 @@ func (l *Redis) reserveN(ctx context.Context, reqs []Request, out []Reservation)
 		b := r.windows(clock)
 		a.list = append(a.list, boxedCalendar, boxInt64(r.limit), boxInt64(b[0]), boxInt64(b[1]), boxInt64(b[2]), boxInt64(b[3]))
 	}
+	a.list[counts] = markerArg(len(req.Scopes)+1, markerTTL)
+	// What this replica knew of the group's state when it sent the call:
+	// every reply to a call sent before it learnt of a loss is affected,
+	// not only the first one to arrive.
+	known := l.epochOf(req.Group)
 	reply, err := l.run(ctx, reserveScript, a.list).Text()
 	if err != nil {
+		if cerr := ctx.Err(); cerr != nil {
+			// The caller gave up: that says nothing about Redis.
+			return cerr
+		}
 		l.reloadCluster()
 		return unavailable("reserve", err)
 	}
 	answered := time.Now()
-	if err := parseReserve(reqs, reply, out); err != nil {
+	flags, err := parseReserve(reqs, reply, out)
+	if err != nil {
 		return err
+	}
+	// The latest slot booked, by this replica or (as an evenly paced
+	// rule's state shows) by any.
+	var horizon int64
+	for i := range out {
+		if !out[i].OK {
+			continue
+		}
+		horizon = max(horizon, out[i].SendAt().UnixMicro())
+		if len(out[i].Booked) == len(req.Rules) {
+			for j := range req.Rules {
+				if r := &req.Rules[j]; r.kind == pacedRule && r.burst == 1 {
+					horizon = max(horizon, out[i].Booked[j]-r.intervalUs)
+				}
+			}
+		}
+	}
+	var lost, first bool
+	if flags.epoch > 0 {
+		lost, first = l.noteEpoch(req.Group, known, flags.epoch, flags.now, horizon)
 	}
 	for i := range out {
 		out[i].answered = answered
+		out[i].lost = lost
+	}
+	if l.report != nil {
+		if first {
+			l.report(event{Kind: eventStateLost, Group: req.Group,
+				Detail: "the group's epoch marker changed: Redis lost its state (FLUSHALL, eviction, a restart without persistence)"})
+		}
+		if flags.corrupt {
+			l.report(event{Kind: eventCorruptValue, Group: req.Group, Detail: "a key of the group held a value that is not its state; it was replaced"})
+		}
 	}
 	return nil
 }
 
+// epochOf returns what this replica knows of group's state.
+func (l *Redis) epochOf(group string) epochState {
+	l.epochMu.Lock()
+	defer l.epochMu.Unlock()
+	return l.epochs[group]
+}
+
+// noteEpoch records the epoch a reply carried for group (and the latest
+// slot it booked, horizon). The state was lost for this call when the
+// epoch is newer than the one known when it was sent (known) while a slot
+// this replica booked under that one was still ahead (now, on Redis's
+// clock), so new slots could overlap it. A newer epoch with nothing ahead
+// is an idle group whose keys all expired; an older one is a reply a newer
+// one overtook. first is true once per lost epoch, to report it once.
+func (l *Redis) noteEpoch(group string, known epochState, epoch, now, horizon int64) (lost, first bool) {
+	lost = known.epoch != 0 && epoch > known.epoch && known.horizon > now
+	l.epochMu.Lock()
+	defer l.epochMu.Unlock()
+	st, ok := l.epochs[group]
+	if !ok && len(l.epochs) >= keyCacheMax {
+		clear(l.epochs) // forgetting only misses a loss, never invents one
+	}
+	if epoch > st.epoch {
+		st.epoch = epoch
+	}
+	if lost && st.reported < epoch {
+		st.reported, first = epoch, true
+	}
+	st.horizon = max(st.horizon, horizon)
+	l.epochs[group] = st
+	return lost, first
+}
+
+// epochState is what a replica knows of a group's state in Redis.
+type epochState struct{ epoch, horizon, reported int64 }
+
+// replyFlags are what the reply's first line says beyond the time.
+type replyFlags struct {
+	now     int64 // Redis's clock (µs)
+	epoch   int64 // the group's epoch (µs), 0 if absent
+	corrupt bool  // a corrupt value was found and replaced
+}
+
 // parseReserve reads the script's reply (see reserve.lua) into out without
 // allocating beyond the Reservations' own fields.
-func parseReserve(reqs []Request, reply string, out []Reservation) error {
+func parseReserve(reqs []Request, reply string, out []Reservation) (flags replyFlags, err error) {
 	malformed := func() error { return fmt.Errorf("%w: reserve: malformed reply %q", ErrUnavailable, reply) }
 	line, rest, _ := strings.Cut(reply, "\n")
-	secs, usecs, _ := strings.Cut(line, " ")
+	secs, line, _ := strings.Cut(line, " ")
+	usecs, line, _ := strings.Cut(line, " ")
 	sec, err1 := strconv.ParseInt(secs, 10, 64)
 	usec, err2 := strconv.ParseInt(usecs, 10, 64)
 	if err1 != nil || err2 != nil {
-		return malformed()
+		return flags, malformed()
+	}
+	for line != "" {
+		var field string
+		field, line, _ = strings.Cut(line, " ")
+		switch {
+		case field == "c":
+			flags.corrupt = true
+		case strings.HasPrefix(field, "e"):
+			flags.epoch, _ = strconv.ParseInt(field[1:], 10, 64)
+		}
 	}
 	now := time.Unix(sec, usec*int64(time.Microsecond))
+	flags.now = sec*1e6 + usec
 	penalised := false
 	for r := range reqs {
 		// A penalty refuses every request of the call: its line comes once.
 		if !penalised {
 			if rest == "" {
-				return malformed()
+				return flags, malformed()
 			}
 			line, rest, _ = strings.Cut(rest, "\n")
 		}
@@ -206,7 +318,7 @@ func parseReserve(reqs []Request, reply string, out []Reservation) error {
 			field, fields, _ = strings.Cut(fields, " ")
 			n, err := strconv.ParseInt(field, 10, 64)
 			if err != nil {
-				return malformed()
+				return flags, malformed()
 			}
 			head[i] = n
 		}
@@ -225,7 +337,7 @@ func parseReserve(reqs []Request, reply string, out []Reservation) error {
 				field, fields, _ = strings.Cut(fields, " ")
 				b, err := strconv.ParseInt(field, 10, 64)
 				if err != nil {
-					return malformed()
+					return flags, malformed()
 				}
 				res.Booked[i] = b
 			}
@@ -248,11 +360,11 @@ func parseReserve(reqs []Request, reply string, out []Reservation) error {
 			}
 			res.Penalty = p
 		default:
-			return fmt.Errorf("%w: reserve: unexpected status in %q", ErrUnavailable, reply)
+			return flags, fmt.Errorf("%w: reserve: unexpected status in %q", ErrUnavailable, reply)
 		}
 		out[r] = res
 	}
-	return nil
+	return flags, nil
 }
 
 // Cancel implements Limiter in one script call.
@@ -353,7 +465,7 @@ func (l *Redis) Penalize(ctx context.Context, group string, p Penalty) error {
 	defer a.release()
 	a.begin(penalizeScript, 1)
 	a.list = append(a.list, l.keys.get(l.prefix, penaltyTag, group, p.Scope),
-		boxInt64(p.Until.UnixMicro()), p.Code, l.channel(), group+"\n"+p.Scope+"\n")
+		boxInt64(p.Until.UnixMicro()), p.Code, l.channel(), penaltyHeader(group, p.Scope))
 	if err := l.run(ctx, penalizeScript, a.list).Err(); err != nil && !errors.Is(err, redis.Nil) {
 		return unavailable("penalize", err)
 	}
@@ -364,6 +476,11 @@ func (l *Redis) Penalize(ctx context.Context, group string, p Penalty) error {
 // cluster node, a promoted replica, SCRIPT FLUSH), EVAL with the source,
 // which also loads it for next time. args is "evalsha sha numkeys keys... argv...".
 func (l *Redis) run(ctx context.Context, s *script, args []any) *redis.Cmd {
+	if l.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, l.timeout)
+		defer cancel()
+	}
 	cmd := l.client.Do(ctx, args...)
 	if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 		args[0], args[1] = evalName, s.source
@@ -379,14 +496,6 @@ func (l *Redis) reloadCluster() {
 	if cc, ok := l.client.(*redis.ClusterClient); ok {
 		cc.ReloadState(context.Background())
 	}
-}
-
-// Ping checks that Redis answers, e.g. to decide when to leave a fallback.
-func (l *Redis) Ping(ctx context.Context) error {
-	if err := l.client.Ping(ctx).Err(); err != nil {
-		return unavailable("ping", err)
-	}
-	return nil
 }
 
 func unavailable(op string, err error) error {

@@ -17,15 +17,17 @@ var registrySource string
 
 var registryScript = redis.NewScript(registrySource)
 
-// Registry keeps this replica's presence in Redis and counts the live
+// registry keeps this replica's presence in Redis and counts the live
 // replicas, so that each one knows its fair share of a rule (1/live) when
 // Redis goes away and it must limit on its own. It beats in the background
-// until Close.
-type Registry struct {
+// until close.
+type registry struct {
 	client redis.UniversalClient
 	key    string
 	id     string
 	every  time.Duration
+	// onCorrupt is told when the registry key held something else.
+	onCorrupt func(key string)
 
 	live atomic.Int64
 	// counts are the counts of the last beats, and live their maximum: a
@@ -40,25 +42,27 @@ type Registry struct {
 	closeOnce sync.Once
 }
 
-// StartRegistry registers a new replica under prefix and beats every
+// startRegistry registers a new replica under prefix and beats every
 // interval; a replica that stops beating drops out after three intervals.
-func StartRegistry(client redis.UniversalClient, prefix string, every time.Duration) *Registry {
+// onCorrupt (may be nil) is told when the registry key held another type.
+func startRegistry(client redis.UniversalClient, prefix string, every time.Duration, onCorrupt func(key string)) *registry {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	r := &Registry{
-		client: client,
-		key:    "{" + prefix + ":registry}:replicas",
-		id:     hex.EncodeToString(b[:]),
-		every:  every,
-		stop:   make(chan struct{}),
-		done:   make(chan struct{}),
+	r := &registry{
+		client:    client,
+		key:       "{" + prefix + ":registry}:replicas",
+		id:        hex.EncodeToString(b[:]),
+		every:     every,
+		onCorrupt: onCorrupt,
+		stop:      make(chan struct{}),
+		done:      make(chan struct{}),
 	}
 	r.live.Store(1)
 	go r.run()
 	return r
 }
 
-func (r *Registry) run() {
+func (r *registry) run() {
 	defer close(r.done)
 	ticker := time.NewTicker(r.every)
 	defer ticker.Stop()
@@ -73,7 +77,7 @@ func (r *Registry) run() {
 	}
 }
 
-func (r *Registry) beat(leave bool) {
+func (r *registry) beat(leave bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), r.every)
 	defer cancel()
 	flag := "0"
@@ -81,6 +85,12 @@ func (r *Registry) beat(leave bool) {
 		flag = "1"
 	}
 	n, err := registryScript.Run(ctx, r.client, []string{r.key}, r.id, (3 * r.every).Milliseconds(), flag).Int64()
+	if n < 0 {
+		n = -n
+		if r.onCorrupt != nil {
+			r.onCorrupt(r.key)
+		}
+	}
 	if err == nil && n >= 1 && !leave {
 		r.counts[r.next] = n
 		r.next = (r.next + 1) % len(r.counts)
@@ -91,13 +101,17 @@ func (r *Registry) beat(leave bool) {
 // Live is the number of live replicas (at least 1): the most seen over the
 // last few beats. While Redis is away it keeps the last count, which is what
 // the fallback needs.
-func (r *Registry) Live() int { return int(r.live.Load()) }
+func (r *registry) Live() int { return int(r.live.Load()) }
 
 // Share is this replica's fair share of a rule: 1 / Live.
-func (r *Registry) Share() float64 { return 1 / float64(r.Live()) }
+func (r *registry) Share() float64 { return 1 / float64(r.Live()) }
 
-// Close leaves the registry and stops beating.
-func (r *Registry) Close() {
-	r.closeOnce.Do(func() { close(r.stop) })
+// stopAsync asks the beat to leave the registry and stop, without waiting.
+func (r *registry) stopAsync() { r.closeOnce.Do(func() { close(r.stop) }) }
+
+// close leaves the registry and stops beating; it waits for the last beat
+// (at most one beat interval, the beat's own timeout).
+func (r *registry) close() {
+	r.stopAsync()
 	<-r.done
 }

@@ -112,7 +112,7 @@ func TestWatchPenalties(t *testing.T) {
 		if group == "dingtalk" {
 			got <- p
 		}
-	}, nil)
+	}, nil, nil)
 	defer stop()
 	until := time.Now().Add(time.Minute).Truncate(time.Microsecond)
 	// The subscription is set up in the background: announce until heard.

@@ -6,7 +6,8 @@
 --
 -- KEYS: the penalty keys (ARGV[2] of them), then one key per rule.
 -- ARGV[1]: n, the number of requests.
--- ARGV[2]: how many penalty keys lead KEYS.
+-- ARGV[2]: how many penalty keys lead KEYS; as "<n>e<ms>", the last of
+-- them is the group's epoch marker, kept for at least ms (see below).
 -- Then two arguments per request: the longest wait it accepts (µs), and
 -- "no slot before" (µs; 0 for none: a replica coming back from limiting on
 -- its own starts after its local slots).
@@ -19,7 +20,9 @@
 -- no booked time lies further ahead.
 --
 -- Reply: one string (far cheaper for the client to read than nested
--- arrays): Redis's TIME as "<seconds> <microseconds>", then one line per
+-- arrays): Redis's TIME as "<seconds> <microseconds>", then the epoch
+-- "e<µs>" when asked for, then " c" when a corrupt value was found (it
+-- reads as absent and is replaced), then one line per
 -- request of space-separated integers:
 --   admitted:  "0 <delay µs> <binding rule, 0 = none> <booked state per rule>..."
 --   refused:   "1 <retry-after µs> <binding rule>"
@@ -42,15 +45,38 @@ local base = 3 + 2 * n
 -- One read for every penalty and paced rule; a calendar or concurrency key
 -- reads as false with MGET (GET would fail on it), and GET costs less.
 local vals
+local corrupt = false
 if #KEYS == 1 and ARGV[base] ~= 'c' and ARGV[base] ~= 'k' then
-  vals = {redis.call('GET', KEYS[1])}
+  local v = redis.pcall('GET', KEYS[1])
+  if type(v) == 'table' then v, corrupt = false, true end -- another type
+  vals = {v}
 else
   vals = redis.call('MGET', unpack(KEYS))
 end
 
 local np = 0
 if ARGV[2] ~= '0' then
-  np = tonumber(ARGV[2])
+  -- The epoch marker holds when the group's state began ("e<µs>"): a
+  -- replica that sees it change knows the state was lost (FLUSHALL,
+  -- eviction) and holds its new slots back past those it knew of.
+  local count, mttl = string.match(ARGV[2], '^(%d+)e(%d+)$')
+  np = tonumber(count or ARGV[2])
+  -- Its value is "e<epoch µs>:<expiry ms>"; it is renewed for mttl ms
+  -- (ARGV[2] is then "<np>e<mttl>") once half of that is gone.
+  if count then
+    local v = vals[np]
+    local e, x = string.match(v or '', '^(e%d+):(%d+)$')
+    if not e then
+      e, x = 'e' .. t[1] .. string.format('%06d', t[2]), 0
+    end
+    local nowms = math.floor(now / 1000)
+    mttl = tonumber(mttl)
+    if tonumber(x) < nowms + mttl / 2 then
+      redis.call('SET', KEYS[np], string.format('%s:%d', e, nowms + mttl), 'PX', mttl)
+    end
+    out[1] = out[1] .. ' ' .. e
+    vals[np] = false
+  end
   local best, best_until, best_value = 0, 0, false
   for i = 1, np do
     local v = vals[i]
@@ -59,10 +85,14 @@ if ARGV[2] ~= '0' then
       local u = tonumber(sep and string.sub(v, 1, sep - 1) or v)
       if u and u > now and u > best_until then
         best, best_until, best_value = i, u, v
+      elseif not u then
+        redis.call('DEL', KEYS[i])
+        corrupt = true
       end
     end
   end
   if best > 0 then
+    if corrupt then out[1] = out[1] .. ' c' end
     out[2] = string.format('2 %d %d ', best_until - now, best) .. best_value
     return table.concat(out, '\n')
   end
@@ -80,7 +110,8 @@ for i = 1, nr do
   if kind == 'p' then
     local tat = vals[np + i]
     if tat then
-      tat = tat + 0
+      tat = tonumber(tat)
+      if not tat then tat, corrupt = now, true end -- rewritten when booked
       if tat < now then tat = now end
     else
       tat = now
@@ -116,7 +147,17 @@ if has_c then
       counts[i] = c
     end
     if not c[j] then
-      c[j] = tonumber(redis.call('HGET', KEYS[np + i], ARGV[at[i] + 2 + j]) or 0)
+      local k, f = KEYS[np + i], ARGV[at[i] + 2 + j]
+      local v = redis.pcall('HGET', k, f)
+      if type(v) == 'table' then -- another type: start afresh
+        redis.call('DEL', k)
+        v, corrupt = false, true
+      end
+      c[j] = tonumber(v or 0)
+      if not c[j] then
+        redis.call('HDEL', k, f)
+        c[j], corrupt = 0, true
+      end
     end
     return c[j]
   end
@@ -174,7 +215,10 @@ for r = 1, n do
       a = at[i]
       if ARGV[a] == 'k' then
         local k = KEYS[np + i]
-        redis.call('ZREMRANGEBYSCORE', k, '-inf', string.format('%d', now))
+        if type(redis.pcall('ZREMRANGEBYSCORE', k, '-inf', string.format('%d', now))) == 'table' then
+          redis.call('DEL', k) -- another type: start afresh
+          corrupt = true
+        end
         if redis.call('ZCARD', k) >= tonumber(ARGV[a + 1]) then
           local first = redis.call('ZRANGE', k, 0, 0, 'WITHSCORES')
           local w = tonumber(first[2]) - now
@@ -248,4 +292,5 @@ for i = 1, nr do
     end
   end
 end
+if corrupt then out[1] = out[1] .. ' c' end
 return table.concat(out, '\n')

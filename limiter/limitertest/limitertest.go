@@ -29,6 +29,7 @@ type Factory func(t *testing.T, n int) []limiter.Limiter
 
 // Run runs the whole suite against the limiters the factory makes.
 func Run(t *testing.T, newLimiters Factory) {
+	t.Run("ContextDone", func(t *testing.T) { t.Parallel(); testContextDone(t, newLimiters) })
 	t.Run("NeverOver", func(t *testing.T) { t.Parallel(); testNeverOver(t, newLimiters) })
 	t.Run("AllOrNone", func(t *testing.T) { t.Parallel(); testAllOrNone(t, newLimiters) })
 	t.Run("Reservations", func(t *testing.T) { t.Parallel(); testReservations(t, newLimiters) })

@@ -1,0 +1,311 @@
+package limiter
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Defaults of a Shared limiter, in one place; DefaultSharedConfig
+// returns them.
+const (
+	defaultTimeout = 250 * time.Millisecond
+	defaultProbe   = time.Second
+	defaultRecover = 5 * time.Second
+	// defaultBeat is how often a replica renews its presence in the
+	// registry that counts the live replicas.
+	defaultBeat = 2 * time.Second
+)
+
+// DefaultSharedConfig is the configuration a zero SharedConfig stands
+// for: prefix "throttle", local limiting with 1/live replicas of each rule
+// during an outage, a 250ms timeout per Redis call, a probe a second while
+// Redis is away, and 5s of good probes before using it again.
+func DefaultSharedConfig() SharedConfig {
+	return SharedConfig{Prefix: "throttle", Mode: OutageLocal, Timeout: defaultTimeout, Probe: defaultProbe, Recover: defaultRecover}
+}
+
+// SharedConfig configures a Shared limiter. Zero fields take the values
+// of DefaultSharedConfig.
+type SharedConfig struct {
+	// Prefix of every key and of the announcement channel (default
+	// "throttle"); replicas with the same prefix share their limits.
+	Prefix string
+	// Mode is what happens while Redis does not answer.
+	Mode OutageMode
+	// Share is the fraction of each rule a replica may use on its own
+	// during an outage, in (0, 1]; zero means 1 / the number of live
+	// replicas, counted in a small registry in Redis.
+	Share float64
+	// Timeout bounds each call to Redis (default 250ms). Time a
+	// request spends queued behind another call for the same rules does
+	// not count.
+	Timeout time.Duration
+	// Probe is how often a replica in an outage asks Redis again (default
+	// 1s).
+	Probe time.Duration
+	// Recover is how long Redis must answer every probe before the
+	// replica leaves its outage mode (default 5s), so that a Redis failing
+	// on and off does not make it flap; it doubles, up to a minute, while
+	// Redis keeps failing soon after coming back.
+	Recover time.Duration
+	// OnSwitch, if set, is told once per switch when Redis goes away (down
+	// true, with the error) and when the replica uses it again.
+	OnSwitch func(down bool, err error)
+	// OnPenalty, if set, is told of every penalty another replica records,
+	// as soon as it is announced and Redis confirms it, so that the caller
+	// can stop the scope at once instead of on its next reserve.
+	OnPenalty func(group string, p Penalty)
+	// OnLift, if set, is told when a replica announces that a penalty was
+	// lifted and its key is gone from Redis.
+	OnLift func(group, scope string)
+	// OnEvent, if set, is told of everything the limiter noticed that an
+	// operator should know of, e.g. to count it; kind is one of
+	//   "state_lost": Redis lost a group's state (FLUSHALL, eviction, a
+	//     restart without persistence); new slots are held back past the
+	//     ones this replica knew were booked;
+	//   "corrupt_value": a key held a value that is not the limiter's
+	//     state; it was read as absent and replaced;
+	//   "announcement_rejected": a message on the announcement channel was
+	//     malformed or not confirmed by Redis (spoofed), and ignored;
+	//   "evictable": Redis's maxmemory-policy lets it evict the keys;
+	//   "penalty_lost": a penalty taken during an outage could not be kept
+	//     to be written later.
+	// group is the request group concerned, or "". Each is also logged, at
+	// most once a minute per kind and group.
+	OnEvent func(kind, group string)
+	// Logger logs events, at most once a minute per kind and group
+	// (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// event is something a Shared limiter noticed; see SharedConfig.OnEvent.
+type event struct {
+	Kind   eventKind
+	Group  string
+	Detail string // what happened, for logs
+}
+
+type eventKind string
+
+const (
+	eventStateLost            eventKind = "state_lost"
+	eventCorruptValue         eventKind = "corrupt_value"
+	eventAnnouncementRejected eventKind = "announcement_rejected"
+	eventEvictable            eventKind = "evictable"
+	eventPenaltyLost          eventKind = "penalty_lost"
+)
+
+// Shared is the limiter replicas share through Redis, with everything that
+// comes with it: the outage mode (local limiting with this replica's share,
+// refusing, or admitting), the registry of live replicas that sets the
+// share, and the watch of penalty announcements. It owns their background
+// goroutines until Close. Use it for the limits of a fleet; use Redis alone
+// to share state without any of that, and Memory within one process.
+type Shared struct {
+	redis    *Redis
+	failover *failover
+	registry *registry
+	watcher  *watcher
+	log      *logLimiter
+	cfg      SharedConfig
+
+	bg        sync.WaitGroup
+	closeOnce sync.Once
+}
+
+// NewShared returns a Shared limiter on client (a single node, a cluster,
+// a ring or a failover client) and starts its background work.
+func NewShared(client redis.UniversalClient, cfg SharedConfig) (*Shared, error) {
+	def := DefaultSharedConfig()
+	if cfg.Prefix == "" {
+		cfg.Prefix = def.Prefix
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = def.Timeout
+	}
+	if cfg.Probe <= 0 {
+		cfg.Probe = def.Probe
+	}
+	if cfg.Recover <= 0 {
+		cfg.Recover = def.Recover
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	switch {
+	case cfg.Mode < OutageLocal || cfg.Mode > OutageAdmit:
+		return nil, fmt.Errorf("limiter: NewShared: Mode must be OutageLocal, OutageRefuse or OutageAdmit, got %d", int(cfg.Mode))
+	case cfg.Share < 0 || cfg.Share > 1:
+		return nil, fmt.Errorf("limiter: NewShared: Share must be within (0, 1], or 0 for 1/live replicas; got %v", cfg.Share)
+	}
+	r, err := NewRedis(client, WithPrefix(cfg.Prefix))
+	if err != nil {
+		return nil, err
+	}
+	s := &Shared{redis: r, cfg: cfg, log: newLogLimiter(cfg.Logger)}
+	r.timeout = cfg.Timeout
+	r.report = s.report
+	fc := failoverConfig{
+		Mode:    cfg.Mode,
+		Probe:   cfg.Probe,
+		Recover: cfg.Recover,
+		OnSwitch: func(down bool, err error) {
+			if cfg.OnSwitch != nil {
+				cfg.OnSwitch(down, err)
+			}
+			if !down {
+				// The replicas still on their own shares would add them to
+				// the full rate this one now takes from Redis until their
+				// next probe: tell them to ask at once.
+				s.background(func() {
+					ctx, cancel := context.WithTimeout(context.Background(), cfg.Timeout)
+					_ = r.announceBack(ctx)
+					cancel()
+				})
+			}
+		},
+		OnPenaltyLost: func(group string, p Penalty) {
+			s.report(event{Kind: eventPenaltyLost, Group: group, Detail: "too many penalties kept during the outage; scope " + p.Scope + " will not be written to Redis"})
+		},
+	}
+	switch {
+	case cfg.Share > 0:
+		share := cfg.Share
+		fc.Share = func() float64 { return share }
+	case cfg.Mode == OutageLocal:
+		s.registry = startRegistry(client, cfg.Prefix, defaultBeat, func(key string) {
+			s.report(event{Kind: eventCorruptValue, Detail: "the replica registry " + key + " held another type; it was replaced"})
+		})
+		fc.Share = s.registry.Share
+	}
+	s.failover = newFailover(r, fc)
+	s.watcher = r.watch(watcherConfig{
+		onPenalty: cfg.OnPenalty,
+		onLift: func(group, scope string) {
+			s.failover.forgetPenalty(group, scope)
+			if cfg.OnLift != nil {
+				cfg.OnLift(group, scope)
+			}
+		},
+		onBack: s.failover.probeNow,
+		onRejected: func(reason string) {
+			s.report(event{Kind: eventAnnouncementRejected, Detail: reason})
+		},
+	})
+	s.background(s.checkEviction)
+	return s, nil
+}
+
+// background runs f in a goroutine that Close waits for.
+func (s *Shared) background(f func()) {
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		f()
+	}()
+}
+
+// checkEviction reads maxmemory-policy, where the server allows CONFIG GET
+// (managed services often do not), and reports a policy that can evict
+// the limiter's keys.
+func (s *Shared) checkEviction() {
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
+	defer cancel()
+	policy, err := s.redis.client.ConfigGet(ctx, "maxmemory-policy").Result()
+	if err != nil {
+		return
+	}
+	if p := policy["maxmemory-policy"]; p != "" && p != "noeviction" {
+		s.report(event{Kind: eventEvictable, Detail: "Redis maxmemory-policy is " + p +
+			": under memory pressure it evicts the limiter's keys, and the limits break until the loss is noticed; use noeviction"})
+	}
+}
+
+// report logs e (rate-limited) and passes it on.
+func (s *Shared) report(e event) {
+	s.log.log(e)
+	if s.cfg.OnEvent != nil {
+		s.cfg.OnEvent(string(e.Kind), e.Group)
+	}
+}
+
+// Reserve implements Limiter.
+func (s *Shared) Reserve(ctx context.Context, req Request) (Reservation, error) {
+	return s.failover.Reserve(ctx, req)
+}
+
+// Cancel implements Limiter.
+func (s *Shared) Cancel(ctx context.Context, req Request, res Reservation) error {
+	return s.failover.Cancel(ctx, req, res)
+}
+
+// Release implements Limiter.
+func (s *Shared) Release(ctx context.Context, req Request, res Reservation) error {
+	return s.failover.Release(ctx, req, res)
+}
+
+// Penalize implements Limiter. During an outage the penalty holds locally
+// and is written to Redis (and announced) once Redis is back, unless it is
+// over by then.
+func (s *Shared) Penalize(ctx context.Context, group string, p Penalty) error {
+	return s.failover.Penalize(ctx, group, p)
+}
+
+// Down reports whether Redis is considered away, so the outage mode
+// applies.
+func (s *Shared) Down() bool { return s.failover.Down() }
+
+// Close stops the background work (the registry beat, the announcement
+// watch, writes of penalties kept during an outage) and waits for it, at
+// most about a beat. It does not close the Redis client. Requests may still
+// be reserved afterwards; they get no announcements.
+func (s *Shared) Close() error {
+	s.closeOnce.Do(func() {
+		if s.registry != nil {
+			s.registry.close()
+		}
+		s.watcher.stop()
+		s.failover.close()
+		s.bg.Wait()
+	})
+	return nil
+}
+
+// logLimiter logs each kind of event at most once a minute per group, so a
+// burst of spoofed messages or a corrupt key read by every request costs
+// one line.
+type logLimiter struct {
+	logger *slog.Logger
+	mu     sync.Mutex
+	last   map[logID]time.Time
+}
+
+type logID struct {
+	kind  eventKind
+	group string
+}
+
+func newLogLimiter(l *slog.Logger) *logLimiter {
+	return &logLimiter{logger: l, last: make(map[logID]time.Time)}
+}
+
+func (ll *logLimiter) log(e event) {
+	now := time.Now()
+	id := logID{e.Kind, e.Group}
+	ll.mu.Lock()
+	if t, ok := ll.last[id]; ok && now.Sub(t) < time.Minute {
+		ll.mu.Unlock()
+		return
+	}
+	if len(ll.last) >= 1024 {
+		clear(ll.last)
+	}
+	ll.last[id] = now
+	ll.mu.Unlock()
+	ll.logger.Warn("throttle: "+e.Detail, "event", string(e.Kind), "group", e.Group)
+}

@@ -1,0 +1,190 @@
+package limiter_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/quotaware/throttle/internal/redistest"
+	"github.com/quotaware/throttle/limiter"
+	"github.com/quotaware/throttle/limiter/limitertest"
+)
+
+// 11.9: a penalty taken while Redis is away is written to Redis (and so
+// announced) once it is back, unless it is over by then.
+func TestSharedWritesOutagePenaltiesLater(t *testing.T) {
+	srv := redistest.Start(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, DialTimeout: 100 * time.Millisecond, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { c.Close() })
+	s := newShared(t, c, limiter.SharedConfig{Share: 1, Timeout: 200 * time.Millisecond, Probe: 20 * time.Millisecond, Recover: 50 * time.Millisecond})
+	ctx := context.Background()
+	req := limiter.Request{Group: "g", Rules: []limiter.Rule{limiter.MustRule(limiter.NewRule("api", 1000, time.Second))}, MaxWait: time.Second}
+	if _, err := s.Reserve(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	srv.Stop()
+	if res, err := s.Reserve(ctx, req); err != nil || !res.Local() || !s.Down() {
+		t.Fatalf("with Redis stopped: %+v %v down=%v, want a local slot", res, err, s.Down())
+	}
+	long := limiter.Penalty{Scope: "app", Until: time.Now().Add(time.Hour).Truncate(time.Microsecond), Code: "90018"}
+	short := limiter.Penalty{Scope: "api:/x", Until: time.Now().Add(time.Millisecond), Code: "90018"}
+	for _, p := range []limiter.Penalty{long, short} {
+		if err := s.Penalize(ctx, "g", p); err != nil {
+			t.Fatalf("Penalize during the outage: %v", err)
+		}
+	}
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for s.Down() {
+		if time.Now().After(deadline) {
+			t.Fatal("not back on Redis 10s after it restarted")
+		}
+		_, _ = s.Reserve(ctx, req)
+		time.Sleep(10 * time.Millisecond) // the probe interval is the behaviour under test
+	}
+	s.Close() // waits for the background writes
+	check := srv.Client(t)
+	got, err := check.Get(ctx, s.Redis().PenaltyKey("g", "app")).Result()
+	if err != nil {
+		t.Fatalf("the outage's penalty is not in Redis: %v", err)
+	}
+	if want := strconv.FormatInt(long.Until.UnixMicro(), 10) + "|90018"; got != want {
+		t.Fatalf("penalty key %q, want the end %d and code 90018", got, long.Until.UnixMicro())
+	}
+	if n := check.Exists(ctx, s.Redis().PenaltyKey("g", "api:/x")).Val(); n != 0 {
+		t.Fatal("a penalty over before Redis came back was written")
+	}
+}
+
+// stall holds reserve calls before they reach Redis until released or
+// their context ends.
+type stall struct {
+	entered chan struct{}
+	release chan struct{}
+	open    atomic.Bool
+}
+
+func (s *stall) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (s *stall) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (s *stall) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		args := cmd.Args()
+		if s.open.Load() || cmd.Name() != "evalsha" || len(args) < 2 || args[1] != limiter.ReserveSHA {
+			return next(ctx, cmd)
+		}
+		s.entered <- struct{}{}
+		select {
+		case <-s.release:
+			return next(ctx, cmd)
+		case <-ctx.Done():
+			cmd.SetErr(ctx.Err())
+			return ctx.Err()
+		}
+	}
+}
+
+// 11.10: time queued behind another call does not count against the
+// timeout; a caller cancelled during its call gets its context's error and
+// the requests queued behind it are served; an invalid request is a
+// configuration error. None of them makes Redis count as down.
+func TestSharedQueueAndInvalid(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	warmUp := func(t *testing.T, s *limiter.Shared, req limiter.Request) {
+		warm := req
+		warm.Group += "-warm"
+		res, err := s.Reserve(context.Background(), warm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = s.Cancel(context.Background(), warm, res)
+	}
+	queued := make(chan struct{}, 16)
+	var group atomic.Value
+	group.Store("")
+	limiter.SetOnQueued(func(g string) {
+		if g == group.Load().(string) {
+			queued <- struct{}{}
+		}
+	})
+	t.Cleanup(func() { limiter.SetOnQueued(nil) })
+	rule := limiter.MustRule(limiter.NewRule("paced", 10, time.Minute))
+
+	t.Run("queue time", func(t *testing.T) {
+		c := redistest.Shared(t).Client(t)
+		s := newShared(t, c, limiter.SharedConfig{Prefix: limitertest.Group(t), Share: 1, Mode: limiter.OutageRefuse, Timeout: timeout})
+		req := limiter.Request{Group: limitertest.Group(t), Rules: []limiter.Rule{rule}, MaxWait: time.Hour}
+		group.Store(req.Group)
+		warmUp(t, s, req)
+		g := newGate()
+		c.AddHook(g)
+		t.Cleanup(func() { g.open.Store(true) })
+		first := reserveAsync(context.Background(), s, req)
+		<-g.held
+		second := reserveAsync(context.Background(), s, req)
+		<-queued
+		// Queued for twice the timeout while the first call is held after
+		// Redis answered it (the wait is the behaviour under test).
+		time.Sleep(2 * timeout)
+		g.release <- struct{}{}
+		<-g.held
+		g.release <- struct{}{}
+		for i, o := range []outcome{<-first, <-second} {
+			if o.err != nil || !o.res.OK {
+				t.Errorf("request %d: %+v %v, want a slot", i, o.res, o.err)
+			}
+		}
+		if s.Down() {
+			t.Error("time queued behind a call counted against the timeout: Redis counts as down")
+		}
+	})
+
+	t.Run("cancelled in flight", func(t *testing.T) {
+		c := redistest.Shared(t).Client(t)
+		s := newShared(t, c, limiter.SharedConfig{Prefix: limitertest.Group(t), Share: 1, Mode: limiter.OutageRefuse, Timeout: time.Minute})
+		req := limiter.Request{Group: limitertest.Group(t), Rules: []limiter.Rule{rule}, MaxWait: time.Hour}
+		group.Store(req.Group)
+		warmUp(t, s, req)
+		h := &stall{entered: make(chan struct{}, 4), release: make(chan struct{})}
+		c.AddHook(h)
+		t.Cleanup(func() { h.open.Store(true) })
+		ctx, cancel := context.WithCancel(context.Background())
+		first := reserveAsync(ctx, s, req)
+		<-h.entered
+		second := reserveAsync(context.Background(), s, req)
+		<-queued
+		cancel()
+		if o := <-first; !errors.Is(o.err, context.Canceled) || errors.Is(o.err, limiter.ErrUnavailable) {
+			t.Errorf("cancelled in its call: %v, want context.Canceled alone", o.err)
+		}
+		<-h.entered
+		h.release <- struct{}{}
+		if o := <-second; o.err != nil || !o.res.OK {
+			t.Errorf("queued behind the cancelled call: %+v %v, want a slot", o.res, o.err)
+		}
+		if s.Down() {
+			t.Error("a cancelled caller made Redis count as down")
+		}
+	})
+
+	t.Run("invalid request", func(t *testing.T) {
+		s := newShared(t, redistest.Shared(t).Client(t), limiter.SharedConfig{Prefix: limitertest.Group(t), Share: 1})
+		req := limiter.Request{Group: "g", Rules: []limiter.Rule{rule}, Scopes: []string{strings.Repeat("s", limiter.MaxKeyLen+1)}}
+		_, err := s.Reserve(context.Background(), req)
+		if !errors.Is(err, limiter.ErrInvalidRequest) || errors.Is(err, limiter.ErrUnavailable) {
+			t.Errorf("a scope over %d bytes: %v, want ErrInvalidRequest and not ErrUnavailable", limiter.MaxKeyLen, err)
+		}
+		if s.Down() {
+			t.Error("an invalid request made Redis count as down")
+		}
+	})
+}

@@ -1,0 +1,417 @@
+package limiter_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/quotaware/throttle/internal/redistest"
+	"github.com/quotaware/throttle/limiter"
+	"github.com/quotaware/throttle/limiter/limitertest"
+)
+
+// events collects a Shared limiter's events.
+// event is one call of SharedConfig.OnEvent.
+type event struct{ Kind, Group string }
+
+// The kinds of events SharedConfig.OnEvent documents.
+const (
+	stateLost            = "state_lost"
+	corruptValue         = "corrupt_value"
+	announcementRejected = "announcement_rejected"
+	evictable            = "evictable"
+)
+
+type events struct {
+	mu  sync.Mutex
+	all []event
+	ch  chan event
+}
+
+func newEvents() *events { return &events{ch: make(chan event, 1024)} }
+
+func (e *events) add(kind, group string) {
+	ev := event{kind, group}
+	e.mu.Lock()
+	e.all = append(e.all, ev)
+	e.mu.Unlock()
+	select {
+	case e.ch <- ev:
+	default:
+	}
+}
+
+func (e *events) count(kind string) (n int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, ev := range e.all {
+		if ev.Kind == kind {
+			n++
+		}
+	}
+	return n
+}
+
+// await waits for an event of kind.
+func (e *events) await(t *testing.T, kind string) event {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case ev := <-e.ch:
+			if ev.Kind == kind {
+				return ev
+			}
+		case <-deadline:
+			t.Fatalf("no %s event within 10s", kind)
+		}
+	}
+}
+
+func newShared(t *testing.T, c redis.UniversalClient, cfg limiter.SharedConfig) *limiter.Shared {
+	t.Helper()
+	s, err := limiter.NewShared(c, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// The Shared limiter keeps the contract, replicas sharing one Redis.
+func TestSharedConformance(t *testing.T) {
+	srv := redistest.Shared(t)
+	limitertest.Run(t, func(t *testing.T, n int) []limiter.Limiter {
+		prefix := limitertest.Group(t)
+		out := make([]limiter.Limiter, n)
+		for i := range out {
+			out[i] = newShared(t, srv.Client(t), limiter.SharedConfig{Prefix: prefix, Mode: limiter.OutageRefuse})
+		}
+		return out
+	})
+}
+
+// 11.2: a spoofed penalty announcement opens nothing: Redis holds no
+// penalty behind it. It is counted; a real penalty is passed on with the
+// end stored in Redis; a burst of spoofs costs bounded work.
+func TestSharedIgnoresSpoofedAnnouncements(t *testing.T) {
+	srv := redistest.Shared(t)
+	prefix := limitertest.Group(t)
+	ev := newEvents()
+	heard := make(chan limiter.Penalty, 16)
+	a := newShared(t, srv.Client(t), limiter.SharedConfig{Prefix: prefix, Share: 1, OnEvent: ev.add,
+		OnPenalty: func(group string, p limiter.Penalty) { heard <- p }})
+	b := newShared(t, srv.Client(t), limiter.SharedConfig{Prefix: prefix, Share: 1})
+	c := srv.Client(t)
+	ctx := context.Background()
+	channel := a.Redis().Channel()
+	spoofs := []string{
+		"dingtalk\negress:default\n253402271999000000\nspoofed",             // an earlier release's format
+		"v1 penalty\ndingtalk\negress:default\n253402271999000000\nspoofed", // this one's
+	}
+	// The subscription starts in the background: publish until heard.
+	for _, msg := range spoofs {
+		deadline := time.Now().Add(10 * time.Second)
+		before := ev.count(announcementRejected)
+		for ev.count(announcementRejected) == before {
+			if time.Now().After(deadline) {
+				t.Fatalf("spoof %q: never rejected", msg)
+			}
+			if err := c.Publish(ctx, channel, msg).Err(); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-ev.ch:
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+	for _, msg := range []string{"garbage", "v1 penalty\nno-scope", "v1", "\x00\x01"} {
+		if err := c.Publish(ctx, channel, msg).Err(); err != nil {
+			t.Fatal(err)
+		}
+		ev.await(t, announcementRejected)
+	}
+	// A type this release does not know (a later one's) is not an error.
+	if err := c.Publish(ctx, channel, "v1 something-new\nx"); err.Err() != nil {
+		t.Fatal(err.Err())
+	}
+	// A burst of one spoof: confirmations of one scope share one read.
+	const burst = 2000
+	pipe := c.Pipeline()
+	for i := 0; i < burst; i++ {
+		pipe.Publish(ctx, channel, spoofs[1])
+	}
+	before := ev.count(announcementRejected)
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A real penalty, after the burst on the same channel, is confirmed.
+	until := time.Now().Add(time.Minute).Truncate(time.Microsecond)
+	if err := b.Penalize(ctx, "dingtalk", limiter.Penalty{Scope: "api:/real", Until: until, Code: "88"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case p := <-heard:
+		if p.Scope != "api:/real" || !p.Until.Equal(until) || p.Code != "88" {
+			t.Fatalf("passed on %+v, want the real penalty", p)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the real penalty was not passed on")
+	}
+	select {
+	case p := <-heard:
+		t.Fatalf("passed on %+v as well", p)
+	default:
+	}
+	reads := ev.count(announcementRejected) - before
+	t.Logf("burst of %d spoofed announcements: %d confirmation reads", burst, reads)
+	if reads > burst {
+		t.Errorf("%d confirmation reads for %d announcements", reads, burst)
+	}
+}
+
+// 11.3: after FLUSHALL, new slots start past the ones booked before, on
+// every replica, and the loss is reported once per replica.
+func TestSharedHoldsBackAfterLostState(t *testing.T) {
+	srv := redistest.Start(t)
+	prefix := limitertest.Group(t)
+	evs := []*events{newEvents(), newEvents()}
+	var ls []limiter.Limiter
+	for _, ev := range evs {
+		ls = append(ls, newShared(t, srv.Client(t), limiter.SharedConfig{Prefix: prefix, Share: 1, OnEvent: ev.add}))
+	}
+	ctx := context.Background()
+	rule := limiter.MustRule(limiter.NewRule("api", 50, time.Second))
+	req := limiter.Request{Group: "g", Rules: []limiter.Rule{rule}, MaxWait: 5 * time.Second}
+	var sends []time.Time
+	book := func(n int) {
+		for i := 0; i < n; i++ {
+			res, err := ls[i%2].Reserve(ctx, req)
+			if err != nil || !res.OK {
+				t.Fatalf("reserve: %+v %v", res, err)
+			}
+			sends = append(sends, res.SendAt())
+		}
+	}
+	book(100) // two seconds of slots ahead
+	last := slices.MaxFunc(sends, time.Time.Compare)
+	if err := srv.Client(t).FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	before := len(sends)
+	book(20)
+	for i, at := range sends[before:] {
+		if at.Before(last) {
+			t.Errorf("slot %d after FLUSHALL at %v, before the last slot booked before it (%v)", i, at.Format(time.StampMicro), last.Format(time.StampMicro))
+		}
+	}
+	slices.SortFunc(sends, time.Time.Compare)
+	if most, at := limitertest.MaxInWindow(sends, time.Second); most > 50 {
+		t.Errorf("%d slots in the second from %v, rule allows 50", most, at.Format(time.StampMicro))
+	}
+	for i, ev := range evs {
+		if n := ev.count(stateLost); n != 1 {
+			t.Errorf("replica %d reported the loss %d times, want once", i, n)
+		}
+	}
+}
+
+// 11.3: a Redis that may evict keys is reported at start.
+func TestSharedWarnsOfEviction(t *testing.T) {
+	for _, tc := range []struct {
+		policy string
+		warn   bool
+	}{
+		{"allkeys-lru", true},
+		{"volatile-ttl", true},
+		{"noeviction", false},
+	} {
+		t.Run(tc.policy, func(t *testing.T) {
+			srv := redistest.Start(t, "--maxmemory-policy", tc.policy)
+			ev := newEvents()
+			s := newShared(t, srv.Client(t), limiter.SharedConfig{Share: 1, OnEvent: ev.add})
+			s.Close() // waits for the check
+			if got := ev.count(evictable) > 0; got != tc.warn {
+				t.Fatalf("evictable reported %v, want %v", got, tc.warn)
+			}
+		})
+	}
+}
+
+// 11.6: a Redis that fails on and off (at maxmemory with noeviction, every
+// script write refused) keeps the replica on its local share: a few
+// switches, not one per failure.
+func TestSharedHysteresis(t *testing.T) {
+	srv := redistest.Start(t, "--maxmemory-policy", "noeviction")
+	admin := srv.Client(t)
+	var mu sync.Mutex
+	var switches []bool
+	s := newShared(t, srv.Client(t), limiter.SharedConfig{Share: 0.5, Probe: 20 * time.Millisecond, Recover: 400 * time.Millisecond,
+		OnSwitch: func(down bool, err error) { mu.Lock(); switches = append(switches, down); mu.Unlock() }})
+	ctx := context.Background()
+	rule := limiter.MustRule(limiter.NewRule("api", 1000, time.Second))
+	req := limiter.Request{Group: "g", Rules: []limiter.Rule{rule}, MaxWait: time.Second}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := s.Reserve(ctx, req); err != nil && !errors.Is(err, limiter.ErrUnavailable) {
+				t.Error(err)
+				return
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+	// Flap for 3s: 150ms full, 150ms fine (the fault schedule is the
+	// behaviour under test).
+	for i := 0; i < 10; i++ {
+		admin.ConfigSet(ctx, "maxmemory", "1")
+		time.Sleep(150 * time.Millisecond)
+		admin.ConfigSet(ctx, "maxmemory", "0")
+		time.Sleep(150 * time.Millisecond)
+	}
+	// Healthy again: back after Recover (doubled at most a few times).
+	deadline := time.Now().Add(10 * time.Second)
+	for s.Down() && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	close(stop)
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("switches over 10 flaps: %v", switches)
+	// Without hysteresis it switched on every flap (20 switches); with it,
+	// each return waits out Recover, doubled while the flapping goes on.
+	if len(switches) == 0 || len(switches) > 6 {
+		t.Fatalf("%d switches over 10 flaps (%v), want a few", len(switches), switches)
+	}
+	if s.Down() {
+		t.Fatal("not back on Redis 10s after it healed")
+	}
+}
+
+// 11.7: a corrupt value in any key reads as absent and is replaced,
+// reported, and never fails a request, even failing closed.
+func TestSharedHealsCorruptKeys(t *testing.T) {
+	srv := redistest.Shared(t)
+	c := srv.Client(t)
+	ctx := context.Background()
+	shanghai, _ := time.LoadLocation("Asia/Shanghai")
+	paced := limiter.MustRule(limiter.NewRule("paced", 10, time.Second))
+	calendar := limiter.MustRule(limiter.NewCalendarRule("monthly", 100, limiter.Month, shanghai))
+	conc := limiter.MustRule(limiter.NewConcurrencyRule("conc", 2, time.Second))
+	cases := []struct {
+		name    string
+		rules   []limiter.Rule
+		corrupt func(l *limiter.Redis, g string) error
+	}{
+		{"paced not a number", []limiter.Rule{paced}, func(l *limiter.Redis, g string) error {
+			return c.Set(ctx, l.RuleKey(g, "paced"), "not-a-number", 0).Err()
+		}},
+		{"paced a hash", []limiter.Rule{paced}, func(l *limiter.Redis, g string) error {
+			return c.HSet(ctx, l.RuleKey(g, "paced"), "x", "y").Err()
+		}},
+		{"calendar a string", []limiter.Rule{calendar}, func(l *limiter.Redis, g string) error {
+			return c.Set(ctx, l.RuleKey(g, "monthly"), "junk", 0).Err()
+		}},
+		{"calendar field not a number", []limiter.Rule{calendar, paced}, func(l *limiter.Redis, g string) error {
+			res, err := l.Reserve(ctx, limiter.Request{Group: g, Rules: []limiter.Rule{calendar}})
+			if err != nil {
+				return err
+			}
+			fields, err := c.HKeys(ctx, l.RuleKey(g, "monthly")).Result()
+			if err != nil || len(fields) == 0 {
+				return errors.New("no calendar field")
+			}
+			_ = res
+			return c.HSet(ctx, l.RuleKey(g, "monthly"), fields[0], "junk").Err()
+		}},
+		{"concurrency a string", []limiter.Rule{conc}, func(l *limiter.Redis, g string) error {
+			return c.Set(ctx, l.RuleKey(g, "conc"), "junk", 0).Err()
+		}},
+		{"penalty garbage", []limiter.Rule{paced}, func(l *limiter.Redis, g string) error {
+			return c.Set(ctx, l.PenaltyKey(g, "app"), "garbage|x", 0).Err()
+		}},
+		{"epoch marker garbage", []limiter.Rule{paced}, func(l *limiter.Redis, g string) error {
+			return c.Set(ctx, l.EpochKey(g), "garbage", 0).Err()
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ev := newEvents()
+			s := newShared(t, srv.Client(t), limiter.SharedConfig{Prefix: limitertest.Group(t), Mode: limiter.OutageRefuse, Share: 1, OnEvent: ev.add})
+			l := s.Redis()
+			g := limitertest.Group(t)
+			if err := tc.corrupt(l, g); err != nil {
+				t.Fatal(err)
+			}
+			req := limiter.Request{Group: g, Rules: tc.rules, Scopes: []string{"app"}}
+			for i := 0; i < 2; i++ {
+				res, err := s.Reserve(ctx, req)
+				if err != nil || !res.OK {
+					t.Fatalf("reserve %d over the corrupt key: %+v %v", i, res, err)
+				}
+				if err := s.Release(ctx, req, res); err != nil {
+					t.Fatal(err)
+				}
+				// Paced at 10/s: the second would wait; give it back.
+				_ = s.Cancel(ctx, req, res)
+			}
+			if s.Down() {
+				t.Fatal("a corrupt key made Redis count as down")
+			}
+			// (MGET reads a paced key of another type as absent, and a bad
+			// marker starts a new epoch: both are replaced unreported.)
+			quiet := tc.name == "epoch marker garbage" || tc.name == "paced a hash"
+			if !quiet && ev.count(corruptValue) == 0 {
+				t.Error("the corrupt value was not reported")
+			}
+		})
+	}
+	// The registry key too.
+	prefix := limitertest.Group(t)
+	if err := c.Set(ctx, "{"+prefix+":registry}:replicas", "junk", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	ev := newEvents()
+	newShared(t, srv.Client(t), limiter.SharedConfig{Prefix: prefix, OnEvent: ev.add})
+	if e := ev.await(t, corruptValue); e.Group != "" {
+		t.Fatalf("event %+v, want the registry's (no group)", e)
+	}
+}
+
+// 11.11: Close ends every goroutine the Shared limiter started (registry
+// beat, announcement watch, eviction check, writes of outage penalties).
+func TestSharedCloseLeavesNoGoroutine(t *testing.T) {
+	srv := redistest.Start(t)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(),
+		goleak.IgnoreTopFunction("github.com/quotaware/throttle/limiter.(*fineWaker).run"))
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer c.Close()
+	s, err := limiter.NewShared(c, limiter.SharedConfig{Prefix: limitertest.Group(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := limiter.Request{Group: "g", Rules: []limiter.Rule{limiter.MustRule(limiter.NewRule("api", 10, time.Second))}}
+	if _, err := s.Reserve(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Penalize(context.Background(), "g", limiter.Penalty{Scope: "app", Until: time.Now().Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s.Close() // idempotent
+}
