@@ -102,12 +102,15 @@ type telemetry struct {
 	// penalty is logged once however many requests run into it.
 	loggedMu sync.Mutex
 	logged   map[string]time.Time
+	// clamped holds the provider and code of penalties clamped to their
+	// profile's MaxPenalty, logged once each.
+	clamped map[string]struct{}
 }
 
 type outcomeKey struct{ provider, outcome string }
 
 func newTelemetry(c *config) *telemetry {
-	tel := &telemetry{log: c.logger, logged: make(map[string]time.Time), disabled: c.telemetry.disabled}
+	tel := &telemetry{log: c.logger, logged: make(map[string]time.Time), clamped: make(map[string]struct{}), disabled: c.telemetry.disabled}
 	if tel.disabled {
 		return tel
 	}
@@ -239,6 +242,25 @@ func (tel *telemetry) penalty(ctx context.Context, c *call, err error) {
 	if fresh {
 		tel.log.Info("throttle: provider penalised a scope", "provider", c.p.Name, "api", c.route.API,
 			"scope", v.Scope, "code", v.Code, "until", v.Until.Format(time.RFC3339Nano))
+	}
+}
+
+// clampedPenalty logs a penalty longer than its profile's MaxPenalty, once
+// per provider and code.
+func (tel *telemetry) clampedPenalty(provider, code, source string, until time.Time, limit time.Duration) {
+	key := provider + "\x00" + code
+	tel.loggedMu.Lock()
+	_, seen := tel.clamped[key]
+	if !seen {
+		if len(tel.clamped) > 1000 {
+			tel.clamped = make(map[string]struct{}) // bounded: forget old ones
+		}
+		tel.clamped[key] = struct{}{}
+	}
+	tel.loggedMu.Unlock()
+	if !seen {
+		tel.log.Warn("throttle: penalty longer than the profile's MaxPenalty; clamped", "provider", provider,
+			"code", code, "source", source, "until", until.UTC().Format(time.RFC3339), "max_penalty", limit.String())
 	}
 }
 

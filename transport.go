@@ -34,6 +34,20 @@ type Transport struct {
 type profile struct {
 	providers.Profile
 	breakers *circuit.Set
+	tel      *telemetry
+}
+
+// bound clamps a penalty's end to MaxPenalty from now. A longer penalty is
+// garbled or hostile (an end in the year 9999 would stop the scope for good
+// on every replica); it is logged once per provider and code. source says
+// where the end came from, for the log.
+func (p *profile) bound(until time.Time, code, source string) time.Time {
+	limit := time.Now().Add(p.MaxPenalty)
+	if !until.After(limit) {
+		return until
+	}
+	p.tel.clampedPenalty(p.Name, code, source, until, p.MaxPenalty)
+	return limit
 }
 
 // New returns a Transport configured by opts, for use in one expression:
@@ -70,6 +84,9 @@ func Build(opts ...Option) (*Transport, error) {
 		if p.DefaultPenalty == 0 {
 			p.DefaultPenalty = providers.DefaultPenalty
 		}
+		if p.MaxPenalty == 0 {
+			p.MaxPenalty = providers.DefaultMaxPenalty
+		}
 		name := p.Name
 		b, err := circuit.New(circuit.WithOnStateChange(func(scope string, from, to circuit.State) {
 			if from == circuit.HalfOpen && to == circuit.Closed {
@@ -79,7 +96,7 @@ func Build(opts ...Option) (*Transport, error) {
 		if err != nil {
 			return nil, fmt.Errorf("throttle: %w", err)
 		}
-		t.profiles = append(t.profiles, profile{Profile: p, breakers: b})
+		t.profiles = append(t.profiles, profile{Profile: p, breakers: b, tel: t.tel})
 	}
 	sets := make([]*circuit.Set, len(t.profiles))
 	for i := range t.profiles {
@@ -157,13 +174,13 @@ func (t *Transport) buildLimiter(c *config) error {
 // before the penalty then never sends inside it. It holds the breakers, not
 // the Transport, so an unreferenced Transport can still be collected.
 func penaltyRouter(profiles []profile) func(group string, p limiter.Penalty) {
-	byName := make(map[string]*circuit.Set, len(profiles))
+	byName := make(map[string]*profile, len(profiles))
 	for i := range profiles {
-		byName[profiles[i].Name] = profiles[i].breakers
+		byName[profiles[i].Name] = &profiles[i]
 	}
 	return func(group string, p limiter.Penalty) {
-		if b := byName[group]; b != nil {
-			b.Penalize(p.Scope, p.Until, p.Code)
+		if prof := byName[group]; prof != nil {
+			prof.breakers.Penalize(p.Scope, prof.bound(p.Until, p.Code, "announcement"), p.Code)
 		}
 	}
 }
@@ -380,9 +397,10 @@ func (c *call) reserve(ctx context.Context, lreq *limiter.Request) (limiter.Rese
 		}
 		if pen := res.Penalty; pen != nil {
 			// Another replica saw the quota error: stop locally too.
-			c.p.breakers.Penalize(pen.Scope, pen.Until, pen.Code)
+			until := c.p.bound(pen.Until, pen.Code, "shared limiter")
+			c.p.breakers.Penalize(pen.Scope, until, pen.Code)
 			c.outcome = outcomePenalized
-			return res, &PenaltyError{Provider: c.p.Name, API: c.route.API, Scope: pen.Scope, Until: pen.Until, Code: pen.Code}
+			return res, &PenaltyError{Provider: c.p.Name, API: c.route.API, Scope: pen.Scope, Until: until, Code: pen.Code}
 		}
 		var bound limiter.Rule
 		if res.Rule >= 0 && res.Rule < len(lreq.Rules) {
@@ -430,6 +448,7 @@ func (c *call) penalize(ctx context.Context) {
 	if v.Until.IsZero() {
 		v.Until = time.Now().Add(c.p.DefaultPenalty)
 	}
+	v.Until = c.p.bound(v.Until, v.Code, "answer")
 	c.p.breakers.Penalize(v.Scope, v.Until, v.Code)
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()

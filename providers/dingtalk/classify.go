@@ -211,9 +211,9 @@ func (p *preset) quota(req *http.Request, q quotaCode, code, msg, altMsg string,
 			v.Scope = p.monthScope()
 		}
 	}
-	end, ok := providers.ParseBeijingEnd(msg)
+	end, ok := providers.ParseBeijingEnd(msg, now)
 	if !ok && altMsg != "" {
-		end, ok = providers.ParseBeijingEnd(altMsg)
+		end, ok = providers.ParseBeijingEnd(altMsg, now)
 	}
 	if ok && end.After(now) {
 		v.Until = end

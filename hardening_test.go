@@ -1,0 +1,149 @@
+package throttle_test
+
+// Hostile or garbled inputs against the Transport (the hardening issue):
+// each test here failed before its fix.
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quotaware/throttle"
+	"github.com/quotaware/throttle/internal/redistest"
+	"github.com/quotaware/throttle/limiter"
+	"github.com/quotaware/throttle/limiter/limitertest"
+	"github.com/quotaware/throttle/providers"
+	"github.com/quotaware/throttle/providers/dingtalk"
+)
+
+// year9999 is the end a hostile or garbled message can state.
+var year9999 = time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
+
+// Every penalty, whatever its source, ends within the profile's MaxPenalty,
+// in this process and in Redis, and the clamp is logged once per code.
+func TestPenaltyBoundedByMaxPenalty(t *testing.T) {
+	tests := []struct {
+		name string
+		// penalise makes the scope "api:/hot" penalised until the year
+		// 9999 by the given source.
+		penalise func(t *testing.T, c *http.Client, url string, other *limiter.Redis, group string)
+		source   string
+	}{
+		{"answer", func(t *testing.T, c *http.Client, url string, _ *limiter.Redis, _ string) {
+			resp, err := get(context.Background(), c, url+"/hot?forever=1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+		}, "answer"},
+		{"another replica", func(t *testing.T, _ *http.Client, _ string, other *limiter.Redis, group string) {
+			// 2100, not 9999: the limiter's reply carries the wait in
+			// nanoseconds, which overflow past the year 2262.
+			until := time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
+			if err := other.Penalize(context.Background(), group, limiter.Penalty{Scope: "api:/hot", Until: until, Code: "forever"}); err != nil {
+				t.Fatal(err)
+			}
+		}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rdb := redistest.Shared(t)
+			rec := &recorder{answer: func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Query().Get("forever") != "" {
+					w.Header().Set("X-Test-Forever", "1")
+				}
+				io.WriteString(w, `{"errcode":0}`)
+			}}
+			srv := serve(t, rec)
+			group := limitertest.Group(t)
+			profile := testProfile(group, mustRule(t, 100, time.Second))
+			classify := profile.Classify
+			profile.Classify = func(req *http.Request, resp *http.Response) providers.Verdict {
+				if resp.Header.Get("X-Test-Forever") != "" {
+					return providers.Verdict{Kind: providers.Quota, Until: year9999, Code: "forever", NotProcessed: true}
+				}
+				return classify(req, resp)
+			}
+			profile.MaxPenalty = time.Hour
+			logs := &syncBuffer{}
+			tr := throttle.New(throttle.WithRedis(rdb.Client(t)), throttle.WithProfiles(profile), throttle.WithoutRetry(),
+				throttle.WithoutTelemetry(), throttle.WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
+			t.Cleanup(func() { tr.Close() })
+			c := &http.Client{Transport: tr}
+			other, err := limiter.NewRedis(rdb.Client(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			began := time.Now()
+			tt.penalise(t, c, srv.URL, other, group)
+			// Whichever way it arrives (answer, announcement, Redis), the
+			// penalty reaches this Transport bounded.
+			var pe *throttle.PenaltyError
+			waitFor(t, 5*time.Second, func() bool {
+				_, err := get(context.Background(), c, srv.URL+"/hot")
+				return errors.As(err, &pe)
+			})
+			if limit := time.Now().Add(time.Hour); pe.Until.After(limit) || pe.Until.Before(began.Add(59*time.Minute)) {
+				t.Errorf("penalty until %v, want about an hour from now (MaxPenalty)", pe.Until)
+			}
+			if tt.source == "answer" {
+				// The penalty this Transport wrote to Redis is bounded too:
+				// a fresh replica sees an hour, not the year 9999.
+				res, err := other.Reserve(context.Background(), limiter.Request{Group: group, Scopes: []string{"api:/hot"}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				waitFor(t, 5*time.Second, func() bool {
+					res, err = other.Reserve(context.Background(), limiter.Request{Group: group, Scopes: []string{"api:/hot"}})
+					return err == nil && res.Penalty != nil
+				})
+				if res.Penalty.Until.After(time.Now().Add(time.Hour)) {
+					t.Errorf("penalty in Redis until %v, want at most an hour", res.Penalty.Until)
+				}
+				// A second such answer (on another path) is clamped without
+				// a second log line.
+				resp, err := get(context.Background(), c, srv.URL+"/warm?forever=1")
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+			}
+			if n := strings.Count(logs.String(), "MaxPenalty"); n != 1 {
+				t.Errorf("%d clamp log lines, want 1:\n%s", n, logs)
+			}
+			if !strings.Contains(logs.String(), "provider="+group) || !strings.Contains(logs.String(), "code=forever") {
+				t.Errorf("clamp log does not name provider and code:\n%s", logs)
+			}
+		})
+	}
+}
+
+// A DingTalk 90001 whose errmsg states an end in the year 9999 penalises
+// the egress for the code's own window (the profile's default penalty),
+// not for ever.
+func TestDingtalkYear9999EndNotTrusted(t *testing.T) {
+	srv := serve(t, &recorder{answer: func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"errcode":90001,"errmsg":"您的服务器调用钉钉开放平台所有接口的请求都被暂时禁用了, 处罚将在 9999-12-31 23:59:59 结束."}`)
+	}})
+	p := dingtalk.MustProfile(dingtalk.Config{AppKey: "ding9999", Hosts: []string{strings.TrimPrefix(srv.URL, "http://")}})
+	c := &http.Client{Transport: throttle.New(throttle.WithProfiles(p), throttle.WithoutRetry(), throttle.WithoutTelemetry(),
+		throttle.WithLogger(quiet))}
+	resp, err := c.Post(srv.URL+"/topapi/v2/user/get?access_token=t", "application/json", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	_, err = c.Post(srv.URL+"/topapi/v2/user/get?access_token=t", "application/json", strings.NewReader(`{}`))
+	var pe *throttle.PenaltyError
+	if !errors.As(err, &pe) || pe.Scope != "egress:default" {
+		t.Fatalf("err = %v, want the egress penalised", err)
+	}
+	if left := time.Until(pe.Until); left > providers.DefaultPenalty {
+		t.Errorf("egress penalised for %v, want at most the default %v", left, providers.DefaultPenalty)
+	}
+}
