@@ -218,16 +218,13 @@ func (tel *telemetry) finish(ctx context.Context, c *call, resp *http.Response, 
 }
 
 // penalty records a quota verdict that penalised a scope, and logs it once.
-func (tel *telemetry) penalty(ctx context.Context, c *call, err error) {
+func (tel *telemetry) penalty(ctx context.Context, c *call) {
 	v := c.verdict
 	kind := providers.ScopeKind(v.Scope)
 	c.event("throttle.penalty", attribute.String("throttle.scope_kind", kind), attribute.String("throttle.code", v.Code))
 	if !tel.disabled {
 		tel.penalties.Add(ctx, 1, metric.WithAttributes(
 			attribute.String("provider", c.p.Name), attribute.String("scope.kind", kind), attribute.String("code", v.Code)))
-	}
-	if err != nil {
-		tel.log.Warn("throttle: could not share a penalty", "provider", c.p.Name, "scope_kind", kind, "error", err)
 	}
 	tel.loggedMu.Lock()
 	prev, seen := tel.logged[v.Scope]

@@ -25,6 +25,7 @@ type Transport struct {
 	maxWait  time.Duration
 	tel      *telemetry
 	retry    *retrier
+	bg       *background // give-backs, releases and penalty writes
 	registry *limiter.Registry
 	watcher  func() // stops the penalty watcher
 }
@@ -78,7 +79,7 @@ func Build(opts ...Option) (*Transport, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
-	t := &Transport{base: c.base, maxWait: c.maxWait}
+	t := &Transport{base: c.base, maxWait: c.maxWait, bg: newBackground()}
 	t.tel = newTelemetry(&c)
 	for _, p := range c.profiles {
 		if p.DefaultPenalty == 0 {
@@ -203,11 +204,14 @@ func contextTimeouts(c redis.UniversalClient) bool {
 // replica registry.
 const registryBeat = 2 * time.Second
 
-// Close stops the Transport's background work on Redis (the replica
-// registry beat and the penalty watcher). Requests in flight finish; the base
-// transport is left alone. A Transport dropped without Close stops that work
-// once it is garbage collected.
+// Close stops the Transport's background work: the limiter calls no request
+// waits for (slots given back, leases ended, penalties written), which get
+// a moment to finish, and on Redis the replica registry beat and the penalty
+// watcher. Requests in flight finish; the base transport is left alone. A
+// Transport dropped without Close stops that work once it is garbage
+// collected.
 func (t *Transport) Close() error {
+	t.bg.close(backgroundDrain)
 	if t.registry != nil {
 		t.registry.Close()
 	}
@@ -240,6 +244,14 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
+// CloseIdleConnections closes the idle connections of the base transport,
+// so that http.Client.CloseIdleConnections reaches them.
+func (t *Transport) CloseIdleConnections() {
+	if c, ok := t.base.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
 func (t *Transport) match(req *http.Request) *profile {
 	for i := range t.profiles {
 		if t.profiles[i].Match(req) {
@@ -262,10 +274,8 @@ type call struct {
 	verdict  providers.Verdict
 	events   []spanEvent
 
-	// For retries: whether the last attempt's request was written, and
-	// the wait before the next attempt.
-	wrote    atomic.Bool
-	nextWait time.Duration
+	// For retries: whether the last attempt's request was written.
+	wrote atomic.Bool
 }
 
 // budget is how long the call may still wait: the smaller of the time left
@@ -282,6 +292,12 @@ func (c *call) budget(ctx context.Context) time.Duration {
 func (c *call) attempt(req *http.Request) (*http.Response, error) {
 	c.attempts++
 	c.verdict = providers.Verdict{}
+	if err := req.Context().Err(); err != nil {
+		// The caller gave up before this attempt: nothing to reserve.
+		closeBody(req)
+		c.outcome = outcomeCancelled
+		return nil, err
+	}
 	// Local breakers first: a scope known to be penalised costs no I/O.
 	done, err := c.p.breakers.Allow(c.route.Scopes)
 	if err != nil {
@@ -319,22 +335,17 @@ func (c *call) reserveAndSend(req *http.Request) (*http.Response, error) {
 	if res.Delay > 0 {
 		if err := res.Sleep(ctx); err != nil {
 			// The slot will not be used: give it back so the next caller
-			// can have it. The request's context is done, so cancel on a
-			// context of its own.
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-			_ = c.t.limiter.Cancel(cctx, lreq, res)
-			cancel()
+			// can have it.
+			c.giveBack(ctx, lreq, res)
 			closeBody(req)
 			c.outcome = outcomeCancelled
-			return nil, err
+			return nil, contextError(ctx, err)
 		}
 		c.waited += res.Delay
 		// A quota error may have come back while this request waited: a
 		// slot booked before it must not be spent inside the penalty.
 		if pe := c.openScope(); pe != nil {
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-			_ = c.t.limiter.Cancel(cctx, lreq, res)
-			cancel()
+			c.giveBack(ctx, lreq, res)
 			closeBody(req)
 			c.outcome = outcomePenalized
 			return nil, pe
@@ -342,10 +353,10 @@ func (c *call) reserveAndSend(req *http.Request) (*http.Response, error) {
 	}
 	resp, err := c.t.base.RoundTrip(req)
 	if c.route.HasConcurrency() {
-		// The answer is here (or never will be): end the in-flight lease.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-		_ = c.t.limiter.Release(rctx, lreq, res)
-		cancel()
+		// The answer is here (or never will be): end the in-flight lease,
+		// off the request path.
+		lim := c.t.limiter
+		c.t.bg.do(ctx, func(ctx context.Context) error { return lim.Release(ctx, lreq, res) }, nil)
 	}
 	if err != nil {
 		c.outcome = outcomeTransportError
@@ -389,6 +400,12 @@ func (c *call) reserve(ctx context.Context, lreq *limiter.Request) (limiter.Rese
 			c.t.tel.limiterCall(ctx, c, time.Since(began))
 		}
 		if err != nil {
+			if ctx.Err() != nil {
+				// The caller gave up (or its deadline passed) during the
+				// call: that says nothing about the limiter.
+				c.outcome = outcomeCancelled
+				return res, ctx.Err()
+			}
 			c.outcome = outcomeLimiterError
 			return res, fmt.Errorf("%w: %s: %w", ErrLimiterUnavailable, c.p.Name, err)
 		}
@@ -417,8 +434,15 @@ func (c *call) reserve(ctx context.Context, lreq *limiter.Request) (limiter.Rese
 		}
 		c.outcome = outcomeThrottled
 		e := &ThrottledError{Provider: c.p.Name, API: c.route.API, RetryAfter: res.RetryAfter, Budget: lreq.MaxWait}
-		if bound.Limit() > 0 {
+		switch {
+		case bound.Limit() > 0:
 			e.Rule = bound.String()
+		case res.Local():
+			// No rule of its own held it: a replica limiting on its own
+			// starts its slots after those the shared limiter booked.
+			e.Rule = "the local fallback's hold behind the shared limiter's booked slots"
+		default:
+			e.Rule = "the limiter"
 		}
 		return res, e
 	}
@@ -432,8 +456,24 @@ func (c *call) wait(ctx context.Context, d time.Duration) error {
 	case <-timer.C:
 		return nil
 	case <-ctx.Done():
-		return context.Cause(ctx)
+		return ctx.Err()
 	}
+}
+
+// contextError is the error of a wait cut short: the context's own error
+// when it is done, so errors.Is finds context.Canceled or
+// context.DeadlineExceeded and nothing else.
+func contextError(ctx context.Context, err error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return ctxErr
+	}
+	return err
+}
+
+// giveBack returns a slot that will not be used, off the request path.
+func (c *call) giveBack(ctx context.Context, lreq limiter.Request, res limiter.Reservation) {
+	lim := c.t.limiter
+	c.t.bg.do(ctx, func(ctx context.Context) error { return lim.Cancel(ctx, lreq, res) }, nil)
 }
 
 // penalize shares the provider's quota verdict with every replica.
@@ -449,11 +489,17 @@ func (c *call) penalize(ctx context.Context) {
 		v.Until = time.Now().Add(c.p.DefaultPenalty)
 	}
 	v.Until = c.p.bound(v.Until, v.Code, "answer")
+	// This process stops at once; the other replicas once the penalty is
+	// written, off the request path.
 	c.p.breakers.Penalize(v.Scope, v.Until, v.Code)
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-	defer cancel()
-	err := c.t.limiter.Penalize(pctx, c.p.Name, limiter.Penalty{Scope: v.Scope, Until: v.Until, Code: v.Code})
-	c.t.tel.penalty(ctx, c, err)
+	c.t.tel.penalty(ctx, c)
+	lim, tel, name, pen := c.t.limiter, c.t.tel, c.p.Name, limiter.Penalty{Scope: v.Scope, Until: v.Until, Code: v.Code}
+	c.t.bg.do(ctx, func(ctx context.Context) error { return lim.Penalize(ctx, name, pen) }, func(err error) {
+		if err != nil {
+			tel.log.Warn("throttle: could not share a penalty", "provider", name,
+				"scope_kind", providers.ScopeKind(pen.Scope), "error", err)
+		}
+	})
 }
 
 func closeBody(req *http.Request) {
