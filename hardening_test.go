@@ -9,7 +9,9 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -145,5 +147,120 @@ func TestDingtalkYear9999EndNotTrusted(t *testing.T) {
 	}
 	if left := time.Until(pe.Until); left > providers.DefaultPenalty {
 		t.Errorf("egress penalised for %v, want at most the default %v", left, providers.DefaultPenalty)
+	}
+}
+
+// cancelling cancels its context as a Reserve call starts: the caller
+// gives up while the limiter works.
+type cancelling struct {
+	limiter.Limiter
+	cancel context.CancelFunc
+}
+
+func (c *cancelling) Reserve(ctx context.Context, req limiter.Request) (limiter.Reservation, error) {
+	c.cancel()
+	return c.Limiter.Reserve(ctx, req)
+}
+
+// A caller that gave up, or whose deadline passed, gets its context's error
+// and nothing else, whatever the limiter; the metrics count it cancelled,
+// not as a limiter failure.
+func TestCancellationIsTheContextsError(t *testing.T) {
+	rdb := redistest.Shared(t)
+	srv := serve(t, &recorder{})
+	cancelled := func() (context.Context, context.CancelFunc) {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		return ctx, cancel
+	}
+	pastDeadline := func() (context.Context, context.CancelFunc) {
+		return context.WithDeadline(context.Background(), time.Now().Add(-time.Millisecond))
+	}
+	memory := func(*testing.T, context.CancelFunc) throttle.Option { return throttle.WithLimiter(limiter.NewMemory()) }
+	shared := func(t *testing.T, _ context.CancelFunc) throttle.Option { return throttle.WithRedis(rdb.Client(t)) }
+	tests := []struct {
+		name    string
+		limiter func(t *testing.T, cancel context.CancelFunc) throttle.Option
+		ctx     func() (context.Context, context.CancelFunc)
+		want    error
+	}{
+		{"memory, cancelled", memory, cancelled, context.Canceled},
+		{"memory, deadline passed", memory, pastDeadline, context.DeadlineExceeded},
+		{"redis, cancelled", shared, cancelled, context.Canceled},
+		{"redis, deadline passed", shared, pastDeadline, context.DeadlineExceeded},
+		{"redis, cancelled during the limiter call", func(t *testing.T, cancel context.CancelFunc) throttle.Option {
+			r, err := limiter.NewRedis(rdb.Client(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return throttle.WithLimiter(&cancelling{Limiter: r, cancel: cancel})
+		}, func() (context.Context, context.CancelFunc) { return context.WithCancel(context.Background()) }, context.Canceled},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := tt.ctx()
+			defer cancel()
+			o := newObservability(t)
+			opts := append([]throttle.Option{tt.limiter(t, cancel),
+				throttle.WithProfiles(testProfile(limitertest.Group(t), mustRule(t, 100, time.Second)))}, o.opts...)
+			tr := throttle.New(opts...)
+			t.Cleanup(func() { tr.Close() })
+			_, err := get(ctx, &http.Client{Transport: tr}, srv.URL+"/a")
+			if !errors.Is(err, tt.want) || errors.Is(err, throttle.ErrLimiterUnavailable) || errors.Is(err, throttle.ErrThrottled) {
+				t.Fatalf("err = %v, want %v only", err, tt.want)
+			}
+			got := counts(t, o.metrics(t)["throttle.requests"], "outcome")
+			if got["cancelled"] != 1 || len(got) != 1 {
+				t.Errorf("outcomes %v, want one cancelled", got)
+			}
+		})
+	}
+}
+
+// When retries run out on a refusal, the error wraps the refusal and the
+// failure of the attempt before it: errors.Is finds both.
+func TestRetryRefusalKeepsTheEarlierFailure(t *testing.T) {
+	// A port nobody listens on: the first attempt's connection is refused
+	// before anything is written, so it is retried; the retry's slot is
+	// 10 s ahead, past the 1 s budget.
+	port, err := redistest.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &http.Client{Transport: throttle.New(throttle.WithProfiles(testProfile("p", mustRule(t, 1, 10*time.Second))),
+		throttle.WithMaxWait(time.Second), throttle.WithoutTelemetry(),
+		throttle.WithRetry(throttle.RetryPolicy{MaxAttempts: 3, MinBackoff: 10 * time.Millisecond, MaxBackoff: 10 * time.Millisecond}))}
+	_, err = get(context.Background(), c, "http://127.0.0.1:"+strconv.Itoa(port)+"/a")
+	if !errors.Is(err, throttle.ErrThrottled) || !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("err = %v, want ErrThrottled wrapping the refused connection", err)
+	}
+	if !strings.Contains(err.Error(), "connection refused") {
+		t.Errorf("err = %q, want the earlier failure in the text", err)
+	}
+}
+
+// A refusal while limiting locally (Redis away) names what held it: today's
+// text read "rate limited by : next slot in 543ms".
+func TestLocalFallbackRefusalNamesItsRule(t *testing.T) {
+	rs := redistest.Start(t)
+	srv := serve(t, &recorder{})
+	tr := throttle.New(throttle.WithRedis(rs.Client(t)), throttle.WithoutTelemetry(), throttle.WithoutRetry(), throttle.WithLogger(quiet),
+		throttle.WithProfiles(testProfile(limitertest.Group(t), mustRule(t, 1, 2*time.Second))), throttle.WithMaxWait(500*time.Millisecond),
+		throttle.WithFallback(throttle.FallbackPolicy{Share: 1, Timeout: 200 * time.Millisecond, Probe: time.Minute}))
+	t.Cleanup(func() { tr.Close() })
+	c := &http.Client{Transport: tr}
+	if _, err := get(context.Background(), c, srv.URL+"/a"); err != nil {
+		t.Fatal(err)
+	}
+	rs.Stop()
+	// Limiting on its own, the replica starts its slots after the one Redis
+	// booked, 2 s ahead: past the budget.
+	_, err := get(context.Background(), c, srv.URL+"/a")
+	var te *throttle.ThrottledError
+	if !errors.As(err, &te) {
+		t.Fatalf("err = %v, want ErrThrottled", err)
+	}
+	if te.Rule == "" || strings.Contains(err.Error(), "by :") {
+		t.Errorf("err = %q: the refusal names no rule", err)
 	}
 }
