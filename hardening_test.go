@@ -264,3 +264,39 @@ func TestLocalFallbackRefusalNamesItsRule(t *testing.T) {
 		t.Errorf("err = %q: the refusal names no rule", err)
 	}
 }
+
+// A proxy's or firewall's HTML 403 in front of DingTalk is a transient
+// failure, retried and counted as such, never the IP ban that would stop
+// every API of every replica.
+func TestDingtalkProxyPageIsNotTheBan(t *testing.T) {
+	rec := scripted(func(w http.ResponseWriter) {
+		w.Header().Set("Content-Type", "text/html")
+		w.WriteHeader(http.StatusForbidden)
+		io.WriteString(w, `<html><head><title>访问被拒绝</title></head><body>Blocked by the corporate proxy</body></html>`)
+	})
+	srv := serve(t, rec)
+	o := newObservability(t)
+	p := dingtalk.MustProfile(dingtalk.Config{AppKey: "dingproxy", Hosts: []string{strings.TrimPrefix(srv.URL, "http://")}})
+	c := &http.Client{Transport: throttle.New(append([]throttle.Option{throttle.WithProfiles(p), throttle.WithLimiter(limiter.NewMemory()),
+		throttle.WithRetry(throttle.RetryPolicy{MaxAttempts: 3, MinBackoff: 10 * time.Millisecond, MaxBackoff: 20 * time.Millisecond})}, o.opts...)...)}
+	for i := range 2 {
+		resp, err := c.Post(srv.URL+"/topapi/v2/user/get?access_token=t", "application/json", strings.NewReader(`{}`))
+		if err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("call %d: status %d, want the retry's 200", i, resp.StatusCode)
+		}
+	}
+	if n := len(rec.seen()); n != 3 {
+		t.Errorf("server saw %d requests, want 3 (the proxy page, its retry, the next call)", n)
+	}
+	m := o.metrics(t)
+	if _, ok := m["throttle.penalties"]; ok {
+		t.Errorf("a penalty was recorded: %+v", m["throttle.penalties"])
+	}
+	if got := counts(t, m["throttle.retries"], "provider"); got["dingtalk"] != 1 {
+		t.Errorf("retries %v, want 1", got)
+	}
+}
