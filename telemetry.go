@@ -95,8 +95,12 @@ type telemetry struct {
 	outcomeSets  map[outcomeKey]metric.MeasurementOption
 	providerSets map[string]metric.MeasurementOption
 
-	openBreakers func() int
-	fallbackOn   atomic.Int64
+	// fallbackOn is 1 while the limiter is in fallback, for the gauge
+	// throttle.limiter.fallback (see gauges.go), which meterProvider and
+	// report register.
+	fallbackOn    atomic.Int64
+	meterProvider metric.MeterProvider
+	report        func(error)
 
 	// logged remembers the end of each penalty already logged, so a
 	// penalty is logged once however many requests run into it.
@@ -147,22 +151,7 @@ func newTelemetry(c *config) *telemetry {
 	tel.fallbacks, err = m.Int64Counter("throttle.limiter.fallbacks", metric.WithUnit("{switch}"),
 		metric.WithDescription("Switches to the fallback because the shared limiter did not answer."))
 	report(err)
-	_, err = m.Int64ObservableGauge("throttle.breakers.open", metric.WithUnit("{breaker}"),
-		metric.WithDescription("Scopes whose breaker is open (penalised) in this process."),
-		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
-			if f := tel.openBreakers; f != nil {
-				o.Observe(int64(f()))
-			}
-			return nil
-		}))
-	report(err)
-	_, err = m.Int64ObservableGauge("throttle.limiter.fallback", metric.WithUnit("1"),
-		metric.WithDescription("1 while the shared limiter is unavailable and the fallback applies."),
-		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
-			o.Observe(tel.fallbackOn.Load())
-			return nil
-		}))
-	report(err)
+	tel.meterProvider, tel.report = mp, report
 
 	tel.outcomeSets = make(map[outcomeKey]metric.MeasurementOption)
 	tel.providerSets = make(map[string]metric.MeasurementOption)

@@ -26,6 +26,7 @@ type Transport struct {
 	tel      *telemetry
 	retry    *retrier
 	bg       *background // give-backs, releases and penalty writes
+	gauges   func()      // takes the Transport out of the gauges
 	registry *limiter.Registry
 	watcher  func() // stops the penalty watcher
 }
@@ -99,20 +100,20 @@ func Build(opts ...Option) (*Transport, error) {
 		}
 		t.profiles = append(t.profiles, profile{Profile: p, breakers: b, tel: t.tel})
 	}
-	sets := make([]*circuit.Set, len(t.profiles))
-	for i := range t.profiles {
-		sets[i] = t.profiles[i].breakers
-	}
-	t.tel.openBreakers = func() (n int) {
-		for _, b := range sets {
-			n += b.Open()
-		}
-		return n
-	}
 	if err := t.buildLimiter(&c); err != nil {
 		return nil, err
 	}
 	t.retry = newRetrier(c.retry)
+	if !t.tel.disabled && len(t.profiles) > 0 {
+		src := &gaugeSource{fallback: &t.tel.fallbackOn}
+		for i := range t.profiles {
+			src.providers = append(src.providers, t.profiles[i].Name)
+			src.breakers = append(src.breakers, t.profiles[i].breakers)
+		}
+		t.gauges = addGauges(t.tel.meterProvider, src, t.tel.report)
+		// A Transport dropped without Close leaves the gauges once collected.
+		runtime.AddCleanup(t, func(remove func()) { remove() }, t.gauges)
+	}
 	return t, nil
 }
 
@@ -212,6 +213,9 @@ const registryBeat = 2 * time.Second
 // collected.
 func (t *Transport) Close() error {
 	t.bg.close(backgroundDrain)
+	if t.gauges != nil {
+		t.gauges()
+	}
 	if t.registry != nil {
 		t.registry.Close()
 	}
