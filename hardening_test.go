@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -298,5 +299,117 @@ func TestDingtalkProxyPageIsNotTheBan(t *testing.T) {
 	}
 	if got := counts(t, m["throttle.retries"], "provider"); got["dingtalk"] != 1 {
 		t.Errorf("retries %v, want 1", got)
+	}
+}
+
+// stalling holds every Cancel, Release and Penalize until release is
+// closed (or its context ends), as a Redis that stopped answering would,
+// and then passes it on to the real limiter.
+type stalling struct {
+	limiter.Limiter
+	release  chan struct{}
+	entered  chan string
+	finished atomic.Int64
+}
+
+func (s *stalling) stall(ctx context.Context, op string) {
+	s.entered <- op
+	select {
+	case <-s.release:
+	case <-ctx.Done():
+	}
+}
+
+func (s *stalling) Cancel(ctx context.Context, req limiter.Request, res limiter.Reservation) error {
+	s.stall(ctx, "cancel")
+	defer s.finished.Add(1)
+	return s.Limiter.Cancel(ctx, req, res)
+}
+
+func (s *stalling) Release(ctx context.Context, req limiter.Request, res limiter.Reservation) error {
+	s.stall(ctx, "release")
+	defer s.finished.Add(1)
+	return s.Limiter.Release(ctx, req, res)
+}
+
+func (s *stalling) Penalize(ctx context.Context, group string, p limiter.Penalty) error {
+	s.stall(ctx, "penalize")
+	defer s.finished.Add(1)
+	return s.Limiter.Penalize(ctx, group, p)
+}
+
+// Giving a slot back, ending a lease and writing a penalty happen off the
+// request path: the request returns while the limiter still stalls on
+// them, and Close waits for them; no goroutine outlives Close.
+func TestLimiterUpkeepLeavesTheRequestPath(t *testing.T) {
+	rdb := redistest.Shared(t)
+	tests := []struct {
+		name string
+		op   string
+		// call makes one request that needs op, given a client and the
+		// server's URL.
+		call func(t *testing.T, c *http.Client, url string)
+		// rules of the profile
+		rules func(t *testing.T) []limiter.Rule
+	}{
+		{"a cancelled wait gives its slot back", "cancel", func(t *testing.T, c *http.Client, url string) {
+			if _, err := get(context.Background(), c, url+"/a"); err != nil {
+				t.Fatal(err)
+			}
+			// The next slot is 2 s ahead, within the 5 s budget: the call
+			// waits, and the caller gives up during the wait.
+			ctx, cancel := context.WithCancel(context.Background())
+			defer time.AfterFunc(50*time.Millisecond, cancel).Stop()
+			if _, err := get(ctx, c, url+"/a"); !errors.Is(err, context.Canceled) {
+				t.Fatalf("err = %v, want context.Canceled", err)
+			}
+		}, func(t *testing.T) []limiter.Rule { return []limiter.Rule{mustRule(t, 1, 2*time.Second)} }},
+		{"an answer ends the lease", "release", func(t *testing.T, c *http.Client, url string) {
+			if _, err := get(context.Background(), c, url+"/a"); err != nil {
+				t.Fatal(err)
+			}
+		}, func(t *testing.T) []limiter.Rule {
+			return []limiter.Rule{mustRule(t, 100, time.Second),
+				limiter.MustRule(limiter.NewConcurrencyRule("inflight", 4, time.Minute))}
+		}},
+		{"a quota answer writes the penalty", "penalize", func(t *testing.T, c *http.Client, url string) {
+			if _, err := get(context.Background(), c, url+"/a?quota=1"); err != nil {
+				t.Fatal(err)
+			}
+		}, func(t *testing.T) []limiter.Rule { return []limiter.Rule{mustRule(t, 100, time.Second)} }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			verifyNoLeaks(t)
+			srv := serve(t, &recorder{answer: func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Query().Get("quota") != "" {
+					w.Header().Set("X-Test-Quota", "1")
+				}
+				io.WriteString(w, `{"errcode":0}`)
+			}})
+			base := &http.Transport{}
+			t.Cleanup(base.CloseIdleConnections)
+			r, err := limiter.NewRedis(rdb.Client(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			lim := &stalling{Limiter: r, release: make(chan struct{}), entered: make(chan string, 4)}
+			tr := throttle.New(throttle.WithLimiter(lim), throttle.WithBase(base), throttle.WithoutRetry(),
+				throttle.WithoutTelemetry(), throttle.WithLogger(quiet), throttle.WithMaxWait(5*time.Second),
+				throttle.WithProfiles(testProfile(limitertest.Group(t), tt.rules(t)...)))
+			tt.call(t, &http.Client{Transport: tr}, srv.URL)
+			// The request is back; its upkeep has started and is stalled.
+			if op := <-lim.entered; op != tt.op {
+				t.Fatalf("limiter asked to %s, want %s", op, tt.op)
+			}
+			if n := lim.finished.Load(); n != 0 {
+				t.Fatalf("%d upkeep calls finished before the request returned: they ran on its path", n)
+			}
+			close(lim.release)
+			tr.Close()
+			if n := lim.finished.Load(); n == 0 {
+				t.Fatal("Close returned before the stalled upkeep finished")
+			}
+		})
 	}
 }
