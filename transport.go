@@ -359,8 +359,9 @@ func (c *call) reserveAndSend(req *http.Request) (*http.Response, error) {
 	if c.route.HasConcurrency() {
 		// The answer is here (or never will be): end the in-flight lease,
 		// off the request path.
-		lim := c.t.limiter
-		c.t.bg.do(ctx, func(ctx context.Context) error { return lim.Release(ctx, lreq, res) }, nil)
+		// Copies, so that only this branch moves them to the heap.
+		lim, lr, rs := c.t.limiter, lreq, res
+		c.t.bg.do(ctx, func(ctx context.Context) error { return lim.Release(ctx, lr, rs) }, nil)
 	}
 	if err != nil {
 		c.outcome = outcomeTransportError
