@@ -238,6 +238,7 @@ func TestRetryRefusalKeepsTheEarlierFailure(t *testing.T) {
 	if !strings.Contains(err.Error(), "connection refused") {
 		t.Errorf("err = %q, want the earlier failure in the text", err)
 	}
+	t.Logf("err = %v", err)
 }
 
 // A refusal while limiting locally (Redis away) names what held it: today's
@@ -264,6 +265,7 @@ func TestLocalFallbackRefusalNamesItsRule(t *testing.T) {
 	if te.Rule == "" || strings.Contains(err.Error(), "by :") {
 		t.Errorf("err = %q: the refusal names no rule", err)
 	}
+	t.Logf("err = %v", err)
 }
 
 // A proxy's or firewall's HTML 403 in front of DingTalk is a transient
