@@ -2,6 +2,7 @@ package throttle
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -269,11 +270,13 @@ func (tel *telemetry) fallbackSwitch(down bool, mode FallbackMode, err error) {
 // no credential; others (from the base transport) may quote the URL with its
 // access_token, so only their type of failure is kept.
 func safeErrorText(err error) string {
-	switch e := err.(type) {
-	case *ThrottledError, *PenaltyError:
-		return e.Error()
-	}
+	var te *ThrottledError
+	var pe *PenaltyError
 	switch {
+	case errors.As(err, &te):
+		return te.Error()
+	case errors.As(err, &pe):
+		return pe.Error()
 	case err == context.Canceled, err == context.DeadlineExceeded:
 		return err.Error()
 	}
