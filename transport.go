@@ -29,6 +29,7 @@ type Transport struct {
 	gauges   func()      // takes the Transport out of the gauges
 	registry *limiter.Registry
 	watcher  func() // stops the penalty watcher
+	quota    *quotaWatch
 }
 
 // profile is a providers.Profile with its defaults resolved and its own
@@ -104,6 +105,9 @@ func Build(opts ...Option) (*Transport, error) {
 		return nil, err
 	}
 	t.retry = newRetrier(c.retry)
+	if err := t.startQuotaWatch(&c); err != nil {
+		return nil, fmt.Errorf("throttle: %w", err)
+	}
 	if !t.tel.disabled && len(t.profiles) > 0 {
 		src := &gaugeSource{fallback: &t.tel.fallbackOn}
 		for i := range t.profiles {
@@ -165,7 +169,7 @@ func (t *Transport) buildLimiter(c *config) error {
 	}
 	fo := limiter.NewFailover(r, fc)
 	t.limiter = fo
-	t.watcher = r.WatchPenalties(penaltyRouter(t.profiles), fo.ProbeNow)
+	t.watcher = r.WatchPenalties(penaltyRouter(t.profiles), fo.ProbeNow, limiter.OnLift(liftRouter(t.profiles, fo, c.logger)))
 	// A Transport dropped without Close stops watching once collected.
 	runtime.AddCleanup(t, func(stop func()) { stop() }, t.watcher)
 	return nil
@@ -222,6 +226,7 @@ func (t *Transport) Close() error {
 	if t.watcher != nil {
 		t.watcher()
 	}
+	t.quota.close()
 	return nil
 }
 
