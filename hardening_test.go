@@ -415,3 +415,25 @@ func TestLimiterUpkeepLeavesTheRequestPath(t *testing.T) {
 		})
 	}
 }
+
+// A route the limiter cannot evaluate (a scope over 256 bytes) is the
+// profile's mistake, reported as limiter.ErrInvalidRequest, not as an
+// unavailable limiter that would page someone about Redis.
+func TestInvalidRouteIsNotAnOutage(t *testing.T) {
+	rdb := redistest.Shared(t)
+	srv := serve(t, &recorder{})
+	p := testProfile(limitertest.Group(t), mustRule(t, 100, time.Second))
+	p.Route = func(r *http.Request) (providers.Route, error) {
+		return providers.Route{API: "/a", Rules: []limiter.Rule{mustRule(t, 100, time.Second)},
+			Scopes: []string{providers.Scope(providers.ScopeAPI, strings.Repeat("x", 300))}}, nil
+	}
+	tr := throttle.New(throttle.WithRedis(rdb.Client(t)), throttle.WithProfiles(p), throttle.WithoutTelemetry(), throttle.WithLogger(quiet))
+	t.Cleanup(func() { tr.Close() })
+	_, err := get(context.Background(), &http.Client{Transport: tr}, srv.URL+"/a")
+	if !errors.Is(err, limiter.ErrInvalidRequest) || errors.Is(err, throttle.ErrLimiterUnavailable) {
+		t.Fatalf("err = %v, want limiter.ErrInvalidRequest and not ErrLimiterUnavailable", err)
+	}
+	if n := len(srv.Config.Handler.(*recorder).seen()); n != 0 {
+		t.Fatalf("server saw %d requests, want none", n)
+	}
+}

@@ -417,6 +417,11 @@ func (c *call) reserve(ctx context.Context, lreq *limiter.Request) (limiter.Rese
 				return res, ctx.Err()
 			}
 			c.outcome = outcomeLimiterError
+			if errors.Is(err, limiter.ErrInvalidRequest) {
+				// The profile's route cannot be limited (a scope too
+				// long, say): a configuration error, not an outage.
+				return res, fmt.Errorf("throttle: %s %s: %w", c.p.Name, c.route.API, err)
+			}
 			return res, fmt.Errorf("%w: %s: %w", ErrLimiterUnavailable, c.p.Name, err)
 		}
 		if res.OK {
