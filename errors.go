@@ -3,7 +3,10 @@ package throttle
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
+
+	"github.com/quotaware/throttle/providers"
 )
 
 // Sentinel errors, matchable with errors.Is through the *url.Error that
@@ -65,3 +68,52 @@ func (e *PenaltyError) Is(target error) bool { return target == ErrPenalized }
 
 // RetryAfter is how long until the penalty ends, from now.
 func (e *PenaltyError) RetryAfter() time.Duration { return time.Until(e.Until) }
+
+// retriedError is a refusal by the limiter (or a breaker) that ended a call
+// after an earlier attempt failed: it wraps both, so errors.Is finds the
+// refusal's sentinel and the earlier failure (a refused connection, say),
+// and its text says what happened first.
+type retriedError struct {
+	refusal  error
+	last     error
+	attempts int
+}
+
+func (e *retriedError) Error() string {
+	return fmt.Sprintf("%v (attempt %d; attempt %d failed: %v)", e.refusal, e.attempts, e.attempts-1, e.last)
+}
+
+func (e *retriedError) Unwrap() []error { return []error{e.refusal, e.last} }
+
+// answerError stands for a provider's answer that an attempt got and that
+// was not the last: when a later attempt is refused by the limiter, the
+// error wraps it, as the reason for that attempt.
+type answerError struct {
+	Provider string
+	API      string
+	// StatusCode is the answer's HTTP status.
+	StatusCode int
+	// Kind is how the profile read the answer (transient, quota, ...).
+	Kind providers.Kind
+	// Code is the provider's error code, if any.
+	Code string
+}
+
+func (e *answerError) Error() string {
+	return fmt.Sprintf("throttle: %s %s: provider answered %d %s (%s, code %s)",
+		e.Provider, e.API, e.StatusCode, http.StatusText(e.StatusCode), e.Kind, e.Code)
+}
+
+// attemptFailure is why an attempt did not do: its error, or its answer.
+func attemptFailure(c *call, resp *http.Response, err error) error {
+	if err != nil || resp == nil {
+		return err
+	}
+	return &answerError{Provider: c.p.Name, API: c.route.API, StatusCode: resp.StatusCode, Kind: c.verdict.Kind, Code: c.verdict.Code}
+}
+
+// refusal reports an error that says the limiter or a breaker kept the
+// attempt from being sent.
+func refusal(err error) bool {
+	return errors.Is(err, ErrThrottled) || errors.Is(err, ErrPenalized) || errors.Is(err, ErrLimiterUnavailable)
+}

@@ -358,14 +358,14 @@ func TestLeakNoGoroutineAfterRetries(t *testing.T) {
 }
 
 // inBackoff reports whether a goroutine is parked in the retry client's
-// backoff: blocked with go-retryablehttp's Do on top of its stack.
+// backoff: blocked with the retry loop's pause on top of its stack.
 func inBackoff() bool {
 	buf := make([]byte, 1<<20)
 	buf = buf[:runtime.Stack(buf, true)]
 	for _, g := range strings.Split(string(buf), "\n\n") {
 		_, frames, _ := strings.Cut(g, "\n")
 		if strings.HasPrefix(g, "goroutine ") && strings.Contains(g, "[select") &&
-			strings.HasPrefix(frames, "github.com/hashicorp/go-retryablehttp.(*Client).Do(") {
+			strings.HasPrefix(frames, "github.com/quotaware/throttle.(*retrier).pause(") {
 			return true
 		}
 	}

@@ -1,10 +1,11 @@
 package throttle
 
 import (
+	"bytes"
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptrace"
@@ -43,6 +44,14 @@ func DefaultRetryPolicy() RetryPolicy {
 // follow the provider's hint first (a penalty's end, Retry-After), then
 // exponential backoff, and never outlast the request's budget: a hint that
 // does not fit ends the call at once with the last answer.
+//
+// Each attempt sends the body again from the request's GetBody, which
+// http.NewRequest sets for a *bytes.Buffer, *bytes.Reader or
+// *strings.Reader; a body without GetBody is copied when it is at most
+// 1 MiB, and a longer one is streamed once and never retried. When the
+// last attempt is refused by the limiter after earlier ones failed, the
+// error wraps both: errors.Is finds ErrThrottled (or ErrPenalized) and the
+// earlier failure.
 func WithRetry(p RetryPolicy) Option {
 	return optionFunc(func(c *config) { c.retry = p })
 }
@@ -63,7 +72,8 @@ func (p RetryPolicy) validate(c *config) {
 	}
 }
 
-// retrier drives a call's attempts through go-retryablehttp.
+// retrier runs a call's attempts in a loop; go-retryablehttp's policy
+// decides which transport failures are worth another attempt.
 type retrier struct {
 	policy RetryPolicy
 }
@@ -75,67 +85,133 @@ func newRetrier(p RetryPolicy) *retrier {
 	return &retrier{policy: p}
 }
 
-// attemptTransport is the RoundTripper inside the retry client: each
-// attempt reserves, waits, sends and classifies. It has no
-// CloseIdleConnections method on purpose: go-retryablehttp closes the idle
-// connections of its client's transport when it gives up, and the base
-// transport's pool belongs to the user.
-type attemptTransport struct{ c *call }
+// maxRetryBody bounds the body of a request without GetBody that is kept in
+// memory to be sent again. A request built by http.NewRequest with a
+// bytes.Buffer, bytes.Reader or strings.Reader has GetBody and is never
+// copied; a longer body without it is streamed once, never retried.
+const maxRetryBody = 1 << 20
 
-func (a attemptTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	a.c.wrote.Store(false)
-	return a.c.attempt(req)
-}
+// discardLimit bounds how much of an answer that is not returned is read,
+// so its connection can be reused.
+const discardLimit = 4 << 10
 
-// do runs the call with retries and records it once.
+// do runs the call's attempts and records it once. Each attempt is a fresh
+// shallow copy of req with the body rewound.
 func (r *retrier) do(req *http.Request, c *call) (*http.Response, error) {
 	ctx := req.Context()
+	body, rewind, err := retryBody(req)
+	if err != nil {
+		c.outcome = outcomeTransportError
+		c.t.tel.finish(ctx, c, nil, err)
+		return nil, err
+	}
 	// Observe whether each attempt's request was written: a failure before
 	// that is always safe to retry.
 	traced := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		WroteRequest: func(httptrace.WroteRequestInfo) { c.wrote.Store(true) },
 	})
-	// A shallow copy: the retry client sets the body of the request it
-	// sends, and RoundTrip must not modify the caller's request.
-	inner := req.WithContext(traced)
-	rreq, err := retryablehttp.FromRequest(inner)
-	if err != nil {
-		closeBody(req)
-		return nil, fmt.Errorf("throttle: reading the request body for retries: %w", err)
+	var (
+		resp *http.Response
+		prev error // why the attempt before the last did not do
+	)
+	for {
+		areq := req.WithContext(traced) // RoundTrip must not modify req
+		areq.Body = body
+		c.wrote.Store(false)
+		resp, err = c.attempt(areq)
+		wait, again := r.check(c, req, resp, err)
+		if again && rewind == nil && body != nil && body != http.NoBody {
+			again = false // a long body without GetBody is sent once
+		}
+		if again {
+			next, rerr := rewind()
+			if rerr != nil {
+				again = false // keep this attempt's result: it is the last
+			}
+			body = next
+		}
+		if !again {
+			break
+		}
+		prev = attemptFailure(c, resp, err)
+		discard(resp)
+		if err := r.pause(ctx, wait); err != nil {
+			if body != nil {
+				body.Close()
+			}
+			c.outcome = outcomeCancelled
+			c.t.tel.finish(ctx, c, nil, err)
+			return nil, err
+		}
 	}
-	closeBody(req)
-	client := &retryablehttp.Client{
-		HTTPClient: &http.Client{
-			Transport: attemptTransport{c},
-			// Redirects are the outer client's business.
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		},
-		RetryMax:     r.policy.MaxAttempts - 1,
-		RetryWaitMin: r.policy.MinBackoff,
-		RetryWaitMax: r.policy.MaxBackoff,
-		CheckRetry: func(_ context.Context, resp *http.Response, err error) (bool, error) {
-			return r.check(c, req, resp, unwrapURLError(err)), nil
-		},
-		Backoff: func(time.Duration, time.Duration, int, *http.Response) time.Duration { return c.nextWait },
-		// Keep the last answer, body intact, when retries run out.
-		ErrorHandler: retryablehttp.PassthroughErrorHandler,
-	}
-	resp, err := client.Do(rreq)
-	err = unwrapURLError(err)
-	if err != nil && resp != nil {
-		// The last answer wins over a retry bookkeeping error.
-		err = nil
+	if err != nil && prev != nil && refusal(err) {
+		err = &retriedError{refusal: err, last: prev, attempts: c.attempts}
 	}
 	c.t.tel.finish(ctx, c, resp, err)
 	return resp, err
 }
 
+// pause waits d before the next attempt, or returns the context's error.
+func (r *retrier) pause(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// retryBody returns the body of the first attempt and how to get the body
+// of the next one: GetBody when the request has it; otherwise a copy of a
+// body up to maxRetryBody, read now; for a longer body, none (the request
+// is then sent once, its body streamed). A request without a body needs no
+// rewinding.
+func retryBody(req *http.Request) (io.ReadCloser, func() (io.ReadCloser, error), error) {
+	switch {
+	case req.Body == nil || req.Body == http.NoBody:
+		return req.Body, func() (io.ReadCloser, error) { return req.Body, nil }, nil
+	case req.GetBody != nil:
+		return req.Body, req.GetBody, nil
+	}
+	buf, err := io.ReadAll(io.LimitReader(req.Body, maxRetryBody+1))
+	if err != nil {
+		req.Body.Close()
+		return nil, nil, fmt.Errorf("throttle: reading the request body: %w", err)
+	}
+	if len(buf) > maxRetryBody {
+		// Too long to keep: stream it once, the part read first.
+		return struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(buf), req.Body), req.Body}, nil, nil
+	}
+	req.Body.Close()
+	rewind := func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf)), nil }
+	first, _ := rewind()
+	return first, rewind, nil
+}
+
+// discard drains a little of an answer that is not returned, so that its
+// connection can be reused, and closes it.
+func discard(resp *http.Response) {
+	if resp == nil {
+		return
+	}
+	io.Copy(io.Discard, io.LimitReader(resp.Body, discardLimit))
+	resp.Body.Close()
+}
+
 // check decides whether the attempt just made should be retried, and how
-// long to wait first (c.nextWait).
-func (r *retrier) check(c *call, req *http.Request, resp *http.Response, err error) bool {
+// long to wait first.
+func (r *retrier) check(c *call, req *http.Request, resp *http.Response, err error) (time.Duration, bool) {
 	ctx := req.Context()
 	if ctx.Err() != nil || c.attempts >= r.policy.MaxAttempts {
-		return false
+		return 0, false
 	}
 	var hint time.Duration
 	haveHint := false
@@ -153,13 +229,15 @@ func (r *retrier) check(c *call, req *http.Request, resp *http.Response, err err
 		case errors.Is(err, ErrThrottled), errors.Is(err, ErrLimiterUnavailable):
 			// The caller's own cancellation was caught above; a timeout of
 			// the base transport lands below, like any ambiguous failure.
-			return false
+			return 0, false
+		case permanent(ctx, req, err):
+			return 0, false
 		case !c.wrote.Load():
 			// Failed before the request was written: the provider saw nothing.
-		case idempotent(req) && !permanent(err):
+		case idempotent(req):
 			// Ambiguous, but repeating it does no harm.
 		default:
-			return false
+			return 0, false
 		}
 	default:
 		v := c.verdict
@@ -169,7 +247,7 @@ func (r *retrier) check(c *call, req *http.Request, resp *http.Response, err err
 			hint, haveHint = time.Until(v.Until), true
 		case providers.Transient:
 			if !v.NotProcessed && !idempotent(req) {
-				return false
+				return 0, false
 			}
 			if v.RetryAfter > 0 {
 				hint, haveHint = v.RetryAfter, true
@@ -177,7 +255,7 @@ func (r *retrier) check(c *call, req *http.Request, resp *http.Response, err err
 				hint, haveHint = d, true
 			}
 		default:
-			return false
+			return 0, false
 		}
 	}
 	if !haveHint {
@@ -185,12 +263,11 @@ func (r *retrier) check(c *call, req *http.Request, resp *http.Response, err err
 	}
 	hint = max(hint, 0)
 	if hint > c.budget(ctx) {
-		return false
+		return 0, false
 	}
-	c.nextWait = hint
 	c.event("throttle.retry", attribute.Int("throttle.attempt", c.attempts+1),
 		attribute.Float64("throttle.backoff_s", hint.Seconds()))
-	return true
+	return hint, true
 }
 
 // backoff is exponential with full jitter: a random wait in
@@ -216,18 +293,20 @@ func idempotent(req *http.Request) bool {
 	return req.Header.Get("Idempotency-Key") != "" || req.Header.Get("X-Idempotency-Key") != ""
 }
 
-// permanent reports failures that another attempt will not mend.
-func permanent(err error) bool {
-	var cert *tls.CertificateVerificationError
+// permanent reports failures that another attempt will not mend: those
+// go-retryablehttp's policy gives up on (a certificate that does not
+// verify, an unsupported scheme, an invalid header), and a URL that does
+// not parse.
+func permanent(ctx context.Context, req *http.Request, err error) bool {
 	var uerr *url.Error
-	return errors.As(err, &cert) || (errors.As(err, &uerr) && uerr.Op == "parse")
-}
-
-// unwrapURLError undoes the *url.Error the retry client's http.Client adds,
-// since the caller's http.Client adds its own.
-func unwrapURLError(err error) error {
-	if ue, ok := err.(*url.Error); ok && ue.Err != nil {
-		return ue.Err
+	if errors.As(err, &uerr) {
+		if uerr.Op == "parse" {
+			return true
+		}
+	} else {
+		// The policy reads the failure the way http.Client reports it.
+		uerr = &url.Error{Op: req.Method, URL: req.URL.Redacted(), Err: err}
 	}
-	return err
+	retry, _ := retryablehttp.DefaultRetryPolicy(ctx, nil, uerr)
+	return !retry
 }

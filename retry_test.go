@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -325,5 +326,130 @@ func TestRetryAfterBeyondBudget(t *testing.T) {
 	}
 	if n := len(rec.seen()); n != 1 {
 		t.Fatalf("server saw %d requests, want 1", n)
+	}
+}
+
+// countingReader is a request body that counts its bytes read.
+type countingReader struct {
+	r io.Reader
+	n *atomic.Int64
+}
+
+func (c countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+func (countingReader) Close() error { return nil }
+
+// bodies records the body of every request the server sees.
+func bodies() (*recorder, func() []string) {
+	var mu sync.Mutex
+	var got []string
+	var n atomic.Int64
+	rec := &recorder{answer: func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got = append(got, string(b))
+		mu.Unlock()
+		if n.Add(1) == 1 {
+			status(503)(w)
+			return
+		}
+		io.WriteString(w, `{"errcode":0,"errmsg":"ok"}`)
+	}}
+	return rec, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), got...)
+	}
+}
+
+// A retry sends the body again from GetBody: the body is never copied, and
+// each attempt reads a fresh one.
+func TestRetryRewindsWithGetBody(t *testing.T) {
+	rec, got := bodies()
+	srv := serve(t, rec)
+	const payload = "a media upload, read from its source each time"
+	var read, rewinds atomic.Int64
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/upload", countingReader{strings.NewReader(payload), &read})
+	req.GetBody = func() (io.ReadCloser, error) {
+		rewinds.Add(1)
+		return countingReader{strings.NewReader(payload), &read}, nil
+	}
+	req.ContentLength = int64(len(payload))
+	resp, err := retrying(t, limiter.NewMemory()).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if b := got(); len(b) != 2 || b[0] != payload || b[1] != payload {
+		t.Fatalf("server saw bodies %q, want the payload twice", b)
+	}
+	if n := rewinds.Load(); n != 1 {
+		t.Errorf("GetBody called %d times, want once (for the retry)", n)
+	}
+	if n := read.Load(); n != 2*int64(len(payload)) {
+		t.Errorf("%d bytes read from the sources, want %d: the body was copied", n, 2*len(payload))
+	}
+}
+
+// A body without GetBody is copied for retries up to 1 MiB; a longer one is
+// streamed once and never retried.
+func TestRetryBodyWithoutGetBody(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		size     int
+		attempts int
+	}{
+		{"1 MiB is copied and retried", 1 << 20, 2},
+		{"past 1 MiB is sent once", 1<<20 + 1, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec, got := bodies()
+			srv := serve(t, rec)
+			payload := strings.Repeat("x", tc.size)
+			var read atomic.Int64
+			req, _ := http.NewRequest(http.MethodPost, srv.URL+"/upload", nil)
+			req.Body = countingReader{strings.NewReader(payload), &read} // no GetBody
+			req.ContentLength = int64(tc.size)
+			resp, err := retrying(t, limiter.NewMemory()).Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			b := got()
+			if len(b) != tc.attempts {
+				t.Fatalf("server saw %d attempts, want %d", len(b), tc.attempts)
+			}
+			for i := range b {
+				if b[i] != payload {
+					t.Fatalf("attempt %d: body of %d bytes, want the %d sent", i+1, len(b[i]), tc.size)
+				}
+			}
+			if n := read.Load(); n != int64(tc.size) {
+				t.Errorf("%d bytes read from the source, want %d (read once)", n, tc.size)
+			}
+		})
+	}
+}
+
+// closeCounter is a base transport that counts CloseIdleConnections.
+type closeCounter struct {
+	http.RoundTripper
+	closed atomic.Int64
+}
+
+func (c *closeCounter) CloseIdleConnections() { c.closed.Add(1) }
+
+// http.Client.CloseIdleConnections reaches the base transport through the
+// Transport.
+func TestCloseIdleConnectionsForwards(t *testing.T) {
+	base := &closeCounter{RoundTripper: http.DefaultTransport}
+	c := &http.Client{Transport: throttle.New(throttle.WithBase(base))}
+	c.CloseIdleConnections()
+	if n := base.closed.Load(); n != 1 {
+		t.Fatalf("base CloseIdleConnections called %d times, want 1", n)
 	}
 }

@@ -2,6 +2,7 @@ package throttle
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -98,19 +99,26 @@ type telemetry struct {
 	outcomeSets  map[outcomeKey]metric.MeasurementOption
 	providerSets map[string]metric.MeasurementOption
 
-	openBreakers func() int
-	fallbackOn   atomic.Int64
+	// fallbackOn is 1 while the limiter is in fallback, for the gauge
+	// throttle.limiter.fallback (see gauges.go), which meterProvider and
+	// report register.
+	fallbackOn    atomic.Int64
+	meterProvider metric.MeterProvider
+	report        func(error)
 
 	// logged remembers the end of each penalty already logged, so a
 	// penalty is logged once however many requests run into it.
 	loggedMu sync.Mutex
 	logged   map[string]time.Time
+	// clamped holds the provider and code of penalties clamped to their
+	// profile's MaxPenalty, logged once each.
+	clamped map[string]struct{}
 }
 
 type outcomeKey struct{ provider, outcome string }
 
 func newTelemetry(c *config) *telemetry {
-	tel := &telemetry{log: c.logger, logged: make(map[string]time.Time), disabled: c.telemetry.disabled}
+	tel := &telemetry{log: c.logger, logged: make(map[string]time.Time), clamped: make(map[string]struct{}), disabled: c.telemetry.disabled}
 	if tel.disabled {
 		return tel
 	}
@@ -150,22 +158,7 @@ func newTelemetry(c *config) *telemetry {
 	tel.fallbacks, err = m.Int64Counter("throttle.limiter.fallbacks", metric.WithUnit("{switch}"),
 		metric.WithDescription("Switches to the fallback because the shared limiter did not answer."))
 	report(err)
-	_, err = m.Int64ObservableGauge("throttle.breakers.open", metric.WithUnit("{breaker}"),
-		metric.WithDescription("Scopes whose breaker is open (penalised) in this process."),
-		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
-			if f := tel.openBreakers; f != nil {
-				o.Observe(int64(f()))
-			}
-			return nil
-		}))
-	report(err)
-	_, err = m.Int64ObservableGauge("throttle.limiter.fallback", metric.WithUnit("1"),
-		metric.WithDescription("1 while the shared limiter is unavailable and the fallback applies."),
-		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
-			o.Observe(tel.fallbackOn.Load())
-			return nil
-		}))
-	report(err)
+	tel.meterProvider, tel.report = mp, report
 
 	tel.outcomeSets = make(map[outcomeKey]metric.MeasurementOption)
 	tel.providerSets = make(map[string]metric.MeasurementOption)
@@ -224,16 +217,13 @@ func (tel *telemetry) finish(ctx context.Context, c *call, resp *http.Response, 
 }
 
 // penalty records a quota verdict that penalised a scope, and logs it once.
-func (tel *telemetry) penalty(ctx context.Context, c *call, err error) {
+func (tel *telemetry) penalty(ctx context.Context, c *call) {
 	v := c.verdict
 	kind := providers.ScopeKind(v.Scope)
 	c.event("throttle.penalty", attribute.String("throttle.scope_kind", kind), attribute.String("throttle.code", v.Code))
 	if !tel.disabled {
 		tel.penalties.Add(ctx, 1, metric.WithAttributes(
 			attribute.String("provider", c.p.Name), attribute.String("scope.kind", kind), attribute.String("code", v.Code)))
-	}
-	if err != nil {
-		tel.log.Warn("throttle: could not share a penalty", "provider", c.p.Name, "scope_kind", kind, "error", err)
 	}
 	tel.loggedMu.Lock()
 	prev, seen := tel.logged[v.Scope]
@@ -248,6 +238,25 @@ func (tel *telemetry) penalty(ctx context.Context, c *call, err error) {
 	if fresh {
 		tel.log.Info("throttle: provider penalised a scope", "provider", c.p.Name, "api", c.route.API,
 			"scope", v.Scope, "code", v.Code, "until", v.Until.Format(time.RFC3339Nano))
+	}
+}
+
+// clampedPenalty logs a penalty longer than its profile's MaxPenalty, once
+// per provider and code.
+func (tel *telemetry) clampedPenalty(provider, code, source string, until time.Time, limit time.Duration) {
+	key := provider + "\x00" + code
+	tel.loggedMu.Lock()
+	_, seen := tel.clamped[key]
+	if !seen {
+		if len(tel.clamped) > 1000 {
+			tel.clamped = make(map[string]struct{}) // bounded: forget old ones
+		}
+		tel.clamped[key] = struct{}{}
+	}
+	tel.loggedMu.Unlock()
+	if !seen {
+		tel.log.Warn("throttle: penalty longer than the profile's MaxPenalty; clamped", "provider", provider,
+			"code", code, "source", source, "until", until.UTC().Format(time.RFC3339), "max_penalty", limit.String())
 	}
 }
 
@@ -270,11 +279,13 @@ func (tel *telemetry) fallbackSwitch(down bool, mode FallbackMode, err error) {
 // no credential; others (from the base transport) may quote the URL with its
 // access_token, so only their type of failure is kept.
 func safeErrorText(err error) string {
-	switch e := err.(type) {
-	case *ThrottledError, *PenaltyError:
-		return e.Error()
-	}
+	var te *ThrottledError
+	var pe *PenaltyError
 	switch {
+	case errors.As(err, &te):
+		return te.Error()
+	case errors.As(err, &pe):
+		return pe.Error()
 	case err == context.Canceled, err == context.DeadlineExceeded:
 		return err.Error()
 	}

@@ -26,6 +26,8 @@ type Transport struct {
 	tel      *telemetry
 	retry    *retrier
 	shared   *limiter.Shared // the limiter on Redis, whose background work Close stops
+	bg       *background     // give-backs, releases and penalty writes
+	gauges   func()          // takes the Transport out of the gauges
 	quota    *quotaWatch
 }
 
@@ -34,6 +36,20 @@ type Transport struct {
 type profile struct {
 	providers.Profile
 	breakers *circuit.Set
+	tel      *telemetry
+}
+
+// bound clamps a penalty's end to MaxPenalty from now. A longer penalty is
+// garbled or hostile (an end in the year 9999 would stop the scope for good
+// on every replica); it is logged once per provider and code. source says
+// where the end came from, for the log.
+func (p *profile) bound(until time.Time, code, source string) time.Time {
+	limit := time.Now().Add(p.MaxPenalty)
+	if !until.After(limit) {
+		return until
+	}
+	p.tel.clampedPenalty(p.Name, code, source, until, p.MaxPenalty)
+	return limit
 }
 
 // New returns a Transport configured by opts, for use in one expression:
@@ -64,11 +80,14 @@ func Build(opts ...Option) (*Transport, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
-	t := &Transport{base: c.base, maxWait: c.maxWait}
+	t := &Transport{base: c.base, maxWait: c.maxWait, bg: newBackground()}
 	t.tel = newTelemetry(&c)
 	for _, p := range c.profiles {
 		if p.DefaultPenalty == 0 {
 			p.DefaultPenalty = providers.DefaultPenalty
+		}
+		if p.MaxPenalty == 0 {
+			p.MaxPenalty = providers.DefaultMaxPenalty
 		}
 		name := p.Name
 		b, err := circuit.New(circuit.WithOnStateChange(func(scope string, from, to circuit.State) {
@@ -79,17 +98,7 @@ func Build(opts ...Option) (*Transport, error) {
 		if err != nil {
 			return nil, fmt.Errorf("throttle: %w", err)
 		}
-		t.profiles = append(t.profiles, profile{Profile: p, breakers: b})
-	}
-	sets := make([]*circuit.Set, len(t.profiles))
-	for i := range t.profiles {
-		sets[i] = t.profiles[i].breakers
-	}
-	t.tel.openBreakers = func() (n int) {
-		for _, b := range sets {
-			n += b.Open()
-		}
-		return n
+		t.profiles = append(t.profiles, profile{Profile: p, breakers: b, tel: t.tel})
 	}
 	if err := t.buildLimiter(&c); err != nil {
 		return nil, err
@@ -97,6 +106,16 @@ func Build(opts ...Option) (*Transport, error) {
 	t.retry = newRetrier(c.retry)
 	if err := t.startQuotaWatch(&c); err != nil {
 		return nil, fmt.Errorf("throttle: %w", err)
+	}
+	if !t.tel.disabled && len(t.profiles) > 0 {
+		src := &gaugeSource{fallback: &t.tel.fallbackOn}
+		for i := range t.profiles {
+			src.providers = append(src.providers, t.profiles[i].Name)
+			src.breakers = append(src.breakers, t.profiles[i].breakers)
+		}
+		t.gauges = addGauges(t.tel.meterProvider, src, t.tel.report)
+		// A Transport dropped without Close leaves the gauges once collected.
+		runtime.AddCleanup(t, func(remove func()) { remove() }, t.gauges)
 	}
 	return t, nil
 }
@@ -147,13 +166,13 @@ func (t *Transport) buildLimiter(c *config) error {
 // before the penalty then never sends inside it. It holds the breakers, not
 // the Transport, so an unreferenced Transport can still be collected.
 func penaltyRouter(profiles []profile) func(group string, p limiter.Penalty) {
-	byName := make(map[string]*circuit.Set, len(profiles))
+	byName := make(map[string]*profile, len(profiles))
 	for i := range profiles {
-		byName[profiles[i].Name] = profiles[i].breakers
+		byName[profiles[i].Name] = &profiles[i]
 	}
 	return func(group string, p limiter.Penalty) {
-		if b := byName[group]; b != nil {
-			b.Penalize(p.Scope, p.Until, p.Code)
+		if prof := byName[group]; prof != nil {
+			prof.breakers.Penalize(p.Scope, prof.bound(p.Until, p.Code, "announcement"), p.Code)
 		}
 	}
 }
@@ -172,15 +191,21 @@ func contextTimeouts(c redis.UniversalClient) bool {
 	return true // unknown implementations: assume they do
 }
 
-// Close stops the Transport's background work on Redis (the replica
-// registry beat and the penalty watcher). Requests in flight finish; the base
+// Close stops the Transport's background work: the limiter calls no request
+// waits for (slots given back, leases ended, penalties written), which get
+// a moment to finish, the gauges, and on Redis the shared limiter's replica
+// registry beat and penalty watcher. Requests in flight finish; the base
 // transport is left alone. A Transport dropped without Close stops that work
 // once it is garbage collected.
 func (t *Transport) Close() error {
+	t.bg.close(backgroundDrain)
+	if t.gauges != nil {
+		t.gauges()
+	}
+	t.quota.close()
 	if t.shared != nil {
 		return t.shared.Close()
 	}
-	t.quota.close()
 	return nil
 }
 
@@ -207,6 +232,14 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
+// CloseIdleConnections closes the idle connections of the base transport,
+// so that http.Client.CloseIdleConnections reaches them.
+func (t *Transport) CloseIdleConnections() {
+	if c, ok := t.base.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
 func (t *Transport) match(req *http.Request) *profile {
 	for i := range t.profiles {
 		if t.profiles[i].Match(req) {
@@ -229,10 +262,8 @@ type call struct {
 	verdict  providers.Verdict
 	events   []spanEvent
 
-	// For retries: whether the last attempt's request was written, and
-	// the wait before the next attempt.
-	wrote    atomic.Bool
-	nextWait time.Duration
+	// For retries: whether the last attempt's request was written.
+	wrote atomic.Bool
 }
 
 // budget is how long the call may still wait: the smaller of the time left
@@ -249,6 +280,12 @@ func (c *call) budget(ctx context.Context) time.Duration {
 func (c *call) attempt(req *http.Request) (*http.Response, error) {
 	c.attempts++
 	c.verdict = providers.Verdict{}
+	if err := req.Context().Err(); err != nil {
+		// The caller gave up before this attempt: nothing to reserve.
+		closeBody(req)
+		c.outcome = outcomeCancelled
+		return nil, err
+	}
 	// Local breakers first: a scope known to be penalised costs no I/O.
 	done, err := c.p.breakers.Allow(c.route.Scopes)
 	if err != nil {
@@ -286,22 +323,17 @@ func (c *call) reserveAndSend(req *http.Request) (*http.Response, error) {
 	if res.Delay > 0 {
 		if err := res.Sleep(ctx); err != nil {
 			// The slot will not be used: give it back so the next caller
-			// can have it. The request's context is done, so cancel on a
-			// context of its own.
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-			_ = c.t.limiter.Cancel(cctx, lreq, res)
-			cancel()
+			// can have it.
+			c.giveBack(ctx, lreq, res)
 			closeBody(req)
 			c.outcome = outcomeCancelled
-			return nil, err
+			return nil, contextError(ctx, err)
 		}
 		c.waited += res.Delay
 		// A quota error may have come back while this request waited: a
 		// slot booked before it must not be spent inside the penalty.
 		if pe := c.openScope(); pe != nil {
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-			_ = c.t.limiter.Cancel(cctx, lreq, res)
-			cancel()
+			c.giveBack(ctx, lreq, res)
 			closeBody(req)
 			c.outcome = outcomePenalized
 			return nil, pe
@@ -309,10 +341,11 @@ func (c *call) reserveAndSend(req *http.Request) (*http.Response, error) {
 	}
 	resp, err := c.t.base.RoundTrip(req)
 	if c.route.HasConcurrency() {
-		// The answer is here (or never will be): end the in-flight lease.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-		_ = c.t.limiter.Release(rctx, lreq, res)
-		cancel()
+		// The answer is here (or never will be): end the in-flight lease,
+		// off the request path.
+		// Copies, so that only this branch moves them to the heap.
+		lim, lr, rs := c.t.limiter, lreq, res
+		c.t.bg.do(ctx, func(ctx context.Context) error { return lim.Release(ctx, lr, rs) }, nil)
 	}
 	if err != nil {
 		c.outcome = outcomeTransportError
@@ -356,7 +389,18 @@ func (c *call) reserve(ctx context.Context, lreq *limiter.Request) (limiter.Rese
 			c.t.tel.limiterCall(ctx, c, time.Since(began))
 		}
 		if err != nil {
+			if ctx.Err() != nil {
+				// The caller gave up (or its deadline passed) during the
+				// call: that says nothing about the limiter.
+				c.outcome = outcomeCancelled
+				return res, ctx.Err()
+			}
 			c.outcome = outcomeLimiterError
+			if errors.Is(err, limiter.ErrInvalidRequest) {
+				// The profile's route cannot be limited (a scope too
+				// long, say): a configuration error, not an outage.
+				return res, fmt.Errorf("throttle: %s %s: %w", c.p.Name, c.route.API, err)
+			}
 			return res, fmt.Errorf("%w: %s: %w", ErrLimiterUnavailable, c.p.Name, err)
 		}
 		if res.OK {
@@ -364,9 +408,10 @@ func (c *call) reserve(ctx context.Context, lreq *limiter.Request) (limiter.Rese
 		}
 		if pen := res.Penalty; pen != nil {
 			// Another replica saw the quota error: stop locally too.
-			c.p.breakers.Penalize(pen.Scope, pen.Until, pen.Code)
+			until := c.p.bound(pen.Until, pen.Code, "shared limiter")
+			c.p.breakers.Penalize(pen.Scope, until, pen.Code)
 			c.outcome = outcomePenalized
-			return res, &PenaltyError{Provider: c.p.Name, API: c.route.API, Scope: pen.Scope, Until: pen.Until, Code: pen.Code}
+			return res, &PenaltyError{Provider: c.p.Name, API: c.route.API, Scope: pen.Scope, Until: until, Code: pen.Code}
 		}
 		var bound limiter.Rule
 		if res.Rule >= 0 && res.Rule < len(lreq.Rules) {
@@ -383,8 +428,15 @@ func (c *call) reserve(ctx context.Context, lreq *limiter.Request) (limiter.Rese
 		}
 		c.outcome = outcomeThrottled
 		e := &ThrottledError{Provider: c.p.Name, API: c.route.API, RetryAfter: res.RetryAfter, Budget: lreq.MaxWait}
-		if bound.Limit() > 0 {
+		switch {
+		case bound.Limit() > 0:
 			e.Rule = bound.String()
+		case res.Local():
+			// No rule of its own held it: a replica limiting on its own
+			// starts its slots after those the shared limiter booked.
+			e.Rule = "the local fallback's hold behind the shared limiter's booked slots"
+		default:
+			e.Rule = "the limiter"
 		}
 		return res, e
 	}
@@ -398,8 +450,24 @@ func (c *call) wait(ctx context.Context, d time.Duration) error {
 	case <-timer.C:
 		return nil
 	case <-ctx.Done():
-		return context.Cause(ctx)
+		return ctx.Err()
 	}
+}
+
+// contextError is the error of a wait cut short: the context's own error
+// when it is done, so errors.Is finds context.Canceled or
+// context.DeadlineExceeded and nothing else.
+func contextError(ctx context.Context, err error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return ctxErr
+	}
+	return err
+}
+
+// giveBack returns a slot that will not be used, off the request path.
+func (c *call) giveBack(ctx context.Context, lreq limiter.Request, res limiter.Reservation) {
+	lim := c.t.limiter
+	c.t.bg.do(ctx, func(ctx context.Context) error { return lim.Cancel(ctx, lreq, res) }, nil)
 }
 
 // penalize shares the provider's quota verdict with every replica.
@@ -414,11 +482,18 @@ func (c *call) penalize(ctx context.Context) {
 	if v.Until.IsZero() {
 		v.Until = time.Now().Add(c.p.DefaultPenalty)
 	}
+	v.Until = c.p.bound(v.Until, v.Code, "answer")
+	// This process stops at once; the other replicas once the penalty is
+	// written, off the request path.
 	c.p.breakers.Penalize(v.Scope, v.Until, v.Code)
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-	defer cancel()
-	err := c.t.limiter.Penalize(pctx, c.p.Name, limiter.Penalty{Scope: v.Scope, Until: v.Until, Code: v.Code})
-	c.t.tel.penalty(ctx, c, err)
+	c.t.tel.penalty(ctx, c)
+	lim, tel, name, pen := c.t.limiter, c.t.tel, c.p.Name, limiter.Penalty{Scope: v.Scope, Until: v.Until, Code: v.Code}
+	c.t.bg.do(ctx, func(ctx context.Context) error { return lim.Penalize(ctx, name, pen) }, func(err error) {
+		if err != nil {
+			tel.log.Warn("throttle: could not share a penalty", "provider", name,
+				"scope_kind", providers.ScopeKind(pen.Scope), "error", err)
+		}
+	})
 }
 
 func closeBody(req *http.Request) {

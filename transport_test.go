@@ -238,10 +238,12 @@ func TestDeadlineTooShortFailsAtOnce(t *testing.T) {
 	}
 }
 
-// observed wraps a Limiter and reports each reservation.
+// observed wraps a Limiter and reports each reservation, and each slot
+// given back (when cancelled is not nil).
 type observed struct {
 	limiter.Limiter
-	reserved chan limiter.Reservation
+	reserved  chan limiter.Reservation
+	cancelled chan limiter.Reservation
 }
 
 func (o *observed) Reserve(ctx context.Context, req limiter.Request) (limiter.Reservation, error) {
@@ -250,11 +252,19 @@ func (o *observed) Reserve(ctx context.Context, req limiter.Request) (limiter.Re
 	return res, err
 }
 
+func (o *observed) Cancel(ctx context.Context, req limiter.Request, res limiter.Reservation) error {
+	err := o.Limiter.Cancel(ctx, req, res)
+	if o.cancelled != nil {
+		o.cancelled <- res
+	}
+	return err
+}
+
 // Cancelling during a wait sends nothing and gives the slot back.
 func TestCancelDuringWaitGivesSlotBack(t *testing.T) {
 	rec := &recorder{}
 	srv := serve(t, rec)
-	lim := &observed{Limiter: limiter.NewMemory(), reserved: make(chan limiter.Reservation, 10)}
+	lim := &observed{Limiter: limiter.NewMemory(), reserved: make(chan limiter.Reservation, 10), cancelled: make(chan limiter.Reservation, 10)}
 	c := &http.Client{Transport: throttle.New(throttle.WithLimiter(lim),
 		throttle.WithProfiles(testProfile("p", mustRule(t, 1, 2*time.Second))), throttle.WithMaxWait(10*time.Second))}
 	if _, err := get(context.Background(), c, srv.URL+"/a"); err != nil {
@@ -274,6 +284,10 @@ func TestCancelDuringWaitGivesSlotBack(t *testing.T) {
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	// The slot is given back off the request path.
+	if back := <-lim.cancelled; !back.SendAt().Equal(waiting.SendAt()) {
+		t.Fatalf("gave back the slot at %v, want %v", back.SendAt(), waiting.SendAt())
 	}
 	go get(context.Background(), c, srv.URL+"/a")
 	next := <-lim.reserved
@@ -309,6 +323,15 @@ func TestQuotaAnswerPenalizesScopeEverywhere(t *testing.T) {
 	if string(got) != body {
 		t.Fatalf("caller read %q, want the provider's body %q", got, body)
 	}
+	// The penalty is written to Redis off the request path: wait for it.
+	other, err := limiter.NewRedis(rdb.Client(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, func() bool {
+		res, err := other.Reserve(context.Background(), limiter.Request{Group: profile.Name, Scopes: []string{"api:/hot"}})
+		return err == nil && res.Penalty != nil
+	})
 	for i, c := range []*http.Client{a, b, a} {
 		_, err := get(context.Background(), c, srv.URL+"/hot")
 		var pe *throttle.PenaltyError

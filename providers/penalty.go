@@ -36,8 +36,11 @@ var endMarkers = [...]string{"处罚将在", "限制将在", "将在", "will end
 // ParseBeijingEnd finds a penalty's end written as "YYYY-MM-DD HH:MM:SS"
 // after one of the known markers (e.g. "处罚将在 2019-02-13 20:40:05 结束")
 // and returns it as a Beijing time. It reports false when the message has no
-// such time; the caller then falls back to the window implied by the code.
-func ParseBeijingEnd(msg string) (time.Time, bool) {
+// such time, or states one more than a month after now (no provider
+// penalises that long: the message is garbled or hostile, and an end in the
+// year 9999 must not stop an API for good); the caller then falls back to
+// the window implied by the code.
+func ParseBeijingEnd(msg string, now time.Time) (time.Time, bool) {
 	for _, m := range endMarkers {
 		rest := msg
 		for {
@@ -47,6 +50,9 @@ func ParseBeijingEnd(msg string) (time.Time, bool) {
 			}
 			rest = rest[i+len(m):]
 			if t, ok := parseBeijingAt(rest); ok {
+				if t.Sub(now) > maxHeaderWait {
+					return time.Time{}, false
+				}
 				return t, true
 			}
 		}
@@ -94,9 +100,14 @@ func NextMonth(now time.Time) time.Time {
 	return time.Date(y, mo+1, 1, 0, 0, 0, 0, beijing)
 }
 
-// maxHeaderWait bounds a wait read from a header: a garbled or hostile value
-// must not penalise a scope for years.
+// maxHeaderWait bounds a wait read from a header or a message: a garbled or
+// hostile value must not penalise a scope for years.
 const maxHeaderWait = 31 * 24 * time.Hour
+
+// DefaultMaxPenalty bounds a profile's penalties when Profile.MaxPenalty is
+// zero: the longest penalty a preset documents is a monthly quota that ends
+// on the 1st (at most 31 days, plus a grace of under a minute).
+const DefaultMaxPenalty = maxHeaderWait + time.Minute
 
 // ParseResetHeader reads Feishu's x-ogw-ratelimit-reset header, the number of
 // seconds to wait (fractions allowed), and returns when the limit resets.

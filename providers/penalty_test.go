@@ -38,9 +38,15 @@ func TestParseBeijingEnd(t *testing.T) {
 		{"2019-02-13 20:40:05 with no marker", ""},
 		{"", ""},
 		{"处罚将在", ""},
+		// More than 31 days after now (2025-03-04 05:00 Beijing): garbled
+		// or hostile, never a provider's penalty.
+		{"处罚将在 9999-12-31 23:59:59 结束", ""},
+		{"处罚将在 2025-04-04 05:00:01 结束", ""},
+		{"处罚将在 2025-04-04 04:59:59 结束", "2025-04-04 04:59:59"},
 	}
+	now := bj("2025-03-04 05:00:00")
 	for _, tt := range tests {
-		got, ok := ParseBeijingEnd(tt.msg)
+		got, ok := ParseBeijingEnd(tt.msg, now)
 		if tt.want == "" {
 			if ok {
 				t.Errorf("ParseBeijingEnd(%q) = %v, want none", tt.msg, got)
@@ -53,7 +59,7 @@ func TestParseBeijingEnd(t *testing.T) {
 	}
 	// The instant is right whatever the caller's zone: 20:40:05 Beijing is
 	// 12:40:05 UTC.
-	got, _ := ParseBeijingEnd("处罚将在 2019-02-13 20:40:05 结束")
+	got, _ := ParseBeijingEnd("处罚将在 2019-02-13 20:40:05 结束", now)
 	if want := time.Date(2019, 2, 13, 12, 40, 5, 0, time.UTC); !got.Equal(want) {
 		t.Fatalf("got %v, want %v", got.UTC(), want)
 	}

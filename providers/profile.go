@@ -33,6 +33,11 @@ type Profile struct {
 	// DefaultPenalty is how long a quota verdict without an end penalises
 	// its scope (default 5 minutes).
 	DefaultPenalty time.Duration
+	// MaxPenalty bounds every penalty of the provider, whatever states it:
+	// an answer's body or header, another replica's announcement, or a
+	// value read back from Redis. A longer one is clamped to it and logged
+	// once (default DefaultMaxPenalty, a calendar month).
+	MaxPenalty time.Duration
 }
 
 // Validate reports a profile that cannot be used, naming the field.

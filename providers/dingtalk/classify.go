@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -105,7 +106,8 @@ const (
 )
 
 // classify reads one answer. It is cheap when the answer cannot be an error:
-// a 2xx answer whose body is neither JSON, HTML nor text is OK unread.
+// a 2xx answer whose body is neither JSON, HTML nor text is OK unread. The
+// old API (errcode) and the new one (a string code) are read apart.
 func (p *preset) classify(req *http.Request, resp *http.Response, route *providers.Route) providers.Verdict {
 	status := resp.StatusCode
 	ct := resp.Header.Get("Content-Type")
@@ -113,62 +115,74 @@ func (p *preset) classify(req *http.Request, resp *http.Response, route *provide
 		return statusVerdict(status, resp.Header)
 	}
 	prefix, _ := providers.PeekBody(resp, p.cfg.PeekLimit)
-
-	if isBan(prefix, status, providers.IsHTMLType(ct)) {
+	html := isHTML(prefix, ct)
+	if isBan(prefix, html) {
 		return providers.Verdict{
 			Kind: providers.Quota, Scope: p.egressScope, Until: p.cfg.Now().Add(p.cfg.IPBanPenalty),
 			Code: codeIPBan, Message: "egress IP banned for exceeding the per-IP limit", NotProcessed: true,
 		}
 	}
+	if html {
+		return htmlVerdict(status, resp.Header)
+	}
 	c, isJSON := providers.ParseJSONCode(prefix)
-	if !isJSON || !c.HasCode {
+	switch {
+	case !isJSON || !c.HasCode:
 		return statusVerdict(status, resp.Header)
-	}
-	code, msg := c.Code, c.Message
-	if c.CodeKey == "code" && !c.CodeIsString {
+	case c.CodeKey == "code" && !c.CodeIsString:
 		// A numeric "code" is no DingTalk error field: data of a success.
-		if v := statusVerdict(status, resp.Header); v.Kind != providers.OK {
-			v.Code, v.Message = code, msg
-			return v
+		v := statusVerdict(status, resp.Header)
+		if v.Kind != providers.OK {
+			v.Code, v.Message = c.Code, c.Message
 		}
-		return providers.Verdict{Kind: providers.OK}
+		return v
+	case c.CodeKey == "errcode":
+		return p.oldAPIVerdict(req, resp, route, c)
 	}
-	if c.CodeKey == "errcode" {
-		// The old API: errcode, wrapped as 88 + sub_code on /topapi paths.
-		if code == "88" && c.SubCode != "" {
-			code = c.SubCode
-			if c.SubMsg != "" {
-				msg = c.SubMsg
-			}
+	return p.newAPIVerdict(req, resp, route, c)
+}
+
+// oldAPIVerdict reads the old API's errcode, wrapped as 88 + sub_code on
+// /topapi paths.
+func (p *preset) oldAPIVerdict(req *http.Request, resp *http.Response, route *providers.Route, c providers.JSONCode) providers.Verdict {
+	code, msg := c.Code, c.Message
+	if code == "88" && c.SubCode != "" {
+		code = c.SubCode
+		if c.SubMsg != "" {
+			msg = c.SubMsg
 		}
-		if code == "0" {
-			return statusVerdict(status, resp.Header)
-		}
-		if q, ok := oldQuota(code); ok {
-			return p.quota(route, q, code, msg, c.Message, p.cfg.Now())
-		}
-		switch code {
-		case "-1": // system busy: retry at most 3 times, per the docs
-			return providers.Verdict{Kind: providers.Transient, Code: code, Message: msg, NotProcessed: true}
-		case codeRobotThrottled:
-			if p.robotRule.Limit() > 0 {
-				return providers.Verdict{Kind: providers.Quota, Scope: route.Scope(providers.ScopeEntity), Until: p.cfg.Now().Add(p.cfg.RobotPenalty),
-					Code: code, Message: msg, NotProcessed: true}
-			}
-		}
-		if v := statusVerdict(status, resp.Header); v.Kind == providers.Transient {
-			v.Code, v.Message = code, msg
-			return v
-		}
-		return providers.Verdict{Kind: providers.Fatal, Code: code, Message: msg}
 	}
-	// The new API: a string code. On a 2xx answer a "code" member is data
-	// unless it is one of the codes below.
+	if code == "0" {
+		return statusVerdict(resp.StatusCode, resp.Header)
+	}
+	if q, ok := oldQuota(code); ok {
+		return p.quota(route, q, code, msg, c.Message, p.cfg.Now())
+	}
+	switch code {
+	case "-1": // system busy: retry at most 3 times, per the docs
+		return providers.Verdict{Kind: providers.Transient, Code: code, Message: msg, NotProcessed: true}
+	case codeRobotThrottled:
+		if p.robotRule.Limit() > 0 {
+			return providers.Verdict{Kind: providers.Quota, Scope: route.Scope(providers.ScopeEntity), Until: p.cfg.Now().Add(p.cfg.RobotPenalty),
+				Code: code, Message: msg, NotProcessed: true}
+		}
+	}
+	if v := statusVerdict(resp.StatusCode, resp.Header); v.Kind == providers.Transient {
+		v.Code, v.Message = code, msg
+		return v
+	}
+	return providers.Verdict{Kind: providers.Fatal, Code: code, Message: msg}
+}
+
+// newAPIVerdict reads the new API's string code. On a 2xx answer a "code"
+// member is data unless it is one of the codes below.
+func (p *preset) newAPIVerdict(req *http.Request, resp *http.Response, route *providers.Route, c providers.JSONCode) providers.Verdict {
+	code, msg := c.Code, c.Message
 	if rest, ok := strings.CutPrefix(code, accessDenied); ok {
 		if q, ok := newQuota(rest); ok {
 			return p.quota(route, q, code, msg, "", p.cfg.Now())
 		}
-		if status < 300 {
+		if resp.StatusCode < 300 {
 			return providers.Verdict{Kind: providers.OK} // data that looks like a code
 		}
 		// AccessTokenPermissionDenied, IpNotInWhiteList, ...: no retry mends them.
@@ -179,7 +193,7 @@ func (p *preset) classify(req *http.Request, resp *http.Response, route *provide
 		v.RetryAfter, _ = providers.ParseRetryAfter(resp.Header, p.cfg.Now())
 		return v
 	}
-	v := statusVerdict(status, resp.Header)
+	v := statusVerdict(resp.StatusCode, resp.Header)
 	if v.Kind != providers.OK {
 		v.Code, v.Message = code, msg
 	}
@@ -208,9 +222,9 @@ func (p *preset) quota(route *providers.Route, q quotaCode, code, msg, altMsg st
 		// the platform meters an API we did not know of: stop that one.
 		v.Scope = cmp.Or(route.Scope(providers.ScopeMonthly), api)
 	}
-	end, ok := providers.ParseBeijingEnd(msg)
+	end, ok := providers.ParseBeijingEnd(msg, now)
 	if !ok && altMsg != "" {
-		end, ok = providers.ParseBeijingEnd(altMsg)
+		end, ok = providers.ParseBeijingEnd(altMsg, now)
 	}
 	if ok && end.After(now) {
 		v.Until = end
@@ -253,20 +267,23 @@ func statusVerdict(status int, h http.Header) providers.Verdict {
 }
 
 // banMarkers are found in the anti-abuse page the gateway serves to a
-// banned IP. DingTalk's APIs never answer HTML otherwise.
-var banMarkers = [][]byte{[]byte("punish"), []byte("x5sec"), []byte("_____tmd_____"), []byte("访问被拒绝")}
+// banned IP (Alibaba's x5 / tmd "punish" page), and in no other page: a
+// proxy's or firewall's "access denied" must not stop every API.
+var banMarkers = [][]byte{[]byte("x5sec"), []byte("_____tmd_____"), []byte("punish")}
 
-// isBan recognises the per-IP ban: the JSON {"status":1111,"wait":5,
-// "source":"x5","punish":"deny",...}, or an HTML page with the gateway's
-// markers, or any HTML page with 403 or 429.
-func isBan(prefix []byte, status int, html bool) bool {
+// isHTML reports an HTML answer, by its type or its first byte.
+func isHTML(prefix []byte, ct string) bool {
+	return providers.IsHTMLType(ct) || bytes.HasPrefix(bytes.TrimSpace(prefix), []byte("<"))
+}
+
+// isBan recognises the per-IP ban by its own signatures only: the JSON
+// {"status":1111,"wait":5,"source":"x5","punish":"deny",...}, or an HTML
+// page with the gateway's markers, whatever the status.
+func isBan(prefix []byte, html bool) bool {
 	if len(prefix) == 0 {
 		return false
 	}
-	if html || bytes.HasPrefix(bytes.TrimSpace(prefix), []byte("<")) {
-		if status == http.StatusForbidden || status == http.StatusTooManyRequests {
-			return true
-		}
+	if html {
 		for _, m := range banMarkers {
 			if bytes.Contains(prefix, m) {
 				return true
@@ -287,4 +304,17 @@ func isBan(prefix []byte, status int, html bool) bool {
 		return true
 	})
 	return deny || status1111 && (punish || source)
+}
+
+// htmlVerdict reads an HTML answer that is not the ban page. DingTalk's APIs
+// never answer HTML, so it came from something in front of them (a proxy, a
+// firewall, a gateway): a 403 or 429 there is transient and the API never
+// saw the call; other statuses read as usual.
+func htmlVerdict(status int, h http.Header) providers.Verdict {
+	if status == http.StatusForbidden || status == http.StatusTooManyRequests {
+		v := providers.Verdict{Kind: providers.Transient, Code: strconv.Itoa(status), NotProcessed: true}
+		v.RetryAfter, _ = providers.ParseRetryAfter(h, time.Now())
+		return v
+	}
+	return statusVerdict(status, h)
 }

@@ -160,7 +160,13 @@ func TestClassify(t *testing.T) {
 		{"ban json no type", newURL, 403, "", `{"status":1111,"wait":5,"source":"x5","punish":"deny"}`, providers.Quota, egress, banUntil, codeIPBan, true},
 		{"ban html", oldURL, 200, html, `<!DOCTYPE html><html><head><meta name="aplus-x5sec"></head><body><script>window._config_={"action":"deny","url":"/_____tmd_____/punish"}</script></body></html>`,
 			providers.Quota, egress, banUntil, codeIPBan, true},
-		{"ban html 403", newURL, 403, html, `<html><body>Forbidden</body></html>`, providers.Quota, egress, banUntil, codeIPBan, true},
+		{"ban html 403 with markers", newURL, 403, html, `<html><body><div id="x5sec">您的访问过于频繁</div></body></html>`, providers.Quota, egress, banUntil, codeIPBan, true},
+		// Any other HTML 403 or 429 comes from a proxy or firewall in front
+		// of the API: transient, never the ban.
+		{"proxy html 403", newURL, 403, html, `<html><body>Forbidden</body></html>`, providers.Transient, "", zero, "403", true},
+		{"waf html 429", oldURL, 429, html, `<html><title>访问被拒绝</title><body>Too many requests</body></html>`, providers.Transient, "", zero, "429", true},
+		{"untyped html 403", oldURL, 403, "", `<!DOCTYPE html><html>Access denied</html>`, providers.Transient, "", zero, "403", true},
+		{"html 502", newURL, 502, html, `<html>Bad Gateway</html>`, providers.Transient, "", zero, "Bad Gateway", false},
 		{"status 1111 alone", oldURL, 200, json, `{"status":1111,"name":"x"}`, providers.OK, "", zero, "", false},
 	}
 	for _, tt := range tests {

@@ -64,7 +64,7 @@ func TestQPSFixedSecond(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &e); err != nil || e.Errcode != 90018 {
 		t.Fatalf("21st call: %s", body)
 	}
-	end, ok := providers.ParseBeijingEnd(e.Errmsg)
+	end, ok := providers.ParseBeijingEnd(e.Errmsg, c.Now())
 	if want := c.Now().Truncate(time.Second).Add(time.Second); !ok || !end.Equal(want) {
 		t.Fatalf("penalty end %v, want %v (from %q)", end, want, e.Errmsg)
 	}

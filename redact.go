@@ -1,0 +1,126 @@
+package throttle
+
+import (
+	"net/url"
+	"strings"
+)
+
+// redactedValue replaces a credential's value.
+const redactedValue = "REDACTED"
+
+// RedactError returns err for logging, with the value of every credential
+// in a URL's query (access_token, corpsecret, appsecret, sign, ...) and every
+// URL password replaced by REDACTED in its text. It keeps the chain:
+// errors.Is and errors.As see err itself.
+//
+// Use it on every error of an http.Client before logging it: net/http wraps
+// a transport's error in *url.Error with the whole URL, so a refused,
+// penalised or failed call to an API authenticated by its query
+// ("?access_token=...") carries the token in its text. The *url.Error
+// itself is left as it is; only the returned error's text is clean.
+func RedactError(err error) error {
+	if err == nil {
+		return nil
+	}
+	text := err.Error()
+	clean := redactText(text)
+	if clean == text {
+		return err
+	}
+	return &redactedError{err: err, text: clean}
+}
+
+// RedactURL returns u as a string for logging, with its password and the
+// value of every credential in its query replaced by REDACTED.
+func RedactURL(u *url.URL) string {
+	if u == nil {
+		return ""
+	}
+	return redactText(u.Redacted())
+}
+
+type redactedError struct {
+	err  error
+	text string
+}
+
+func (e *redactedError) Error() string { return e.text }
+func (e *redactedError) Unwrap() error { return e.err }
+
+// redactText replaces the value of each credential parameter ("?name=" or
+// "&name=") and the password of each "scheme://user:password@" in s.
+func redactText(s string) string {
+	var b strings.Builder
+	last := 0
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '?', '&':
+			eq := strings.IndexByte(s[i+1:], '=')
+			if eq < 0 {
+				continue
+			}
+			name := s[i+1 : i+1+eq]
+			if strings.ContainsAny(name, "?&/ \"'") || !isCredential(name) {
+				continue
+			}
+			start := i + 1 + eq + 1
+			end := start
+			for end < len(s) && !endsValue(s[end]) {
+				end++
+			}
+			if end == start || s[start:end] == redactedValue {
+				continue
+			}
+			b.WriteString(s[last:start])
+			b.WriteString(redactedValue)
+			last, i = end, end-1
+		case '@':
+			// "scheme://user:password@host": the password, if any.
+			slash := strings.LastIndex(s[last:i], "//")
+			if slash < 0 {
+				continue
+			}
+			userinfo := s[last+slash+2 : i]
+			colon := strings.IndexByte(userinfo, ':')
+			if colon < 0 || strings.ContainsAny(userinfo, "/ ?#") || userinfo[colon+1:] == redactedValue {
+				continue
+			}
+			start := last + slash + 2 + colon + 1
+			b.WriteString(s[last:start])
+			b.WriteString(redactedValue)
+			last = i
+		}
+	}
+	if last == 0 {
+		return s
+	}
+	b.WriteString(s[last:])
+	return b.String()
+}
+
+// endsValue reports a byte that ends a query value in an error's text.
+func endsValue(c byte) bool {
+	switch c {
+	case '&', '#', ' ', '"', '\'', '>', ')', ';', ',', '\n', '\r', '\t':
+		return true
+	}
+	return false
+}
+
+// isCredential reports a query parameter that carries a secret: the
+// tokens, secrets, tickets and signatures of the providers' APIs
+// (access_token, suite_access_token, corpsecret, appsecret, suite_ticket,
+// sign, a group robot's key, an OAuth code) and the common names of others.
+func isCredential(name string) bool {
+	n := strings.ToLower(name)
+	switch {
+	case strings.HasSuffix(n, "token"), strings.HasSuffix(n, "secret"), strings.HasSuffix(n, "ticket"),
+		strings.HasSuffix(n, "password"), strings.HasSuffix(n, "signature"):
+		return true
+	}
+	switch n {
+	case "sign", "key", "code", "api_key", "apikey", "auth", "authorization", "credential", "credentials":
+		return true
+	}
+	return false
+}

@@ -1,0 +1,88 @@
+package throttle_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quotaware/throttle"
+)
+
+func TestRedactURL(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"https://oapi.dingtalk.com/topapi/v2/user/get?access_token=abc123",
+			"https://oapi.dingtalk.com/topapi/v2/user/get?access_token=REDACTED"},
+		{"https://qyapi.weixin.qq.com/cgi-bin/gettoken?corpid=ww1&corpsecret=s3cr3t",
+			"https://qyapi.weixin.qq.com/cgi-bin/gettoken?corpid=ww1&corpsecret=REDACTED"},
+		{"https://api.weixin.qq.com/cgi-bin/token?grant_type=client_credential&appid=wx1&secret=s",
+			"https://api.weixin.qq.com/cgi-bin/token?grant_type=client_credential&appid=wx1&secret=REDACTED"},
+		{"https://oapi.dingtalk.com/robot/send?access_token=t&timestamp=1700000000000&sign=abc%2Bdef%3D",
+			"https://oapi.dingtalk.com/robot/send?access_token=REDACTED&timestamp=1700000000000&sign=REDACTED"},
+		{"https://qyapi.weixin.qq.com/cgi-bin/webhook/send?key=693a91f6",
+			"https://qyapi.weixin.qq.com/cgi-bin/webhook/send?key=REDACTED"},
+		{"https://api.weixin.qq.com/cgi-bin/component/api_component_token?component_access_token=x&AppSecret=y",
+			"https://api.weixin.qq.com/cgi-bin/component/api_component_token?component_access_token=REDACTED&AppSecret=REDACTED"},
+		{"https://user:pass@example.com/x?page=2", "https://user:REDACTED@example.com/x?page=2"},
+		{"https://open.feishu.cn/open-apis/im/v1/messages?receive_id_type=chat_id",
+			"https://open.feishu.cn/open-apis/im/v1/messages?receive_id_type=chat_id"},
+	}
+	for _, tt := range tests {
+		u, err := url.Parse(tt.in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := throttle.RedactURL(u); got != tt.want {
+			t.Errorf("RedactURL(%s)\n got %s\nwant %s", tt.in, got, tt.want)
+		}
+	}
+	if got := throttle.RedactURL(nil); got != "" {
+		t.Errorf("RedactURL(nil) = %q", got)
+	}
+}
+
+// The error of a throttled call through http.Client quotes the URL with its
+// token; the redacted one does not, and still matches the sentinels.
+func TestRedactErrorOfAThrottledCall(t *testing.T) {
+	srv := serve(t, &recorder{})
+	c := &http.Client{Transport: throttle.New(throttle.WithProfiles(testProfile("p", mustRule(t, 1, 10*time.Second))),
+		throttle.WithMaxWait(0), throttle.WithoutTelemetry())}
+	u := srv.URL + "/topapi/v2/user/get?access_token=tok-SECRET&corpsecret=cs-SECRET"
+	if _, err := get(context.Background(), c, u); err != nil {
+		t.Fatal(err)
+	}
+	_, err := get(context.Background(), c, u)
+	if !strings.Contains(err.Error(), "tok-SECRET") {
+		t.Fatalf("err = %v: expected http.Client to quote the URL", err)
+	}
+	red := throttle.RedactError(err)
+	if text := red.Error(); strings.Contains(text, "SECRET") || !strings.Contains(text, "access_token=REDACTED") {
+		t.Errorf("redacted text %q still carries a credential", text)
+	}
+	var uerr *url.Error
+	var te *throttle.ThrottledError
+	if !errors.Is(red, throttle.ErrThrottled) || !errors.As(red, &uerr) || !errors.As(red, &te) {
+		t.Errorf("redacted error %v lost its chain", red)
+	}
+	if throttle.RedactError(nil) != nil {
+		t.Error("RedactError(nil) is not nil")
+	}
+	plain := errors.New("no url here")
+	if throttle.RedactError(plain) != plain {
+		t.Error("an error without a credential was wrapped")
+	}
+}
+
+func FuzzRedactText(f *testing.F) {
+	f.Add("Get \"https://x/a?access_token=abc&b=c\": throttle: refused")
+	f.Add("https://u:p@h/?sign=1&sign=2#frag")
+	f.Fuzz(func(t *testing.T, s string) {
+		got := throttle.RedactError(errors.New(s)).Error()
+		if strings.Contains(s, "access_token=") && !strings.Contains(got, "access_token=") {
+			t.Fatalf("the parameter's name went missing: %q -> %q", s, got)
+		}
+	})
+}
