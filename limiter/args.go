@@ -107,4 +107,4 @@ var ttlCache = struct {
 	m  map[int64]any
 }{m: make(map[int64]any)}
 
-var boxedPaced, boxedCalendar, boxedConcurrency any = "p", "c", "k"
+var boxedPaced, boxedCalendar, boxedConcurrency, boxedWindow any = "p", "c", "k", "w"
