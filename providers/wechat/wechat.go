@@ -156,11 +156,12 @@ func Profile(cfg Config) (providers.Profile, error) {
 		p.rules[path] = append(p.rules[path], r)
 	}
 	for path, n := range cfg.PerMinute {
-		// Paced, not calendar minutes: a calendar minute would need our
-		// clock to agree with WeChat's to the millisecond, while "n in any
-		// minute plus Jitter" keeps every one of WeChat's minutes within n
-		// whatever the offset and the latency.
-		r, err := limiter.NewRule(key("min", cfg.AppID, path), n, time.Minute+cfg.Jitter)
+		// A sliding window, not calendar minutes: a calendar minute would
+		// need our clock to agree with WeChat's to the millisecond, while
+		// "n in any minute plus Jitter" keeps every one of WeChat's minutes
+		// within n whatever the offset and the latency, and still lets a
+		// batch that fits the minute go at once.
+		r, err := limiter.NewWindowRule(key("min", cfg.AppID, path), n, time.Minute+cfg.Jitter)
 		if err != nil {
 			return providers.Profile{}, fmt.Errorf("wechat: Config.PerMinute[%q]: %w", path, err)
 		}

@@ -205,23 +205,21 @@ func Profile(cfg Config) (providers.Profile, error) {
 	}
 	p := &preset{cfg: cfg, hosts: providers.NewHostSet(cfg.Hosts), strikes: newStrikes(cfg.MaxTracked)}
 	// Templates: the limits are the same for every API, so Route only
-	// re-keys them. Minute rules pace evenly (burst 1). Hour rules let one
-	// minute's worth go in a burst after an idle spell: a company sending to
-	// all its members at once then runs at the minute rule's pace, for a
-	// few percent of the hour's sustained rate.
+	// re-keys them. Every limit is a sliding window: WeCom counts a minute
+	// or an hour, so a batch that fits the window goes at once instead of
+	// being spread over it.
 	tpl := []struct {
 		field  string
 		limit  int
 		period time.Duration
-		burst  int
 	}{
-		{"CorpPerMinute", cfg.CorpPerMinute, time.Minute, 1},
-		{"CorpPerHour", cfg.CorpPerHour, time.Hour, min(cfg.CorpPerMinute, cfg.CorpPerHour)},
-		{"IPPerMinute", cfg.IPPerMinute, time.Minute, 1},
-		{"IPPerHour", cfg.IPPerHour, time.Hour, min(cfg.IPPerMinute, cfg.IPPerHour)},
+		{"CorpPerMinute", cfg.CorpPerMinute, time.Minute},
+		{"CorpPerHour", cfg.CorpPerHour, time.Hour},
+		{"IPPerMinute", cfg.IPPerMinute, time.Minute},
+		{"IPPerHour", cfg.IPPerHour, time.Hour},
 	}
 	for i, t := range tpl {
-		r, err := limiter.NewRule("template", t.limit, t.period+cfg.Jitter, limiter.WithBurst(t.burst))
+		r, err := limiter.NewWindowRule("template", t.limit, t.period+cfg.Jitter)
 		if err != nil {
 			return providers.Profile{}, fmt.Errorf("wecom: Config.%s: %w", t.field, err)
 		}
