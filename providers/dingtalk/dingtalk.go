@@ -100,7 +100,7 @@ func newPreset(c Config) (*preset, error) {
 	if c.RobotPerMinute > 0 {
 		// A sliding window: a robot may post its 20 messages of a minute
 		// at once (an alert storm), which even pacing would spread over it.
-		if p.robotRule, err = limiter.NewWindowRule("robot", c.RobotPerMinute, time.Minute+c.Jitter); err != nil {
+		if p.robotRule, err = limiter.NewWindowRule("robot", c.RobotPerMinute, c.RobotWindow+c.Jitter); err != nil {
 			return nil, err
 		}
 	}
