@@ -86,3 +86,14 @@ func (w *Waits) Of() map[trace.SpanID]Wait {
 	}
 	return out
 }
+
+// PatientFallback gives Redis 2 s to answer before a replica falls back to
+// its local share. Acceptance tests of sliding-window rules use it: on a
+// loaded test machine Redis can miss the default 250 ms, and a replica that
+// falls back starts its local window empty, which is the fallback's
+// documented trade-off, not what those tests measure.
+func PatientFallback() throttle.Option {
+	p := throttle.DefaultFallbackPolicy()
+	p.Timeout = 2 * time.Second
+	return throttle.WithFallback(p)
+}

@@ -61,12 +61,7 @@ func TestRobotBursts(t *testing.T) {
 	})
 	t.Cleanup(emu.Close)
 	profile := dingtalk.MustProfile(dingtalk.Config{AppKey: app, Hosts: []string{emu.Host()}, RobotWindow: window, Jitter: jitter})
-	// Redis gets 2 s to answer: on a loaded machine a slower answer would
-	// switch a replica to its local share, which is not what this test is
-	// about (docs/reliability.md measures the switch).
-	patient := throttle.DefaultFallbackPolicy()
-	patient.Timeout = 2 * time.Second
-	clients, waits := loadtest.TracedReplicas(t, replicas, throttle.WithProfiles(profile), throttle.WithFallback(patient))
+	clients, waits := loadtest.TracedReplicas(t, replicas, throttle.WithProfiles(profile), loadtest.PatientFallback())
 	robotURL := emu.URL + "/robot/send?access_token=robot-" + app
 
 	type message struct {

@@ -77,6 +77,10 @@ type Config struct {
 	// window of its period plus Jitter, so that latency varying by up to
 	// Jitter cannot crowd one of WeCom's fixed windows (default 50ms).
 	Jitter time.Duration
+	// TimeScale divides the length of every minute and hour window (default
+	// 1), for tests against an emulator that runs that much faster than the
+	// wall clock. Never set it against the real platform.
+	TimeScale float64
 
 	// Escalation is how long successive 45009s of one API penalise it
 	// (default DefaultEscalation()). A 45009 within EscalationWindow after
@@ -132,6 +136,7 @@ func (c *Config) setDefaults() {
 		c.Hosts = DefaultHosts
 	}
 	c.Jitter = cmp.Or(c.Jitter, DefaultJitter)
+	c.TimeScale = cmp.Or(c.TimeScale, 1)
 	if c.Escalation == nil {
 		c.Escalation = DefaultEscalation()
 	}
@@ -154,6 +159,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("wecom: Config.Egress must be 1..%d bytes without ':' or spaces, got %q", maxID, c.Egress)
 	case len(c.Hosts) == 0:
 		return fmt.Errorf("wecom: Config.Hosts must not be empty")
+	case c.TimeScale < 1:
+		return fmt.Errorf("wecom: Config.TimeScale must be at least 1, got %v", c.TimeScale)
 	case c.Jitter < 0 || c.Jitter > time.Minute:
 		return fmt.Errorf("wecom: Config.Jitter must be within [0, 1m], got %v", c.Jitter)
 	case len(c.Escalation) == 0:
@@ -219,7 +226,7 @@ func Profile(cfg Config) (providers.Profile, error) {
 		{"IPPerHour", cfg.IPPerHour, time.Hour},
 	}
 	for i, t := range tpl {
-		r, err := limiter.NewWindowRule("template", t.limit, t.period+cfg.Jitter)
+		r, err := limiter.NewWindowRule("template", t.limit, cfg.scaled(t.period)+cfg.Jitter)
 		if err != nil {
 			return providers.Profile{}, fmt.Errorf("wecom: Config.%s: %w", t.field, err)
 		}
@@ -296,4 +303,9 @@ func fit(prefix, api string) string {
 	}
 	sum := sha256.Sum256([]byte(api))
 	return prefix + "#" + hex.EncodeToString(sum[:12])
+}
+
+// scaled is a window's length under TimeScale.
+func (c *Config) scaled(d time.Duration) time.Duration {
+	return time.Duration(float64(d) / c.TimeScale)
 }
