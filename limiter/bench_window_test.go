@@ -36,13 +36,21 @@ func BenchmarkRedisHotKey(b *testing.B) {
 				} else {
 					r = limiter.MustRule(limiter.NewRule("hot", tc.limit, tc.period))
 				}
-				benchDecisions(b, r)
+				benchDecisions(b, r, nil)
 			})
 		}
 	}
+	// The window rule's costliest state: a log at its 128 groups (steady
+	// traffic over the whole period), which every decision parses.
+	b.Run("1000 per 1m0s/WindowFullLog", func(b *testing.B) {
+		r := limiter.MustRule(limiter.NewWindowRule("hot", 1000, time.Minute))
+		benchDecisions(b, r, func(c redis.UniversalClient, key string) {
+			setLog(b, c, key, 128, time.Minute/128, 1000/128+1)
+		})
+	})
 }
 
-func benchDecisions(b *testing.B, r limiter.Rule) {
+func benchDecisions(b *testing.B, r limiter.Rule, fill func(c redis.UniversalClient, key string)) {
 	c := redistest.Shared(b).Client(b)
 	l, err := limiter.NewRedis(c)
 	if err != nil {
@@ -50,6 +58,9 @@ func benchDecisions(b *testing.B, r limiter.Rule) {
 	}
 	ctx := context.Background()
 	req := limiter.Request{Group: limitertest.Group(b), Rules: []limiter.Rule{r}}
+	if fill != nil {
+		fill(c, l.RuleKey(req.Group, r.Key()))
+	}
 	// Fill the window as a burst would: Limit sends at once.
 	for range r.Limit() {
 		if _, err := l.Reserve(ctx, req); err != nil {
