@@ -85,7 +85,19 @@ func runBursty(ctx context.Context, addr string, d design, bc burstyConfig, n, r
 	for range bc.replicas {
 		rdb := redis.NewClient(&redis.Options{Addr: addr})
 		defer rdb.Close()
-		g, err := d.build(params{rdb: rdb, key: key, limit: bc.limit, period: bc.window + bc.jitter, replicas: bc.replicas})
+		p := params{rdb: rdb, key: key, limit: bc.limit, period: bc.window + bc.jitter, replicas: bc.replicas}
+		// One decision on a key of its own first: scripts loaded,
+		// connections open, so the burst measures the design alone.
+		warm := p
+		warm.key += "-warm"
+		wg, err := d.build(warm)
+		if err != nil {
+			return bursty{}, err
+		}
+		if _, _, err := wg.try(ctx); err != nil {
+			return bursty{}, err
+		}
+		g, err := d.build(p)
 		if err != nil {
 			return bursty{}, err
 		}
