@@ -27,6 +27,7 @@ type Transport struct {
 	retry    *retrier
 	registry *limiter.Registry
 	watcher  func() // stops the penalty watcher
+	quota    *quotaWatch
 }
 
 // profile is a providers.Profile with its defaults resolved and its own
@@ -95,6 +96,9 @@ func Build(opts ...Option) (*Transport, error) {
 		return nil, err
 	}
 	t.retry = newRetrier(c.retry)
+	if err := t.startQuotaWatch(&c); err != nil {
+		return nil, fmt.Errorf("throttle: %w", err)
+	}
 	return t, nil
 }
 
@@ -146,7 +150,7 @@ func (t *Transport) buildLimiter(c *config) error {
 	}
 	fo := limiter.NewFailover(r, fc)
 	t.limiter = fo
-	t.watcher = r.WatchPenalties(penaltyRouter(t.profiles), fo.ProbeNow)
+	t.watcher = r.WatchPenalties(penaltyRouter(t.profiles), fo.ProbeNow, limiter.OnLift(liftRouter(t.profiles, fo, c.logger)))
 	// A Transport dropped without Close stops watching once collected.
 	runtime.AddCleanup(t, func(stop func()) { stop() }, t.watcher)
 	return nil
@@ -197,6 +201,7 @@ func (t *Transport) Close() error {
 	if t.watcher != nil {
 		t.watcher()
 	}
+	t.quota.close()
 	return nil
 }
 

@@ -23,7 +23,8 @@ func (l *Redis) channel() string { return l.prefix + ":penalties" }
 // background, reconnecting after outages, until stop is called.
 // Announcements missed while disconnected are not replayed: the penalty key
 // still refuses every reserve, which is the guarantee; this is the speed-up.
-func (l *Redis) WatchPenalties(onPenalty func(group string, p Penalty), onBack func()) (stop func()) {
+func (l *Redis) WatchPenalties(onPenalty func(group string, p Penalty), onBack func(), opts ...WatchOption) (stop func()) {
+	wc := watchConfigOf(opts)
 	ps := l.client.Subscribe(context.Background(), l.channel())
 	done := make(chan struct{})
 	go func() {
@@ -33,6 +34,10 @@ func (l *Redis) WatchPenalties(onPenalty func(group string, p Penalty), onBack f
 				if onBack != nil {
 					onBack()
 				}
+				continue
+			}
+			if strings.HasPrefix(msg.Payload, liftPrefix) {
+				l.handleLift(&wc, msg.Payload)
 				continue
 			}
 			if group, p, ok := parseAnnouncement(msg.Payload); ok && onPenalty != nil {

@@ -1,0 +1,25 @@
+package circuit
+
+import "container/heap"
+
+// Lift closes scope's breaker at once, whatever its state, as when an
+// operator lifts a penalty that should not be there. It reports whether the
+// scope held a breaker. A later Penalize opens it again as usual.
+func (s *Set) Lift(scope string) bool {
+	now := s.cfg.now()
+	s.mu.Lock()
+	e := s.load(scope)
+	if e == nil || e.index < 0 {
+		s.mu.Unlock()
+		return false
+	}
+	from := s.stateOf(e, now)
+	heap.Remove(&s.byEnds, e.index)
+	s.scopes.Delete(scope)
+	s.live.Add(-1)
+	s.mu.Unlock()
+	if from != Closed {
+		s.notify(scope, from, Closed)
+	}
+	return true
+}

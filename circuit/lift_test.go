@@ -1,0 +1,77 @@
+package circuit_test
+
+import (
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quotaware/throttle/circuit"
+)
+
+func TestLift(t *testing.T) {
+	start := time.Unix(1_700_000_000, 0)
+	cases := []struct {
+		name      string
+		penalise  bool
+		advance   time.Duration // after the penalty, before the lift
+		probe     bool          // a probe is in flight when the lift comes
+		wantLift  bool
+		wantEvent []circuit.State // from-states reported with to = Closed
+	}{
+		{name: "never penalised"},
+		{name: "open", penalise: true, wantLift: true, wantEvent: []circuit.State{circuit.Open}},
+		{name: "half-open", penalise: true, advance: 2 * time.Minute, wantLift: true, wantEvent: []circuit.State{circuit.HalfOpen}},
+		{name: "half-open with a probe in flight", penalise: true, advance: 2 * time.Minute, probe: true, wantLift: true, wantEvent: []circuit.State{circuit.HalfOpen}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newClock(start)
+			var mu sync.Mutex
+			var closed []circuit.State
+			s := newSet(t, c, circuit.WithOnStateChange(func(scope string, from, to circuit.State) {
+				if to == circuit.Closed {
+					mu.Lock()
+					closed = append(closed, from)
+					mu.Unlock()
+				}
+			}))
+			if tc.penalise {
+				s.Penalize("app:x", start.Add(time.Minute), "90018")
+			}
+			c.Advance(tc.advance)
+			var probeDone func(circuit.Outcome)
+			if tc.probe {
+				probeDone = mustAllow(t, s, "app:x")
+			}
+			if got := s.Lift("app:x"); got != tc.wantLift {
+				t.Fatalf("Lift = %v, want %v", got, tc.wantLift)
+			}
+			if s.Len() != 0 || s.State("app:x") != circuit.Closed {
+				t.Fatalf("after Lift: Len %d, state %v; want 0, closed", s.Len(), s.State("app:x"))
+			}
+			// Every request of the scope goes at once, several together:
+			// no probe stands in the way any more.
+			for range 3 {
+				done, err := s.Allow([]string{"app:x"})
+				if err != nil {
+					t.Fatalf("Allow after Lift: %v", err)
+				}
+				done(circuit.Success)
+			}
+			if probeDone != nil {
+				probeDone(circuit.Success) // the old probe's outcome changes nothing
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(closed) != len(tc.wantEvent) || (len(closed) > 0 && closed[0] != tc.wantEvent[0]) {
+				t.Fatalf("changes to closed reported from %v, want %v", closed, tc.wantEvent)
+			}
+			// A new penalty opens the scope again as usual.
+			s.Penalize("app:x", c.Now().Add(time.Minute), "90018")
+			if _, err := s.Allow([]string{"app:x"}); !errors.Is(err, circuit.ErrOpen) {
+				t.Fatalf("Allow after a new penalty: %v, want ErrOpen", err)
+			}
+		})
+	}
+}

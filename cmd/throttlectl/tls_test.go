@@ -1,0 +1,83 @@
+package main_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quotaware/throttle/internal/redistest"
+)
+
+// selfSigned writes a certificate for 127.0.0.1 (its own CA) and its key.
+func selfSigned(t *testing.T) (certFile, keyFile string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "redis test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, IsCA: true, BasicConstraintsValid: true,
+		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return certFile, keyFile
+}
+
+// A rediss:// URL with a password reaches a TLS Redis; a certificate the
+// tool cannot verify is a connection error that says so.
+func TestTLS(t *testing.T) {
+	cert, key := selfSigned(t)
+	port, err := redistest.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := redistest.Start(t, "--tls-port", strconv.Itoa(port), "--tls-cert-file", cert, "--tls-key-file", key,
+		"--tls-ca-cert-file", cert, "--tls-auth-clients", "no")
+	c := srv.Client(t)
+	ctx := context.Background()
+	if err := c.Set(ctx, "{throttle:wechat}:p:app:wx1", strconv.FormatInt(time.Now().Add(time.Hour).UnixMicro(), 10)+"|45009", time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ConfigSet(ctx, "requirepass", "sekret").Err(); err != nil {
+		t.Fatal(err)
+	}
+	url := "rediss://:sekret@127.0.0.1:" + strconv.Itoa(port)
+	out, stderr, code := ctlEnv(t, []string{"SSL_CERT_FILE=" + cert}, "", "-redis", url, "status", "-check")
+	if code != 1 || !strings.Contains(out, "app:wx1") || !strings.Contains(out, "45009") {
+		t.Fatalf("status over TLS: exit %d, %s\n%s", code, stderr, out)
+	}
+	_, stderr, code = ctlEnv(t, []string{"SSL_CERT_FILE=" + filepath.Join(t.TempDir(), "none.pem")}, "", "-redis", url, "status")
+	if code != 2 || !strings.Contains(stderr, "Redis at 127.0.0.1:"+strconv.Itoa(port)+": its TLS certificate is not trusted") || strings.Contains(stderr, "sekret") {
+		t.Fatalf("status with an unverifiable certificate: exit %d, %q", code, stderr)
+	}
+}

@@ -1,0 +1,71 @@
+package throttle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/quotaware/throttle/limiter"
+)
+
+// ErrLiftUnsupported is returned by LiftPenalty when the Transport's limiter
+// (one given with WithLimiter) cannot lift a shared penalty.
+var ErrLiftUnsupported = errors.New("throttle: the limiter cannot lift a penalty")
+
+// penaltyLifter is a limiter that can end a shared penalty: limiter.Redis,
+// limiter.Memory and limiter.Failover.
+type penaltyLifter interface {
+	LiftPenalty(ctx context.Context, group, scope string) (bool, error)
+}
+
+// LiftPenalty ends the penalty on scope of provider at once, for an operator
+// who knows it should not be there (a garbled answer, a test run against
+// production): this process's breaker closes, the shared penalty is
+// deleted, and with Redis every running replica hears of it and closes its
+// breaker too. A scope that the provider really penalises will answer with
+// a quota error again and be penalised again. The throttlectl tool does the
+// same from outside a service: throttlectl lift SCOPE -provider NAME.
+func (t *Transport) LiftPenalty(ctx context.Context, provider, scope string) error {
+	var p *profile
+	for i := range t.profiles {
+		if t.profiles[i].Name == provider {
+			p = &t.profiles[i]
+		}
+	}
+	if p == nil {
+		return fmt.Errorf("throttle: LiftPenalty: no profile named %q", provider)
+	}
+	if scope == "" {
+		return errors.New("throttle: LiftPenalty: scope must not be empty")
+	}
+	l, ok := t.limiter.(penaltyLifter)
+	if !ok {
+		return fmt.Errorf("%w: %T", ErrLiftUnsupported, t.limiter)
+	}
+	p.breakers.Lift(scope)
+	if _, err := l.LiftPenalty(ctx, provider, scope); err != nil {
+		return fmt.Errorf("throttle: LiftPenalty: %w", err)
+	}
+	return nil
+}
+
+// liftRouter closes this process's breaker when another replica (or
+// throttlectl) lifts a penalty, and drops the copy the failover keeps for
+// outages. Like penaltyRouter, it holds the breakers, not the Transport.
+func liftRouter(profiles []profile, fo *limiter.Failover, log *slog.Logger) func(group, scope string) {
+	byName := make(map[string]*profile, len(profiles))
+	for i := range profiles {
+		byName[profiles[i].Name] = &profiles[i]
+	}
+	return func(group, scope string) {
+		p := byName[group]
+		if p == nil {
+			return
+		}
+		fo.ForgetPenalty(group, scope)
+		if p.breakers.Lift(scope) {
+			log.Info("throttle: penalty lifted, scope called again", "provider", group, "scope", scope)
+		}
+	}
+}

@@ -1,0 +1,181 @@
+package limiter_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quotaware/throttle/internal/redistest"
+	"github.com/quotaware/throttle/limiter"
+	"github.com/quotaware/throttle/limiter/limitertest"
+)
+
+// fillGroup books state of every kind in group and returns the calendar
+// rule it described: 5 requests on a paced rule of 1/s (slots booked about
+// 4s ahead), 5 of a 100-a-day calendar rule, 1 lease of a concurrency rule,
+// and a penalty.
+func fillGroup(t *testing.T, l *limiter.Redis, group string) (limiter.Rule, time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	paced := limiter.MustRule(limiter.NewRule("api:/v1/x", 1, time.Second))
+	day := limiter.MustRule(limiter.NewCalendarRule("day:org1", 100, limiter.Day, time.UTC))
+	lease := limiter.MustRule(limiter.NewConcurrencyRule("conc", 3, time.Minute))
+	if err := l.Describe(ctx, group, paced, day, lease); err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		if res, err := l.Reserve(ctx, limiter.Request{Group: group, Rules: []limiter.Rule{paced, day}, MaxWait: time.Minute}); err != nil || !res.OK {
+			t.Fatalf("Reserve: %+v, %v", res, err)
+		}
+	}
+	if res, err := l.Reserve(ctx, limiter.Request{Group: group, Rules: []limiter.Rule{lease}}); err != nil || !res.OK {
+		t.Fatalf("Reserve lease: %+v, %v", res, err)
+	}
+	until := time.Now().Add(time.Hour).Truncate(time.Microsecond)
+	if err := l.Penalize(ctx, group, limiter.Penalty{Scope: "app:a", Until: until, Code: "90018"}); err != nil {
+		t.Fatal(err)
+	}
+	return day, until
+}
+
+func checkGroup(t *testing.T, st limiter.State, group string, until time.Time) {
+	t.Helper()
+	if len(st.Groups) != 1 || st.Groups[0].Group != group {
+		t.Fatalf("groups = %+v, want only %q", st.Groups, group)
+	}
+	g := st.Groups[0]
+	if len(g.Penalties) != 1 || g.Penalties[0].Scope != "app:a" || g.Penalties[0].Code != "90018" || !g.Penalties[0].Until.Equal(until) {
+		t.Fatalf("penalties = %+v, want app:a 90018 until %v", g.Penalties, until)
+	}
+	byKey := map[string]limiter.RuleState{}
+	for _, r := range g.Rules {
+		byKey[r.Key] = r
+	}
+	if r := byKey["api:/v1/x"]; r.Kind != "paced" || r.Ahead < 3*time.Second || r.Ahead > 5*time.Second {
+		t.Errorf("paced rule = %+v, want slots booked about 4s ahead", r)
+	}
+	tomorrow := st.Now.UTC().Truncate(24 * time.Hour).Add(24 * time.Hour)
+	if r := byKey["day:org1"]; r.Kind != "calendar" || r.Used != 5 || r.Limit != 100 || r.Window != "day" || !r.ResetsAt.Equal(tomorrow) {
+		t.Errorf("calendar rule = %+v, want 5 / 100 this day, resetting %v", r, tomorrow)
+	} else if w := r.Words(st.Now); !strings.HasPrefix(w, "5 / 100 used (5%) this day, resets ") {
+		t.Errorf("words = %q", w)
+	}
+	if r := byKey["conc"]; r.Kind != "concurrency" || r.InFlight != 1 {
+		t.Errorf("concurrency rule = %+v, want 1 in flight", r)
+	}
+	if len(g.Rules) != 3 {
+		t.Errorf("rules = %+v, want 3", g.Rules)
+	}
+}
+
+// Inspect reports exactly what the limiter booked, per group, on one
+// server; groups are found by scanning when none is named.
+func TestInspect(t *testing.T) {
+	srv := redistest.Shared(t)
+	prefix := limitertest.Group(t)
+	l, err := limiter.NewRedis(srv.Client(t), limiter.WithPrefix(prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := l.Inspect(ctx); !errors.Is(err, limiter.ErrNoKeys) {
+		t.Fatalf("Inspect of an empty prefix: %v, want ErrNoKeys", err)
+	}
+	group := "dingtalk"
+	_, until := fillGroup(t, l, group)
+	reg := limiter.StartRegistry(srv.Client(t), prefix, time.Second)
+	t.Cleanup(reg.Close)
+
+	st, err := l.Inspect(ctx, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkGroup(t, st, group, until)
+	all, err := l.Inspect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkGroup(t, all, group, until)
+	if len(all.Replicas) != 1 {
+		t.Fatalf("replicas = %+v, want 1", all.Replicas)
+	}
+	if !all.Active() {
+		t.Fatal("Active = false with a penalty")
+	}
+}
+
+// On a cluster, Inspect scans the node that owns the group's slot.
+func TestInspectCluster(t *testing.T) {
+	c := redistest.StartCluster(t, 3, 0)
+	l, err := limiter.NewRedis(c.Client(t), limiter.WithPrefix("ops"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, until := fillGroup(t, l, "wechat")
+	st, err := l.Inspect(context.Background(), "wechat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkGroup(t, st, "wechat", until)
+	all, err := l.Inspect(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkGroup(t, all, "wechat", until)
+}
+
+// LiftPenalty removes the penalty and every watcher hears of it; a forged
+// lift of a penalty still recorded is not passed on.
+func TestLiftPenalty(t *testing.T) {
+	srv := redistest.Shared(t)
+	prefix := limitertest.Group(t)
+	ctx := context.Background()
+	l, err := limiter.NewRedis(srv.Client(t), limiter.WithPrefix(prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lifted := make(chan string, 10)
+	stop := l.WatchPenalties(nil, nil, limiter.OnLift(func(group, scope string) { lifted <- group + " " + scope }))
+	t.Cleanup(stop)
+	until := time.Now().Add(time.Hour)
+	for _, s := range []string{"app:a", "app:b"} {
+		if err := l.Penalize(ctx, "g", limiter.Penalty{Scope: s, Until: until, Code: "88"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The watcher subscribes in the background: publish until it hears.
+	forged := "\x00lift\ng\napp:b"
+	client := srv.Client(t)
+	var got string
+	for got == "" {
+		if err := client.Publish(ctx, prefix+":penalties", forged).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.LiftPenalty(ctx, "g", "app:a"); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case got = <-lifted:
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if got != "g app:a" {
+		t.Fatalf("lift heard: %q, want g app:a (the forged lift of app:b must not pass)", got)
+	}
+	res, err := l.Reserve(ctx, limiter.Request{Group: "g", Scopes: []string{"app:a"}})
+	if err != nil || !res.OK {
+		t.Fatalf("Reserve after lift: %+v, %v", res, err)
+	}
+	res, err = l.Reserve(ctx, limiter.Request{Group: "g", Scopes: []string{"app:b"}})
+	if err != nil || res.OK || res.Penalty == nil {
+		t.Fatalf("Reserve of the scope still penalised: %+v, %v", res, err)
+	}
+	if ok, err := l.LiftPenalty(ctx, "g", "app:none"); ok || err != nil {
+		t.Fatalf("LiftPenalty of no penalty = %v, %v; want false, nil", ok, err)
+	}
+	if _, err := l.LiftPenalty(ctx, "g", ""); !errors.Is(err, limiter.ErrInvalidRequest) {
+		t.Fatalf("LiftPenalty with an empty scope: %v, want ErrInvalidRequest", err)
+	}
+}

@@ -1,0 +1,254 @@
+package throttle
+
+import (
+	"context"
+	"log/slog"
+	"maps"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/quotaware/throttle/limiter"
+	"github.com/quotaware/throttle/providers"
+)
+
+// Quota gauges: for every calendar rule (a daily or monthly quota) the
+// Transport has met, throttle.quota.used and throttle.quota.limit, per
+// provider and rule, so that an alert can fire at 80% of the month's
+// DingTalk quota. They read the counts the limiter keeps (one Redis round
+// trip per provider per collection), never count on their own.
+//
+// Attributes are low cardinality: provider, rule (the rule key up to its
+// first ':', e.g. "month" for "month:<org>", never the ID after it) and
+// window ("day", "month"). When several keys share a rule name (an ISV app
+// with many customer orgs), the gauges report the key nearest its limit,
+// which is the one an alert is about.
+
+// maxKnownQuotas bounds the calendar rule keys a Transport tracks.
+const maxKnownQuotas = 1024
+
+// quotaGaugeTimeout bounds the read behind one collection.
+const quotaGaugeTimeout = 250 * time.Millisecond
+
+// calendarReader is a limiter that can report calendar rules' counts:
+// limiter.Redis and limiter.Memory.
+type calendarReader interface {
+	CalendarUsed(ctx context.Context, group string, rules []limiter.Rule) ([]int64, error)
+}
+
+type quotaKey struct{ group, key string }
+
+// quotaWatch learns the calendar rules of the routes the Transport builds,
+// describes them in the shared catalogue (for throttlectl) and reports them
+// as gauges.
+type quotaWatch struct {
+	shared *limiter.Redis // nil without Redis
+	reader calendarReader // nil when the limiter cannot say
+	log    *slog.Logger
+
+	// known is read on the request path without a lock: a map never
+	// modified once published, replaced whole (under mu) when a rule is new.
+	known atomic.Pointer[map[quotaKey]*knownQuota]
+	mu    sync.Mutex
+	order []quotaKey // in the order met, for stable reads; guarded by mu
+
+	reg metric.Registration
+}
+
+type knownQuota struct {
+	rule limiter.Rule
+	name string // rule attribute
+	// nextDescribe is when to describe the rule again (unix nanos): its
+	// catalogue entry lives until the window ends.
+	nextDescribe atomic.Int64
+}
+
+// startQuotaWatch sets up the gauges and wraps each profile's Route so that
+// the calendar rules of its routes become known.
+func (t *Transport) startQuotaWatch(c *config) error {
+	q := &quotaWatch{log: c.logger}
+	if c.redis != nil {
+		r, err := limiter.NewRedis(c.redis, limiter.WithPrefix(c.redisPrefix))
+		if err != nil {
+			return err
+		}
+		q.shared, q.reader = r, r
+	} else if cr, ok := t.limiter.(calendarReader); ok {
+		q.reader = cr
+	}
+	for i := range t.profiles {
+		p := &t.profiles[i]
+		p.Route = q.observe(p.Name, p.Route)
+	}
+	if !c.telemetry.disabled && q.reader != nil {
+		mp := c.telemetry.meter
+		if mp == nil {
+			mp = otel.GetMeterProvider()
+		}
+		if err := q.register(mp.Meter(instrumentationName)); err != nil {
+			c.logger.Warn("throttle: telemetry instrument", "error", err)
+		}
+	}
+	t.quota = q
+	return nil
+}
+
+// observe wraps a profile's Route: a calendar rule seen for the first time
+// becomes known. A route without calendar rules costs a loop over its rules.
+func (q *quotaWatch) observe(group string, route func(*http.Request) (providers.Route, error)) func(*http.Request) (providers.Route, error) {
+	return func(req *http.Request) (providers.Route, error) {
+		r, err := route(req)
+		if err == nil {
+			for i := range r.Rules {
+				if r.Rules[i].IsCalendar() {
+					q.see(group, r.Rules[i])
+				}
+			}
+		}
+		return r, err
+	}
+}
+
+func (q *quotaWatch) see(group string, r limiter.Rule) {
+	k := quotaKey{group, r.Key()}
+	var kq *knownQuota
+	if m := q.known.Load(); m != nil {
+		kq = (*m)[k]
+	}
+	if kq == nil {
+		if kq = q.add(k, r); kq == nil {
+			return
+		}
+	}
+	if q.shared == nil {
+		return
+	}
+	now := time.Now()
+	next := kq.nextDescribe.Load()
+	if now.UnixNano() < next || !kq.nextDescribe.CompareAndSwap(next, r.WindowEnd(now).UnixNano()) {
+		return // described in this window, or another request does it
+	}
+	// Off the request path, bounded by its timeout; a failure only leaves
+	// throttlectl without the limit until the next window.
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if err := q.shared.Describe(ctx, group, r); err != nil {
+			q.log.Debug("throttle: could not describe a calendar rule", "provider", group, "rule", kq.name, "error", err)
+		}
+	}()
+}
+
+// add makes a rule known, unless maxKnownQuotas are already; it returns
+// the rule's entry, or nil.
+func (q *quotaWatch) add(k quotaKey, r limiter.Rule) *knownQuota {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	old := q.known.Load()
+	if old != nil {
+		if kq := (*old)[k]; kq != nil {
+			return kq
+		}
+		if len(*old) >= maxKnownQuotas {
+			return nil
+		}
+	}
+	m := make(map[quotaKey]*knownQuota, len(q.order)+1)
+	if old != nil {
+		maps.Copy(m, *old)
+	}
+	name, _, _ := strings.Cut(r.Key(), ":")
+	kq := &knownQuota{rule: r, name: name}
+	m[k] = kq
+	q.order = append(q.order, k)
+	q.known.Store(&m)
+	return kq
+}
+
+// register creates the gauges and their one callback for this Transport.
+func (q *quotaWatch) register(m metric.Meter) error {
+	used, err := m.Int64ObservableGauge("throttle.quota.used", metric.WithUnit("{request}"),
+		metric.WithDescription("Requests counted in the current window of a calendar quota (day, month), per provider and rule."))
+	if err != nil {
+		return err
+	}
+	limit, err := m.Int64ObservableGauge("throttle.quota.limit", metric.WithUnit("{request}"),
+		metric.WithDescription("Limit of a calendar quota's window, per provider and rule."))
+	if err != nil {
+		return err
+	}
+	q.reg, err = m.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		for _, g := range q.read(ctx) {
+			attrs := metric.WithAttributeSet(attribute.NewSet(
+				attribute.String("provider", g.group), attribute.String("rule", g.name), attribute.String("window", g.window)))
+			o.ObserveInt64(used, g.used, attrs)
+			o.ObserveInt64(limit, g.limit, attrs)
+		}
+		return nil
+	}, used, limit)
+	return err
+}
+
+// quotaReading is one gauge point.
+type quotaReading struct {
+	group, name, window string
+	used, limit         int64
+}
+
+// read reads every known calendar rule, one call per provider, and keeps,
+// per provider and rule name, the key nearest its limit. A provider whose
+// read fails is left out of this collection.
+func (q *quotaWatch) read(ctx context.Context) []quotaReading {
+	q.mu.Lock()
+	byGroup := make(map[string][]*knownQuota)
+	var groups []string
+	if m := q.known.Load(); m != nil {
+		for _, k := range q.order {
+			if byGroup[k.group] == nil {
+				groups = append(groups, k.group)
+			}
+			byGroup[k.group] = append(byGroup[k.group], (*m)[k])
+		}
+	}
+	q.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, quotaGaugeTimeout)
+	defer cancel()
+	var out []quotaReading
+	for _, g := range groups {
+		kqs := byGroup[g]
+		rules := make([]limiter.Rule, len(kqs))
+		for i, kq := range kqs {
+			rules[i] = kq.rule
+		}
+		counts, err := q.reader.CalendarUsed(ctx, g, rules)
+		if err != nil {
+			continue
+		}
+		best := make(map[string]int) // rule name → index in out
+		for i, kq := range kqs {
+			r := quotaReading{group: g, name: kq.name, window: kq.rule.Unit().String(), used: counts[i], limit: int64(kq.rule.Limit())}
+			j, seen := best[r.name]
+			switch {
+			case !seen:
+				best[r.name] = len(out)
+				out = append(out, r)
+			case r.used*out[j].limit > out[j].used*r.limit:
+				out[j] = r
+			}
+		}
+	}
+	return out
+}
+
+// close unregisters the gauges.
+func (q *quotaWatch) close() {
+	if q != nil && q.reg != nil {
+		_ = q.reg.Unregister()
+	}
+}
