@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -149,4 +150,25 @@ func (w *windowLog) expiry() int64 {
 		return 0
 	}
 	return w.at[len(w.at)-1] + w.periodUs
+}
+
+// parseWindowLog reads a window rule's key as reserve.lua writes it
+// ("<latest µs>:<count> <µs after the previous>:<count> ..."): how many
+// sends it holds and the latest one. ok is false for anything else (a
+// paced rule's single number).
+func parseWindowLog(v string) (sends, latest int64, ok bool) {
+	if !strings.Contains(v, ":") {
+		return 0, 0, false
+	}
+	for _, g := range strings.Fields(v) {
+		d, c, found := strings.Cut(g, ":")
+		dt, err1 := strconv.ParseInt(d, 10, 64)
+		n, err2 := strconv.ParseInt(c, 10, 64)
+		if !found || err1 != nil || err2 != nil {
+			return 0, 0, false
+		}
+		latest += dt
+		sends += n
+	}
+	return sends, latest, true
 }

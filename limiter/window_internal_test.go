@@ -85,3 +85,22 @@ func TestWindowLogCancel(t *testing.T) {
 		t.Fatalf("cancelling the latest: %v %v", w.at, w.n)
 	}
 }
+
+func TestParseWindowLog(t *testing.T) {
+	cases := []struct {
+		v             string
+		sends, latest int64
+		ok            bool
+	}{
+		{"1700000000000000:3 250:1 1000:2", 6, 1700000000001250, true},
+		{"1700000000000000:1", 1, 1700000000000000, true},
+		{"1700000000000000", 0, 0, false}, // a paced rule's state
+		{"17:x", 0, 0, false},
+	}
+	for _, tc := range cases {
+		sends, latest, ok := parseWindowLog(tc.v)
+		if sends != tc.sends || latest != tc.latest || ok != tc.ok {
+			t.Errorf("%q: %d %d %v, want %d %d %v", tc.v, sends, latest, ok, tc.sends, tc.latest, tc.ok)
+		}
+	}
+}
