@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -250,6 +251,73 @@ func reportHotKeys(w func(string, ...any), c config, rows []hotKey, mline string
 	for _, h := range rows {
 		w("| %d per %v | %.0f, %v, %v | %.0f, %v, %v | %.2f× |\n", h.limit, h.period,
 			h.paced.ops, h.paced.p50, h.paced.p99, h.window.ops, h.window.p50, h.window.p99, h.window.ops/h.paced.ops)
+	}
+	w("\n")
+}
+
+// keyBytes is a window rule's key size in Redis (MEMORY USAGE).
+type keyBytes struct {
+	limit        int
+	period       time.Duration
+	burst, bound int64
+}
+
+// runKeyBytes measures a window rule's key for the presets' limits: after
+// a burst of Limit at once and Limit more booked a period ahead (at most
+// 4000 reservations), and at the hard bound, 128 groups of the widest
+// numbers written in the script's format.
+func runKeyBytes(ctx context.Context, addr string) ([]keyBytes, error) {
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	l, err := limiter.NewRedis(rdb, limiter.WithPrefix("bench"))
+	if err != nil {
+		return nil, err
+	}
+	var out []keyBytes
+	for _, lim := range []struct {
+		limit  int
+		period time.Duration
+	}{{20, time.Minute}, {1000, time.Minute}, {10_000, time.Minute}, {150_000, time.Hour}} {
+		kb := keyBytes{limit: lim.limit, period: lim.period}
+		r, err := limiter.NewWindowRule("k", lim.limit, lim.period)
+		if err != nil {
+			return nil, err
+		}
+		group := fmt.Sprintf("kb%d-%d", lim.limit, time.Now().UnixNano())
+		req := limiter.Request{Group: group, Rules: []limiter.Rule{r}, MaxWait: lim.period + time.Second}
+		for range min(2*lim.limit, 4000) {
+			if _, err := l.Reserve(ctx, req); err != nil {
+				return nil, err
+			}
+		}
+		if kb.burst, err = rdb.MemoryUsage(ctx, l.RuleKey(group, "k"), 0).Result(); err != nil {
+			return nil, err
+		}
+		parts := []string{strconv.FormatInt(time.Now().UnixMicro(), 10) + ":" + strconv.Itoa(lim.limit)}
+		for range 127 {
+			parts = append(parts, strconv.FormatInt(lim.period.Microseconds(), 10)+":"+strconv.Itoa(lim.limit))
+		}
+		key := l.RuleKey(group+"-bound", "k")
+		if err := rdb.Set(ctx, key, strings.Join(parts, " "), time.Minute).Err(); err != nil {
+			return nil, err
+		}
+		if kb.bound, err = rdb.MemoryUsage(ctx, key, 0).Result(); err != nil {
+			return nil, err
+		}
+		logf("table 6: window key %d per %v: %d bytes after a burst, at most %d", kb.limit, kb.period, kb.burst, kb.bound)
+		out = append(out, kb)
+	}
+	return out, nil
+}
+
+func reportKeyBytes(w func(string, ...any), rows []keyBytes) {
+	w("A window rule's Redis key (`MEMORY USAGE`): after a burst of Limit at once and Limit more booked a period\n")
+	w("ahead (at most 4000 reservations), and at its hard bound, 128 groups of send times whatever the traffic\n")
+	w("(`go test -run '^$' -bench WindowKeyBytes ./limiter/` also measures the log at its most groups under\n")
+	w("steady traffic).\n\n")
+	w("| limit | bytes after a burst | bytes at most |\n|---|---:|---:|\n")
+	for _, k := range rows {
+		w("| %d per %v | %d | %d |\n", k.limit, k.period, k.burst, k.bound)
 	}
 	w("\n")
 }

@@ -93,6 +93,7 @@ type results struct {
 	fidelity   []fidelity
 	bursty     []bursty
 	hotKeys    []hotKey
+	keyBytes   []keyBytes
 }
 
 func run(c config) error {
@@ -220,6 +221,9 @@ func run(c config) error {
 			}
 		}
 		if res.hotKeys, err = runHotKeys(ctx, srv.Addr, c); err != nil {
+			return err
+		}
+		if res.keyBytes, err = runKeyBytes(ctx, srv.Addr); err != nil {
 			return err
 		}
 	}

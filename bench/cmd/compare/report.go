@@ -170,6 +170,9 @@ func report(c config, res results, charts []chart, root string) string {
 	if len(res.hotKeys) > 0 {
 		reportHotKeys(w, c, res.hotKeys, mline)
 	}
+	if len(res.keyBytes) > 0 {
+		reportKeyBytes(w, res.keyBytes)
+	}
 
 	w("## Where this project is first, tied, or not first\n\n")
 	w("Each of this project's rows against the peers (the ceiling and, for Redis-side columns, the in-process\n")
