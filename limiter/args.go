@@ -107,7 +107,7 @@ var ttlCache = struct {
 	m  map[int64]any
 }{m: make(map[int64]any)}
 
-var boxedPaced, boxedCalendar, boxedConcurrency any = "p", "c", "k"
+var boxedPaced, boxedCalendar, boxedConcurrency, boxedWindow any = "p", "c", "k", "w"
 
 // markerArg is reserve.lua's ARGV[2] with the epoch marker: "<n>e<ms>",
 // n penalty keys (the last one the marker) kept for ms; ms is rounded up

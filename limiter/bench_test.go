@@ -106,3 +106,18 @@ func BenchmarkMemoryReserve(b *testing.B) {
 		}
 	})
 }
+
+func BenchmarkMemoryReserveWindow(b *testing.B) {
+	m := limiter.NewMemory()
+	ctx := context.Background()
+	req := limiter.Request{Group: "g", Rules: []limiter.Rule{limiter.MustRule(limiter.NewWindowRule("hot", 1_000_000_000, time.Second))}, MaxWait: time.Minute}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if res, err := m.Reserve(ctx, req); err != nil || !res.OK {
+				b.Errorf("reserve: %+v %v", res, err)
+				return
+			}
+		}
+	})
+}

@@ -2,8 +2,8 @@
 -- booked after them.
 --
 -- KEYS: one key per rule.
--- ARGV: three arguments per rule: kind ('p', 'c' or 'k'), booked state,
--- T (µs, paced only). A concurrency rule's lease always ends.
+-- ARGV: three arguments per rule: kind ('p', 'c', 'k' or 'w'), booked
+-- state, T (µs, paced only). A concurrency rule's lease always ends.
 for i = 1, #KEYS do
   local a = (i - 1) * 3
   local k = KEYS[i]
@@ -14,6 +14,32 @@ for i = 1, #KEYS do
     end
   elseif ARGV[a + 1] == 'k' then
     redis.call('ZREM', k, ARGV[a + 2])
+  elseif ARGV[a + 1] == 'w' then
+    -- A window rule's slot comes back while it is the latest booked: take
+    -- one send off the last group of the log (see reserve.lua).
+    local v = redis.call('GET', k)
+    if v then
+      local ts, ns, t = {}, {}, 0
+      for d, c in string.gmatch(v, '(%d+):(%d+)') do
+        t = t + d
+        ts[#ts + 1], ns[#ns + 1] = t, tonumber(c)
+      end
+      local hi = #ts
+      if hi > 0 and ts[hi] == tonumber(ARGV[a + 2]) then
+        ns[hi] = ns[hi] - 1
+        if ns[hi] == 0 then hi = hi - 1 end
+        if hi == 0 then
+          redis.call('DEL', k)
+        else
+          local parts, prev = {}, 0
+          for x = 1, hi do
+            parts[x] = string.format('%d:%d', ts[x] - prev, ns[x])
+            prev = ts[x]
+          end
+          redis.call('SET', k, table.concat(parts, ' '), 'KEEPTTL')
+        end
+      end
+    end
   else
     if tonumber(redis.call('HGET', k, ARGV[a + 2]) or 0) > 0 then
       redis.call('HINCRBY', k, ARGV[a + 2], -1)

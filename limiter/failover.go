@@ -529,6 +529,12 @@ func (r Rule) scale(share float64) Rule {
 			return r
 		}
 		return s
+	case windowRule:
+		s, err := NewWindowRule(r.key, limit, r.period)
+		if err != nil {
+			return r
+		}
+		return s
 	}
 	burst := min(limit, max(1, int(float64(r.burst)*share)))
 	s, err := NewRule(r.key, limit, r.period, WithBurst(burst))

@@ -67,13 +67,14 @@ type PenaltyState struct {
 // RuleState is the state of one rule key.
 type RuleState struct {
 	Key string `json:"key"`
-	// Kind is "paced", "calendar", "concurrency" or "unknown".
+	// Kind is "paced", "window", "calendar", "concurrency" or "unknown".
 	Kind string `json:"kind"`
-	// Ahead is, for a paced rule, how far ahead of now slots are booked
-	// (zero: a request would go at once).
+	// Ahead is, for a paced or window rule, how far ahead of now slots are
+	// booked (zero: none is).
 	Ahead time.Duration `json:"ahead_ns,omitempty"`
 	// Used is, for a calendar rule, the requests counted in the current
-	// window, and Limit its limit (0 when no replica described the rule).
+	// window, and Limit its limit (0 when no replica described the rule);
+	// for a window rule, the sends its log holds (a period back and ahead).
 	Used  int64 `json:"used"`
 	Limit int64 `json:"limit,omitempty"`
 	// Window is the calendar unit ("day", "month"...), when described.
@@ -108,6 +109,12 @@ func (r RuleState) Words(now time.Time) string {
 		return s
 	case "concurrency":
 		return strconv.FormatInt(r.InFlight, 10) + " in flight"
+	case "window":
+		s := strconv.FormatInt(r.Used, 10) + " sends in the window's log"
+		if r.Ahead > 0 {
+			s += ", slots booked " + r.Ahead.Round(time.Millisecond).String() + " ahead"
+		}
+		return s
 	}
 	return "unknown key type"
 }
@@ -375,7 +382,9 @@ func (l *Redis) inspectGroup(ctx context.Context, group string, now time.Time) (
 		rs := r.rs
 		switch {
 		case r.str != nil:
-			if tat, err := strconv.ParseInt(r.str.Val(), 10, 64); err == nil {
+			if sends, latest, ok := parseWindowLog(r.str.Val()); ok {
+				rs.Kind, rs.Used, rs.Ahead = "window", sends, max(0, time.UnixMicro(latest).Sub(now))
+			} else if tat, err := strconv.ParseInt(r.str.Val(), 10, 64); err == nil {
 				rs.Ahead = max(0, time.UnixMicro(tat).Sub(now))
 			}
 		case r.hash != nil:

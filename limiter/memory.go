@@ -16,6 +16,7 @@ type Memory struct {
 
 	mu        sync.Mutex
 	paced     map[stateKey]int64 // theoretical arrival time, µs
+	windows   map[stateKey]*windowLog
 	calendar  map[stateKey]*calendarState
 	leases    map[stateKey]map[int64]int64 // lease id → expiry, µs
 	penalties map[stateKey]Penalty
@@ -47,6 +48,7 @@ func NewMemory(opts ...MemoryOption) *Memory {
 	m := &Memory{
 		now:       time.Now,
 		paced:     make(map[stateKey]int64),
+		windows:   make(map[stateKey]*windowLog),
 		calendar:  make(map[stateKey]*calendarState),
 		leases:    make(map[stateKey]map[int64]int64),
 		penalties: make(map[stateKey]Penalty),
@@ -60,7 +62,8 @@ func NewMemory(opts ...MemoryOption) *Memory {
 // sweepEvery bounds how long idle state outlives its usefulness.
 const sweepEvery = int64(time.Second / time.Microsecond)
 
-// Reserve implements Limiter.
+// Reserve implements Limiter: penalties first, then the earliest slot every
+// rule allows, then the budget and the leases, and only then the booking.
 func (m *Memory) Reserve(ctx context.Context, req Request) (Reservation, error) {
 	if err := req.validate(); err != nil {
 		return Reservation{}, err
@@ -77,75 +80,121 @@ func (m *Memory) Reserve(ctx context.Context, req Request) (Reservation, error) 
 	if now >= m.nextSweep {
 		m.sweep(now)
 	}
-
-	// Shared penalties first: the latest end among the request's scopes.
-	var pen *Penalty
-	for _, s := range req.Scopes {
-		if p, ok := m.penalties[stateKey{req.Group, s}]; ok && p.Until.UnixMicro() > now {
-			if pen == nil || p.Until.After(pen.Until) {
-				p := p
-				pen = &p
-			}
-		}
-	}
-	if pen != nil {
+	if pen := m.penalty(req, now); pen != nil {
 		return Reservation{RetryAfter: pen.Until.Sub(nowT), Rule: -1, Penalty: pen, Now: nowT}, nil
 	}
-
-	// Paced rules: the earliest send time s that every rule allows.
-	s, bind := max(now, req.notBefore), -1
-	var tatBuf [4]int64
-	tats := tatBuf[:0]
-	for i := range req.Rules {
-		r := &req.Rules[i]
-		tat := now
-		if r.kind == pacedRule {
-			if t, ok := m.paced[stateKey{req.Group, r.key}]; ok && t > now {
-				tat = t
-			}
-			if allow := tat - r.toleranceUs; allow > s {
-				s, bind = allow, i
-			}
-		}
-		tats = append(tats, tat)
-	}
-
-	// Calendar rules may push s to the start of a later window; moving s
-	// later never breaks a paced rule, so repeat until every window fits.
-	var bounds [][4]int64
-	for i := range req.Rules {
-		if req.Rules[i].kind == calendarRule {
-			if bounds == nil {
-				bounds = make([][4]int64, len(req.Rules))
-			}
-			bounds[i] = req.Rules[i].windows(clock)
+	s, bind := m.earliest(req, now)
+	var bounds [][4]int64 // per calendar rule: its window starts around now
+	if req.hasKind(calendarRule) {
+		bounds = calendarBounds(req, clock)
+		var refusedBy int
+		if s, bind, refusedBy = m.fitCalendar(req, bounds, s, bind); refusedBy >= 0 {
+			return Reservation{RetryAfter: time.Duration(bounds[refusedBy][3]-now) * time.Microsecond, Rule: refusedBy, Now: nowT}, nil
 		}
 	}
-	if bounds != nil {
-		for moved := true; moved; {
-			moved = false
-			for i := range req.Rules {
-				r := &req.Rules[i]
-				if r.kind != calendarRule {
-					continue
-				}
-				w, end, ok := pickWindow(bounds[i], s)
-				if !ok {
-					return Reservation{RetryAfter: time.Duration(bounds[i][3]-now) * time.Microsecond, Rule: i, Now: nowT}, nil
-				}
-				if st := m.calendar[stateKey{req.Group, r.key}]; st != nil && st.counts[w] >= r.limit {
-					s, bind, moved = end, i, true
-				}
-			}
-		}
-	}
-
 	delay := s - now
 	if delay > int64(req.MaxWait/time.Microsecond) {
 		return Reservation{RetryAfter: time.Duration(delay) * time.Microsecond, Rule: bind, Now: nowT}, nil
 	}
+	if i, retry := m.leasesFull(req, now); i >= 0 {
+		return Reservation{RetryAfter: retry, Rule: i, Now: nowT}, nil
+	}
+	booked := m.book(req, s, bounds)
+	return Reservation{OK: true, Delay: time.Duration(delay) * time.Microsecond, Rule: bind, Now: nowT, Booked: booked}, nil
+}
 
-	// Concurrency rules: a lease is free now, or the request waits for one.
+// penalty is the request's shared penalty that ends last, or nil.
+func (m *Memory) penalty(req Request, now int64) *Penalty {
+	var pen *Penalty
+	for _, s := range req.Scopes {
+		if p, ok := m.penalties[stateKey{req.Group, s}]; ok && p.Until.UnixMicro() > now {
+			if pen == nil || p.Until.After(pen.Until) {
+				pen = &p
+			}
+		}
+	}
+	return pen
+}
+
+// earliest is the earliest send time that every paced and window rule
+// allows, and the rule that set it (-1: none held the request back).
+func (m *Memory) earliest(req Request, now int64) (s int64, bind int) {
+	s, bind = max(now, req.notBefore), -1
+	for i := range req.Rules {
+		r := &req.Rules[i]
+		var allow int64
+		switch r.kind {
+		case pacedRule:
+			tat, ok := m.paced[stateKey{req.Group, r.key}]
+			if !ok || tat < now {
+				continue
+			}
+			allow = tat - r.toleranceUs
+		case windowRule:
+			w := m.windows[stateKey{req.Group, r.key}]
+			if w == nil {
+				continue
+			}
+			w.trim(now)
+			allow = w.earliest(r.limit)
+		default:
+			continue
+		}
+		if allow > s {
+			s, bind = allow, i
+		}
+	}
+	return s, bind
+}
+
+func (req *Request) hasKind(k ruleKind) bool {
+	for i := range req.Rules {
+		if req.Rules[i].kind == k {
+			return true
+		}
+	}
+	return false
+}
+
+// calendarBounds returns, for each calendar rule, the window starts around
+// clock.
+func calendarBounds(req Request, clock time.Time) [][4]int64 {
+	bounds := make([][4]int64, len(req.Rules))
+	for i := range req.Rules {
+		if req.Rules[i].kind == calendarRule {
+			bounds[i] = req.Rules[i].windows(clock)
+		}
+	}
+	return bounds
+}
+
+// fitCalendar moves s to the start of a later window while a calendar
+// rule's window at s is full. Moving s later never breaks a paced or window
+// rule, so it repeats until every window fits. refusedBy is the calendar
+// rule whose windows ran out (-1: none).
+func (m *Memory) fitCalendar(req Request, bounds [][4]int64, s int64, bind int) (int64, int, int) {
+	for moved := true; moved; {
+		moved = false
+		for i := range req.Rules {
+			r := &req.Rules[i]
+			if r.kind != calendarRule {
+				continue
+			}
+			w, end, ok := pickWindow(bounds[i], s)
+			if !ok {
+				return s, bind, i
+			}
+			if st := m.calendar[stateKey{req.Group, r.key}]; st != nil && st.counts[w] >= r.limit {
+				s, bind, moved = end, i, true
+			}
+		}
+	}
+	return s, bind, -1
+}
+
+// leasesFull returns the first concurrency rule with no free lease and how
+// soon to ask again, or -1.
+func (m *Memory) leasesFull(req Request, now int64) (int, time.Duration) {
 	for i := range req.Rules {
 		r := &req.Rules[i]
 		if r.kind != concurrencyRule {
@@ -161,19 +210,31 @@ func (m *Memory) Reserve(ctx context.Context, req Request) (Reservation, error) 
 			}
 		}
 		if int64(len(held)) >= r.limit {
-			return Reservation{RetryAfter: concurrencyRetry(earliest - now), Rule: i, Now: nowT}, nil
+			return i, concurrencyRetry(earliest - now)
 		}
 	}
+	return -1, 0
+}
 
+// book charges every rule for a send at s and returns what each rule
+// booked, for Cancel.
+func (m *Memory) book(req Request, s int64, bounds [][4]int64) []int64 {
 	booked := make([]int64, len(req.Rules))
 	for i := range req.Rules {
 		r := &req.Rules[i]
 		k := stateKey{req.Group, r.key}
 		switch r.kind {
 		case pacedRule:
-			booked[i] = max(tats[i], s) + r.intervalUs
+			booked[i] = max(m.paced[k], s) + r.intervalUs
 			m.paced[k] = booked[i]
-			continue
+		case windowRule:
+			w := m.windows[k]
+			if w == nil {
+				w = &windowLog{periodUs: r.periodUs}
+				m.windows[k] = w
+			}
+			w.book(s, r.resolutionUs)
+			booked[i] = s
 		case concurrencyRule:
 			held := m.leases[k]
 			if held == nil {
@@ -182,25 +243,31 @@ func (m *Memory) Reserve(ctx context.Context, req Request) (Reservation, error) 
 			}
 			booked[i] = newLeaseID()
 			held[booked[i]] = s + r.leaseUs
-			continue
+		case calendarRule:
+			booked[i] = m.bookCalendar(k, r, bounds[i], s)
 		}
-		w, end, _ := pickWindow(bounds[i], s)
-		st := m.calendar[k]
-		if st == nil {
-			st = &calendarState{counts: make(map[int64]int64, 2)}
-			m.calendar[k] = st
-		}
-		st.counts[w]++
-		st.expireUs = max(st.expireUs, end)
-		// Windows before the current one can no longer be booked.
-		for old := range st.counts {
-			if old < bounds[i][1] {
-				delete(st.counts, old)
-			}
-		}
-		booked[i] = w
 	}
-	return Reservation{OK: true, Delay: time.Duration(delay) * time.Microsecond, Rule: bind, Now: nowT, Booked: booked}, nil
+	return booked
+}
+
+// bookCalendar counts a send at s in its calendar window and returns the
+// window's start.
+func (m *Memory) bookCalendar(k stateKey, r *Rule, bounds [4]int64, s int64) int64 {
+	w, end, _ := pickWindow(bounds, s)
+	st := m.calendar[k]
+	if st == nil {
+		st = &calendarState{counts: make(map[int64]int64, 2)}
+		m.calendar[k] = st
+	}
+	st.counts[w]++
+	st.expireUs = max(st.expireUs, end)
+	// Windows before the current one can no longer be booked.
+	for old := range st.counts {
+		if old < bounds[1] {
+			delete(st.counts, old)
+		}
+	}
+	return w
 }
 
 // Cancel implements Limiter.
@@ -217,6 +284,11 @@ func (m *Memory) Cancel(_ context.Context, req Request, res Reservation) error {
 		case pacedRule:
 			if tat, ok := m.paced[k]; ok && tat == res.Booked[i] {
 				m.paced[k] = tat - r.intervalUs
+			}
+			continue
+		case windowRule:
+			if w := m.windows[k]; w != nil {
+				w.cancel(res.Booked[i])
 			}
 			continue
 		case concurrencyRule:
@@ -265,7 +337,7 @@ func (m *Memory) Len() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.sweep(m.now().UnixMicro())
-	return len(m.paced) + len(m.calendar) + len(m.penalties) + len(m.leases)
+	return len(m.paced) + len(m.windows) + len(m.calendar) + len(m.penalties) + len(m.leases)
 }
 
 // sweep drops state that no longer constrains anything, so that keys built
@@ -274,6 +346,11 @@ func (m *Memory) sweep(now int64) {
 	for k, tat := range m.paced {
 		if tat <= now {
 			delete(m.paced, k)
+		}
+	}
+	for k, w := range m.windows {
+		if w.expiry() <= now {
+			delete(m.windows, k)
 		}
 	}
 	for k, st := range m.calendar {

@@ -173,6 +173,9 @@ func (l *Redis) reserveN(ctx context.Context, reqs []Request, out []Reservation)
 		case concurrencyRule:
 			a.list = append(a.list, boxedConcurrency, boxInt64(r.limit), r.argT, boxInt64(newLeaseID()))
 			continue
+		case windowRule:
+			a.list = r.appendWindowArgs(a.list)
+			continue
 		}
 		if clock.IsZero() {
 			clock = time.Now()
@@ -411,6 +414,8 @@ func (l *Redis) cancelAll(ctx context.Context, req Request, rs []Reservation) er
 				a.list = append(a.list, boxedPaced, boxInt64(res.Booked[i]), r.argT)
 			case calendarRule:
 				a.list = append(a.list, boxedCalendar, boxInt64(res.Booked[i]), emptyArg)
+			case windowRule:
+				a.list = append(a.list, boxedWindow, boxInt64(res.Booked[i]), emptyArg)
 			default:
 				a.list = append(a.list, boxedConcurrency, boxInt64(res.Booked[i]), emptyArg)
 			}

@@ -16,6 +16,8 @@
 --   calendar:    'c', limit, then four consecutive window starts (µs)
 --   concurrency: 'k', limit, lease (µs), lease id  (a sorted set of lease
 --                ids scored by expiry; only ever with n = 1)
+--   window:      'w', limit, period (µs), resolution (µs)  (a string: see
+--                the section on window rules below)
 -- The paced key's TTL comes from the caller (longest wait + tolerance + T):
 -- no booked time lies further ahead.
 --
@@ -102,7 +104,7 @@ end
 -- theoretical arrival time (tat) in vals.
 local nr = #KEYS - np
 local at = {}
-local has_c, has_k = false, false
+local has_c, has_k, has_w = false, false, false
 local a = base
 for i = 1, nr do
   at[i] = a
@@ -121,6 +123,9 @@ for i = 1, nr do
   elseif kind == 'c' then
     has_c = true
     a = a + 6
+  elseif kind == 'w' then
+    has_w = true
+    a = a + 4
   else
     has_k = true
     a = a + 4
@@ -163,6 +168,107 @@ if has_c then
   end
 end
 
+-- Window rules ('w'): at most limit sends in any window of length period,
+-- exactly, with a burst admitted as soon as the window has room (window.go
+-- describes the log; Memory runs the same steps). The key is a string of
+-- groups "<latest send µs>:<count>", oldest first, separated by spaces,
+-- each time after the first written as its distance from the one before.
+-- A send goes no earlier than the latest booked and a period after the
+-- limit-th most recent; a group counts all its sends at its latest time,
+-- so merging sends into groups can only delay, never over-admit.
+local win_slot, win_book, win_store
+if has_w then
+  local max_groups = 128 -- windowMaxGroups in window.go
+  local win = {}
+  for i = 1, nr do
+    a = at[i]
+    if ARGV[a] == 'w' then
+      local period = tonumber(ARGV[a + 2])
+      local ts, ns, hi = {}, {}, 0
+      local v = vals[np + i]
+      if v then
+        local t = 0
+        for d, c in string.gmatch(v, '(%d+):(%d+)') do
+          t = t + d
+          -- A group a period old can never bind again.
+          if t > now - period then
+            hi = hi + 1
+            ts[hi], ns[hi] = t, tonumber(c)
+          end
+        end
+      end
+      local w = {ts = ts, ns = ns, hi = hi, period = period,
+        limit = tonumber(ARGV[a + 1]), res = tonumber(ARGV[a + 3])}
+      -- j: the group holding the limit-th most recent send; ex: how many
+      -- sends from j on are beyond the limit (0 <= ex < ns[j]).
+      local sum = 0
+      for x = hi, 1, -1 do
+        sum = sum + ns[x]
+        if sum >= w.limit then
+          w.j, w.ex = x, sum - w.limit
+          break
+        end
+      end
+      w.total = sum
+      win[i] = w
+    end
+  end
+  -- The earliest slot at or after s that every window rule allows.
+  win_slot = function(s, bind)
+    for i, w in pairs(win) do
+      if w.hi > 0 then
+        local e = w.ts[w.hi]
+        if w.j then
+          local x = w.ts[w.j] + w.period
+          if x > e then e = x end
+        end
+        if e > s then s, bind = e, i end
+      end
+    end
+    return s, bind
+  end
+  -- Record a send at s (never before the latest booked) for rule i.
+  win_book = function(i, s)
+    local w = win[i]
+    local hi = w.hi
+    if hi > 0 and math.floor(w.ts[hi] / w.res) == math.floor(s / w.res) then
+      w.ts[hi], w.ns[hi] = s, w.ns[hi] + 1
+    else
+      hi = hi + 1
+      w.hi, w.ts[hi], w.ns[hi] = hi, s, 1
+    end
+    if w.j then
+      w.ex = w.ex + 1
+      while w.ex >= w.ns[w.j] do
+        w.ex = w.ex - w.ns[w.j]
+        w.j = w.j + 1
+      end
+    else
+      w.total = w.total + 1
+      if w.total >= w.limit then w.j, w.ex = 1, 0 end
+    end
+    return string.format('%d', s)
+  end
+  -- Write rule i's log, its oldest groups merged into the next (later, so
+  -- again only delaying) beyond max_groups; the key lives until its latest
+  -- send is a period old.
+  win_store = function(i, k)
+    local w = win[i]
+    local lo, hi = 1, w.hi
+    while hi - lo + 1 > max_groups do
+      w.ns[lo + 1] = w.ns[lo + 1] + w.ns[lo]
+      lo = lo + 1
+    end
+    local parts, prev = {}, 0
+    for x = lo, hi do
+      parts[#parts + 1] = string.format('%d:%d', w.ts[x] - prev, w.ns[x])
+      prev = w.ts[x]
+    end
+    local ttl = math.floor((w.ts[hi] + w.period - now) / 1000) + 1
+    redis.call('SET', k, table.concat(parts, ' '), 'PX', ttl)
+  end
+end
+
 local last = {} -- per rule: the state to write, once something was booked
 local booked_hi = {} -- per calendar rule: the end of its latest booked window
 
@@ -180,9 +286,10 @@ for r = 1, n do
       if allow > s then s, bind = allow, i end
     end
   end
+  if has_w then s, bind = win_slot(s, bind) end
 
   -- Calendar rules may push s into a later window; a later s never breaks a
-  -- paced rule, so repeat until every calendar window has room.
+  -- paced or window rule, so repeat until every calendar window has room.
   local refused = false
   local moved = has_c
   while moved do
@@ -247,6 +354,9 @@ for r = 1, n do
         -- timestamp to 14 significant digits.
         v = string.format('%d', tat)
         last[i] = v
+      elseif kind == 'w' then
+        v = win_book(i, s)
+        last[i] = v
       elseif kind == 'k' then
         local exp = s + ARGV[a + 2]
         v = ARGV[a + 3]
@@ -279,6 +389,8 @@ for i = 1, nr do
     local k = KEYS[np + i]
     if ARGV[a] == 'p' then
       redis.call('SET', k, v, 'PX', ARGV[a + 3])
+    elseif ARGV[a] == 'w' then
+      win_store(i, k)
     elseif ARGV[a] == 'c' then
       for j, d in pairs(v) do
         redis.call('HINCRBY', k, ARGV[a + 2 + j], d)

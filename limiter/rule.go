@@ -38,12 +38,15 @@ func (u Unit) String() string {
 }
 
 // Rule is one limit a provider enforces. It is immutable and valid once built
-// by [NewRule] or [NewCalendarRule]; the zero Rule is invalid.
+// by [NewRule], [NewWindowRule], [NewCalendarRule] or [NewConcurrencyRule];
+// the zero Rule is invalid.
 //
 // A paced rule keeps "at most Limit requests in any window of length Period",
-// with up to Burst of them back to back after an idle spell (GCRA). A calendar
-// rule keeps "at most Limit requests in each fixed window" (a minute, hour, day
-// or month aligned in a location), for quotas that reset at a wall-clock time.
+// with up to Burst of them back to back after an idle spell (GCRA). A window
+// rule keeps the same contract but lets a whole burst through as soon as the
+// window has room (a sliding log). A calendar rule keeps "at most Limit
+// requests in each fixed window" (a minute, hour, day or month aligned in a
+// location), for quotas that reset at a wall-clock time.
 type Rule struct {
 	kind   ruleKind
 	key    string
@@ -62,6 +65,9 @@ type Rule struct {
 	argT, argTol any
 
 	leaseUs int64 // concurrency rules: how long a lease outlives a crash
+
+	// Window rules: the period and the resolution of the log, in µs.
+	periodUs, resolutionUs int64
 }
 
 type ruleKind uint8
@@ -70,6 +76,7 @@ const (
 	pacedRule ruleKind = iota
 	calendarRule
 	concurrencyRule
+	windowRule
 )
 
 // RuleOption tunes a rule when it is built.
@@ -100,7 +107,12 @@ func (e *RuleError) Error() string {
 }
 
 // NewRule builds a paced rule: at most limit requests in any window of length
-// period. Options: [WithBurst].
+// period, spread evenly (GCRA): 20 per second becomes one every 50 ms. Use it
+// for short windows the provider counts in fixed wall-clock seconds, where
+// even spacing plus a jitter allowance keeps every provider second within
+// the limit; use [NewWindowRule] where the provider lets a whole burst
+// through as long as the window has room (minute, hour, robot and chat
+// limits). Options: [WithBurst].
 func NewRule(key string, limit int, period time.Duration, opts ...RuleOption) (Rule, error) {
 	r := Rule{key: key, limit: int64(limit), period: period, burst: 1}
 	for _, o := range opts {
@@ -182,7 +194,7 @@ func (r Rule) validate() error {
 		}
 		return nil
 	}
-	if r.kind == pacedRule {
+	if r.kind == pacedRule || r.kind == windowRule {
 		if r.period <= 0 {
 			return bad("Period", fmt.Sprintf("must be positive, got %v", r.period))
 		}
@@ -226,7 +238,8 @@ func (r Rule) Limit() int { return int(r.limit) }
 // calendar rule.
 func (r Rule) Period() time.Duration { return r.period }
 
-// Burst is how many requests of a paced rule may go back to back.
+// Burst is how many requests may go back to back: a paced rule's burst, a
+// window rule's or a calendar rule's whole Limit.
 func (r Rule) Burst() int { return int(r.burst) }
 
 // Unit is a calendar rule's window; zero for a paced rule.
@@ -236,7 +249,7 @@ func (r Rule) Unit() Unit { return r.unit }
 func (r Rule) Location() *time.Location { return r.loc }
 
 // Interval is a paced rule's emission interval: the sustained spacing between
-// requests once the burst is spent.
+// requests once the burst is spent; zero for the other kinds.
 func (r Rule) Interval() time.Duration { return time.Duration(r.intervalUs) * time.Microsecond }
 
 // IsCalendar reports whether the rule counts fixed calendar windows.
@@ -245,12 +258,17 @@ func (r Rule) IsCalendar() bool { return r.kind == calendarRule }
 // IsConcurrency reports whether the rule caps requests in flight.
 func (r Rule) IsConcurrency() bool { return r.kind == concurrencyRule }
 
+// IsWindow reports whether the rule is a sliding window ([NewWindowRule]).
+func (r Rule) IsWindow() bool { return r.kind == windowRule }
+
 func (r Rule) String() string {
 	switch r.kind {
 	case calendarRule:
 		return fmt.Sprintf("%s: %d per %s (%s)", r.key, r.limit, r.unit, r.loc)
 	case concurrencyRule:
 		return fmt.Sprintf("%s: %d in flight", r.key, r.limit)
+	case windowRule:
+		return fmt.Sprintf("%s: %d in any %v", r.key, r.limit, r.period)
 	}
 	if r.burst > 1 {
 		return fmt.Sprintf("%s: %d per %v, burst %d", r.key, r.limit, r.period, r.burst)

@@ -180,7 +180,7 @@ func TestStatusAndLiftOnThreeReplicas(t *testing.T) {
 	}
 	meteredSeen := 0
 	for _, r := range emu.Requests() {
-		if r.API == providers.FoldPath(metered) {
+		if r.Path == metered {
 			meteredSeen++
 		}
 	}

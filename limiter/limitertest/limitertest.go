@@ -1,5 +1,5 @@
 // Package limitertest is the conformance suite every limiter.Limiter must
-// pass: the contract of DESIGN.md proven from the scheduled send times the
+// pass: the limiter's contract proven from the scheduled send times the
 // limiter returns, never from wall-clock assertions.
 //
 // An implementation runs it from its own tests:
@@ -38,6 +38,8 @@ func Run(t *testing.T, newLimiters Factory) {
 	t.Run("Penalty", func(t *testing.T) { t.Parallel(); testPenalty(t, newLimiters) })
 	t.Run("InvalidRequest", func(t *testing.T) { t.Parallel(); testInvalid(t, newLimiters) })
 	t.Run("Concurrency", func(t *testing.T) { t.Parallel(); testConcurrency(t, newLimiters) })
+	t.Run("Window", func(t *testing.T) { t.Parallel(); testWindow(t, newLimiters) })
+	t.Run("WindowBursts", func(t *testing.T) { t.Parallel(); testWindowBursts(t, newLimiters) })
 }
 
 // Group returns a group name unique to the test, so tests sharing a store

@@ -170,6 +170,9 @@ type Config struct {
 	// throttles a robot that sends more (error 410100, default 10 min).
 	RobotPerMinute int
 	RobotPenalty   time.Duration
+	// RobotWindow is the window RobotPerMinute counts (default a minute);
+	// only a test against an emulator whose window is shortened changes it.
+	RobotWindow time.Duration
 
 	// APIs are templates of APIs the built-in catalog lacks, e.g. one
 	// DingTalk published after this release: "/topapi/new/thing" (old
@@ -221,6 +224,7 @@ func (c Config) withDefaults() (Config, error) {
 	setDur(&c.IPBanPenalty, DefaultIPBanPenalty)
 	setInt(&c.RobotPerMinute, DefaultRobotPerMinute)
 	setDur(&c.RobotPenalty, DefaultRobotPenalty)
+	setDur(&c.RobotWindow, time.Minute)
 	if c.Hosts == nil {
 		c.Hosts = DefaultHosts
 	}
@@ -268,6 +272,8 @@ func (c *Config) validate() error {
 		return fieldErr("IPBanPenalty", "must not be negative, got %v", c.IPBanPenalty)
 	case c.RobotPenalty < 0:
 		return fieldErr("RobotPenalty", "must not be negative, got %v", c.RobotPenalty)
+	case c.RobotWindow < time.Millisecond:
+		return fieldErr("RobotWindow", "must be at least 1ms, got %v", c.RobotWindow)
 	case len(c.Hosts) == 0:
 		return fieldErr("Hosts", "must name at least one host")
 	case c.PeekLimit < 256:

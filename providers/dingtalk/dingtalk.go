@@ -125,7 +125,9 @@ func newPreset(c Config) (*preset, error) {
 		}
 	}
 	if c.RobotPerMinute > 0 {
-		if p.robotRule, err = limiter.NewRule("robot", c.RobotPerMinute, time.Minute+c.Jitter); err != nil {
+		// A sliding window: a robot may post its 20 messages of a minute
+		// at once (an alert storm), which even pacing would spread over it.
+		if p.robotRule, err = limiter.NewWindowRule("robot", c.RobotPerMinute, c.RobotWindow+c.Jitter); err != nil {
 			return nil, err
 		}
 	}

@@ -297,7 +297,15 @@ func (p *preset) levelRules(l Level, name string) (rules []limiter.Rule, prefixe
 			continue
 		}
 		prefix := w.prefix + p.cfg.AppID + ":"
-		r, err := limiter.NewRule(fit(prefix, name), w.n, w.period+p.cfg.Jitter)
+		// Per second: paced, so latency jitter cannot crowd one of Feishu's
+		// seconds; it also spreads a burst. Per minute: a sliding window,
+		// which lets a burst go at once while the minute has room.
+		var r limiter.Rule
+		if w.period >= time.Minute {
+			r, err = limiter.NewWindowRule(fit(prefix, name), w.n, w.period+p.cfg.Jitter)
+		} else {
+			r, err = limiter.NewRule(fit(prefix, name), w.n, w.period+p.cfg.Jitter)
+		}
 		if err != nil {
 			return nil, nil, err
 		}

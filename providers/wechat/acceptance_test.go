@@ -9,12 +9,10 @@ package wechat_test
 // WeChat counts per-minute limits in calendar minutes, which a ten-second run
 // could never fill, so the emulator runs accTimeScale times faster than the
 // wall clock (an emulated minute lasts five seconds) and holds each API to
-// accPerMinute/accTimeScale calls per emulated minute: the same rate as the
-// preset's accPerMinute per real minute. The preset's Jitter headroom is
-// scaled alike (the default 50 ms per emulated minute), so it keeps the same
-// margin against the jittered latency as it would against WeChat's real
-// minutes; unscaled, 50 ms per real minute is only 4 ms per emulated one,
-// less than the latency varies.
+// accPerMinute/accTimeScale calls per emulated minute: the same rate as
+// accPerMinute per real minute. The preset runs its minutes as fast
+// (Config.TimeScale) with the emulator's limit, and keeps the default 50 ms
+// Jitter: latency does not run faster.
 
 import (
 	"context"
@@ -79,7 +77,7 @@ func newAccFleet(t *testing.T, cfg wechat.Config, emuPerMinute int) *accFleet {
 	u, _ := url.Parse(emu.URL)
 	cfg.AppID, cfg.Hosts = app, []string{u.Hostname()}
 	profile := wechat.MustProfile(cfg)
-	f.clients = loadtest.Replicas(t, accReplicas, throttle.WithProfiles(profile))
+	f.clients = loadtest.Replicas(t, accReplicas, throttle.WithProfiles(profile), loadtest.PatientFallback())
 	return f
 }
 
@@ -105,22 +103,24 @@ func isQuotaCode(code int) bool {
 // for ten seconds: the emulator rejects nothing, the callers see no quota
 // error, and each API gets at least 90% of its rate.
 func TestAcceptanceFourReplicasAtFiveTimesDemand(t *testing.T) {
+	// The preset's minutes run accTimeScale times faster too, with the
+	// emulator's limit.
+	emuPerMinute := accPerMinute / accTimeScale
 	cfg := wechat.Config{
 		Daily:     map[string]int{}, // only the per-minute limit under test
 		PerMinute: map[string]int{},
-		Jitter:    accTimeScale * wechat.DefaultJitter,
+		TimeScale: accTimeScale,
 	}
 	for _, a := range accAPIs {
-		cfg.PerMinute[a.path] = accPerMinute
+		cfg.PerMinute[a.path] = emuPerMinute
 	}
-	emuPerMinute := accPerMinute / accTimeScale
 	f := newAccFleet(t, cfg, emuPerMinute)
 
 	run := loadtest.Fire(accReplicas, accRun, slices.Repeat([]float64{accDemand * accRate}, len(accAPIs)), f.call)
 	t.Logf("%d replicas, %v, demand %.0f calls/s per API (%d× the limit), latency 0-%v",
 		accReplicas, accRun, accDemand*accRate, accDemand, accLatency)
-	t.Logf("preset: %d per minute + %v per API (%.2f/s); emulator: %d per emulated minute of %v per API (%.0f/s)",
-		accPerMinute, cfg.Jitter, float64(accPerMinute)/(time.Minute+cfg.Jitter).Seconds(),
+	t.Logf("preset: %d per minute scaled to %v, + %v per API (%.2f/s); emulator: %d per emulated minute of %v per API (%.0f/s)",
+		emuPerMinute, time.Minute/accTimeScale, cfg.Jitter, float64(emuPerMinute)/(time.Minute/accTimeScale+cfg.Jitter).Seconds(),
 		emuPerMinute, time.Minute/accTimeScale, accRate)
 	run.ExpectClean(t, loadtest.Answers(f.emu.Counters()), isQuotaCode)
 	for _, a := range accAPIs {
@@ -148,8 +148,9 @@ func TestAcceptanceIDsOfEveryShapeAreOneAPI(t *testing.T) {
 	// budget to keep five per ID in flight.
 	const api, perMinute = "/cgi-bin/user/info", 2 * accPerMinute
 	const rate = float64(perMinute) / 60
-	cfg := wechat.Config{Daily: map[string]int{}, PerMinute: map[string]int{api: perMinute}, Jitter: accTimeScale * wechat.DefaultJitter}
+	// The preset's windows run as fast as the emulator's (see the run above).
 	emuPerMinute := perMinute / accTimeScale
+	cfg := wechat.Config{Daily: map[string]int{}, PerMinute: map[string]int{api: emuPerMinute}, TimeScale: accTimeScale}
 	f := newAccFleet(t, cfg, emuPerMinute)
 	var inFlight loadtest.Concurrency
 	ids := loadtest.IDs

@@ -77,6 +77,10 @@ type Config struct {
 	// in any window of one minute plus Jitter, so that latency varying by
 	// up to Jitter cannot crowd one of WeChat's minutes (default 50ms).
 	Jitter time.Duration
+	// TimeScale divides the length of every minute and hour window (default
+	// 1), for tests against an emulator that runs that much faster than the
+	// wall clock. Never set it against the real platform.
+	TimeScale float64
 	// DayGrace starts each day's quota this late, and ends a 45009 penalty
 	// this long after midnight, since our clock and WeChat's differ
 	// (default 5s; must be under a minute).
@@ -109,6 +113,7 @@ func (c *Config) setDefaults() {
 		c.PerMinute = DefaultPerMinute()
 	}
 	c.Jitter = cmp.Or(c.Jitter, DefaultJitter)
+	c.TimeScale = cmp.Or(c.TimeScale, 1)
 	c.DayGrace = cmp.Or(c.DayGrace, DefaultDayGrace)
 	c.DefaultPenalty = cmp.Or(c.DefaultPenalty, providers.DefaultPenalty)
 	if c.Clock == nil {
@@ -122,6 +127,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("wechat: Config.AppID must be 1..%d bytes without ':' or spaces, got %q", maxAppID, c.AppID)
 	case len(c.Hosts) == 0:
 		return fmt.Errorf("wechat: Config.Hosts must not be empty")
+	case c.TimeScale < 1:
+		return fmt.Errorf("wechat: Config.TimeScale must be at least 1, got %v", c.TimeScale)
 	case c.Jitter < 0 || c.Jitter > time.Minute:
 		return fmt.Errorf("wechat: Config.Jitter must be within [0, 1m], got %v", c.Jitter)
 	case c.DayGrace < 0 || c.DayGrace >= time.Minute:
@@ -175,11 +182,13 @@ func Profile(cfg Config) (providers.Profile, error) {
 		p.rules[path] = append(p.rules[path], r)
 	}
 	for path, n := range cfg.PerMinute {
-		// Paced, not calendar minutes: a calendar minute would need our
-		// clock to agree with WeChat's to the millisecond, while "n in any
-		// minute plus Jitter" keeps every one of WeChat's minutes within n
-		// whatever the offset and the latency.
-		r, err := limiter.NewRule(key("min", cfg.AppID, path), n, time.Minute+cfg.Jitter)
+		// A sliding window, not calendar minutes: a calendar minute would
+		// need our clock to agree with WeChat's to the millisecond, while
+		// "n in any minute plus Jitter" keeps every one of WeChat's minutes
+		// within n whatever the offset and the latency, and still lets a
+		// batch that fits the minute go at once.
+		minute := time.Duration(float64(time.Minute) / cfg.TimeScale)
+		r, err := limiter.NewWindowRule(key("min", cfg.AppID, path), n, minute+cfg.Jitter)
 		if err != nil {
 			return providers.Profile{}, fmt.Errorf("wechat: Config.PerMinute[%q]: %w", path, err)
 		}

@@ -164,7 +164,7 @@ func TestRouteAndMatch(t *testing.T) {
 	}{
 		{"https://api.weixin.qq.com/cgi-bin/user/info?access_token=T&openid=o1", true, "/cgi-bin/user/info",
 			[]string{"day:wx1234567890abcdef:/cgi-bin/user/info: 5000000 per day (Asia/Shanghai)",
-				"min:wx1234567890abcdef:/cgi-bin/user/info: 100 per 1m0.05s"}},
+				"min:wx1234567890abcdef:/cgi-bin/user/info: 100 in any 1m0.05s"}},
 		{"https://SH.API.WEIXIN.QQ.COM:443/cgi-bin/token?grant_type=client_credential", true, "/cgi-bin/token",
 			[]string{"day:wx1234567890abcdef:/cgi-bin/token: 2000 per day (Asia/Shanghai)"}},
 		{"https://api.weixin.qq.com/cgi-bin/media/get/123456789", true, "uncatalogued", nil},

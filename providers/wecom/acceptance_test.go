@@ -9,12 +9,11 @@ package wecom_test
 // WeCom counts its limits in calendar minutes and hours, which a ten-second
 // run could never fill, so the emulator runs accTimeScale times faster than
 // the wall clock (an emulated minute lasts five seconds) and holds every
-// limit at 1/accTimeScale of the preset's: the same rates. The company's
-// per-minute limit is scaled down to accPerMinute so that it binds; the hour
-// and egress IP limits keep their documented values and stay clear. The
-// preset's Jitter headroom is scaled alike (the default 50 ms per emulated
-// minute), so it keeps the same margin against the jittered latency as it
-// would against WeCom's real minutes.
+// limit at 1/accTimeScale of the documented one: the same rates. The
+// company's per-minute limit is scaled down to accPerMinute so that it
+// binds; the hour and egress IP limits stay clear. The preset runs its
+// windows as fast (Config.TimeScale) with the emulator's limits, and keeps
+// the default 50 ms Jitter: latency does not run faster.
 
 import (
 	"context"
@@ -75,7 +74,7 @@ func newAccFleet(t *testing.T, cfg wecom.Config, emuLimits wecomtest.Limits) *ac
 	u, _ := url.Parse(emu.URL)
 	cfg.CorpID, cfg.Hosts = corp, []string{u.Hostname()}
 	profile := wecom.MustProfile(cfg)
-	f.clients = loadtest.Replicas(t, accReplicas, throttle.WithProfiles(profile))
+	f.clients = loadtest.Replicas(t, accReplicas, throttle.WithProfiles(profile), loadtest.PatientFallback())
 	return f
 }
 
@@ -101,31 +100,34 @@ func isQuotaCode(code int) bool {
 // two APIs for ten seconds: the emulator rejects nothing, the callers see no
 // quota error, and each API gets at least 90% of its rate.
 func TestAcceptanceFourReplicasAtFiveTimesDemand(t *testing.T) {
+	// The preset's windows run accTimeScale times faster too, with the
+	// emulator's limits: its sliding windows may then let a minute's
+	// allowance go at once, as they would against WeCom's real minutes.
+	emuPerMinute := accPerMinute / accTimeScale
 	cfg := wecom.Config{
 		// Every message goes to one member, at ten times WeCom's per-member
 		// limit: only the company's per-API limit is under test here.
 		PerMemberPerMinute: -1, PerMemberPerHour: -1,
-		CorpPerMinute: accPerMinute,
-		CorpPerHour:   wecom.DefaultCorpPerHour,
-		IPPerMinute:   wecom.DefaultIPPerMinute,
-		IPPerHour:     wecom.DefaultIPPerHour,
-		Jitter:        accTimeScale * wecom.DefaultJitter,
-	}
-	emuPerMinute := accPerMinute / accTimeScale
-	emuLimits := wecomtest.Limits{
 		CorpPerMinute: emuPerMinute,
-		CorpPerHour:   cfg.CorpPerHour / accTimeScale,
-		IPPerMinute:   cfg.IPPerMinute / accTimeScale,
-		IPPerHour:     cfg.IPPerHour / accTimeScale,
+		CorpPerHour:   wecom.DefaultCorpPerHour / accTimeScale,
+		IPPerMinute:   wecom.DefaultIPPerMinute / accTimeScale,
+		IPPerHour:     wecom.DefaultIPPerHour / accTimeScale,
+		TimeScale:     accTimeScale,
+	}
+	emuLimits := wecomtest.Limits{
+		CorpPerMinute: cfg.CorpPerMinute,
+		CorpPerHour:   cfg.CorpPerHour,
+		IPPerMinute:   cfg.IPPerMinute,
+		IPPerHour:     cfg.IPPerHour,
 	}
 	f := newAccFleet(t, cfg, emuLimits)
 
 	run := loadtest.Fire(accReplicas, accRun, slices.Repeat([]float64{accDemand * accRate}, len(accAPIs)), f.call)
 	t.Logf("%d replicas, %v, demand %.0f calls/s per API (%d× the limit), latency 0-%v",
 		accReplicas, accRun, accDemand*accRate, accDemand, accLatency)
-	t.Logf("preset per API: company %d/min and %d/h, IP %d/min and %d/h, each window + %v (%.2f/s); emulator per API: %+v per emulated minute/hour of %v/%v (%.0f/s)",
-		cfg.CorpPerMinute, cfg.CorpPerHour, cfg.IPPerMinute, cfg.IPPerHour, cfg.Jitter,
-		float64(cfg.CorpPerMinute)/(time.Minute+cfg.Jitter).Seconds(),
+	t.Logf("preset per API: company %d/min and %d/h, IP %d/min and %d/h, windows scaled 1/%d, each + %v (%.2f/s); emulator per API: %+v per emulated minute/hour of %v/%v (%.0f/s)",
+		cfg.CorpPerMinute, cfg.CorpPerHour, cfg.IPPerMinute, cfg.IPPerHour, accTimeScale, cfg.Jitter,
+		float64(cfg.CorpPerMinute)/(time.Minute/accTimeScale+cfg.Jitter).Seconds(),
 		emuLimits, time.Minute/accTimeScale, time.Hour/accTimeScale, accRate)
 	run.ExpectClean(t, loadtest.Answers(f.emu.Counters()), isQuotaCode)
 	for _, a := range accAPIs {
@@ -153,15 +155,16 @@ func TestAcceptanceIDsOfEveryShapeAreOneAPI(t *testing.T) {
 	// budget to keep five per ID in flight.
 	const api, perMinute = "/cgi-bin/user/get", 2 * accPerMinute
 	const rate = float64(perMinute) / 60
-	cfg := wecom.Config{
-		CorpPerMinute: perMinute, CorpPerHour: wecom.DefaultCorpPerHour,
-		IPPerMinute: wecom.DefaultIPPerMinute, IPPerHour: wecom.DefaultIPPerHour,
-		Jitter: accTimeScale * wecom.DefaultJitter,
-	}
+	// The preset's windows run as fast as the emulator's (see the run above).
 	emuPerMinute := perMinute / accTimeScale
+	cfg := wecom.Config{
+		CorpPerMinute: emuPerMinute, CorpPerHour: wecom.DefaultCorpPerHour / accTimeScale,
+		IPPerMinute: wecom.DefaultIPPerMinute / accTimeScale, IPPerHour: wecom.DefaultIPPerHour / accTimeScale,
+		TimeScale: accTimeScale,
+	}
 	f := newAccFleet(t, cfg, wecomtest.Limits{
-		CorpPerMinute: emuPerMinute, CorpPerHour: cfg.CorpPerHour / accTimeScale,
-		IPPerMinute: cfg.IPPerMinute / accTimeScale, IPPerHour: cfg.IPPerHour / accTimeScale,
+		CorpPerMinute: cfg.CorpPerMinute, CorpPerHour: cfg.CorpPerHour,
+		IPPerMinute: cfg.IPPerMinute, IPPerHour: cfg.IPPerHour,
 	})
 	var inFlight loadtest.Concurrency
 	ids := loadtest.IDs

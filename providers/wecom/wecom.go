@@ -94,6 +94,10 @@ type Config struct {
 	// window of its period plus Jitter, so that latency varying by up to
 	// Jitter cannot crowd one of WeCom's fixed windows (default 50ms).
 	Jitter time.Duration
+	// TimeScale divides the length of every minute and hour window (default
+	// 1), for tests against an emulator that runs that much faster than the
+	// wall clock. Never set it against the real platform.
+	TimeScale float64
 
 	// Escalation is how long successive 45009s of one API penalise it
 	// (default DefaultEscalation()). A 45009 within EscalationWindow after
@@ -161,6 +165,7 @@ func (c *Config) setDefaults() {
 		c.Hosts = DefaultHosts
 	}
 	c.Jitter = cmp.Or(c.Jitter, DefaultJitter)
+	c.TimeScale = cmp.Or(c.TimeScale, 1)
 	if c.Escalation == nil {
 		c.Escalation = DefaultEscalation()
 	}
@@ -183,6 +188,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("wecom: Config.Egress must be 1..%d bytes without ':' or spaces, got %q", maxID, c.Egress)
 	case len(c.Hosts) == 0:
 		return fmt.Errorf("wecom: Config.Hosts must not be empty")
+	case c.TimeScale < 1:
+		return fmt.Errorf("wecom: Config.TimeScale must be at least 1, got %v", c.TimeScale)
 	case c.Jitter < 0 || c.Jitter > time.Minute:
 		return fmt.Errorf("wecom: Config.Jitter must be within [0, 1m], got %v", c.Jitter)
 	case len(c.Escalation) == 0:
@@ -244,23 +251,21 @@ func Profile(cfg Config) (providers.Profile, error) {
 	p := &preset{cfg: cfg, hosts: providers.NewHostSet(cfg.Hosts), strikes: newStrikes(cfg.MaxTracked),
 		apis: apiCatalog(), extra: catalog.MustNew(slices.Compact(slices.Sorted(slices.Values(cfg.APIs)))...)}
 	// Templates: the limits are the same for every API, so Route only
-	// re-keys them. Minute rules pace evenly (burst 1). Hour rules let one
-	// minute's worth go in a burst after an idle spell: a company sending to
-	// all its members at once then runs at the minute rule's pace, for a
-	// few percent of the hour's sustained rate.
+	// re-keys them. Every limit is a sliding window: WeCom counts a minute
+	// or an hour, so a batch that fits the window goes at once instead of
+	// being spread over it.
 	tpl := []struct {
 		field  string
 		limit  int
 		period time.Duration
-		burst  int
 	}{
-		{"CorpPerMinute", cfg.CorpPerMinute, time.Minute, 1},
-		{"CorpPerHour", cfg.CorpPerHour, time.Hour, min(cfg.CorpPerMinute, cfg.CorpPerHour)},
-		{"IPPerMinute", cfg.IPPerMinute, time.Minute, 1},
-		{"IPPerHour", cfg.IPPerHour, time.Hour, min(cfg.IPPerMinute, cfg.IPPerHour)},
+		{"CorpPerMinute", cfg.CorpPerMinute, time.Minute},
+		{"CorpPerHour", cfg.CorpPerHour, time.Hour},
+		{"IPPerMinute", cfg.IPPerMinute, time.Minute},
+		{"IPPerHour", cfg.IPPerHour, time.Hour},
 	}
 	for i, t := range tpl {
-		r, err := limiter.NewRule("template", t.limit, t.period+cfg.Jitter, limiter.WithBurst(t.burst))
+		r, err := limiter.NewWindowRule("template", t.limit, cfg.scaled(t.period)+cfg.Jitter)
 		if err != nil {
 			return providers.Profile{}, fmt.Errorf("wecom: Config.%s: %w", t.field, err)
 		}
@@ -392,4 +397,9 @@ func fit(prefix, api string) string {
 	}
 	sum := sha256.Sum256([]byte(api))
 	return prefix + "#" + hex.EncodeToString(sum[:12])
+}
+
+// scaled is a window's length under TimeScale.
+func (c *Config) scaled(d time.Duration) time.Duration {
+	return time.Duration(float64(d) / c.TimeScale)
 }

@@ -34,6 +34,7 @@ type config struct {
 	contLimit     int
 	contDur       time.Duration
 	fid           fidelityConfig
+	bursty        burstyConfig
 	only          string
 	quick         bool
 	commandString string
@@ -60,6 +61,8 @@ func main() {
 	flag.StringVar(&c.only, "only", "", "run only these tables, e.g. 1,3 (the report then covers those alone)")
 	flag.BoolVar(&c.quick, "quick", false, "short runs for a smoke test")
 	flag.Parse()
+	c.bursty = burstyConfig{limit: 20, window: 2 * time.Second, jitter: 50 * time.Millisecond,
+		budget: 5 * time.Second, replicas: 4, sizes: []int{6, 12, 20, 40}}
 	c.tputWarmup = 300 * time.Millisecond
 	if c.quick {
 		c.tputDur, c.rounds, c.contDur, c.fid.dur = 500*time.Millisecond, 1, 2*time.Second, 5*time.Second
@@ -88,6 +91,9 @@ type results struct {
 	tput       []tput
 	contention []contention
 	fidelity   []fidelity
+	bursty     []bursty
+	hotKeys    []hotKey
+	keyBytes   []keyBytes
 }
 
 func run(c config) error {
@@ -198,6 +204,30 @@ func run(c config) error {
 		}
 		res.fidelity = out
 	}
+	if c.want(6) {
+		run := 0
+		for _, d := range burstyDesigns() {
+			for _, n := range c.bursty.sizes {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				r, err := runBursty(ctx, srv.Addr, d, c.bursty, n, run)
+				if err != nil {
+					return err
+				}
+				run++
+				logf("table 6: %-50s N=%-3d took %v sent %d refused %d rejected %d", d.name, n, r.took.Round(time.Millisecond), r.sent, r.refused, r.rejected)
+				res.bursty = append(res.bursty, r)
+			}
+		}
+		if res.hotKeys, err = runHotKeys(ctx, srv.Addr, c); err != nil {
+			return err
+		}
+		if res.keyBytes, err = runKeyBytes(ctx, srv.Addr); err != nil {
+			return err
+		}
+	}
+
 	logf("measured in %v", time.Since(began).Round(time.Second))
 
 	if err := os.MkdirAll(c.docs, 0o755); err != nil {

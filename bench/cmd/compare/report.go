@@ -164,6 +164,16 @@ func report(c config, res results, charts []chart, root string) string {
 		w("\n")
 	}
 
+	if len(res.bursty) > 0 {
+		reportBursty(w, c, res.bursty, mline)
+	}
+	if len(res.hotKeys) > 0 {
+		reportHotKeys(w, c, res.hotKeys, mline)
+	}
+	if len(res.keyBytes) > 0 {
+		reportKeyBytes(w, res.keyBytes)
+	}
+
 	w("## Where this project is first, tied, or not first\n\n")
 	w("Each of this project's rows against the peers (the ceiling and, for Redis-side columns, the in-process\n")
 	w("x/time/rate left out), with the reason wherever it is behind.\n\n")

@@ -30,13 +30,21 @@ const maxSamplesPerWorker = 50_000
 // runThroughput runs `workers` goroutines deciding on one hot key of a limit
 // far above the load, so every decision admits and runs the whole write.
 func runThroughput(ctx context.Context, addr string, d design, workers int, warmup, dur time.Duration, round int) (tput, error) {
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
-	defer rdb.Close()
 	// 1,000,000/s is far above the load, yet every design still writes:
 	// at 1e9/s redis_rate's emission interval (1 ns) vanishes in its float
 	// seconds, new_tat equals now, and it skips its SET, which would make
 	// it look faster than the write path it really runs.
-	g, err := d.build(params{rdb: rdb, key: fmt.Sprintf("t1-%s-%d", d.id, round), limit: 1_000_000, period: time.Second, replicas: 1, burst: 1_000_000})
+	return runThroughputAt(ctx, addr, d, workers, warmup, dur,
+		params{key: fmt.Sprintf("t1-%s-%d", d.id, round), limit: 1_000_000, period: time.Second, replicas: 1, burst: 1_000_000})
+}
+
+// runThroughputAt is runThroughput on the limit p describes (p.rdb is
+// filled in).
+func runThroughputAt(ctx context.Context, addr string, d design, workers int, warmup, dur time.Duration, p params) (tput, error) {
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	p.rdb = rdb
+	g, err := d.build(p)
 	if err != nil {
 		return tput{}, fmt.Errorf("%s: %w", d.name, err)
 	}

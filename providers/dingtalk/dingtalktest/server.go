@@ -68,6 +68,15 @@ type Options struct {
 	// TimeScale divides penalty durations (default 1; 60 makes a 5-minute
 	// ban last 5 s).
 	TimeScale float64
+	// RobotLimit is how many messages a custom group robot
+	// (POST /robot/send) may send in any RobotWindow (default 20 in any
+	// minute, counted sliding: the strictest reading of "20 per minute");
+	// the next one throttles the robot for RobotPenalty (default 10
+	// minutes, divided by TimeScale) with error 410100.
+	RobotLimit   int
+	RobotWindow  time.Duration
+	RobotPenalty time.Duration
+
 	// LatencyMin and LatencyMax add a uniform random delay to each request
 	// before it is counted, as the network between client and platform
 	// does: jitter moves calls across the platform's window boundaries.
@@ -98,6 +107,15 @@ func (o *Options) defaults() {
 	}
 	if o.TimeScale <= 0 {
 		o.TimeScale = 1
+	}
+	if o.RobotLimit <= 0 {
+		o.RobotLimit = 20
+	}
+	if o.RobotWindow <= 0 {
+		o.RobotWindow = time.Minute
+	}
+	if o.RobotPenalty <= 0 {
+		o.RobotPenalty = 10 * time.Minute
 	}
 	if o.LatencyMax < o.LatencyMin {
 		o.LatencyMax = o.LatencyMin
@@ -140,6 +158,7 @@ type Server struct {
 	egress    int
 	banUntil  time.Time
 	month     map[string]int // app + "\x00" + "2006-01", metered calls
+	robots    map[string]*robot
 	faults    emulator.Faults[fault]
 	records   []Record
 	stats     Stats
@@ -160,6 +179,7 @@ func New(opts Options) *Server {
 		tokens:  make(map[string]string, len(opts.Tokens)),
 		qps:     make(map[string]int),
 		month:   make(map[string]int),
+		robots:  make(map[string]*robot),
 	}
 	s.apis = emulator.NewTemplates(templates)
 	for _, p := range opts.MeteredPaths {
@@ -294,6 +314,9 @@ func (s *Server) decideLocked(r *http.Request, now time.Time, newAPI bool, api, 
 	}
 	if isTokenCall {
 		return s.issueToken(r.URL.Path == "/gettoken", creds, rec)
+	}
+	if api == robotPath {
+		return s.robotLocked(now, tok)
 	}
 	app, ok := s.tokens[tok]
 	if !ok {
