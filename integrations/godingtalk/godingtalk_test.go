@@ -50,11 +50,16 @@ func TestAboveTheLimit(t *testing.T) {
 
 func TestErrorsThroughTheSDK(t *testing.T) {
 	emu := newEmulator(t)
-	c := godingtalk.NewClient(corpID, corpSecret, transport(emu, throttle.WithMaxWait(0)))
+	impatient := godingtalk.NewClient(corpID, corpSecret, transport(emu, throttle.WithMaxWait(0)))
+	if err := impatient.RefreshAccessToken(true); err != nil {
+		t.Fatal(err)
+	}
+	sdktest.UntilThrottled(t, 1000, func() error { _, err := impatient.UserInfoByUserId("u1"); return err })
+
+	c := godingtalk.NewClient(corpID, corpSecret, transport(emu))
 	if err := c.RefreshAccessToken(true); err != nil {
 		t.Fatal(err)
 	}
-	sdktest.UntilThrottled(t, 1000, func() error { _, err := c.UserInfoByUserId("u1"); return err })
 
 	emu.Ban()
 	_, _ = c.DepartmentList() // answered with the ban: the preset penalises the egress IP

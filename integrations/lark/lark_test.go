@@ -59,8 +59,10 @@ func TestAboveTheLimit(t *testing.T) {
 
 func TestErrorsThroughTheSDK(t *testing.T) {
 	emu := newEmulator(t)
-	c := lark.NewClient(appID, appSecret, transport(emu, throttle.WithMaxWait(0)))
-	sdktest.UntilThrottled(t, 1000, func() error { return getUser(c) })
+	impatient := lark.NewClient(appID, appSecret, transport(emu, throttle.WithMaxWait(0)))
+	sdktest.UntilThrottled(t, 1000, func() error { return getUser(impatient) })
+
+	c := lark.NewClient(appID, appSecret, transport(emu))
 
 	// The free edition's monthly quota: the preset closes the app until
 	// the 1st of next month, and the SDK sees Feishu's answer as it was.
