@@ -13,17 +13,21 @@ import (
 	"github.com/quotaware/throttle"
 )
 
+// network is net/http's default transport as the process started, before
+// any test replaced http.DefaultTransport.
+var network = http.DefaultTransport
+
 // Redirect returns a transport that sends every request to the emulator at
-// target (its scheme and host replace the request's) through
-// http.DefaultTransport as it is now. It stands for the internet: the SDK
-// keeps calling its provider's real host, the Transport matches that host
-// with the preset's defaults, and only the last hop is redirected.
+// target (its scheme and host replace the request's) through net/http's
+// original default transport. It stands for the internet: the SDK keeps
+// calling its provider's real host, the Transport matches that host with
+// the preset's defaults, and only the last hop is redirected.
 func Redirect(target string) http.RoundTripper {
 	u, err := url.Parse(target)
 	if err != nil {
 		panic(err)
 	}
-	return redirect{to: u, base: http.DefaultTransport}
+	return redirect{to: u, base: network}
 }
 
 type redirect struct {
