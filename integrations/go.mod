@@ -1,6 +1,6 @@
 module github.com/quotaware/throttle/integrations
 
-go 1.26.8
+go 1.26.0
 
 require (
 	github.com/alibabacloud-go/darabonba-openapi/v2 v2.1.13
