@@ -8,7 +8,8 @@
 //
 // Four replicas fire ordinary calls of both API generations (the old
 // oapi /topapi/v2/user/get and the new /v1.0/contact/users/{id}) at several
-// times the published limit for about ten seconds, each through
+// times the published limit for ten seconds (then the calls in flight
+// finish, within callTimeout), each through
 // &http.Client{Transport: throttle.New(...)}. The summary is read from the
 // OpenTelemetry metrics the Transports recorded, as a dashboard would see
 // them, and checked against the emulator's own count of rejected calls.
@@ -147,7 +148,8 @@ func run(o options, out io.Writer) error {
 	if o.real {
 		where = "the real DingTalk API"
 	}
-	fmt.Fprintf(out, "%d replicas call %s for %v, %s.\n", o.replicas, where, o.duration, mode)
+	fmt.Fprintf(out, "%d replicas call %s for %v, %s; calls still waiting for a slot or an answer then get up to %v more.\n",
+		o.replicas, where, o.duration, mode, callTimeout)
 	fmt.Fprintf(out, "Demand: %.0f calls/s to each of 2 APIs (%.0f× the published %v/s per app and API).\n\n",
 		o.demand*limit, o.demand, limit)
 
@@ -164,7 +166,14 @@ func run(o options, out io.Writer) error {
 			}()
 		}
 	}
-	progress := time.NewTicker(500 * time.Millisecond)
+	// On a terminal the progress line is rewritten in place; in a log (CI,
+	// a pipe, a file) it is one line per second.
+	interactive := isTerminal(out)
+	every, eol := time.Second, "\n"
+	if interactive {
+		every, eol = 500*time.Millisecond, ""
+	}
+	progress := time.NewTicker(every)
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
 loop:
@@ -177,14 +186,30 @@ loop:
 			for _, r := range replicas {
 				s.add(r.live())
 			}
-			fmt.Fprintf(out, "\r%5.1fs  sent %6d  ok %6d  refused locally %6d  quota errors %4d  ", time.Since(start).Seconds(),
-				s.sent, s.ok, s.refused, s.quota)
+			if interactive {
+				fmt.Fprint(out, "\r")
+			}
+			fmt.Fprintf(out, "%5.1fs  sent %6d  ok %6d  refused locally %6d  quota errors %4d  %s", time.Since(start).Seconds(),
+				s.sent, s.ok, s.refused, s.quota, eol)
 		}
 	}
 	progress.Stop()
 	elapsed := time.Since(start)
-	fmt.Fprintln(out)
-	return summarize(out, o, tg, replicas, elapsed, limit)
+	if interactive {
+		fmt.Fprintln(out)
+	}
+	return summarize(out, o, tg, replicas, start, elapsed, limit)
+}
+
+// isTerminal reports whether out is a terminal, where a progress line can be
+// rewritten in place.
+func isTerminal(out io.Writer) bool {
+	f, ok := out.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
 func newTarget(o options) (*target, error) {

@@ -27,7 +27,7 @@ func TestExampleOfflineHasNoQuotaErrors(t *testing.T) {
 	if err := run(short(), &out); err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
-	if !strings.Contains(out.String(), "rejected 0 for exceeding a limit, banned the IP 0 times") {
+	if !strings.Contains(out.String(), "the provider rejected 0 calls for exceeding a limit and banned the IP 0 times.") {
 		t.Fatalf("summary does not report a clean run:\n%s", out.String())
 	}
 }
@@ -51,7 +51,10 @@ func TestExampleNaiveTripsTheLimits(t *testing.T) {
 	if err := run(o, &out); err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(out.String(), "rejected 0 for exceeding") {
+	if strings.Contains(out.String(), "rejected 0 calls for exceeding") {
 		t.Fatalf("the naive run was not rejected:\n%s", out.String())
+	}
+	if strings.Contains(out.String(), "these differ") {
+		t.Fatalf("the callers' quota answers do not reconcile with the emulator's:\n%s", out.String())
 	}
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/quotaware/throttle"
 	"github.com/quotaware/throttle/providers/dingtalk"
+	"github.com/quotaware/throttle/providers/dingtalk/dingtalktest"
 )
 
 // replica is one simulated instance of the service.
@@ -78,8 +79,11 @@ func (r *replica) fire(ctx context.Context, tg *target, path string, rate float6
 	}
 }
 
+// callTimeout bounds one call, its wait for a slot included.
+const callTimeout = 3 * time.Second
+
 func (r *replica) call(tg *target, path string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
 	var req *http.Request
 	if strings.HasPrefix(path, "/v1.0/") {
@@ -170,21 +174,15 @@ func (r *replica) fromMetrics() (tally, []metricdata.Metrics, error) {
 	return t, all, nil
 }
 
-func summarize(out io.Writer, o options, tg *target, replicas []*replica, elapsed time.Duration, limit float64) error {
-	source := "from the OpenTelemetry metrics the Transports recorded"
-	if o.naive {
-		source = "counted by the callers (no Transport, no metrics)"
-	}
-	fmt.Fprintf(out, "\nSummary, %s:\n\n", source)
-	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "replica\tsent\tsucceeded\twaited\tavg wait\trefused locally\tquota errors\tother errors\tachieved per API\tof the limit\t")
+func summarize(out io.Writer, o options, tg *target, replicas []*replica, start time.Time, elapsed time.Duration, limit float64) error {
 	var total tally
-	for _, r := range replicas {
-		row := r.live()
+	rows := make([]tally, len(replicas))
+	for i, r := range replicas {
+		rows[i] = r.live()
 		if !o.naive {
 			var all []metricdata.Metrics
 			var err error
-			row, all, err = r.fromMetrics()
+			rows[i], all, err = r.fromMetrics()
 			if err != nil {
 				return err
 			}
@@ -192,25 +190,79 @@ func summarize(out io.Writer, o options, tg *target, replicas []*replica, elapse
 				dump(out, r.id, all)
 			}
 		}
-		total.add(row)
-		writeRow(tw, fmt.Sprint(r.id), row, elapsed, limit)
+		total.add(rows[i])
+	}
+
+	run := "With throttle"
+	if o.naive {
+		run = "Without throttle (-naive)"
+	}
+	fmt.Fprintf(out, "\n%s, in %.1fs (%v of calls, then %.1fs for the calls in flight):\n",
+		run, elapsed.Seconds(), o.duration, (elapsed - o.duration).Seconds())
+	if tg.emu != nil {
+		// What the provider did comes first: it is what a service pays for.
+		st := tg.emu.Stats()
+		fmt.Fprintf(out, "  the provider rejected %d calls for exceeding a limit and banned the IP %s", st.Rejected, times(st.Bans))
+		if first, ok := firstBan(tg.emu.Requests()); ok {
+			lockedFrom := max(first.Sub(start), 0)
+			fmt.Fprintf(out, ": every API of the app was locked out from %.1fs on, %.1fs of this run, and for %v after the ban began",
+				lockedFrom.Seconds(), (elapsed - lockedFrom).Seconds(), dingtalk.DefaultIPBanPenalty)
+		}
+		fmt.Fprintln(out, ".")
+		// Every quota answer the callers saw is one the emulator gave: a
+		// rejection by a limit, or an answer during the ban.
+		fmt.Fprintf(out, "  the callers saw %d quota answers = %d rejected by a limit + %d answered during a ban", total.quota, st.Rejected, st.BannedAnswers)
+		if total.quota != int64(st.Rejected+st.BannedAnswers) {
+			fmt.Fprintf(out, " (these differ by %d: calls that timed out before their answer was read)", int64(st.Rejected+st.BannedAnswers)-total.quota)
+		}
+		fmt.Fprintf(out, "; the provider saw %d calls in all.\n", st.Requests)
+	}
+	if !o.naive {
+		fmt.Fprintf(out, "  %d calls were refused locally, before sending: errors.Is(err, throttle.ErrThrottled) (no slot within the\n"+
+			"  wait budget) or throttle.ErrPenalized (a scope the provider penalised); the provider never saw them.\n", total.refused)
+	}
+
+	source := "from the OpenTelemetry metrics the Transports recorded"
+	if o.naive {
+		source = "counted by the callers (no Transport, no metrics)"
+	}
+	fmt.Fprintf(out, "\nPer replica, %s:\n\n", source)
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "replica\tsent\tsucceeded\twaited\tavg wait\trefused locally\tquota errors\tother errors\tachieved per API\tof the limit\t")
+	for i, r := range replicas {
+		writeRow(tw, fmt.Sprint(r.id), rows[i], elapsed, limit)
 	}
 	writeRow(tw, "total", total, elapsed, limit)
 	tw.Flush()
-	fmt.Fprintf(out, "\n(%.1fs; 2 APIs; published limit %v/s per app and API; \"achieved per API\" counts succeeded calls)\n",
-		elapsed.Seconds(), limit)
+	fmt.Fprintf(out, "\n(2 APIs; published limit %v/s per app and API; \"achieved per API\" counts succeeded calls over the %.1fs)\n",
+		limit, elapsed.Seconds())
 	if tg.emu != nil {
 		st := tg.emu.Stats()
-		fmt.Fprintf(out, "The emulator saw %d calls, rejected %d for exceeding a limit, banned the IP %d times.\n",
-			st.Requests, st.Rejected, st.Bans)
 		// With the default headroom a rejection is a failure; with another
 		// one it is what the run measures.
 		defaultHeadroom := o.headroom == 0 || o.headroom == dingtalk.DefaultJitter
-		if !o.naive && defaultHeadroom && (st.Rejected > 0 || total.quota > 0) {
-			return fmt.Errorf("%d calls rejected by the emulator and %d quota errors with throttle on", st.Rejected, total.quota)
+		if !o.naive && defaultHeadroom && (st.Rejected > 0 || st.Bans > 0 || total.quota > 0) {
+			return fmt.Errorf("%d calls rejected by the emulator, %d bans and %d quota errors with throttle on", st.Rejected, st.Bans, total.quota)
 		}
 	}
 	return nil
+}
+
+func times(n int) string {
+	if n == 1 {
+		return "once"
+	}
+	return fmt.Sprintf("%d times", n)
+}
+
+// firstBan is when the emulator first answered with the IP ban.
+func firstBan(recs []dingtalktest.Record) (time.Time, bool) {
+	for _, r := range recs {
+		if r.Code == "ip-ban" {
+			return r.At, true
+		}
+	}
+	return time.Time{}, false
 }
 
 func writeRow(tw io.Writer, name string, t tally, elapsed time.Duration, limit float64) {

@@ -11,10 +11,15 @@ import (
 type tokenRequest struct{ key, secret string }
 
 // readCreds reads the app's credentials: query parameters on the old API's
-// GET /gettoken, a JSON body on the new API's POST /v1.0/oauth2/accessToken.
+// GET /gettoken (appkey and appsecret, or the legacy corpid and corpsecret
+// that older SDKs still send), a JSON body on the new API's
+// POST /v1.0/oauth2/accessToken.
 func readCreds(r *http.Request) tokenRequest {
 	if r.URL.Path == "/gettoken" {
 		q := r.URL.Query()
+		if !q.Has("appkey") && q.Has("corpid") {
+			return tokenRequest{q.Get("corpid"), q.Get("corpsecret")}
+		}
 		return tokenRequest{q.Get("appkey"), q.Get("appsecret")}
 	}
 	var body struct {

@@ -183,6 +183,28 @@ func TestTokens(t *testing.T) {
 	}
 }
 
+// Older SDKs still fetch the token with the legacy corpid and corpsecret.
+func TestLegacyGettoken(t *testing.T) {
+	s := dingtalktest.New(dingtalktest.Options{Apps: map[string]string{"dingcorp": "secret"}})
+	defer s.Close()
+	var tok struct {
+		Errcode     int    `json:"errcode"`
+		AccessToken string `json:"access_token"`
+	}
+	if _, body := get(t, s, "/gettoken?corpid=dingcorp&corpsecret=secret"); json.Unmarshal([]byte(body), &tok) != nil || tok.Errcode != 0 || tok.AccessToken == "" {
+		t.Fatalf("legacy gettoken: %s", body)
+	}
+	if _, body := get(t, s, "/gettoken?corpid=dingcorp&corpsecret=wrong"); !strings.Contains(body, `"errcode":40089`) {
+		t.Fatalf("legacy gettoken, bad secret: %s", body)
+	}
+	if _, body := get(t, s, "/user/get?access_token="+tok.AccessToken); !strings.Contains(body, `"errcode":0`) {
+		t.Fatalf("call with the legacy token: %s", body)
+	}
+	if got := s.Requests()[2].App; got != "dingcorp" {
+		t.Fatalf("app %q, want dingcorp", got)
+	}
+}
+
 func TestMonthlyQuota(t *testing.T) {
 	c := newClock()
 	c.Set(time.Date(2025, 3, 31, 23, 59, 58, 0, providers.Beijing()))

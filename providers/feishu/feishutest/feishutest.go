@@ -92,7 +92,8 @@ type Options struct {
 	Levels map[int]Level
 	// APIs maps "METHOD /path" patterns to levels (default: IM send and reply at level 4).
 	APIs map[string]int
-	// DefaultLevel applies to APIs not in APIs; 0 leaves them unlimited.
+	// DefaultLevel applies to APIs not in APIs (default 4, the level most
+	// of Feishu's APIs document); -1 leaves them unlimited.
 	DefaultLevel int
 	// MonthlyQuota caps every app's calls per calendar month in Beijing
 	// (the free edition's 10,000); 0 leaves it unlimited.
@@ -182,6 +183,9 @@ func NewServer(opts Options) *Server {
 	}
 	if opts.PerChat == 0 {
 		opts.PerChat = 5
+	}
+	if opts.DefaultLevel == 0 {
+		opts.DefaultLevel = 4
 	}
 	s := &Server{
 		opts: opts,

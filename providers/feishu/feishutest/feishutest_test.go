@@ -214,3 +214,34 @@ func TestInjectAndTimeScale(t *testing.T) {
 		t.Errorf("counters %+v", c)
 	}
 }
+
+// An API the table does not list gets level 4 (50/s, 1000/min) unless the
+// options say otherwise; -1 leaves it unlimited.
+func TestDefaultLevel(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		level   int
+		allowed int // calls in one second before the 429; -1: none refused
+	}{
+		{"default is level 4", 0, 50},
+		{"level 5", 5, 1},
+		{"unlimited", -1, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := emulator.NewManualClock(t0)
+			s := NewServer(Options{DefaultLevel: tc.level, Clock: clk.Now})
+			defer s.Close()
+			tok := s.Token("cli_a")
+			refusedAt := -1
+			for i := 0; i < 60; i++ {
+				if a := do(t, s, "GET", "/open-apis/contact/v3/users/ou_1", tok, ""); a.Code == CodeFrequency {
+					refusedAt = i
+					break
+				}
+			}
+			if refusedAt != tc.allowed {
+				t.Fatalf("first refusal after %d calls, want %d", refusedAt, tc.allowed)
+			}
+		})
+	}
+}

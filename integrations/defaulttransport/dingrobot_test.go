@@ -1,0 +1,48 @@
+package defaulttransport_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/royeo/dingrobot"
+
+	"github.com/quotaware/throttle"
+	"github.com/quotaware/throttle/integrations/internal/sdktest"
+	"github.com/quotaware/throttle/providers/dingtalk"
+)
+
+const webhook = "https://oapi.dingtalk.com/robot/send?access_token=" + robotToken
+
+// robotConfig raises the preset's robot rule (DingTalk's 20 per minute) to
+// the emulator's per-API 20 per second, the limit the emulator enforces, so
+// that a run above it lasts seconds rather than minutes.
+var robotConfig = dingtalk.Config{AppKey: appKey, RobotPerMinute: 20 * 60}
+
+// Three times the limit at once through github.com/royeo/dingrobot: every
+// message is accepted and the emulator rejects none.
+func TestDingrobotAboveTheLimit(t *testing.T) {
+	emu := newEmulator(t)
+	install(t, emu, robotConfig)
+	robot := dingrobot.NewRobot(webhook)
+	sdktest.NoErrors(t, sdktest.Fire(60, 20, func(i int) error {
+		return robot.SendText("build passed", nil, false)
+	}))
+	if st := emu.Stats(); st.Rejected != 0 || st.Bans != 0 || st.Requests != 60 {
+		t.Fatalf("emulator: %+v, want 60 requests and no rejection", st)
+	}
+}
+
+func TestDingrobotErrors(t *testing.T) {
+	emu := newEmulator(t)
+	install(t, emu, dingtalk.Config{AppKey: appKey}, throttle.WithMaxWait(0)) // the default 20 per minute
+	robot := dingrobot.NewRobot(webhook)
+	sdktest.UntilThrottled(t, 1000, func() error { return robot.SendText("build passed", nil, false) })
+
+	install(t, emu, dingtalk.Config{AppKey: appKey})
+	// 410100: the robot sent too fast; the preset closes it for 10 minutes.
+	emu.FailNext(1, 200, `{"errcode":410100,"errmsg":"send too fast, exceed 20 times per minute"}`)
+	if err := robot.SendText("build passed", nil, false); err == nil || !strings.Contains(err.Error(), "send too fast") {
+		t.Fatalf("the robot's quota answer: %v", err)
+	}
+	sdktest.Penalized(t, robot.SendText("build passed", nil, false))
+}

@@ -1,0 +1,60 @@
+// Package dingtalkofficial hands throttle's Transport to DingTalk's official
+// SDK, github.com/alibabacloud-go/dingtalk, through an adapter for its
+// HttpClient interface.
+//
+// The SDK's own go.mod declares darabonba-openapi/v2 v2.0.11 and tea v1.2.2,
+// where there is no way in: tea builds its own http.Client over
+// new(http.Transport). darabonba-openapi/v2 v2.1.13 and later take an
+// HttpClient in openapi.Config, so require it in your go.mod:
+//
+//	go get github.com/alibabacloud-go/darabonba-openapi/v2@v2.1.13
+//
+// Then give every client of the SDK a Config from this package:
+//
+//	rt := throttle.New(throttle.WithProfiles(dingtalk.MustProfile(dingtalk.Config{AppKey: appKey})))
+//	contacts, err := contact.NewClient(dingtalkofficial.Config(rt))
+//
+// The ...WithOptions calls need a non-nil *util.RuntimeOptions (an empty one
+// will do): nil panics in this version. The calls without options pass one.
+//
+// A client of the SDK is not safe for concurrent use (every call writes its
+// Headers field): give each goroutine its own client; they may all share
+// one Transport.
+//
+// The SDK returns a transport error as it is (only its own *SDKError and
+// response errors are converted), so errors.Is finds throttle.ErrThrottled
+// and throttle.ErrPenalized in it.
+package dingtalkofficial
+
+import (
+	"net/http"
+
+	openapi "github.com/alibabacloud-go/darabonba-openapi/v2/client"
+	"github.com/alibabacloud-go/tea/dara"
+)
+
+// HTTPClient adapts an *http.Client to the SDK's dara.HttpClient: the SDK
+// calls Call with the request and a transport it built for it, which is
+// ignored in favour of Client's.
+type HTTPClient struct {
+	Client *http.Client
+}
+
+var _ dara.HttpClient = HTTPClient{}
+
+// Call sends req through Client.
+func (c HTTPClient) Call(req *http.Request, _ *http.Transport) (*http.Response, error) {
+	return c.Client.Do(req)
+}
+
+// Config returns the openapi.Config of the SDK's clients (contact.NewClient,
+// oauth2_1_0.NewClient and the rest) with every call sent through rt over
+// HTTPS.
+func Config(rt http.RoundTripper) *openapi.Config {
+	protocol, region := "https", "central"
+	return &openapi.Config{
+		Protocol:   &protocol,
+		RegionId:   &region,
+		HttpClient: HTTPClient{Client: &http.Client{Transport: rt}},
+	}
+}

@@ -1,0 +1,25 @@
+// Package lark hands throttle's Transport to the Feishu / Lark SDK,
+// github.com/larksuite/oapi-sdk-go/v3, through its lark.WithHttpClient
+// option; nothing else changes.
+//
+//	client := lark.NewClient(appID, appSecret, throttle.New(
+//		throttle.WithProfiles(feishu.MustProfile(feishu.Config{AppID: appID})),
+//	))
+//
+// The SDK returns a call's transport error as it is, so errors.Is finds
+// throttle.ErrThrottled and throttle.ErrPenalized in it. The provider's own
+// answers (a 429 with code 99991400, say) still come back as a response
+// whose Code says so, exactly as Feishu sent them.
+package lark
+
+import (
+	"net/http"
+
+	sdk "github.com/larksuite/oapi-sdk-go/v3"
+)
+
+// NewClient returns a Feishu / Lark client whose calls go through rt, with
+// any further options of the SDK.
+func NewClient(appID, appSecret string, rt http.RoundTripper, opts ...sdk.ClientOptionFunc) *sdk.Client {
+	return sdk.NewClient(appID, appSecret, append(opts, sdk.WithHttpClient(&http.Client{Transport: rt}))...)
+}

@@ -1,0 +1,40 @@
+package limiter_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/quotaware/throttle/limiter"
+)
+
+// A rule of at most 2 requests in any second, 2 of them back to back, kept
+// by the in-memory limiter on a clock that stands still: two go now, the
+// third is booked a second ahead (never 3 in one second), and a fourth that
+// may not wait is refused, with how long until a request could go at once.
+func ExampleNewRule() {
+	rule, err := limiter.NewRule("api:app1:/v1/users", 2, time.Second, limiter.WithBurst(2))
+	if err != nil {
+		panic(err)
+	}
+	now := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
+	l := limiter.NewMemory(limiter.WithClock(func() time.Time { return now }))
+	ctx := context.Background()
+
+	for i, maxWait := range []time.Duration{time.Second, time.Second, time.Second, 0} {
+		res, err := l.Reserve(ctx, limiter.Request{Group: "example", Rules: []limiter.Rule{rule}, MaxWait: maxWait})
+		if err != nil {
+			panic(err)
+		}
+		if res.OK {
+			fmt.Printf("request %d: send in %v\n", i+1, res.Delay)
+		} else {
+			fmt.Printf("request %d: refused, retry in %v\n", i+1, res.RetryAfter)
+		}
+	}
+	// Output:
+	// request 1: send in 0s
+	// request 2: send in 0s
+	// request 3: send in 1s
+	// request 4: refused, retry in 2s
+}
