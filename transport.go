@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/quotaware/throttle/apps"
 	"github.com/quotaware/throttle/circuit"
 	"github.com/quotaware/throttle/limiter"
 	"github.com/quotaware/throttle/providers"
@@ -27,6 +28,8 @@ type Transport struct {
 	retry    *retrier
 	registry *limiter.Registry
 	watcher  func() // stops the penalty watcher
+
+	apps *apps.Book // WithApps: learns which app each token belongs to
 }
 
 // profile is a providers.Profile with its defaults resolved and its own
@@ -64,7 +67,10 @@ func Build(opts ...Option) (*Transport, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
-	t := &Transport{base: c.base, maxWait: c.maxWait}
+	t := &Transport{base: c.base, maxWait: c.maxWait, apps: c.apps}
+	if t.apps != nil {
+		t.base = t.apps.Observe(t.base) // learn from the token exchanges sent
+	}
 	t.tel = newTelemetry(&c)
 	for _, p := range c.profiles {
 		if p.DefaultPenalty == 0 {
@@ -209,6 +215,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if p == nil {
 		return t.base.RoundTrip(req)
 	}
+	req = t.resolveApp(req, p)
 	route, err := p.Route(req)
 	if err != nil {
 		closeBody(req)
