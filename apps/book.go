@@ -30,8 +30,11 @@ const (
 	// DefaultNegativeTTL is how long a token nobody knows stays unknown
 	// before the Book asks Redis again.
 	DefaultNegativeTTL = 2 * time.Second
-	// DefaultRedisTimeout bounds one Redis call on the request path.
-	DefaultRedisTimeout = 100 * time.Millisecond
+	// DefaultRedisTimeout bounds one Redis call on the request path. It is
+	// generous because a replica asks Redis once per token it did not
+	// learn itself, and an answer that comes late still beats charging
+	// the token's calls to the wrong app.
+	DefaultRedisTimeout = 500 * time.Millisecond
 	// DefaultMaxTokens bounds the local cache; past it, expired entries go
 	// first, then arbitrary ones (they are re-read from Redis when needed).
 	DefaultMaxTokens = 1 << 20
@@ -109,8 +112,9 @@ func WithNegativeTTL(d time.Duration) Option {
 	})
 }
 
-// WithRedisTimeout bounds each Redis call (default 100 ms); a lookup that
-// times out leaves the request untagged.
+// WithRedisTimeout bounds each Redis call (default 500 ms); a lookup that
+// times out leaves the request untagged, and its token unknown for the
+// negative TTL.
 func WithRedisTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) {
 		if d <= 0 {
@@ -160,7 +164,10 @@ type Book struct {
 	cfg    config
 	hashes sync.Pool // *hasher
 	shards [nShards]shard
-	epoch  time.Time // entry expiries count seconds from here
+	epoch  time.Time // entry expiries count ticks from here
+
+	flightMu sync.Mutex
+	flights  map[tokenHash]*flight // Redis lookups in progress
 
 	idMu  sync.RWMutex
 	ids   []providers.App // by index; ids[0] is "unknown"
@@ -189,10 +196,11 @@ func New(opts ...Option) (*Book, error) {
 		_, _ = rand.Read(c.key)
 	}
 	b := &Book{
-		cfg:   c,
-		epoch: c.now().Add(-time.Second),
-		ids:   []providers.App{{}},
-		idIdx: map[providers.App]uint32{{}: 0},
+		cfg:     c,
+		flights: make(map[tokenHash]*flight),
+		epoch:   c.now().Add(-time.Second),
+		ids:     []providers.App{{}},
+		idIdx:   map[providers.App]uint32{{}: 0},
 	}
 	key := c.key
 	b.hashes.New = func() any { return &hasher{mac: hmac.New(sha256.New, key)} }
@@ -262,7 +270,7 @@ func (b *Book) Resolve(req *http.Request, provider string) *http.Request {
 // this replica has not seen the token yet.
 func (b *Book) Lookup(ctx context.Context, token string) (providers.App, bool) {
 	h := b.hash(token)
-	now := b.seconds(b.cfg.now())
+	now := b.tick(b.cfg.now())
 	if e, ok := b.get(h, now); ok {
 		b.localHits.Add(1)
 		if e.app == 0 {
@@ -271,16 +279,56 @@ func (b *Book) Lookup(ctx context.Context, token string) (providers.App, bool) {
 		return b.app(e.app), true
 	}
 	if b.cfg.rdb == nil {
-		b.put(h, entry{exp: now + b.negativeSeconds()}, now)
+		b.put(h, entry{exp: now + ticks(b.cfg.negativeTTL)}, now)
 		return providers.App{}, false
 	}
-	app, ttl, ok := b.fetch(ctx, h)
-	if !ok {
-		b.put(h, entry{exp: now + b.negativeSeconds()}, now)
-		return providers.App{}, false
+	return b.fetchOnce(ctx, h)
+}
+
+// flight is one Redis lookup that concurrent lookups of a token share.
+type flight struct {
+	done chan struct{}
+	app  providers.App
+	ok   bool
+}
+
+// fetchOnce reads h from Redis, one call per token at a time: requests
+// that arrive while it is in progress wait for its answer (or their
+// context) instead of asking again.
+func (b *Book) fetchOnce(ctx context.Context, h tokenHash) (providers.App, bool) {
+	b.flightMu.Lock()
+	if f := b.flights[h]; f != nil {
+		b.flightMu.Unlock()
+		select {
+		case <-f.done:
+			return f.app, f.ok
+		case <-ctx.Done():
+			return providers.App{}, false
+		}
 	}
-	b.put(h, entry{app: b.intern(app), exp: now + uint32(ttl/time.Second)}, now)
-	return app, true
+	f := &flight{done: make(chan struct{})}
+	b.flights[h] = f
+	b.flightMu.Unlock()
+
+	app, ttl, ok, err := b.fetch(ctx, h)
+	now := b.tick(b.cfg.now())
+	switch {
+	case ok:
+		b.put(h, entry{app: b.intern(app), exp: now + ticks(ttl)}, now)
+	case err != nil:
+		// Redis did not answer: the token stays unknown for the negative
+		// TTL, so that an outage costs a wait at most once per token per
+		// while, not on every request.
+		b.put(h, entry{exp: now + ticks(b.cfg.negativeTTL)}, now)
+	default:
+		b.put(h, entry{exp: now + ticks(b.cfg.negativeTTL)}, now)
+	}
+	f.app, f.ok = app, ok
+	b.flightMu.Lock()
+	delete(b.flights, h)
+	b.flightMu.Unlock()
+	close(f.done)
+	return app, ok
 }
 
 // Learn records that token belongs to app for ttl (DefaultTTL when zero),
@@ -298,8 +346,8 @@ func (b *Book) Learn(ctx context.Context, token string, app providers.App, ttl t
 	}
 	app.Learned = true
 	h := b.hash(token)
-	now := b.seconds(b.cfg.now())
-	b.put(h, entry{app: b.intern(app), exp: now + uint32(ttl/time.Second)}, now)
+	now := b.tick(b.cfg.now())
+	b.put(h, entry{app: b.intern(app), exp: now + ticks(ttl)}, now)
 	b.learned.Add(1)
 	b.learnedCounter.Add(ctx, 1, b.providerAttr(app.Provider))
 	if b.cfg.rdb == nil {
@@ -335,13 +383,18 @@ func (b *Book) app(i uint32) providers.App {
 	return b.ids[i]
 }
 
-// seconds is t in whole seconds since the Book's epoch.
-func (b *Book) seconds(t time.Time) uint32 {
-	return uint32(t.Sub(b.epoch) / time.Second)
+// tickLen is the unit of entry expiries: fine enough for errorTTL, coarse
+// enough that a uint32 spans 13 years.
+const tickLen = 100 * time.Millisecond
+
+// tick is t in ticks since the Book's epoch.
+func (b *Book) tick(t time.Time) uint32 {
+	return uint32(t.Sub(b.epoch) / tickLen)
 }
 
-func (b *Book) negativeSeconds() uint32 {
-	return uint32(max(1, (b.cfg.negativeTTL+time.Second-1)/time.Second))
+// ticks is d in ticks, rounded up and at least one.
+func ticks(d time.Duration) uint32 {
+	return uint32(max(1, (d+tickLen-1)/tickLen))
 }
 
 // tokenHash is HMAC-SHA256(key, token) cut to 128 bits: the only name a

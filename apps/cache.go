@@ -12,7 +12,7 @@ import (
 const nShards = 16
 
 // entry is what the cache holds per token: the app's index in Book.ids (0:
-// unknown) and the expiry in seconds from Book.epoch. 8 bytes, so that with
+// unknown) and the expiry in ticks from Book.epoch. 8 bytes, so that with
 // the 16-byte key and the map's own overhead a token costs well under 200
 // bytes (BenchmarkMemoryPerToken).
 type entry struct {

@@ -36,7 +36,7 @@ func (b *Book) store(ctx context.Context, h tokenHash, app providers.App, ttl ti
 
 // fetch reads a token another replica learned, with what is left of its
 // lifetime.
-func (b *Book) fetch(ctx context.Context, h tokenHash) (providers.App, time.Duration, bool) {
+func (b *Book) fetch(ctx context.Context, h tokenHash) (providers.App, time.Duration, bool, error) {
 	b.redisLookups.Add(1)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cfg.redisTimeout)
 	defer cancel()
@@ -45,16 +45,17 @@ func (b *Book) fetch(ctx context.Context, h tokenHash) (providers.App, time.Dura
 	get := pipe.Get(ctx, key)
 	pttl := pipe.PTTL(ctx, key)
 	if _, err := pipe.Exec(ctx); err != nil {
-		if !errors.Is(err, redis.Nil) {
-			b.redisErrors.Add(1)
+		if errors.Is(err, redis.Nil) {
+			return providers.App{}, 0, false, nil
 		}
-		return providers.App{}, 0, false
+		b.redisErrors.Add(1)
+		return providers.App{}, 0, false, err
 	}
 	parts := strings.SplitN(get.Val(), sep, 3)
 	ttl := pttl.Val()
 	if len(parts) != 3 || parts[1] == "" || ttl <= 0 {
-		return providers.App{}, 0, false
+		return providers.App{}, 0, false, nil
 	}
 	b.redisFound.Add(1)
-	return providers.App{Provider: parts[0], ID: parts[1], Org: parts[2], Learned: true}, ttl, true
+	return providers.App{Provider: parts[0], ID: parts[1], Org: parts[2], Learned: true}, ttl, true, nil
 }
