@@ -180,12 +180,12 @@ func TestRoute(t *testing.T) {
 		{"own app", Config{}, []string{
 			"corp:m:ww0123456789abcdef:/cgi-bin/user/get: 10000 per 1m0.05s",
 			"corp:h:ww0123456789abcdef:/cgi-bin/user/get: 150000 per 1h0m0.05s, burst 10000",
-			"ip:m:default:/cgi-bin/user/get: 20000 per 1m0.05s",
+			"ip:m:default:/cgi-bin/user/get: 20000 per 1m0.05s, burst 4000",
 			"ip:h:default:/cgi-bin/user/get: 600000 per 1h0m0.05s, burst 20000"}},
 		{"third party", Config{ThirdParty: true, Egress: "nat-a", Jitter: 100 * time.Millisecond}, []string{
 			"corp:m:ww0123456789abcdef:/cgi-bin/user/get: 10000 per 1m0.1s",
 			"corp:h:ww0123456789abcdef:/cgi-bin/user/get: 150000 per 1h0m0.1s, burst 10000",
-			"ip:m:nat-a:/cgi-bin/user/get: 40000 per 1m0.1s",
+			"ip:m:nat-a:/cgi-bin/user/get: 40000 per 1m0.1s, burst 8000",
 			"ip:h:nat-a:/cgi-bin/user/get: 1200000 per 1h0m0.1s, burst 40000"}},
 	}
 	for _, tc := range tests {
