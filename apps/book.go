@@ -254,7 +254,7 @@ func (b *Book) Resolve(req *http.Request, provider string) *http.Request {
 		return req
 	}
 	tok := Token(req)
-	if tok == "" {
+	if tok == "" || req.URL.Path == dingtalkRobot {
 		return req
 	}
 	app, ok := b.Lookup(ctx, tok)
@@ -265,6 +265,11 @@ func (b *Book) Resolve(req *http.Request, provider string) *http.Request {
 	}
 	return req.WithContext(providers.WithApp(ctx, app))
 }
+
+// dingtalkRobot is DingTalk's custom group robot webhook, whose
+// access_token names a robot, not an app: it is never learned, so it is
+// not counted as unknown either.
+const dingtalkRobot = "/robot/send"
 
 // Lookup returns the app token belongs to: from memory, or from Redis when
 // this replica has not seen the token yet.

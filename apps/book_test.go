@@ -196,6 +196,11 @@ func TestResolve(t *testing.T) {
 	if n := book.Stats().Unknown; n != 1 {
 		t.Errorf("Stats.Unknown = %d, want 1", n)
 	}
+	robot, _ := http.NewRequestWithContext(ctx, "POST", "https://oapi.dingtalk.com/robot/send?access_token=hook", nil)
+	book.Resolve(robot, "dingtalk")
+	if n := book.Stats().Unknown; n != 1 {
+		t.Errorf("a robot webhook counted as unknown: Stats.Unknown = %d, want 1", n)
+	}
 	explicit := providers.WithApp(ctx, providers.App{ID: "dingB"})
 	if app, _ := providers.AppFrom(get(explicit, "known").Context()); app.ID != "dingB" || app.Learned {
 		t.Errorf("the caller's app: got %+v, want dingB given by the caller", app)
