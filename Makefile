@@ -18,6 +18,12 @@ FUZZ_TARGETS = \
 	./providers:FuzzPeekBody \
 	./providers:FuzzFoldPath \
 	./providers:FuzzParseJSONCode \
+	./providers:FuzzPeekRequestBody \
+	./providers/internal/catalog:FuzzLookup \
+	./providers/dingtalk:FuzzRouteIDs \
+	./providers/wechat:FuzzRouteIDs \
+	./providers/wecom:FuzzRouteIDs \
+	./providers/feishu:FuzzRouteIDs \
 	./providers/dingtalk:FuzzClassify \
 	./providers/dingtalk:FuzzRouteKeys \
 	./providers/wechat:FuzzClassify \

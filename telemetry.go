@@ -90,6 +90,9 @@ type telemetry struct {
 	penalties   metric.Int64Counter
 	retries     metric.Int64Counter
 	fallbacks   metric.Int64Counter
+	// uncatalogued counts requests whose path the provider's catalog did
+	// not know (providers.Route.Uncatalogued).
+	uncatalogued metric.Int64Counter
 
 	// Attribute sets built once, so recording allocates nothing.
 	outcomeSets  map[outcomeKey]metric.MeasurementOption
@@ -141,6 +144,9 @@ func newTelemetry(c *config) *telemetry {
 	tel.retries, err = m.Int64Counter("throttle.retries", metric.WithUnit("{retry}"),
 		metric.WithDescription("Attempts after the first."))
 	report(err)
+	tel.uncatalogued, err = m.Int64Counter("throttle.requests.uncatalogued", metric.WithUnit("{request}"),
+		metric.WithDescription("Requests whose path matched no API of the provider's catalog, limited as one stand-in API."))
+	report(err)
 	tel.fallbacks, err = m.Int64Counter("throttle.limiter.fallbacks", metric.WithUnit("{switch}"),
 		metric.WithDescription("Switches to the fallback because the shared limiter did not answer."))
 	report(err)
@@ -187,6 +193,9 @@ func (tel *telemetry) finish(ctx context.Context, c *call, resp *http.Response, 
 		return
 	}
 	tel.requests.Add(ctx, 1, tel.outcomeSets[outcomeKey{c.p.Name, c.outcome}])
+	if c.route.Uncatalogued {
+		tel.uncatalogued.Add(ctx, 1, tel.providerSets[c.p.Name])
+	}
 	tel.waitTime.Record(ctx, c.waited.Seconds(), tel.providerSets[c.p.Name])
 	if c.attempts > 1 {
 		tel.retries.Add(ctx, int64(c.attempts-1), tel.providerSets[c.p.Name])

@@ -342,7 +342,7 @@ func (c *call) reserveAndSend(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	if c.p.Classify != nil {
-		c.verdict = c.p.Classify(req, resp)
+		c.verdict = c.p.Classify(req, resp, &c.route)
 	}
 	c.outcome = outcomeFor(c.verdict.Kind, c.waited > 0)
 	if c.verdict.Kind == providers.Quota {

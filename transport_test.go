@@ -70,7 +70,7 @@ func testProfile(name string, rules ...limiter.Rule) providers.Profile {
 			api := providers.FoldPath(r.URL.Path)
 			return providers.Route{API: api, Rules: rules, Scopes: []string{providers.Scope(providers.ScopeAPI, api)}}, nil
 		},
-		Classify: func(_ *http.Request, resp *http.Response) providers.Verdict {
+		Classify: func(_ *http.Request, resp *http.Response, _ *providers.Route) providers.Verdict {
 			if resp.Header.Get("X-Test-Quota") != "" {
 				return providers.Verdict{Kind: providers.Quota, Until: time.Now().Add(time.Hour), Code: "429", NotProcessed: true}
 			}

@@ -102,9 +102,9 @@ func (s *AppSet) Profile() Profile {
 		Route: func(req *http.Request) (Route, error) {
 			return s.Pick(req).Route(req)
 		},
-		Classify: func(req *http.Request, resp *http.Response) Verdict {
+		Classify: func(req *http.Request, resp *http.Response, r *Route) Verdict {
 			if p := s.Pick(req); p.Classify != nil {
-				return p.Classify(req, resp)
+				return p.Classify(req, resp, r)
 			}
 			return Verdict{}
 		},

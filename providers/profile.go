@@ -20,12 +20,16 @@ type Profile struct {
 	// Match reports whether the profile handles the request. The Transport
 	// uses the first profile that matches; others pass through untouched.
 	Match func(*http.Request) bool
-	// Route returns the rules and scopes of a matched request. It must not
-	// read the request body.
+	// Route returns the rules and scopes of a matched request. It may read
+	// a bounded prefix of the request body only through PeekRequestBody,
+	// which leaves the body, GetBody and ContentLength as they were, and
+	// only when a limit of the provider is named in the body.
 	Route func(*http.Request) (Route, error)
-	// Classify reads the provider's answer. It may peek at the body with
-	// PeekBody, which leaves the body reading exactly like the original.
-	Classify func(*http.Request, *http.Response) Verdict
+	// Classify reads the provider's answer to a request Route routed. It
+	// may peek at the body with PeekBody, which leaves the body reading
+	// exactly like the original, and names the scope a Quota verdict
+	// penalises from the route (Route.Scope) rather than rebuilding it.
+	Classify func(*http.Request, *http.Response, *Route) Verdict
 	// DefaultPenalty is how long a quota verdict without an end penalises
 	// its scope (default 5 minutes).
 	DefaultPenalty time.Duration
@@ -52,9 +56,16 @@ const DefaultPenalty = 5 * time.Minute
 
 // Route is what one request is subject to.
 type Route struct {
-	// API is the request's path with IDs folded (see FoldPath): low
-	// cardinality, safe for metric attributes and span names.
+	// API names the provider API the request calls, by its template in
+	// the provider's catalog (e.g. "GET /v1.0/contact/users/{unionId}"):
+	// low cardinality, free of IDs, safe for keys, metric attributes and
+	// span names.
 	API string
+	// Uncatalogued is set when the path matched no template of the
+	// catalog: the request was routed to the profile's one conservative
+	// stand-in API, and the Transport counts it (throttle.requests.uncatalogued)
+	// so that an operator sees the catalog is behind.
+	Uncatalogued bool
 	// Rules are charged together, all or none.
 	Rules []limiter.Rule
 	// Scopes are the penalty scopes the request belongs to, each written
@@ -76,11 +87,24 @@ func (r *Route) HasConcurrency() bool {
 
 // Scope kinds used by the presets.
 const (
-	ScopeAPI    = "api"    // one API of one app
-	ScopeApp    = "app"    // every API of one app
-	ScopeOrg    = "org"    // one company or tenant
-	ScopeEgress = "egress" // every call leaving from this egress IP
+	ScopeAPI     = "api"     // one API of one app
+	ScopeApp     = "app"     // every API of one app
+	ScopeOrg     = "org"     // one company or tenant
+	ScopeEgress  = "egress"  // every call leaving from this egress IP
+	ScopeEntity  = "entity"  // one chat, user or robot the provider limits on its own
+	ScopeMonthly = "monthly" // a calendar quota shared by a set of APIs
 )
+
+// Scope returns the route's first scope of a kind, or "" when it has none:
+// how a Classify names the scope of a Quota verdict without rebuilding it.
+func (r *Route) Scope(kind string) string {
+	for _, s := range r.Scopes {
+		if len(s) > len(kind) && s[len(kind)] == ':' && s[:len(kind)] == kind {
+			return s
+		}
+	}
+	return ""
+}
 
 // Scope builds a scope string "kind:id".
 func Scope(kind, id string) string { return kind + ":" + id }

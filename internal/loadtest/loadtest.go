@@ -276,3 +276,125 @@ func Busiest(ts []time.Time, window time.Duration) int {
 	}
 	return most
 }
+
+// Run is one load run: when it started and ended and what the callers saw.
+type Run struct {
+	Start, End time.Time
+	Results    []Result
+}
+
+// Fire drives calls (see Drive) from replicas for d, rates[api] calls per
+// second to each api, and returns the run once every call has finished.
+func Fire(replicas int, d time.Duration, rates []float64, call func(ctx context.Context, replica, api int) Result) Run {
+	start := time.Now()
+	end := start.Add(d)
+	ctx, cancel := Until(end)
+	defer cancel()
+	return Run{Start: start, End: end, Results: Drive(ctx, replicas, rates, call)}
+}
+
+// Answers is what an emulator answered: every emulator's Counters converts
+// to it.
+type Answers struct {
+	Total  int
+	OK     int
+	ByCode map[int]int
+}
+
+// ExpectClean logs the callers' tally and the emulator's answers, and fails
+// t unless the emulator rejected nothing and the callers saw no quota error,
+// penalty, other error answer or failure. quota says which codes are quota
+// errors.
+func (r Run) ExpectClean(t testing.TB, emu Answers, quota func(code int) bool) Tally {
+	t.Helper()
+	tl := Count(r.Results, quota)
+	t.Logf("callers: %v", tl)
+	t.Logf("emulator: %d requests, %d ok, error answers by code %v", emu.Total, emu.OK, emu.ByCode)
+	if emu.Total != emu.OK {
+		t.Errorf("the emulator gave %d error answers (by code %v), want none", emu.Total-emu.OK, emu.ByCode)
+	}
+	tl.ExpectClean(t)
+	return tl
+}
+
+// Arrival is one success as an emulator recorded it: on the wall clock, and
+// on the emulator's own (possibly scaled) clock.
+type Arrival struct{ At, Emulated time.Time }
+
+// ExpectShare measures the successes of one API that arrived during the
+// run, logs them with the busiest window of length window on the emulator's
+// clock (against the emulator's windowLimit), and fails t if they fall under
+// MinShare of published calls per second.
+func (r Run) ExpectShare(t testing.TB, api string, arrivals []Arrival, published float64, window time.Duration, windowLimit int) Throughput {
+	t.Helper()
+	var at, emulated []time.Time
+	for _, a := range arrivals {
+		if !a.At.Before(r.Start) && a.At.Before(r.End) {
+			at = append(at, a.At)
+			emulated = append(emulated, a.Emulated)
+		}
+	}
+	run := r.End.Sub(r.Start)
+	got := Measure(at, run)
+	t.Logf("%-40s %4d successes in %v: %.2f/s = %.1f%% of the published %.2f/s (sustained %.2f/s); busiest %v of the emulator %d of %d",
+		api, got.N, run, got.Rate, 100*got.Rate/published, published, got.Sustained, window, Busiest(emulated, window), windowLimit)
+	got.Expect(t, api, published)
+	return got
+}
+
+// Concurrency counts a call's callers in flight per key (an ID, a chat) and
+// remembers the most seen at once, so a test can show its load was
+// concurrent rather than assume it.
+type Concurrency struct {
+	mu      sync.Mutex
+	now, hi map[string]int
+}
+
+// Enter counts one caller of key in; call the function it returns when the
+// call is over.
+func (c *Concurrency) Enter(key string) (exit func()) {
+	c.mu.Lock()
+	if c.now == nil {
+		c.now, c.hi = map[string]int{}, map[string]int{}
+	}
+	c.now[key]++
+	c.hi[key] = max(c.hi[key], c.now[key])
+	c.mu.Unlock()
+	return func() {
+		c.mu.Lock()
+		c.now[key]--
+		c.mu.Unlock()
+	}
+}
+
+// Most returns the most callers of each key seen in flight at once.
+func (c *Concurrency) Most() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]int, len(c.hi))
+	for k, v := range c.hi {
+		out[k] = v
+	}
+	return out
+}
+
+// ExpectAtLeast fails t unless every key had at least n callers in flight
+// at once.
+func (c *Concurrency) ExpectAtLeast(t testing.TB, n int) {
+	t.Helper()
+	most := c.Most()
+	t.Logf("most callers in flight at once, by ID: %v", most)
+	for k, v := range most {
+		if v < n {
+			t.Errorf("%q had at most %d callers in flight, want at least %d", k, v, n)
+		}
+	}
+}
+
+// IDs are identifiers of different shapes, as the acceptance tests put
+// them in paths and queries: pinyin and mixed-case user IDs, a letters-only
+// union ID, letters and digits, a UUID, base64-like, an email, non-ASCII.
+var IDs = []string{
+	"zhangsan", "liSiSi", "iSbBkOmHmRLXxDsiPiSdUyQiEiE", "manager4220",
+	"550e8400-e29b-41d4-a716-446655440000", "dGhpcyBpcyBiYXNlNjQ", "user@example.com", "张三",
+}

@@ -186,8 +186,8 @@ func (a *Apps) Profile() providers.Profile {
 		Route: func(req *http.Request) (providers.Route, error) {
 			return a.pick(req).route(req)
 		},
-		Classify: func(req *http.Request, resp *http.Response) providers.Verdict {
-			return a.pick(req).classify(req, resp)
+		Classify: func(req *http.Request, resp *http.Response, r *providers.Route) providers.Verdict {
+			return a.pick(req).classify(req, resp, r)
 		},
 		DefaultPenalty: a.shared.DefaultPenalty,
 	}

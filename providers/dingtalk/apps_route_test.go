@@ -104,3 +104,26 @@ func TestAppsConfigErrorsNameTheField(t *testing.T) {
 		}
 	}
 }
+
+// An ISV suite's metered calls count against each customer org's own
+// monthly quota, and a 90020 scope names that org only.
+func TestISVMonthlyQuotaPerOrg(t *testing.T) {
+	p := dingtalk.MustApps(dingtalk.AppsConfig{Apps: []dingtalk.Config{{AppKey: "suiteS", ISV: true}}}).Profile()
+	keys := map[string]bool{}
+	for _, org := range []string{"corp1", "corp2"} {
+		ctx := providers.WithApp(context.Background(), providers.App{ID: "suiteS", Org: org})
+		req, _ := http.NewRequestWithContext(ctx, "GET", "https://oapi.dingtalk.com/user/get?access_token=x", nil)
+		r, err := p.Route(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		month := r.Rules[len(r.Rules)-1]
+		if !strings.Contains(month.Key(), org) || !strings.Contains(r.Scope(providers.ScopeMonthly), org) {
+			t.Fatalf("%s: monthly rule %q, scope %q; want both the org's", org, month.Key(), r.Scope(providers.ScopeMonthly))
+		}
+		keys[month.Key()] = true
+	}
+	if len(keys) != 2 {
+		t.Fatalf("the orgs share a monthly rule: %v", keys)
+	}
+}

@@ -2,6 +2,7 @@ package dingtalk
 
 import (
 	"bytes"
+	"cmp"
 	"net/http"
 	"strings"
 	"time"
@@ -105,7 +106,7 @@ const (
 
 // classify reads one answer. It is cheap when the answer cannot be an error:
 // a 2xx answer whose body is neither JSON, HTML nor text is OK unread.
-func (p *preset) classify(req *http.Request, resp *http.Response) providers.Verdict {
+func (p *preset) classify(req *http.Request, resp *http.Response, route *providers.Route) providers.Verdict {
 	status := resp.StatusCode
 	ct := resp.Header.Get("Content-Type")
 	if !providers.Peekable(ct) {
@@ -144,14 +145,14 @@ func (p *preset) classify(req *http.Request, resp *http.Response) providers.Verd
 			return statusVerdict(status, resp.Header)
 		}
 		if q, ok := oldQuota(code); ok {
-			return p.quota(req, q, code, msg, c.Message, p.cfg.Now())
+			return p.quota(route, q, code, msg, c.Message, p.cfg.Now())
 		}
 		switch code {
 		case "-1": // system busy: retry at most 3 times, per the docs
 			return providers.Verdict{Kind: providers.Transient, Code: code, Message: msg, NotProcessed: true}
 		case codeRobotThrottled:
 			if p.robotRule.Limit() > 0 {
-				return providers.Verdict{Kind: providers.Quota, Scope: p.robotScope(req), Until: p.cfg.Now().Add(p.cfg.RobotPenalty),
+				return providers.Verdict{Kind: providers.Quota, Scope: route.Scope(providers.ScopeEntity), Until: p.cfg.Now().Add(p.cfg.RobotPenalty),
 					Code: code, Message: msg, NotProcessed: true}
 			}
 		}
@@ -165,7 +166,7 @@ func (p *preset) classify(req *http.Request, resp *http.Response) providers.Verd
 	// unless it is one of the codes below.
 	if rest, ok := strings.CutPrefix(code, accessDenied); ok {
 		if q, ok := newQuota(rest); ok {
-			return p.quota(req, q, code, msg, "", p.cfg.Now())
+			return p.quota(route, q, code, msg, "", p.cfg.Now())
 		}
 		if status < 300 {
 			return providers.Verdict{Kind: providers.OK} // data that looks like a code
@@ -187,29 +188,25 @@ func (p *preset) classify(req *http.Request, resp *http.Response) providers.Verd
 
 // quota builds a Quota verdict: the end stated in the message when there is
 // one, else the end the code implies.
-func (p *preset) quota(req *http.Request, q quotaCode, code, msg, altMsg string, now time.Time) providers.Verdict {
+// The scopes come from the request's route, never rebuilt here.
+func (p *preset) quota(route *providers.Route, q quotaCode, code, msg, altMsg string, now time.Time) providers.Verdict {
 	v := providers.Verdict{Kind: providers.Quota, Code: code, Message: msg, NotProcessed: true}
-	api := providers.FoldPath(req.URL.Path)
-	org := p.orgOf(req)
+	// A robot's route has no API scope: its robot is its API.
+	api := cmp.Or(route.Scope(providers.ScopeAPI), route.Scope(providers.ScopeEntity), p.appScope)
 	switch q.scope {
 	case onAPI:
-		v.Scope = p.apiScope(api, org)
+		v.Scope = api
 	case onApp:
 		v.Scope = p.appScope
 	case onOrg:
-		v.Scope = p.appScope
-		if org != "" {
-			v.Scope = p.orgScope(org)
-		}
+		// The ISV suite in the customer org; the app for an internal app.
+		v.Scope = cmp.Or(route.Scope(providers.ScopeOrg), p.appScope)
 	case onEgress:
 		v.Scope = p.egressScope
 	case onMonthly:
 		// The organisation's metered APIs when this is one of them; else
 		// the platform meters an API we did not know of: stop that one.
-		v.Scope = p.apiScope(api, org)
-		if p.monthRule.Limit() > 0 && p.metered[api] {
-			v.Scope = p.monthScope()
-		}
+		v.Scope = cmp.Or(route.Scope(providers.ScopeMonthly), api)
 	}
 	end, ok := providers.ParseBeijingEnd(msg)
 	if !ok && altMsg != "" {
@@ -234,19 +231,6 @@ func (p *preset) quota(req *http.Request, q quotaCode, code, msg, altMsg string,
 		// Zero: the profile's DefaultPenalty.
 	}
 	return v
-}
-
-// orgOf is the ISV customer org of a request, or "" for an internal app.
-func (p *preset) orgOf(req *http.Request) string {
-	if !p.cfg.ISV {
-		return ""
-	}
-	if p.cfg.OrgFromRequest != nil {
-		if org := p.cfg.OrgFromRequest(req); org != "" {
-			return org
-		}
-	}
-	return p.cfg.CorpID
 }
 
 // statusVerdict classifies by status alone, for answers without an error

@@ -63,10 +63,10 @@ func TestClassify(t *testing.T) {
 	var (
 		apiOld    = "api:dingapp:/user/get"
 		apiTop    = "api:dingapp:/topapi/v2/user/get"
-		apiNew    = "api:dingapp:/v1.0/contact/users/{id}"
+		apiNew    = "api:dingapp:GET /v1.0/contact/users/{unionId}"
 		app       = "app:dingapp"
 		egress    = "egress:default"
-		monthly   = "org:dingapp/monthly"
+		monthly   = "monthly:dingapp"
 		zero      time.Time
 		banUntil  = now.Add(DefaultIPBanPenalty)
 		robotUntl = now.Add(DefaultRobotPenalty)
@@ -129,10 +129,10 @@ func TestClassify(t *testing.T) {
 		{"90016", oldURL, 200, json, `{"errcode":90016,"errmsg":"x"}`, providers.Quota, apiOld, nextSec, "90016", true},
 		{"90017", oldURL, 200, json, `{"errcode":90017,"errmsg":"x"}`, providers.Quota, egress, zero, "90017", true},
 		{"90019", oldURL, 200, json, `{"errcode":90019,"errmsg":"x"}`, providers.Quota, apiOld, nextSec, "90019", true},
-		{"90020 unmetered path", "https://oapi.dingtalk.com/user/getx?access_token=t", 200, json, `{"errcode":90020,"errmsg":"x"}`, providers.Quota, "api:dingapp:/user/getx", nextMonth, "90020", true},
+		{"90020 unmetered path", "https://oapi.dingtalk.com/user/getx?access_token=t", 200, json, `{"errcode":90020,"errmsg":"x"}`, providers.Quota, "api:dingapp:uncatalogued", nextMonth, "90020", true},
 		{"90020 metered path", oldURL, 200, json, `{"errcode":90020,"errmsg":"当月调用量已超过上限"}`, providers.Quota, monthly, nextMonth, "90020", true},
 		{"90021 is not a limit", oldURL, 200, json, `{"errcode":90021,"errmsg":"x"}`, providers.Fatal, "", zero, "90021", false},
-		{"robot 410100", robotURL, 200, json, `{"errcode":410100,"errmsg":"send too fast, exceed 20 times per minute"}`, providers.Quota, "api:robot#", robotUntl, "410100", true},
+		{"robot 410100", robotURL, 200, json, `{"errcode":410100,"errmsg":"send too fast, exceed 20 times per minute"}`, providers.Quota, "entity:robot#", robotUntl, "410100", true},
 
 		// The new API.
 		{"qps app api", newURL, 403, json, `{"code":"Forbidden.AccessDenied.QpsLimitForAppkeyAndApi","message":"The request has exceeded the QPS limit of the appkey and api: apiPath(/v1.0/contact/users/manager4220)","requestid":"R1"}`,
@@ -167,12 +167,12 @@ func TestClassify(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			req := request("GET", tt.url)
 			resp := answer(tt.status, tt.ct, tt.body)
-			v := p.Classify(req, resp)
+			v := routedClassify(p, req, resp)
 			if v.Kind != tt.kind || v.Code != tt.code || v.NotProcessed != tt.notPr {
 				t.Fatalf("verdict %+v, want kind %v code %q notProcessed %v", v, tt.kind, tt.code, tt.notPr)
 			}
 			if tt.kind == providers.Quota {
-				if !strings.HasPrefix(v.Scope, tt.scope) || tt.scope != "api:robot#" && v.Scope != tt.scope {
+				if !strings.HasPrefix(v.Scope, tt.scope) || tt.scope != "entity:robot#" && v.Scope != tt.scope {
 					t.Fatalf("scope %q, want %q", v.Scope, tt.scope)
 				}
 				if !v.Until.Equal(tt.until) {
@@ -208,7 +208,7 @@ func TestClassifyISV(t *testing.T) {
 		"90013": "org:suite1@dingcorp",
 		"90009": "app:suite1",
 	} {
-		v := p.Classify(req, answer(200, json, `{"errcode":`+code+`,"errmsg":"x"}`))
+		v := routedClassify(p, req, answer(200, json, `{"errcode":`+code+`,"errmsg":"x"}`))
 		if v.Kind != providers.Quota || v.Scope != scope {
 			t.Errorf("%s: verdict %+v, want quota on %s", code, v, scope)
 		}
@@ -226,10 +226,11 @@ func TestClassifyCheapOnBinary(t *testing.T) {
 	req := request("GET", "https://oapi.dingtalk.com/media/downloadFile")
 	body := &countingBody{r: bytes.NewReader(make([]byte, 1<<20))}
 	resp := &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/octet-stream"}}, Body: body}
-	if v := p.Classify(req, resp); v.Kind != providers.OK || body.n != 0 || resp.Body != io.ReadCloser(body) {
+	if v := routedClassify(p, req, resp); v.Kind != providers.OK || body.n != 0 || resp.Body != io.ReadCloser(body) {
 		t.Fatalf("verdict %v after reading %d bytes", v, body.n)
 	}
-	allocs := testing.AllocsPerRun(100, func() { p.Classify(req, resp) })
+	route, _ := p.Route(req)
+	allocs := testing.AllocsPerRun(100, func() { p.Classify(req, resp, &route) })
 	if allocs != 0 {
 		t.Fatalf("classifying a binary answer allocated %v times", allocs)
 	}
@@ -265,7 +266,7 @@ func FuzzClassify(f *testing.F) {
 		req := request("GET", "https://oapi.dingtalk.com/")
 		req.URL.Path = path
 		resp := &http.Response{StatusCode: status, Header: http.Header{"Content-Type": {ct}}, Body: io.NopCloser(bytes.NewReader(body)), ContentLength: -1}
-		v := p.Classify(req, resp)
+		v := routedClassify(p, req, resp)
 		got, err := io.ReadAll(resp.Body)
 		if err != nil || !bytes.Equal(got, body) {
 			t.Fatalf("caller's body changed: %q, %v", got, err)

@@ -10,7 +10,10 @@ package dingtalk
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
+
+	"github.com/quotaware/throttle/providers/internal/catalog"
 )
 
 // Edition is the customer's DingTalk edition, which sets the per-app,
@@ -77,8 +80,9 @@ var DefaultHosts = []string{"oapi.dingtalk.com", "api.dingtalk.com"}
 // DefaultMeteredPaths are the APIs counted against the organisation's
 // monthly quota. The platform does not publish the list: this is a guess
 // (reads of the address book, the calls an integration makes most), to be
-// replaced by Config.MeteredPaths when a user knows better. Paths are
-// compared after FoldPath, so IDs may be written as placeholders.
+// replaced by Config.MeteredPaths when a user knows better. Each entry is
+// looked up in the API catalog (a placeholder such as {userId} matches the
+// template's parameter); one the catalog lacks becomes an API of its own.
 var DefaultMeteredPaths = []string{
 	"/user/get",
 	"/user/getuserinfo",
@@ -166,6 +170,13 @@ type Config struct {
 	// throttles a robot that sends more (error 410100, default 10 min).
 	RobotPerMinute int
 	RobotPenalty   time.Duration
+
+	// APIs are templates of APIs the built-in catalog lacks, e.g. one
+	// DingTalk published after this release: "/topapi/new/thing" (old
+	// API, any method) or "GET /v1.0/new/things/{id}" (new API). Each is
+	// then limited on its own, rather than with every other uncatalogued
+	// path as one API.
+	APIs []string
 
 	// Hosts are the hosts the profile handles, as "host" or "host:port"
 	// (default DefaultHosts). Tests point it at an emulator.
@@ -263,8 +274,13 @@ func (c *Config) validate() error {
 		return fieldErr("PeekLimit", "must be at least 256 bytes, got %d", c.PeekLimit)
 	}
 	for _, p := range c.MeteredPaths {
-		if p == "" || p[0] != '/' {
+		if p == "" || p[0] != '/' || strings.ContainsAny(p, " ?#") {
 			return fieldErr("MeteredPaths", "entries must be paths starting with '/', got %q", p)
+		}
+	}
+	for _, a := range c.APIs {
+		if _, err := catalog.New(a); err != nil {
+			return fieldErr("APIs", "entries must read \"/path\" or \"METHOD /path\": %v", err)
 		}
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"hash/fnv"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -12,7 +13,16 @@ import (
 
 	"github.com/quotaware/throttle/limiter"
 	"github.com/quotaware/throttle/providers"
+	"github.com/quotaware/throttle/providers/internal/catalog"
 )
+
+// apiCatalog is DingTalk's API catalog, both generations, built on first
+// use.
+var apiCatalog = sync.OnceValue(func() *catalog.Catalog { return catalog.MustNew(catalogTemplates...) })
+
+// meteredMethods are the methods a MeteredPaths entry is looked up with: an
+// entry names a path, and the new API's catalog names method and path.
+var meteredMethods = []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch}
 
 // Name is the profile's name and limiter group: every DingTalk key shares
 // one Redis hash tag, so the per-IP rule and the per-API rules of all apps
@@ -23,8 +33,8 @@ const Name = "dingtalk"
 // access_token), not per app.
 const robotPath = "/robot/send"
 
-// maxCachedRoutes bounds the per-API route cache: FoldPath keeps real APIs
-// few, and past this the routes are simply built per request.
+// maxCachedRoutes bounds the per-API route cache (the catalog bounds the
+// APIs, ISV orgs multiply them); past this the routes are built per request.
 const maxCachedRoutes = 4096
 
 // Profile builds the DingTalk profile for one app. It fails, naming the
@@ -60,11 +70,13 @@ type preset struct {
 	cfg   Config
 	hosts providers.HostSet
 
-	apiRule     limiter.Rule // per app (or per suite and org), per API
+	apis        *catalog.Catalog // DingTalk's APIs
+	extra       *catalog.Catalog // Config.APIs and MeteredPaths apis lacks, searched first
+	apiRule     limiter.Rule     // per app (or per suite and org), per API
 	egressRule  limiter.Rule
-	monthRule   limiter.Rule // zero when there is no monthly quota
-	robotRule   limiter.Rule // zero when robots are not limited
-	metered     map[string]bool
+	monthRule   limiter.Rule    // zero when there is no monthly quota
+	robotRule   limiter.Rule    // zero when robots are not limited
+	metered     map[string]bool // by API name
 	appScope    string
 	egressScope string
 
@@ -80,11 +92,26 @@ func newPreset(c Config) (*preset, error) {
 		appScope:    boundKey(providers.Scope(providers.ScopeApp, c.AppKey)),
 		egressScope: providers.Scope(providers.ScopeEgress, c.Egress),
 		routes:      make(map[string]*providers.Route),
+		apis:        apiCatalog(),
 	}
+	extra := slices.Clone(c.APIs)
 	for _, mp := range c.MeteredPaths {
-		p.metered[providers.FoldPath(mp)] = true
+		found := false
+		for _, m := range meteredMethods {
+			if a := p.apis.Lookup(m, mp); a != nil {
+				p.metered[a.Name], found = true, true
+			}
+		}
+		if !found {
+			extra = append(extra, mp) // an API the catalog lacks: it is one now
+			p.metered[mp] = true
+		}
 	}
+	slices.Sort(extra)
 	var err error
+	if p.extra, err = catalog.New(slices.Compact(extra)...); err != nil {
+		return nil, fieldErr("APIs", "%v", err)
+	}
 	// Paced rules keep Limit in any Period+Jitter: see Config.Jitter.
 	if p.apiRule, err = limiter.NewRule("api", c.apiRate(), time.Second+c.Jitter, limiter.WithBurst(c.Burst)); err != nil {
 		return nil, err
@@ -117,7 +144,7 @@ func (p *preset) monthKey() string {
 // monthScope is the penalty scope of the monthly quota: every metered API of
 // the organisation, and nothing else (unmetered APIs keep working).
 func (p *preset) monthScope() string {
-	return boundKey(providers.Scope(providers.ScopeOrg, strings.TrimPrefix(p.monthKey(), "month:")+"/monthly"))
+	return boundKey(providers.Scope(providers.ScopeMonthly, strings.TrimPrefix(p.monthKey(), "month:")))
 }
 
 func (p *preset) match(req *http.Request) bool {
@@ -131,7 +158,7 @@ var errNoOrg = errors.New("dingtalk: ISV request without a customer org: set Con
 // (and org): the slices are shared, capped so that an append copies them,
 // and must not be modified in place.
 func (p *preset) route(req *http.Request) (providers.Route, error) {
-	api := providers.FoldPath(req.URL.Path)
+	api, known := p.apiOf(req)
 	if api == robotPath && p.robotRule.Limit() > 0 {
 		return p.robotRoute(req, api)
 	}
@@ -161,12 +188,25 @@ func (p *preset) route(req *http.Request) (providers.Route, error) {
 	if err != nil {
 		return providers.Route{}, err
 	}
+	built.Uncatalogued = !known
 	p.mu.Lock()
 	if len(p.routes) < maxCachedRoutes {
 		p.routes[cacheKey] = &built
 	}
 	p.mu.Unlock()
 	return built, nil
+}
+
+// apiOf returns the API a request calls, or catalog.Uncatalogued and false:
+// every path the catalogs do not know is one API, so IDs never make many.
+func (p *preset) apiOf(req *http.Request) (string, bool) {
+	if a := p.extra.Lookup(req.Method, req.URL.Path); a != nil {
+		return a.Name, true
+	}
+	if a := p.apis.Lookup(req.Method, req.URL.Path); a != nil {
+		return a.Name, true
+	}
+	return catalog.Uncatalogued, false
 }
 
 func (p *preset) buildRoute(api, org string) (providers.Route, error) {
@@ -184,8 +224,17 @@ func (p *preset) buildRoute(api, org string) (providers.Route, error) {
 	}
 	scopes = append(scopes, p.egressScope)
 	if p.monthRule.Limit() > 0 && p.metered[api] {
-		rules = append(rules, p.monthRule)
-		scopes = append(scopes, p.monthScope())
+		month, scope := p.monthRule, p.monthScope()
+		if org != "" {
+			// An ISV suite's calls count against the customer org's own
+			// quota, and its 90020 stops that org only.
+			if month, err = p.monthRule.WithKey(boundKey("month:" + org)); err != nil {
+				return providers.Route{}, err
+			}
+			scope = boundKey(providers.Scope(providers.ScopeMonthly, org))
+		}
+		rules = append(rules, month)
+		scopes = append(scopes, scope)
 	}
 	return providers.Route{API: api, Rules: rules[:len(rules):len(rules)], Scopes: scopes[:len(scopes):len(scopes)]}, nil
 }
@@ -223,7 +272,7 @@ func (p *preset) robotRoute(req *http.Request, api string) (providers.Route, err
 
 func (p *preset) robotScope(req *http.Request) string {
 	tok := req.URL.Query().Get("access_token")
-	return providers.Scope(providers.ScopeAPI, "robot#"+hash16(tok))
+	return providers.Scope(providers.ScopeEntity, "robot#"+hash16(tok))
 }
 
 // boundKey keeps a key within limiter.MaxKeyLen: a longer one keeps its

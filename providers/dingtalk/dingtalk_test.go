@@ -109,13 +109,13 @@ func TestRoute(t *testing.T) {
 	}{
 		{oldURL, "/user/get",
 			[]string{"api:dingapp:/user/get", "egress:default", "month:dingapp"},
-			[]string{"api:dingapp:/user/get", "app:dingapp", "egress:default", "org:dingapp/monthly"}},
+			[]string{"api:dingapp:/user/get", "app:dingapp", "egress:default", "monthly:dingapp"}},
 		{"https://oapi.dingtalk.com/topapi/message/corpconversation/asyncsend_v2?access_token=t", "/topapi/message/corpconversation/asyncsend_v2",
 			[]string{"api:dingapp:/topapi/message/corpconversation/asyncsend_v2", "egress:default"},
 			[]string{"api:dingapp:/topapi/message/corpconversation/asyncsend_v2", "app:dingapp", "egress:default"}},
-		{newURL, "/v1.0/contact/users/{id}",
-			[]string{"api:dingapp:/v1.0/contact/users/{id}", "egress:default", "month:dingapp"},
-			[]string{"api:dingapp:/v1.0/contact/users/{id}", "app:dingapp", "egress:default", "org:dingapp/monthly"}},
+		{newURL, "GET /v1.0/contact/users/{unionId}",
+			[]string{"api:dingapp:GET /v1.0/contact/users/{unionId}", "egress:default", "month:dingapp"},
+			[]string{"api:dingapp:GET /v1.0/contact/users/{unionId}", "app:dingapp", "egress:default", "monthly:dingapp"}},
 	}
 	for _, tt := range tests {
 		r, err := p.Route(request("GET", tt.url))
@@ -224,7 +224,7 @@ func TestRouteKeysBounded(t *testing.T) {
 		}
 		seen[k] = r.API
 	}
-	if len(seen) != len(paths)-1 && len(seen) != len(paths) {
+	if len(seen) != 3 { // the long paths are one uncatalogued API
 		t.Fatalf("keys %v", seen)
 	}
 }
@@ -249,21 +249,12 @@ func ruleKeys(rules []limiter.Rule) []string {
 	return out
 }
 
-func BenchmarkRoute(b *testing.B) {
-	p := testProfile(b, Config{})
-	req := request("GET", newURL)
-	b.ReportAllocs()
-	for b.Loop() {
-		_, _ = p.Route(req)
-	}
-}
-
 func BenchmarkClassifyOK(b *testing.B) {
 	p := testProfile(b, Config{})
 	req := request("GET", oldURL)
 	body := `{"errcode":0,"errmsg":"ok","result":{"userid":"u1","name":"张三"}}`
 	b.ReportAllocs()
 	for b.Loop() {
-		p.Classify(req, answer(200, json, body))
+		routedClassify(p, req, answer(200, json, body))
 	}
 }

@@ -43,7 +43,7 @@ var fatalCodes = map[string]bool{
 	"99991679": true, // user has not granted the permission
 }
 
-func (p *preset) classify(req *http.Request, resp *http.Response) providers.Verdict {
+func (p *preset) classify(_ *http.Request, resp *http.Response, route *providers.Route) providers.Verdict {
 	prefix, _ := providers.PeekBody(resp, peekLimit)
 	code, msg, ok := providers.NumericCode(prefix, "code", "msg", maxMessage)
 	if ok && code == "0" {
@@ -54,7 +54,7 @@ func (p *preset) classify(req *http.Request, resp *http.Response) providers.Verd
 	switch {
 	case code == codeFrequency:
 		v.Kind, v.NotProcessed = providers.Quota, true
-		v.Scope = p.apiScope(p.apiName(req))
+		v.Scope = route.Scope(providers.ScopeAPI)
 		v.Until = p.resetOr(resp.Header, now, providers.NextSecond(now))
 	case code == codeMonthlyQuota:
 		// The tenant's monthly quota: every API of the app is refused
@@ -64,10 +64,9 @@ func (p *preset) classify(req *http.Request, resp *http.Response) providers.Verd
 		v.Until = providers.NextMonth(now).Add(p.cfg.MonthGrace)
 	case rateCodes[code]:
 		v.Kind, v.NotProcessed = providers.Quota, true
-		name := p.apiName(req)
-		v.Scope = p.apiScope(name)
-		if chat := p.chatOf(name, req); code == codeChat && chat != "" {
-			v.Scope = p.chatScope(chat) // too many to one chat, not to the API
+		v.Scope = route.Scope(providers.ScopeAPI)
+		if chat := route.Scope(providers.ScopeEntity); code == codeChat && chat != "" {
+			v.Scope = chat // too many to one chat, not to the API
 		}
 		v.Until = p.resetOr(resp.Header, now, now.Add(p.cfg.ShortPenalty))
 	case fatalCodes[code]:
@@ -100,12 +99,4 @@ func (p *preset) resetOr(h http.Header, now, def time.Time) time.Time {
 		return until
 	}
 	return def
-}
-
-// apiName names a request's API as Route does.
-func (p *preset) apiName(req *http.Request) string {
-	if a := p.lookup(req.Method, req.URL.Path); a != nil {
-		return a.name
-	}
-	return req.Method + " " + providers.FoldPath(req.URL.Path)
 }

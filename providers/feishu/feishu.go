@@ -4,8 +4,12 @@
 // Feishu limits each API per app by a frequency level: a per-second cap, a
 // per-minute cap, or both (level 4: 1000/min and 50/s). Each API's page states
 // its level, so the profile holds a table of API patterns and levels, with a
-// default level for the rest. Sending IM messages adds 5/s to one chat or
-// user. The free edition also caps a tenant's calls per calendar month.
+// default level for the rest. A request's API is its template in Feishu's API
+// catalog (generated from the Lark SDK, catalog_gen.go) or in Config.APIs; a
+// path in neither is counted as one stand-in API per method, "METHOD
+// uncatalogued". Sending IM messages adds 5/s to one chat or user, named by
+// receive_id in the request body: Route reads a bounded prefix of that body
+// for it. The free edition also caps a tenant's calls per calendar month.
 //
 // Throttled calls answer HTTP 429 (some old APIs 400) with code 99991400 and
 // the x-ogw-ratelimit-reset header, the seconds to wait; the monthly quota
@@ -19,13 +23,18 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/http"
-	"sort"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/quotaware/throttle/limiter"
 	"github.com/quotaware/throttle/providers"
+	"github.com/quotaware/throttle/providers/internal/catalog"
 )
+
+// apiCatalog is Feishu's API catalog, built on first use.
+var apiCatalog = sync.OnceValue(func() *catalog.Catalog { return catalog.MustNew(catalogTemplates...) })
 
 // Name is the profile's name and limiter group.
 const Name = "feishu"
@@ -64,12 +73,13 @@ func DefaultAPIs() map[string]int {
 
 // Defaults of Config's fields.
 const (
-	DefaultLevel        = 4 // the most common level; an assumption, set yours
-	DefaultPerChat      = 5
-	DefaultMonthlyQuota = 10000
-	DefaultJitter       = 50 * time.Millisecond
-	DefaultMonthGrace   = 5 * time.Second
-	DefaultShortPenalty = time.Second
+	DefaultLevel         = 4 // the most common level; an assumption, set yours
+	DefaultPerChat       = 5
+	DefaultMonthlyQuota  = 10000
+	DefaultJitter        = 50 * time.Millisecond
+	DefaultMonthGrace    = 5 * time.Second
+	DefaultShortPenalty  = time.Second
+	DefaultChatPeekLimit = 4 << 10
 )
 
 // Config configures the preset. Zero fields take the documented defaults.
@@ -91,11 +101,17 @@ type Config struct {
 	// DefaultLevel applies to APIs not in APIs (default 4); -1 gives them no
 	// rule, only a penalty scope.
 	DefaultLevel int
-	// PerChat caps IM messages per second to one receive_id (default 5);
-	// -1 disables the rule. It applies only when the request names the
-	// receive_id in its query: Route never reads the body, where Feishu's
-	// API usually takes it.
+	// PerChat caps IM messages per second to one chat or user (default 5);
+	// -1 disables the rule. Sends and forwards name the recipient by
+	// receive_id (with receive_id_type) in the body, of which Route reads
+	// at most ChatPeekLimit bytes; a reply counts against the message it
+	// answers. A send whose recipient cannot be read (no JSON, receive_id
+	// beyond the limit, an unreadable body) counts against one shared
+	// "unknown recipient" of the app: slower, never over the limit.
 	PerChat int
+	// ChatPeekLimit bounds how much of a send's body Route reads for its
+	// receive_id (default 4 KiB; the SDKs write it first).
+	ChatPeekLimit int
 	// FreeEdition enforces MonthlyQuota per calendar month in Beijing.
 	FreeEdition bool
 	// MonthlyQuota is the tenant's calls per month on the free edition
@@ -135,6 +151,7 @@ func (c *Config) setDefaults() {
 	}
 	c.DefaultLevel = cmp.Or(c.DefaultLevel, DefaultLevel)
 	c.PerChat = cmp.Or(c.PerChat, DefaultPerChat)
+	c.ChatPeekLimit = cmp.Or(c.ChatPeekLimit, DefaultChatPeekLimit)
 	c.MonthlyQuota = cmp.Or(c.MonthlyQuota, DefaultMonthlyQuota)
 	c.MonthGrace = cmp.Or(c.MonthGrace, DefaultMonthGrace)
 	c.ShortPenalty = cmp.Or(c.ShortPenalty, DefaultShortPenalty)
@@ -155,6 +172,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("feishu: Config.DefaultLevel %d is not in Config.Levels (use -1 for none)", c.DefaultLevel)
 	case c.PerChat < -1:
 		return fmt.Errorf("feishu: Config.PerChat must be positive, or -1 to disable, got %d", c.PerChat)
+	case c.ChatPeekLimit < 64 || c.ChatPeekLimit > 1<<20:
+		return fmt.Errorf("feishu: Config.ChatPeekLimit must be within [64, 1MiB], got %d", c.ChatPeekLimit)
 	case c.MonthlyQuota < 1:
 		return fmt.Errorf("feishu: Config.MonthlyQuota must be at least 1, got %d", c.MonthlyQuota)
 	case c.MonthGrace < 0 || c.MonthGrace >= time.Minute:
@@ -197,33 +216,25 @@ func Profile(cfg Config) (providers.Profile, error) {
 	if err := cfg.validate(); err != nil {
 		return providers.Profile{}, err
 	}
-	p := &preset{cfg: cfg, hosts: providers.NewHostSet(cfg.Hosts), byMethod: map[string][]*api{}}
+	p := &preset{cfg: cfg, hosts: providers.NewHostSet(cfg.Hosts), apis: apiCatalog(), listed: map[string][]limiter.Rule{}}
 	var err error
 	// The listed APIs and the AppID are known now: their rules are built
-	// once. Unlisted APIs re-key the default level's templates per request.
+	// once. Other APIs re-key the default level's templates, once per API.
+	var extra []string
 	for name, n := range cfg.APIs {
-		a := &api{name: name}
-		method, path, _ := strings.Cut(name, " ")
-		a.segs = strings.Split(path, "/")
-		for _, s := range a.segs {
-			if strings.HasPrefix(s, ":") {
-				a.params++
-			}
-		}
-		if a.rules, _, err = p.levelRules(cfg.Levels[n], name); err != nil {
+		rules, _, err := p.levelRules(cfg.Levels[n], name)
+		if err != nil {
 			return providers.Profile{}, fmt.Errorf("feishu: Config.APIs[%q]: %w", name, err)
 		}
-		p.byMethod[method] = append(p.byMethod[method], a)
+		p.listed[name] = rules
+		method, path, _ := strings.Cut(name, " ")
+		if a := p.apis.Lookup(method, path); a == nil || a.Name != name {
+			extra = append(extra, name) // an API the catalog lacks, or names otherwise
+		}
 	}
-	for _, as := range p.byMethod {
-		// The pattern with the fewest parameters wins: a literal segment
-		// says more than a placeholder.
-		sort.Slice(as, func(i, j int) bool {
-			if as[i].params != as[j].params {
-				return as[i].params < as[j].params
-			}
-			return as[i].name < as[j].name
-		})
+	slices.Sort(extra)
+	if p.extra, err = catalog.New(extra...); err != nil {
+		return providers.Profile{}, fmt.Errorf("feishu: Config.APIs: %w", err)
 	}
 	if cfg.DefaultLevel != -1 {
 		if p.defaults, p.defaultPrefixes, err = p.levelRules(cfg.Levels[cfg.DefaultLevel], "template"); err != nil {
@@ -261,21 +272,16 @@ func MustProfile(cfg Config) providers.Profile {
 type preset struct {
 	cfg      Config
 	hosts    providers.HostSet
-	byMethod map[string][]*api // read-only after Profile
-	defaults []limiter.Rule    // templates of DefaultLevel; nil for none
+	apis     *catalog.Catalog          // Feishu's APIs
+	extra    *catalog.Catalog          // Config.APIs the catalog lacks, searched first
+	listed   map[string][]limiter.Rule // rules of Config.APIs, by name; read-only after Profile
+	routes   sync.Map                  // API name -> *providers.Route, without the chat; bounded by the catalogs
+	defaults []limiter.Rule            // templates of DefaultLevel; nil for none
 	// defaultPrefixes start the keys of defaults, one per template.
 	defaultPrefixes []string
 	chat            limiter.Rule   // template of PerChat; zero when disabled
 	month           []limiter.Rule // the monthly quota, when FreeEdition
 	appScope        string
-}
-
-// api is one listed API pattern and its rules, keyed already.
-type api struct {
-	name   string
-	segs   []string
-	params int
-	rules  []limiter.Rule
 }
 
 // levelRules builds a level's rules under keys "s:<app>:<name>" (per
@@ -304,43 +310,68 @@ func (p *preset) match(r *http.Request) bool {
 	return r.URL != nil && strings.HasPrefix(r.URL.Path, "/open-apis/") && p.hosts.Match(r)
 }
 
-// lookup finds the listed API of a request, or nil.
-func (p *preset) lookup(method, path string) *api {
-	for _, a := range p.byMethod[method] {
-		if a.matches(path) {
-			return a
-		}
+// apiOf returns the API a request calls, or "METHOD uncatalogued" and
+// false.
+func (p *preset) apiOf(r *http.Request) (string, bool) {
+	if a := p.extra.Lookup(r.Method, r.URL.Path); a != nil {
+		return a.Name, true
 	}
-	return nil
+	if a := p.apis.Lookup(r.Method, r.URL.Path); a != nil {
+		return a.Name, true
+	}
+	return uncatalogued(r.Method), false
 }
 
-func (a *api) matches(path string) bool {
-	rest := path
-	for i, seg := range a.segs {
-		part, tail, more := strings.Cut(rest, "/")
-		if more != (i < len(a.segs)-1) {
-			return false // the path has more or fewer segments
-		}
-		if strings.HasPrefix(seg, ":") {
-			if part == "" {
-				return false
-			}
-		} else if part != seg {
-			return false
-		}
-		rest = tail
+// uncatalogued names the stand-in API of the paths the catalog lacks: one
+// per method, as Feishu's catalog names every API with its method.
+func uncatalogued(method string) string {
+	switch method {
+	case http.MethodGet:
+		return "GET " + catalog.Uncatalogued
+	case http.MethodPost:
+		return "POST " + catalog.Uncatalogued
+	case http.MethodPut:
+		return "PUT " + catalog.Uncatalogued
+	case http.MethodPatch:
+		return "PATCH " + catalog.Uncatalogued
+	case http.MethodDelete:
+		return "DELETE " + catalog.Uncatalogued
 	}
-	return true
+	return catalog.Uncatalogued
 }
 
+// route names the request's API by the catalogs, and adds the recipient's
+// rule and scope to a message send. Routes are built once per API and
+// shared: their slices must not be modified.
 func (p *preset) route(r *http.Request) (providers.Route, error) {
-	var name string
-	var rules []limiter.Rule
-	if a := p.lookup(r.Method, r.URL.Path); a != nil {
-		name = a.name
-		rules = a.rules
+	name, known := p.apiOf(r)
+	var rt providers.Route
+	if cached, ok := p.routes.Load(name); ok {
+		rt = *cached.(*providers.Route)
 	} else {
-		name = r.Method + " " + providers.FoldPath(r.URL.Path)
+		built, err := p.buildRoute(name)
+		if err != nil {
+			return providers.Route{}, err
+		}
+		built.Uncatalogued = !known
+		p.routes.Store(name, &built)
+		rt = built
+	}
+	if chat := p.chatOf(name, r); chat != "" {
+		rule, err := p.chat.WithKey("chat:" + p.cfg.AppID + ":" + chat)
+		if err != nil {
+			return providers.Route{}, err
+		}
+		rt.Rules = append(rt.Rules[:len(rt.Rules):len(rt.Rules)], rule)
+		rt.Scopes = append(rt.Scopes[:len(rt.Scopes):len(rt.Scopes)], p.chatScope(chat))
+	}
+	return rt, nil
+}
+
+// buildRoute builds the route of one API, without a recipient.
+func (p *preset) buildRoute(name string) (providers.Route, error) {
+	rules, ok := p.listed[name]
+	if !ok {
 		for i, t := range p.defaults {
 			rule, err := t.WithKey(fit(p.defaultPrefixes[i], name))
 			if err != nil {
@@ -349,33 +380,69 @@ func (p *preset) route(r *http.Request) (providers.Route, error) {
 			rules = append(rules, rule)
 		}
 	}
-	scopes := []string{p.apiScope(name), p.appScope}
-	if len(p.month) > 0 {
-		rules = append(rules[:len(rules):len(rules)], p.month...)
-	}
-	if chat := p.chatOf(name, r); chat != "" {
-		rule, err := p.chat.WithKey("chat:" + p.cfg.AppID + ":" + chat)
-		if err != nil {
-			return providers.Route{}, err
-		}
-		rules = append(rules[:len(rules):len(rules)], rule)
-		scopes = append(scopes, p.chatScope(chat))
-	}
-	return providers.Route{API: name, Rules: rules, Scopes: scopes}, nil
+	rules = append(rules[:len(rules):len(rules)], p.month...)
+	return providers.Route{API: name, Rules: rules[:len(rules):len(rules)], Scopes: []string{p.apiScope(name), p.appScope}}, nil
 }
 
-// chatOf returns the hashed receive_id of an IM send that names it in the
-// query, or "". Hashing bounds the key and keeps user IDs and emails out of
-// Redis keys and telemetry.
+// The APIs that carry the per-recipient limit, and where they name the
+// recipient.
+const (
+	imReply        = "POST /open-apis/im/v1/messages/:message_id/reply"
+	imForward      = "POST /open-apis/im/v1/messages/:message_id/forward"
+	imMergeForward = "POST /open-apis/im/v1/messages/merge_forward"
+)
+
+// unknownRecipient stands for every recipient Route could not read: they
+// share one per-recipient rule, so an unread send is slower, never over.
+const unknownRecipient = "unknown"
+
+// chatOf returns a hash naming the recipient of an IM send, forward or
+// reply, or "" for other APIs. Hashing bounds the key and keeps chat IDs,
+// user IDs and emails out of Redis keys and telemetry.
 func (p *preset) chatOf(name string, r *http.Request) string {
-	if name != IMSend || p.cfg.PerChat <= 0 || !strings.Contains(r.URL.RawQuery, "receive_id=") {
+	if p.cfg.PerChat <= 0 {
 		return ""
 	}
-	id := r.URL.Query().Get("receive_id")
+	switch name {
+	case IMSend, imForward, imMergeForward:
+		return p.recipient(r)
+	case imReply:
+		// The reply goes to the chat of the message it answers: the
+		// message ID is the closest name of that chat the request holds.
+		id, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/open-apis/im/v1/messages/"), "/")
+		return hashID("message", id)
+	}
+	return ""
+}
+
+// recipient reads receive_id from the query (old clients) or from the
+// first ChatPeekLimit bytes of the JSON body, with receive_id_type from the
+// query: the same ID means different people as an open_id and a user_id.
+func (p *preset) recipient(r *http.Request) string {
+	q := r.URL.Query()
+	kind := q.Get("receive_id_type")
+	if id := q.Get("receive_id"); id != "" {
+		return hashID(kind, id)
+	}
+	prefix, _ := providers.PeekRequestBody(r, p.cfg.ChatPeekLimit)
+	var id string
+	providers.ScanJSON(prefix, func(k []byte, vk providers.ValueKind, v []byte) bool {
+		if string(k) == "receive_id" {
+			if vk == providers.JSONString {
+				id = providers.Unquote(v)
+			}
+			return false
+		}
+		return true
+	})
 	if id == "" {
-		return ""
+		return unknownRecipient
 	}
-	sum := sha256.Sum256([]byte(id))
+	return hashID(kind, id)
+}
+
+func hashID(kind, id string) string {
+	sum := sha256.Sum256([]byte(kind + "\x00" + id))
 	return hex.EncodeToString(sum[:12])
 }
 
@@ -383,12 +450,13 @@ func (p *preset) apiScope(name string) string {
 	return providers.Scope(providers.ScopeAPI, fit(p.cfg.AppID+":", name))
 }
 
+// chatScope is the penalty scope of one recipient of the app's messages.
 func (p *preset) chatScope(chat string) string {
-	return providers.Scope(providers.ScopeAPI, p.cfg.AppID+":"+IMSend+":"+chat)
+	return providers.Scope(providers.ScopeEntity, p.cfg.AppID+":chat#"+chat)
 }
 
 // fit joins prefix and name, replacing name by its hash when the whole
-// would exceed limiter.MaxKeyLen (validate and FoldPath bound both, so
+// would exceed limiter.MaxKeyLen (validate and the catalog bound both, so
 // this is a safeguard).
 func fit(prefix, name string) string {
 	if len(prefix)+len(name)+len(providers.ScopeAPI)+1 <= limiter.MaxKeyLen {

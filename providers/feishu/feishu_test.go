@@ -78,10 +78,11 @@ func TestClassify(t *testing.T) {
 		{"frequency with a garbled reset", send, 429, http.Header{"X-Ogw-Ratelimit-Reset": {"-5"}}, body(99991400, "x"), providers.Quota, "99991400", nextSec, apiScope, 0},
 		{"monthly quota", send, 429, reset, body(99991403, "tenant monthly quota"), providers.Quota, "99991403", month, "app:" + app, 0},
 		{"chat frequency with receive_id", sendToChat, 400, nil, body(230020, "This operation triggers the frequency limit."), providers.Quota, "230020", now.Add(time.Second),
-			"api:" + app + ":" + IMSend + ":" + hashOf("oc_abc"), 0},
-		{"chat frequency without receive_id", send, 400, nil, body(230020, "This operation triggers the frequency limit."), providers.Quota, "230020", now.Add(time.Second), apiScope, 0},
-		{"unlisted API", "https://open.feishu.cn/open-apis/contact/v3/users/ou_7d8a6e6df7621556ce0d21922b676706ccs", 429, reset, body(99991400, "x"),
-			providers.Quota, "99991400", now.Add(3 * time.Second), "api:" + app + ":POST /open-apis/contact/v3/users/{id}", 0},
+			"entity:" + app + ":chat#" + hashID("chat_id", "oc_abc"), 0},
+		{"chat frequency without receive_id", send, 400, nil, body(230020, "This operation triggers the frequency limit."), providers.Quota, "230020", now.Add(time.Second),
+			"entity:" + app + ":chat#unknown", 0},
+		{"uncatalogued API", "https://open.feishu.cn/open-apis/contact/v3/users/ou_7d8a6e6df7621556ce0d21922b676706ccs", 429, reset, body(99991400, "x"),
+			providers.Quota, "99991400", now.Add(3 * time.Second), "api:" + app + ":POST uncatalogued", 0},
 		{"plain 429", send, 429, http.Header{"Retry-After": {"2"}}, `<html>Too Many Requests</html>`, providers.Transient, "", time.Time{}, "", 2 * time.Second},
 		{"429 with another code", send, 429, reset, body(99991401, "something else"), providers.Transient, "99991401", time.Time{}, "", 3 * time.Second},
 		{"server error", send, 500, nil, body(-1, "system busy"), providers.Transient, "-1", time.Time{}, "", 0},
@@ -111,7 +112,7 @@ func TestClassify(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			resp := response(tc.status, tc.header, tc.body)
-			v := p.Classify(request("POST", tc.target), resp)
+			v := routedClassify(p, request("POST", tc.target), resp)
 			if v.Kind != tc.kind || v.Code != tc.code || !v.Until.Equal(tc.until) || v.Scope != tc.scope || v.RetryAfter != tc.retry {
 				t.Errorf("verdict %+v\nwant %v %q until %v scope %q retry %v", v, tc.kind, tc.code, tc.until, tc.scope, tc.retry)
 			}
@@ -123,11 +124,6 @@ func TestClassify(t *testing.T) {
 			}
 		})
 	}
-}
-
-func hashOf(id string) string {
-	p := &preset{cfg: Config{PerChat: 5}}
-	return p.chatOf(IMSend, request("POST", "https://x/open-apis/im/v1/messages?receive_id="+url.QueryEscape(id)))
 }
 
 func TestRoute(t *testing.T) {
@@ -147,13 +143,13 @@ func TestRoute(t *testing.T) {
 		rules  string
 		scopes int
 	}{
-		{"IM send", Config{}, "POST", "https://open.feishu.cn/open-apis/im/v1/messages?receive_id_type=chat_id", IMSend,
-			"s:" + app + ":POST /open-apis/im/v1/messages: 50 per 1.05s | m:" + app + ":POST /open-apis/im/v1/messages: 1000 per 1m0.05s", 2},
-		{"IM send to a chat", Config{}, "POST", "https://open.larksuite.com/open-apis/im/v1/messages?receive_id_type=email&receive_id=a%40b.com", IMSend,
-			"s:" + app + ":POST /open-apis/im/v1/messages: 50 per 1.05s | m:" + app + ":POST /open-apis/im/v1/messages: 1000 per 1m0.05s | chat:" + app + ":" + hashOf("a@b.com") + ": 5 per 1.05s", 3},
+		{"IM send, no body", Config{}, "POST", "https://open.feishu.cn/open-apis/im/v1/messages?receive_id_type=chat_id", IMSend,
+			"s:" + app + ":POST /open-apis/im/v1/messages: 50 per 1.05s | m:" + app + ":POST /open-apis/im/v1/messages: 1000 per 1m0.05s | chat:" + app + ":unknown: 5 per 1.05s", 3},
+		{"IM send, receive_id in the query", Config{}, "POST", "https://open.larksuite.com/open-apis/im/v1/messages?receive_id_type=email&receive_id=a%40b.com", IMSend,
+			"s:" + app + ":POST /open-apis/im/v1/messages: 50 per 1.05s | m:" + app + ":POST /open-apis/im/v1/messages: 1000 per 1m0.05s | chat:" + app + ":" + hashID("email", "a@b.com") + ": 5 per 1.05s", 3},
 		{"reply", Config{}, "POST", "https://open.feishu.cn/open-apis/im/v1/messages/om_dc13264520392913993dd051dba21dcf/reply",
 			"POST /open-apis/im/v1/messages/:message_id/reply",
-			"s:" + app + ":POST /open-apis/im/v1/messages/:message_id/reply: 50 per 1.05s | m:" + app + ":POST /open-apis/im/v1/messages/:message_id/reply: 1000 per 1m0.05s", 2},
+			"s:" + app + ":POST /open-apis/im/v1/messages/:message_id/reply: 50 per 1.05s | m:" + app + ":POST /open-apis/im/v1/messages/:message_id/reply: 1000 per 1m0.05s | chat:" + app + ":" + hashID("message", "om_dc13264520392913993dd051dba21dcf") + ": 5 per 1.05s", 3},
 		{"unlisted API at the default level", Config{DefaultLevel: 5}, "GET", "https://open.feishu.cn/open-apis/calendar/v4/calendars", "GET /open-apis/calendar/v4/calendars",
 			"s:" + app + ":GET /open-apis/calendar/v4/calendars: 1 per 1.05s", 2},
 		{"no default level", Config{DefaultLevel: -1}, "GET", "https://open.feishu.cn/open-apis/calendar/v4/calendars", "GET /open-apis/calendar/v4/calendars", "", 2},
@@ -259,7 +255,7 @@ func TestClassifyEmulator(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
-		return p.Classify(req, resp)
+		return routedClassify(p, req, resp)
 	}
 	steps := []struct {
 		query string
@@ -286,7 +282,7 @@ func TestClassifyEmulator(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		v := p.Classify(req, resp)
+		v := routedClassify(p, req, resp)
 		resp.Body.Close()
 		if v.Code != want || (want != "" && (v.Scope != "app:"+app || resp.StatusCode != 429)) {
 			t.Errorf("monthly call %d: %+v", i, v)
@@ -308,7 +304,7 @@ func FuzzClassify(f *testing.F) {
 			Body:       io.NopCloser(iotest.OneByteReader(bytes.NewReader(body))),
 		}
 		req := request("POST", "https://open.feishu.cn/open-apis/im/v1/messages?receive_id=oc_1")
-		v := p.Classify(req, resp)
+		v := routedClassify(p, req, resp)
 		if v.Kind == providers.Quota && (v.Scope == "" || !v.Until.After(now) || v.Until.After(now.AddDate(0, 2, 0))) {
 			t.Errorf("quota verdict out of bounds: %+v", v)
 		}

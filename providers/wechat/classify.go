@@ -33,7 +33,7 @@ var fatalCodes = map[string]bool{
 	"40164": true, // caller IP not on the allow-list
 }
 
-func (p *preset) classify(req *http.Request, resp *http.Response) providers.Verdict {
+func (p *preset) classify(_ *http.Request, resp *http.Response, route *providers.Route) providers.Verdict {
 	if resp.StatusCode >= 500 {
 		v := providers.Verdict{Kind: providers.Transient, Code: http.StatusText(resp.StatusCode)}
 		if d, ok := providers.ParseRetryAfter(resp.Header, p.cfg.Clock()); ok {
@@ -53,13 +53,13 @@ func (p *preset) classify(req *http.Request, resp *http.Response) providers.Verd
 		// clear_quota, which we cannot see): calling earlier only fails.
 		now := p.cfg.Clock()
 		v.Kind, v.NotProcessed = providers.Quota, true
-		v.Scope = p.apiScope(providers.FoldPath(req.URL.Path))
+		v.Scope = route.Scope(providers.ScopeAPI)
 		v.Until = providers.NextMidnight(now).Add(p.cfg.DayGrace)
 	case codeMinuteQuota, codeMiniFrequency:
 		// "retry next minute": WeChat counts calendar minutes.
 		now := p.cfg.Clock()
 		v.Kind, v.NotProcessed = providers.Quota, true
-		v.Scope = p.apiScope(providers.FoldPath(req.URL.Path))
+		v.Scope = route.Scope(providers.ScopeAPI)
 		v.Until = providers.NextMinute(now)
 	case codeBusy:
 		v.Kind, v.NotProcessed = providers.Transient, true

@@ -7,21 +7,30 @@
 // minute"). The access token does not reveal the AppID, so it comes from
 // Config; a profile serves one account.
 //
-// Only the APIs listed in Config.Daily and Config.PerMinute get rules; every
-// API gets a penalty scope, so a quota error on any API stops further calls to
-// it until the window that tripped has passed.
+// A request's API is its path's template in WeChat's API catalog (generated
+// from the SDKs, catalog_gen.go), or a path listed in Config.Daily or
+// Config.PerMinute; a path in neither is counted as one stand-in API,
+// "uncatalogued". Only the APIs listed in Config.Daily and Config.PerMinute
+// get rules; every API gets a penalty scope, so a quota error on any API
+// stops further calls to it until the window that tripped has passed.
 package wechat
 
 import (
 	"cmp"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/quotaware/throttle/limiter"
 	"github.com/quotaware/throttle/providers"
+	"github.com/quotaware/throttle/providers/internal/catalog"
 )
+
+// apiCatalog is WeChat's API catalog, built on first use.
+var apiCatalog = sync.OnceValue(func() *catalog.Catalog { return catalog.MustNew(catalogTemplates...) })
 
 // Name is the profile's name and limiter group.
 const Name = "wechat"
@@ -127,7 +136,7 @@ func (c *Config) validate() error {
 	}
 	for field, m := range map[string]map[string]int{"Daily": c.Daily, "PerMinute": c.PerMinute} {
 		for path, n := range m {
-			if !strings.HasPrefix(path, "/") || providers.FoldPath(path) != path {
+			if _, err := catalog.New(path); err != nil || strings.ContainsAny(path, "{}: ") || path != "/" && strings.HasSuffix(path, "/") {
 				return fmt.Errorf("wechat: Config.%s[%q]: the key must be an API path such as /cgi-bin/user/info", field, path)
 			}
 			if n < 1 {
@@ -144,7 +153,17 @@ func Profile(cfg Config) (providers.Profile, error) {
 	if err := cfg.validate(); err != nil {
 		return providers.Profile{}, err
 	}
-	p := &preset{cfg: cfg, hosts: providers.NewHostSet(cfg.Hosts), rules: map[string][]limiter.Rule{}}
+	p := &preset{cfg: cfg, hosts: providers.NewHostSet(cfg.Hosts), rules: map[string][]limiter.Rule{}, apis: apiCatalog()}
+	// Listed paths the catalog does not know are APIs too.
+	var extra []string
+	for _, m := range []map[string]int{cfg.Daily, cfg.PerMinute} {
+		for path := range m {
+			if a := p.apis.Lookup(http.MethodPost, path); (a == nil || a.Name != path) && !slices.Contains(extra, path) {
+				extra = append(extra, path)
+			}
+		}
+	}
+	p.extra = catalog.MustNew(extra...)
 	// The AppID and the listed paths are all known now, so every rule is
 	// built once here: Route then allocates nothing for its rules.
 	for path, n := range cfg.Daily {
@@ -181,26 +200,45 @@ func MustProfile(cfg Config) providers.Profile {
 }
 
 type preset struct {
-	cfg   Config
-	hosts providers.HostSet
-	rules map[string][]limiter.Rule // by API path; read-only after Profile
+	cfg    Config
+	hosts  providers.HostSet
+	rules  map[string][]limiter.Rule // by API path; read-only after Profile
+	apis   *catalog.Catalog          // WeChat's APIs
+	extra  *catalog.Catalog          // listed paths apis lacks, searched first
+	routes sync.Map                  // API name -> *providers.Route; bounded by the catalogs
 }
 
 func (p *preset) match(r *http.Request) bool {
 	return p.hosts.Match(r)
 }
 
+// route names the request's API by the catalogs. Routes are built once per
+// API and shared: their slices must not be modified.
 func (p *preset) route(r *http.Request) (providers.Route, error) {
-	api := providers.FoldPath(r.URL.Path)
-	return providers.Route{
-		API:    api,
-		Rules:  p.rules[api],
-		Scopes: []string{p.apiScope(api)},
-	}, nil
+	api, known := p.apiOf(r)
+	if rt, ok := p.routes.Load(api); ok {
+		return *rt.(*providers.Route), nil
+	}
+	rt := &providers.Route{API: api, Uncatalogued: !known, Rules: p.rules[api], Scopes: []string{p.apiScope(api)}}
+	p.routes.Store(api, rt)
+	return *rt, nil
 }
 
-// apiScope is the penalty scope of one API of the account. FoldPath bounds
-// api and validate bounds the AppID, so it fits limiter.MaxKeyLen.
+// apiOf returns the API a request calls, or catalog.Uncatalogued and false.
+// WeChat names its APIs by path alone, whatever the method.
+func (p *preset) apiOf(r *http.Request) (string, bool) {
+	if a := p.extra.Lookup(r.Method, r.URL.Path); a != nil {
+		return a.Name, true
+	}
+	if a := p.apis.Lookup(r.Method, r.URL.Path); a != nil {
+		return a.Name, true
+	}
+	return catalog.Uncatalogued, false
+}
+
+// apiScope is the penalty scope of one API of the account. Catalog names
+// are short and validate bounds the AppID and listed paths, so it fits
+// limiter.MaxKeyLen.
 func (p *preset) apiScope(api string) string {
 	return providers.Scope(providers.ScopeAPI, p.cfg.AppID+":"+api)
 }

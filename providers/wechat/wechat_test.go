@@ -91,7 +91,7 @@ func TestClassify(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			resp := response(tc.status, tc.body)
-			v := p.Classify(request("POST", target), resp)
+			v := routedClassify(p, request("POST", target), resp)
 			if v.Kind != tc.kind || v.Code != tc.code || !v.Until.Equal(tc.until) || v.Scope != tc.scope {
 				t.Errorf("verdict %+v, want %v code %q until %v scope %q", v, tc.kind, tc.code, tc.until, tc.scope)
 			}
@@ -137,7 +137,7 @@ func TestClassifyEmulator(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if v := p.Classify(req, resp); v.Kind != want {
+			if v := routedClassify(p, req, resp); v.Kind != want {
 				t.Errorf("%s call %d: %+v, want %v", tc.path, i, v, want)
 			}
 			resp.Body.Close()
@@ -149,7 +149,7 @@ func TestClassifyEmulator(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	if v := p.Classify(req, resp); v.Kind != providers.Fatal || v.Code != "40001" {
+	if v := routedClassify(p, req, resp); v.Kind != providers.Fatal || v.Code != "40001" {
 		t.Errorf("forged token: %+v", v)
 	}
 }
@@ -167,7 +167,8 @@ func TestRouteAndMatch(t *testing.T) {
 				"min:wx1234567890abcdef:/cgi-bin/user/info: 100 per 1m0.05s"}},
 		{"https://SH.API.WEIXIN.QQ.COM:443/cgi-bin/token?grant_type=client_credential", true, "/cgi-bin/token",
 			[]string{"day:wx1234567890abcdef:/cgi-bin/token: 2000 per day (Asia/Shanghai)"}},
-		{"https://api.weixin.qq.com/cgi-bin/media/get/123456789", true, "/cgi-bin/media/get/{id}", nil},
+		{"https://api.weixin.qq.com/cgi-bin/media/get/123456789", true, "uncatalogued", nil},
+		{"https://api.weixin.qq.com/cgi-bin/media/get/zhangsan", true, "uncatalogued", nil},
 		{"https://qyapi.weixin.qq.com/cgi-bin/user/get", false, "", nil},
 		{"https://api.weixin.qq.com.evil.example/cgi-bin/token", false, "", nil},
 	}
@@ -186,6 +187,9 @@ func TestRouteAndMatch(t *testing.T) {
 		var rules []string
 		for _, rule := range r.Rules {
 			rules = append(rules, rule.String())
+		}
+		if r.Uncatalogued != (tc.api == "uncatalogued") {
+			t.Errorf("%s: Uncatalogued %v", tc.target, r.Uncatalogued)
 		}
 		if r.API != tc.api || strings.Join(rules, "|") != strings.Join(tc.rules, "|") ||
 			len(r.Scopes) != 1 || r.Scopes[0] != "api:wx1234567890abcdef:"+tc.api {
@@ -216,7 +220,8 @@ func TestConfigValidation(t *testing.T) {
 		{"negative penalty", Config{AppID: "wxabc", DefaultPenalty: -time.Second}, "Config.DefaultPenalty"},
 		{"zero daily quota", Config{AppID: "wxabc", Daily: map[string]int{"/cgi-bin/token": 0}}, "Config.Daily"},
 		{"relative path", Config{AppID: "wxabc", PerMinute: map[string]int{"cgi-bin/token": 5}}, "Config.PerMinute"},
-		{"path that folds", Config{AppID: "wxabc", Daily: map[string]int{"/cgi-bin/media/123456": 5}}, "Config.Daily"},
+		{"path with a placeholder", Config{AppID: "wxabc", Daily: map[string]int{"/cgi-bin/media/{id}": 5}}, "Config.Daily"},
+		{"path with a query", Config{AppID: "wxabc", Daily: map[string]int{"/cgi-bin/media?x=1": 5}}, "Config.Daily"},
 		{"custom limits", Config{AppID: "wxabc", Daily: map[string]int{}, PerMinute: map[string]int{"/wxa/x": 1}}, ""},
 	}
 	for _, tc := range tests {
@@ -258,7 +263,7 @@ func FuzzClassify(f *testing.F) {
 			Header:     http.Header{"Content-Type": {contentType}},
 			Body:       io.NopCloser(iotest.OneByteReader(bytes.NewReader(body))),
 		}
-		v := p.Classify(request("POST", "https://api.weixin.qq.com/cgi-bin/user/info"), resp)
+		v := routedClassify(p, request("POST", "https://api.weixin.qq.com/cgi-bin/user/info"), resp)
 		if v.Kind == providers.Quota && (v.Scope == "" || v.Until.IsZero()) {
 			t.Errorf("quota verdict without scope or end: %+v", v)
 		}

@@ -117,39 +117,60 @@ func TestAcceptanceFourReplicasAtFiveTimesDemand(t *testing.T) {
 	}
 	f := newAccFleet(t, cfg, emuLimits)
 
-	start := time.Now()
-	end := start.Add(accRun)
-	ctx, cancel := loadtest.Until(end)
-	defer cancel()
-	results := loadtest.Drive(ctx, accReplicas, slices.Repeat([]float64{accDemand * accRate}, len(accAPIs)), f.call)
-
-	recs := f.emu.Requests()
-	cs := f.emu.Counters()
-	tl := loadtest.Count(results, isQuotaCode)
+	run := loadtest.Fire(accReplicas, accRun, slices.Repeat([]float64{accDemand * accRate}, len(accAPIs)), f.call)
 	t.Logf("%d replicas, %v, demand %.0f calls/s per API (%d× the limit), latency 0-%v",
 		accReplicas, accRun, accDemand*accRate, accDemand, accLatency)
 	t.Logf("preset per API: company %d/min and %d/h, IP %d/min and %d/h, each window + %v (%.2f/s); emulator per API: %+v per emulated minute/hour of %v/%v (%.0f/s)",
 		cfg.CorpPerMinute, cfg.CorpPerHour, cfg.IPPerMinute, cfg.IPPerHour, cfg.Jitter,
 		float64(cfg.CorpPerMinute)/(time.Minute+cfg.Jitter).Seconds(),
 		emuLimits, time.Minute/accTimeScale, time.Hour/accTimeScale, accRate)
-	t.Logf("callers: %v", tl)
-	t.Logf("emulator: %d requests, %d ok, error answers by code %v", cs.Total, cs.OK, cs.ByCode)
-
-	if cs.Total != cs.OK {
-		t.Errorf("the emulator gave %d error answers (by code %v), want none", cs.Total-cs.OK, cs.ByCode)
-	}
-	tl.ExpectClean(t)
+	run.ExpectClean(t, loadtest.Answers(f.emu.Counters()), isQuotaCode)
 	for _, a := range accAPIs {
-		var at, emulated []time.Time
-		for _, r := range recs {
-			if r.Path == a.path && r.Code == 0 && r.Status == http.StatusOK && !r.At.Before(start) && r.At.Before(end) {
-				at = append(at, r.At)
-				emulated = append(emulated, r.Emulated)
-			}
-		}
-		got := loadtest.Measure(at, accRun)
-		t.Logf("%-30s %4d successes in %v: %.2f/s = %.1f%% of %.0f/s (sustained %.2f/s); busiest emulated minute %d of %d",
-			a.path, got.N, accRun, got.Rate, 100*got.Rate/accRate, accRate, got.Sustained, loadtest.Busiest(emulated, time.Minute), emuPerMinute)
-		got.Expect(t, a.path, accRate)
+		run.ExpectShare(t, a.path, f.successes(a.path), accRate, time.Minute, emuPerMinute)
 	}
+}
+
+// successes are the emulator's record of the successful calls of one API.
+func (f *accFleet) successes(api string) []loadtest.Arrival {
+	var out []loadtest.Arrival
+	for _, r := range f.emu.Requests() {
+		if r.API == api && r.Code == 0 && r.Status == http.StatusOK {
+			out = append(out, loadtest.Arrival{At: r.At, Emulated: r.Emulated})
+		}
+	}
+	return out
+}
+
+// Four replicas on one Redis call one API for members of eight ID shapes,
+// five times the company's limit in all with at least five callers per ID
+// in flight: the IDs never make the API many, so the emulator rejects
+// nothing and the API gets at least 90% of its rate.
+func TestAcceptanceIDsOfEveryShapeAreOneAPI(t *testing.T) {
+	// Twice the other run's limit: enough callers wait within the 2 s
+	// budget to keep five per ID in flight.
+	const api, perMinute = "/cgi-bin/user/get", 2 * accPerMinute
+	const rate = float64(perMinute) / 60
+	cfg := wecom.Config{
+		CorpPerMinute: perMinute, CorpPerHour: wecom.DefaultCorpPerHour,
+		IPPerMinute: wecom.DefaultIPPerMinute, IPPerHour: wecom.DefaultIPPerHour,
+		Jitter: accTimeScale * wecom.DefaultJitter,
+	}
+	emuPerMinute := perMinute / accTimeScale
+	f := newAccFleet(t, cfg, wecomtest.Limits{
+		CorpPerMinute: emuPerMinute, CorpPerHour: cfg.CorpPerHour / accTimeScale,
+		IPPerMinute: cfg.IPPerMinute / accTimeScale, IPPerHour: cfg.IPPerHour / accTimeScale,
+	})
+	var inFlight loadtest.Concurrency
+	ids := loadtest.IDs
+	call := func(ctx context.Context, i, id int) loadtest.Result {
+		defer inFlight.Enter(ids[id])()
+		target := f.emu.URL + api + "?access_token=" + f.token + "&userid=" + url.QueryEscape(ids[id])
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+		return loadtest.Send(f.clients[i], req, "errcode")
+	}
+	run := loadtest.Fire(accReplicas, accRun, slices.Repeat([]float64{accDemand * rate / float64(len(ids))}, len(ids)), call)
+	t.Logf("%d replicas, %v, %d IDs, demand %.0f calls/s in all (%d× the limit)", accReplicas, accRun, len(ids), accDemand*rate, accDemand)
+	run.ExpectClean(t, loadtest.Answers(f.emu.Counters()), isQuotaCode)
+	run.ExpectShare(t, api, f.successes(api), rate, time.Minute, emuPerMinute)
+	inFlight.ExpectAtLeast(t, 5)
 }

@@ -44,7 +44,7 @@ var fatalCodes = map[string]bool{
 // ConcurrentHint is the Message of a 45033 verdict.
 const ConcurrentHint = "too many concurrent calls to this API by the company: lower the number in flight"
 
-func (p *preset) classify(req *http.Request, resp *http.Response) providers.Verdict {
+func (p *preset) classify(_ *http.Request, resp *http.Response, route *providers.Route) providers.Verdict {
 	if resp.StatusCode >= 500 {
 		v := providers.Verdict{Kind: providers.Transient, Code: http.StatusText(resp.StatusCode)}
 		if d, ok := providers.ParseRetryAfter(resp.Header, p.cfg.Clock()); ok {
@@ -63,7 +63,7 @@ func (p *preset) classify(req *http.Request, resp *http.Response) providers.Verd
 		// The body does not say which window tripped; the escalation
 		// guesses from how soon it comes back.
 		v.Kind, v.NotProcessed = providers.Quota, true
-		v.Scope = p.apiScope(providers.FoldPath(req.URL.Path))
+		v.Scope = route.Scope(providers.ScopeAPI)
 		v.Until = p.strikes.penalty(v.Scope, p.cfg.Clock(), &p.cfg)
 	case code == codeConcurrent:
 		v.Kind, v.NotProcessed = providers.Transient, true

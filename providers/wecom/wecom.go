@@ -9,6 +9,10 @@
 // four limits and, on a 45009, penalises that API of the company for at least
 // a minute, escalating to an hour and then the rest of the day when the error
 // comes back right after a penalty ends.
+//
+// A request's API is its path's template in WeCom's API catalog (generated
+// from the SDKs, catalog_gen.go) or one of Config.APIs; a path in neither is
+// counted as one stand-in API, "uncatalogued".
 package wecom
 
 import (
@@ -19,11 +23,16 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/quotaware/throttle/limiter"
 	"github.com/quotaware/throttle/providers"
+	"github.com/quotaware/throttle/providers/internal/catalog"
 )
+
+// apiCatalog is WeCom's API catalog, built on first use.
+var apiCatalog = sync.OnceValue(func() *catalog.Catalog { return catalog.MustNew(catalogTemplates...) })
 
 // Name is the profile's name and limiter group.
 const Name = "wecom"
@@ -68,6 +77,10 @@ type Config struct {
 	Egress string
 	// Hosts the profile handles (default DefaultHosts).
 	Hosts []string
+	// APIs are paths of APIs the built-in catalog lacks (e.g. one WeCom
+	// published after this release), each then limited on its own rather
+	// than with every other uncatalogued path.
+	APIs []string
 
 	// Limits per API (defaults above; IP ones depend on ThirdParty).
 	CorpPerMinute, CorpPerHour int
@@ -178,6 +191,11 @@ func (c *Config) validate() error {
 			return fmt.Errorf("wecom: Config.Hosts[%d] must not be empty", i)
 		}
 	}
+	for i, path := range c.APIs {
+		if _, err := catalog.New(path); err != nil || strings.ContainsAny(path, "{}: ") {
+			return fmt.Errorf("wecom: Config.APIs[%d]: want an API path such as /cgi-bin/user/get, got %q", i, path)
+		}
+	}
 	for i, d := range c.Escalation {
 		// WeCom blocks for at least a minute: a shorter penalty only
 		// collects another 45009.
@@ -203,7 +221,8 @@ func Profile(cfg Config) (providers.Profile, error) {
 	if err := cfg.validate(); err != nil {
 		return providers.Profile{}, err
 	}
-	p := &preset{cfg: cfg, hosts: providers.NewHostSet(cfg.Hosts), strikes: newStrikes(cfg.MaxTracked)}
+	p := &preset{cfg: cfg, hosts: providers.NewHostSet(cfg.Hosts), strikes: newStrikes(cfg.MaxTracked),
+		apis: apiCatalog(), extra: catalog.MustNew(slices.Compact(slices.Sorted(slices.Values(cfg.APIs)))...)}
 	// Templates: the limits are the same for every API, so Route only
 	// re-keys them. Minute rules pace evenly (burst 1). Hour rules let one
 	// minute's worth go in a burst after an idle spell: a company sending to
@@ -263,14 +282,44 @@ type preset struct {
 	prefixes  [4]string
 	inFlight  *limiter.Rule // MaxInFlight, when set
 	strikes   *strikes
+	apis      *catalog.Catalog // WeCom's APIs
+	extra     *catalog.Catalog // Config.APIs, searched first
+	routes    sync.Map         // API name -> *providers.Route; bounded by the catalogs
 }
 
 func (p *preset) match(r *http.Request) bool {
 	return p.hosts.Match(r)
 }
 
+// route names the request's API by the catalogs. Routes are built once per
+// API and shared: their slices must not be modified.
 func (p *preset) route(r *http.Request) (providers.Route, error) {
-	api := providers.FoldPath(r.URL.Path)
+	api, known := p.apiOf(r)
+	if rt, ok := p.routes.Load(api); ok {
+		return *rt.(*providers.Route), nil
+	}
+	rt, err := p.buildRoute(api)
+	if err != nil {
+		return providers.Route{}, err
+	}
+	rt.Uncatalogued = !known
+	p.routes.Store(api, &rt)
+	return rt, nil
+}
+
+// apiOf returns the API a request calls, or catalog.Uncatalogued and false.
+// WeCom names its APIs by path alone, whatever the method.
+func (p *preset) apiOf(r *http.Request) (string, bool) {
+	if a := p.extra.Lookup(r.Method, r.URL.Path); a != nil {
+		return a.Name, true
+	}
+	if a := p.apis.Lookup(r.Method, r.URL.Path); a != nil {
+		return a.Name, true
+	}
+	return catalog.Uncatalogued, false
+}
+
+func (p *preset) buildRoute(api string) (providers.Route, error) {
 	rules := make([]limiter.Rule, len(p.templates), len(p.templates)+1)
 	for i, t := range p.templates {
 		rule, err := t.WithKey(fit(p.prefixes[i], api))
@@ -286,7 +335,7 @@ func (p *preset) route(r *http.Request) (providers.Route, error) {
 		}
 		rules = append(rules, rule)
 	}
-	return providers.Route{API: api, Rules: rules, Scopes: []string{p.apiScope(api)}}, nil
+	return providers.Route{API: api, Rules: rules[:len(rules):len(rules)], Scopes: []string{p.apiScope(api)}}, nil
 }
 
 // apiScope is the penalty scope of one API of the company.
@@ -295,7 +344,7 @@ func (p *preset) apiScope(api string) string {
 }
 
 // fit joins prefix and api, replacing api by its hash when the whole would
-// exceed limiter.MaxKeyLen (FoldPath bounds api, so this is a safeguard).
+// exceed limiter.MaxKeyLen (catalog names are short, so this is a safeguard).
 func fit(prefix, api string) string {
 	if len(prefix)+len(api)+len(providers.ScopeAPI)+1 <= limiter.MaxKeyLen {
 		return prefix + api

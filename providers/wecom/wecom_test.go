@@ -97,7 +97,7 @@ func TestClassify(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := testProfile(t, Config{}, &fakeClock{t: t0})
 			resp := response(tc.status, tc.body)
-			v := p.Classify(request("POST", target), resp)
+			v := routedClassify(p, request("POST", target), resp)
 			if v.Kind != tc.kind || v.Code != tc.code || !v.Until.Equal(tc.until) || v.Scope != tc.scope || v.RetryAfter != tc.retry {
 				t.Errorf("verdict %+v, want %v %q until %v scope %q retry %v", v, tc.kind, tc.code, tc.until, tc.scope, tc.retry)
 			}
@@ -116,7 +116,7 @@ func TestEscalation(t *testing.T) {
 	p := testProfile(t, Config{}, clk)
 	freq := `{"errcode":45009,"errmsg":"api freq out of limit"}`
 	classify := func(path string) time.Time {
-		v := p.Classify(request("POST", "https://qyapi.weixin.qq.com"+path), response(200, freq))
+		v := routedClassify(p, request("POST", "https://qyapi.weixin.qq.com"+path), response(200, freq))
 		if v.Kind != providers.Quota {
 			t.Fatalf("%+v", v)
 		}
@@ -154,7 +154,7 @@ func TestEscalationBounded(t *testing.T) {
 		wg.Go(func() {
 			for i := range 50 {
 				path := fmt.Sprintf("/cgi-bin/api%c/x%c", 'a'+g, 'a'+i%26)
-				p.Classify(request("GET", "https://qyapi.weixin.qq.com"+path),
+				routedClassify(p, request("GET", "https://qyapi.weixin.qq.com"+path),
 					response(200, `{"errcode":45009,"errmsg":"api freq out of limit"}`))
 			}
 		})
@@ -285,7 +285,7 @@ func TestClassifyEmulator(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
-		return p.Classify(req, resp)
+		return routedClassify(p, req, resp)
 	}
 	var first providers.Verdict
 	done := make(chan struct{})
@@ -325,7 +325,7 @@ func FuzzClassify(f *testing.F) {
 			Header:     http.Header{"Content-Type": {contentType}},
 			Body:       io.NopCloser(iotest.OneByteReader(bytes.NewReader(body))),
 		}
-		v := p.Classify(request("POST", target), resp)
+		v := routedClassify(p, request("POST", target), resp)
 		if v.Kind == providers.Quota && (v.Scope == "" || v.Until.IsZero()) {
 			t.Errorf("quota verdict without scope or end: %+v", v)
 		}

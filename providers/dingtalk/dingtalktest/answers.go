@@ -109,3 +109,24 @@ func success(r *http.Request, newAPI bool) answer {
 	}
 	return jsonAnswer(http.StatusOK, "", `{"errcode":0,"errmsg":"ok","request_id":"`+requestID()+`"}`)
 }
+
+// defaultMeteredPaths are the APIs the emulator counts against the monthly
+// quota unless Options.MeteredPaths says otherwise: the emulator's own copy
+// of the platform's (unpublished) list as the preset guesses it.
+var defaultMeteredPaths = []string{
+	"/user/get",
+	"/user/getuserinfo",
+	"/department/list",
+	"/topapi/v2/user/get",
+	"/topapi/v2/user/list",
+	"/topapi/v2/user/getuserinfo",
+	"/topapi/v2/user/getbymobile",
+	"/topapi/user/getbyunionid",
+	"/topapi/user/listid",
+	"/topapi/user/listsimple",
+	"/topapi/v2/department/get",
+	"/topapi/v2/department/listsub",
+	"/topapi/v2/department/listsubid",
+	"/v1.0/contact/users/{userId}",
+	"/v1.0/contact/users/{unionId}/departments",
+}

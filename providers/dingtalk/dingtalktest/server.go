@@ -55,8 +55,8 @@ type Options struct {
 
 	// MonthlyQuota is the metered calls per app per calendar month in
 	// Beijing time (default 5,000; negative: unlimited); MeteredPaths are
-	// the metered APIs (nil: dingtalk.DefaultMeteredPaths), compared after
-	// providers.FoldPath.
+	// the metered APIs (nil: the preset's default guess, in the emulator's own copy), looked up in the
+	// emulator's templates like any request.
 	MonthlyQuota int
 	MeteredPaths []string
 
@@ -105,7 +105,7 @@ func (o *Options) defaults() {
 		o.MonthlyQuota = dingtalk.DefaultMonthlyQuota
 	}
 	if o.MeteredPaths == nil {
-		o.MeteredPaths = dingtalk.DefaultMeteredPaths
+		o.MeteredPaths = defaultMeteredPaths
 	}
 	if o.Clock == nil {
 		o.Clock = time.Now
@@ -123,7 +123,7 @@ type Record struct {
 	At     time.Time // arrival on Clock, after the emulated latency
 	Method string
 	Path   string
-	API    string // Path folded: the unit the per-API limit counts
+	API    string // the template the call matched, or "uncatalogued": the unit the per-API limit counts
 	App    string // "" when the token was unknown
 	Org    string // the customer org of an ISV suite's token; "" otherwise
 	Status int
@@ -144,7 +144,8 @@ type Stats struct {
 type Server struct {
 	*httptest.Server
 	opts    Options
-	metered map[string]bool
+	metered map[string]bool     // by API
+	apis    *emulator.Templates // the emulator's own copy of DingTalk's API templates
 
 	mu        sync.Mutex
 	tokens    map[string]holder
@@ -176,8 +177,18 @@ func New(opts Options) *Server {
 		qps:     make(map[string]int),
 		month:   make(map[string]int),
 	}
+	s.apis = emulator.NewTemplates(templates)
 	for _, p := range opts.MeteredPaths {
-		s.metered[providers.FoldPath(p)] = true
+		found := false
+		for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch} {
+			if api := s.apis.API(m, p); api != emulator.Uncatalogued {
+				s.metered[api], found = true, true
+			}
+		}
+		if !found {
+			s.apis.Add(p)
+			s.metered[p] = true
+		}
 	}
 	for tok, app := range opts.Tokens {
 		s.tokens[tok] = holder{app: app}
@@ -276,7 +287,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 // under the lock, and records it.
 func (s *Server) decide(r *http.Request) answer {
 	newAPI := strings.HasPrefix(r.URL.Path, "/v1.0/") || strings.HasPrefix(r.URL.Path, "/v2.0/")
-	api := providers.FoldPath(r.URL.Path)
+	api := s.apis.API(r.Method, r.URL.Path)
 	// Read the token before the lock: a form body may need parsing.
 	tok := token(r, newAPI)
 	var creds tokenRequest

@@ -117,7 +117,7 @@ func TestEgressBan(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer resp.Body.Close()
-			v := p.Classify(req, resp)
+			v := routedClassify(p, req, resp)
 			if got := v.Kind == providers.Quota && v.Scope == "egress:default"; got != wantBan {
 				b, _ := io.ReadAll(resp.Body)
 				t.Fatalf("html %v, %s: verdict %+v, want ban %v (%s)", htmlBan, path, v, wantBan, b)
@@ -298,20 +298,20 @@ func TestPresetReadsEmulator(t *testing.T) {
 	p := dingtalk.MustProfile(dingtalk.Config{AppKey: "app", Hosts: []string{s.Host()}, Now: c.Now})
 	nextSec := c.Now().Truncate(time.Second).Add(time.Second)
 	tests := []struct {
-		path, scope, code string
-		until             time.Time
+		method, path, scope, code string
+		until                     time.Time
 	}{
-		{"/topapi/v2/user/get", "", "", time.Time{}},
-		{"/topapi/v2/user/get", "api:app:/topapi/v2/user/get", "90018", nextSec},
-		{"/department/list", "", "", time.Time{}},
-		{"/department/list", "api:app:/department/list", "90018", nextSec},
-		{"/v1.0/contact/users/manager4220", "org:app/monthly", "Forbidden.AccessDenied.ApiCountLimitForOrg",
+		{"GET", "/topapi/v2/user/get", "", "", time.Time{}},
+		{"GET", "/topapi/v2/user/get", "api:app:/topapi/v2/user/get", "90018", nextSec},
+		{"GET", "/department/list", "", "", time.Time{}},
+		{"GET", "/department/list", "api:app:/department/list", "90018", nextSec},
+		{"GET", "/v1.0/contact/users/manager4220", "monthly:app", "Forbidden.AccessDenied.ApiCountLimitForOrg",
 			providers.NextMonth(c.Now()).Add(dingtalk.DefaultMonthGrace)},
-		{"/v1.0/robot/oToMessages/batchSend", "", "", time.Time{}},
-		{"/v1.0/robot/oToMessages/batchSend", "api:app:/v1.0/robot/oToMessages/batchSend", "Forbidden.AccessDenied.QpsLimitForAppkeyAndApi", nextSec},
+		{"POST", "/v1.0/robot/oToMessages/batchSend", "", "", time.Time{}},
+		{"POST", "/v1.0/robot/oToMessages/batchSend", "api:app:POST /v1.0/robot/oToMessages/batchSend", "Forbidden.AccessDenied.QpsLimitForAppkeyAndApi", nextSec},
 	}
 	for _, tt := range tests {
-		req, _ := http.NewRequest("GET", s.URL+tt.path, nil)
+		req, _ := http.NewRequest(tt.method, s.URL+tt.path, nil)
 		if !p.Match(req) {
 			t.Fatalf("profile does not match %s", req.URL)
 		}
@@ -319,7 +319,7 @@ func TestPresetReadsEmulator(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		v := p.Classify(req, resp)
+		v := routedClassify(p, req, resp)
 		resp.Body.Close()
 		if v.Scope != tt.scope || v.Code != tt.code || !v.Until.Equal(tt.until) {
 			t.Errorf("%s: verdict %+v, want scope %q code %q until %v", tt.path, v, tt.scope, tt.code, tt.until)

@@ -54,6 +54,12 @@ const (
 // IMSend is the API of sending a message, which carries the per-chat rule.
 const IMSend = "POST /open-apis/im/v1/messages"
 
+// Forwards name their recipient like a send and count against it too.
+const (
+	imForward      = "POST /open-apis/im/v1/messages/:message_id/forward"
+	imMergeForward = "POST /open-apis/im/v1/messages/merge_forward"
+)
+
 // Level is one row of Feishu's frequency level table. Zero means no cap.
 type Level struct {
 	PerSecond, PerMinute int
@@ -118,10 +124,13 @@ type Request struct {
 	At       time.Time // Clock() at arrival, after the latency
 	Emulated time.Time // emulated time at arrival
 	Method   string
-	Path     string // the matched "METHOD /pattern", or "METHOD /path" as sent
+	Path     string // the API counted: the matched "METHOD /pattern" of Options.APIs or of the emulator's templates, or "METHOD uncatalogued"
 	App      string // app_id, "<app_id>@<tenant_key>" for a store app's tenant; empty when the token was unknown or the answer injected
-	Status   int
-	Code     int
+	// ReceiveID is the recipient of a message send or forward, as the
+	// emulator read it from the query or the JSON body.
+	ReceiveID string
+	Status    int
+	Code      int
 }
 
 // Counters sum up the answers given so far.
@@ -137,6 +146,7 @@ type Server struct {
 
 	opts     Options
 	patterns []pattern
+	apis     *emulator.Templates // the emulator's own copy of Feishu's API templates
 	em       *emulator.Core[Request]
 
 	// Guarded by em's lock.
@@ -182,6 +192,7 @@ func NewServer(opts Options) *Server {
 			},
 		}),
 		windows: map[key]*window{},
+		apis:    emulator.NewTemplates(templates),
 	}
 	for name, level := range opts.APIs {
 		method, path, _ := strings.Cut(name, " ")
@@ -255,8 +266,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.WriteString(w, rp.body)
 }
 
-// match names the API of a request: the most specific pattern that matches
-// it, or "METHOD path" as sent.
+// match names the API of a request and its level: the most specific
+// pattern of Options.APIs that matches it, else its template at the default
+// level, else "METHOD uncatalogued" at the default level.
 func (s *Server) match(method, path string) (string, int) {
 	segs := strings.Split(path, "/")
 	best, bestLevel, bestParams := "", s.opts.DefaultLevel, math.MaxInt
@@ -273,7 +285,10 @@ next:
 		best, bestLevel, bestParams = p.name, p.level, p.params
 	}
 	if best == "" {
-		return method + " " + path, s.opts.DefaultLevel
+		if api := s.apis.API(method, path); api != emulator.Uncatalogued {
+			return api, s.opts.DefaultLevel
+		}
+		return method + " " + emulator.Uncatalogued, s.opts.DefaultLevel
 	}
 	return best, bestLevel
 }
@@ -306,7 +321,7 @@ func (s *Server) answerLocked(r *http.Request, body []byte, rec *Request, api st
 		return errReply(http.StatusBadRequest, CodeTokenExpired, "Authentication token expired.")
 	}
 	var chat string
-	if api == IMSend && s.opts.PerChat > 0 {
+	if (api == IMSend || api == imForward || api == imMergeForward) && s.opts.PerChat > 0 {
 		chat = r.URL.Query().Get("receive_id")
 		if chat == "" {
 			var m struct {
@@ -316,6 +331,7 @@ func (s *Server) answerLocked(r *http.Request, body []byte, rec *Request, api st
 			chat = m.ReceiveID
 		}
 	}
+	rec.ReceiveID = chat
 	return s.chargeLocked(app, api, s.opts.Levels[level], chat, emu)
 }
 

@@ -113,7 +113,8 @@ type Request struct {
 	At       time.Time // Clock() at arrival, after the latency
 	Emulated time.Time // emulated time at arrival (see Options.TimeScale)
 	Method   string
-	Path     string // URL path, without the query (WeChat paths hold no IDs)
+	Path     string // URL path, without the query
+	API      string // the API the emulator counted the call under: its template, or "uncatalogued"
 	App      string // AppID; empty when the token was unknown or the answer injected
 	Status   int
 	Code     int // errcode of the answer
@@ -132,6 +133,7 @@ type Server struct {
 
 	opts Options
 	em   *emulator.Core[Request]
+	apis *emulator.Templates // the emulator's own copy of WeChat's API templates
 
 	// Guarded by em's lock.
 	windows map[windowKey]*window
@@ -161,6 +163,15 @@ func NewServer(opts Options) *Server {
 			},
 		}),
 		windows: map[windowKey]*window{},
+		apis:    emulator.NewTemplates(templates),
+	}
+	// A path the options limit is an API, catalogued or not.
+	for _, m := range []map[string]int{opts.Limits.Daily, opts.Limits.PerMinute, opts.Limits.MiniPerMinute} {
+		for path := range m {
+			if s.apis.API(http.MethodPost, path) != path {
+				s.apis.Add(path)
+			}
+		}
 	}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	return s
@@ -214,7 +225,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	s.em.Lock()
 	wall, emu := s.em.Times()
-	rec := Request{At: wall, Emulated: emu, Method: r.Method, Path: r.URL.Path}
+	rec := Request{At: wall, Emulated: emu, Method: r.Method, Path: r.URL.Path, API: s.apis.API(r.Method, r.URL.Path)}
 	status, body := s.answerLocked(r, &rec, emu, stable)
 	rec.Status = status
 	s.em.RecordLocked(rec, rec.Code)
@@ -263,7 +274,7 @@ func (s *Server) answerLocked(r *http.Request, rec *Request, emu time.Time, stab
 		return http.StatusOK, errBody(CodeExpiredToken, "access_token expired")
 	}
 	rec.App = app
-	if code, msg := s.chargeLocked(app, r.URL.Path, emu); code != 0 {
+	if code, msg := s.chargeLocked(app, rec.API, emu); code != 0 {
 		rec.Code = code
 		return http.StatusOK, errBody(code, msg)
 	}
@@ -287,7 +298,7 @@ func (s *Server) tokenLocked(rec *Request, emu time.Time, app, secret string) (i
 		}
 	}
 	rec.App = app
-	if code, msg := s.chargeLocked(app, rec.Path, emu); code != 0 {
+	if code, msg := s.chargeLocked(app, rec.API, emu); code != 0 {
 		rec.Code = code
 		return http.StatusOK, errBody(code, msg)
 	}

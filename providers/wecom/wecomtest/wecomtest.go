@@ -95,7 +95,8 @@ type Request struct {
 	At       time.Time // Clock() at arrival, after the latency
 	Emulated time.Time // emulated time at arrival
 	Method   string
-	Path     string // URL path without the query (WeCom paths hold no IDs)
+	Path     string // URL path without the query
+	API      string // the API the emulator counted the call under: its template, or "uncatalogued"
 	App      string // CorpID; empty when the token was unknown or the answer injected
 	IP       string
 	Status   int
@@ -115,6 +116,7 @@ type Server struct {
 
 	opts Options
 	em   *emulator.Core[Request]
+	apis *emulator.Templates // the emulator's own copy of WeCom's API templates
 
 	// Guarded by em's lock.
 	windows  map[key]*window
@@ -154,6 +156,7 @@ func NewServer(opts Options) *Server {
 		windows:  map[key]*window{},
 		blocked:  map[key]time.Time{},
 		inflight: map[key]int{},
+		apis:     emulator.NewTemplates(templates),
 	}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	return s
@@ -189,7 +192,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	ip := s.opts.ClientIP(r)
 	s.em.Lock()
 	wall, emu := s.em.Times()
-	rec := Request{At: wall, Emulated: emu, Method: r.Method, Path: r.URL.Path, IP: ip}
+	rec := Request{At: wall, Emulated: emu, Method: r.Method, Path: r.URL.Path, API: s.apis.API(r.Method, r.URL.Path), IP: ip}
 	status, body, release := s.answerLocked(r, &rec, emu)
 	rec.Status = status
 	s.em.RecordLocked(rec, rec.Code)
@@ -243,7 +246,7 @@ func (s *Server) answerLocked(r *http.Request, rec *Request, emu time.Time) (sta
 		}
 	}
 	rec.App = corp
-	if code := s.chargeLocked(corp, rec.IP, r.URL.Path, emu); code != 0 {
+	if code := s.chargeLocked(corp, rec.IP, rec.API, emu); code != 0 {
 		rec.Code = code
 		msg := "api freq out of limit"
 		if code == CodeConcurrent {
@@ -252,7 +255,7 @@ func (s *Server) answerLocked(r *http.Request, rec *Request, emu time.Time) (sta
 		return http.StatusOK, errBody(code, msg, rec.IP), nil
 	}
 	if s.opts.Limits.MaxConcurrent > 0 {
-		fk := key{dim: 'f', id: corp, path: r.URL.Path}
+		fk := key{dim: 'f', id: corp, path: rec.API}
 		release = func() {
 			if s.inflight[fk]--; s.inflight[fk] <= 0 {
 				delete(s.inflight, fk)

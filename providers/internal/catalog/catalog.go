@@ -1,0 +1,171 @@
+// Package catalog maps a request to the provider API it calls, by the
+// provider's own list of API path templates, so that IDs in a path never
+// make one API look like many.
+//
+// A template is "METHOD /path" or "/path" (any method), with a path
+// parameter written "{name}" or ":name" standing for one non-empty segment.
+// Lookup walks a trie of segments: a literal segment beats a parameter, and
+// a branch that dead-ends gives way to the parameter beside it, so
+// /users/search and /users/{id} both resolve. Lookup allocates nothing.
+package catalog
+
+import (
+	"fmt"
+	"strings"
+)
+
+// API is one template of the catalog.
+type API struct {
+	// Name is the template as listed: the API's identity in keys, scopes
+	// and telemetry. It holds parameter names, never a request's values.
+	Name string
+	// Method is the template's method, "" for any.
+	Method string
+	// Path is the template's path.
+	Path string
+}
+
+// Catalog is an immutable set of templates, safe for concurrent use.
+type Catalog struct {
+	root node
+	n    int
+}
+
+type node struct {
+	static map[string]*node
+	param  *node
+	apis   []*API // templates ending here, one per method ("" last)
+}
+
+// New builds a catalog. It rejects a template that is not "METHOD /path" or
+// "/path", and two templates that would name the same requests.
+func New(templates ...string) (*Catalog, error) {
+	c := &Catalog{}
+	for _, t := range templates {
+		if err := c.add(t); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// MustNew is New for the generated catalogs, known to be valid.
+func MustNew(templates ...string) *Catalog {
+	c, err := New(templates...)
+	if err != nil {
+		panic(err)
+	}
+	return c
+}
+
+// Len is the number of templates.
+func (c *Catalog) Len() int { return c.n }
+
+// IsParam reports whether a template segment is a parameter.
+func IsParam(seg string) bool {
+	return len(seg) > 1 && (seg[0] == ':' || seg[0] == '{' && seg[len(seg)-1] == '}')
+}
+
+func (c *Catalog) add(t string) error {
+	method, path := "", t
+	if m, p, ok := strings.Cut(t, " "); ok {
+		method, path = m, p
+		if method == "" || strings.ToUpper(method) != method {
+			return fmt.Errorf("catalog: template %q: the method must be upper case", t)
+		}
+	}
+	if !strings.HasPrefix(path, "/") || strings.ContainsAny(path, " ?#") {
+		return fmt.Errorf("catalog: template %q: the path must start with '/' and hold no space, '?' or '#'", t)
+	}
+	n := &c.root
+	if path != "/" {
+		for _, seg := range strings.Split(strings.TrimSuffix(path[1:], "/"), "/") {
+			switch {
+			case seg == "":
+				return fmt.Errorf("catalog: template %q: empty segment", t)
+			case IsParam(seg):
+				if n.param == nil {
+					n.param = &node{}
+				}
+				n = n.param
+			default:
+				if n.static == nil {
+					n.static = make(map[string]*node)
+				}
+				next := n.static[seg]
+				if next == nil {
+					next = &node{}
+					n.static[seg] = next
+				}
+				n = next
+			}
+		}
+	}
+	for _, a := range n.apis {
+		if a.Method == method {
+			return fmt.Errorf("catalog: templates %q and %q name the same requests", a.Name, t)
+		}
+	}
+	a := &API{Name: t, Method: method, Path: path}
+	if method == "" {
+		n.apis = append(n.apis, a)
+	} else {
+		n.apis = append([]*API{a}, n.apis...)
+	}
+	c.n++
+	return nil
+}
+
+// Lookup returns the template a request's method and path (no query) call,
+// or nil when none does. A single trailing slash is ignored.
+func (c *Catalog) Lookup(method, path string) *API {
+	if c == nil || path == "" || path[0] != '/' {
+		return nil
+	}
+	rest := path[1:]
+	if rest == "" {
+		return c.root.api(method)
+	}
+	if rest[len(rest)-1] == '/' {
+		rest = rest[:len(rest)-1]
+	}
+	return c.root.match(rest, method)
+}
+
+func (n *node) match(rest, method string) *API {
+	seg, tail, more := strings.Cut(rest, "/")
+	if seg == "" {
+		return nil
+	}
+	if next := n.static[seg]; next != nil {
+		if a := next.descend(tail, more, method); a != nil {
+			return a
+		}
+	}
+	if n.param != nil {
+		return n.param.descend(tail, more, method)
+	}
+	return nil
+}
+
+func (n *node) descend(tail string, more bool, method string) *API {
+	if !more {
+		return n.api(method)
+	}
+	return n.match(tail, method)
+}
+
+func (n *node) api(method string) *API {
+	for _, a := range n.apis {
+		if a.Method == method || a.Method == "" {
+			return a
+		}
+	}
+	return nil
+}
+
+// Uncatalogued is the API a preset routes a path to when its catalog knows
+// none: one conservative stand-in per app, never split by what the path
+// holds, so a new API is over-throttled a little rather than IDs making
+// many APIs of one.
+const Uncatalogued = "uncatalogued"

@@ -1,0 +1,46 @@
+package wechat
+
+import (
+	"net/http"
+	"net/url"
+	"testing"
+
+	"github.com/quotaware/throttle/providers/internal/routetest"
+)
+
+func catalogChecker(t testing.TB) *routetest.Checker {
+	return &routetest.Checker{Profile: testProfile(t, Config{}), Host: "api.weixin.qq.com", Templates: catalogTemplates}
+}
+
+// Every template of the catalog, with IDs of every shape in its
+// parameters, is its own API, keyed and scoped alike whatever the ID.
+func TestRouteByCatalog(t *testing.T) {
+	c := catalogChecker(t)
+	c.CheckAll(t)
+	c.CheckUncatalogued(t, "GET", "/cgi-bin/media/get/", "uncatalogued")
+	t.Logf("%d templates from %s", len(catalogTemplates), catalogSources)
+}
+
+func FuzzRouteIDs(f *testing.F) { catalogChecker(f).Fuzz(f) }
+
+// BenchmarkRoute routes catalogued paths (with IDs) through the full
+// catalog, and one the catalog lacks.
+func BenchmarkRoute(b *testing.B) {
+	p := testProfile(b, Config{})
+	for _, path := range benchPaths {
+		req := &http.Request{Method: path[0], URL: &url.URL{Scheme: "https", Host: "api.weixin.qq.com", Path: path[1]}, Header: http.Header{}}
+		b.Run(path[1], func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := p.Route(req); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+var benchPaths = [][2]string{
+	{http.MethodGet, "/cgi-bin/user/info"},
+	{http.MethodGet, "/cgi-bin/media/get/zhangsan"},
+}
