@@ -13,7 +13,9 @@ import (
 // every request with it before the preset routes it, so that one Transport
 // keeps each of several apps within its own limits (see package apps). Give
 // every replica a Book made with apps.WithRedis and one shared key, so that
-// a token one replica fetched is known to all.
+// a token one replica fetched is known to all. The Book records its own
+// metrics (throttle.apps.unknown, throttle.apps.learned): give it
+// apps.WithMeterProvider with the provider given to WithMeterProvider.
 func WithApps(b *apps.Book) Option {
 	return optionFunc(func(c *config) {
 		if b == nil {

@@ -82,6 +82,11 @@ func NewApps(c AppsConfig) (*Apps, error) {
 		if a.fallback = a.presets()[c.Default]; a.fallback == nil {
 			return nil, fmt.Errorf("dingtalk: AppsConfig.Default %q is not one of Apps", c.Default)
 		}
+		if f := a.fallback.cfg; f.ISV && f.CorpID == "" {
+			// Requests of unknown apps name no customer org (the token
+			// calls among them): they could not be routed.
+			return nil, fmt.Errorf("dingtalk: AppsConfig.Default %q is an ISV suite without a CorpID", c.Default)
+		}
 		return a, nil
 	}
 	unknown := a.inherit(Config{AppKey: UnknownApp, PerAPIRate: lowest, MonthlyQuota: -1})

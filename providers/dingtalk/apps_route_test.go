@@ -96,6 +96,7 @@ func TestAppsConfigErrorsNameTheField(t *testing.T) {
 		{dingtalk.AppsConfig{}, "AppsConfig.Apps"},
 		{dingtalk.AppsConfig{Apps: []dingtalk.Config{{AppKey: "a"}, {AppKey: ""}}}, "Apps[1]: dingtalk: Config.AppKey"},
 		{dingtalk.AppsConfig{Apps: []dingtalk.Config{{AppKey: "a"}}, Default: "b"}, "AppsConfig.Default"},
+		{dingtalk.AppsConfig{Apps: []dingtalk.Config{{AppKey: "s", ISV: true}}, Default: "s"}, "AppsConfig.Default \"s\" is an ISV suite"},
 		{dingtalk.AppsConfig{Apps: []dingtalk.Config{{AppKey: "a"}}, Shared: dingtalk.Config{EgressLimit: -1}}, "AppsConfig.Shared"},
 	}
 	for _, tc := range cases {
