@@ -97,3 +97,30 @@ func TestUnknownTokenAsksRedisOnce(t *testing.T) {
 		t.Fatalf("%d Redis lookups for one unknown token, want 1", n)
 	}
 }
+
+// With Redis down, a lookup gives up within its timeout, the token stays
+// unknown for the negative TTL without asking again, and what this replica
+// learns itself still works locally.
+func TestRedisDown(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	b := apps.MustNew(apps.WithRedis(rdb, testKey), apps.WithPrefix(limitertest.Group(t)),
+		apps.WithRedisTimeout(100*time.Millisecond), apps.WithNegativeTTL(time.Minute))
+	srv.Stop()
+	ctx := context.Background()
+	if _, ok := b.Lookup(ctx, "someone-elses"); ok {
+		t.Fatal("found a token with Redis down")
+	}
+	if _, ok := b.Lookup(ctx, "someone-elses"); ok {
+		t.Fatal("found a token with Redis down")
+	}
+	if s := b.Stats(); s.RedisLookups != 1 || s.RedisErrors != 1 {
+		t.Fatalf("%d Redis lookups, %d errors; want 1 and 1 (the second lookup answered from memory)", s.RedisLookups, s.RedisErrors)
+	}
+	if err := b.Learn(ctx, "mine", providers.App{Provider: "wechat", ID: "wxA"}, time.Hour); err == nil {
+		t.Error("Learn reported no error with Redis down")
+	}
+	if app, ok := b.Lookup(ctx, "mine"); !ok || app.ID != "wxA" {
+		t.Fatalf("a token learned here: %+v, %v; want wxA", app, ok)
+	}
+}
