@@ -75,6 +75,7 @@ func TestCredentialsStayOutOfRedisAndTelemetry(t *testing.T) {
 		rdb := srv.Client(t)
 		book := apps.MustNew(apps.WithRedis(rdb, []byte("shared-key-0123456789")), apps.WithPrefix(prefix),
 			apps.WithMeterProvider(bookMeter))
+		t.Cleanup(func() { book.Close() })
 		tr := throttle.New(append(o.opts, throttle.WithRedis(rdb), throttle.WithRedisPrefix(prefix),
 			throttle.WithProfiles(set.Profile()), throttle.WithApps(book))...)
 		t.Cleanup(func() { tr.Close() })

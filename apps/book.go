@@ -35,6 +35,9 @@ const (
 	// learn itself, and an answer that comes late still beats charging
 	// the token's calls to the wrong app.
 	DefaultRedisTimeout = 500 * time.Millisecond
+	// errorTTL is how long a token stays unknown after Redis failed to
+	// answer for it.
+	errorTTL = 250 * time.Millisecond
 	// DefaultMaxTokens bounds the local cache; past it, expired entries go
 	// first, then arbitrary ones (they are re-read from Redis when needed).
 	DefaultMaxTokens = 1 << 20
@@ -154,6 +157,7 @@ type Stats struct {
 	RedisFound   int64 // ... and found the token there
 	RedisErrors  int64 // Redis calls that failed or timed out
 	Unknown      int64 // requests whose token nobody knew
+	Heard        int64 // tokens other replicas announced as they learned them
 	Tokens       int   // entries in the local cache, unknown ones included
 }
 
@@ -173,7 +177,10 @@ type Book struct {
 	ids   []providers.App // by index; ids[0] is "unknown"
 	idIdx map[providers.App]uint32
 
-	learned, localHits, redisLookups, redisFound, redisErrors, unknown atomic.Int64
+	learned, localHits, redisLookups, redisFound, redisErrors, unknown, heardCount atomic.Int64
+
+	stop      chan struct{} // closes the announcement listener
+	closeOnce sync.Once
 
 	unknownCounter metric.Int64Counter
 	learnedCounter metric.Int64Counter
@@ -217,7 +224,23 @@ func New(opts ...Option) (*Book, error) {
 		metric.WithDescription("Requests whose access token no replica had learned: charged to the preset's default app or shared scope."))
 	b.learnedCounter, _ = m.Int64Counter("throttle.apps.learned", metric.WithUnit("{token}"),
 		metric.WithDescription("Access tokens learned from token exchanges."))
+	if c.rdb != nil {
+		b.stop = make(chan struct{})
+		b.subscribe(b.stop)
+	}
 	return b, nil
+}
+
+// Close stops listening to the other replicas' announcements (a Book on
+// Redis listens from New on). Lookups and learning keep working, through
+// Redis calls.
+func (b *Book) Close() error {
+	b.closeOnce.Do(func() {
+		if b.stop != nil {
+			close(b.stop)
+		}
+	})
+	return nil
 }
 
 // MustNew is New that panics on an invalid option.
@@ -234,6 +257,7 @@ func (b *Book) Stats() Stats {
 	s := Stats{
 		Learned: b.learned.Load(), LocalHits: b.localHits.Load(), RedisLookups: b.redisLookups.Load(),
 		RedisFound: b.redisFound.Load(), RedisErrors: b.redisErrors.Load(), Unknown: b.unknown.Load(),
+		Heard: b.heardCount.Load(),
 	}
 	for i := range b.shards {
 		sh := &b.shards[i]
@@ -321,10 +345,11 @@ func (b *Book) fetchOnce(ctx context.Context, h tokenHash) (providers.App, bool)
 	case ok:
 		b.put(h, entry{app: b.intern(app), exp: now + ticks(ttl)}, now)
 	case err != nil:
-		// Redis did not answer: the token stays unknown for the negative
-		// TTL, so that an outage costs a wait at most once per token per
-		// while, not on every request.
-		b.put(h, entry{exp: now + ticks(b.cfg.negativeTTL)}, now)
+		// Redis did not answer in time: ask again soon, since a slow
+		// moment should not send the token's calls to the wrong app for
+		// long, but not on every request, or an outage would hold each
+		// one for the timeout.
+		b.put(h, entry{exp: now + ticks(errorTTL)}, now)
 	default:
 		b.put(h, entry{exp: now + ticks(b.cfg.negativeTTL)}, now)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
+	"strconv"
 	"strings"
 	"time"
 
@@ -27,11 +28,65 @@ func (b *Book) store(ctx context.Context, h tokenHash, app providers.App, ttl ti
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cfg.redisTimeout)
 	defer cancel()
 	val := app.Provider + sep + app.ID + sep + app.Org
-	if err := b.cfg.rdb.Set(ctx, b.redisKey(h), val, ttl).Err(); err != nil {
+	pipe := b.cfg.rdb.Pipeline()
+	pipe.Set(ctx, b.redisKey(h), val, ttl)
+	// Tell the replicas listening now, so that their first request with
+	// the token needs no lookup either.
+	pipe.Publish(ctx, b.channel(), hex.EncodeToString(h[:])+" "+strconv.FormatInt(ttl.Milliseconds(), 10)+" "+val)
+	if _, err := pipe.Exec(ctx); err != nil {
 		b.redisErrors.Add(1)
 		return err
 	}
 	return nil
+}
+
+// channel is where replicas announce what they learned: the hash, the
+// lifetime left and the app, never the token.
+func (b *Book) channel() string { return b.cfg.prefix + ":apps" }
+
+// subscribe starts listening to the other replicas' announcements: it
+// waits (at most the Redis timeout) until Redis confirms the subscription,
+// so that what is learned after New returns is heard, then keeps what
+// arrives until stop is closed. go-redis resubscribes after a reconnect.
+func (b *Book) subscribe(stop <-chan struct{}) {
+	sub := b.cfg.rdb.Subscribe(context.Background(), b.channel())
+	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.redisTimeout)
+	_, _ = sub.Receive(ctx)
+	cancel()
+	go func() {
+		defer sub.Close()
+		msgs := sub.Channel()
+		for {
+			select {
+			case <-stop:
+				return
+			case m, ok := <-msgs:
+				if !ok {
+					return
+				}
+				b.heard(m.Payload)
+			}
+		}
+	}()
+}
+
+// heard stores one announcement: "<hex hash> <ttl ms> <provider>\x1f<app>\x1f<org>".
+func (b *Book) heard(payload string) {
+	hx, rest, _ := strings.Cut(payload, " ")
+	ms, val, _ := strings.Cut(rest, " ")
+	var h tokenHash
+	if n, err := hex.Decode(h[:], []byte(hx)); err != nil || n != len(h) {
+		return
+	}
+	ttlMS, err := strconv.ParseInt(ms, 10, 64)
+	parts := strings.SplitN(val, sep, 3)
+	if err != nil || ttlMS <= 0 || len(parts) != 3 || parts[1] == "" {
+		return
+	}
+	app := providers.App{Provider: parts[0], ID: parts[1], Org: parts[2], Learned: true}
+	now := b.tick(b.cfg.now())
+	b.put(h, entry{app: b.intern(app), exp: now + ticks(time.Duration(ttlMS)*time.Millisecond)}, now)
+	b.heardCount.Add(1)
 }
 
 // fetch reads a token another replica learned, with what is left of its

@@ -15,14 +15,19 @@ import (
 )
 
 // Two replicas on one Redis: what one learns from an exchange, the other
-// knows, with the token's lifetime, and neither the token nor the secret
-// is anywhere in Redis.
+// hears at once (the announcement) or, when it starts later, reads from
+// Redis, with the token's lifetime; neither the token nor the secret is
+// anywhere in Redis.
 func TestReplicasShareWhatTheyLearn(t *testing.T) {
 	srv := redistest.Shared(t)
 	prefix := limitertest.Group(t)
 	ctx := context.Background()
-	a := apps.MustNew(apps.WithRedis(srv.Client(t), testKey), apps.WithPrefix(prefix))
-	b := apps.MustNew(apps.WithRedis(srv.Client(t), testKey), apps.WithPrefix(prefix))
+	book := func() *apps.Book {
+		b := apps.MustNew(apps.WithRedis(srv.Client(t), testKey), apps.WithPrefix(prefix))
+		t.Cleanup(func() { b.Close() })
+		return b
+	}
+	a, listening := book(), book()
 
 	const token, secret = "TOKEN-0f3c9a", "SECRET-77ab1"
 	emu := exchangeServer(t, `{"accessToken":"`+token+`","expireIn":7200}`)
@@ -34,18 +39,26 @@ func TestReplicasShareWhatTheyLearn(t *testing.T) {
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-
-	got, ok := b.Lookup(ctx, token)
 	want := providers.App{Provider: "dingtalk", ID: "suiteS", Org: "org1", Learned: true}
+
+	// The replica that was listening hears it (asynchronously).
+	deadline := time.Now().Add(5 * time.Second)
+	for listening.Stats().Heard == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	got, ok := listening.Lookup(ctx, token)
+	if !ok || got != want || listening.Stats().RedisLookups != 0 {
+		t.Fatalf("the listening replica: Lookup = %+v, %v after %d Redis lookups; want %+v from the announcement", got, ok, listening.Stats().RedisLookups, want)
+	}
+
+	// A replica started later reads it from Redis, once.
+	late := book()
+	got, ok = late.Lookup(ctx, token)
 	if !ok || got != want {
-		t.Fatalf("the other replica: Lookup = %+v, %v; want %+v", got, ok, want)
+		t.Fatalf("the late replica: Lookup = %+v, %v; want %+v", got, ok, want)
 	}
-	if s := b.Stats(); s.RedisLookups != 1 || s.RedisFound != 1 {
-		t.Errorf("the other replica: %d Redis lookups, %d found; want 1, 1", s.RedisLookups, s.RedisFound)
-	}
-	// The second lookup is local: no Redis call.
-	if _, ok := b.Lookup(ctx, token); !ok || b.Stats().RedisLookups != 1 {
-		t.Errorf("a known token asked Redis again (%d lookups)", b.Stats().RedisLookups)
+	if _, ok := late.Lookup(ctx, token); !ok || late.Stats().RedisLookups != 1 || late.Stats().RedisFound != 1 {
+		t.Errorf("the late replica: %d Redis lookups, %d found; want 1, 1", late.Stats().RedisLookups, late.Stats().RedisFound)
 	}
 
 	rdb := srv.Client(t)
@@ -75,6 +88,8 @@ func TestAnotherKeyReadsNothing(t *testing.T) {
 	ctx := context.Background()
 	a := apps.MustNew(apps.WithRedis(srv.Client(t), testKey), apps.WithPrefix(prefix))
 	b := apps.MustNew(apps.WithRedis(srv.Client(t), []byte("another-key-0123456789")), apps.WithPrefix(prefix))
+	defer a.Close()
+	defer b.Close()
 	if err := a.Learn(ctx, "tok", providers.App{Provider: "wechat", ID: "wxA"}, time.Hour); err != nil {
 		t.Fatal(err)
 	}
@@ -88,6 +103,7 @@ func TestAnotherKeyReadsNothing(t *testing.T) {
 func TestUnknownTokenAsksRedisOnce(t *testing.T) {
 	srv := redistest.Shared(t)
 	b := apps.MustNew(apps.WithRedis(srv.Client(t), testKey), apps.WithPrefix(limitertest.Group(t)), apps.WithNegativeTTL(time.Minute))
+	defer b.Close()
 	for range 100 {
 		if _, ok := b.Lookup(context.Background(), "nobody-knows"); ok {
 			t.Fatal("unknown token found")
@@ -106,6 +122,7 @@ func TestRedisDown(t *testing.T) {
 	rdb := srv.Client(t)
 	b := apps.MustNew(apps.WithRedis(rdb, testKey), apps.WithPrefix(limitertest.Group(t)),
 		apps.WithRedisTimeout(100*time.Millisecond), apps.WithNegativeTTL(time.Minute))
+	defer b.Close()
 	srv.Stop()
 	ctx := context.Background()
 	if _, ok := b.Lookup(ctx, "someone-elses"); ok {

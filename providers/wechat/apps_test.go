@@ -65,6 +65,8 @@ func TestAcceptanceManyAccounts(t *testing.T) {
 	books := make([]*apps.Book, accReplicas)
 	clients := loadtest.ReplicasWith(t, accReplicas, func(i int, rdb *redis.Client, prefix string) []throttle.Option {
 		books[i] = apps.MustNew(apps.WithRedis(rdb, sharedKey), apps.WithPrefix(prefix))
+		book := books[i]
+		t.Cleanup(func() { book.Close() })
 		return []throttle.Option{throttle.WithApps(books[i])}
 	}, throttle.WithProfiles(set.Profile()))
 
