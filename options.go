@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/quotaware/throttle/apps"
 	"github.com/quotaware/throttle/limiter"
 	"github.com/quotaware/throttle/providers"
 )
@@ -36,6 +37,7 @@ type config struct {
 	telemetry   telemetryConfig
 	retry       RetryPolicy
 	fallback    FallbackPolicy
+	apps        *apps.Book // WithApps
 	errs        []error
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/quotaware/throttle/apps"
 	"github.com/quotaware/throttle/circuit"
 	"github.com/quotaware/throttle/limiter"
 	"github.com/quotaware/throttle/providers"
@@ -29,6 +30,8 @@ type Transport struct {
 	bg       *background     // give-backs, releases and penalty writes
 	gauges   func()          // takes the Transport out of the gauges
 	quota    *quotaWatch
+
+	apps *apps.Book // WithApps: learns which app each token belongs to
 }
 
 // profile is a providers.Profile with its defaults resolved and its own
@@ -80,7 +83,10 @@ func Build(opts ...Option) (*Transport, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
-	t := &Transport{base: c.base, maxWait: c.maxWait, bg: newBackground()}
+	t := &Transport{base: c.base, maxWait: c.maxWait, bg: newBackground(), apps: c.apps}
+	if t.apps != nil {
+		t.base = t.apps.Observe(t.base) // learn from the token exchanges sent
+	}
 	t.tel = newTelemetry(&c)
 	for _, p := range c.profiles {
 		if p.DefaultPenalty == 0 {
@@ -218,6 +224,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if p == nil {
 		return t.base.RoundTrip(req)
 	}
+	req = t.resolveApp(req, p)
 	route, err := p.Route(req)
 	if err != nil {
 		closeBody(req)

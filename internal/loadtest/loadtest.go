@@ -28,6 +28,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/quotaware/throttle"
 	"github.com/quotaware/throttle/internal/redistest"
 	"github.com/quotaware/throttle/limiter/limitertest"
@@ -49,17 +51,30 @@ func Main(m *testing.M) {
 // test's cleanup.
 func Replicas(t *testing.T, n int, opts ...throttle.Option) []*http.Client {
 	t.Helper()
+	return ReplicasWith(t, n, nil, opts...)
+}
+
+// ReplicasWith is Replicas where each(i, client, prefix), when not nil,
+// adds options of replica i's own (e.g. an apps.Book on the replica's
+// go-redis client and key prefix).
+func ReplicasWith(t *testing.T, n int, each func(i int, rdb *redis.Client, prefix string) []throttle.Option, opts ...throttle.Option) []*http.Client {
+	t.Helper()
 	rdb := redistest.Shared(t)
 	prefix := limitertest.Group(t)
 	quiet := slog.New(slog.DiscardHandler)
 	var clients []*http.Client
-	for range n {
+	for i := range n {
 		base := &http.Transport{MaxIdleConnsPerHost: 256}
-		tr := throttle.New(append([]throttle.Option{
-			throttle.WithRedis(rdb.Client(t)), throttle.WithRedisPrefix(prefix),
+		client := rdb.Client(t)
+		all := append([]throttle.Option{
+			throttle.WithRedis(client), throttle.WithRedisPrefix(prefix),
 			throttle.WithBase(base), throttle.WithMaxWait(2 * time.Second),
 			throttle.WithLogger(quiet), throttle.WithoutTelemetry(),
-		}, opts...)...)
+		}, opts...)
+		if each != nil {
+			all = append(all, each(i, client, prefix)...)
+		}
+		tr := throttle.New(all...)
 		t.Cleanup(func() {
 			tr.Close()
 			base.CloseIdleConnections()

@@ -226,8 +226,17 @@ func (p *preset) buildRoute(api, org string) (providers.Route, error) {
 	}
 	scopes = append(scopes, p.egressScope)
 	if p.monthRule.Limit() > 0 && p.metered[api] {
-		rules = append(rules, p.monthRule)
-		scopes = append(scopes, p.monthScope())
+		month, scope := p.monthRule, p.monthScope()
+		if org != "" {
+			// An ISV suite's calls count against the customer org's own
+			// quota, and its 90020 stops that org only.
+			if month, err = p.monthRule.WithKey(boundKey("month:" + org)); err != nil {
+				return providers.Route{}, err
+			}
+			scope = boundKey(providers.Scope(providers.ScopeMonthly, org))
+		}
+		rules = append(rules, month)
+		scopes = append(scopes, scope)
 	}
 	return providers.Route{API: api, Rules: rules[:len(rules):len(rules)], Scopes: scopes[:len(scopes):len(scopes)]}, nil
 }

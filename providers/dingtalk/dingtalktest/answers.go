@@ -7,34 +7,65 @@ import (
 	"strings"
 )
 
-// tokenRequest is the credentials of a token call.
-type tokenRequest struct{ key, secret string }
-
-// readCreds reads the app's credentials: query parameters on the old API's
-// GET /gettoken (appkey and appsecret, or the legacy corpid and corpsecret
-// that older SDKs still send), a JSON body on the new API's
-// POST /v1.0/oauth2/accessToken.
-func readCreds(r *http.Request) tokenRequest {
-	if r.URL.Path == "/gettoken" {
-		q := r.URL.Query()
-		if !q.Has("appkey") && q.Has("corpid") {
-			return tokenRequest{q.Get("corpid"), q.Get("corpsecret")}
-		}
-		return tokenRequest{q.Get("appkey"), q.Get("appsecret")}
-	}
-	var body struct {
-		AppKey    string `json:"appKey"`
-		AppSecret string `json:"appSecret"`
-	}
-	_ = json.NewDecoder(io.LimitReader(r.Body, 64<<10)).Decode(&body)
-	return tokenRequest{body.AppKey, body.AppSecret}
+// tokenPaths are the token endpoints: an app's (both generations) and an
+// ISV suite's for one customer org (both generations).
+var tokenPaths = map[string]bool{
+	"/gettoken": true, "/v1.0/oauth2/accessToken": true,
+	"/service/get_corp_token": true, "/v1.0/oauth2/corpAccessToken": true,
 }
 
-// issueToken answers a token call and remembers the token's app. Called
+// holder is whose a token is: an app, or an ISV suite in a customer org.
+type holder struct{ app, org string }
+
+// tokenRequest is the credentials of a token call; org is the customer org
+// of an ISV suite's call.
+type tokenRequest struct{ key, secret, org string }
+
+// readCreds reads the credentials: query parameters on the old API's
+// GET /gettoken, a JSON body on the new API's POST /v1.0/oauth2/accessToken
+// and the ISV calls (the old one names the suite in the query accessKey;
+// the emulator takes its signature on trust).
+func readCreds(r *http.Request) tokenRequest {
+	q := r.URL.Query()
+	if r.URL.Path == "/gettoken" {
+		// appkey and appsecret, or the legacy corpid and corpsecret that
+		// older SDKs still send.
+		if !q.Has("appkey") && q.Has("corpid") {
+			return tokenRequest{key: q.Get("corpid"), secret: q.Get("corpsecret")}
+		}
+		return tokenRequest{key: q.Get("appkey"), secret: q.Get("appsecret")}
+	}
+	var body struct {
+		AppKey      string `json:"appKey"`
+		AppSecret   string `json:"appSecret"`
+		SuiteKey    string `json:"suiteKey"`
+		SuiteSecret string `json:"suiteSecret"`
+		AuthCorpID  string `json:"authCorpId"`
+		OldCorpID   string `json:"auth_corpid"`
+	}
+	_ = json.NewDecoder(io.LimitReader(r.Body, 64<<10)).Decode(&body)
+	switch r.URL.Path {
+	case "/v1.0/oauth2/corpAccessToken":
+		return tokenRequest{key: body.SuiteKey, secret: body.SuiteSecret, org: body.AuthCorpID}
+	case "/service/get_corp_token":
+		return tokenRequest{key: q.Get("accessKey"), secret: q.Get("signature"), org: body.OldCorpID}
+	}
+	return tokenRequest{key: body.AppKey, secret: body.AppSecret}
+}
+
+// issueToken answers a token call and remembers whose the token is. Called
 // with the lock held.
-func (s *Server) issueToken(old bool, c tokenRequest, rec *Record) answer {
+func (s *Server) issueToken(path string, c tokenRequest, rec *Record) answer {
+	old := !strings.HasPrefix(path, "/v1.0/")
+	isv := path == "/v1.0/oauth2/corpAccessToken" || path == "/service/get_corp_token"
 	valid := c.key != "" && c.secret != ""
-	if s.opts.Apps != nil {
+	switch {
+	case isv && c.org == "":
+		valid = false
+	case isv && s.opts.Suites != nil:
+		secret, ok := s.opts.Suites[c.key]
+		valid = ok && (secret == c.secret || path == "/service/get_corp_token")
+	case !isv && s.opts.Apps != nil:
 		secret, ok := s.opts.Apps[c.key]
 		valid = ok && secret == c.secret
 	}
@@ -46,8 +77,8 @@ func (s *Server) issueToken(old bool, c tokenRequest, rec *Record) answer {
 			`{"code":"invalidClientIdOrSecret","message":"无效的clientId或者clientSecret","requestid":"`+requestID()+`"}`)
 	}
 	tok := requestID() + requestID()
-	s.tokens[tok] = c.key
-	rec.App = c.key
+	s.tokens[tok] = holder{app: c.key, org: c.org}
+	rec.App, rec.Org = c.key, c.org
 	if old {
 		return jsonAnswer(http.StatusOK, "", `{"errcode":0,"errmsg":"ok","access_token":"`+tok+`","expires_in":7200}`)
 	}

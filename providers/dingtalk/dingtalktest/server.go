@@ -34,8 +34,15 @@ import (
 // (e.g. EgressWindow: time.Second).
 type Options struct {
 	// QPS is the per-app, per-API limit, counted in fixed wall-clock
-	// seconds of Clock (default 20).
-	QPS int
+	// seconds of Clock (default 20); AppQPS overrides it per app key (an
+	// app of a higher edition).
+	QPS    int
+	AppQPS map[string]int
+	// ISVQPS is a third-party suite's limit per customer org, per API
+	// (default 40), for tokens issued by the ISV token endpoints
+	// (/v1.0/oauth2/corpAccessToken, /service/get_corp_token); exceeding it
+	// answers 90019 / QpsLimitForSuitekeyAndOrgAndApi.
+	ISVQPS int
 	// EgressLimit calls per fixed EgressWindow from the client's IP
 	// (default 10,000 per 20 s); the next call bans the IP for BanDuration,
 	// every API included.
@@ -61,6 +68,10 @@ type Options struct {
 	Tokens     map[string]string
 	Apps       map[string]string
 	DefaultApp string
+	// Suites maps suite keys to secrets that the ISV token endpoints
+	// accept (nil: any suite and secret); every token they issue belongs
+	// to the suite in the customer org the request names.
+	Suites map[string]string
 
 	// Clock is the emulator's time (default time.Now): arrivals are counted
 	// and recorded at Clock().
@@ -86,6 +97,9 @@ type Options struct {
 func (o *Options) defaults() {
 	if o.QPS <= 0 {
 		o.QPS = 20
+	}
+	if o.ISVQPS <= 0 {
+		o.ISVQPS = 40
 	}
 	if o.EgressLimit <= 0 {
 		o.EgressLimit = dingtalk.DefaultEgressLimit
@@ -129,6 +143,7 @@ type Record struct {
 	Path   string
 	API    string // the template the call matched, or "uncatalogued": the unit the per-API limit counts
 	App    string // "" when the token was unknown
+	Org    string // the customer org of an ISV suite's token; "" otherwise
 	Status int
 	Code   string // the error code answered ("" on success; "ip-ban" for the ban page)
 }
@@ -151,9 +166,10 @@ type Server struct {
 	apis    *emulator.Templates // the emulator's own copy of DingTalk's API templates
 
 	mu        sync.Mutex
-	tokens    map[string]string
+	tokens    map[string]holder
 	qpsSecond int64
-	qps       map[string]int // app + "\x00" + API, in qpsSecond
+	qps       map[string]int // app + "\x00" + org + "\x00" + API, in qpsSecond
+	orgFaults map[string]*emulator.Faults[fault]
 	egressWin int64
 	egress    int
 	banUntil  time.Time
@@ -176,7 +192,7 @@ func New(opts Options) *Server {
 	s := &Server{
 		opts:    opts,
 		metered: make(map[string]bool, len(opts.MeteredPaths)),
-		tokens:  make(map[string]string, len(opts.Tokens)),
+		tokens:  make(map[string]holder, len(opts.Tokens)),
 		qps:     make(map[string]int),
 		month:   make(map[string]int),
 		robots:  make(map[string]*robot),
@@ -195,7 +211,7 @@ func New(opts Options) *Server {
 		}
 	}
 	for tok, app := range opts.Tokens {
-		s.tokens[tok] = app
+		s.tokens[tok] = holder{app: app}
 	}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	return s
@@ -233,6 +249,22 @@ func (s *Server) Force503(n int) {
 
 // FailNext answers the next n API calls with the given status and JSON body.
 func (s *Server) FailNext(n, status int, body string) { s.inject(n, fault{status: status, body: body}) }
+
+// FailNextIn answers the next n API calls of an ISV suite in customer org
+// org with the given status and JSON body, and no other org's calls.
+func (s *Server) FailNextIn(org string, n, status int, body string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.orgFaults == nil {
+		s.orgFaults = make(map[string]*emulator.Faults[fault])
+	}
+	f := s.orgFaults[org]
+	if f == nil {
+		f = &emulator.Faults[fault]{}
+		s.orgFaults[org] = f
+	}
+	f.Add(n, fault{status: status, body: body})
+}
 
 func (s *Server) inject(n int, f fault) {
 	s.mu.Lock()
@@ -279,7 +311,7 @@ func (s *Server) decide(r *http.Request) answer {
 	// Read the token before the lock: a form body may need parsing.
 	tok := token(r, newAPI)
 	var creds tokenRequest
-	isTokenCall := r.URL.Path == "/gettoken" || r.URL.Path == "/v1.0/oauth2/accessToken"
+	isTokenCall := tokenPaths[r.URL.Path]
 	if isTokenCall {
 		creds = readCreds(r)
 	}
@@ -313,16 +345,17 @@ func (s *Server) decideLocked(r *http.Request, now time.Time, newAPI bool, api, 
 		return s.banAnswer()
 	}
 	if isTokenCall {
-		return s.issueToken(r.URL.Path == "/gettoken", creds, rec)
+		return s.issueToken(r.URL.Path, creds, rec)
 	}
 	if api == robotPath {
 		return s.robotLocked(now, tok)
 	}
-	app, ok := s.tokens[tok]
+	h, ok := s.tokens[tok]
 	if !ok {
-		app = s.opts.DefaultApp
+		h = holder{app: s.opts.DefaultApp}
 	}
-	rec.App = app
+	app, org := h.app, h.org
+	rec.App, rec.Org = app, org
 	if app == "" {
 		if newAPI {
 			return jsonAnswer(http.StatusUnauthorized, "InvalidAuthentication",
@@ -334,16 +367,22 @@ func (s *Server) decideLocked(r *http.Request, now time.Time, newAPI bool, api, 
 		s.stats.Injected++
 		return faultAnswer(f, newAPI)
 	}
+	if of := s.orgFaults[org]; org != "" && of != nil {
+		if f, ok := of.Next(); ok {
+			s.stats.Injected++
+			return faultAnswer(f, newAPI)
+		}
+	}
 	// Per app, per API, per fixed wall-clock second.
 	if sec := now.Unix(); sec != s.qpsSecond {
 		s.qpsSecond = sec
 		clear(s.qps)
 	}
-	k := app + "\x00" + api
+	k := app + "\x00" + org + "\x00" + api
 	s.qps[k]++
-	if s.qps[k] > s.opts.QPS {
+	if s.qps[k] > s.qpsOf(h) {
 		s.stats.Rejected++
-		return qpsAnswer(now, newAPI, r.URL.Path)
+		return qpsAnswer(now, newAPI, r.URL.Path, org != "")
 	}
 	// The monthly quota counts metered calls that got through.
 	if s.opts.MonthlyQuota > 0 && s.metered[api] {
@@ -374,7 +413,27 @@ const banHTML = `<!DOCTYPE html><html><head><meta charset="utf-8"><title>访问�
 	`<body><div id="x5sec">您的访问过于频繁，请稍后再试</div>` +
 	`<script>window._config_={"action":"deny","url":"/_____tmd_____/punish"};</script></body></html>`
 
-func qpsAnswer(now time.Time, newAPI bool, path string) answer {
+// qpsOf is the per-API limit of a token's holder: per suite and org for an
+// ISV token, per app otherwise.
+func (s *Server) qpsOf(h holder) int {
+	if h.org != "" {
+		return s.opts.ISVQPS
+	}
+	if q, ok := s.opts.AppQPS[h.app]; ok && q > 0 {
+		return q
+	}
+	return s.opts.QPS
+}
+
+func qpsAnswer(now time.Time, newAPI bool, path string, isv bool) answer {
+	if isv {
+		if newAPI {
+			return jsonAnswer(http.StatusForbidden, "Forbidden.AccessDenied.QpsLimitForSuitekeyAndOrgAndApi",
+				`{"code":"Forbidden.AccessDenied.QpsLimitForSuitekeyAndOrgAndApi","message":"The request has exceeded the QPS limit of the suitekey, org and api: apiPath(`+path+`)","requestid":"`+requestID()+`"}`)
+		}
+		end := providers.NextSecond(now).Format("2006-01-02 15:04:05")
+		return wrapOld(path, "90019", "当前套件在该企业调用该接口的频率已超过限制, 处罚将在 "+end+" 结束.")
+	}
 	if newAPI {
 		return jsonAnswer(http.StatusForbidden, "Forbidden.AccessDenied.QpsLimitForAppkeyAndApi",
 			`{"code":"Forbidden.AccessDenied.QpsLimitForAppkeyAndApi","message":"The request has exceeded the QPS limit of the appkey and api: apiPath(`+path+`)","requestid":"`+requestID()+`"}`)

@@ -126,7 +126,7 @@ type Request struct {
 	Emulated time.Time // emulated time at arrival
 	Method   string
 	Path     string // the API counted: the matched "METHOD /pattern" of Options.APIs or of the emulator's templates, or "METHOD uncatalogued"
-	App      string // app_id; empty when the token was unknown or the answer injected
+	App      string // app_id, "<app_id>@<tenant_key>" for a store app's tenant; empty when the token was unknown or the answer injected
 	// ReceiveID is the recipient of a message send or forward, as the
 	// emulator read it from the query or the JSON body.
 	ReceiveID string
@@ -301,8 +301,11 @@ func (s *Server) answerLocked(r *http.Request, body []byte, rec *Request, api st
 	if in, ok := s.em.NextFaultLocked(); ok {
 		return reply{status: in.Status, header: in.Header, code: emulator.Code(in.Body), body: in.Body}
 	}
-	if r.URL.Path == "/open-apis/auth/v3/tenant_access_token/internal" {
+	switch r.URL.Path {
+	case "/open-apis/auth/v3/tenant_access_token/internal":
 		return s.tokenLocked(body, rec, emu)
+	case "/open-apis/auth/v3/app_access_token", "/open-apis/auth/v3/tenant_access_token":
+		return s.storeTokenLocked(r.URL.Path, body, rec, emu)
 	}
 	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !ok {
@@ -419,3 +422,39 @@ func (s *Server) chargeLocked(app, api string, lv Level, chat string, emu time.T
 	}
 	return reply{status: http.StatusOK, body: `{"code":0,"msg":"success","data":{}}`}
 }
+
+// storeTokenLocked answers a store app's token calls: app_access_token
+// ({app_id, app_secret, app_ticket}) issues the app's own token, and
+// tenant_access_token ({app_access_token, tenant_key}) a token for one
+// tenant that installed the app, whose calls count per app per tenant
+// (owner "<app_id>@<tenant_key>"). Tickets are taken on trust.
+func (s *Server) storeTokenLocked(path string, body []byte, rec *Request, emu time.Time) reply {
+	var req struct {
+		AppID     string `json:"app_id"`
+		AppSecret string `json:"app_secret"`
+		AppToken  string `json:"app_access_token"`
+		TenantKey string `json:"tenant_key"`
+	}
+	_ = json.Unmarshal(body, &req)
+	ttl := int(s.em.TokenTTL() / time.Second)
+	if path == "/open-apis/auth/v3/app_access_token" {
+		if req.AppID == "" || (s.opts.Apps != nil && s.opts.Apps[req.AppID] != req.AppSecret) {
+			return errReply(http.StatusBadRequest, CodeInvalidSecret, "app secret invalid")
+		}
+		rec.App = req.AppID
+		tok := s.em.IssueLocked(appOwner+req.AppID, emu)
+		return reply{status: http.StatusOK, body: fmt.Sprintf(`{"code":0,"msg":"ok","app_access_token":%q,"expire":%d}`, tok, ttl)}
+	}
+	owner, st := s.em.CheckLocked(req.AppToken, emu)
+	app, isApp := strings.CutPrefix(owner, appOwner)
+	if st != emulator.TokenValid || !isApp || req.TenantKey == "" {
+		return errReply(http.StatusBadRequest, CodeTokenInvalid, "invalid app_access_token or tenant_key")
+	}
+	rec.App = app + "@" + req.TenantKey
+	tok := s.em.IssueLocked(rec.App, emu)
+	return reply{status: http.StatusOK, body: fmt.Sprintf(`{"code":0,"msg":"ok","tenant_access_token":%q,"expire":%d}`, tok, ttl)}
+}
+
+// appOwner prefixes the owner of a store app's own token, which calls no
+// API.
+const appOwner = "app:"

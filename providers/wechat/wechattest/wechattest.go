@@ -84,6 +84,9 @@ func DefaultLimits() Limits {
 type Options struct {
 	// Limits, when all three maps are nil, default to DefaultLimits().
 	Limits Limits
+	// AppLimits replaces Limits for the AppIDs it names: accounts whose
+	// quotas WeChat raised.
+	AppLimits map[string]Limits
 	// Apps maps AppID to AppSecret; nil accepts any AppID with any secret.
 	Apps map[string]string
 	// Clock is the source of time (default time.Now).
@@ -317,10 +320,14 @@ func (s *Server) chargeLocked(app, path string, emu time.Time) (int, string) {
 		code  int
 		msg   string
 	}
+	lim := s.opts.Limits
+	if l, ok := s.opts.AppLimits[app]; ok {
+		lim = l
+	}
 	checks := [...]check{
-		{'d', s.opts.Limits.Daily[path], day, CodeDailyQuota, MsgDailyQuota},
-		{'m', s.opts.Limits.PerMinute[path], minute, CodeMinuteQuota, MsgMinuteQuota},
-		{'n', s.opts.Limits.MiniPerMinute[path], minute, CodeMiniFrequency, MsgMiniFrequency},
+		{'d', lim.Daily[path], day, CodeDailyQuota, MsgDailyQuota},
+		{'m', lim.PerMinute[path], minute, CodeMinuteQuota, MsgMinuteQuota},
+		{'n', lim.MiniPerMinute[path], minute, CodeMiniFrequency, MsgMiniFrequency},
 	}
 	var ws [len(checks)]*window
 	for i, c := range checks {

@@ -18,6 +18,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"time"
 
 	"github.com/quotaware/throttle/providers/internal/emulator"
@@ -72,6 +73,9 @@ type Options struct {
 	Limits Limits
 	// Corps maps CorpID to the secrets of its apps; nil accepts any.
 	Corps map[string][]string
+	// CorpLimits replaces the company limits (CorpPerMinute, CorpPerHour)
+	// of Limits for the companies it names.
+	CorpLimits map[string]Limits
 	// ClientIP names the egress IP of a request (default: the host of
 	// RemoteAddr), so a test can emulate several egress IPs.
 	ClientIP func(*http.Request) string
@@ -232,6 +236,10 @@ func (s *Server) answerLocked(r *http.Request, rec *Request, emu time.Time) (sta
 	}
 	q := r.URL.Query()
 	var corp string
+	switch r.URL.Path {
+	case "/cgi-bin/service/get_suite_token", "/cgi-bin/service/get_corp_token":
+		return s.thirdPartyLocked(r, rec, emu)
+	}
 	if r.URL.Path == "/cgi-bin/gettoken" {
 		corp = q.Get("corpid")
 		if code, msg := s.checkSecret(corp, q.Get("corpsecret")); code != 0 {
@@ -302,6 +310,9 @@ func (s *Server) checkSecret(corp, secret string) (int, string) {
 // API) for the window's length from that moment, as WeCom documents.
 func (s *Server) chargeLocked(corp, ip, path string, emu time.Time) int {
 	l := s.opts.Limits
+	if cl, ok := s.opts.CorpLimits[corp]; ok {
+		l.CorpPerMinute, l.CorpPerHour = cl.CorpPerMinute, cl.CorpPerHour
+	}
 	type check struct {
 		dim    byte
 		id     string
@@ -375,3 +386,37 @@ func remoteHost(r *http.Request) string {
 	}
 	return h
 }
+
+// thirdPartyLocked answers a third-party app's token calls: get_suite_token
+// ({suite_id, suite_secret, suite_ticket}) issues the suite's own token, and
+// get_corp_token?suite_access_token= ({auth_corpid, permanent_code}) a
+// token for one authorised company, whose calls count against that
+// company's limits. Suite secrets and permanent codes are taken on trust.
+func (s *Server) thirdPartyLocked(r *http.Request, rec *Request, emu time.Time) (int, string, func()) {
+	var body struct {
+		SuiteID    string `json:"suite_id"`
+		AuthCorpID string `json:"auth_corpid"`
+	}
+	_ = json.NewDecoder(io.LimitReader(r.Body, 64<<10)).Decode(&body)
+	ttl := int(s.em.TokenTTL() / time.Second)
+	if r.URL.Path == "/cgi-bin/service/get_suite_token" {
+		if body.SuiteID == "" {
+			rec.Code = CodeInvalidCorpID
+			return http.StatusOK, errBody(40082, "invalid suite_id", rec.IP), nil
+		}
+		tok := s.em.IssueLocked(suiteOwner+body.SuiteID, emu)
+		rec.App = suiteOwner + body.SuiteID
+		return http.StatusOK, fmt.Sprintf(`{"errcode":0,"errmsg":"ok","suite_access_token":%q,"expires_in":%d}`, tok, ttl), nil
+	}
+	owner, st := s.em.CheckLocked(r.URL.Query().Get("suite_access_token"), emu)
+	if st != emulator.TokenValid || !strings.HasPrefix(owner, suiteOwner) || body.AuthCorpID == "" {
+		rec.Code = 42009
+		return http.StatusOK, errBody(42009, "suite_access_token expired or invalid", rec.IP), nil
+	}
+	tok := s.em.IssueLocked(body.AuthCorpID, emu)
+	rec.App = body.AuthCorpID
+	return http.StatusOK, fmt.Sprintf(`{"errcode":0,"errmsg":"ok","access_token":%q,"expires_in":%d}`, tok, ttl), nil
+}
+
+// suiteOwner prefixes the owner of a suite's own token.
+const suiteOwner = "suite:"

@@ -1,0 +1,257 @@
+package apps_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/quotaware/throttle/apps"
+	"github.com/quotaware/throttle/internal/redistest"
+	"github.com/quotaware/throttle/providers"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	redistest.StopShared()
+	os.Exit(code)
+}
+
+var testKey = []byte("0123456789abcdef-shared-hmac-key")
+
+// exchangeServer answers every token call with the body the case gives.
+func exchangeServer(t *testing.T, answer string) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, answer)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func TestObserveLearnsEveryExchange(t *testing.T) {
+	cases := []struct {
+		name, method, path, body, answer string
+		token                            string // the token the answer issued
+		want                             providers.App
+	}{
+		{"dingtalk old", "GET", "/gettoken?appkey=dingA&appsecret=s3cret", "",
+			`{"errcode":0,"errmsg":"ok","access_token":"TOK1","expires_in":7200}`, "TOK1", providers.App{Provider: "dingtalk", ID: "dingA"}},
+		{"dingtalk old corpid", "GET", "/gettoken?corpid=dingCorp&corpsecret=s3cret", "",
+			`{"errcode":0,"access_token":"TOK2","expires_in":7200}`, "TOK2", providers.App{Provider: "dingtalk", ID: "dingCorp"}},
+		{"dingtalk new", "POST", "/v1.0/oauth2/accessToken", `{"appKey":"dingB","appSecret":"s3cret"}`,
+			`{"accessToken":"TOK3","expireIn":7200}`, "TOK3", providers.App{Provider: "dingtalk", ID: "dingB"}},
+		{"dingtalk client credentials", "POST", "/v1.0/oauth2/corp9/token", `{"client_id":"dingC","client_secret":"s3cret","grant_type":"client_credentials"}`,
+			`{"access_token":"TOK4","expires_in":7200}`, "TOK4", providers.App{Provider: "dingtalk", ID: "dingC", Org: "corp9"}},
+		{"dingtalk isv", "POST", "/v1.0/oauth2/corpAccessToken", `{"suiteKey":"suiteS","suiteSecret":"s3cret","authCorpId":"orgX","suiteTicket":"t"}`,
+			`{"accessToken":"TOK5","expireIn":7200}`, "TOK5", providers.App{Provider: "dingtalk", ID: "suiteS", Org: "orgX"}},
+		{"dingtalk isv old", "POST", "/service/get_corp_token?accessKey=suiteS&timestamp=1&suiteTicket=t&signature=x", `{"auth_corpid":"orgY"}`,
+			`{"errcode":0,"access_token":"TOK6","expires_in":7200}`, "TOK6", providers.App{Provider: "dingtalk", ID: "suiteS", Org: "orgY"}},
+		{"wechat", "GET", "/cgi-bin/token?grant_type=client_credential&appid=wxA&secret=s3cret", "",
+			`{"access_token":"TOK7","expires_in":7200}`, "TOK7", providers.App{Provider: "wechat", ID: "wxA"}},
+		{"wechat stable", "POST", "/cgi-bin/stable_token", `{"grant_type":"client_credential","appid":"wxB","secret":"s3cret","force_refresh":false}`,
+			`{"access_token":"TOK8","expires_in":7200}`, "TOK8", providers.App{Provider: "wechat", ID: "wxB"}},
+		{"wecom", "GET", "/cgi-bin/gettoken?corpid=wwA&corpsecret=s3cret", "",
+			`{"errcode":0,"errmsg":"ok","access_token":"TOK9","expires_in":7200}`, "TOK9", providers.App{Provider: "wecom", ID: "wwA"}},
+		{"wecom third party", "POST", "/cgi-bin/service/get_corp_token?suite_access_token=UNSEEN", `{"auth_corpid":"wwB","permanent_code":"s3cret"}`,
+			`{"access_token":"TOK10","expires_in":7200}`, "TOK10", providers.App{Provider: "wecom", ID: "suite", Org: "wwB"}},
+		{"feishu tenant", "POST", "/open-apis/auth/v3/tenant_access_token/internal", `{"app_id":"cli_a","app_secret":"s3cret"}`,
+			`{"code":0,"msg":"ok","tenant_access_token":"t-TOK11","expire":7200}`, "t-TOK11", providers.App{Provider: "feishu", ID: "cli_a"}},
+		{"feishu app", "POST", "/open-apis/auth/v3/app_access_token/internal", `{"app_id":"cli_b","app_secret":"s3cret"}`,
+			`{"code":0,"msg":"ok","app_access_token":"a-TOK12","tenant_access_token":"t-TOK12","expire":7200}`, "t-TOK12", providers.App{Provider: "feishu", ID: "cli_b"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			book := apps.MustNew()
+			srv := exchangeServer(t, tc.answer)
+			client := &http.Client{Transport: book.Observe(http.DefaultTransport)}
+			var body io.Reader
+			if tc.body != "" {
+				body = strings.NewReader(tc.body)
+			}
+			req, _ := http.NewRequest(tc.method, srv.URL+tc.path, body)
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if string(got) != tc.answer {
+				t.Fatalf("caller read %q, want the answer byte for byte %q", got, tc.answer)
+			}
+			app, ok := book.Lookup(context.Background(), tc.token)
+			want := tc.want
+			want.Learned = true
+			if !ok || app != want {
+				t.Fatalf("Lookup = %+v, %v; want %+v", app, ok, want)
+			}
+		})
+	}
+}
+
+func TestObserveSendsTheBodyUnchanged(t *testing.T) {
+	var got atomic.Value
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got.Store(string(b))
+		_, _ = io.WriteString(w, `{"accessToken":"T","expireIn":7200}`)
+	}))
+	defer srv.Close()
+	book := apps.MustNew()
+	client := &http.Client{Transport: book.Observe(http.DefaultTransport)}
+	for _, size := range []int{10, 20 << 10} { // a token call, and a big body that is none
+		sent := `{"appKey":"k","pad":"` + strings.Repeat("x", size) + `"}`
+		resp, err := client.Post(srv.URL+"/v1.0/oauth2/accessToken", "application/json", strings.NewReader(sent))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if got.Load().(string) != sent {
+			t.Fatalf("%d-byte body: the provider got %d bytes, want it unchanged", len(sent), len(got.Load().(string)))
+		}
+	}
+}
+
+func TestObserveIgnoresErrorAnswers(t *testing.T) {
+	book := apps.MustNew()
+	srv := exchangeServer(t, `{"errcode":40089,"errmsg":"不合法的appkey或appsecret","access_token":"BAD"}`)
+	client := &http.Client{Transport: book.Observe(http.DefaultTransport)}
+	resp, err := client.Get(srv.URL + "/gettoken?appkey=k&appsecret=wrong")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if _, ok := book.Lookup(context.Background(), "BAD"); ok {
+		t.Fatal("learned a token from an error answer")
+	}
+}
+
+func TestFeishuStoreAppTenantToken(t *testing.T) {
+	book := apps.MustNew()
+	ctx := context.Background()
+	if err := book.Learn(ctx, "a-APP", providers.App{Provider: "feishu", ID: "cli_store"}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	srv := exchangeServer(t, `{"code":0,"tenant_access_token":"t-TENANT","expire":7200}`)
+	client := &http.Client{Transport: book.Observe(http.DefaultTransport)}
+	resp, err := client.Post(srv.URL+"/open-apis/auth/v3/tenant_access_token", "application/json",
+		strings.NewReader(`{"app_access_token":"a-APP","tenant_key":"tenant7"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	app, ok := book.Lookup(ctx, "t-TENANT")
+	if !ok || app.ID != "cli_store" || app.Org != "tenant7" {
+		t.Fatalf("Lookup = %+v, %v; want app cli_store, tenant tenant7", app, ok)
+	}
+}
+
+func TestTokenPlaces(t *testing.T) {
+	cases := []struct {
+		name, url, header, value, want string
+	}{
+		{"query", "https://oapi.dingtalk.com/user/get?userid=1&access_token=abc", "", "", "abc"},
+		{"query escaped", "https://api.weixin.qq.com/cgi-bin/x?access_token=a%2Bb", "", "", "a+b"},
+		{"dingtalk header", "https://api.dingtalk.com/v1.0/x", "x-acs-dingtalk-access-token", "hdr", "hdr"},
+		{"bearer", "https://open.feishu.cn/open-apis/x", "Authorization", "Bearer t-xyz", "t-xyz"},
+		{"bearer any case", "https://open.feishu.cn/open-apis/x", "Authorization", "bearer t-xyz", "t-xyz"},
+		{"other auth", "https://open.feishu.cn/open-apis/x", "Authorization", "Basic abc", ""},
+		{"suite token is not an access token", "https://qyapi.weixin.qq.com/cgi-bin/service/get_corp_token?suite_access_token=s", "", "", ""},
+		{"none", "https://oapi.dingtalk.com/user/get", "", "", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			req, _ := http.NewRequest("GET", tc.url, nil)
+			if tc.header != "" {
+				req.Header.Set(tc.header, tc.value)
+			}
+			if got := apps.Token(req); got != tc.want {
+				t.Fatalf("Token = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestResolve(t *testing.T) {
+	book := apps.MustNew()
+	ctx := context.Background()
+	_ = book.Learn(ctx, "known", providers.App{Provider: "dingtalk", ID: "dingA"}, time.Hour)
+	get := func(ctx context.Context, tok string) *http.Request {
+		req, _ := http.NewRequestWithContext(ctx, "GET", "https://oapi.dingtalk.com/user/get?access_token="+tok, nil)
+		return book.Resolve(req, "dingtalk")
+	}
+	if app, ok := providers.AppFrom(get(ctx, "known").Context()); !ok || app.ID != "dingA" || !app.Learned {
+		t.Errorf("known token: %+v, %v; want dingA, learned", app, ok)
+	}
+	if _, ok := providers.AppFrom(get(ctx, "unknown").Context()); ok {
+		t.Error("unknown token was tagged")
+	}
+	if n := book.Stats().Unknown; n != 1 {
+		t.Errorf("Stats.Unknown = %d, want 1", n)
+	}
+	robot, _ := http.NewRequestWithContext(ctx, "POST", "https://oapi.dingtalk.com/robot/send?access_token=hook", nil)
+	book.Resolve(robot, "dingtalk")
+	if n := book.Stats().Unknown; n != 1 {
+		t.Errorf("a robot webhook counted as unknown: Stats.Unknown = %d, want 1", n)
+	}
+	explicit := providers.WithApp(ctx, providers.App{ID: "dingB"})
+	if app, _ := providers.AppFrom(get(explicit, "known").Context()); app.ID != "dingB" || app.Learned {
+		t.Errorf("the caller's app: got %+v, want dingB given by the caller", app)
+	}
+}
+
+func TestEntriesExpireWithTheToken(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	clock := func() time.Time { return now }
+	book := apps.MustNew(apps.WithClock(clock))
+	ctx := context.Background()
+	_ = book.Learn(ctx, "tok", providers.App{Provider: "wechat", ID: "wxA"}, 10*time.Second)
+	now = now.Add(9 * time.Second)
+	if _, ok := book.Lookup(ctx, "tok"); !ok {
+		t.Fatal("forgot the token before it expired")
+	}
+	now = now.Add(2 * time.Second)
+	if _, ok := book.Lookup(ctx, "tok"); ok {
+		t.Fatal("still knows the token after it expired")
+	}
+}
+
+func TestMaxTokensBoundsTheCache(t *testing.T) {
+	book := apps.MustNew(apps.WithMaxTokens(160))
+	ctx := context.Background()
+	for i := range 5000 {
+		_ = book.Learn(ctx, "tok"+string(rune('a'+i%26))+time.Duration(i).String(), providers.App{Provider: "wechat", ID: "wxA"}, time.Hour)
+	}
+	if n := book.Stats().Tokens; n > 160 {
+		t.Fatalf("the cache holds %d tokens, want at most 160", n)
+	}
+}
+
+func TestOptionErrorsNameTheOption(t *testing.T) {
+	cases := []struct {
+		opt  apps.Option
+		want string
+	}{
+		{apps.WithRedis(nil, testKey), "WithRedis"},
+		{apps.WithPrefix(""), "WithPrefix"},
+		{apps.WithNegativeTTL(0), "WithNegativeTTL"},
+		{apps.WithRedisTimeout(-1), "WithRedisTimeout"},
+		{apps.WithMaxTokens(0), "WithMaxTokens"},
+	}
+	for _, tc := range cases {
+		if _, err := apps.New(tc.opt); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err = %v, want one naming it", tc.want, err)
+		}
+	}
+	rdb := redistest.Shared(t).Client(t)
+	if _, err := apps.New(apps.WithRedis(rdb, []byte("short"))); err == nil || !strings.Contains(err.Error(), "key") {
+		t.Errorf("short key: err = %v, want one about the key", err)
+	}
+}

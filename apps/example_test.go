@@ -1,0 +1,34 @@
+package apps_test
+
+import (
+	"net/http"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/quotaware/throttle"
+	"github.com/quotaware/throttle/apps"
+	"github.com/quotaware/throttle/providers/dingtalk"
+)
+
+// A service calling DingTalk as two apps and as a suite installed in many
+// customer orgs, from several replicas: each replica's Transport learns the
+// app and org of every token its SDKs fetch, and reads from Redis the ones
+// other replicas fetched.
+func Example() {
+	rdb := redis.NewClient(&redis.Options{Addr: "redis:6379", ContextTimeoutEnabled: true})
+	hmacKey := []byte("the same 32 random bytes on every replica") // keep it with the apps' secrets
+	book := apps.MustNew(apps.WithRedis(rdb, hmacKey))
+	set := dingtalk.MustApps(dingtalk.AppsConfig{
+		Apps: []dingtalk.Config{
+			{AppKey: "dingStandard"},
+			{AppKey: "dingPro", Edition: dingtalk.Professional},
+			{AppKey: "suiteKey", ISV: true},
+		},
+	})
+	client := &http.Client{Transport: throttle.New(
+		throttle.WithRedis(rdb),
+		throttle.WithApps(book),
+		throttle.WithProfiles(set.Profile()),
+	)}
+	_ = client // hand it to the SDKs
+}

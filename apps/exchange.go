@@ -1,0 +1,236 @@
+package apps
+
+import (
+	"encoding/json"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/quotaware/throttle/providers"
+)
+
+// Provider names, the presets' profile names.
+const (
+	DingTalk = "dingtalk"
+	WeChat   = "wechat"
+	WeCom    = "wecom"
+	Feishu   = "feishu"
+)
+
+// grant is one token an exchange handed out, and whose it is.
+type grant struct {
+	token string
+	app   providers.App
+	ttl   time.Duration
+}
+
+// exchange reads one kind of token call: the app from the request (query
+// and body), the token from the answer. lookup resolves a token the
+// request itself carries (a suite's or an app's token that names the app of
+// a tenant token).
+type exchange struct {
+	provider string
+	read     func(path string, q url.Values, reqBody, respBody []byte, lookup func(string) (providers.App, bool)) []grant
+}
+
+// exchangeFor returns the exchange a request path is, or nil. Paths are
+// distinct across the four providers, so the host need not be known (tests
+// run emulators on loopback).
+func exchangeFor(method, path string) *exchange {
+	switch {
+	case path == "/gettoken" && method == "GET":
+		return &dingtalkGettoken
+	case path == "/v1.0/oauth2/accessToken", path == "/v1.0/oauth2/corpAccessToken",
+		strings.HasPrefix(path, "/v1.0/oauth2/") && strings.HasSuffix(path, "/token"):
+		return &dingtalkOAuth
+	case path == "/service/get_corp_token":
+		return &dingtalkCorpToken
+	case path == "/cgi-bin/token", path == "/cgi-bin/stable_token":
+		return &wechatToken
+	case path == "/cgi-bin/gettoken":
+		return &wecomGettoken
+	case path == "/cgi-bin/service/get_suite_token":
+		return &wecomSuiteToken
+	case path == "/cgi-bin/service/get_corp_token":
+		return &wecomCorpToken
+	case strings.HasPrefix(path, "/open-apis/auth/v3/tenant_access_token"),
+		strings.HasPrefix(path, "/open-apis/auth/v3/app_access_token"):
+		return &feishuToken
+	}
+	return nil
+}
+
+// answer holds every token and lifetime member the providers use.
+type answer struct {
+	ErrCode           *int   `json:"errcode"`
+	Code              *int   `json:"code"`
+	AccessTokenSnake  string `json:"access_token"`
+	AccessTokenCamel  string `json:"accessToken"`
+	SuiteAccessToken  string `json:"suite_access_token"`
+	TenantAccessToken string `json:"tenant_access_token"`
+	AppAccessToken    string `json:"app_access_token"`
+	ExpiresIn         int64  `json:"expires_in"`
+	ExpireIn          int64  `json:"expireIn"`
+	Expire            int64  `json:"expire"`
+}
+
+func parseAnswer(body []byte) (answer, bool) {
+	var a answer
+	if json.Unmarshal(body, &a) != nil {
+		return a, false
+	}
+	if (a.ErrCode != nil && *a.ErrCode != 0) || (a.Code != nil && *a.Code != 0) {
+		return a, false
+	}
+	return a, true
+}
+
+func (a *answer) ttl() time.Duration {
+	s := max(a.ExpiresIn, a.ExpireIn, a.Expire)
+	return time.Duration(s) * time.Second
+}
+
+func (a *answer) accessToken() string {
+	if a.AccessTokenSnake != "" {
+		return a.AccessTokenSnake
+	}
+	return a.AccessTokenCamel
+}
+
+// one returns a single grant when token and app are known.
+func one(provider, token, app, org string, ttl time.Duration) []grant {
+	if token == "" || app == "" {
+		return nil
+	}
+	return []grant{{token: token, app: providers.App{Provider: provider, ID: app, Org: org}, ttl: ttl}}
+}
+
+// body decodes the request's JSON members the exchanges name the app with.
+type body struct {
+	AppKey      string `json:"appKey"`
+	ClientID    string `json:"client_id"`
+	SuiteKey    string `json:"suiteKey"`
+	AuthCorpID  string `json:"authCorpId"`
+	AuthCorpID2 string `json:"auth_corpid"`
+	AppID       string `json:"appid"`
+	FeishuAppID string `json:"app_id"`
+	SuiteID     string `json:"suite_id"`
+	AppToken    string `json:"app_access_token"`
+	TenantKey   string `json:"tenant_key"`
+}
+
+func parseBody(b []byte) body {
+	var v body
+	_ = json.Unmarshal(b, &v)
+	return v
+}
+
+var (
+	// GET oapi.dingtalk.com/gettoken?appkey=&appsecret= (legacy corpid=&corpsecret=).
+	dingtalkGettoken = exchange{DingTalk, func(_ string, q url.Values, _, resp []byte, _ func(string) (providers.App, bool)) []grant {
+		a, ok := parseAnswer(resp)
+		if !ok {
+			return nil
+		}
+		app := q.Get("appkey")
+		if app == "" {
+			app = q.Get("corpid")
+		}
+		return one(DingTalk, a.accessToken(), app, "", a.ttl())
+	}}
+	// POST /v1.0/oauth2/accessToken {appKey}; /v1.0/oauth2/{corpId}/token
+	// {client_id}; ISV /v1.0/oauth2/corpAccessToken {suiteKey, authCorpId}.
+	dingtalkOAuth = exchange{DingTalk, func(path string, _ url.Values, req, resp []byte, _ func(string) (providers.App, bool)) []grant {
+		a, ok := parseAnswer(resp)
+		if !ok {
+			return nil
+		}
+		b := parseBody(req)
+		switch path {
+		case "/v1.0/oauth2/accessToken":
+			return one(DingTalk, a.accessToken(), b.AppKey, "", a.ttl())
+		case "/v1.0/oauth2/corpAccessToken":
+			return one(DingTalk, a.accessToken(), b.SuiteKey, b.AuthCorpID, a.ttl())
+		}
+		corp := strings.TrimSuffix(strings.TrimPrefix(path, "/v1.0/oauth2/"), "/token")
+		if strings.Contains(corp, "/") {
+			return nil
+		}
+		return one(DingTalk, a.accessToken(), b.ClientID, corp, a.ttl())
+	}}
+	// POST oapi.dingtalk.com/service/get_corp_token?accessKey=<suiteKey> {auth_corpid}.
+	dingtalkCorpToken = exchange{DingTalk, func(_ string, q url.Values, req, resp []byte, _ func(string) (providers.App, bool)) []grant {
+		a, ok := parseAnswer(resp)
+		if !ok {
+			return nil
+		}
+		return one(DingTalk, a.accessToken(), q.Get("accessKey"), parseBody(req).AuthCorpID2, a.ttl())
+	}}
+	// GET /cgi-bin/token?appid=; POST /cgi-bin/stable_token {appid}.
+	wechatToken = exchange{WeChat, func(_ string, q url.Values, req, resp []byte, _ func(string) (providers.App, bool)) []grant {
+		a, ok := parseAnswer(resp)
+		if !ok {
+			return nil
+		}
+		app := q.Get("appid")
+		if app == "" {
+			app = parseBody(req).AppID
+		}
+		return one(WeChat, a.accessToken(), app, "", a.ttl())
+	}}
+	// GET qyapi.weixin.qq.com/cgi-bin/gettoken?corpid=&corpsecret=: the
+	// company is what WeCom limits, so the corp is the app.
+	wecomGettoken = exchange{WeCom, func(_ string, q url.Values, _, resp []byte, _ func(string) (providers.App, bool)) []grant {
+		a, ok := parseAnswer(resp)
+		if !ok {
+			return nil
+		}
+		return one(WeCom, a.accessToken(), q.Get("corpid"), "", a.ttl())
+	}}
+	// POST /cgi-bin/service/get_suite_token {suite_id}: the suite's own
+	// token, which later names the suite of get_corp_token.
+	wecomSuiteToken = exchange{WeCom, func(_ string, _ url.Values, req, resp []byte, _ func(string) (providers.App, bool)) []grant {
+		a, ok := parseAnswer(resp)
+		if !ok {
+			return nil
+		}
+		return one(WeCom, a.SuiteAccessToken, parseBody(req).SuiteID, "", a.ttl())
+	}}
+	// POST /cgi-bin/service/get_corp_token?suite_access_token= {auth_corpid}:
+	// a third-party app's token for one authorised company.
+	wecomCorpToken = exchange{WeCom, func(_ string, q url.Values, req, resp []byte, lookup func(string) (providers.App, bool)) []grant {
+		a, ok := parseAnswer(resp)
+		if !ok {
+			return nil
+		}
+		corp := parseBody(req).AuthCorpID2
+		suite := "suite"
+		if s, ok := lookup(q.Get("suite_access_token")); ok {
+			suite = s.ID
+		}
+		return one(WeCom, a.accessToken(), suite, corp, a.ttl())
+	}}
+	// POST /open-apis/auth/v3/{tenant,app}_access_token[/internal]: the
+	// internal forms name the app (app_id); the store app's tenant form
+	// names it by its app_access_token and the tenant by tenant_key.
+	feishuToken = exchange{Feishu, func(path string, _ url.Values, req, resp []byte, lookup func(string) (providers.App, bool)) []grant {
+		a, ok := parseAnswer(resp)
+		if !ok {
+			return nil
+		}
+		b := parseBody(req)
+		app, tenant := b.FeishuAppID, ""
+		if app == "" && b.AppToken != "" {
+			if s, ok := lookup(b.AppToken); ok {
+				app = s.ID
+			}
+			tenant = b.TenantKey
+		}
+		var gs []grant
+		gs = append(gs, one(Feishu, a.TenantAccessToken, app, tenant, a.ttl())...)
+		if strings.Contains(path, "app_access_token") {
+			gs = append(gs, one(Feishu, a.AppAccessToken, app, "", a.ttl())...)
+		}
+		return gs
+	}}
+)

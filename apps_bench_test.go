@@ -1,0 +1,66 @@
+package throttle_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/quotaware/throttle"
+	"github.com/quotaware/throttle/apps"
+	"github.com/quotaware/throttle/providers"
+	"github.com/quotaware/throttle/providers/dingtalk"
+)
+
+// What learning apps adds to the pipeline (BenchmarkTransportPipeline): a
+// request whose token this replica knows (the common case: no Redis call)
+// routed by the many-apps preset, against the single-app preset; and one
+// whose token nobody knows (a negative cache hit, then the default app).
+func BenchmarkTransportPipelineApps(b *testing.B) {
+	const tok = "5f1e0a4c2b9d8e7f6a5b4c3d2e1f0a9b"
+	fast := dingtalk.Config{PerAPIRate: 1_000_000, Burst: 1000, MonthlyQuota: -1}
+	single := fast
+	single.AppKey = "dingbench"
+	single.EgressLimit, single.EgressPeriod = 1_000_000_000, time.Second
+	many := []dingtalk.Config{}
+	for _, k := range []string{"dingbench", "dingother", "dingthird"} {
+		c := fast
+		c.AppKey = k
+		many = append(many, c)
+	}
+	set := dingtalk.MustApps(dingtalk.AppsConfig{
+		Shared: dingtalk.Config{EgressLimit: 1_000_000_000, EgressPeriod: time.Second, MonthlyQuota: -1},
+		Apps:   many,
+		// Unknown tokens go to the default app: the shared scope's burst of
+		// 1 would pace this loop, which measures the lookup.
+		Default: "dingbench",
+	})
+	book := apps.MustNew()
+	_ = book.Learn(context.Background(), tok, providers.App{Provider: "dingtalk", ID: "dingbench"}, time.Hour)
+	cases := []struct {
+		name, token string
+		rt          http.RoundTripper
+	}{
+		{"dingtalk preset, one app", tok, throttle.New(throttle.WithBase(canned{}), throttle.WithProfiles(dingtalk.MustProfile(single)),
+			throttle.WithoutTelemetry(), throttle.WithoutRetry())},
+		{"dingtalk Apps, token learned", tok, throttle.New(throttle.WithBase(canned{}), throttle.WithProfiles(set.Profile()),
+			throttle.WithApps(book), throttle.WithoutTelemetry(), throttle.WithoutRetry())},
+		{"dingtalk Apps, token unknown", "unknown-token", throttle.New(throttle.WithBase(canned{}), throttle.WithProfiles(set.Profile()),
+			throttle.WithApps(book), throttle.WithoutTelemetry(), throttle.WithoutRetry())},
+	}
+	for _, tc := range cases {
+		b.Run(tc.name, func(b *testing.B) {
+			req, _ := http.NewRequest(http.MethodGet, "https://oapi.dingtalk.com/topapi/v2/user/get?access_token="+tc.token, nil)
+			b.ReportAllocs()
+			for b.Loop() {
+				resp, err := tc.rt.RoundTrip(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		})
+	}
+}

@@ -1,0 +1,261 @@
+package throttle_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/quotaware/throttle"
+	"github.com/quotaware/throttle/apps"
+	"github.com/quotaware/throttle/internal/redistest"
+	"github.com/quotaware/throttle/limiter/limitertest"
+	"github.com/quotaware/throttle/providers"
+	"github.com/quotaware/throttle/providers/dingtalk"
+	"github.com/quotaware/throttle/providers/dingtalk/dingtalktest"
+)
+
+// Tokens and secrets reach no Redis key or value (nor a Pub/Sub message),
+// no metric, no span and no log line: two replicas learn apps and an ISV
+// suite's orgs from exchanges of both API generations, call with known and
+// unknown tokens, and take a quota error that is shared as a penalty.
+func TestCredentialsStayOutOfRedisAndTelemetry(t *testing.T) {
+	srv := redistest.Shared(t)
+	prefix := limitertest.Group(t)
+	ctx := context.Background()
+
+	// Everything published on the Transports' channels while the test runs.
+	sub := srv.Client(t).PSubscribe(ctx, "*")
+	defer sub.Close()
+	if _, err := sub.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		msgMu sync.Mutex
+		msgs  []string
+	)
+	go func() {
+		for m := range sub.Channel() {
+			msgMu.Lock()
+			msgs = append(msgs, m.Channel+" "+m.Payload)
+			msgMu.Unlock()
+		}
+	}()
+
+	const (
+		appSecret   = "APPSECRET-9c1d7e"
+		suiteSecret = "SUITESECRET-4b2a"
+		suiteTicket = "SUITETICKET-77e1"
+		unknownTok  = "UNKNOWNTOKEN-5d0c"
+	)
+	emu := dingtalktest.New(dingtalktest.Options{
+		Apps:   map[string]string{"dingA": appSecret},
+		Suites: map[string]string{"suiteS": suiteSecret},
+	})
+	defer emu.Close()
+	set := dingtalk.MustApps(dingtalk.AppsConfig{
+		Shared: dingtalk.Config{Hosts: []string{emu.Host()}},
+		Apps:   []dingtalk.Config{{AppKey: "dingA"}, {AppKey: "suiteS", ISV: true}},
+	})
+	o := newObservability(t)
+	bookMetrics := sdkmetric.NewManualReader()
+	bookMeter := sdkmetric.NewMeterProvider(sdkmetric.WithReader(bookMetrics))
+	defer bookMeter.Shutdown(ctx)
+	var clients []*http.Client
+	for range 2 {
+		rdb := srv.Client(t)
+		book := apps.MustNew(apps.WithRedis(rdb, []byte("shared-key-0123456789")), apps.WithPrefix(prefix),
+			apps.WithMeterProvider(bookMeter))
+		t.Cleanup(func() { book.Close() })
+		tr := throttle.New(append(o.opts, throttle.WithRedis(rdb), throttle.WithRedisPrefix(prefix),
+			throttle.WithProfiles(set.Profile()), throttle.WithApps(book))...)
+		t.Cleanup(func() { tr.Close() })
+		clients = append(clients, &http.Client{Transport: tr})
+	}
+
+	send := func(c *http.Client, method, path, body string, h map[string]string) string {
+		t.Helper()
+		req, _ := http.NewRequest(method, emu.URL+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		for k, v := range h {
+			req.Header.Set(k, v)
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			return err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	tokenOf := func(answer string) string {
+		var a struct{ Old, New string }
+		var m map[string]any
+		_ = json.Unmarshal([]byte(answer), &m)
+		a.Old, _ = m["access_token"].(string)
+		a.New, _ = m["accessToken"].(string)
+		if a.Old+a.New == "" {
+			t.Fatalf("no token in %s", answer)
+		}
+		return a.Old + a.New
+	}
+	tokens := []string{
+		tokenOf(send(clients[0], "GET", "/gettoken?appkey=dingA&appsecret="+appSecret, "", nil)),
+		tokenOf(send(clients[0], "POST", "/v1.0/oauth2/accessToken", `{"appKey":"dingA","appSecret":"`+appSecret+`"}`, nil)),
+		tokenOf(send(clients[0], "POST", "/v1.0/oauth2/corpAccessToken",
+			`{"suiteKey":"suiteS","suiteSecret":"`+suiteSecret+`","authCorpId":"corp1","suiteTicket":"`+suiteTicket+`"}`, nil)),
+		tokenOf(send(clients[0], "POST", "/service/get_corp_token?accessKey=suiteS&timestamp=1&suiteTicket="+suiteTicket+"&signature=sig",
+			`{"auth_corpid":"corp2"}`, nil)),
+	}
+	// Both replicas call with every token, the second one learning them
+	// from Redis; then a quota error in corp1, and an unknown token.
+	for _, c := range clients {
+		send(c, "GET", "/user/get?access_token="+tokens[0], "", nil)
+		send(c, "GET", "/v1.0/contact/users/u1", "", map[string]string{"x-acs-dingtalk-access-token": tokens[1]})
+		send(c, "GET", "/v1.0/contact/users/u1", "", map[string]string{"x-acs-dingtalk-access-token": tokens[2]})
+		send(c, "GET", "/topapi/v2/user/get?access_token="+tokens[3], "", nil)
+	}
+	emu.FailNextIn("corp1", 1, http.StatusForbidden,
+		`{"code":"Forbidden.AccessDenied.QpsLimitForSuitekeyAndOrgAndApi","message":"over the limit","requestid":"0123456789abcdef"}`)
+	send(clients[1], "GET", "/v1.0/contact/users/u1", "", map[string]string{"x-acs-dingtalk-access-token": tokens[2]})
+	send(clients[1], "GET", "/v1.0/contact/users/u1", "", map[string]string{"x-acs-dingtalk-access-token": tokens[2]})
+	send(clients[1], "GET", "/user/get?access_token="+unknownTok, "", nil)
+	for _, r := range emu.Requests() {
+		if r.Org == "corp1" && r.Code != "" {
+			goto penalised
+		}
+	}
+	t.Fatal("the quota error was not answered")
+penalised:
+
+	// Wait until the penalty's announcement arrived, then read everything.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		msgMu.Lock()
+		n := len(msgs)
+		msgMu.Unlock()
+		if n > 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	var places []string // every string that left the process
+	rdb := srv.Client(t)
+	keys, err := rdb.Keys(ctx, prefix+"*").Result()
+	if err != nil || len(keys) == 0 {
+		t.Fatalf("keys: %v, %v", keys, err)
+	}
+	learned := 0
+	for _, k := range keys {
+		places = append(places, "key "+k)
+		if strings.Contains(k, ":app:") {
+			learned++
+		}
+		places = append(places, redisValue(t, rdb, k))
+	}
+	if learned != len(tokens) {
+		t.Errorf("%d learned tokens in Redis, want %d", learned, len(tokens))
+	}
+	msgMu.Lock()
+	if len(msgs) == 0 {
+		t.Error("no penalty announcement was published: the quota error was not shared")
+	}
+	places = append(places, msgs...)
+	msgMu.Unlock()
+	places = append(places, o.logs.String())
+	var rm metricdata.ResourceMetrics
+	if err := o.reader.Collect(ctx, &rm); err != nil {
+		t.Fatal(err)
+	}
+	places = append(places, fmt.Sprintf("%+v", rm))
+	var bm metricdata.ResourceMetrics
+	if err := bookMetrics.Collect(ctx, &bm); err != nil {
+		t.Fatal(err)
+	}
+	places = append(places, fmt.Sprintf("%+v", bm))
+	for _, s := range o.spans.GetSpans() {
+		places = append(places, fmt.Sprintf("%s %+v %+v %+v", s.Name, s.Attributes, s.Events, s.Status))
+	}
+	if !strings.Contains(fmt.Sprintf("%+v", bm), "throttle.apps.unknown") {
+		t.Error("the unknown token was not counted in throttle.apps.unknown")
+	}
+	secrets := append([]string{appSecret, suiteSecret, suiteTicket, unknownTok}, tokens...)
+	for _, p := range places {
+		for _, s := range secrets {
+			if strings.Contains(p, s) {
+				t.Errorf("a credential left the process: %q in %.200q", s, p)
+			}
+		}
+	}
+}
+
+// redisValue renders a key's value whatever its type.
+func redisValue(t *testing.T, rdb *redis.Client, key string) string {
+	ctx := context.Background()
+	typ, err := rdb.Type(ctx, key).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v any
+	switch typ {
+	case "string":
+		v, err = rdb.Get(ctx, key).Result()
+	case "hash":
+		v, err = rdb.HGetAll(ctx, key).Result()
+	case "zset":
+		v, err = rdb.ZRangeWithScores(ctx, key, 0, -1).Result()
+	case "set":
+		v, err = rdb.SMembers(ctx, key).Result()
+	case "list":
+		v, err = rdb.LRange(ctx, key, 0, -1).Result()
+	default:
+		t.Fatalf("key %s has type %s", key, typ)
+	}
+	if err != nil && err != redis.Nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("%s %v", key, v)
+}
+
+// A context hint wins over learning: the same token, made as another app.
+func TestWithAppOverridesLearning(t *testing.T) {
+	emu := dingtalktest.New(dingtalktest.Options{Tokens: map[string]string{"tok": "dingA"}})
+	defer emu.Close()
+	set := dingtalk.MustApps(dingtalk.AppsConfig{
+		Shared: dingtalk.Config{Hosts: []string{emu.Host()}},
+		Apps:   []dingtalk.Config{{AppKey: "dingA"}, {AppKey: "dingB"}},
+	})
+	var routed []string
+	p := set.Profile()
+	route := p.Route
+	p.Route = func(req *http.Request) (providers.Route, error) {
+		r, err := route(req)
+		if err == nil {
+			routed = append(routed, r.Scopes[0])
+		}
+		return r, err
+	}
+	book := apps.MustNew()
+	_ = book.Learn(context.Background(), "tok", providers.App{Provider: "dingtalk", ID: "dingA"}, time.Hour)
+	client := &http.Client{Transport: throttle.New(throttle.WithProfiles(p), throttle.WithApps(book), throttle.WithoutTelemetry())}
+	for _, ctx := range []context.Context{context.Background(), throttle.WithApp(context.Background(), "dingB")} {
+		req, _ := http.NewRequestWithContext(ctx, "GET", emu.URL+"/user/get?access_token=tok", nil)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	if len(routed) != 2 || !strings.Contains(routed[0], "dingA") || !strings.Contains(routed[1], "dingB") {
+		t.Fatalf("routed to %q, want dingA (learned) then dingB (the caller's)", routed)
+	}
+}

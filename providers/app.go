@@ -1,0 +1,46 @@
+package providers
+
+import "context"
+
+// App names the app a request is made as and, for a third-party (ISV) app
+// serving many customers, the customer organisation (tenant) it is made for.
+// Presets read it with AppFrom to pick the app's rules and scopes; the
+// Transport attaches it to a request's context before Route, either learned
+// from the request's access token (package apps) or given by the caller
+// (throttle.WithApp).
+//
+// IDs are what the provider calls them: a DingTalk AppKey or SuiteKey and
+// CorpID, a WeChat AppID, a WeCom CorpID (and the suite of a third-party
+// app), a Feishu app_id and tenant_key. They are identifiers, not secrets.
+type App struct {
+	// Provider is the profile name the identity was learned for
+	// ("dingtalk", "wechat", ...); "" when the caller named the app without
+	// saying which provider, which every preset accepts.
+	Provider string
+	// ID is the app (for an ISV: its suite).
+	ID string
+	// Org is the customer organisation or tenant; "" for an internal app.
+	Org string
+	// Learned is true when the identity came from the token the request
+	// carries, false when the caller gave it.
+	Learned bool
+}
+
+// For reports whether a preset named provider may use the identity.
+func (a App) For(provider string) bool {
+	return a.ID != "" && (a.Provider == "" || a.Provider == provider)
+}
+
+type appKey struct{}
+
+// WithApp returns a context that makes requests as app. An App given by the
+// caller wins over one learned from a token.
+func WithApp(ctx context.Context, app App) context.Context {
+	return context.WithValue(ctx, appKey{}, app)
+}
+
+// AppFrom returns the identity attached to ctx, if any.
+func AppFrom(ctx context.Context) (App, bool) {
+	a, ok := ctx.Value(appKey{}).(App)
+	return a, ok && a.ID != ""
+}

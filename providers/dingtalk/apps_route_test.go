@@ -1,0 +1,130 @@
+package dingtalk_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/quotaware/throttle/providers"
+	"github.com/quotaware/throttle/providers/dingtalk"
+)
+
+func TestAppsRouteByTheRequestsApp(t *testing.T) {
+	cfg := dingtalk.AppsConfig{
+		Apps: []dingtalk.Config{
+			{AppKey: "dingA"},
+			{AppKey: "dingB", Edition: dingtalk.Professional},
+			{AppKey: "suiteS", ISV: true},
+		},
+	}
+	withDefault := cfg
+	withDefault.Default = "dingB"
+	cases := []struct {
+		name      string
+		cfg       dingtalk.AppsConfig
+		app       *providers.App
+		wantScope string // the per-API scope, which is the per-API rule's key
+		wantRate  int
+		wantErr   string
+	}{
+		{"learned app", cfg, &providers.App{Provider: "dingtalk", ID: "dingA", Learned: true}, "api:dingA:/user/get", 20, ""},
+		{"edition per app", cfg, &providers.App{Provider: "dingtalk", ID: "dingB"}, "api:dingB:/user/get", 40, ""},
+		{"suite in an org", cfg, &providers.App{Provider: "dingtalk", ID: "suiteS", Org: "corp7"}, "api:suiteS@corp7:/user/get", 40, ""},
+		{"suite without an org", cfg, &providers.App{ID: "suiteS"}, "", 0, "customer org"},
+		{"unknown: the shared scope at the lowest rate", cfg, nil, "api:unknown:/user/get", 20, ""},
+		{"unknown: the default app", withDefault, nil, "api:dingB:/user/get", 40, ""},
+		{"another provider's app is unknown", cfg, &providers.App{Provider: "wechat", ID: "dingA"}, "api:unknown:/user/get", 20, ""},
+		{"an unlisted app: a standard app of its own", cfg, &providers.App{Provider: "dingtalk", ID: "dingNew"}, "api:dingNew:/user/get", 20, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := dingtalk.MustApps(tc.cfg).Profile()
+			ctx := context.Background()
+			if tc.app != nil {
+				ctx = providers.WithApp(ctx, *tc.app)
+			}
+			req, _ := http.NewRequestWithContext(ctx, "GET", "https://oapi.dingtalk.com/user/get?access_token=x", nil)
+			r, err := p.Route(req)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want one about %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Scopes[0] != tc.wantScope || r.Rules[0].Key() != tc.wantScope {
+				t.Fatalf("scope %q, rule key %q; want %q", r.Scopes[0], r.Rules[0].Key(), tc.wantScope)
+			}
+			if got := r.Rules[0].Limit(); got != tc.wantRate {
+				t.Fatalf("per-API limit %d, want %d", got, tc.wantRate)
+			}
+		})
+	}
+}
+
+func TestAppsAddWhileRunning(t *testing.T) {
+	a := dingtalk.MustApps(dingtalk.AppsConfig{Apps: []dingtalk.Config{{AppKey: "dingA"}}, Unlisted: true})
+	p := a.Profile()
+	route := func() providers.Route {
+		ctx := providers.WithApp(context.Background(), providers.App{ID: "dingC"})
+		req, _ := http.NewRequestWithContext(ctx, "GET", "https://api.dingtalk.com/v1.0/contact/users/u1", nil)
+		r, err := p.Route(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	if r := route(); !strings.Contains(r.Scopes[0], "unknown") {
+		t.Fatalf("before Add: %q, want the unknown scope (Unlisted)", r.Scopes[0])
+	}
+	if err := a.Add(dingtalk.Config{AppKey: "dingC", Edition: dingtalk.Exclusive}); err != nil {
+		t.Fatal(err)
+	}
+	if r := route(); !strings.Contains(r.Scopes[0], "dingC") || r.Rules[0].Limit() != 60 {
+		t.Fatalf("after Add: %q at %d/s, want dingC at 60/s", r.Scopes[0], r.Rules[0].Limit())
+	}
+}
+
+func TestAppsConfigErrorsNameTheField(t *testing.T) {
+	cases := []struct {
+		cfg  dingtalk.AppsConfig
+		want string
+	}{
+		{dingtalk.AppsConfig{}, "AppsConfig.Apps"},
+		{dingtalk.AppsConfig{Apps: []dingtalk.Config{{AppKey: "a"}, {AppKey: ""}}}, "Apps[1]: dingtalk: Config.AppKey"},
+		{dingtalk.AppsConfig{Apps: []dingtalk.Config{{AppKey: "a"}}, Default: "b"}, "AppsConfig.Default"},
+		{dingtalk.AppsConfig{Apps: []dingtalk.Config{{AppKey: "s", ISV: true}}, Default: "s"}, "AppsConfig.Default \"s\" is an ISV suite"},
+		{dingtalk.AppsConfig{Apps: []dingtalk.Config{{AppKey: "a"}}, Shared: dingtalk.Config{EgressLimit: -1}}, "AppsConfig.Shared"},
+	}
+	for _, tc := range cases {
+		if _, err := dingtalk.NewApps(tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("err = %v, want one naming %q", err, tc.want)
+		}
+	}
+}
+
+// An ISV suite's metered calls count against each customer org's own
+// monthly quota, and a 90020 scope names that org only.
+func TestISVMonthlyQuotaPerOrg(t *testing.T) {
+	p := dingtalk.MustApps(dingtalk.AppsConfig{Apps: []dingtalk.Config{{AppKey: "suiteS", ISV: true}}}).Profile()
+	keys := map[string]bool{}
+	for _, org := range []string{"corp1", "corp2"} {
+		ctx := providers.WithApp(context.Background(), providers.App{ID: "suiteS", Org: org})
+		req, _ := http.NewRequestWithContext(ctx, "GET", "https://oapi.dingtalk.com/user/get?access_token=x", nil)
+		r, err := p.Route(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		month := r.Rules[len(r.Rules)-1]
+		if !strings.Contains(month.Key(), org) || !strings.Contains(r.Scope(providers.ScopeMonthly), org) {
+			t.Fatalf("%s: monthly rule %q, scope %q; want both the org's", org, month.Key(), r.Scope(providers.ScopeMonthly))
+		}
+		keys[month.Key()] = true
+	}
+	if len(keys) != 2 {
+		t.Fatalf("the orgs share a monthly rule: %v", keys)
+	}
+}
