@@ -93,7 +93,7 @@ func ExampleThrottledError() {
 	fmt.Println("the provider saw", emu.Stats().Requests, "request")
 	// Output:
 	// sent: 200 OK
-	// refused locally: true dingtalk /v1.0/contact/users/{id} true
+	// refused locally: true dingtalk GET /v1.0/contact/users/{unionId} true
 	// the provider saw 1 request
 }
 

@@ -13,7 +13,7 @@ const UnknownApp = "unknown"
 
 // AppsConfig describes every account (AppID) a service calls as.
 type AppsConfig struct {
-	// Shared holds what every account shares: Hosts, Jitter, DayGrace and
+	// Shared holds what every account shares: Hosts, Jitter, TimeScale, DayGrace and
 	// Clock (those fields of the Apps entries are ignored), and the quotas
 	// of the unknown accounts' shared scope: its Daily and PerMinute
 	// (default: a new account's, the lowest WeChat grants).
@@ -111,5 +111,6 @@ func (a *Apps) Profile() providers.Profile { return a.set.Profile() }
 
 func (a *Apps) inherit(cfg Config) Config {
 	cfg.Hosts, cfg.Jitter, cfg.DayGrace, cfg.Clock = a.shared.Hosts, a.shared.Jitter, a.shared.DayGrace, a.shared.Clock
+	cfg.TimeScale = a.shared.TimeScale
 	return cfg
 }

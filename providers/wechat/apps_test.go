@@ -53,13 +53,13 @@ func TestAcceptanceManyAccounts(t *testing.T) {
 	for _, a := range accounts {
 		emuOpts.Apps[a.appID] = a.secret
 		emuOpts.AppLimits[a.appID] = wechattest.Limits{PerMinute: map[string]int{path: a.perMinute / accTimeScale}}
-		cfgs = append(cfgs, wechat.Config{AppID: a.appID, Daily: map[string]int{}, PerMinute: map[string]int{path: a.perMinute}})
+		cfgs = append(cfgs, wechat.Config{AppID: a.appID, Daily: map[string]int{}, PerMinute: map[string]int{path: a.perMinute / accTimeScale}})
 	}
 	emu := wechattest.NewServer(emuOpts)
 	t.Cleanup(emu.Close)
 	u, _ := url.Parse(emu.URL)
 	set := wechat.MustApps(wechat.AppsConfig{
-		Shared: wechat.Config{Hosts: []string{u.Hostname()}, Jitter: accTimeScale * wechat.DefaultJitter},
+		Shared: wechat.Config{Hosts: []string{u.Hostname()}, TimeScale: accTimeScale}, // windows as fast as the emulator's
 		Apps:   cfgs,
 	})
 	books := make([]*apps.Book, accReplicas)

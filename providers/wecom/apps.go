@@ -17,7 +17,7 @@ const UnknownCorp = "unknown"
 type AppsConfig struct {
 	// Shared holds what every company's calls share: Egress, Hosts, the
 	// per-IP limits (IPPerMinute, IPPerHour, set by ThirdParty), Jitter,
-	// DayGrace and Clock; those fields of the Corps entries are ignored.
+	// DayGrace, Clock and TimeScale; those fields of the Corps entries are ignored.
 	// Its company limits apply to the unknown companies' shared scope and
 	// to companies learned from tokens but not listed.
 	Shared Config
@@ -134,6 +134,6 @@ func (a *Apps) inherit(cfg Config) Config {
 	s := &a.shared
 	cfg.Egress, cfg.Hosts, cfg.ThirdParty = s.Egress, s.Hosts, s.ThirdParty
 	cfg.IPPerMinute, cfg.IPPerHour = s.IPPerMinute, s.IPPerHour
-	cfg.Jitter, cfg.DayGrace, cfg.Clock = s.Jitter, s.DayGrace, s.Clock
+	cfg.Jitter, cfg.DayGrace, cfg.Clock, cfg.TimeScale = s.Jitter, s.DayGrace, s.Clock, s.TimeScale
 	return cfg
 }

@@ -41,9 +41,11 @@ func TestAcceptanceManyCompanies(t *testing.T) {
 		{"wwCustomer1", 300, true},
 		{"wwCustomer2", 300, true},
 	}
+	// The preset's windows run as fast as the emulator's, with its limits.
 	shared := wecom.Config{
-		CorpPerMinute: 300, CorpPerHour: wecom.DefaultCorpPerHour,
-		Jitter: accTimeScale * wecom.DefaultJitter,
+		CorpPerMinute: 300 / accTimeScale, CorpPerHour: wecom.DefaultCorpPerHour / accTimeScale,
+		IPPerMinute: wecom.DefaultIPPerMinute / accTimeScale, IPPerHour: wecom.DefaultIPPerHour / accTimeScale,
+		TimeScale: accTimeScale,
 	}
 	emuOpts := wecomtest.Options{
 		TimeScale: accTimeScale, LatencyMax: accLatency,
@@ -62,7 +64,8 @@ func TestAcceptanceManyCompanies(t *testing.T) {
 	shared.Hosts = []string{u.Hostname()}
 	set := wecom.MustApps(wecom.AppsConfig{
 		Shared: shared,
-		Corps:  []wecom.Config{{CorpID: "wwOwnA", CorpPerMinute: 600}, {CorpID: "wwOwnB", CorpPerMinute: 300}},
+		Corps: []wecom.Config{{CorpID: "wwOwnA", CorpPerMinute: 600 / accTimeScale, CorpPerHour: shared.CorpPerHour},
+			{CorpID: "wwOwnB", CorpPerMinute: 300 / accTimeScale, CorpPerHour: shared.CorpPerHour}},
 	})
 	books := make([]*apps.Book, accReplicas)
 	clients := loadtest.ReplicasWith(t, accReplicas, func(i int, rdb *redis.Client, prefix string) []throttle.Option {
