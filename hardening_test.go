@@ -45,9 +45,9 @@ func TestPenaltyBoundedByMaxPenalty(t *testing.T) {
 			resp.Body.Close()
 		}, "answer"},
 		{"another replica", func(t *testing.T, _ *http.Client, _ string, other *limiter.Redis, group string) {
-			// 2100, not 9999: the limiter's reply carries the wait in
-			// nanoseconds, which overflow past the year 2262.
-			until := time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
+			// 9999: the limiter caps the wait its reply carries, so the
+			// nanosecond Duration cannot overflow into the past.
+			until := year9999
 			if err := other.Penalize(context.Background(), group, limiter.Penalty{Scope: "api:/hot", Until: until, Code: "forever"}); err != nil {
 				t.Fatal(err)
 			}

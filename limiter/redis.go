@@ -328,7 +328,11 @@ func parseReserve(reqs []Request, reply string, out []Reservation) (flags replyF
 		status, amount, index := head[0], head[1], head[2]
 		req := &reqs[r]
 		res := Reservation{Rule: int(index) - 1, Now: now}
-		d := time.Duration(amount) * time.Microsecond
+		// A stored penalty end can be anything a hostile or garbled writer
+		// put there: cap the wait so that the nanosecond Duration cannot
+		// overflow into the past (the Transport clamps it further to the
+		// profile's MaxPenalty).
+		d := time.Duration(min(amount, maxReplyMicros)) * time.Microsecond
 		switch status {
 		case 0:
 			res.OK, res.Delay = true, d
@@ -369,6 +373,10 @@ func parseReserve(reqs []Request, reply string, out []Reservation) (flags replyF
 	}
 	return flags, nil
 }
+
+// maxReplyMicros caps a wait or penalty read from a reply: 100 years, far
+// below the ~292 years a time.Duration holds.
+const maxReplyMicros = 100 * 365 * 24 * int64(time.Hour/time.Microsecond)
 
 // Cancel implements Limiter in one script call.
 func (l *Redis) Cancel(ctx context.Context, req Request, res Reservation) error {
