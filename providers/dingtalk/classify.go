@@ -162,8 +162,10 @@ func (p *preset) oldAPIVerdict(req *http.Request, resp *http.Response, route *pr
 	case "-1": // system busy: retry at most 3 times, per the docs
 		return providers.Verdict{Kind: providers.Transient, Code: code, Message: msg, NotProcessed: true}
 	case codeRobotThrottled:
-		if p.robotRule.Limit() > 0 {
-			return providers.Verdict{Kind: providers.Quota, Scope: route.Scope(providers.ScopeEntity), Until: p.cfg.Now().Add(p.cfg.RobotPenalty),
+		// Only a robot's own route names the robot: elsewhere the code is
+		// no robot's, and is read like any other unknown code.
+		if robot := route.Scope(providers.ScopeEntity); robot != "" && p.robotRule.Limit() > 0 {
+			return providers.Verdict{Kind: providers.Quota, Scope: robot, Until: p.cfg.Now().Add(p.cfg.RobotPenalty),
 				Code: code, Message: msg, NotProcessed: true}
 		}
 	}
