@@ -3,8 +3,9 @@ package wechat_test
 // WeChat counts per-minute limits in calendar minutes, which a test of a
 // few seconds could never fill, so the emulator runs timeScale times faster
 // than the wall clock and holds the API to 1/timeScale of the preset's
-// per-minute limit: the same rate. The preset's Jitter headroom is scaled
-// alike (see providers/wechat's acceptance test).
+// per-minute limit: the same rate. The preset runs its windows as fast
+// (Config.TimeScale) with the emulator's limits (see providers/wechat's
+// acceptance test).
 //
 // util.DefaultHTTPClient is process-wide: the tests in this package run one
 // after another and each installs its own Transport.
@@ -51,8 +52,8 @@ func use(t *testing.T, emu *wechattest.Server, opts ...throttle.Option) {
 		throttle.WithProfiles(presetwechat.MustProfile(presetwechat.Config{
 			AppID:     appID,
 			Daily:     map[string]int{},
-			PerMinute: map[string]int{userInfo: perMinute},
-			Jitter:    timeScale * presetwechat.DefaultJitter,
+			PerMinute: map[string]int{userInfo: perMinute / timeScale},
+			TimeScale: timeScale,
 		})),
 	)
 	wechat.Use(throttle.New(opts...))

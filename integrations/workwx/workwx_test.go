@@ -3,8 +3,9 @@ package workwx_test
 // WeCom counts its limits per calendar minute and hour, which a test of a
 // few seconds could never fill, so the emulator runs timeScale times faster
 // than the wall clock and holds each API to 1/timeScale of the preset's
-// per-minute limit: the same rate. The preset's Jitter headroom is scaled
-// alike (see providers/wecom's acceptance test).
+// per-minute limit: the same rate. The preset runs its windows as fast
+// (Config.TimeScale) with the emulator's limits (see providers/wecom's
+// acceptance test).
 
 import (
 	"errors"
@@ -48,8 +49,11 @@ func transport(emu *wecomtest.Server, opts ...throttle.Option) *throttle.Transpo
 		throttle.WithBase(sdktest.Redirect(emu.URL)),
 		throttle.WithProfiles(wecom.MustProfile(wecom.Config{
 			CorpID:        corpID,
-			CorpPerMinute: perMinute,
-			Jitter:        timeScale * wecom.DefaultJitter,
+			CorpPerMinute: perMinute / timeScale,
+			CorpPerHour:   wecom.DefaultCorpPerHour / timeScale,
+			IPPerMinute:   wecom.DefaultIPPerMinute / timeScale,
+			IPPerHour:     wecom.DefaultIPPerHour / timeScale,
+			TimeScale:     timeScale,
 		})),
 	)
 	return throttle.New(opts...)
