@@ -36,58 +36,71 @@ func Scan(data []byte, fn func(key []byte, kind ValueKind, value []byte) bool) b
 	}
 	i++
 	for {
-		i = skipSpace(data, i)
-		if i >= len(data) || data[i] != '"' {
-			return true // the end of the object, truncation or bad syntax
+		m, next, ok := scanMember(data, i)
+		if !ok || !fn(data[m.ks:m.ke], m.kind, data[m.vs:m.ve]) {
+			return true // the end of the object, truncation, bad syntax or fn's stop
 		}
-		ks, ke, ok := scanString(data, i)
-		if !ok {
-			return true
-		}
-		i = skipSpace(data, ke+1)
-		if i >= len(data) || data[i] != ':' {
-			return true
-		}
-		i = skipSpace(data, i+1)
-		if i >= len(data) {
-			return true
-		}
-		var kind ValueKind
-		var vs, ve int // value bounds; ve is exclusive
-		switch c := data[i]; c {
-		case '"':
-			s, e, ok := scanString(data, i)
-			if !ok {
-				return true
-			}
-			kind, vs, ve, i = String, s, e, e+1
-		case '{', '[':
-			e, ok := skipNested(data, i)
-			if !ok {
-				return true
-			}
-			kind, vs, ve, i = Object, i, e, e
-			if c == '[' {
-				kind = Array
-			}
-		default:
-			e := i
-			for e < len(data) && !isDelim(data[e]) {
-				e++
-			}
-			if e == len(data) || e == i {
-				return true // cut short, or nothing there
-			}
-			kind, vs, ve, i = Literal, i, e, e
-		}
-		if !fn(data[ks:ke], kind, data[vs:ve]) {
-			return true
-		}
-		i = skipSpace(data, i)
+		i = skipSpace(data, next)
 		if i >= len(data) || data[i] != ',' {
 			return true
 		}
 		i++
+	}
+}
+
+// member locates one object member in the scanned data: the key's content
+// is data[ks:ke], the value is data[vs:ve].
+type member struct {
+	ks, ke, vs, ve int
+	kind           ValueKind
+}
+
+// scanMember reads the member `"key": value` starting at or after i (spaces
+// allowed) and returns it with the index just past its value. It reports
+// false when there is no complete member there.
+func scanMember(data []byte, i int) (m member, next int, ok bool) {
+	i = skipSpace(data, i)
+	if i >= len(data) || data[i] != '"' {
+		return m, 0, false
+	}
+	if m.ks, m.ke, ok = scanString(data, i); !ok {
+		return m, 0, false
+	}
+	i = skipSpace(data, m.ke+1)
+	if i >= len(data) || data[i] != ':' {
+		return m, 0, false
+	}
+	i = skipSpace(data, i+1)
+	if i >= len(data) {
+		return m, 0, false
+	}
+	m.kind, m.vs, m.ve, next, ok = scanValue(data, i)
+	return m, next, ok
+}
+
+// scanValue reads the value starting at data[i] and returns its kind, its
+// bounds (ve exclusive; a string's without its quotes) and the index just
+// past it. It reports false when the value is cut short or missing.
+func scanValue(data []byte, i int) (kind ValueKind, vs, ve, next int, ok bool) {
+	switch c := data[i]; c {
+	case '"':
+		s, e, ok := scanString(data, i)
+		return String, s, e, e + 1, ok
+	case '{', '[':
+		e, ok := skipNested(data, i)
+		kind = Object
+		if c == '[' {
+			kind = Array
+		}
+		return kind, i, e, e, ok
+	default:
+		e := i
+		for e < len(data) && !isDelim(data[e]) {
+			e++
+		}
+		// A literal running to the end may be cut short: a number cut in the
+		// middle would be a different number.
+		return Literal, i, e, e, e < len(data) && e > i
 	}
 }
 
