@@ -121,7 +121,7 @@ func (p *preset) classify(req *http.Request, resp *http.Response, route *provide
 	html := isHTML(prefix, ct)
 	if isBan(prefix, html) {
 		return providers.Verdict{
-			Kind: providers.Quota, Scope: p.egressScope, Until: p.cfg.Now().Add(p.cfg.IPBanPenalty),
+			Kind: providers.Quota, Scope: p.egressScope, Until: p.cfg.Clock().Add(p.cfg.IPBanPenalty),
 			Code: codeIPBan, Message: "egress IP banned for exceeding the per-IP limit", NotProcessed: true,
 		}
 	}
@@ -159,14 +159,14 @@ func (p *preset) oldAPIVerdict(req *http.Request, resp *http.Response, route *pr
 		return statusVerdict(resp.StatusCode, resp.Header)
 	}
 	if q, ok := oldQuota(code); ok {
-		return p.quota(route, q, code, msg, c.Message, p.cfg.Now())
+		return p.quota(route, q, code, msg, c.Message, p.cfg.Clock())
 	}
 	switch code {
 	case "-1": // system busy: retry at most 3 times, per the docs
 		return providers.Verdict{Kind: providers.Transient, Code: code, Message: msg, NotProcessed: true}
 	case codeRobotThrottled:
 		if p.robotRule.Limit() > 0 {
-			return providers.Verdict{Kind: providers.Quota, Scope: route.Scope(providers.ScopeEntity), Until: p.cfg.Now().Add(p.cfg.RobotPenalty),
+			return providers.Verdict{Kind: providers.Quota, Scope: route.Scope(providers.ScopeEntity), Until: p.cfg.Clock().Add(p.cfg.RobotPenalty),
 				Code: code, Message: msg, NotProcessed: true}
 		}
 	}
@@ -183,7 +183,7 @@ func (p *preset) newAPIVerdict(req *http.Request, resp *http.Response, route *pr
 	code, msg := c.Code, c.Message
 	if rest, ok := strings.CutPrefix(code, accessDenied); ok {
 		if q, ok := newQuota(rest); ok {
-			return p.quota(route, q, code, msg, "", p.cfg.Now())
+			return p.quota(route, q, code, msg, "", p.cfg.Clock())
 		}
 		if resp.StatusCode < 300 {
 			return providers.Verdict{Kind: providers.OK} // data that looks like a code
@@ -193,7 +193,7 @@ func (p *preset) newAPIVerdict(req *http.Request, resp *http.Response, route *pr
 	}
 	if code == "system.busy" || code == "systemBusy" {
 		v := providers.Verdict{Kind: providers.Transient, Code: code, Message: msg, NotProcessed: true}
-		v.RetryAfter, _ = providers.ParseRetryAfter(resp.Header, p.cfg.Now())
+		v.RetryAfter, _ = providers.ParseRetryAfter(resp.Header, p.cfg.Clock())
 		return v
 	}
 	v := statusVerdict(resp.StatusCode, resp.Header)

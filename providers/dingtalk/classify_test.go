@@ -20,8 +20,8 @@ func testProfile(t testing.TB, cfg Config) providers.Profile {
 	if cfg.AppKey == "" {
 		cfg.AppKey = "dingapp"
 	}
-	if cfg.Now == nil {
-		cfg.Now = func() time.Time { return now }
+	if cfg.Clock == nil {
+		cfg.Clock = func() time.Time { return now }
 	}
 	p, err := Profile(cfg)
 	if err != nil {

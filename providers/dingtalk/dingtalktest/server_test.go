@@ -109,7 +109,7 @@ func TestEgressBan(t *testing.T) {
 				t.Fatalf("call %d refused: %s", i+1, body)
 			}
 		}
-		p := dingtalk.MustProfile(dingtalk.Config{AppKey: "app", Hosts: []string{s.Host()}, Now: c.Now})
+		p := dingtalk.MustProfile(dingtalk.Config{AppKey: "app", Hosts: []string{s.Host()}, Clock: c.Now})
 		check := func(path string, wantBan bool) {
 			t.Helper()
 			req, _ := http.NewRequest("GET", s.URL+path, nil)
@@ -318,7 +318,7 @@ func TestPresetReadsEmulator(t *testing.T) {
 	c := newClock()
 	s := dingtalktest.New(dingtalktest.Options{Clock: c.Now, DefaultApp: "app", QPS: 1, MonthlyQuota: 2})
 	defer s.Close()
-	p := dingtalk.MustProfile(dingtalk.Config{AppKey: "app", Hosts: []string{s.Host()}, Now: c.Now})
+	p := dingtalk.MustProfile(dingtalk.Config{AppKey: "app", Hosts: []string{s.Host()}, Clock: c.Now})
 	nextSec := c.Now().Truncate(time.Second).Add(time.Second)
 	tests := []struct {
 		method, path, scope, code string
