@@ -400,7 +400,7 @@ func TestLeakIdleKeysExpire(t *testing.T) {
 	// One quota answer leaves a penalty key too, until the end it states.
 	penaltyEnd := time.Now().Add(2 * time.Second).Truncate(time.Second)
 	tg.emu.FailNext(1, http.StatusOK, `{"errcode":90018,"errmsg":"当前应用调用该接口的频率已超过限制, 处罚将在 `+
-		penaltyEnd.In(providers.Beijing()).Format(time.DateTime)+` 结束."}`)
+		penaltyEnd.In(beijing).Format(time.DateTime)+` 结束."}`)
 	var wg sync.WaitGroup
 	stop := time.Now().Add(time.Second)
 	for _, tr := range trs {
@@ -470,7 +470,7 @@ func TestLeakIdleKeysExpire(t *testing.T) {
 	// The calendar key lives exactly until its window ends: the 1st of next
 	// month, Beijing time, plus the preset's grace.
 	pttl := rdb.PTTL(ctx, monthKey).Val()
-	want := time.Until(providers.NextMonth(time.Now()).Add(dingtalk.DefaultMonthGrace))
+	want := time.Until(nextMonth(time.Now()).Add(dingtalk.DefaultMonthGrace))
 	t.Logf("calendar key %s expires in %v; its window ends in %v", monthKey, pttl.Round(time.Second), want.Round(time.Second))
 	if d := pttl - want; d < -2*time.Second || d > 2*time.Second {
 		t.Errorf("calendar key expires in %v, want at the end of its window, in %v", pttl, want)

@@ -10,7 +10,6 @@ import (
 
 	"github.com/quotaware/throttle"
 	"github.com/quotaware/throttle/limiter"
-	"github.com/quotaware/throttle/providers"
 	"github.com/quotaware/throttle/providers/dingtalk"
 	"github.com/quotaware/throttle/providers/dingtalk/dingtalktest"
 )
@@ -60,7 +59,7 @@ func TestDingtalkBusyThenSuccess(t *testing.T) {
 // quotaBody is DingTalk's 90018 with the penalty's end in Beijing time.
 func quotaBody(end time.Time) string {
 	return fmt.Sprintf(`{"errcode":90018,"errmsg":"当前企业正在调用的此API请求总次数超过了 20 次, 处罚将在 %s 结束."}`,
-		end.In(providers.Beijing()).Format(time.DateTime))
+		end.In(beijing).Format(time.DateTime))
 }
 
 // A penalty that ends within the budget: the call succeeds after it, and the

@@ -197,9 +197,9 @@ func TestSoak(t *testing.T) {
 	// every replica is back on Redis (one probe) and the slots it booked
 	// locally have arrived (MaxWait plus the latency).
 	const latency = 20 * time.Millisecond
-	outageEnd := providers.NextSecond(restarted.Add(probe + recover + maxWait + latency))
+	outageEnd := nextSecond(restarted.Add(probe + recover + maxWait + latency))
 	// The pause after FLUSHALL: the slots booked before it still arrive.
-	pauseEnd := providers.NextSecond(flushed.Add(flushHold + latency))
+	pauseEnd := nextSecond(flushed.Add(flushHold + latency))
 	recs := tg.emu.Requests()
 	st := tg.emu.Stats()
 	// Violations in the outage, by phase: while the slots booked on Redis
@@ -207,7 +207,7 @@ func TestSoak(t *testing.T) {
 	// the second in which the last of them arrives), under the local shares
 	// alone, and after the restart, while some replicas are back on Redis
 	// and others still on their shares.
-	shareFrom := providers.NextSecond(killed.Add(maxWait + latency))
+	shareFrom := nextSecond(killed.Add(maxWait + latency))
 	var violIn, violOut, violSwitch, violLocal, violBack, violFlush int
 	okPerAPI := map[string]int{}
 	okOutside := map[string]int{}

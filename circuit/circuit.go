@@ -252,10 +252,30 @@ func (s *Set) Allow(scopes []string) (done func(Outcome), err error) {
 	return noop, nil
 }
 
+// allowSlow is Allow for a request that met at least one breaker: it is
+// refused if a window is still running, and otherwise becomes the probe of
+// every scope whose window has ended.
 func (s *Set) allowSlow(scopes []string) (func(Outcome), error) {
 	now := s.cfg.now()
-	var open *entry
-	probes := make([]*entry, 0, len(scopes))
+	open, probes := s.openAndEnded(scopes, now)
+	if open != nil {
+		return nil, &OpenError{Scope: open.scope, Until: open.until, Code: open.code}
+	}
+	if len(probes) == 0 {
+		return noop, nil
+	}
+	dones, err := s.takeProbes(probes, now)
+	if err != nil {
+		return nil, err
+	}
+	return s.probeDone(probes, dones), nil
+}
+
+// openAndEnded splits the breakers met by scopes into the open one whose window
+// ends last (nil if none is open) and those whose window has ended, each
+// once.
+func (s *Set) openAndEnded(scopes []string, now time.Time) (open *entry, ended []*entry) {
+	ended = make([]*entry, 0, len(scopes))
 	for _, sc := range scopes {
 		e := s.load(sc)
 		switch {
@@ -264,18 +284,20 @@ func (s *Set) allowSlow(scopes []string) (func(Outcome), error) {
 			if open == nil || e.until.After(open.until) {
 				open = e
 			}
-		case !contains(probes, e):
-			probes = append(probes, e)
+		case !contains(ended, e):
+			ended = append(ended, e)
 		}
 	}
-	if open != nil {
-		return nil, &OpenError{Scope: open.scope, Until: open.until, Code: open.code}
-	}
-	if len(probes) == 0 {
-		return noop, nil
-	}
+	return open, ended
+}
+
+// takeProbes makes the request the probe of each entry in probes, replacing
+// an entry whose probe went unanswered past the probe timeout. If one
+// refuses (another probe is out, or a new penalty came meanwhile), it gives
+// back the probes taken so far and returns the refusal. probes is updated in
+// place with the entries actually probed.
+func (s *Set) takeProbes(probes []*entry, now time.Time) ([]func(error), error) {
 	dones := make([]func(error), len(probes))
-	// release gives back the probes taken so far when a later scope refuses.
 	release := func(n int) {
 		for i := range n {
 			probes[i].probeSince.Store(0)
@@ -303,6 +325,13 @@ func (s *Set) allowSlow(scopes []string) (func(Outcome), error) {
 		e.probeSince.Store(now.UnixNano())
 		dones[i] = d
 	}
+	return dones, nil
+}
+
+// probeDone is the done of a probing request: its first call reports the
+// outcome to each probed breaker, and a success removes the scopes whose
+// breaker closed.
+func (s *Set) probeDone(probes []*entry, dones []func(error)) func(Outcome) {
 	var used atomic.Bool
 	return func(o Outcome) {
 		if !used.CompareAndSwap(false, true) {
@@ -319,7 +348,7 @@ func (s *Set) allowSlow(scopes []string) (func(Outcome), error) {
 				s.remove(e, HalfOpen)
 			}
 		}
-	}, nil
+	}
 }
 
 func contains(es []*entry, e *entry) bool {

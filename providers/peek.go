@@ -3,7 +3,8 @@ package providers
 import (
 	"io"
 	"net/http"
-	"strings"
+
+	"github.com/quotaware/throttle/providers/internal/mediatype"
 )
 
 // DefaultPeekLimit is how much of a body PeekBody reads when asked for no
@@ -37,7 +38,7 @@ func PeekBody(resp *http.Response, limit int) ([]byte, error) {
 	if resp == nil || resp.Body == nil || resp.Body == http.NoBody {
 		return nil, nil
 	}
-	if !Peekable(resp.Header.Get("Content-Type")) {
+	if !mediatype.Peekable(resp.Header.Get("Content-Type")) {
 		return nil, nil
 	}
 	if limit <= 0 {
@@ -77,43 +78,6 @@ func PeekBody(resp *http.Response, limit int) ([]byte, error) {
 		err = nil
 	}
 	return buf, err
-}
-
-// Peekable reports whether a Content-Type may hold an error body worth
-// peeking at: JSON, HTML, plain text, or none.
-func Peekable(contentType string) bool {
-	mt := contentType
-	if i := strings.IndexByte(mt, ';'); i >= 0 {
-		mt = mt[:i]
-	}
-	mt = strings.TrimSpace(mt)
-	if mt == "" {
-		return true
-	}
-	return IsJSONType(mt) ||
-		strings.EqualFold(mt, "text/html") ||
-		strings.EqualFold(mt, "text/plain")
-}
-
-// IsJSONType reports whether a Content-Type (parameters allowed) is JSON.
-func IsJSONType(contentType string) bool {
-	mt := contentType
-	if i := strings.IndexByte(mt, ';'); i >= 0 {
-		mt = mt[:i]
-	}
-	mt = strings.TrimSpace(mt)
-	return strings.EqualFold(mt, "application/json") ||
-		strings.EqualFold(mt, "text/json") ||
-		(len(mt) > 5 && strings.EqualFold(mt[len(mt)-5:], "+json"))
-}
-
-// IsHTMLType reports whether a Content-Type (parameters allowed) is HTML.
-func IsHTMLType(contentType string) bool {
-	mt := contentType
-	if i := strings.IndexByte(mt, ';'); i >= 0 {
-		mt = mt[:i]
-	}
-	return strings.EqualFold(strings.TrimSpace(mt), "text/html")
 }
 
 // replayBody hands back the peeked prefix, then whatever the original body

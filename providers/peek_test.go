@@ -187,36 +187,6 @@ func TestPeekBodyAllocs(t *testing.T) {
 	}
 }
 
-func TestPeekable(t *testing.T) {
-	tests := []struct {
-		ct         string
-		peek, json bool
-	}{
-		{"", true, false},
-		{"application/json", true, true},
-		{"application/json;charset=UTF-8", true, true},
-		{" text/json ", true, true},
-		{"application/vnd.api+json", true, true},
-		{"text/html", true, false},
-		{"text/plain; charset=gbk", true, false},
-		{"application/xml", false, false},
-		{"application/jsonl", false, false},
-		{"+json", false, false},
-		{"multipart/form-data; boundary=x", false, false},
-	}
-	for _, tt := range tests {
-		if got := Peekable(tt.ct); got != tt.peek {
-			t.Errorf("Peekable(%q) = %v, want %v", tt.ct, got, tt.peek)
-		}
-		if got := IsJSONType(tt.ct); got != tt.json {
-			t.Errorf("IsJSONType(%q) = %v, want %v", tt.ct, got, tt.json)
-		}
-	}
-	if !IsHTMLType("TEXT/HTML; charset=utf-8") || IsHTMLType("text/plain") {
-		t.Error("IsHTMLType misreads its input")
-	}
-}
-
 // FuzzPeekBody: whatever the body, its chunking, its length, an injected
 // error and the peek limit, the caller reads the original bytes and gets
 // the original error at the same offset.

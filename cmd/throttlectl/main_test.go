@@ -22,15 +22,13 @@ import (
 	"testing"
 	"time"
 
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
-
 	"github.com/quotaware/throttle"
 	"github.com/quotaware/throttle/internal/redistest"
 	"github.com/quotaware/throttle/limiter"
-	"github.com/quotaware/throttle/providers"
 	"github.com/quotaware/throttle/providers/dingtalk"
 	"github.com/quotaware/throttle/providers/dingtalk/dingtalktest"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 )
 
 // tool is the throttlectl binary, built once for the package.
@@ -225,7 +223,7 @@ func TestStatusAndLiftOnThreeReplicas(t *testing.T) {
 	if month == nil || month.Used != int64(meteredSeen) || month.Limit != dingtalk.DefaultMonthlyQuota || month.Window != "month" {
 		t.Fatalf("month rule %+v, want %d / %d this month", month, meteredSeen, dingtalk.DefaultMonthlyQuota)
 	}
-	if want := providers.NextMonth(st.Now).Add(dingtalk.DefaultMonthGrace); !month.ResetsAt.Equal(want) {
+	if want := nextMonth(st.Now).Add(dingtalk.DefaultMonthGrace); !month.ResetsAt.Equal(want) {
 		t.Errorf("month resets %v, want %v", month.ResetsAt, want)
 	}
 	// The egress and two per-API rules are paced.
@@ -442,4 +440,12 @@ func TestCluster(t *testing.T) {
 	if len(st.Groups[0].Penalties) != 0 || len(st.Groups[1].Penalties) != 1 {
 		t.Fatalf("after lifting wechat's: %+v, want wechat's gone and dingtalk's kept", st.Groups)
 	}
+}
+
+// nextMonth is 00:00 on the 1st of the month after t in Beijing (UTC+8, no
+// daylight saving since 1991), when DingTalk's monthly quota resets.
+func nextMonth(t time.Time) time.Time {
+	bj := time.FixedZone("CST", 8*3600)
+	y, m, _ := t.In(bj).Date()
+	return time.Date(y, m+1, 1, 0, 0, 0, 0, bj)
 }

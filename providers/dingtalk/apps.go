@@ -18,7 +18,7 @@ const UnknownApp = "unknown"
 type AppsConfig struct {
 	// Shared holds what the deployment's apps share: Hosts, Egress,
 	// EgressLimit, EgressPeriod, EgressBurst, Jitter, IPBanPenalty,
-	// RobotPerMinute, RobotPenalty, PeekLimit and Now. These fields of the
+	// RobotPerMinute, RobotPenalty, PeekLimit and Clock. These fields of the
 	// Apps entries are ignored; every other field is per app. Shared's
 	// AppKey is ignored too.
 	Shared Config
@@ -133,7 +133,7 @@ func (a *Apps) add(cfg Config) (*preset, error) {
 func (a *Apps) inherit(cfg Config) Config {
 	s := &a.shared
 	cfg.Hosts, cfg.Egress, cfg.EgressLimit, cfg.EgressPeriod, cfg.EgressBurst = s.Hosts, s.Egress, s.EgressLimit, s.EgressPeriod, s.EgressBurst
-	cfg.Jitter, cfg.IPBanPenalty, cfg.PeekLimit, cfg.Now = s.Jitter, s.IPBanPenalty, s.PeekLimit, s.Now
+	cfg.Jitter, cfg.IPBanPenalty, cfg.PeekLimit, cfg.Clock = s.Jitter, s.IPBanPenalty, s.PeekLimit, s.Clock
 	cfg.RobotPerMinute, cfg.RobotPenalty = s.RobotPerMinute, s.RobotPenalty
 	if cfg.Jitter == 0 {
 		cfg.Jitter = -1 // Shared chose none: keep it none

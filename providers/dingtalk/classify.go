@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"github.com/quotaware/throttle/providers"
+	"github.com/quotaware/throttle/providers/internal/jsoncode"
+	"github.com/quotaware/throttle/providers/internal/mediatype"
+	"github.com/quotaware/throttle/providers/internal/penaltytime"
 )
 
 // scopeKind is which of a request's scopes an error penalises.
@@ -111,21 +114,21 @@ const (
 func (p *preset) classify(req *http.Request, resp *http.Response, route *providers.Route) providers.Verdict {
 	status := resp.StatusCode
 	ct := resp.Header.Get("Content-Type")
-	if !providers.Peekable(ct) {
+	if !mediatype.Peekable(ct) {
 		return statusVerdict(status, resp.Header)
 	}
 	prefix, _ := providers.PeekBody(resp, p.cfg.PeekLimit)
 	html := isHTML(prefix, ct)
 	if isBan(prefix, html) {
 		return providers.Verdict{
-			Kind: providers.Quota, Scope: p.egressScope, Until: p.cfg.Now().Add(p.cfg.IPBanPenalty),
+			Kind: providers.Quota, Scope: p.egressScope, Until: p.cfg.Clock().Add(p.cfg.IPBanPenalty),
 			Code: codeIPBan, Message: "egress IP banned for exceeding the per-IP limit", NotProcessed: true,
 		}
 	}
 	if html {
 		return htmlVerdict(status, resp.Header)
 	}
-	c, isJSON := providers.ParseJSONCode(prefix)
+	c, isJSON := jsoncode.Parse(prefix)
 	switch {
 	case !isJSON || !c.HasCode:
 		return statusVerdict(status, resp.Header)
@@ -144,7 +147,7 @@ func (p *preset) classify(req *http.Request, resp *http.Response, route *provide
 
 // oldAPIVerdict reads the old API's errcode, wrapped as 88 + sub_code on
 // /topapi paths.
-func (p *preset) oldAPIVerdict(req *http.Request, resp *http.Response, route *providers.Route, c providers.JSONCode) providers.Verdict {
+func (p *preset) oldAPIVerdict(req *http.Request, resp *http.Response, route *providers.Route, c jsoncode.Code) providers.Verdict {
 	code, msg := c.Code, c.Message
 	if code == "88" && c.SubCode != "" {
 		code = c.SubCode
@@ -156,7 +159,7 @@ func (p *preset) oldAPIVerdict(req *http.Request, resp *http.Response, route *pr
 		return statusVerdict(resp.StatusCode, resp.Header)
 	}
 	if q, ok := oldQuota(code); ok {
-		return p.quota(route, q, code, msg, c.Message, p.cfg.Now())
+		return p.quota(route, q, code, msg, c.Message, p.cfg.Clock())
 	}
 	switch code {
 	case "-1": // system busy: retry at most 3 times, per the docs
@@ -165,7 +168,7 @@ func (p *preset) oldAPIVerdict(req *http.Request, resp *http.Response, route *pr
 		// Only a robot's own route names the robot: elsewhere the code is
 		// no robot's, and is read like any other unknown code.
 		if robot := route.Scope(providers.ScopeEntity); robot != "" && p.robotRule.Limit() > 0 {
-			return providers.Verdict{Kind: providers.Quota, Scope: robot, Until: p.cfg.Now().Add(p.cfg.RobotPenalty),
+			return providers.Verdict{Kind: providers.Quota, Scope: robot, Until: p.cfg.Clock().Add(p.cfg.RobotPenalty),
 				Code: code, Message: msg, NotProcessed: true}
 		}
 	}
@@ -178,11 +181,11 @@ func (p *preset) oldAPIVerdict(req *http.Request, resp *http.Response, route *pr
 
 // newAPIVerdict reads the new API's string code. On a 2xx answer a "code"
 // member is data unless it is one of the codes below.
-func (p *preset) newAPIVerdict(req *http.Request, resp *http.Response, route *providers.Route, c providers.JSONCode) providers.Verdict {
+func (p *preset) newAPIVerdict(req *http.Request, resp *http.Response, route *providers.Route, c jsoncode.Code) providers.Verdict {
 	code, msg := c.Code, c.Message
 	if rest, ok := strings.CutPrefix(code, accessDenied); ok {
 		if q, ok := newQuota(rest); ok {
-			return p.quota(route, q, code, msg, "", p.cfg.Now())
+			return p.quota(route, q, code, msg, "", p.cfg.Clock())
 		}
 		if resp.StatusCode < 300 {
 			return providers.Verdict{Kind: providers.OK} // data that looks like a code
@@ -192,7 +195,7 @@ func (p *preset) newAPIVerdict(req *http.Request, resp *http.Response, route *pr
 	}
 	if code == "system.busy" || code == "systemBusy" {
 		v := providers.Verdict{Kind: providers.Transient, Code: code, Message: msg, NotProcessed: true}
-		v.RetryAfter, _ = providers.ParseRetryAfter(resp.Header, p.cfg.Now())
+		v.RetryAfter, _ = providers.ParseRetryAfter(resp.Header, p.cfg.Clock())
 		return v
 	}
 	v := statusVerdict(resp.StatusCode, resp.Header)
@@ -224,9 +227,9 @@ func (p *preset) quota(route *providers.Route, q quotaCode, code, msg, altMsg st
 		// the platform meters an API we did not know of: stop that one.
 		v.Scope = cmp.Or(route.Scope(providers.ScopeMonthly), api)
 	}
-	end, ok := providers.ParseBeijingEnd(msg, now)
+	end, ok := penaltytime.ParseBeijingEnd(msg, now)
 	if !ok && altMsg != "" {
-		end, ok = providers.ParseBeijingEnd(altMsg, now)
+		end, ok = penaltytime.ParseBeijingEnd(altMsg, now)
 	}
 	if ok && end.After(now) {
 		v.Until = end
@@ -234,15 +237,15 @@ func (p *preset) quota(route *providers.Route, q quotaCode, code, msg, altMsg st
 	}
 	switch q.end {
 	case endSecond:
-		v.Until = providers.NextSecond(now)
+		v.Until = penaltytime.NextSecond(now)
 	case endMinute:
-		v.Until = providers.NextMinute(now)
+		v.Until = penaltytime.NextMinute(now)
 	case endMonth:
 		// The month starts MonthGrace late for the limiter too.
-		v.Until = providers.NextMonth(now).Add(p.cfg.MonthGrace)
+		v.Until = penaltytime.NextMonth(now).Add(p.cfg.MonthGrace)
 	case endDefault:
 		if ok { // a stated end already past: the penalty is as good as over
-			v.Until = providers.NextSecond(now)
+			v.Until = penaltytime.NextSecond(now)
 		}
 		// Zero: the profile's DefaultPenalty.
 	}
@@ -275,7 +278,7 @@ var banMarkers = [][]byte{[]byte("x5sec"), []byte("_____tmd_____"), []byte("puni
 
 // isHTML reports an HTML answer, by its type or its first byte.
 func isHTML(prefix []byte, ct string) bool {
-	return providers.IsHTMLType(ct) || bytes.HasPrefix(bytes.TrimSpace(prefix), []byte("<"))
+	return mediatype.IsHTML(ct) || bytes.HasPrefix(bytes.TrimSpace(prefix), []byte("<"))
 }
 
 // isBan recognises the per-IP ban by its own signatures only: the JSON
@@ -294,7 +297,7 @@ func isBan(prefix []byte, html bool) bool {
 		return false
 	}
 	var status1111, punish, deny, source bool
-	providers.ScanJSON(prefix, func(key []byte, kind providers.ValueKind, v []byte) bool {
+	jsoncode.Scan(prefix, func(key []byte, kind jsoncode.ValueKind, v []byte) bool {
 		switch string(key) {
 		case "status":
 			status1111 = string(v) == "1111"

@@ -9,18 +9,19 @@ import (
 	"time"
 
 	"github.com/quotaware/throttle/providers"
+	"github.com/quotaware/throttle/providers/internal/penaltytime"
 )
 
 // now is 2025-03-10 14:30:15.250 in Beijing.
-var now = time.Date(2025, 3, 10, 14, 30, 15, 250e6, providers.Beijing())
+var now = time.Date(2025, 3, 10, 14, 30, 15, 250e6, penaltytime.Beijing())
 
 func testProfile(t testing.TB, cfg Config) providers.Profile {
 	t.Helper()
 	if cfg.AppKey == "" {
 		cfg.AppKey = "dingapp"
 	}
-	if cfg.Now == nil {
-		cfg.Now = func() time.Time { return now }
+	if cfg.Clock == nil {
+		cfg.Clock = func() time.Time { return now }
 	}
 	p, err := Profile(cfg)
 	if err != nil {
@@ -57,9 +58,9 @@ const (
 func TestClassify(t *testing.T) {
 	p := testProfile(t, Config{})
 	nextSec := now.Truncate(time.Second).Add(time.Second)
-	nextMin := time.Date(2025, 3, 10, 14, 31, 0, 0, providers.Beijing())
-	nextMonth := time.Date(2025, 4, 1, 0, 0, 0, 0, providers.Beijing()).Add(DefaultMonthGrace)
-	stated := time.Date(2025, 3, 10, 14, 30, 17, 0, providers.Beijing())
+	nextMin := time.Date(2025, 3, 10, 14, 31, 0, 0, penaltytime.Beijing())
+	nextMonth := time.Date(2025, 4, 1, 0, 0, 0, 0, penaltytime.Beijing()).Add(DefaultMonthGrace)
+	stated := time.Date(2025, 3, 10, 14, 30, 17, 0, penaltytime.Beijing())
 	var (
 		apiOld    = "api:dingapp:/user/get"
 		apiTop    = "api:dingapp:/topapi/v2/user/get"

@@ -186,8 +186,9 @@ type Config struct {
 	Hosts []string
 	// PeekLimit bounds how much of a body the classifier reads (8 KiB).
 	PeekLimit int
-	// Now is the clock penalty ends are computed from (default time.Now).
-	Now func() time.Time
+	// Clock is the time source of Classify, from which penalty ends are
+	// computed (default time.Now).
+	Clock func() time.Time
 }
 
 // withDefaults fills zero fields and validates the result.
@@ -229,8 +230,8 @@ func (c Config) withDefaults() (Config, error) {
 		c.Hosts = DefaultHosts
 	}
 	setInt(&c.PeekLimit, DefaultPeekLimit)
-	if c.Now == nil {
-		c.Now = time.Now
+	if c.Clock == nil {
+		c.Clock = time.Now
 	}
 	// Negative means "off" where documented.
 	c.MonthGrace = max(c.MonthGrace, 0)

@@ -14,6 +14,7 @@ import (
 	"github.com/quotaware/throttle/limiter"
 	"github.com/quotaware/throttle/providers"
 	"github.com/quotaware/throttle/providers/internal/catalog"
+	"github.com/quotaware/throttle/providers/internal/penaltytime"
 )
 
 // apiCatalog is DingTalk's API catalog, both generations, built on first
@@ -120,7 +121,7 @@ func newPreset(c Config) (*preset, error) {
 		return nil, err
 	}
 	if c.MonthlyQuota > 0 && len(p.metered) > 0 {
-		if p.monthRule, err = limiter.NewCalendarRule(p.monthKey(), c.MonthlyQuota, limiter.Month, providers.Beijing(), limiter.WithGrace(c.MonthGrace)); err != nil {
+		if p.monthRule, err = limiter.NewCalendarRule(p.monthKey(), c.MonthlyQuota, limiter.Month, penaltytime.Beijing(), limiter.WithGrace(c.MonthGrace)); err != nil {
 			return nil, err
 		}
 	}

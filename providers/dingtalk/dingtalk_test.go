@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/quotaware/throttle/limiter"
-	"github.com/quotaware/throttle/providers"
+	"github.com/quotaware/throttle/providers/internal/penaltytime"
 )
 
 func TestConfigValidation(t *testing.T) {
@@ -134,7 +134,7 @@ func TestRoute(t *testing.T) {
 	if egress.Limit() != 10000 || egress.Period() != 20*time.Second+DefaultJitter || egress.Burst() != 10000/DefaultEgressBurstShare {
 		t.Errorf("egress rule %v", egress)
 	}
-	if !month.IsCalendar() || month.Limit() != 5000 || month.Unit() != limiter.Month || month.Location() != providers.Beijing() {
+	if !month.IsCalendar() || month.Limit() != 5000 || month.Unit() != limiter.Month || month.Location() != penaltytime.Beijing() {
 		t.Errorf("monthly rule %v", month)
 	}
 }

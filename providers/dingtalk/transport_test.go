@@ -23,6 +23,8 @@ import (
 	"github.com/quotaware/throttle/providers"
 	"github.com/quotaware/throttle/providers/dingtalk"
 	"github.com/quotaware/throttle/providers/dingtalk/dingtalktest"
+	"github.com/quotaware/throttle/providers/internal/jsoncode"
+	"github.com/quotaware/throttle/providers/internal/penaltytime"
 )
 
 func TestMain(m *testing.M) { loadtest.Main(m) }
@@ -108,7 +110,7 @@ func answerCode(status int, body []byte) string {
 	if bytes.Contains(body, []byte(`"punish"`)) {
 		return "ip-ban"
 	}
-	c, ok := providers.ParseJSONCode(body)
+	c, ok := jsoncode.Parse(body)
 	switch {
 	case ok && c.HasCode && c.Code == "88" && c.SubCode != "":
 		return c.SubCode
@@ -232,7 +234,7 @@ func TestQuotaErrorStopsTheAPIOnEveryReplica(t *testing.T) {
 			status: http.StatusOK,
 			body: func(end time.Time) string {
 				return `{"errcode":90018,"errmsg":"当前应用调用该接口的频率已超过限制, 处罚将在 ` +
-					end.In(providers.Beijing()).Format(time.DateTime) + ` 结束."}`
+					end.In(penaltytime.Beijing()).Format(time.DateTime) + ` 结束."}`
 			},
 			code:  "90018",
 			until: func(end, _ time.Time) time.Time { return end },
@@ -246,7 +248,7 @@ func TestQuotaErrorStopsTheAPIOnEveryReplica(t *testing.T) {
 			code: "Forbidden.AccessDenied.QpsLimitForAppkeyAndApi",
 			// The code implies "until the next second"; the Transport reads
 			// the answer a little after it was sent, never before.
-			until: func(_, sent time.Time) time.Time { return providers.NextSecond(sent) },
+			until: func(_, sent time.Time) time.Time { return penaltytime.NextSecond(sent) },
 		},
 	}
 	for _, tc := range cases {

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/quotaware/throttle/providers"
+	"github.com/quotaware/throttle/providers/internal/jsoncode"
+	"github.com/quotaware/throttle/providers/internal/penaltytime"
 )
 
 // peekLimit bounds how much of a body Classify reads: Feishu's error bodies
@@ -45,7 +47,7 @@ var fatalCodes = map[string]bool{
 
 func (p *preset) classify(_ *http.Request, resp *http.Response, route *providers.Route) providers.Verdict {
 	prefix, _ := providers.PeekBody(resp, peekLimit)
-	code, msg, ok := providers.NumericCode(prefix, "code", "msg", maxMessage)
+	code, msg, ok := jsoncode.Numeric(prefix, "code", "msg", maxMessage)
 	if ok && code == "0" {
 		return providers.Verdict{Kind: providers.OK}
 	}
@@ -55,13 +57,13 @@ func (p *preset) classify(_ *http.Request, resp *http.Response, route *providers
 	case code == codeFrequency:
 		v.Kind, v.NotProcessed = providers.Quota, true
 		v.Scope = route.Scope(providers.ScopeAPI)
-		v.Until = p.resetOr(resp.Header, now, providers.NextSecond(now))
+		v.Until = p.resetOr(resp.Header, now, penaltytime.NextSecond(now))
 	case code == codeMonthlyQuota:
 		// The tenant's monthly quota: every API of the app is refused
 		// until the 1st, whatever the 429 seems to promise.
 		v.Kind, v.NotProcessed = providers.Quota, true
 		v.Scope = p.appScope
-		v.Until = providers.NextMonth(now).Add(p.cfg.MonthGrace)
+		v.Until = penaltytime.NextMonth(now).Add(p.cfg.MonthGrace)
 	case rateCodes[code]:
 		v.Kind, v.NotProcessed = providers.Quota, true
 		v.Scope = route.Scope(providers.ScopeAPI)
@@ -75,7 +77,7 @@ func (p *preset) classify(_ *http.Request, resp *http.Response, route *providers
 		// A 429 that is none of the above (a gateway's, an empty body):
 		// refused, so safe to send again after the hint.
 		v.Kind, v.NotProcessed = providers.Transient, true
-		if until, ok := providers.ParseResetHeader(resp.Header, now); ok {
+		if until, ok := penaltytime.ParseResetHeader(resp.Header, now); ok {
 			v.RetryAfter = until.Sub(now)
 		} else if d, ok := providers.ParseRetryAfter(resp.Header, now); ok {
 			v.RetryAfter = d
@@ -95,7 +97,7 @@ func (p *preset) classify(_ *http.Request, resp *http.Response, route *providers
 // resetOr is the end Feishu's x-ogw-ratelimit-reset header gives, or def
 // when it gives none in the future.
 func (p *preset) resetOr(h http.Header, now, def time.Time) time.Time {
-	if until, ok := providers.ParseResetHeader(h, now); ok && until.After(now) {
+	if until, ok := penaltytime.ParseResetHeader(h, now); ok && until.After(now) {
 		return until
 	}
 	return def

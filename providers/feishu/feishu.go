@@ -31,6 +31,8 @@ import (
 	"github.com/quotaware/throttle/limiter"
 	"github.com/quotaware/throttle/providers"
 	"github.com/quotaware/throttle/providers/internal/catalog"
+	"github.com/quotaware/throttle/providers/internal/jsoncode"
+	"github.com/quotaware/throttle/providers/internal/penaltytime"
 )
 
 // apiCatalog is Feishu's API catalog, built on first use.
@@ -247,7 +249,7 @@ func Profile(cfg Config) (providers.Profile, error) {
 		}
 	}
 	if cfg.FreeEdition {
-		r, err := limiter.NewCalendarRule("month:"+cfg.AppID, cfg.MonthlyQuota, limiter.Month, providers.Beijing(),
+		r, err := limiter.NewCalendarRule("month:"+cfg.AppID, cfg.MonthlyQuota, limiter.Month, penaltytime.Beijing(),
 			limiter.WithGrace(cfg.MonthGrace))
 		if err != nil {
 			return providers.Profile{}, fmt.Errorf("feishu: Config.MonthlyQuota: %w", err)
@@ -434,10 +436,10 @@ func (p *preset) recipient(r *http.Request) string {
 	}
 	prefix, _ := providers.PeekRequestBody(r, p.cfg.ChatPeekLimit)
 	var id string
-	providers.ScanJSON(prefix, func(k []byte, vk providers.ValueKind, v []byte) bool {
+	jsoncode.Scan(prefix, func(k []byte, vk jsoncode.ValueKind, v []byte) bool {
 		if string(k) == "receive_id" {
-			if vk == providers.JSONString {
-				id = providers.Unquote(v)
+			if vk == jsoncode.String {
+				id = jsoncode.Unquote(v)
 			}
 			return false
 		}

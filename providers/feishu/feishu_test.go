@@ -14,6 +14,7 @@ import (
 	"github.com/quotaware/throttle/limiter"
 	"github.com/quotaware/throttle/providers"
 	"github.com/quotaware/throttle/providers/feishu/feishutest"
+	"github.com/quotaware/throttle/providers/internal/penaltytime"
 )
 
 // 2025-03-10 12:34:56.250 Beijing.
@@ -57,8 +58,8 @@ func TestClassify(t *testing.T) {
 	const sendToChat = send + "&receive_id=oc_abc"
 	apiScope := "api:" + app + ":" + IMSend
 	reset := http.Header{"X-Ogw-Ratelimit-Limit": {"50"}, "X-Ogw-Ratelimit-Reset": {"3"}}
-	nextSec := time.Date(2025, 3, 10, 12, 34, 57, 0, providers.Beijing())
-	month := time.Date(2025, 4, 1, 0, 0, 5, 0, providers.Beijing())
+	nextSec := time.Date(2025, 3, 10, 12, 34, 57, 0, penaltytime.Beijing())
+	month := time.Date(2025, 4, 1, 0, 0, 5, 0, penaltytime.Beijing())
 	body := func(code int, msg string) string { return fmt.Sprintf(`{"code":%d,"msg":%q}`, code, msg) }
 	tests := []struct {
 		name   string

@@ -4,6 +4,8 @@ import (
 	"net/http"
 
 	"github.com/quotaware/throttle/providers"
+	"github.com/quotaware/throttle/providers/internal/jsoncode"
+	"github.com/quotaware/throttle/providers/internal/penaltytime"
 )
 
 // peekLimit bounds how much of a body Classify reads: WeChat's error bodies
@@ -42,7 +44,7 @@ func (p *preset) classify(_ *http.Request, resp *http.Response, route *providers
 		return v
 	}
 	prefix, _ := providers.PeekBody(resp, peekLimit)
-	code, msg, ok := providers.NumericCode(prefix, "errcode", "errmsg", maxMessage)
+	code, msg, ok := jsoncode.Numeric(prefix, "errcode", "errmsg", maxMessage)
 	if !ok || code == "0" {
 		return providers.Verdict{Kind: providers.OK}
 	}
@@ -54,13 +56,13 @@ func (p *preset) classify(_ *http.Request, resp *http.Response, route *providers
 		now := p.cfg.Clock()
 		v.Kind, v.NotProcessed = providers.Quota, true
 		v.Scope = route.Scope(providers.ScopeAPI)
-		v.Until = providers.NextMidnight(now).Add(p.cfg.DayGrace)
+		v.Until = penaltytime.NextMidnight(now).Add(p.cfg.DayGrace)
 	case codeMinuteQuota, codeMiniFrequency:
 		// "retry next minute": WeChat counts calendar minutes.
 		now := p.cfg.Clock()
 		v.Kind, v.NotProcessed = providers.Quota, true
 		v.Scope = route.Scope(providers.ScopeAPI)
-		v.Until = providers.NextMinute(now)
+		v.Until = penaltytime.NextMinute(now)
 	case codeBusy:
 		v.Kind, v.NotProcessed = providers.Transient, true
 	default:

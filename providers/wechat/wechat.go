@@ -27,6 +27,7 @@ import (
 	"github.com/quotaware/throttle/limiter"
 	"github.com/quotaware/throttle/providers"
 	"github.com/quotaware/throttle/providers/internal/catalog"
+	"github.com/quotaware/throttle/providers/internal/penaltytime"
 )
 
 // apiCatalog is WeChat's API catalog, built on first use.
@@ -174,7 +175,7 @@ func Profile(cfg Config) (providers.Profile, error) {
 	// The AppID and the listed paths are all known now, so every rule is
 	// built once here: Route then allocates nothing for its rules.
 	for path, n := range cfg.Daily {
-		r, err := limiter.NewCalendarRule(key("day", cfg.AppID, path), n, limiter.Day, providers.Beijing(),
+		r, err := limiter.NewCalendarRule(key("day", cfg.AppID, path), n, limiter.Day, penaltytime.Beijing(),
 			limiter.WithGrace(cfg.DayGrace))
 		if err != nil {
 			return providers.Profile{}, fmt.Errorf("wechat: Config.Daily[%q]: %w", path, err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/quotaware/throttle/limiter"
 	"github.com/quotaware/throttle/providers"
+	"github.com/quotaware/throttle/providers/internal/penaltytime"
 	"github.com/quotaware/throttle/providers/wechat/wechattest"
 )
 
@@ -52,8 +53,8 @@ func TestClassify(t *testing.T) {
 	p := testProfile(t, Config{})
 	const target = "https://api.weixin.qq.com/cgi-bin/message/custom/send?access_token=TOKEN"
 	scope := "api:wx1234567890abcdef:/cgi-bin/message/custom/send"
-	midnight := time.Date(2025, 3, 11, 0, 0, 5, 0, providers.Beijing()) // with DayGrace
-	nextMinute := time.Date(2025, 3, 10, 12, 35, 0, 0, providers.Beijing())
+	midnight := time.Date(2025, 3, 11, 0, 0, 5, 0, penaltytime.Beijing()) // with DayGrace
+	nextMinute := time.Date(2025, 3, 10, 12, 35, 0, 0, penaltytime.Beijing())
 	tests := []struct {
 		name   string
 		status int

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/quotaware/throttle/providers"
+	"github.com/quotaware/throttle/providers/internal/jsoncode"
+	"github.com/quotaware/throttle/providers/internal/penaltytime"
 )
 
 // peekLimit bounds how much of a body Classify reads: WeCom's error bodies
@@ -53,7 +55,7 @@ func (p *preset) classify(_ *http.Request, resp *http.Response, route *providers
 		return v
 	}
 	prefix, _ := providers.PeekBody(resp, peekLimit)
-	code, msg, ok := providers.NumericCode(prefix, "errcode", "errmsg", maxMessage)
+	code, msg, ok := jsoncode.Numeric(prefix, "errcode", "errmsg", maxMessage)
 	if !ok || code == "0" {
 		return providers.Verdict{Kind: providers.OK}
 	}
@@ -117,7 +119,7 @@ func (s *strikes) penalty(scope string, now time.Time, cfg *Config) time.Time {
 		until = now.Add(cfg.Escalation[step])
 	} else {
 		last := now.Add(cfg.Escalation[len(cfg.Escalation)-1])
-		until = providers.NextMidnight(now).Add(cfg.DayGrace)
+		until = penaltytime.NextMidnight(now).Add(cfg.DayGrace)
 		if until.Before(last) {
 			until = last
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/quotaware/throttle/limiter"
 	"github.com/quotaware/throttle/providers"
+	"github.com/quotaware/throttle/providers/internal/jsoncode"
 )
 
 // memberAPI sends an app message. WeCom delivers at most PerMemberPerMinute
@@ -27,14 +28,14 @@ const broadcast = "broadcast"
 func (p *preset) memberRules(r *http.Request) ([]limiter.Rule, error) {
 	prefix, _ := providers.PeekRequestBody(r, p.cfg.MemberPeekLimit)
 	var touser, agent string
-	providers.ScanJSON(prefix, func(k []byte, kind providers.ValueKind, v []byte) bool {
+	jsoncode.Scan(prefix, func(k []byte, kind jsoncode.ValueKind, v []byte) bool {
 		switch string(k) {
 		case "touser":
-			if kind == providers.JSONString {
-				touser = providers.Unquote(v)
+			if kind == jsoncode.String {
+				touser = jsoncode.Unquote(v)
 			}
 		case "agentid":
-			if kind == providers.JSONLiteral || kind == providers.JSONString {
+			if kind == jsoncode.Literal || kind == jsoncode.String {
 				agent = string(v)
 			}
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/quotaware/throttle/limiter"
 	"github.com/quotaware/throttle/providers"
+	"github.com/quotaware/throttle/providers/internal/penaltytime"
 	"github.com/quotaware/throttle/providers/wecom/wecomtest"
 )
 
@@ -122,7 +123,7 @@ func TestEscalation(t *testing.T) {
 		}
 		return v.Until
 	}
-	midnight := time.Date(2025, 3, 11, 0, 0, 5, 0, providers.Beijing())
+	midnight := time.Date(2025, 3, 11, 0, 0, 5, 0, penaltytime.Beijing())
 	steps := []struct {
 		at   time.Duration // after t0
 		path string

@@ -290,14 +290,14 @@ func runKeyBytes(ctx context.Context, addr string) ([]keyBytes, error) {
 				return nil, err
 			}
 		}
-		if kb.burst, err = rdb.MemoryUsage(ctx, l.RuleKey(group, "k"), 0).Result(); err != nil {
+		if kb.burst, err = rdb.MemoryUsage(ctx, windowKey(group, "k"), 0).Result(); err != nil {
 			return nil, err
 		}
 		parts := []string{strconv.FormatInt(time.Now().UnixMicro(), 10) + ":" + strconv.Itoa(lim.limit)}
 		for range 127 {
 			parts = append(parts, strconv.FormatInt(lim.period.Microseconds(), 10)+":"+strconv.Itoa(lim.limit))
 		}
-		key := l.RuleKey(group+"-bound", "k")
+		key := windowKey(group+"-bound", "k")
 		if err := rdb.Set(ctx, key, strings.Join(parts, " "), time.Minute).Err(); err != nil {
 			return nil, err
 		}
@@ -321,3 +321,8 @@ func reportKeyBytes(w func(string, ...any), rows []keyBytes) {
 	}
 	w("\n")
 }
+
+// windowKey is the Redis key of rule key in group under the "bench" prefix,
+// in the layout docs/design.md gives ("{prefix:group}:r:key"): the bench
+// reads its size with MEMORY USAGE.
+func windowKey(group, key string) string { return "{bench:" + group + "}:r:" + key }

@@ -20,9 +20,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/quotaware/throttle/providers"
 	"github.com/quotaware/throttle/providers/dingtalk"
 	"github.com/quotaware/throttle/providers/internal/emulator"
+	"github.com/quotaware/throttle/providers/internal/jsoncode"
+	"github.com/quotaware/throttle/providers/internal/penaltytime"
 )
 
 // Options configure the emulator. Zero fields take the platform's values.
@@ -386,7 +387,7 @@ func (s *Server) decideLocked(r *http.Request, now time.Time, newAPI bool, api, 
 	}
 	// The monthly quota counts metered calls that got through.
 	if s.opts.MonthlyQuota > 0 && s.metered[api] {
-		mk := app + "\x00" + now.In(providers.Beijing()).Format("2006-01")
+		mk := app + "\x00" + now.In(penaltytime.Beijing()).Format("2006-01")
 		if s.month[mk] >= s.opts.MonthlyQuota {
 			s.stats.Rejected++
 			if newAPI {
@@ -431,14 +432,14 @@ func qpsAnswer(now time.Time, newAPI bool, path string, isv bool) answer {
 			return jsonAnswer(http.StatusForbidden, "Forbidden.AccessDenied.QpsLimitForSuitekeyAndOrgAndApi",
 				`{"code":"Forbidden.AccessDenied.QpsLimitForSuitekeyAndOrgAndApi","message":"The request has exceeded the QPS limit of the suitekey, org and api: apiPath(`+path+`)","requestid":"`+requestID()+`"}`)
 		}
-		end := providers.NextSecond(now).Format("2006-01-02 15:04:05")
+		end := penaltytime.NextSecond(now).Format("2006-01-02 15:04:05")
 		return wrapOld(path, "90019", "当前套件在该企业调用该接口的频率已超过限制, 处罚将在 "+end+" 结束.")
 	}
 	if newAPI {
 		return jsonAnswer(http.StatusForbidden, "Forbidden.AccessDenied.QpsLimitForAppkeyAndApi",
 			`{"code":"Forbidden.AccessDenied.QpsLimitForAppkeyAndApi","message":"The request has exceeded the QPS limit of the appkey and api: apiPath(`+path+`)","requestid":"`+requestID()+`"}`)
 	}
-	end := providers.NextSecond(now).Format("2006-01-02 15:04:05")
+	end := penaltytime.NextSecond(now).Format("2006-01-02 15:04:05")
 	return wrapOld(path, "90018", "当前应用调用该接口的频率已超过限制, 处罚将在 "+end+" 结束.")
 }
 
@@ -461,7 +462,7 @@ func faultAnswer(f fault, newAPI bool) answer {
 		return jsonAnswer(http.StatusOK, "-1", `{"errcode":-1,"errmsg":"系统繁忙"}`)
 	}
 	a := jsonAnswer(f.status, "", f.body)
-	if c, ok := providers.ParseJSONCode([]byte(f.body)); ok && c.HasCode {
+	if c, ok := jsoncode.Parse([]byte(f.body)); ok && c.HasCode {
 		a.code = c.Code
 	}
 	if a.code == "" {

@@ -13,10 +13,11 @@ import (
 	"github.com/quotaware/throttle/providers/dingtalk"
 	"github.com/quotaware/throttle/providers/dingtalk/dingtalktest"
 	"github.com/quotaware/throttle/providers/internal/emulator"
+	"github.com/quotaware/throttle/providers/internal/penaltytime"
 )
 
 func newClock() *emulator.ManualClock {
-	return emulator.NewManualClock(time.Date(2025, 3, 10, 14, 30, 15, 100e6, providers.Beijing()))
+	return emulator.NewManualClock(time.Date(2025, 3, 10, 14, 30, 15, 100e6, penaltytime.Beijing()))
 }
 
 func get(t *testing.T, s *dingtalktest.Server, path string) (*http.Response, string) {
@@ -64,7 +65,7 @@ func TestQPSFixedSecond(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &e); err != nil || e.Errcode != 90018 {
 		t.Fatalf("21st call: %s", body)
 	}
-	end, ok := providers.ParseBeijingEnd(e.Errmsg, c.Now())
+	end, ok := penaltytime.ParseBeijingEnd(e.Errmsg, c.Now())
 	if want := c.Now().Truncate(time.Second).Add(time.Second); !ok || !end.Equal(want) {
 		t.Fatalf("penalty end %v, want %v (from %q)", end, want, e.Errmsg)
 	}
@@ -108,7 +109,7 @@ func TestEgressBan(t *testing.T) {
 				t.Fatalf("call %d refused: %s", i+1, body)
 			}
 		}
-		p := dingtalk.MustProfile(dingtalk.Config{AppKey: "app", Hosts: []string{s.Host()}, Now: c.Now})
+		p := dingtalk.MustProfile(dingtalk.Config{AppKey: "app", Hosts: []string{s.Host()}, Clock: c.Now})
 		check := func(path string, wantBan bool) {
 			t.Helper()
 			req, _ := http.NewRequest("GET", s.URL+path, nil)
@@ -207,7 +208,7 @@ func TestLegacyGettoken(t *testing.T) {
 
 func TestMonthlyQuota(t *testing.T) {
 	c := newClock()
-	c.Set(time.Date(2025, 3, 31, 23, 59, 58, 0, providers.Beijing()))
+	c.Set(time.Date(2025, 3, 31, 23, 59, 58, 0, penaltytime.Beijing()))
 	s := dingtalktest.New(dingtalktest.Options{Clock: c.Now, DefaultApp: "app", MonthlyQuota: 3})
 	defer s.Close()
 	for range 3 {
@@ -317,7 +318,7 @@ func TestPresetReadsEmulator(t *testing.T) {
 	c := newClock()
 	s := dingtalktest.New(dingtalktest.Options{Clock: c.Now, DefaultApp: "app", QPS: 1, MonthlyQuota: 2})
 	defer s.Close()
-	p := dingtalk.MustProfile(dingtalk.Config{AppKey: "app", Hosts: []string{s.Host()}, Now: c.Now})
+	p := dingtalk.MustProfile(dingtalk.Config{AppKey: "app", Hosts: []string{s.Host()}, Clock: c.Now})
 	nextSec := c.Now().Truncate(time.Second).Add(time.Second)
 	tests := []struct {
 		method, path, scope, code string
@@ -328,7 +329,7 @@ func TestPresetReadsEmulator(t *testing.T) {
 		{"GET", "/department/list", "", "", time.Time{}},
 		{"GET", "/department/list", "api:app:/department/list", "90018", nextSec},
 		{"GET", "/v1.0/contact/users/manager4220", "monthly:app", "Forbidden.AccessDenied.ApiCountLimitForOrg",
-			providers.NextMonth(c.Now()).Add(dingtalk.DefaultMonthGrace)},
+			penaltytime.NextMonth(c.Now()).Add(dingtalk.DefaultMonthGrace)},
 		{"POST", "/v1.0/robot/oToMessages/batchSend", "", "", time.Time{}},
 		{"POST", "/v1.0/robot/oToMessages/batchSend", "api:app:POST /v1.0/robot/oToMessages/batchSend", "Forbidden.AccessDenied.QpsLimitForAppkeyAndApi", nextSec},
 	}

@@ -1,4 +1,6 @@
-package providers
+// Package jsoncode reads the error fields of a provider's JSON body from a
+// possibly truncated prefix, without allocating. Only the presets use it.
+package jsoncode
 
 import (
 	"unicode/utf16"
@@ -8,15 +10,15 @@ import (
 // ValueKind tells what a top-level JSON member's value is.
 type ValueKind byte
 
-// Value kinds reported by ScanJSON.
+// Value kinds reported by Scan.
 const (
-	JSONString  ValueKind = 's' // the value is the string's raw content, without quotes, still escaped
-	JSONLiteral ValueKind = 'l' // a number, true, false or null, as written
-	JSONObject  ValueKind = 'o' // a nested object, from { to }
-	JSONArray   ValueKind = 'a' // a nested array, from [ to ]
+	String  ValueKind = 's' // the value is the string's raw content, without quotes, still escaped
+	Literal ValueKind = 'l' // a number, true, false or null, as written
+	Object  ValueKind = 'o' // a nested object, from { to }
+	Array   ValueKind = 'a' // a nested array, from [ to ]
 )
 
-// ScanJSON calls fn for each member of the top-level JSON object in data, in
+// Scan calls fn for each member of the top-level JSON object in data, in
 // order, with the member's raw key (escapes left as written) and raw value;
 // fn returns false to stop. It reports whether data starts with an object.
 //
@@ -24,7 +26,7 @@ const (
 // never fails on truncated input (a member cut short is simply not
 // reported: a number cut in the middle would be a different number), and it
 // stops at the first syntax error. It does not validate what it skips.
-func ScanJSON(data []byte, fn func(key []byte, kind ValueKind, value []byte) bool) bool {
+func Scan(data []byte, fn func(key []byte, kind ValueKind, value []byte) bool) bool {
 	i := skipSpace(data, 0)
 	if i < len(data) && data[i] == 0xEF && len(data) >= i+3 && data[i+1] == 0xBB && data[i+2] == 0xBF {
 		i = skipSpace(data, i+3) // a UTF-8 byte order mark
@@ -34,58 +36,71 @@ func ScanJSON(data []byte, fn func(key []byte, kind ValueKind, value []byte) boo
 	}
 	i++
 	for {
-		i = skipSpace(data, i)
-		if i >= len(data) || data[i] != '"' {
-			return true // the end of the object, truncation or bad syntax
+		m, next, ok := scanMember(data, i)
+		if !ok || !fn(data[m.ks:m.ke], m.kind, data[m.vs:m.ve]) {
+			return true // the end of the object, truncation, bad syntax or fn's stop
 		}
-		ks, ke, ok := scanString(data, i)
-		if !ok {
-			return true
-		}
-		i = skipSpace(data, ke+1)
-		if i >= len(data) || data[i] != ':' {
-			return true
-		}
-		i = skipSpace(data, i+1)
-		if i >= len(data) {
-			return true
-		}
-		var kind ValueKind
-		var vs, ve int // value bounds; ve is exclusive
-		switch c := data[i]; c {
-		case '"':
-			s, e, ok := scanString(data, i)
-			if !ok {
-				return true
-			}
-			kind, vs, ve, i = JSONString, s, e, e+1
-		case '{', '[':
-			e, ok := skipNested(data, i)
-			if !ok {
-				return true
-			}
-			kind, vs, ve, i = JSONObject, i, e, e
-			if c == '[' {
-				kind = JSONArray
-			}
-		default:
-			e := i
-			for e < len(data) && !isDelim(data[e]) {
-				e++
-			}
-			if e == len(data) || e == i {
-				return true // cut short, or nothing there
-			}
-			kind, vs, ve, i = JSONLiteral, i, e, e
-		}
-		if !fn(data[ks:ke], kind, data[vs:ve]) {
-			return true
-		}
-		i = skipSpace(data, i)
+		i = skipSpace(data, next)
 		if i >= len(data) || data[i] != ',' {
 			return true
 		}
 		i++
+	}
+}
+
+// member locates one object member in the scanned data: the key's content
+// is data[ks:ke], the value is data[vs:ve].
+type member struct {
+	ks, ke, vs, ve int
+	kind           ValueKind
+}
+
+// scanMember reads the member `"key": value` starting at or after i (spaces
+// allowed) and returns it with the index just past its value. It reports
+// false when there is no complete member there.
+func scanMember(data []byte, i int) (m member, next int, ok bool) {
+	i = skipSpace(data, i)
+	if i >= len(data) || data[i] != '"' {
+		return m, 0, false
+	}
+	if m.ks, m.ke, ok = scanString(data, i); !ok {
+		return m, 0, false
+	}
+	i = skipSpace(data, m.ke+1)
+	if i >= len(data) || data[i] != ':' {
+		return m, 0, false
+	}
+	i = skipSpace(data, i+1)
+	if i >= len(data) {
+		return m, 0, false
+	}
+	m.kind, m.vs, m.ve, next, ok = scanValue(data, i)
+	return m, next, ok
+}
+
+// scanValue reads the value starting at data[i] and returns its kind, its
+// bounds (ve exclusive; a string's without its quotes) and the index just
+// past it. It reports false when the value is cut short or missing.
+func scanValue(data []byte, i int) (kind ValueKind, vs, ve, next int, ok bool) {
+	switch c := data[i]; c {
+	case '"':
+		s, e, ok := scanString(data, i)
+		return String, s, e, e + 1, ok
+	case '{', '[':
+		e, ok := skipNested(data, i)
+		kind = Object
+		if c == '[' {
+			kind = Array
+		}
+		return kind, i, e, e, ok
+	default:
+		e := i
+		for e < len(data) && !isDelim(data[e]) {
+			e++
+		}
+		// A literal running to the end may be cut short: a number cut in the
+		// middle would be a different number.
+		return Literal, i, e, e, e < len(data) && e > i
 	}
 }
 
@@ -148,7 +163,7 @@ func skipNested(data []byte, i int) (int, bool) {
 	return 0, false
 }
 
-// Unquote decodes the raw content of a JSON string as ScanJSON reports it.
+// Unquote decodes the raw content of a JSON string as Scan reports it.
 // Bad escapes decode to U+FFFD rather than failing: the result is for
 // display and matching, not for round trips.
 func Unquote(raw []byte) string {
@@ -235,11 +250,11 @@ func hex4(b []byte, i int) (rune, bool) {
 	return r, true
 }
 
-// JSONCode is the error fields of a provider's JSON body, read by
-// ParseJSONCode. Every provider of this library names its error code
+// Code is the error fields of a provider's JSON body, read by
+// Parse. Every provider of this library names its error code
 // "errcode" or "code", its message "errmsg", "message" or "msg", and DingTalk
 // adds "sub_code" and "sub_msg".
-type JSONCode struct {
+type Code struct {
 	// Code is "errcode", or else "code": a number's digits as written, or a
 	// string's content. HasCode tells an absent code from an empty one.
 	Code    string
@@ -256,39 +271,39 @@ type JSONCode struct {
 	SubMsg string
 }
 
-// ParseJSONCode reads the error fields of the top-level object of a body
+// Parse reads the error fields of the top-level object of a body
 // prefix. It reports false when the prefix is not a JSON object. Members
 // cut off by truncation are absent; nested objects are not searched, so a
 // success body's data cannot pass for an error code.
-func ParseJSONCode(prefix []byte) (JSONCode, bool) {
-	var c JSONCode
+func Parse(prefix []byte) (Code, bool) {
+	var c Code
 	var haveErrcode, haveMsg bool
-	ok := ScanJSON(prefix, func(key []byte, kind ValueKind, v []byte) bool {
+	ok := Scan(prefix, func(key []byte, kind ValueKind, v []byte) bool {
 		switch string(key) {
 		case "errcode":
-			if kind == JSONString || kind == JSONLiteral {
-				c.Code, c.HasCode, c.CodeIsString, haveErrcode = valueString(kind, v), true, kind == JSONString, true
+			if kind == String || kind == Literal {
+				c.Code, c.HasCode, c.CodeIsString, haveErrcode = valueString(kind, v), true, kind == String, true
 				c.CodeKey = "errcode"
 			}
 		case "code":
-			if !haveErrcode && (kind == JSONString || kind == JSONLiteral) {
-				c.Code, c.HasCode, c.CodeIsString = valueString(kind, v), true, kind == JSONString
+			if !haveErrcode && (kind == String || kind == Literal) {
+				c.Code, c.HasCode, c.CodeIsString = valueString(kind, v), true, kind == String
 				c.CodeKey = "code"
 			}
 		case "sub_code":
-			if kind == JSONString || kind == JSONLiteral {
+			if kind == String || kind == Literal {
 				c.SubCode = valueString(kind, v)
 			}
 		case "errmsg":
-			if kind == JSONString {
+			if kind == String {
 				c.Message, haveMsg = Unquote(v), true
 			}
 		case "message", "msg":
-			if kind == JSONString && !haveMsg {
+			if kind == String && !haveMsg {
 				c.Message = Unquote(v)
 			}
 		case "sub_msg":
-			if kind == JSONString {
+			if kind == String {
 				c.SubMsg = Unquote(v)
 			}
 		}
@@ -300,7 +315,7 @@ func ParseJSONCode(prefix []byte) (JSONCode, bool) {
 // valueString renders a scalar as a string: a string's decoded content, or a
 // literal as written ("null" counts as empty).
 func valueString(kind ValueKind, v []byte) string {
-	if kind == JSONString {
+	if kind == String {
 		return Unquote(v)
 	}
 	if string(v) == "null" {
@@ -309,21 +324,21 @@ func valueString(kind ValueKind, v []byte) string {
 	return string(v)
 }
 
-// NumericCode reads a top-level integer code (member codeKey) and string
+// Numeric reads a top-level integer code (member codeKey) and string
 // message (member msgKey, cut to maxMsg bytes at a rune boundary) from a
 // possibly truncated JSON prefix. Only a numeric code at the top level
 // counts, so a success body's data (an ID, a nested "code") never passes for
 // an error. WeChat and WeCom answer {"errcode", "errmsg"}, Feishu
 // {"code", "msg"}.
-func NumericCode(prefix []byte, codeKey, msgKey string, maxMsg int) (code, msg string, ok bool) {
-	ScanJSON(prefix, func(k []byte, kind ValueKind, v []byte) bool {
+func Numeric(prefix []byte, codeKey, msgKey string, maxMsg int) (code, msg string, ok bool) {
+	Scan(prefix, func(k []byte, kind ValueKind, v []byte) bool {
 		switch string(k) {
 		case codeKey:
-			if kind == JSONLiteral && isInteger(v) {
+			if kind == Literal && isInteger(v) {
 				code, ok = string(v), true
 			}
 		case msgKey:
-			if kind == JSONString {
+			if kind == String {
 				msg = Truncate(Unquote(v), maxMsg)
 			}
 		}
