@@ -17,7 +17,7 @@ FUZZ_TARGETS = \
 	.:FuzzBuild \
 	./providers:FuzzPeekBody \
 	./providers:FuzzFoldPath \
-	./providers:FuzzParseJSONCode \
+	./providers/internal/jsoncode:FuzzParse \
 	./providers:FuzzPeekRequestBody \
 	./providers/internal/catalog:FuzzLookup \
 	./providers/dingtalk:FuzzRouteIDs \
