@@ -3,25 +3,38 @@ package defaulttransport_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/royeo/dingrobot"
 
 	"github.com/quotaware/throttle"
 	"github.com/quotaware/throttle/integrations/internal/sdktest"
 	"github.com/quotaware/throttle/providers/dingtalk"
+	"github.com/quotaware/throttle/providers/dingtalk/dingtalktest"
 )
 
 const webhook = "https://oapi.dingtalk.com/robot/send?access_token=" + robotToken
 
-// robotConfig raises the preset's robot rule (DingTalk's 20 per minute) to
-// the emulator's per-API 20 per second, the limit the emulator enforces, so
-// that a run above it lasts seconds rather than minutes.
-var robotConfig = dingtalk.Config{AppKey: appKey, RobotPerMinute: 20 * 60}
+// robotConfig and robotEmulator shorten DingTalk's robot window (20 in any
+// minute) to a second on both sides, so that a run above the limit lasts
+// seconds rather than minutes.
+var robotConfig = dingtalk.Config{AppKey: appKey, RobotPerMinute: 20, RobotWindow: time.Second}
+
+func robotEmulator(t *testing.T) *dingtalktest.Server {
+	emu := dingtalktest.New(dingtalktest.Options{
+		Apps:        map[string]string{appKey: appSecret},
+		Tokens:      map[string]string{robotToken: "robot"},
+		RobotLimit:  20,
+		RobotWindow: time.Second,
+	})
+	t.Cleanup(emu.Close)
+	return emu
+}
 
 // Three times the limit at once through github.com/royeo/dingrobot: every
 // message is accepted and the emulator rejects none.
 func TestDingrobotAboveTheLimit(t *testing.T) {
-	emu := newEmulator(t)
+	emu := robotEmulator(t)
 	install(t, emu, robotConfig)
 	robot := dingrobot.NewRobot(webhook)
 	sdktest.NoErrors(t, sdktest.Fire(60, 20, func(i int) error {
