@@ -109,6 +109,13 @@ type failover struct {
 	// lostHold is, after the primary lost its state (see stateLost), the
 	// time before which no new slot may fall.
 	lostHold atomic.Int64
+	// windowHolds is, per window rule longer than maxHold (by group and
+	// key), when its local share may start: one period after the latest
+	// slot Redis booked for it, as this replica last saw. A window rule's
+	// share may go in one burst, so unlike a paced rule's it must not meet
+	// Redis's last burst inside one window.
+	windowMu    sync.Mutex
+	windowHolds map[string]int64
 
 	// Scaled rules, built once per rule and share.
 	scaledMu sync.Mutex
@@ -215,7 +222,7 @@ func (f *failover) reserveLocal(ctx context.Context, req Request) (Reservation, 
 		return Reservation{OK: true, Rule: -1, Now: time.Now(), local: true}, nil
 	}
 	lreq := f.share(req)
-	lreq.notBefore = f.drainUntil.Load()
+	lreq.notBefore = max(f.drainUntil.Load(), f.windowHold(&req))
 	res, err := f.local.Reserve(ctx, lreq)
 	res.local = true
 	if err == nil && res.OK {
@@ -309,6 +316,52 @@ func (f *failover) noteHorizon(req Request, res Reservation) {
 	}
 	for old := f.lastSlot.Load(); at > old && !f.lastSlot.CompareAndSwap(old, at); old = f.lastSlot.Load() {
 	}
+	if len(res.Booked) == len(req.Rules) {
+		for i := range req.Rules {
+			if r := &req.Rules[i]; r.kind == windowRule && r.period > maxHold {
+				f.noteWindow(req.Group, r, res.Booked[i]+int64(r.period/time.Microsecond))
+			}
+		}
+	}
+}
+
+// maxWindowHolds bounds windowHolds; past it, holds already over are
+// dropped, and a new one is not kept when none is.
+const maxWindowHolds = 4096
+
+func (f *failover) noteWindow(group string, r *Rule, hold int64) {
+	id := group + "\x00" + r.key
+	f.windowMu.Lock()
+	defer f.windowMu.Unlock()
+	if f.windowHolds == nil {
+		f.windowHolds = make(map[string]int64)
+	}
+	if _, ok := f.windowHolds[id]; !ok && len(f.windowHolds) >= maxWindowHolds {
+		now := time.Now().UnixMicro()
+		for k, h := range f.windowHolds {
+			if h <= now {
+				delete(f.windowHolds, k)
+			}
+		}
+		if len(f.windowHolds) >= maxWindowHolds {
+			return
+		}
+	}
+	if hold > f.windowHolds[id] {
+		f.windowHolds[id] = hold
+	}
+}
+
+// windowHold is when the local share of req's window rules may start.
+func (f *failover) windowHold(req *Request) (hold int64) {
+	for i := range req.Rules {
+		if r := &req.Rules[i]; r.kind == windowRule && r.period > maxHold {
+			f.windowMu.Lock()
+			hold = max(hold, f.windowHolds[req.Group+"\x00"+r.key])
+			f.windowMu.Unlock()
+		}
+	}
+	return hold
 }
 
 // probeDue lets one request at a time try the primary while it is down.

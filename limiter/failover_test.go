@@ -80,3 +80,37 @@ func TestFailoverTakesOverAfterBookedSlots(t *testing.T) {
 		t.Fatal("still down")
 	}
 }
+
+// A window rule's local share may go in one burst, so it starts only one
+// period after the last slot the primary booked for the rule: a minute's
+// burst on the primary and the local shares' bursts never meet in one
+// window, however long the rule's period (a paced rule's hold is capped).
+func TestFailoverHoldsWindowRulesForTheirPeriod(t *testing.T) {
+	primary := &flaky{Memory: limiter.NewMemory()}
+	f := limiter.NewFailover(primary, limiter.FailoverConfig{Share: func() float64 { return 0.5 }, Probe: time.Hour})
+	ctx := context.Background()
+	window := limiter.MustRule(limiter.NewWindowRule("robot", 4, 10*time.Second))
+	other := limiter.MustRule(limiter.NewWindowRule("other", 4, 10*time.Second))
+	req := limiter.Request{Group: "g", Rules: []limiter.Rule{window}, MaxWait: 20 * time.Second}
+	var last limiter.Reservation
+	for i := 0; i < 4; i++ { // the whole window at once, on the primary
+		res, err := f.Reserve(ctx, req)
+		if err != nil || !res.OK || res.Local() || res.Delay != 0 {
+			t.Fatalf("burst on the primary: %+v %v", res, err)
+		}
+		last = res
+	}
+	primary.down.Store(true)
+	local, err := f.Reserve(ctx, req)
+	if err != nil || !local.OK || !local.Local() {
+		t.Fatalf("after the primary failed: %+v %v, want a local slot", local, err)
+	}
+	if local.SendAt().Before(last.SendAt().Add(window.Period())) {
+		t.Fatalf("local slot at %v, within the window of the primary's burst ending %v", local.SendAt(), last.SendAt())
+	}
+	// A window rule the primary did not book recently is not held.
+	free, err := f.Reserve(ctx, limiter.Request{Group: "g", Rules: []limiter.Rule{other}, MaxWait: time.Second})
+	if err != nil || !free.OK || free.Delay > 0 {
+		t.Fatalf("another window rule: %+v %v, want a local slot at once", free, err)
+	}
+}
