@@ -48,8 +48,8 @@ type quotaKey struct{ group, key string }
 // describes them in the shared catalogue (for throttlectl) and reports them
 // as gauges.
 type quotaWatch struct {
-	shared *limiter.Redis // nil without Redis
-	reader calendarReader // nil when the limiter cannot say
+	shared *limiter.Shared // nil without Redis
+	reader calendarReader  // nil when the limiter cannot say
 	log    *slog.Logger
 
 	// known is read on the request path without a lock: a map never
@@ -71,14 +71,12 @@ type knownQuota struct {
 
 // startQuotaWatch sets up the gauges and wraps each profile's Route so that
 // the calendar rules of its routes become known.
-func (t *Transport) startQuotaWatch(c *config) error {
+func (t *Transport) startQuotaWatch(c *config) {
 	q := &quotaWatch{log: c.logger}
-	if c.redis != nil {
-		r, err := limiter.NewRedis(c.redis, limiter.WithPrefix(c.redisPrefix))
-		if err != nil {
-			return err
-		}
-		q.shared, q.reader = r, r
+	if t.shared != nil {
+		// The shared limiter's own Redis reads the counts and records the
+		// rules: no second limiter on the same client.
+		q.shared, q.reader = t.shared, t.shared
 	} else if cr, ok := t.limiter.(calendarReader); ok {
 		q.reader = cr
 	}
@@ -96,7 +94,6 @@ func (t *Transport) startQuotaWatch(c *config) error {
 		}
 	}
 	t.quota = q
-	return nil
 }
 
 // observe wraps a profile's Route: a calendar rule seen for the first time

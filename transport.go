@@ -110,9 +110,7 @@ func Build(opts ...Option) (*Transport, error) {
 		return nil, err
 	}
 	t.retry = newRetrier(c.retry)
-	if err := t.startQuotaWatch(&c); err != nil {
-		return nil, fmt.Errorf("throttle: %w", err)
-	}
+	t.startQuotaWatch(&c)
 	if !t.tel.disabled && len(t.profiles) > 0 {
 		src := &gaugeSource{fallback: &t.tel.fallbackOn}
 		for i := range t.profiles {

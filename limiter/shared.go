@@ -256,6 +256,17 @@ func (s *Shared) Penalize(ctx context.Context, group string, p Penalty) error {
 	return s.failover.Penalize(ctx, group, p)
 }
 
+// CalendarUsed reads how much of each calendar rule's current window is
+// used in Redis (see Redis.CalendarUsed), for quota gauges.
+func (s *Shared) CalendarUsed(ctx context.Context, group string, rules []Rule) ([]int64, error) {
+	return s.redis.CalendarUsed(ctx, group, rules)
+}
+
+// Describe records calendar rules for inspection (see Redis.Describe).
+func (s *Shared) Describe(ctx context.Context, group string, rules ...Rule) error {
+	return s.redis.Describe(ctx, group, rules...)
+}
+
 // Down reports whether Redis is considered away, so the outage mode
 // applies.
 func (s *Shared) Down() bool { return s.failover.Down() }
