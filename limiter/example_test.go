@@ -26,10 +26,10 @@ func ExampleNewRule() {
 		if err != nil {
 			panic(err)
 		}
-		if res.OK {
-			fmt.Printf("request %d: send in %v\n", i+1, res.Delay)
+		if res.OK() {
+			fmt.Printf("request %d: send in %v\n", i+1, res.Delay())
 		} else {
-			fmt.Printf("request %d: refused, retry in %v\n", i+1, res.RetryAfter)
+			fmt.Printf("request %d: refused, retry in %v\n", i+1, res.RetryAfter())
 		}
 	}
 	// Output:

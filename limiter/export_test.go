@@ -27,6 +27,8 @@ func SetOnQueued(f func(group string)) {
 
 // The pieces of the Shared limiter, for tests that exercise one alone.
 type (
+	Redis          = redisLimiter
+	RedisOption    = redisOption
 	Failover       = failover
 	FailoverConfig = failoverConfig
 	Registry       = registry
@@ -34,7 +36,7 @@ type (
 
 // NewFailover wraps primary; a zero Recover means switch back at the first
 // good probe, as tests of other behaviour want.
-func NewFailover(primary Limiter, cfg FailoverConfig) *Failover {
+func NewFailover(primary store, cfg FailoverConfig) *Failover {
 	if cfg.Recover == 0 {
 		cfg.Recover = -1
 	}
@@ -82,3 +84,11 @@ func (l *Redis) AnnounceBack(ctx context.Context) error { return l.announceBack(
 func (l *Redis) WatchLifts(onLift func(group, scope string)) (stop func()) {
 	return l.watch(watcherConfig{onLift: onLift}).stop
 }
+
+// NewRedis and its options build the Redis limiter alone, without the
+// outage mode, registry and watch that Shared adds.
+var (
+	NewRedis          = newRedis
+	WithPrefix        = withPrefix
+	WithoutCoalescing = withoutCoalescing
+)

@@ -151,7 +151,7 @@ var ErrNoKeys = errors.New("limiter: no keys under the prefix")
 // Inspect reads the state of the given groups, or of every group under the
 // prefix when none is given (which scans every node's keys matching the
 // prefix; name the groups to scan only their own slot).
-func (l *Redis) Inspect(ctx context.Context, groups ...string) (State, error) {
+func (l *redisLimiter) Inspect(ctx context.Context, groups ...string) (State, error) {
 	st := State{Prefix: l.prefix}
 	now, err := l.client.Time(ctx).Result()
 	if err != nil {
@@ -182,7 +182,7 @@ func (l *Redis) Inspect(ctx context.Context, groups ...string) (State, error) {
 	return st, nil
 }
 
-func (l *Redis) replicas(ctx context.Context, now time.Time) ([]Replica, error) {
+func (l *redisLimiter) replicas(ctx context.Context, now time.Time) ([]Replica, error) {
 	zs, err := l.client.ZRangeWithScores(ctx, "{"+l.prefix+":registry}:replicas", 0, -1).Result()
 	if err != nil {
 		return nil, unavailable("registry", err)
@@ -199,7 +199,7 @@ func (l *Redis) replicas(ctx context.Context, now time.Time) ([]Replica, error) 
 
 // scanNodes calls fn with every node that may hold keys: the masters of a
 // cluster, the shards of a ring, or the client itself.
-func (l *Redis) scanNodes(ctx context.Context, fn func(context.Context, *redis.Client) error) error {
+func (l *redisLimiter) scanNodes(ctx context.Context, fn func(context.Context, *redis.Client) error) error {
 	switch c := l.client.(type) {
 	case *redis.ClusterClient:
 		return c.ForEachMaster(ctx, fn)
@@ -214,7 +214,7 @@ func (l *Redis) scanNodes(ctx context.Context, fn func(context.Context, *redis.C
 // scanTag collects up to MaxInspectKeys keys of one hash tag: on a cluster,
 // from the node that owns the tag's slot only; on a ring, from every shard
 // (a ring spreads tags by its own hash); otherwise from the one server.
-func (l *Redis) scanTag(ctx context.Context, tag string) ([]string, bool, error) {
+func (l *redisLimiter) scanTag(ctx context.Context, tag string) ([]string, bool, error) {
 	pattern := globEscape(tag) + ":*"
 	if c, ok := l.client.(*redis.ClusterClient); ok {
 		node, err := c.MasterForKey(ctx, tag)
@@ -268,7 +268,7 @@ func globEscape(s string) string {
 }
 
 // discoverGroups finds the groups under the prefix from their keys.
-func (l *Redis) discoverGroups(ctx context.Context) ([]string, error) {
+func (l *redisLimiter) discoverGroups(ctx context.Context) ([]string, error) {
 	head := "{" + l.prefix + ":"
 	seen := make(map[string]bool)
 	var mu sync.Mutex // scanNodes may call fn concurrently
@@ -298,7 +298,7 @@ func (l *Redis) discoverGroups(ctx context.Context) ([]string, error) {
 	return groups, nil
 }
 
-func (l *Redis) inspectGroup(ctx context.Context, group string, now time.Time) (GroupState, error) {
+func (l *redisLimiter) inspectGroup(ctx context.Context, group string, now time.Time) (GroupState, error) {
 	gs := GroupState{Group: group, Penalties: []PenaltyState{}, Rules: []RuleState{}}
 	tag := "{" + l.prefix + ":" + group + "}"
 	keys, truncated, err := l.scanTag(ctx, tag)
@@ -452,7 +452,7 @@ func parsePenaltyValue(scope, v string) (PenaltyState, bool) {
 // CalendarUsed returns, for each calendar rule of group, the requests counted
 // in its current window (by this process's clock), in one round trip; other
 // rules read as 0. It is what a quota gauge reads.
-func (l *Redis) CalendarUsed(ctx context.Context, group string, rules []Rule) ([]int64, error) {
+func (l *redisLimiter) CalendarUsed(ctx context.Context, group string, rules []Rule) ([]int64, error) {
 	out := make([]int64, len(rules))
 	now := time.Now()
 	pipe := l.client.Pipeline()

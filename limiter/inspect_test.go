@@ -26,11 +26,11 @@ func fillGroup(t *testing.T, l *limiter.Redis, group string) (limiter.Rule, time
 		t.Fatal(err)
 	}
 	for range 5 {
-		if res, err := l.Reserve(ctx, limiter.Request{Group: group, Rules: []limiter.Rule{paced, day}, MaxWait: time.Minute}); err != nil || !res.OK {
+		if res, err := l.Reserve(ctx, limiter.Request{Group: group, Rules: []limiter.Rule{paced, day}, MaxWait: time.Minute}); err != nil || !res.OK() {
 			t.Fatalf("Reserve: %+v, %v", res, err)
 		}
 	}
-	if res, err := l.Reserve(ctx, limiter.Request{Group: group, Rules: []limiter.Rule{lease}}); err != nil || !res.OK {
+	if res, err := l.Reserve(ctx, limiter.Request{Group: group, Rules: []limiter.Rule{lease}}); err != nil || !res.OK() {
 		t.Fatalf("Reserve lease: %+v, %v", res, err)
 	}
 	until := time.Now().Add(time.Hour).Truncate(time.Microsecond)
@@ -165,11 +165,11 @@ func TestLiftPenalty(t *testing.T) {
 		t.Fatalf("lift heard: %q, want g app:a (the forged lift of app:b must not pass)", got)
 	}
 	res, err := l.Reserve(ctx, limiter.Request{Group: "g", Scopes: []string{"app:a"}})
-	if err != nil || !res.OK {
+	if err != nil || !res.OK() {
 		t.Fatalf("Reserve after lift: %+v, %v", res, err)
 	}
 	res, err = l.Reserve(ctx, limiter.Request{Group: "g", Scopes: []string{"app:b"}})
-	if err != nil || res.OK || res.Penalty == nil {
+	if err != nil || res.OK() || res.Penalty() == nil {
 		t.Fatalf("Reserve of the scope still penalised: %+v, %v", res, err)
 	}
 	if ok, err := l.LiftPenalty(ctx, "g", "app:none"); ok || err != nil {

@@ -17,7 +17,7 @@ import (
 
 // inspect reads the state of provider (or of every provider), saying so
 // when nothing at all is found: most often a wrong -prefix.
-func inspect(ctx context.Context, c *common, l *limiter.Redis, provider string) (limiter.State, error) {
+func inspect(ctx context.Context, c *common, l *limiter.Shared, provider string) (limiter.State, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	var groups []string

@@ -392,10 +392,11 @@ func TestErrors(t *testing.T) {
 // reads the node that owns the group's slot and lifts there.
 func TestCluster(t *testing.T) {
 	c := redistest.StartCluster(t, 3, 0)
-	l, err := limiter.NewRedis(c.Client(t), limiter.WithPrefix(prefix))
+	l, err := limiter.NewShared(c.Client(t), limiter.SharedConfig{Prefix: prefix, Mode: limiter.OutageRefuse})
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { l.Close() })
 	ctx := context.Background()
 	until := time.Now().Add(time.Hour)
 	for _, g := range []string{"dingtalk", "wechat", "feishu"} {
