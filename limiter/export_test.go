@@ -92,3 +92,9 @@ var (
 	WithPrefix        = withPrefix
 	WithoutCoalescing = withoutCoalescing
 )
+
+// Burst, Interval, Unit and Location read a rule's settings.
+func (r Rule) Burst() int               { return int(r.burst) }
+func (r Rule) Interval() time.Duration  { return time.Duration(r.intervalUs) * time.Microsecond }
+func (r Rule) Location() *time.Location { return r.loc }
+func (r Rule) IsWindow() bool           { return r.kind == windowRule }
