@@ -98,3 +98,9 @@ func (r Rule) Burst() int               { return int(r.burst) }
 func (r Rule) Interval() time.Duration  { return time.Duration(r.intervalUs) * time.Microsecond }
 func (r Rule) Location() *time.Location { return r.loc }
 func (r Rule) IsWindow() bool           { return r.kind == windowRule }
+
+// Down reports whether Redis is considered away.
+func (s *Shared) Down() bool { return s.failover.Down() }
+
+// Len reports how many keys the limiter holds, for leak checks.
+func (m *Memory) Len() int { return m.size() }

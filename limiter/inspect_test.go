@@ -3,6 +3,7 @@ package limiter_test
 import (
 	"context"
 	"errors"
+	"github.com/quotaware/throttle/internal/inspect"
 	"strings"
 	"testing"
 	"time"
@@ -40,7 +41,7 @@ func fillGroup(t *testing.T, l *limiter.Redis, group string) (limiter.Rule, time
 	return day, until
 }
 
-func checkGroup(t *testing.T, st limiter.State, group string, until time.Time) {
+func checkGroup(t *testing.T, st inspect.State, group string, until time.Time) {
 	t.Helper()
 	if len(st.Groups) != 1 || st.Groups[0].Group != group {
 		t.Fatalf("groups = %+v, want only %q", st.Groups, group)
@@ -49,7 +50,7 @@ func checkGroup(t *testing.T, st limiter.State, group string, until time.Time) {
 	if len(g.Penalties) != 1 || g.Penalties[0].Scope != "app:a" || g.Penalties[0].Code != "90018" || !g.Penalties[0].Until.Equal(until) {
 		t.Fatalf("penalties = %+v, want app:a 90018 until %v", g.Penalties, until)
 	}
-	byKey := map[string]limiter.RuleState{}
+	byKey := map[string]inspect.RuleState{}
 	for _, r := range g.Rules {
 		byKey[r.Key] = r
 	}
@@ -80,7 +81,7 @@ func TestInspect(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if _, err := l.Inspect(ctx); !errors.Is(err, limiter.ErrNoKeys) {
+	if _, err := l.Inspect(ctx); !errors.Is(err, inspect.ErrNoKeys) {
 		t.Fatalf("Inspect of an empty prefix: %v, want ErrNoKeys", err)
 	}
 	group := "dingtalk"

@@ -333,8 +333,7 @@ func (m *Memory) Penalize(_ context.Context, group string, p Penalty) error {
 	return nil
 }
 
-// Len reports how many keys the limiter holds, for leak checks.
-func (m *Memory) Len() int {
+func (m *Memory) size() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.sweep(m.now().UnixMicro())

@@ -3,6 +3,7 @@ package limiter
 import (
 	"context"
 	"fmt"
+	"github.com/quotaware/throttle/internal/inspect"
 	"log/slog"
 	"sync"
 	"time"
@@ -268,13 +269,9 @@ func (s *Shared) Describe(ctx context.Context, group string, rules ...Rule) erro
 
 // Inspect reads the limiter's state in Redis (see State), for operators:
 // the given groups, or every group under the prefix when none is given.
-func (s *Shared) Inspect(ctx context.Context, groups ...string) (State, error) {
+func (s *Shared) Inspect(ctx context.Context, groups ...string) (inspect.State, error) {
 	return s.redis.Inspect(ctx, groups...)
 }
-
-// Down reports whether Redis is considered away, so the outage mode
-// applies.
-func (s *Shared) Down() bool { return s.failover.Down() }
 
 // Close stops the background work (the registry beat, the announcement
 // watch, writes of penalties kept during an outage) and waits for it, at
