@@ -37,7 +37,7 @@ const maxKnownQuotas = 1024
 const quotaGaugeTimeout = 250 * time.Millisecond
 
 // calendarReader is a limiter that can report calendar rules' counts:
-// limiter.Redis and limiter.Memory.
+// limiter.Shared and limiter.Memory.
 type calendarReader interface {
 	CalendarUsed(ctx context.Context, group string, rules []limiter.Rule) ([]int64, error)
 }

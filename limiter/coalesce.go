@@ -29,7 +29,7 @@ const maxLanes = 4096
 // lane's queue.
 var onQueued atomic.Pointer[func(group string)]
 
-// WithoutCoalescing makes every Reserve its own script call, even under
+// withoutCoalescing makes every Reserve its own script call, even under
 // load; useful to measure the cost of one call.
 func withoutCoalescing() redisOption {
 	return redisOptionFunc(func(r *redisLimiter) { r.lanes.off = true })

@@ -333,6 +333,7 @@ func (m *Memory) Penalize(_ context.Context, group string, p Penalty) error {
 	return nil
 }
 
+// size is how many keys the limiter holds, for leak checks.
 func (m *Memory) size() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()

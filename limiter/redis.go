@@ -58,25 +58,25 @@ type redisLimiter struct {
 	epochs  map[string]epochState
 }
 
-// RedisOption configures a Redis limiter.
+// redisOption configures a Redis limiter.
 type redisOption interface{ applyRedis(*redisLimiter) }
 
 type redisOptionFunc func(*redisLimiter)
 
 func (f redisOptionFunc) applyRedis(r *redisLimiter) { f(r) }
 
-// WithPrefix sets the prefix of every key (default "throttle"). Keys of one
+// withPrefix sets the prefix of every key (default "throttle"). Keys of one
 // request group look like "{throttle:dingtalk}:r:<rule key>": the braces are
 // a hash tag that keeps them in one Redis Cluster slot.
 func withPrefix(prefix string) redisOption {
 	return redisOptionFunc(func(r *redisLimiter) { r.prefix = prefix })
 }
 
-// NewRedis returns a Limiter on client, which may be a single node, a
-// cluster, a ring or a failover client.
+// newRedis returns the Redis limiter on client, which may be a single node,
+// a cluster, a ring or a failover client; Shared wraps it.
 func newRedis(client redis.UniversalClient, opts ...redisOption) (*redisLimiter, error) {
 	if client == nil {
-		return nil, fmt.Errorf("limiter: NewRedis: client must not be nil")
+		return nil, fmt.Errorf("limiter: NewShared: client must not be nil")
 	}
 	r := &redisLimiter{client: client, prefix: "throttle", keys: keyCache{m: make(map[keyID]any)},
 		lanes: lanes{seed: maphash.MakeSeed(), m: make(map[uint64]*lane)}, epochs: make(map[string]epochState)}
@@ -84,7 +84,7 @@ func newRedis(client redis.UniversalClient, opts ...redisOption) (*redisLimiter,
 		o.applyRedis(r)
 	}
 	if r.prefix == "" || len(r.prefix) > 64 || strings.ContainsAny(r.prefix, "{}") {
-		return nil, fmt.Errorf("limiter: NewRedis: prefix must be 1..64 bytes without braces, got %q", r.prefix)
+		return nil, fmt.Errorf("limiter: NewShared: Prefix must be 1..64 bytes without braces, got %q", r.prefix)
 	}
 	return r, nil
 }
@@ -114,7 +114,7 @@ func redisKey(prefix string, tag byte, group, name string) string {
 
 // Reserve implements Limiter in one script call. Requests with the same
 // rules and scopes that arrive while a call for them is in flight go
-// together in the next call (see WithoutCoalescing).
+// together in the next call (see SharedConfig.NoCoalescing).
 func (l *redisLimiter) Reserve(ctx context.Context, req Request) (Reservation, error) {
 	if err := req.validate(); err != nil {
 		return Reservation{}, err
