@@ -146,4 +146,3 @@ func (s *State) Active() bool {
 // ErrNoKeys is returned by Inspect when nothing at all lives under the
 // prefix (no group, no replica): most often a wrong prefix.
 var ErrNoKeys = errors.New("limiter: no keys under the prefix")
-
