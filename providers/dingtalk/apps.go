@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/quotaware/throttle/apps"
 	"github.com/quotaware/throttle/providers"
 )
 
@@ -141,7 +142,7 @@ func (a *Apps) inherit(cfg Config) Config {
 	if cfg.ISV {
 		own := cfg.OrgFromRequest
 		cfg.OrgFromRequest = func(req *http.Request) string {
-			if id, ok := providers.AppFrom(req.Context()); ok && id.Org != "" {
+			if id, ok := apps.FromContext(req.Context()); ok && id.Org != "" {
 				return id.Org
 			}
 			if own != nil {
@@ -165,7 +166,7 @@ func (a *Apps) presets() map[string]*preset { return *a.byKey.Load() }
 
 // pick returns the preset of the request's app.
 func (a *Apps) pick(req *http.Request) *preset {
-	id, ok := providers.AppFrom(req.Context())
+	id, ok := apps.FromContext(req.Context())
 	if !ok || !id.For(Name) {
 		return a.fallback
 	}
