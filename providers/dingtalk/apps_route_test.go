@@ -9,6 +9,7 @@ import (
 	"github.com/quotaware/throttle/apps"
 	"github.com/quotaware/throttle/providers"
 	"github.com/quotaware/throttle/providers/dingtalk"
+	"github.com/quotaware/throttle/providers/internal/scopekind"
 )
 
 func TestAppsRouteByTheRequestsApp(t *testing.T) {
@@ -120,8 +121,8 @@ func TestISVMonthlyQuotaPerOrg(t *testing.T) {
 			t.Fatal(err)
 		}
 		month := r.Rules[len(r.Rules)-1]
-		if !strings.Contains(month.Key(), org) || !strings.Contains(r.Scope(providers.ScopeMonthly), org) {
-			t.Fatalf("%s: monthly rule %q, scope %q; want both the org's", org, month.Key(), r.Scope(providers.ScopeMonthly))
+		if !strings.Contains(month.Key(), org) || !strings.Contains(r.Scope(scopekind.Monthly), org) {
+			t.Fatalf("%s: monthly rule %q, scope %q; want both the org's", org, month.Key(), r.Scope(scopekind.Monthly))
 		}
 		keys[month.Key()] = true
 	}

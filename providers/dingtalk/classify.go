@@ -12,6 +12,7 @@ import (
 	"github.com/quotaware/throttle/providers/internal/jsoncode"
 	"github.com/quotaware/throttle/providers/internal/mediatype"
 	"github.com/quotaware/throttle/providers/internal/penaltytime"
+	"github.com/quotaware/throttle/providers/internal/scopekind"
 )
 
 // scopeKind is which of a request's scopes an error penalises.
@@ -167,7 +168,7 @@ func (p *preset) oldAPIVerdict(req *http.Request, resp *http.Response, route *pr
 	case codeRobotThrottled:
 		// Only a robot's own route names the robot: elsewhere the code is
 		// no robot's, and is read like any other unknown code.
-		if robot := route.Scope(providers.ScopeEntity); robot != "" && p.robotRule.Limit() > 0 {
+		if robot := route.Scope(scopekind.Entity); robot != "" && p.robotRule.Limit() > 0 {
 			return providers.Verdict{Kind: providers.Quota, Scope: robot, Until: p.cfg.Clock().Add(p.cfg.RobotPenalty),
 				Code: code, Message: msg, NotProcessed: true}
 		}
@@ -211,7 +212,7 @@ func (p *preset) newAPIVerdict(req *http.Request, resp *http.Response, route *pr
 func (p *preset) quota(route *providers.Route, q quotaCode, code, msg, altMsg string, now time.Time) providers.Verdict {
 	v := providers.Verdict{Kind: providers.Quota, Code: code, Message: msg, NotProcessed: true}
 	// A robot's route has no API scope: its robot is its API.
-	api := cmp.Or(route.Scope(providers.ScopeAPI), route.Scope(providers.ScopeEntity), p.appScope)
+	api := cmp.Or(route.Scope(scopekind.API), route.Scope(scopekind.Entity), p.appScope)
 	switch q.scope {
 	case onAPI:
 		v.Scope = api
@@ -219,13 +220,13 @@ func (p *preset) quota(route *providers.Route, q quotaCode, code, msg, altMsg st
 		v.Scope = p.appScope
 	case onOrg:
 		// The ISV suite in the customer org; the app for an internal app.
-		v.Scope = cmp.Or(route.Scope(providers.ScopeOrg), p.appScope)
+		v.Scope = cmp.Or(route.Scope(scopekind.Org), p.appScope)
 	case onEgress:
 		v.Scope = p.egressScope
 	case onMonthly:
 		// The organisation's metered APIs when this is one of them; else
 		// the platform meters an API we did not know of: stop that one.
-		v.Scope = cmp.Or(route.Scope(providers.ScopeMonthly), api)
+		v.Scope = cmp.Or(route.Scope(scopekind.Monthly), api)
 	}
 	end, ok := penaltytime.ParseBeijingEnd(msg, now)
 	if !ok && altMsg != "" {
