@@ -116,7 +116,7 @@ func (p *preset) classify(req *http.Request, resp *http.Response, route *provide
 	status := resp.StatusCode
 	ct := resp.Header.Get("Content-Type")
 	if !mediatype.Peekable(ct) {
-		return statusVerdict(status, resp.Header)
+		return p.statusVerdict(status, resp.Header)
 	}
 	prefix, _ := providers.PeekBody(resp, p.cfg.PeekLimit)
 	html := isHTML(prefix, ct)
@@ -127,15 +127,15 @@ func (p *preset) classify(req *http.Request, resp *http.Response, route *provide
 		}
 	}
 	if html {
-		return htmlVerdict(status, resp.Header)
+		return p.htmlVerdict(status, resp.Header)
 	}
 	c, isJSON := jsoncode.Parse(prefix)
 	switch {
 	case !isJSON || !c.HasCode:
-		return statusVerdict(status, resp.Header)
+		return p.statusVerdict(status, resp.Header)
 	case c.CodeKey == "code" && !c.CodeIsString:
 		// A numeric "code" is no DingTalk error field: data of a success.
-		v := statusVerdict(status, resp.Header)
+		v := p.statusVerdict(status, resp.Header)
 		if v.Kind != providers.OK {
 			v.Code, v.Message = c.Code, c.Message
 		}
@@ -157,7 +157,7 @@ func (p *preset) oldAPIVerdict(req *http.Request, resp *http.Response, route *pr
 		}
 	}
 	if code == "0" {
-		return statusVerdict(resp.StatusCode, resp.Header)
+		return p.statusVerdict(resp.StatusCode, resp.Header)
 	}
 	if q, ok := oldQuota(code); ok {
 		return p.quota(route, q, code, msg, c.Message, p.cfg.Clock())
@@ -173,7 +173,7 @@ func (p *preset) oldAPIVerdict(req *http.Request, resp *http.Response, route *pr
 				Code: code, Message: msg, NotProcessed: true}
 		}
 	}
-	if v := statusVerdict(resp.StatusCode, resp.Header); v.Kind == providers.Transient {
+	if v := p.statusVerdict(resp.StatusCode, resp.Header); v.Kind == providers.Transient {
 		v.Code, v.Message = code, msg
 		return v
 	}
@@ -199,7 +199,7 @@ func (p *preset) newAPIVerdict(req *http.Request, resp *http.Response, route *pr
 		v.RetryAfter, _ = providers.ParseRetryAfter(resp.Header, p.cfg.Clock())
 		return v
 	}
-	v := statusVerdict(resp.StatusCode, resp.Header)
+	v := p.statusVerdict(resp.StatusCode, resp.Header)
 	if v.Kind != providers.OK {
 		v.Code, v.Message = code, msg
 	}
@@ -255,18 +255,18 @@ func (p *preset) quota(route *providers.Route, q quotaCode, code, msg, altMsg st
 
 // statusVerdict classifies by status alone, for answers without an error
 // code.
-func statusVerdict(status int, h http.Header) providers.Verdict {
+func (p *preset) statusVerdict(status int, h http.Header) providers.Verdict {
 	switch {
 	case status < 400:
 		return providers.Verdict{Kind: providers.OK}
 	case status == http.StatusTooManyRequests:
 		// 429 without a known code: not processed, worth a retry later.
 		v := providers.Verdict{Kind: providers.Transient, Code: "429", NotProcessed: true}
-		v.RetryAfter, _ = providers.ParseRetryAfter(h, time.Now())
+		v.RetryAfter, _ = providers.ParseRetryAfter(h, p.cfg.Clock())
 		return v
 	case status >= 500:
 		v := providers.Verdict{Kind: providers.Transient, Code: http.StatusText(status)}
-		v.RetryAfter, _ = providers.ParseRetryAfter(h, time.Now())
+		v.RetryAfter, _ = providers.ParseRetryAfter(h, p.cfg.Clock())
 		return v
 	}
 	return providers.Verdict{Kind: providers.Fatal, Code: http.StatusText(status)}
@@ -316,11 +316,11 @@ func isBan(prefix []byte, html bool) bool {
 // never answer HTML, so it came from something in front of them (a proxy, a
 // firewall, a gateway): a 403 or 429 there is transient and the API never
 // saw the call; other statuses read as usual.
-func htmlVerdict(status int, h http.Header) providers.Verdict {
+func (p *preset) htmlVerdict(status int, h http.Header) providers.Verdict {
 	if status == http.StatusForbidden || status == http.StatusTooManyRequests {
 		v := providers.Verdict{Kind: providers.Transient, Code: strconv.Itoa(status), NotProcessed: true}
-		v.RetryAfter, _ = providers.ParseRetryAfter(h, time.Now())
+		v.RetryAfter, _ = providers.ParseRetryAfter(h, p.cfg.Clock())
 		return v
 	}
-	return statusVerdict(status, h)
+	return p.statusVerdict(status, h)
 }
