@@ -61,9 +61,9 @@ const DefaultPenalty = 5 * time.Minute
 // Route is what one request is subject to.
 type Route struct {
 	// API names the provider API the request calls, by its template in
-	// the provider's catalog (e.g. "GET /v1.0/contact/users/{unionId}"):
-	// low cardinality, free of IDs, safe for keys, metric attributes and
-	// span names.
+	// the provider's catalog (e.g. "GET /v1.0/contact/users/{unionId}"),
+	// or by FoldPath when the provider publishes none: low cardinality,
+	// free of IDs, safe for keys, metric attributes and span names.
 	API string
 	// Uncatalogued is set when the path matched no template of the
 	// catalog: the request was routed to the profile's one conservative
@@ -74,7 +74,9 @@ type Route struct {
 	Rules []limiter.Rule
 	// Scopes are the penalty scopes the request belongs to, each written
 	// "kind:id", e.g. "api:dingabc:GET /v1.0/contact/users/{unionId}",
-	// "app:dingabc", "egress:default".
+	// "app:dingabc", "egress:default". The kind is the profile's to choose
+	// and is what telemetry reports of a penalty; the id must hold no
+	// secret or token.
 	Scopes []string
 }
 
