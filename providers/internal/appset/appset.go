@@ -47,8 +47,15 @@ type Config struct {
 
 // New returns a Set holding profiles, keyed by keys[i].
 func New(c Config, keys []string, profiles []providers.Profile) (*Set, error) {
-	if c.Name == "" || c.Match == nil || c.Fallback.Route == nil {
-		return nil, fmt.Errorf("appset: Config needs Name, Match and a Fallback profile")
+	switch {
+	case c.Name == "":
+		return nil, fmt.Errorf("appset: Config.Name must not be empty")
+	case c.Match == nil:
+		return nil, fmt.Errorf("appset: Config.Match must not be nil")
+	case c.Fallback.Route == nil:
+		return nil, fmt.Errorf("appset: Config.Fallback must be a profile with a Route")
+	case len(keys) != len(profiles):
+		return nil, fmt.Errorf("appset: %d keys for %d profiles", len(keys), len(profiles))
 	}
 	s := &Set{name: c.Name, match: c.Match, fallback: c.Fallback, build: c.Build}
 	s.key = c.Key

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 
@@ -100,9 +101,12 @@ func TestConfigErrors(t *testing.T) {
 		"Match":    {Name: "acme", Fallback: profileOf("f")},
 		"Fallback": {Name: "acme", Match: match},
 	} {
-		if _, err := New(c, nil, nil); err == nil {
-			t.Errorf("a Config without %s was accepted", missing)
+		if _, err := New(c, nil, nil); err == nil || !strings.Contains(err.Error(), "Config."+missing) {
+			t.Errorf("a Config without %s: error %v, want one naming Config.%[1]s", missing, err)
 		}
+	}
+	if _, err := New(Config{Name: "acme", Match: match, Fallback: profileOf("f")}, []string{"a", "b"}, []providers.Profile{profileOf("a")}); err == nil {
+		t.Error("two keys for one profile were accepted")
 	}
 }
 
