@@ -58,7 +58,8 @@ func ExpectAllKnown(t testing.TB, books []*apps.Book) {
 	t.Helper()
 	for i, b := range books {
 		s := b.Stats()
-		t.Logf("replica %d: learned %d, %d Redis lookups (%d found, %d errors), %d unknown", i, s.Learned, s.RedisLookups, s.RedisFound, s.RedisErrors, s.Unknown)
+		t.Logf("replica %d: learned %d, %d local hits, %d Redis lookups (%d found, %d errors), %d unknown",
+			i, s.Learned, s.LocalHits, s.RedisLookups, s.RedisFound, s.RedisErrors, s.Unknown)
 		if s.Unknown != 0 {
 			t.Errorf("replica %d charged %d calls to the unknown scope, want 0", i, s.Unknown)
 		}
