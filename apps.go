@@ -5,7 +5,6 @@ import (
 	"net/http"
 
 	"github.com/quotaware/throttle/apps"
-	"github.com/quotaware/throttle/providers"
 )
 
 // WithApps makes the Transport learn which app (and customer organisation)
@@ -30,14 +29,14 @@ func WithApps(b *apps.Book) Option {
 // whatever token they carry: for callers that hold several clients or know
 // better than what the Transport learned.
 func WithApp(ctx context.Context, app string) context.Context {
-	return providers.WithApp(ctx, providers.App{ID: app})
+	return apps.NewContext(ctx, apps.App{ID: app})
 }
 
 // WithTenant is WithApp for a third-party (ISV) app calling into one
 // customer organisation or tenant (a DingTalk or WeCom CorpID, a Feishu
 // tenant_key).
 func WithTenant(ctx context.Context, app, org string) context.Context {
-	return providers.WithApp(ctx, providers.App{ID: app, Org: org})
+	return apps.NewContext(ctx, apps.App{ID: app, Org: org})
 }
 
 // resolveApp tags req with its app for profile p; see WithApps.

@@ -9,7 +9,6 @@ import (
 
 	"github.com/quotaware/throttle"
 	"github.com/quotaware/throttle/apps"
-	"github.com/quotaware/throttle/providers"
 	"github.com/quotaware/throttle/providers/dingtalk"
 )
 
@@ -37,7 +36,7 @@ func BenchmarkTransportPipelineApps(b *testing.B) {
 		Default: "dingbench",
 	})
 	book := apps.MustNew()
-	_ = book.Learn(context.Background(), tok, providers.App{Provider: "dingtalk", ID: "dingbench"}, time.Hour)
+	_ = book.Learn(context.Background(), tok, apps.App{Provider: "dingtalk", ID: "dingbench"}, time.Hour)
 	cases := []struct {
 		name, token string
 		rt          http.RoundTripper

@@ -245,7 +245,7 @@ func TestWithAppOverridesLearning(t *testing.T) {
 		return r, err
 	}
 	book := apps.MustNew()
-	_ = book.Learn(context.Background(), "tok", providers.App{Provider: "dingtalk", ID: "dingA"}, time.Hour)
+	_ = book.Learn(context.Background(), "tok", apps.App{Provider: "dingtalk", ID: "dingA"}, time.Hour)
 	client := &http.Client{Transport: throttle.New(throttle.WithProfiles(p), throttle.WithApps(book), throttle.WithoutTelemetry())}
 	for _, ctx := range []context.Context{context.Background(), throttle.WithApp(context.Background(), "dingB")} {
 		req, _ := http.NewRequestWithContext(ctx, "GET", emu.URL+"/user/get?access_token=tok", nil)

@@ -430,7 +430,7 @@ func TestInvalidRouteIsNotAnOutage(t *testing.T) {
 	p := testProfile(limitertest.Group(t), mustRule(t, 100, time.Second))
 	p.Route = func(r *http.Request) (providers.Route, error) {
 		return providers.Route{API: "/a", Rules: []limiter.Rule{mustRule(t, 100, time.Second)},
-			Scopes: []string{providers.Scope(providers.ScopeAPI, strings.Repeat("x", 300))}}, nil
+			Scopes: []string{"api:" + strings.Repeat("x", 300)}}, nil
 	}
 	tr := throttle.New(throttle.WithRedis(rdb.Client(t)), throttle.WithProfiles(p), throttle.WithoutTelemetry(), throttle.WithLogger(quiet))
 	t.Cleanup(func() { tr.Close() })

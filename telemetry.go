@@ -216,10 +216,21 @@ func (tel *telemetry) finish(ctx context.Context, c *call, resp *http.Response, 
 	span.End()
 }
 
+// scopeKind returns the kind of a scope "kind:id" ("api", "app", ...): a
+// low-cardinality attribute, where the scope itself names an app or a chat.
+func scopeKind(scope string) string {
+	for i := 0; i < len(scope); i++ {
+		if scope[i] == ':' {
+			return scope[:i]
+		}
+	}
+	return scope
+}
+
 // penalty records a quota verdict that penalised a scope, and logs it once.
 func (tel *telemetry) penalty(ctx context.Context, c *call) {
 	v := c.verdict
-	kind := providers.ScopeKind(v.Scope)
+	kind := scopeKind(v.Scope)
 	c.event("throttle.penalty", attribute.String("throttle.scope_kind", kind), attribute.String("throttle.code", v.Code))
 	if !tel.disabled {
 		tel.penalties.Add(ctx, 1, metric.WithAttributes(

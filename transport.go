@@ -495,7 +495,7 @@ func (c *call) penalize(ctx context.Context) {
 	c.t.bg.do(ctx, func(ctx context.Context) error { return lim.Penalize(ctx, name, pen) }, func(err error) {
 		if err != nil {
 			tel.log.Warn("throttle: could not share a penalty", "provider", name,
-				"scope_kind", providers.ScopeKind(pen.Scope), "error", err)
+				"scope_kind", scopeKind(pen.Scope), "error", err)
 		}
 	})
 }

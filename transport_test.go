@@ -69,7 +69,7 @@ func testProfile(name string, rules ...limiter.Rule) providers.Profile {
 		Match: func(*http.Request) bool { return true },
 		Route: func(r *http.Request) (providers.Route, error) {
 			api := providers.FoldPath(r.URL.Path)
-			return providers.Route{API: api, Rules: rules, Scopes: []string{providers.Scope(providers.ScopeAPI, api)}}, nil
+			return providers.Route{API: api, Rules: rules, Scopes: []string{"api:" + api}}, nil
 		},
 		Classify: func(_ *http.Request, resp *http.Response, _ *providers.Route) providers.Verdict {
 			if resp.Header.Get("X-Test-Quota") != "" {

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/quotaware/throttle/apps"
-	"github.com/quotaware/throttle/providers"
 )
 
 // BenchmarkResolve is what tagging a request costs on the request path when
@@ -18,7 +17,7 @@ func BenchmarkResolve(b *testing.B) {
 	book := apps.MustNew()
 	ctx := context.Background()
 	tok := "5f1e0a4c2b9d8e7f6a5b4c3d2e1f0a9b" // the length of a DingTalk token
-	_ = book.Learn(ctx, tok, providers.App{Provider: "dingtalk", ID: "dingA"}, time.Hour)
+	_ = book.Learn(ctx, tok, apps.App{Provider: "dingtalk", ID: "dingA"}, time.Hour)
 	req, _ := http.NewRequest("GET", "https://oapi.dingtalk.com/topapi/v2/user/get?access_token="+tok, nil)
 	b.ReportAllocs()
 	for b.Loop() {
@@ -35,7 +34,7 @@ func BenchmarkLookupParallel(b *testing.B) {
 	toks := make([]string, 1024)
 	for i := range toks {
 		toks[i] = "token-" + strconv.Itoa(i) + "-5f1e0a4c2b9d8e7f6a5b4c3d"
-		_ = book.Learn(ctx, toks[i], providers.App{Provider: "dingtalk", ID: "dingA"}, time.Hour)
+		_ = book.Learn(ctx, toks[i], apps.App{Provider: "dingtalk", ID: "dingA"}, time.Hour)
 	}
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
@@ -66,7 +65,7 @@ func BenchmarkMemoryPerToken(b *testing.B) {
 		runtime.ReadMemStats(&before)
 		book := apps.MustNew()
 		for i, tok := range toks {
-			_ = book.Learn(ctx, tok, providers.App{Provider: "dingtalk", ID: "suite", Org: "org" + strconv.Itoa(i%1000)}, time.Hour)
+			_ = book.Learn(ctx, tok, apps.App{Provider: "dingtalk", ID: "suite", Org: "org" + strconv.Itoa(i%1000)}, time.Hour)
 		}
 		runtime.GC()
 		runtime.ReadMemStats(&after)

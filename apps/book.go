@@ -16,8 +16,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
-
-	"github.com/quotaware/throttle/providers"
 )
 
 // Defaults, in one place.
@@ -174,8 +172,8 @@ type Book struct {
 	flights  map[tokenHash]*flight // Redis lookups in progress
 
 	idMu  sync.RWMutex
-	ids   []providers.App // by index; ids[0] is "unknown"
-	idIdx map[providers.App]uint32
+	ids   []App // by index; ids[0] is "unknown"
+	idIdx map[App]uint32
 
 	learned, localHits, redisLookups, redisFound, redisErrors, unknown, heardCount atomic.Int64
 
@@ -206,8 +204,8 @@ func New(opts ...Option) (*Book, error) {
 		cfg:     c,
 		flights: make(map[tokenHash]*flight),
 		epoch:   c.now().Add(-time.Second),
-		ids:     []providers.App{{}},
-		idIdx:   map[providers.App]uint32{{}: 0},
+		ids:     []App{{}},
+		idIdx:   map[App]uint32{{}: 0},
 	}
 	key := c.key
 	b.hashes.New = func() any { return &hasher{mac: hmac.New(sha256.New, key)} }
@@ -274,7 +272,7 @@ func (b *Book) Stats() Stats {
 // one whose token is unknown, which is counted as such.
 func (b *Book) Resolve(req *http.Request, provider string) *http.Request {
 	ctx := req.Context()
-	if _, ok := providers.AppFrom(ctx); ok {
+	if _, ok := FromContext(ctx); ok {
 		return req
 	}
 	tok := Token(req)
@@ -287,7 +285,7 @@ func (b *Book) Resolve(req *http.Request, provider string) *http.Request {
 		b.unknownCounter.Add(ctx, 1, b.providerAttr(provider))
 		return req
 	}
-	return req.WithContext(providers.WithApp(ctx, app))
+	return req.WithContext(NewContext(ctx, app))
 }
 
 // dingtalkRobot is DingTalk's custom group robot webhook, whose
@@ -297,19 +295,19 @@ const dingtalkRobot = "/robot/send"
 
 // Lookup returns the app token belongs to: from memory, or from Redis when
 // this replica has not seen the token yet.
-func (b *Book) Lookup(ctx context.Context, token string) (providers.App, bool) {
+func (b *Book) Lookup(ctx context.Context, token string) (App, bool) {
 	h := b.hash(token)
 	now := b.tick(b.cfg.now())
 	if e, ok := b.get(h, now); ok {
 		b.localHits.Add(1)
 		if e.app == 0 {
-			return providers.App{}, false
+			return App{}, false
 		}
 		return b.app(e.app), true
 	}
 	if b.cfg.rdb == nil {
 		b.put(h, entry{exp: now + ticks(b.cfg.negativeTTL)}, now)
-		return providers.App{}, false
+		return App{}, false
 	}
 	return b.fetchOnce(ctx, h)
 }
@@ -317,14 +315,14 @@ func (b *Book) Lookup(ctx context.Context, token string) (providers.App, bool) {
 // flight is one Redis lookup that concurrent lookups of a token share.
 type flight struct {
 	done chan struct{}
-	app  providers.App
+	app  App
 	ok   bool
 }
 
 // fetchOnce reads h from Redis, one call per token at a time: requests
 // that arrive while it is in progress wait for its answer (or their
 // context) instead of asking again.
-func (b *Book) fetchOnce(ctx context.Context, h tokenHash) (providers.App, bool) {
+func (b *Book) fetchOnce(ctx context.Context, h tokenHash) (App, bool) {
 	b.flightMu.Lock()
 	if f := b.flights[h]; f != nil {
 		b.flightMu.Unlock()
@@ -332,7 +330,7 @@ func (b *Book) fetchOnce(ctx context.Context, h tokenHash) (providers.App, bool)
 		case <-f.done:
 			return f.app, f.ok
 		case <-ctx.Done():
-			return providers.App{}, false
+			return App{}, false
 		}
 	}
 	f := &flight{done: make(chan struct{})}
@@ -364,7 +362,7 @@ func (b *Book) fetchOnce(ctx context.Context, h tokenHash) (providers.App, bool)
 // Learn records that token belongs to app for ttl (DefaultTTL when zero),
 // here and, with WithRedis, for every replica. Exchanges seen by Observe are
 // learned this way; call it yourself for tokens fetched elsewhere.
-func (b *Book) Learn(ctx context.Context, token string, app providers.App, ttl time.Duration) error {
+func (b *Book) Learn(ctx context.Context, token string, app App, ttl time.Duration) error {
 	if token == "" || app.ID == "" {
 		return errors.New("apps: Learn: token and app.ID must not be empty")
 	}
@@ -388,7 +386,7 @@ func (b *Book) Learn(ctx context.Context, token string, app providers.App, ttl t
 
 // intern returns the index of app in b.ids, adding it when new: entries
 // hold 4 bytes instead of three strings.
-func (b *Book) intern(app providers.App) uint32 {
+func (b *Book) intern(app App) uint32 {
 	app.Learned = true
 	b.idMu.RLock()
 	i, ok := b.idIdx[app]
@@ -407,7 +405,7 @@ func (b *Book) intern(app providers.App) uint32 {
 	return i
 }
 
-func (b *Book) app(i uint32) providers.App {
+func (b *Book) app(i uint32) App {
 	b.idMu.RLock()
 	defer b.idMu.RUnlock()
 	return b.ids[i]

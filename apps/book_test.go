@@ -13,7 +13,6 @@ import (
 
 	"github.com/quotaware/throttle/apps"
 	"github.com/quotaware/throttle/internal/redistest"
-	"github.com/quotaware/throttle/providers"
 )
 
 func TestMain(m *testing.M) {
@@ -40,32 +39,32 @@ func TestObserveLearnsEveryExchange(t *testing.T) {
 	cases := []struct {
 		name, method, path, body, answer string
 		token                            string // the token the answer issued
-		want                             providers.App
+		want                             apps.App
 	}{
 		{"dingtalk old", "GET", "/gettoken?appkey=dingA&appsecret=s3cret", "",
-			`{"errcode":0,"errmsg":"ok","access_token":"TOK1","expires_in":7200}`, "TOK1", providers.App{Provider: "dingtalk", ID: "dingA"}},
+			`{"errcode":0,"errmsg":"ok","access_token":"TOK1","expires_in":7200}`, "TOK1", apps.App{Provider: "dingtalk", ID: "dingA"}},
 		{"dingtalk old corpid", "GET", "/gettoken?corpid=dingCorp&corpsecret=s3cret", "",
-			`{"errcode":0,"access_token":"TOK2","expires_in":7200}`, "TOK2", providers.App{Provider: "dingtalk", ID: "dingCorp"}},
+			`{"errcode":0,"access_token":"TOK2","expires_in":7200}`, "TOK2", apps.App{Provider: "dingtalk", ID: "dingCorp"}},
 		{"dingtalk new", "POST", "/v1.0/oauth2/accessToken", `{"appKey":"dingB","appSecret":"s3cret"}`,
-			`{"accessToken":"TOK3","expireIn":7200}`, "TOK3", providers.App{Provider: "dingtalk", ID: "dingB"}},
+			`{"accessToken":"TOK3","expireIn":7200}`, "TOK3", apps.App{Provider: "dingtalk", ID: "dingB"}},
 		{"dingtalk client credentials", "POST", "/v1.0/oauth2/corp9/token", `{"client_id":"dingC","client_secret":"s3cret","grant_type":"client_credentials"}`,
-			`{"access_token":"TOK4","expires_in":7200}`, "TOK4", providers.App{Provider: "dingtalk", ID: "dingC", Org: "corp9"}},
+			`{"access_token":"TOK4","expires_in":7200}`, "TOK4", apps.App{Provider: "dingtalk", ID: "dingC", Org: "corp9"}},
 		{"dingtalk isv", "POST", "/v1.0/oauth2/corpAccessToken", `{"suiteKey":"suiteS","suiteSecret":"s3cret","authCorpId":"orgX","suiteTicket":"t"}`,
-			`{"accessToken":"TOK5","expireIn":7200}`, "TOK5", providers.App{Provider: "dingtalk", ID: "suiteS", Org: "orgX"}},
+			`{"accessToken":"TOK5","expireIn":7200}`, "TOK5", apps.App{Provider: "dingtalk", ID: "suiteS", Org: "orgX"}},
 		{"dingtalk isv old", "POST", "/service/get_corp_token?accessKey=suiteS&timestamp=1&suiteTicket=t&signature=x", `{"auth_corpid":"orgY"}`,
-			`{"errcode":0,"access_token":"TOK6","expires_in":7200}`, "TOK6", providers.App{Provider: "dingtalk", ID: "suiteS", Org: "orgY"}},
+			`{"errcode":0,"access_token":"TOK6","expires_in":7200}`, "TOK6", apps.App{Provider: "dingtalk", ID: "suiteS", Org: "orgY"}},
 		{"wechat", "GET", "/cgi-bin/token?grant_type=client_credential&appid=wxA&secret=s3cret", "",
-			`{"access_token":"TOK7","expires_in":7200}`, "TOK7", providers.App{Provider: "wechat", ID: "wxA"}},
+			`{"access_token":"TOK7","expires_in":7200}`, "TOK7", apps.App{Provider: "wechat", ID: "wxA"}},
 		{"wechat stable", "POST", "/cgi-bin/stable_token", `{"grant_type":"client_credential","appid":"wxB","secret":"s3cret","force_refresh":false}`,
-			`{"access_token":"TOK8","expires_in":7200}`, "TOK8", providers.App{Provider: "wechat", ID: "wxB"}},
+			`{"access_token":"TOK8","expires_in":7200}`, "TOK8", apps.App{Provider: "wechat", ID: "wxB"}},
 		{"wecom", "GET", "/cgi-bin/gettoken?corpid=wwA&corpsecret=s3cret", "",
-			`{"errcode":0,"errmsg":"ok","access_token":"TOK9","expires_in":7200}`, "TOK9", providers.App{Provider: "wecom", ID: "wwA"}},
+			`{"errcode":0,"errmsg":"ok","access_token":"TOK9","expires_in":7200}`, "TOK9", apps.App{Provider: "wecom", ID: "wwA"}},
 		{"wecom third party", "POST", "/cgi-bin/service/get_corp_token?suite_access_token=UNSEEN", `{"auth_corpid":"wwB","permanent_code":"s3cret"}`,
-			`{"access_token":"TOK10","expires_in":7200}`, "TOK10", providers.App{Provider: "wecom", ID: "suite", Org: "wwB"}},
+			`{"access_token":"TOK10","expires_in":7200}`, "TOK10", apps.App{Provider: "wecom", ID: "suite", Org: "wwB"}},
 		{"feishu tenant", "POST", "/open-apis/auth/v3/tenant_access_token/internal", `{"app_id":"cli_a","app_secret":"s3cret"}`,
-			`{"code":0,"msg":"ok","tenant_access_token":"t-TOK11","expire":7200}`, "t-TOK11", providers.App{Provider: "feishu", ID: "cli_a"}},
+			`{"code":0,"msg":"ok","tenant_access_token":"t-TOK11","expire":7200}`, "t-TOK11", apps.App{Provider: "feishu", ID: "cli_a"}},
 		{"feishu app", "POST", "/open-apis/auth/v3/app_access_token/internal", `{"app_id":"cli_b","app_secret":"s3cret"}`,
-			`{"code":0,"msg":"ok","app_access_token":"a-TOK12","tenant_access_token":"t-TOK12","expire":7200}`, "t-TOK12", providers.App{Provider: "feishu", ID: "cli_b"}},
+			`{"code":0,"msg":"ok","app_access_token":"a-TOK12","tenant_access_token":"t-TOK12","expire":7200}`, "t-TOK12", apps.App{Provider: "feishu", ID: "cli_b"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -136,7 +135,7 @@ func TestObserveIgnoresErrorAnswers(t *testing.T) {
 func TestFeishuStoreAppTenantToken(t *testing.T) {
 	book := apps.MustNew()
 	ctx := context.Background()
-	if err := book.Learn(ctx, "a-APP", providers.App{Provider: "feishu", ID: "cli_store"}, time.Hour); err != nil {
+	if err := book.Learn(ctx, "a-APP", apps.App{Provider: "feishu", ID: "cli_store"}, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	srv := exchangeServer(t, `{"code":0,"tenant_access_token":"t-TENANT","expire":7200}`)
@@ -182,15 +181,15 @@ func TestTokenPlaces(t *testing.T) {
 func TestResolve(t *testing.T) {
 	book := apps.MustNew()
 	ctx := context.Background()
-	_ = book.Learn(ctx, "known", providers.App{Provider: "dingtalk", ID: "dingA"}, time.Hour)
+	_ = book.Learn(ctx, "known", apps.App{Provider: "dingtalk", ID: "dingA"}, time.Hour)
 	get := func(ctx context.Context, tok string) *http.Request {
 		req, _ := http.NewRequestWithContext(ctx, "GET", "https://oapi.dingtalk.com/user/get?access_token="+tok, nil)
 		return book.Resolve(req, "dingtalk")
 	}
-	if app, ok := providers.AppFrom(get(ctx, "known").Context()); !ok || app.ID != "dingA" || !app.Learned {
+	if app, ok := apps.FromContext(get(ctx, "known").Context()); !ok || app.ID != "dingA" || !app.Learned {
 		t.Errorf("known token: %+v, %v; want dingA, learned", app, ok)
 	}
-	if _, ok := providers.AppFrom(get(ctx, "unknown").Context()); ok {
+	if _, ok := apps.FromContext(get(ctx, "unknown").Context()); ok {
 		t.Error("unknown token was tagged")
 	}
 	if n := book.Stats().Unknown; n != 1 {
@@ -201,8 +200,8 @@ func TestResolve(t *testing.T) {
 	if n := book.Stats().Unknown; n != 1 {
 		t.Errorf("a robot webhook counted as unknown: Stats.Unknown = %d, want 1", n)
 	}
-	explicit := providers.WithApp(ctx, providers.App{ID: "dingB"})
-	if app, _ := providers.AppFrom(get(explicit, "known").Context()); app.ID != "dingB" || app.Learned {
+	explicit := apps.NewContext(ctx, apps.App{ID: "dingB"})
+	if app, _ := apps.FromContext(get(explicit, "known").Context()); app.ID != "dingB" || app.Learned {
 		t.Errorf("the caller's app: got %+v, want dingB given by the caller", app)
 	}
 }
@@ -212,7 +211,7 @@ func TestEntriesExpireWithTheToken(t *testing.T) {
 	clock := func() time.Time { return now }
 	book := apps.MustNew(apps.WithClock(clock))
 	ctx := context.Background()
-	_ = book.Learn(ctx, "tok", providers.App{Provider: "wechat", ID: "wxA"}, 10*time.Second)
+	_ = book.Learn(ctx, "tok", apps.App{Provider: "wechat", ID: "wxA"}, 10*time.Second)
 	now = now.Add(9 * time.Second)
 	if _, ok := book.Lookup(ctx, "tok"); !ok {
 		t.Fatal("forgot the token before it expired")
@@ -227,7 +226,7 @@ func TestMaxTokensBoundsTheCache(t *testing.T) {
 	book := apps.MustNew(apps.WithMaxTokens(160))
 	ctx := context.Background()
 	for i := range 5000 {
-		_ = book.Learn(ctx, "tok"+string(rune('a'+i%26))+time.Duration(i).String(), providers.App{Provider: "wechat", ID: "wxA"}, time.Hour)
+		_ = book.Learn(ctx, "tok"+string(rune('a'+i%26))+time.Duration(i).String(), apps.App{Provider: "wechat", ID: "wxA"}, time.Hour)
 	}
 	if n := book.Stats().Tokens; n > 160 {
 		t.Fatalf("the cache holds %d tokens, want at most 160", n)

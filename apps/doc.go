@@ -12,8 +12,8 @@
 // Feishu tenant_access_token and app_access_token), the answer carries the
 // token and its lifetime. Later requests carrying that token (query
 // access_token, header x-acs-dingtalk-access-token, Authorization: Bearer)
-// are tagged with the app through providers.WithApp before the preset
-// routes them (Resolve).
+// are tagged with the app (NewContext) before the preset routes them
+// (Resolve).
 //
 // What one replica learns, the others read from Redis (WithRedis), under a
 // keyed hash of the token (HMAC-SHA256 with a key every replica shares,

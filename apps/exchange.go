@@ -5,8 +5,6 @@ import (
 	"net/url"
 	"strings"
 	"time"
-
-	"github.com/quotaware/throttle/providers"
 )
 
 // Provider names, the presets' profile names.
@@ -20,7 +18,7 @@ const (
 // grant is one token an exchange handed out, and whose it is.
 type grant struct {
 	token string
-	app   providers.App
+	app   App
 	ttl   time.Duration
 }
 
@@ -30,7 +28,7 @@ type grant struct {
 // a tenant token).
 type exchange struct {
 	provider string
-	read     func(path string, q url.Values, reqBody, respBody []byte, lookup func(string) (providers.App, bool)) []grant
+	read     func(path string, q url.Values, reqBody, respBody []byte, lookup func(string) (App, bool)) []grant
 }
 
 // exchangeFor returns the exchange a request path is, or nil. Paths are
@@ -102,7 +100,7 @@ func one(provider, token, app, org string, ttl time.Duration) []grant {
 	if token == "" || app == "" {
 		return nil
 	}
-	return []grant{{token: token, app: providers.App{Provider: provider, ID: app, Org: org}, ttl: ttl}}
+	return []grant{{token: token, app: App{Provider: provider, ID: app, Org: org}, ttl: ttl}}
 }
 
 // body decodes the request's JSON members the exchanges name the app with.
@@ -127,7 +125,7 @@ func parseBody(b []byte) body {
 
 var (
 	// GET oapi.dingtalk.com/gettoken?appkey=&appsecret= (legacy corpid=&corpsecret=).
-	dingtalkGettoken = exchange{DingTalk, func(_ string, q url.Values, _, resp []byte, _ func(string) (providers.App, bool)) []grant {
+	dingtalkGettoken = exchange{DingTalk, func(_ string, q url.Values, _, resp []byte, _ func(string) (App, bool)) []grant {
 		a, ok := parseAnswer(resp)
 		if !ok {
 			return nil
@@ -140,7 +138,7 @@ var (
 	}}
 	// POST /v1.0/oauth2/accessToken {appKey}; /v1.0/oauth2/{corpId}/token
 	// {client_id}; ISV /v1.0/oauth2/corpAccessToken {suiteKey, authCorpId}.
-	dingtalkOAuth = exchange{DingTalk, func(path string, _ url.Values, req, resp []byte, _ func(string) (providers.App, bool)) []grant {
+	dingtalkOAuth = exchange{DingTalk, func(path string, _ url.Values, req, resp []byte, _ func(string) (App, bool)) []grant {
 		a, ok := parseAnswer(resp)
 		if !ok {
 			return nil
@@ -159,7 +157,7 @@ var (
 		return one(DingTalk, a.accessToken(), b.ClientID, corp, a.ttl())
 	}}
 	// POST oapi.dingtalk.com/service/get_corp_token?accessKey=<suiteKey> {auth_corpid}.
-	dingtalkCorpToken = exchange{DingTalk, func(_ string, q url.Values, req, resp []byte, _ func(string) (providers.App, bool)) []grant {
+	dingtalkCorpToken = exchange{DingTalk, func(_ string, q url.Values, req, resp []byte, _ func(string) (App, bool)) []grant {
 		a, ok := parseAnswer(resp)
 		if !ok {
 			return nil
@@ -167,7 +165,7 @@ var (
 		return one(DingTalk, a.accessToken(), q.Get("accessKey"), parseBody(req).AuthCorpID2, a.ttl())
 	}}
 	// GET /cgi-bin/token?appid=; POST /cgi-bin/stable_token {appid}.
-	wechatToken = exchange{WeChat, func(_ string, q url.Values, req, resp []byte, _ func(string) (providers.App, bool)) []grant {
+	wechatToken = exchange{WeChat, func(_ string, q url.Values, req, resp []byte, _ func(string) (App, bool)) []grant {
 		a, ok := parseAnswer(resp)
 		if !ok {
 			return nil
@@ -180,7 +178,7 @@ var (
 	}}
 	// GET qyapi.weixin.qq.com/cgi-bin/gettoken?corpid=&corpsecret=: the
 	// company is what WeCom limits, so the corp is the app.
-	wecomGettoken = exchange{WeCom, func(_ string, q url.Values, _, resp []byte, _ func(string) (providers.App, bool)) []grant {
+	wecomGettoken = exchange{WeCom, func(_ string, q url.Values, _, resp []byte, _ func(string) (App, bool)) []grant {
 		a, ok := parseAnswer(resp)
 		if !ok {
 			return nil
@@ -189,7 +187,7 @@ var (
 	}}
 	// POST /cgi-bin/service/get_suite_token {suite_id}: the suite's own
 	// token, which later names the suite of get_corp_token.
-	wecomSuiteToken = exchange{WeCom, func(_ string, _ url.Values, req, resp []byte, _ func(string) (providers.App, bool)) []grant {
+	wecomSuiteToken = exchange{WeCom, func(_ string, _ url.Values, req, resp []byte, _ func(string) (App, bool)) []grant {
 		a, ok := parseAnswer(resp)
 		if !ok {
 			return nil
@@ -198,7 +196,7 @@ var (
 	}}
 	// POST /cgi-bin/service/get_corp_token?suite_access_token= {auth_corpid}:
 	// a third-party app's token for one authorised company.
-	wecomCorpToken = exchange{WeCom, func(_ string, q url.Values, req, resp []byte, lookup func(string) (providers.App, bool)) []grant {
+	wecomCorpToken = exchange{WeCom, func(_ string, q url.Values, req, resp []byte, lookup func(string) (App, bool)) []grant {
 		a, ok := parseAnswer(resp)
 		if !ok {
 			return nil
@@ -213,7 +211,7 @@ var (
 	// POST /open-apis/auth/v3/{tenant,app}_access_token[/internal]: the
 	// internal forms name the app (app_id); the store app's tenant form
 	// names it by its app_access_token and the tenant by tenant_key.
-	feishuToken = exchange{Feishu, func(path string, _ url.Values, req, resp []byte, lookup func(string) (providers.App, bool)) []grant {
+	feishuToken = exchange{Feishu, func(path string, _ url.Values, req, resp []byte, lookup func(string) (App, bool)) []grant {
 		a, ok := parseAnswer(resp)
 		if !ok {
 			return nil

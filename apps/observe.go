@@ -61,9 +61,9 @@ func (o *observer) RoundTrip(req *http.Request) (*http.Response, error) {
 		return resp, nil
 	}
 	ctx := req.Context()
-	lookup := func(tok string) (providers.App, bool) {
+	lookup := func(tok string) (App, bool) {
 		if tok == "" {
-			return providers.App{}, false
+			return App{}, false
 		}
 		return o.book.Lookup(ctx, tok)
 	}

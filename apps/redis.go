@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/quotaware/throttle/providers"
 )
 
 // sep separates the fields of a stored identity: a control character no
@@ -24,7 +22,7 @@ func (b *Book) redisKey(h tokenHash) string {
 }
 
 // store shares a learned token with the other replicas, expiring with it.
-func (b *Book) store(ctx context.Context, h tokenHash, app providers.App, ttl time.Duration) error {
+func (b *Book) store(ctx context.Context, h tokenHash, app App, ttl time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cfg.redisTimeout)
 	defer cancel()
 	val := app.Provider + sep + app.ID + sep + app.Org
@@ -83,7 +81,7 @@ func (b *Book) heard(payload string) {
 	if err != nil || ttlMS <= 0 || len(parts) != 3 || parts[1] == "" {
 		return
 	}
-	app := providers.App{Provider: parts[0], ID: parts[1], Org: parts[2], Learned: true}
+	app := App{Provider: parts[0], ID: parts[1], Org: parts[2], Learned: true}
 	now := b.tick(b.cfg.now())
 	b.put(h, entry{app: b.intern(app), exp: now + ticks(time.Duration(ttlMS)*time.Millisecond)}, now)
 	b.heardCount.Add(1)
@@ -91,7 +89,7 @@ func (b *Book) heard(payload string) {
 
 // fetch reads a token another replica learned, with what is left of its
 // lifetime.
-func (b *Book) fetch(ctx context.Context, h tokenHash) (providers.App, time.Duration, bool, error) {
+func (b *Book) fetch(ctx context.Context, h tokenHash) (App, time.Duration, bool, error) {
 	b.redisLookups.Add(1)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cfg.redisTimeout)
 	defer cancel()
@@ -101,16 +99,16 @@ func (b *Book) fetch(ctx context.Context, h tokenHash) (providers.App, time.Dura
 	pttl := pipe.PTTL(ctx, key)
 	if _, err := pipe.Exec(ctx); err != nil {
 		if errors.Is(err, redis.Nil) {
-			return providers.App{}, 0, false, nil
+			return App{}, 0, false, nil
 		}
 		b.redisErrors.Add(1)
-		return providers.App{}, 0, false, err
+		return App{}, 0, false, err
 	}
 	parts := strings.SplitN(get.Val(), sep, 3)
 	ttl := pttl.Val()
 	if len(parts) != 3 || parts[1] == "" || ttl <= 0 {
-		return providers.App{}, 0, false, nil
+		return App{}, 0, false, nil
 	}
 	b.redisFound.Add(1)
-	return providers.App{Provider: parts[0], ID: parts[1], Org: parts[2], Learned: true}, ttl, true, nil
+	return App{Provider: parts[0], ID: parts[1], Org: parts[2], Learned: true}, ttl, true, nil
 }

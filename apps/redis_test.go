@@ -11,7 +11,6 @@ import (
 	"github.com/quotaware/throttle/apps"
 	"github.com/quotaware/throttle/internal/redistest"
 	"github.com/quotaware/throttle/limiter/limitertest"
-	"github.com/quotaware/throttle/providers"
 )
 
 // Two replicas on one Redis: what one learns from an exchange, the other
@@ -39,7 +38,7 @@ func TestReplicasShareWhatTheyLearn(t *testing.T) {
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	want := providers.App{Provider: "dingtalk", ID: "suiteS", Org: "org1", Learned: true}
+	want := apps.App{Provider: "dingtalk", ID: "suiteS", Org: "org1", Learned: true}
 
 	// The replica that was listening hears it (asynchronously).
 	deadline := time.Now().Add(5 * time.Second)
@@ -90,7 +89,7 @@ func TestAnotherKeyReadsNothing(t *testing.T) {
 	b := apps.MustNew(apps.WithRedis(srv.Client(t), []byte("another-key-0123456789")), apps.WithPrefix(prefix))
 	defer a.Close()
 	defer b.Close()
-	if err := a.Learn(ctx, "tok", providers.App{Provider: "wechat", ID: "wxA"}, time.Hour); err != nil {
+	if err := a.Learn(ctx, "tok", apps.App{Provider: "wechat", ID: "wxA"}, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := b.Lookup(ctx, "tok"); ok {
@@ -134,7 +133,7 @@ func TestRedisDown(t *testing.T) {
 	if s := b.Stats(); s.RedisLookups != 1 || s.RedisErrors != 1 {
 		t.Fatalf("%d Redis lookups, %d errors; want 1 and 1 (the second lookup answered from memory)", s.RedisLookups, s.RedisErrors)
 	}
-	if err := b.Learn(ctx, "mine", providers.App{Provider: "wechat", ID: "wxA"}, time.Hour); err == nil {
+	if err := b.Learn(ctx, "mine", apps.App{Provider: "wechat", ID: "wxA"}, time.Hour); err == nil {
 		t.Error("Learn reported no error with Redis down")
 	}
 	if app, ok := b.Lookup(ctx, "mine"); !ok || app.ID != "wxA" {

@@ -1,11 +1,24 @@
-// Package providers holds what the Transport needs to know about an open
-// platform: the Profile type (which requests, which rules and penalty scopes,
-// how to read an answer), the Route and Verdict a profile returns, and the
-// helpers profiles share: body peeking that hands the caller (PeekBody) or
-// the server (PeekRequestBody) the original bytes, and penalty-end parsing.
+// Package providers is what a profile author needs to teach the Transport
+// an open platform's limits: the Profile type, the Route a profile gives
+// each request and the Verdict it gives each answer.
 //
-// Presets live in sub-packages (dingtalk, wechat, wecom, feishu), each
-// routing requests by its provider's API catalog (generated from the
-// providers' SDKs by tools/catalog) and each with an emulator of the
-// provider's limits in its <name>test package.
+// A Profile does three things, each with its helpers here:
+//
+//   - Match picks the provider's requests: MatchHosts builds one from host
+//     names.
+//   - Route names the request's API, the rules it is charged to and the
+//     penalty scopes ("kind:id") it belongs to. FoldPath turns a path into
+//     a low-cardinality API name for a provider that publishes no catalog;
+//     PeekRequestBody reads a bounded prefix of the body when a limit is
+//     named there (a chat, a user), leaving the body as it was.
+//   - Classify reads the answer into a Verdict of a Kind. PeekBody reads
+//     the error body without taking it from the caller, ParseRetryAfter
+//     reads a Retry-After header, and Route.Scope finds the route's scope a
+//     Quota verdict penalises.
+//
+// The Profile example is a complete profile for a JSON API that answers 429
+// with Retry-After. Presets for DingTalk, WeChat, WeCom and Feishu live in
+// sub-packages, each routing requests by its provider's API catalog and
+// each with an emulator of the provider's limits in its <name>test package;
+// their Apps types serve several apps at once, told apart by package apps.
 package providers

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"sync"
 	"time"
 
@@ -18,37 +17,37 @@ import (
 
 // A profile for a provider with no preset: a JSON API that allows 5 calls
 // per wall-clock second and answers 429 with a Retry-After header beyond
-// that. Route gives every request one rule (here 2 per second, well inside
-// the provider's window whatever the latency) and one penalty scope;
-// Classify turns a 429 into a penalty that lasts as long as Retry-After says.
+// that. Match takes the API's host; Route gives every request one rule (here
+// 2 per second, well inside the provider's window whatever the latency) and
+// one penalty scope; Classify turns a 429 into a penalty of that scope that
+// lasts as long as Retry-After says.
 func ExampleProfile() {
 	api := newJSONAPI(5)
 	defer api.Close()
-	host := api.Listener.Addr().String()
 
 	rule := limiter.MustRule(limiter.NewRule("acme:app1", 2, time.Second))
 	profile := providers.Profile{
 		Name:  "acme",
-		Match: func(req *http.Request) bool { return req.URL.Host == host },
+		Match: providers.MatchHosts(api.Listener.Addr().String()),
 		Route: func(req *http.Request) (providers.Route, error) {
 			return providers.Route{
-				API:    providers.FoldPath(req.URL.Path),
+				API:    providers.FoldPath(req.URL.Path), // "/v1/orders/{id}"
 				Rules:  []limiter.Rule{rule},
-				Scopes: []string{providers.Scope(providers.ScopeApp, "app1")},
+				Scopes: []string{"app:app1"},
 			}, nil
 		},
-		Classify: func(req *http.Request, resp *http.Response, _ *providers.Route) providers.Verdict {
+		Classify: func(req *http.Request, resp *http.Response, route *providers.Route) providers.Verdict {
 			if resp.StatusCode != http.StatusTooManyRequests {
 				return providers.Verdict{Kind: providers.OK}
 			}
-			secs, err := strconv.Atoi(resp.Header.Get("Retry-After"))
-			if err != nil {
-				secs = 60
+			wait, ok := providers.ParseRetryAfter(resp.Header, time.Now())
+			if !ok {
+				wait = time.Minute
 			}
 			return providers.Verdict{
 				Kind:         providers.Quota,
-				Scope:        providers.Scope(providers.ScopeApp, "app1"),
-				Until:        time.Now().Add(time.Duration(secs) * time.Second),
+				Scope:        route.Scope("app"),
+				Until:        time.Now().Add(wait),
 				Code:         "429",
 				NotProcessed: true,
 			}

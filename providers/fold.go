@@ -2,9 +2,9 @@ package providers
 
 import "strings"
 
-// MaxAPILen bounds what FoldPath returns, so that an API name can go into
+// maxAPILen bounds what FoldPath returns, so that an API name can go into
 // rule keys, penalty scopes and metric attributes whatever the request.
-const MaxAPILen = 128
+const maxAPILen = 128
 
 // maxSegment is the longest path segment kept as written: longer ones are
 // tokens or data, never an API's name.
@@ -13,7 +13,7 @@ const maxSegment = 64
 // foldedID replaces every segment that looks like an identifier.
 const foldedID = "{id}"
 
-// cutMarker ends a path cut at MaxAPILen.
+// cutMarker ends a path cut at maxAPILen.
 const cutMarker = "/..."
 
 // FoldPath guesses an API name from a path alone, for a custom profile whose
@@ -26,7 +26,7 @@ const cutMarker = "/..."
 // query and fragment, replaces segments that look like identifiers (numbers,
 // UUIDs, long hex, base64-like tokens, mixed letters and digits, emails,
 // phone numbers, escaped or non-ASCII text, anything with '=' or ';') with
-// "{id}", and cuts the result at a segment boundary to at most MaxAPILen
+// "{id}", and cuts the result at a segment boundary to at most 128
 // bytes, ending it with "/..." when cut.
 //
 // Two paths of different shape stay distinct
@@ -43,11 +43,11 @@ func FoldPath(path string) string {
 		return "/"
 	}
 	// Fast path: nothing to fold and short enough.
-	if len(path) <= MaxAPILen && !needsFold(path) {
+	if len(path) <= maxAPILen && !needsFold(path) {
 		return path
 	}
 	var b strings.Builder
-	b.Grow(min(len(path), MaxAPILen))
+	b.Grow(min(len(path), maxAPILen))
 	rest := path
 	first := true
 	for {
@@ -61,9 +61,9 @@ func FoldPath(path string) string {
 		}
 		// Keep room for the marker unless this is the very last segment
 		// and it fits exactly.
-		limit := MaxAPILen - len(cutMarker)
+		limit := maxAPILen - len(cutMarker)
 		if !more {
-			limit = MaxAPILen
+			limit = maxAPILen
 		}
 		if b.Len()+add > limit {
 			b.WriteString(cutMarker)

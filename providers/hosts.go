@@ -5,22 +5,22 @@ import (
 	"strings"
 )
 
-// HostSet is the hosts a profile handles, for its Match. Hosts compare
-// without regard to case, and an entry without a port matches that host on
-// any port ("127.0.0.1" matches an emulator on 127.0.0.1:43817).
-type HostSet map[string]bool
-
-// NewHostSet builds a HostSet from "host" or "host:port" entries.
-func NewHostSet(hosts []string) HostSet {
-	s := make(HostSet, len(hosts))
+// MatchHosts returns a Profile.Match that accepts requests to any of hosts,
+// each written "host" or "host:port". Hosts compare without regard to case,
+// and an entry without a port matches that host on any port ("127.0.0.1"
+// matches an emulator on 127.0.0.1:43817).
+func MatchHosts(hosts ...string) func(*http.Request) bool {
+	s := make(hostSet, len(hosts))
 	for _, h := range hosts {
 		s[strings.ToLower(h)] = true
 	}
-	return s
+	return s.match
 }
 
-// Match reports whether the request goes to one of the hosts.
-func (s HostSet) Match(req *http.Request) bool {
+// hostSet is the hosts a Match accepts, lower-cased.
+type hostSet map[string]bool
+
+func (s hostSet) match(req *http.Request) bool {
 	if req == nil || req.URL == nil {
 		return false
 	}
@@ -39,13 +39,4 @@ func (s HostSet) Match(req *http.Request) bool {
 		return s[strings.Trim(h[:i], "[]")]
 	}
 	return false
-}
-
-// Must returns p, or panics with err: the presets' MustProfile, for configs
-// known to be valid.
-func Must(p Profile, err error) Profile {
-	if err != nil {
-		panic(err)
-	}
-	return p
 }

@@ -7,16 +7,16 @@ import (
 	"github.com/quotaware/throttle/providers/internal/mediatype"
 )
 
-// DefaultPeekLimit is how much of a body PeekBody reads when asked for no
+// defaultPeekLimit is how much of a body PeekBody reads when asked for no
 // particular limit. Every error body the presets know fits in far less; the
 // bound keeps a large success body from being buffered twice.
-const DefaultPeekLimit = 64 << 10
+const defaultPeekLimit = 64 << 10
 
 // firstChunk is the first buffer size when the body's length is unknown:
 // error bodies are a few hundred bytes, so most responses never grow it.
 const firstChunk = 2 << 10
 
-// PeekBody reads up to limit bytes (DefaultPeekLimit when max <= 0) of a
+// PeekBody reads up to limit bytes (64 KiB when limit <= 0) of a
 // response body that may carry a provider's error, and returns them.
 //
 // It reads only bodies whose Content-Type is JSON (application/json,
@@ -42,7 +42,7 @@ func PeekBody(resp *http.Response, limit int) ([]byte, error) {
 		return nil, nil
 	}
 	if limit <= 0 {
-		limit = DefaultPeekLimit
+		limit = defaultPeekLimit
 	}
 	n, known := limit, false
 	if resp.ContentLength == 0 {

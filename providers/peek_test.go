@@ -102,8 +102,8 @@ func TestPeekBody(t *testing.T) {
 		{"event stream", "text/event-stream", []byte(`data: {}`), -1, 0, -1, false, 0, false},
 		{"zero length", "application/json", nil, 0, 0, -1, false, 0, false},
 		{"truncated at limit", "application/json", big, -1, 100, -1, true, 100, false},
-		{"default limit", "application/json", big, -1, 0, -1, true, DefaultPeekLimit, false},
-		{"length known and large", "application/json", big, int64(len(big)), 0, -1, true, DefaultPeekLimit, false},
+		{"default limit", "application/json", big, -1, 0, -1, true, defaultPeekLimit, false},
+		{"length known and large", "application/json", big, int64(len(big)), 0, -1, true, defaultPeekLimit, false},
 		{"error inside prefix", "application/json", []byte(`{"errcode":90018,"errmsg":"cut"}`), -1, 0, 10, true, 10, true},
 		{"error after prefix", "application/json", big, -1, 1000, 5000, true, 1000, false},
 		{"error at once", "application/json", big, -1, 0, 0, true, 0, true},
@@ -237,7 +237,7 @@ func FuzzPeekBody(f *testing.F) {
 		if !errors.Is(rerr, injected) || (injected == nil && rerr != nil) {
 			t.Fatalf("caller's error = %v, want %v", rerr, injected)
 		}
-		if lim := limit; lim > 0 && len(prefix) > lim || lim <= 0 && len(prefix) > DefaultPeekLimit {
+		if lim := limit; lim > 0 && len(prefix) > lim || lim <= 0 && len(prefix) > defaultPeekLimit {
 			t.Fatalf("prefix of %d bytes exceeds the limit %d", len(prefix), limit)
 		}
 		if resp.Body.Close() != nil || !orig.closed {

@@ -3,7 +3,6 @@ package providers
 import (
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/quotaware/throttle/limiter"
@@ -62,9 +61,9 @@ const DefaultPenalty = 5 * time.Minute
 // Route is what one request is subject to.
 type Route struct {
 	// API names the provider API the request calls, by its template in
-	// the provider's catalog (e.g. "GET /v1.0/contact/users/{unionId}"):
-	// low cardinality, free of IDs, safe for keys, metric attributes and
-	// span names.
+	// the provider's catalog (e.g. "GET /v1.0/contact/users/{unionId}"),
+	// or by FoldPath when the provider publishes none: low cardinality,
+	// free of IDs, safe for keys, metric attributes and span names.
 	API string
 	// Uncatalogued is set when the path matched no template of the
 	// catalog: the request was routed to the profile's one conservative
@@ -74,8 +73,10 @@ type Route struct {
 	// Rules are charged together, all or none.
 	Rules []limiter.Rule
 	// Scopes are the penalty scopes the request belongs to, each written
-	// "kind:id" (see Scope), e.g. "api:dingabc:GET /v1.0/contact/users/{unionId}",
-	// "app:dingabc", "egress:default".
+	// "kind:id", e.g. "api:dingabc:GET /v1.0/contact/users/{unionId}",
+	// "app:dingabc", "egress:default". The kind is the profile's to choose
+	// and is what telemetry reports of a penalty; the id must hold no
+	// secret or token.
 	Scopes []string
 }
 
@@ -90,16 +91,6 @@ func (r *Route) HasConcurrency() bool {
 	return false
 }
 
-// Scope kinds used by the presets.
-const (
-	ScopeAPI     = "api"     // one API of one app
-	ScopeApp     = "app"     // every API of one app
-	ScopeOrg     = "org"     // one company or tenant
-	ScopeEgress  = "egress"  // every call leaving from this egress IP
-	ScopeEntity  = "entity"  // one chat, user or robot the provider limits on its own
-	ScopeMonthly = "monthly" // a calendar quota shared by a set of APIs
-)
-
 // Scope returns the route's first scope of a kind, or "" when it has none:
 // how a Classify names the scope of a Quota verdict without rebuilding it.
 func (r *Route) Scope(kind string) string {
@@ -109,17 +100,6 @@ func (r *Route) Scope(kind string) string {
 		}
 	}
 	return ""
-}
-
-// Scope builds a scope string "kind:id".
-func Scope(kind, id string) string { return kind + ":" + id }
-
-// ScopeKind returns the kind of a scope string, for telemetry.
-func ScopeKind(scope string) string {
-	if k, _, ok := strings.Cut(scope, ":"); ok {
-		return k
-	}
-	return scope
 }
 
 // Kind is how a provider's answer must be treated.

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/quotaware/throttle/apps"
 	"github.com/quotaware/throttle/providers"
 )
 
@@ -46,7 +47,7 @@ type AppsConfig struct {
 // customer orgs need nothing. Safe for concurrent use.
 type Apps struct {
 	shared   Config
-	hosts    providers.HostSet
+	hosts    func(*http.Request) bool
 	byKey    atomic.Pointer[map[string]*preset]
 	mu       sync.Mutex // serialises Add
 	fallback *preset    // Default's preset, or the shared unknown scope
@@ -65,7 +66,7 @@ func NewApps(c AppsConfig) (*Apps, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dingtalk: AppsConfig.Shared: %w", err)
 	}
-	a := &Apps{shared: shared, hosts: providers.NewHostSet(shared.Hosts), unlisted: c.Unlisted}
+	a := &Apps{shared: shared, hosts: providers.MatchHosts(shared.Hosts...), unlisted: c.Unlisted}
 	empty := map[string]*preset{}
 	a.byKey.Store(&empty)
 	lowest := 0
@@ -141,7 +142,7 @@ func (a *Apps) inherit(cfg Config) Config {
 	if cfg.ISV {
 		own := cfg.OrgFromRequest
 		cfg.OrgFromRequest = func(req *http.Request) string {
-			if id, ok := providers.AppFrom(req.Context()); ok && id.Org != "" {
+			if id, ok := apps.FromContext(req.Context()); ok && id.Org != "" {
 				return id.Org
 			}
 			if own != nil {
@@ -165,7 +166,7 @@ func (a *Apps) presets() map[string]*preset { return *a.byKey.Load() }
 
 // pick returns the preset of the request's app.
 func (a *Apps) pick(req *http.Request) *preset {
-	id, ok := providers.AppFrom(req.Context())
+	id, ok := apps.FromContext(req.Context())
 	if !ok || !id.For(Name) {
 		return a.fallback
 	}
@@ -187,7 +188,7 @@ func (a *Apps) pick(req *http.Request) *preset {
 func (a *Apps) Profile() providers.Profile {
 	return providers.Profile{
 		Name:  Name,
-		Match: a.hosts.Match,
+		Match: a.hosts,
 		Route: func(req *http.Request) (providers.Route, error) {
 			return a.pick(req).route(req)
 		},

@@ -6,8 +6,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/quotaware/throttle/apps"
 	"github.com/quotaware/throttle/providers"
 	"github.com/quotaware/throttle/providers/dingtalk"
+	"github.com/quotaware/throttle/providers/internal/scopekind"
 )
 
 func TestAppsRouteByTheRequestsApp(t *testing.T) {
@@ -23,26 +25,26 @@ func TestAppsRouteByTheRequestsApp(t *testing.T) {
 	cases := []struct {
 		name      string
 		cfg       dingtalk.AppsConfig
-		app       *providers.App
+		app       *apps.App
 		wantScope string // the per-API scope, which is the per-API rule's key
 		wantRate  int
 		wantErr   string
 	}{
-		{"learned app", cfg, &providers.App{Provider: "dingtalk", ID: "dingA", Learned: true}, "api:dingA:/user/get", 20, ""},
-		{"edition per app", cfg, &providers.App{Provider: "dingtalk", ID: "dingB"}, "api:dingB:/user/get", 40, ""},
-		{"suite in an org", cfg, &providers.App{Provider: "dingtalk", ID: "suiteS", Org: "corp7"}, "api:suiteS@corp7:/user/get", 40, ""},
-		{"suite without an org", cfg, &providers.App{ID: "suiteS"}, "", 0, "customer org"},
+		{"learned app", cfg, &apps.App{Provider: "dingtalk", ID: "dingA", Learned: true}, "api:dingA:/user/get", 20, ""},
+		{"edition per app", cfg, &apps.App{Provider: "dingtalk", ID: "dingB"}, "api:dingB:/user/get", 40, ""},
+		{"suite in an org", cfg, &apps.App{Provider: "dingtalk", ID: "suiteS", Org: "corp7"}, "api:suiteS@corp7:/user/get", 40, ""},
+		{"suite without an org", cfg, &apps.App{ID: "suiteS"}, "", 0, "customer org"},
 		{"unknown: the shared scope at the lowest rate", cfg, nil, "api:unknown:/user/get", 20, ""},
 		{"unknown: the default app", withDefault, nil, "api:dingB:/user/get", 40, ""},
-		{"another provider's app is unknown", cfg, &providers.App{Provider: "wechat", ID: "dingA"}, "api:unknown:/user/get", 20, ""},
-		{"an unlisted app: a standard app of its own", cfg, &providers.App{Provider: "dingtalk", ID: "dingNew"}, "api:dingNew:/user/get", 20, ""},
+		{"another provider's app is unknown", cfg, &apps.App{Provider: "wechat", ID: "dingA"}, "api:unknown:/user/get", 20, ""},
+		{"an unlisted app: a standard app of its own", cfg, &apps.App{Provider: "dingtalk", ID: "dingNew"}, "api:dingNew:/user/get", 20, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			p := dingtalk.MustApps(tc.cfg).Profile()
 			ctx := context.Background()
 			if tc.app != nil {
-				ctx = providers.WithApp(ctx, *tc.app)
+				ctx = apps.NewContext(ctx, *tc.app)
 			}
 			req, _ := http.NewRequestWithContext(ctx, "GET", "https://oapi.dingtalk.com/user/get?access_token=x", nil)
 			r, err := p.Route(req)
@@ -69,7 +71,7 @@ func TestAppsAddWhileRunning(t *testing.T) {
 	a := dingtalk.MustApps(dingtalk.AppsConfig{Apps: []dingtalk.Config{{AppKey: "dingA"}}, Unlisted: true})
 	p := a.Profile()
 	route := func() providers.Route {
-		ctx := providers.WithApp(context.Background(), providers.App{ID: "dingC"})
+		ctx := apps.NewContext(context.Background(), apps.App{ID: "dingC"})
 		req, _ := http.NewRequestWithContext(ctx, "GET", "https://api.dingtalk.com/v1.0/contact/users/u1", nil)
 		r, err := p.Route(req)
 		if err != nil {
@@ -112,15 +114,15 @@ func TestISVMonthlyQuotaPerOrg(t *testing.T) {
 	p := dingtalk.MustApps(dingtalk.AppsConfig{Apps: []dingtalk.Config{{AppKey: "suiteS", ISV: true}}}).Profile()
 	keys := map[string]bool{}
 	for _, org := range []string{"corp1", "corp2"} {
-		ctx := providers.WithApp(context.Background(), providers.App{ID: "suiteS", Org: org})
+		ctx := apps.NewContext(context.Background(), apps.App{ID: "suiteS", Org: org})
 		req, _ := http.NewRequestWithContext(ctx, "GET", "https://oapi.dingtalk.com/user/get?access_token=x", nil)
 		r, err := p.Route(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		month := r.Rules[len(r.Rules)-1]
-		if !strings.Contains(month.Key(), org) || !strings.Contains(r.Scope(providers.ScopeMonthly), org) {
-			t.Fatalf("%s: monthly rule %q, scope %q; want both the org's", org, month.Key(), r.Scope(providers.ScopeMonthly))
+		if !strings.Contains(month.Key(), org) || !strings.Contains(r.Scope(scopekind.Monthly), org) {
+			t.Fatalf("%s: monthly rule %q, scope %q; want both the org's", org, month.Key(), r.Scope(scopekind.Monthly))
 		}
 		keys[month.Key()] = true
 	}

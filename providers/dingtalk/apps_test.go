@@ -17,8 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/quotaware/throttle"
 	"github.com/quotaware/throttle/apps"
 	"github.com/quotaware/throttle/internal/loadtest"
@@ -53,9 +51,6 @@ const (
 	slowRate = 3
 	isvRate  = 4
 )
-
-// sharedKey is the HMAC key every replica's Book shares.
-var sharedKey = []byte("test-key-0123456789abcdef0123456")
 
 func multiAppCredentials() []credential {
 	creds := []credential{
@@ -101,13 +96,7 @@ func newAppsFleet(t *testing.T, replicas int, creds []credential) *appsFleet {
 			{AppKey: "suiteISV", ISV: true, ISVRate: isvRate},
 		},
 	})
-	f.books = make([]*apps.Book, replicas)
-	f.clients = loadtest.ReplicasWith(t, replicas, func(i int, rdb *redis.Client, prefix string) []throttle.Option {
-		f.books[i] = apps.MustNew(apps.WithRedis(rdb, sharedKey), apps.WithPrefix(prefix))
-		book := f.books[i]
-		t.Cleanup(func() { book.Close() })
-		return []throttle.Option{throttle.WithApps(f.books[i])}
-	}, throttle.WithProfiles(set.Profile()))
+	f.clients, f.books = loadtest.AppReplicas(t, replicas, throttle.WithProfiles(set.Profile()))
 	// The service keeps its tokens where every replica finds them (as SDKs
 	// with a shared token cache do): each credential is fetched by one
 	// replica, whose Transport learns it and shares it through Redis.
@@ -216,13 +205,7 @@ func TestManyAppsAtFiveTimesDemand(t *testing.T) {
 	}
 	t.Logf("callers: %s", tl)
 	t.Logf("emulator: %d requests, %d rejected, %d IP bans", st.Requests, st.Rejected, st.Bans)
-	for i, b := range f.books {
-		s := b.Stats()
-		t.Logf("replica %d: learned %d, %d local hits, %d Redis lookups (%d found, %d errors), %d unknown", i, s.Learned, s.LocalHits, s.RedisLookups, s.RedisFound, s.RedisErrors, s.Unknown)
-		if s.Unknown != 0 {
-			t.Errorf("replica %d charged %d calls to the unknown scope, want 0", i, s.Unknown)
-		}
-	}
+	loadtest.ExpectAllKnown(t, f.books)
 	if st.Rejected != 0 || st.Bans != 0 {
 		t.Errorf("the emulator rejected %d calls and banned the IP %d times, want none", st.Rejected, st.Bans)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/quotaware/throttle/providers/internal/jsoncode"
 	"github.com/quotaware/throttle/providers/internal/mediatype"
 	"github.com/quotaware/throttle/providers/internal/penaltytime"
+	"github.com/quotaware/throttle/providers/internal/scopekind"
 )
 
 // scopeKind is which of a request's scopes an error penalises.
@@ -115,7 +116,7 @@ func (p *preset) classify(req *http.Request, resp *http.Response, route *provide
 	status := resp.StatusCode
 	ct := resp.Header.Get("Content-Type")
 	if !mediatype.Peekable(ct) {
-		return statusVerdict(status, resp.Header)
+		return p.statusVerdict(status, resp.Header)
 	}
 	prefix, _ := providers.PeekBody(resp, p.cfg.PeekLimit)
 	html := isHTML(prefix, ct)
@@ -126,15 +127,15 @@ func (p *preset) classify(req *http.Request, resp *http.Response, route *provide
 		}
 	}
 	if html {
-		return htmlVerdict(status, resp.Header)
+		return p.htmlVerdict(status, resp.Header)
 	}
 	c, isJSON := jsoncode.Parse(prefix)
 	switch {
 	case !isJSON || !c.HasCode:
-		return statusVerdict(status, resp.Header)
+		return p.statusVerdict(status, resp.Header)
 	case c.CodeKey == "code" && !c.CodeIsString:
 		// A numeric "code" is no DingTalk error field: data of a success.
-		v := statusVerdict(status, resp.Header)
+		v := p.statusVerdict(status, resp.Header)
 		if v.Kind != providers.OK {
 			v.Code, v.Message = c.Code, c.Message
 		}
@@ -156,7 +157,7 @@ func (p *preset) oldAPIVerdict(req *http.Request, resp *http.Response, route *pr
 		}
 	}
 	if code == "0" {
-		return statusVerdict(resp.StatusCode, resp.Header)
+		return p.statusVerdict(resp.StatusCode, resp.Header)
 	}
 	if q, ok := oldQuota(code); ok {
 		return p.quota(route, q, code, msg, c.Message, p.cfg.Clock())
@@ -167,12 +168,12 @@ func (p *preset) oldAPIVerdict(req *http.Request, resp *http.Response, route *pr
 	case codeRobotThrottled:
 		// Only a robot's own route names the robot: elsewhere the code is
 		// no robot's, and is read like any other unknown code.
-		if robot := route.Scope(providers.ScopeEntity); robot != "" && p.robotRule.Limit() > 0 {
+		if robot := route.Scope(scopekind.Entity); robot != "" && p.robotRule.Limit() > 0 {
 			return providers.Verdict{Kind: providers.Quota, Scope: robot, Until: p.cfg.Clock().Add(p.cfg.RobotPenalty),
 				Code: code, Message: msg, NotProcessed: true}
 		}
 	}
-	if v := statusVerdict(resp.StatusCode, resp.Header); v.Kind == providers.Transient {
+	if v := p.statusVerdict(resp.StatusCode, resp.Header); v.Kind == providers.Transient {
 		v.Code, v.Message = code, msg
 		return v
 	}
@@ -198,7 +199,7 @@ func (p *preset) newAPIVerdict(req *http.Request, resp *http.Response, route *pr
 		v.RetryAfter, _ = providers.ParseRetryAfter(resp.Header, p.cfg.Clock())
 		return v
 	}
-	v := statusVerdict(resp.StatusCode, resp.Header)
+	v := p.statusVerdict(resp.StatusCode, resp.Header)
 	if v.Kind != providers.OK {
 		v.Code, v.Message = code, msg
 	}
@@ -211,7 +212,7 @@ func (p *preset) newAPIVerdict(req *http.Request, resp *http.Response, route *pr
 func (p *preset) quota(route *providers.Route, q quotaCode, code, msg, altMsg string, now time.Time) providers.Verdict {
 	v := providers.Verdict{Kind: providers.Quota, Code: code, Message: msg, NotProcessed: true}
 	// A robot's route has no API scope: its robot is its API.
-	api := cmp.Or(route.Scope(providers.ScopeAPI), route.Scope(providers.ScopeEntity), p.appScope)
+	api := cmp.Or(route.Scope(scopekind.API), route.Scope(scopekind.Entity), p.appScope)
 	switch q.scope {
 	case onAPI:
 		v.Scope = api
@@ -219,13 +220,13 @@ func (p *preset) quota(route *providers.Route, q quotaCode, code, msg, altMsg st
 		v.Scope = p.appScope
 	case onOrg:
 		// The ISV suite in the customer org; the app for an internal app.
-		v.Scope = cmp.Or(route.Scope(providers.ScopeOrg), p.appScope)
+		v.Scope = cmp.Or(route.Scope(scopekind.Org), p.appScope)
 	case onEgress:
 		v.Scope = p.egressScope
 	case onMonthly:
 		// The organisation's metered APIs when this is one of them; else
 		// the platform meters an API we did not know of: stop that one.
-		v.Scope = cmp.Or(route.Scope(providers.ScopeMonthly), api)
+		v.Scope = cmp.Or(route.Scope(scopekind.Monthly), api)
 	}
 	end, ok := penaltytime.ParseBeijingEnd(msg, now)
 	if !ok && altMsg != "" {
@@ -254,18 +255,18 @@ func (p *preset) quota(route *providers.Route, q quotaCode, code, msg, altMsg st
 
 // statusVerdict classifies by status alone, for answers without an error
 // code.
-func statusVerdict(status int, h http.Header) providers.Verdict {
+func (p *preset) statusVerdict(status int, h http.Header) providers.Verdict {
 	switch {
 	case status < 400:
 		return providers.Verdict{Kind: providers.OK}
 	case status == http.StatusTooManyRequests:
 		// 429 without a known code: not processed, worth a retry later.
 		v := providers.Verdict{Kind: providers.Transient, Code: "429", NotProcessed: true}
-		v.RetryAfter, _ = providers.ParseRetryAfter(h, time.Now())
+		v.RetryAfter, _ = providers.ParseRetryAfter(h, p.cfg.Clock())
 		return v
 	case status >= 500:
 		v := providers.Verdict{Kind: providers.Transient, Code: http.StatusText(status)}
-		v.RetryAfter, _ = providers.ParseRetryAfter(h, time.Now())
+		v.RetryAfter, _ = providers.ParseRetryAfter(h, p.cfg.Clock())
 		return v
 	}
 	return providers.Verdict{Kind: providers.Fatal, Code: http.StatusText(status)}
@@ -315,11 +316,11 @@ func isBan(prefix []byte, html bool) bool {
 // never answer HTML, so it came from something in front of them (a proxy, a
 // firewall, a gateway): a 403 or 429 there is transient and the API never
 // saw the call; other statuses read as usual.
-func htmlVerdict(status int, h http.Header) providers.Verdict {
+func (p *preset) htmlVerdict(status int, h http.Header) providers.Verdict {
 	if status == http.StatusForbidden || status == http.StatusTooManyRequests {
 		v := providers.Verdict{Kind: providers.Transient, Code: strconv.Itoa(status), NotProcessed: true}
-		v.RetryAfter, _ = providers.ParseRetryAfter(h, time.Now())
+		v.RetryAfter, _ = providers.ParseRetryAfter(h, p.cfg.Clock())
 		return v
 	}
-	return statusVerdict(status, h)
+	return p.statusVerdict(status, h)
 }

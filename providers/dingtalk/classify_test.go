@@ -226,6 +226,37 @@ func TestClassifyISV(t *testing.T) {
 	}
 }
 
+// A Retry-After given as an HTTP date is read against Config.Clock, not the
+// machine's clock: the test clock is in 2025, so a date 30 s after it is
+// long past by time.Now and would give no hint at all.
+func TestRetryAfterDateUsesClock(t *testing.T) {
+	p := testProfile(t, Config{})
+	at := now.Truncate(time.Second).Add(30 * time.Second)
+	want := at.Sub(now)
+	cases := []struct {
+		name, url string
+		status    int
+		ct, body  string
+	}{
+		{"429 without a code", oldURL, 429, json, `{}`},
+		{"429 of no readable type", oldURL, 429, "image/png", "\x89PNG"},
+		{"5xx", oldURL, 503, "text/plain", "busy"},
+		{"HTML 403 from a proxy", newURL, 403, html, "<html>denied</html>"},
+		{"HTML 429 from a gateway", newURL, 429, html, "<html>slow down</html>"},
+		{"system busy", newURL, 503, json, `{"code":"system.busy","message":"busy"}`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := answer(tc.status, tc.ct, tc.body)
+			resp.Header.Set("Retry-After", at.UTC().Format(http.TimeFormat))
+			v := routedClassify(p, request("GET", tc.url), resp)
+			if v.Kind != providers.Transient || v.RetryAfter != want {
+				t.Errorf("verdict %v, RetryAfter %v; want transient with %v", v.Kind, v.RetryAfter, want)
+			}
+		})
+	}
+}
+
 // A 2xx answer that is not JSON, HTML or text is OK without reading a
 // byte of it.
 func TestClassifyCheapOnBinary(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 	"github.com/quotaware/throttle/providers"
 	"github.com/quotaware/throttle/providers/internal/catalog"
 	"github.com/quotaware/throttle/providers/internal/penaltytime"
+	"github.com/quotaware/throttle/providers/internal/scopekind"
 )
 
 // apiCatalog is DingTalk's API catalog, both generations, built on first
@@ -61,7 +62,11 @@ func Profile(cfg Config) (providers.Profile, error) {
 // MustProfile is Profile that panics on an invalid config, for configs
 // written as literals.
 func MustProfile(cfg Config) providers.Profile {
-	return providers.Must(Profile(cfg))
+	p, err := Profile(cfg)
+	if err != nil {
+		panic(err)
+	}
+	return p
 }
 
 // preset holds what Profile computed once: rule templates (rules are
@@ -69,7 +74,7 @@ func MustProfile(cfg Config) providers.Profile {
 // cache of routes per API.
 type preset struct {
 	cfg   Config
-	hosts providers.HostSet
+	hosts func(*http.Request) bool
 
 	apis        *catalog.Catalog // DingTalk's APIs
 	extra       *catalog.Catalog // Config.APIs and MeteredPaths apis lacks, searched first
@@ -88,10 +93,10 @@ type preset struct {
 func newPreset(c Config) (*preset, error) {
 	p := &preset{
 		cfg:         c,
-		hosts:       providers.NewHostSet(c.Hosts),
+		hosts:       providers.MatchHosts(c.Hosts...),
 		metered:     make(map[string]bool, len(c.MeteredPaths)),
-		appScope:    boundKey(providers.Scope(providers.ScopeApp, c.AppKey)),
-		egressScope: providers.Scope(providers.ScopeEgress, c.Egress),
+		appScope:    boundKey(scopekind.Of(scopekind.App, c.AppKey)),
+		egressScope: scopekind.Of(scopekind.Egress, c.Egress),
 		routes:      make(map[string]*providers.Route),
 		apis:        apiCatalog(),
 	}
@@ -147,11 +152,11 @@ func (p *preset) monthKey() string {
 // monthScope is the penalty scope of the monthly quota: every metered API of
 // the organisation, and nothing else (unmetered APIs keep working).
 func (p *preset) monthScope() string {
-	return boundKey(providers.Scope(providers.ScopeMonthly, strings.TrimPrefix(p.monthKey(), "month:")))
+	return boundKey(scopekind.Of(scopekind.Monthly, strings.TrimPrefix(p.monthKey(), "month:")))
 }
 
 func (p *preset) match(req *http.Request) bool {
-	return p.hosts.Match(req)
+	return p.hosts(req)
 }
 
 // errNoOrg reports an ISV request whose customer org is unknown.
@@ -234,7 +239,7 @@ func (p *preset) buildRoute(api, org string) (providers.Route, error) {
 			if month, err = p.monthRule.WithKey(boundKey("month:" + org)); err != nil {
 				return providers.Route{}, err
 			}
-			scope = boundKey(providers.Scope(providers.ScopeMonthly, org))
+			scope = boundKey(scopekind.Of(scopekind.Monthly, org))
 		}
 		rules = append(rules, month)
 		scopes = append(scopes, scope)
@@ -250,12 +255,12 @@ func (p *preset) apiScope(api, org string) string {
 	if org != "" {
 		id += "@" + org
 	}
-	return boundKey(providers.Scope(providers.ScopeAPI, id+":"+api))
+	return boundKey(scopekind.Of(scopekind.API, id+":"+api))
 }
 
 // orgScope names the ISV suite's calls into one customer org.
 func (p *preset) orgScope(org string) string {
-	return boundKey(providers.Scope(providers.ScopeOrg, p.cfg.AppKey+"@"+org))
+	return boundKey(scopekind.Of(scopekind.Org, p.cfg.AppKey+"@"+org))
 }
 
 // robotRoute limits one custom group robot, named by a hash of its token so
@@ -275,7 +280,7 @@ func (p *preset) robotRoute(req *http.Request, api string) (providers.Route, err
 
 func (p *preset) robotScope(req *http.Request) string {
 	tok := req.URL.Query().Get("access_token")
-	return providers.Scope(providers.ScopeEntity, "robot#"+hash16(tok))
+	return scopekind.Of(scopekind.Entity, "robot#"+hash16(tok))
 }
 
 // boundKey keeps a key within limiter.MaxKeyLen: a longer one keeps its

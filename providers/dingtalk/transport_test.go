@@ -20,11 +20,11 @@ import (
 	"github.com/quotaware/throttle"
 	"github.com/quotaware/throttle/internal/loadtest"
 	"github.com/quotaware/throttle/limiter/limitertest"
-	"github.com/quotaware/throttle/providers"
 	"github.com/quotaware/throttle/providers/dingtalk"
 	"github.com/quotaware/throttle/providers/dingtalk/dingtalktest"
 	"github.com/quotaware/throttle/providers/internal/jsoncode"
 	"github.com/quotaware/throttle/providers/internal/penaltytime"
+	"github.com/quotaware/throttle/providers/internal/scopekind"
 )
 
 func TestMain(m *testing.M) { loadtest.Main(m) }
@@ -416,7 +416,7 @@ func TestIPBanStopsEveryAPIOnEveryReplica(t *testing.T) {
 	}
 	tl := f.tally()
 	stopped := map[int]bool{}
-	egress := providers.Scope(providers.ScopeEgress, dingtalk.DefaultEgress)
+	egress := scopekind.Of(scopekind.Egress, dingtalk.DefaultEgress)
 	for _, r := range f.results {
 		var pe *throttle.PenaltyError
 		if errors.As(r.err, &pe) && pe.Scope == egress {

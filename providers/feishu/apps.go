@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/quotaware/throttle/apps"
 	"github.com/quotaware/throttle/providers"
+	"github.com/quotaware/throttle/providers/internal/appset"
 )
 
 // UnknownApp is the app_id of the shared scope that requests of unknown
@@ -37,7 +39,7 @@ type AppsConfig struct {
 type Apps struct {
 	shared Config
 	byID   map[string]Config // the listed configs, for their tenants
-	set    *providers.AppSet
+	set    *appset.Set
 }
 
 // NewApps builds the preset for many apps, naming the entry and field of a
@@ -80,8 +82,8 @@ func NewApps(c AppsConfig) (*Apps, error) {
 	}
 	unlisted := c.Unlisted
 	listed := a.byID // never written after this
-	sc := providers.AppSetConfig{Name: Name, Match: fb.Match, Fallback: fb, Key: appKey}
-	sc.Build = func(app providers.App) (providers.Profile, string, error) {
+	sc := appset.Config{Name: Name, Match: fb.Match, Fallback: fb, Key: appKey}
+	sc.Build = func(app apps.App) (providers.Profile, string, error) {
 		cfg, ok := listed[app.ID]
 		if !ok {
 			if unlisted {
@@ -93,7 +95,7 @@ func NewApps(c AppsConfig) (*Apps, error) {
 		p, err := Profile(cfg)
 		return p, cfg.AppID, err
 	}
-	set, err := providers.NewAppSet(sc, keys, profiles)
+	set, err := appset.New(sc, keys, profiles)
 	if err != nil {
 		return nil, err
 	}
@@ -102,7 +104,7 @@ func NewApps(c AppsConfig) (*Apps, error) {
 }
 
 // appKey is the unit Feishu limits: the app, in one tenant for a store app.
-func appKey(app providers.App) string {
+func appKey(app apps.App) string {
 	if app.Org != "" {
 		return app.ID + "@" + app.Org
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/quotaware/throttle/providers"
 	"github.com/quotaware/throttle/providers/internal/jsoncode"
 	"github.com/quotaware/throttle/providers/internal/penaltytime"
+	"github.com/quotaware/throttle/providers/internal/scopekind"
 )
 
 // peekLimit bounds how much of a body Classify reads: Feishu's error bodies
@@ -56,7 +57,7 @@ func (p *preset) classify(_ *http.Request, resp *http.Response, route *providers
 	switch {
 	case code == codeFrequency:
 		v.Kind, v.NotProcessed = providers.Quota, true
-		v.Scope = route.Scope(providers.ScopeAPI)
+		v.Scope = route.Scope(scopekind.API)
 		v.Until = p.resetOr(resp.Header, now, penaltytime.NextSecond(now))
 	case code == codeMonthlyQuota:
 		// The tenant's monthly quota: every API of the app is refused
@@ -66,8 +67,8 @@ func (p *preset) classify(_ *http.Request, resp *http.Response, route *providers
 		v.Until = penaltytime.NextMonth(now).Add(p.cfg.MonthGrace)
 	case rateCodes[code]:
 		v.Kind, v.NotProcessed = providers.Quota, true
-		v.Scope = route.Scope(providers.ScopeAPI)
-		if chat := route.Scope(providers.ScopeEntity); code == codeChat && chat != "" {
+		v.Scope = route.Scope(scopekind.API)
+		if chat := route.Scope(scopekind.Entity); code == codeChat && chat != "" {
 			v.Scope = chat // too many to one chat, not to the API
 		}
 		v.Until = p.resetOr(resp.Header, now, now.Add(p.cfg.ShortPenalty))

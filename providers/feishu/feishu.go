@@ -33,6 +33,7 @@ import (
 	"github.com/quotaware/throttle/providers/internal/catalog"
 	"github.com/quotaware/throttle/providers/internal/jsoncode"
 	"github.com/quotaware/throttle/providers/internal/penaltytime"
+	"github.com/quotaware/throttle/providers/internal/scopekind"
 )
 
 // apiCatalog is Feishu's API catalog, built on first use.
@@ -138,6 +139,10 @@ type Config struct {
 
 const maxAppID = 64
 
+// maxAPILen bounds a Config.APIs key, so that an API name fits the keys,
+// scopes and metric attributes it goes into.
+const maxAPILen = 128
+
 func (c *Config) setDefaults() {
 	if c.Hosts == nil {
 		c.Hosts = DefaultHosts
@@ -200,8 +205,8 @@ func (c *Config) validate() error {
 	for name, n := range c.APIs {
 		method, path, ok := strings.Cut(name, " ")
 		if !ok || method == "" || strings.ToUpper(method) != method || !strings.HasPrefix(path, "/open-apis/") ||
-			strings.ContainsAny(path, " ?#") || len(name) > providers.MaxAPILen {
-			return fmt.Errorf("feishu: Config.APIs[%q]: the key must read \"METHOD /open-apis/...\" (at most %d bytes)", name, providers.MaxAPILen)
+			strings.ContainsAny(path, " ?#") || len(name) > maxAPILen {
+			return fmt.Errorf("feishu: Config.APIs[%q]: the key must read \"METHOD /open-apis/...\" (at most %d bytes)", name, maxAPILen)
 		}
 		if !c.hasLevel(n) {
 			return fmt.Errorf("feishu: Config.APIs[%q]: level %d is not in Config.Levels", name, n)
@@ -218,7 +223,7 @@ func Profile(cfg Config) (providers.Profile, error) {
 	if err := cfg.validate(); err != nil {
 		return providers.Profile{}, err
 	}
-	p := &preset{cfg: cfg, hosts: providers.NewHostSet(cfg.Hosts), apis: apiCatalog(), listed: map[string][]limiter.Rule{}}
+	p := &preset{cfg: cfg, hosts: providers.MatchHosts(cfg.Hosts...), apis: apiCatalog(), listed: map[string][]limiter.Rule{}}
 	var err error
 	// The listed APIs and the AppID are known now: their rules are built
 	// once. Other APIs re-key the default level's templates, once per API.
@@ -256,7 +261,7 @@ func Profile(cfg Config) (providers.Profile, error) {
 		}
 		p.month = []limiter.Rule{r}
 	}
-	p.appScope = providers.Scope(providers.ScopeApp, cfg.AppID)
+	p.appScope = scopekind.Of(scopekind.App, cfg.AppID)
 	return providers.Profile{
 		Name:           Name,
 		Match:          p.match,
@@ -268,12 +273,16 @@ func Profile(cfg Config) (providers.Profile, error) {
 
 // MustProfile is Profile for configs known to be valid; it panics on error.
 func MustProfile(cfg Config) providers.Profile {
-	return providers.Must(Profile(cfg))
+	p, err := Profile(cfg)
+	if err != nil {
+		panic(err)
+	}
+	return p
 }
 
 type preset struct {
 	cfg      Config
-	hosts    providers.HostSet
+	hosts    func(*http.Request) bool
 	apis     *catalog.Catalog          // Feishu's APIs
 	extra    *catalog.Catalog          // Config.APIs the catalog lacks, searched first
 	listed   map[string][]limiter.Rule // rules of Config.APIs, by name; read-only after Profile
@@ -317,7 +326,7 @@ func (p *preset) levelRules(l Level, name string) (rules []limiter.Rule, prefixe
 }
 
 func (p *preset) match(r *http.Request) bool {
-	return r.URL != nil && strings.HasPrefix(r.URL.Path, "/open-apis/") && p.hosts.Match(r)
+	return r.URL != nil && strings.HasPrefix(r.URL.Path, "/open-apis/") && p.hosts(r)
 }
 
 // apiOf returns the API a request calls, or "METHOD uncatalogued" and
@@ -457,19 +466,19 @@ func hashID(kind, id string) string {
 }
 
 func (p *preset) apiScope(name string) string {
-	return providers.Scope(providers.ScopeAPI, fit(p.cfg.AppID+":", name))
+	return scopekind.Of(scopekind.API, fit(p.cfg.AppID+":", name))
 }
 
 // chatScope is the penalty scope of one recipient of the app's messages.
 func (p *preset) chatScope(chat string) string {
-	return providers.Scope(providers.ScopeEntity, p.cfg.AppID+":chat#"+chat)
+	return scopekind.Of(scopekind.Entity, p.cfg.AppID+":chat#"+chat)
 }
 
 // fit joins prefix and name, replacing name by its hash when the whole
 // would exceed limiter.MaxKeyLen (validate and the catalog bound both, so
 // this is a safeguard).
 func fit(prefix, name string) string {
-	if len(prefix)+len(name)+len(providers.ScopeAPI)+1 <= limiter.MaxKeyLen {
+	if len(prefix)+len(name)+len(scopekind.API)+1 <= limiter.MaxKeyLen {
 		return prefix + name
 	}
 	sum := sha256.Sum256([]byte(name))

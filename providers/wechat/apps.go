@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/quotaware/throttle/apps"
 	"github.com/quotaware/throttle/providers"
+	"github.com/quotaware/throttle/providers/internal/appset"
 )
 
 // UnknownApp is the AppID of the shared scope that requests of unknown
@@ -34,7 +36,7 @@ type AppsConfig struct {
 // from the token; throttle.WithApp gives it).
 type Apps struct {
 	shared Config
-	set    *providers.AppSet
+	set    *appset.Set
 }
 
 // NewApps builds the preset for many accounts, naming the entry and field
@@ -70,16 +72,16 @@ func NewApps(c AppsConfig) (*Apps, error) {
 		}
 		fallback = &p
 	}
-	sc := providers.AppSetConfig{Name: Name, Match: fallback.Match, Fallback: *fallback}
+	sc := appset.Config{Name: Name, Match: fallback.Match, Fallback: *fallback}
 	if !c.Unlisted {
-		sc.Build = func(app providers.App) (providers.Profile, string, error) {
+		sc.Build = func(app apps.App) (providers.Profile, string, error) {
 			cfg := a.shared
 			cfg.AppID = app.ID
 			p, err := Profile(cfg)
 			return p, app.ID, err
 		}
 	}
-	set, err := providers.NewAppSet(sc, keys, profiles)
+	set, err := appset.New(sc, keys, profiles)
 	if err != nil {
 		return nil, err
 	}

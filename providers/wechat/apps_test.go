@@ -9,25 +9,17 @@ package wechat_test
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/quotaware/throttle"
-	"github.com/quotaware/throttle/apps"
 	"github.com/quotaware/throttle/internal/loadtest"
 	"github.com/quotaware/throttle/providers/wechat"
 	"github.com/quotaware/throttle/providers/wechat/wechattest"
 )
-
-var sharedKey = []byte("test-key-0123456789abcdef0123456")
 
 // account is one AppID the service holds; perMinute its published limit
 // on the API under load, per real minute.
@@ -62,37 +54,17 @@ func TestAcceptanceManyAccounts(t *testing.T) {
 		Shared: wechat.Config{Hosts: []string{u.Hostname()}, TimeScale: accTimeScale}, // windows as fast as the emulator's
 		Apps:   cfgs,
 	})
-	books := make([]*apps.Book, accReplicas)
-	clients := loadtest.ReplicasWith(t, accReplicas, func(i int, rdb *redis.Client, prefix string) []throttle.Option {
-		books[i] = apps.MustNew(apps.WithRedis(rdb, sharedKey), apps.WithPrefix(prefix))
-		book := books[i]
-		t.Cleanup(func() { book.Close() })
-		return []throttle.Option{throttle.WithApps(books[i])}
-	}, throttle.WithProfiles(set.Profile()))
+	clients, books := loadtest.AppReplicas(t, accReplicas, throttle.WithProfiles(set.Profile()))
 
 	// Each account's token is fetched by one replica, used by all.
 	tokens := make([]string, len(accounts))
 	for k, a := range accounts {
-		var req *http.Request
+		req, _ := http.NewRequest(http.MethodGet, emu.URL+"/cgi-bin/token?grant_type=client_credential&appid="+a.appID+"&secret="+a.secret, nil)
 		if a.stable {
 			req, _ = http.NewRequest(http.MethodPost, emu.URL+"/cgi-bin/stable_token",
 				strings.NewReader(`{"grant_type":"client_credential","appid":"`+a.appID+`","secret":"`+a.secret+`","force_refresh":false}`))
-		} else {
-			req, _ = http.NewRequest(http.MethodGet, emu.URL+"/cgi-bin/token?grant_type=client_credential&appid="+a.appID+"&secret="+a.secret, nil)
 		}
-		resp, err := clients[k%accReplicas].Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		raw, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		var ans struct {
-			AccessToken string `json:"access_token"`
-		}
-		if json.Unmarshal(raw, &ans) != nil || ans.AccessToken == "" {
-			t.Fatalf("token of %s: %s", a.appID, raw)
-		}
-		tokens[k] = ans.AccessToken
+		tokens[k] = loadtest.FetchToken(t, clients[k%accReplicas], req, "access_token")
 	}
 	call := func(ctx context.Context, i, k int) loadtest.Result {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet,
@@ -103,38 +75,18 @@ func TestAcceptanceManyAccounts(t *testing.T) {
 	for k, a := range accounts {
 		rates[k] = accDemand * float64(a.perMinute) / 60
 	}
-	start := time.Now()
-	end := start.Add(accRun)
-	ctx, cancel := loadtest.Until(end)
-	results := loadtest.Drive(ctx, accReplicas, rates, call)
-	cancel()
+	run := loadtest.Fire(accReplicas, accRun, rates, call)
 
-	cs := emu.Counters()
-	tl := loadtest.Count(results, isQuotaCode)
-	t.Logf("callers: %v", tl)
-	t.Logf("emulator: %d requests, %d ok, error answers by code %v", cs.Total, cs.OK, cs.ByCode)
-	for i, b := range books {
-		s := b.Stats()
-		t.Logf("replica %d: learned %d, %d Redis lookups (%d found, %d errors), %d unknown", i, s.Learned, s.RedisLookups, s.RedisFound, s.RedisErrors, s.Unknown)
-		if s.Unknown != 0 {
-			t.Errorf("replica %d charged %d calls to the unknown scope, want 0", i, s.Unknown)
-		}
-	}
-	if cs.Total != cs.OK {
-		t.Errorf("the emulator gave %d error answers (by code %v), want none", cs.Total-cs.OK, cs.ByCode)
-	}
-	tl.ExpectClean(t)
+	run.ExpectClean(t, loadtest.Answers(emu.Counters()), isQuotaCode)
+	loadtest.ExpectAllKnown(t, books)
 	recs := emu.Requests()
 	for _, a := range accounts {
-		var at []time.Time
+		var arrivals []loadtest.Arrival
 		for _, r := range recs {
-			if r.App == a.appID && r.Path == path && r.Code == 0 && r.Status == http.StatusOK && !r.At.Before(start) && r.At.Before(end) {
-				at = append(at, r.At)
+			if r.App == a.appID && r.Path == path && r.Code == 0 && r.Status == http.StatusOK {
+				arrivals = append(arrivals, loadtest.Arrival{At: r.At, Emulated: r.Emulated})
 			}
 		}
-		rate := float64(a.perMinute) / 60
-		got := loadtest.Measure(at, accRun)
-		t.Logf("%-8s %4d successes in %v: %.2f/s = %.1f%% of its %.0f/s", a.appID, got.N, accRun, got.Rate, 100*got.Rate/rate, rate)
-		got.Expect(t, fmt.Sprint(a.appID), rate)
+		run.ExpectShare(t, a.appID, arrivals, float64(a.perMinute)/60, time.Minute, a.perMinute/accTimeScale)
 	}
 }

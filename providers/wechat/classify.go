@@ -6,6 +6,7 @@ import (
 	"github.com/quotaware/throttle/providers"
 	"github.com/quotaware/throttle/providers/internal/jsoncode"
 	"github.com/quotaware/throttle/providers/internal/penaltytime"
+	"github.com/quotaware/throttle/providers/internal/scopekind"
 )
 
 // peekLimit bounds how much of a body Classify reads: WeChat's error bodies
@@ -55,13 +56,13 @@ func (p *preset) classify(_ *http.Request, resp *http.Response, route *providers
 		// clear_quota, which we cannot see): calling earlier only fails.
 		now := p.cfg.Clock()
 		v.Kind, v.NotProcessed = providers.Quota, true
-		v.Scope = route.Scope(providers.ScopeAPI)
+		v.Scope = route.Scope(scopekind.API)
 		v.Until = penaltytime.NextMidnight(now).Add(p.cfg.DayGrace)
 	case codeMinuteQuota, codeMiniFrequency:
 		// "retry next minute": WeChat counts calendar minutes.
 		now := p.cfg.Clock()
 		v.Kind, v.NotProcessed = providers.Quota, true
-		v.Scope = route.Scope(providers.ScopeAPI)
+		v.Scope = route.Scope(scopekind.API)
 		v.Until = penaltytime.NextMinute(now)
 	case codeBusy:
 		v.Kind, v.NotProcessed = providers.Transient, true

@@ -28,6 +28,7 @@ import (
 	"github.com/quotaware/throttle/providers"
 	"github.com/quotaware/throttle/providers/internal/catalog"
 	"github.com/quotaware/throttle/providers/internal/penaltytime"
+	"github.com/quotaware/throttle/providers/internal/scopekind"
 )
 
 // apiCatalog is WeChat's API catalog, built on first use.
@@ -161,7 +162,7 @@ func Profile(cfg Config) (providers.Profile, error) {
 	if err := cfg.validate(); err != nil {
 		return providers.Profile{}, err
 	}
-	p := &preset{cfg: cfg, hosts: providers.NewHostSet(cfg.Hosts), rules: map[string][]limiter.Rule{}, apis: apiCatalog()}
+	p := &preset{cfg: cfg, hosts: providers.MatchHosts(cfg.Hosts...), rules: map[string][]limiter.Rule{}, apis: apiCatalog()}
 	// Listed paths the catalog does not know are APIs too.
 	var extra []string
 	for _, m := range []map[string]int{cfg.Daily, cfg.PerMinute} {
@@ -206,12 +207,16 @@ func Profile(cfg Config) (providers.Profile, error) {
 
 // MustProfile is Profile for configs known to be valid; it panics on error.
 func MustProfile(cfg Config) providers.Profile {
-	return providers.Must(Profile(cfg))
+	p, err := Profile(cfg)
+	if err != nil {
+		panic(err)
+	}
+	return p
 }
 
 type preset struct {
 	cfg    Config
-	hosts  providers.HostSet
+	hosts  func(*http.Request) bool
 	rules  map[string][]limiter.Rule // by API path; read-only after Profile
 	apis   *catalog.Catalog          // WeChat's APIs
 	extra  *catalog.Catalog          // listed paths apis lacks, searched first
@@ -219,7 +224,7 @@ type preset struct {
 }
 
 func (p *preset) match(r *http.Request) bool {
-	return p.hosts.Match(r)
+	return p.hosts(r)
 }
 
 // route names the request's API by the catalogs. Routes are built once per
@@ -250,7 +255,7 @@ func (p *preset) apiOf(r *http.Request) (string, bool) {
 // are short and validate bounds the AppID and listed paths, so it fits
 // limiter.MaxKeyLen.
 func (p *preset) apiScope(api string) string {
-	return providers.Scope(providers.ScopeAPI, p.cfg.AppID+":"+api)
+	return scopekind.Of(scopekind.API, p.cfg.AppID+":"+api)
 }
 
 func key(kind, app, api string) string { return kind + ":" + app + ":" + api }

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/quotaware/throttle/apps"
 	"github.com/quotaware/throttle/providers"
+	"github.com/quotaware/throttle/providers/internal/appset"
 )
 
 // UnknownCorp is the CorpID of the shared scope that requests of unknown
@@ -41,7 +43,7 @@ type AppsConfig struct {
 // the CorpID, or throttle.WithTenant with the suite and the CorpID).
 type Apps struct {
 	shared Config
-	set    *providers.AppSet
+	set    *appset.Set
 }
 
 // NewApps builds the preset for many companies, naming the entry and field
@@ -82,16 +84,16 @@ func NewApps(c AppsConfig) (*Apps, error) {
 		}
 		fb = p
 	}
-	sc := providers.AppSetConfig{Name: Name, Match: fb.Match, Fallback: fb, Key: corpOf}
+	sc := appset.Config{Name: Name, Match: fb.Match, Fallback: fb, Key: corpOf}
 	if !c.Unlisted {
-		sc.Build = func(app providers.App) (providers.Profile, string, error) {
+		sc.Build = func(app apps.App) (providers.Profile, string, error) {
 			cfg := a.shared
 			cfg.CorpID = corpOf(app)
 			p, err := Profile(cfg)
 			return p, cfg.CorpID, err
 		}
 	}
-	set, err := providers.NewAppSet(sc, keys, profiles)
+	set, err := appset.New(sc, keys, profiles)
 	if err != nil {
 		return nil, err
 	}
@@ -101,7 +103,7 @@ func NewApps(c AppsConfig) (*Apps, error) {
 
 // corpOf is the company whose limits a request counts against: the
 // authorising company of a third-party app's token, else the app's own.
-func corpOf(app providers.App) string {
+func corpOf(app apps.App) string {
 	if app.Org != "" {
 		return app.Org
 	}

@@ -9,24 +9,17 @@ package wecom_test
 
 import (
 	"context"
-	"encoding/json"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/quotaware/throttle"
-	"github.com/quotaware/throttle/apps"
 	"github.com/quotaware/throttle/internal/loadtest"
 	"github.com/quotaware/throttle/providers/wecom"
 	"github.com/quotaware/throttle/providers/wecom/wecomtest"
 )
-
-var sharedKey = []byte("test-key-0123456789abcdef0123456")
 
 func TestAcceptanceManyCompanies(t *testing.T) {
 	const path = "/cgi-bin/user/get"
@@ -67,34 +60,12 @@ func TestAcceptanceManyCompanies(t *testing.T) {
 		Corps: []wecom.Config{{CorpID: "wwOwnA", CorpPerMinute: 600 / accTimeScale, CorpPerHour: shared.CorpPerHour},
 			{CorpID: "wwOwnB", CorpPerMinute: 300 / accTimeScale, CorpPerHour: shared.CorpPerHour}},
 	})
-	books := make([]*apps.Book, accReplicas)
-	clients := loadtest.ReplicasWith(t, accReplicas, func(i int, rdb *redis.Client, prefix string) []throttle.Option {
-		books[i] = apps.MustNew(apps.WithRedis(rdb, sharedKey), apps.WithPrefix(prefix))
-		book := books[i]
-		t.Cleanup(func() { book.Close() })
-		return []throttle.Option{throttle.WithApps(books[i])}
-	}, throttle.WithProfiles(set.Profile()))
+	clients, books := loadtest.AppReplicas(t, accReplicas, throttle.WithProfiles(set.Profile()))
 
 	fetch := func(c *http.Client, method, target, body, member string) string {
 		t.Helper()
-		var rd io.Reader
-		if body != "" {
-			rd = strings.NewReader(body)
-		}
-		req, _ := http.NewRequest(method, emu.URL+target, rd)
-		resp, err := c.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		raw, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		var m map[string]any
-		_ = json.Unmarshal(raw, &m)
-		tok, _ := m[member].(string)
-		if tok == "" {
-			t.Fatalf("%s: %s", target, raw)
-		}
-		return tok
+		req, _ := http.NewRequest(method, emu.URL+target, strings.NewReader(body))
+		return loadtest.FetchToken(t, c, req, member)
 	}
 	suiteToken := fetch(clients[0], http.MethodPost, "/cgi-bin/service/get_suite_token",
 		`{"suite_id":"wwSuite","suite_secret":"ss","suite_ticket":"tk"}`, "suite_access_token")
@@ -116,44 +87,18 @@ func TestAcceptanceManyCompanies(t *testing.T) {
 	for k, c := range companies {
 		rates[k] = accDemand * float64(c.perMinute) / 60
 	}
-	start := time.Now()
-	end := start.Add(accRun)
-	ctx, cancel := loadtest.Until(end)
-	results := loadtest.Drive(ctx, accReplicas, rates, call)
-	cancel()
+	run := loadtest.Fire(accReplicas, accRun, rates, call)
 
-	cs := emu.Counters()
-	tl := loadtest.Count(results, isQuotaCode)
-	t.Logf("callers: %v", tl)
-	t.Logf("emulator: %d requests, %d ok, error answers by code %v", cs.Total, cs.OK, cs.ByCode)
-	for i, b := range books {
-		s := b.Stats()
-		t.Logf("replica %d: learned %d, %d Redis lookups (%d found, %d errors), %d unknown", i, s.Learned, s.RedisLookups, s.RedisFound, s.RedisErrors, s.Unknown)
-		if s.Unknown != 0 {
-			t.Errorf("replica %d charged %d calls to the unknown scope, want 0", i, s.Unknown)
-		}
-	}
-	if cs.Total != cs.OK {
-		t.Errorf("the emulator gave %d error answers (by code %v), want none", cs.Total-cs.OK, cs.ByCode)
-	}
-	tl.ExpectClean(t)
+	run.ExpectClean(t, loadtest.Answers(emu.Counters()), isQuotaCode)
+	loadtest.ExpectAllKnown(t, books)
 	recs := emu.Requests()
 	for _, c := range companies {
-		var at, emulated []time.Time
+		var arrivals []loadtest.Arrival
 		for _, r := range recs {
-			if r.App == c.corp && r.Path == path && r.Code == 0 && r.Status == http.StatusOK && !r.At.Before(start) && r.At.Before(end) {
-				at = append(at, r.At)
-				emulated = append(emulated, r.Emulated)
+			if r.App == c.corp && r.Path == path && r.Code == 0 && r.Status == http.StatusOK {
+				arrivals = append(arrivals, loadtest.Arrival{At: r.At, Emulated: r.Emulated})
 			}
 		}
-		rate := float64(c.perMinute) / 60
-		got := loadtest.Measure(at, accRun)
-		first := time.Duration(0)
-		if len(at) > 0 {
-			first = at[0].Sub(start)
-		}
-		t.Logf("%-12s %4d successes in %v: %.2f/s = %.1f%% of its %.0f/s (sustained %.2f/s, first after %v); busiest emulated minute %d",
-			c.corp, got.N, accRun, got.Rate, 100*got.Rate/rate, rate, got.Sustained, first.Round(time.Millisecond), loadtest.Busiest(emulated, time.Minute))
-		got.Expect(t, c.corp, rate)
+		run.ExpectShare(t, c.corp, arrivals, float64(c.perMinute)/60, time.Minute, c.perMinute/accTimeScale)
 	}
 }

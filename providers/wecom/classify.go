@@ -8,6 +8,7 @@ import (
 	"github.com/quotaware/throttle/providers"
 	"github.com/quotaware/throttle/providers/internal/jsoncode"
 	"github.com/quotaware/throttle/providers/internal/penaltytime"
+	"github.com/quotaware/throttle/providers/internal/scopekind"
 )
 
 // peekLimit bounds how much of a body Classify reads: WeCom's error bodies
@@ -65,7 +66,7 @@ func (p *preset) classify(_ *http.Request, resp *http.Response, route *providers
 		// The body does not say which window tripped; the escalation
 		// guesses from how soon it comes back.
 		v.Kind, v.NotProcessed = providers.Quota, true
-		v.Scope = route.Scope(providers.ScopeAPI)
+		v.Scope = route.Scope(scopekind.API)
 		v.Until = p.strikes.penalty(v.Scope, p.cfg.Clock(), &p.cfg)
 	case code == codeConcurrent:
 		v.Kind, v.NotProcessed = providers.Transient, true

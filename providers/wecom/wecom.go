@@ -29,6 +29,7 @@ import (
 	"github.com/quotaware/throttle/limiter"
 	"github.com/quotaware/throttle/providers"
 	"github.com/quotaware/throttle/providers/internal/catalog"
+	"github.com/quotaware/throttle/providers/internal/scopekind"
 )
 
 // apiCatalog is WeCom's API catalog, built on first use.
@@ -248,7 +249,7 @@ func Profile(cfg Config) (providers.Profile, error) {
 	if err := cfg.validate(); err != nil {
 		return providers.Profile{}, err
 	}
-	p := &preset{cfg: cfg, hosts: providers.NewHostSet(cfg.Hosts), strikes: newStrikes(cfg.MaxTracked),
+	p := &preset{cfg: cfg, hosts: providers.MatchHosts(cfg.Hosts...), strikes: newStrikes(cfg.MaxTracked),
 		apis: apiCatalog(), extra: catalog.MustNew(slices.Compact(slices.Sorted(slices.Values(cfg.APIs)))...)}
 	// Templates: the limits are the same for every API, so Route only
 	// re-keys them. Every limit is a sliding window: WeCom counts a minute
@@ -303,12 +304,16 @@ func Profile(cfg Config) (providers.Profile, error) {
 
 // MustProfile is Profile for configs known to be valid; it panics on error.
 func MustProfile(cfg Config) providers.Profile {
-	return providers.Must(Profile(cfg))
+	p, err := Profile(cfg)
+	if err != nil {
+		panic(err)
+	}
+	return p
 }
 
 type preset struct {
 	cfg       Config
-	hosts     providers.HostSet
+	hosts     func(*http.Request) bool
 	templates [4]limiter.Rule
 	prefixes  [4]string
 	inFlight  *limiter.Rule // MaxInFlight, when set
@@ -321,7 +326,7 @@ type preset struct {
 }
 
 func (p *preset) match(r *http.Request) bool {
-	return p.hosts.Match(r)
+	return p.hosts(r)
 }
 
 // route names the request's API by the catalogs. Routes are built once per
@@ -386,13 +391,13 @@ func (p *preset) buildRoute(api string) (providers.Route, error) {
 
 // apiScope is the penalty scope of one API of the company.
 func (p *preset) apiScope(api string) string {
-	return providers.Scope(providers.ScopeAPI, fit(p.cfg.CorpID+":", api))
+	return scopekind.Of(scopekind.API, fit(p.cfg.CorpID+":", api))
 }
 
 // fit joins prefix and api, replacing api by its hash when the whole would
 // exceed limiter.MaxKeyLen (catalog names are short, so this is a safeguard).
 func fit(prefix, api string) string {
-	if len(prefix)+len(api)+len(providers.ScopeAPI)+1 <= limiter.MaxKeyLen {
+	if len(prefix)+len(api)+len(scopekind.API)+1 <= limiter.MaxKeyLen {
 		return prefix + api
 	}
 	sum := sha256.Sum256([]byte(api))

@@ -12,6 +12,7 @@ import (
 
 	"github.com/quotaware/throttle/providers"
 	"github.com/quotaware/throttle/providers/internal/catalog"
+	"github.com/quotaware/throttle/providers/internal/scopekind"
 )
 
 // IDs are identifiers of the shapes the providers hand out and callers put
@@ -100,7 +101,7 @@ func (c *Checker) Check(t testing.TB, template, id string) {
 	method, refPath := Fill(template, "ref0")
 	ref := c.route(t, method, refPath)
 	if !slices.Equal(shared(ruleKeys(got), "chat:"), shared(ruleKeys(ref), "chat:")) ||
-		!slices.Equal(shared(got.Scopes, providers.ScopeEntity+":"), shared(ref.Scopes, providers.ScopeEntity+":")) {
+		!slices.Equal(shared(got.Scopes, scopekind.Entity+":"), shared(ref.Scopes, scopekind.Entity+":")) {
 		t.Fatalf("%s %q: keys %q scopes %q, with another ID %q %q", method, path, ruleKeys(got), got.Scopes, ruleKeys(ref), ref.Scopes)
 	}
 	// An ID that the keys hold whatever the request (a part of the app's

@@ -1,12 +1,12 @@
-package providers
+package apps
 
 import "context"
 
 // App names the app a request is made as and, for a third-party (ISV) app
 // serving many customers, the customer organisation (tenant) it is made for.
-// Presets read it with AppFrom to pick the app's rules and scopes; the
+// Presets read it with FromContext to pick the app's rules and scopes; the
 // Transport attaches it to a request's context before Route, either learned
-// from the request's access token (package apps) or given by the caller
+// from the request's access token (a Book) or given by the caller
 // (throttle.WithApp).
 //
 // IDs are what the provider calls them: a DingTalk AppKey or SuiteKey and
@@ -33,14 +33,16 @@ func (a App) For(provider string) bool {
 
 type appKey struct{}
 
-// WithApp returns a context that makes requests as app. An App given by the
-// caller wins over one learned from a token.
-func WithApp(ctx context.Context, app App) context.Context {
+// NewContext returns a context that makes requests as app. An App given by
+// the caller wins over one learned from a token. Callers use
+// throttle.WithApp or throttle.WithTenant; NewContext is for tests and for
+// presets.
+func NewContext(ctx context.Context, app App) context.Context {
 	return context.WithValue(ctx, appKey{}, app)
 }
 
-// AppFrom returns the identity attached to ctx, if any.
-func AppFrom(ctx context.Context) (App, bool) {
+// FromContext returns the identity attached to ctx, if any.
+func FromContext(ctx context.Context) (App, bool) {
 	a, ok := ctx.Value(appKey{}).(App)
 	return a, ok && a.ID != ""
 }

@@ -1,0 +1,67 @@
+package loadtest
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/quotaware/throttle"
+	"github.com/quotaware/throttle/apps"
+)
+
+// appsKey is the token-hashing key every replica's Book shares.
+var appsKey = []byte("test-key-0123456789abcdef0123456")
+
+// AppReplicas is Replicas where each replica also learns the apps of the
+// tokens it carries (throttle.WithApps) with a Book of its own on the
+// replica's go-redis client and key prefix, all sharing one key, so that a
+// token one replica fetched is known to all. It returns the Books too, for
+// ExpectAllKnown.
+func AppReplicas(t *testing.T, n int, opts ...throttle.Option) ([]*http.Client, []*apps.Book) {
+	t.Helper()
+	books := make([]*apps.Book, n)
+	clients := ReplicasWith(t, n, func(i int, rdb *redis.Client, prefix string) []throttle.Option {
+		book := apps.MustNew(apps.WithRedis(rdb, appsKey), apps.WithPrefix(prefix))
+		t.Cleanup(func() { book.Close() })
+		books[i] = book
+		return []throttle.Option{throttle.WithApps(book)}
+	}, opts...)
+	return clients, books
+}
+
+// FetchToken sends a token exchange through c, as an SDK would, and returns
+// the string member of the JSON answer that holds the token; it fails t when
+// there is none.
+func FetchToken(t testing.TB, c *http.Client, req *http.Request, member string) string {
+	t.Helper()
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var m map[string]any
+	_ = json.Unmarshal(raw, &m)
+	tok, _ := m[member].(string)
+	if tok == "" {
+		t.Fatalf("%s %s: no %s in %s", req.Method, req.URL.Path, member, raw)
+	}
+	return tok
+}
+
+// ExpectAllKnown logs what each replica's Book learned and looked up, and
+// fails t if any replica charged a call to the unknown apps' scope.
+func ExpectAllKnown(t testing.TB, books []*apps.Book) {
+	t.Helper()
+	for i, b := range books {
+		s := b.Stats()
+		t.Logf("replica %d: learned %d, %d local hits, %d Redis lookups (%d found, %d errors), %d unknown",
+			i, s.Learned, s.LocalHits, s.RedisLookups, s.RedisFound, s.RedisErrors, s.Unknown)
+		if s.Unknown != 0 {
+			t.Errorf("replica %d charged %d calls to the unknown scope, want 0", i, s.Unknown)
+		}
+	}
+}

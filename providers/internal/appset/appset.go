@@ -1,0 +1,125 @@
+// Package appset serves many apps of one provider through one profile: the
+// presets' Apps types are built on it.
+package appset
+
+import (
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+
+	"github.com/quotaware/throttle/apps"
+	"github.com/quotaware/throttle/providers"
+)
+
+// Set is one profile for many apps of one provider: each request is
+// routed and classified by the profile of its app, told by the App the
+// Transport attached to its context (apps.FromContext); a request of no
+// known app goes to the fallback profile. Presets build one from a config
+// per app (e.g. wechat.NewApps); apps may be added while requests flow.
+// Safe for concurrent use.
+type Set struct {
+	name     string
+	match    func(*http.Request) bool
+	fallback providers.Profile
+	build    func(apps.App) (providers.Profile, string, error)
+	key      func(apps.App) string
+
+	mu   sync.Mutex // serialises writers of byID
+	byID atomic.Pointer[map[string]*providers.Profile]
+}
+
+// Config says how a Set finds and builds profiles.
+type Config struct {
+	// Name is the provider's profile name; Match the requests it handles.
+	Name  string
+	Match func(*http.Request) bool
+	// Fallback handles requests of unknown apps: a default app's profile,
+	// or a conservative shared one.
+	Fallback providers.Profile
+	// Build returns the profile of an app the set does not hold yet, with
+	// the key it is kept under (e.g. app and tenant), or an error to send
+	// the request to Fallback. Nil: unlisted apps go to Fallback.
+	Build func(apps.App) (p providers.Profile, key string, err error)
+	// Key returns the key a request's app is kept under (default apps.App.ID).
+	Key func(apps.App) string
+}
+
+// New returns a Set holding profiles, keyed by keys[i].
+func New(c Config, keys []string, profiles []providers.Profile) (*Set, error) {
+	switch {
+	case c.Name == "":
+		return nil, fmt.Errorf("appset: Config.Name must not be empty")
+	case c.Match == nil:
+		return nil, fmt.Errorf("appset: Config.Match must not be nil")
+	case c.Fallback.Route == nil:
+		return nil, fmt.Errorf("appset: Config.Fallback must be a profile with a Route")
+	case len(keys) != len(profiles):
+		return nil, fmt.Errorf("appset: %d keys for %d profiles", len(keys), len(profiles))
+	}
+	s := &Set{name: c.Name, match: c.Match, fallback: c.Fallback, build: c.Build}
+	s.key = c.Key
+	if s.key == nil {
+		s.key = func(a apps.App) string { return a.ID }
+	}
+	m := make(map[string]*providers.Profile, len(profiles))
+	for i := range profiles {
+		m[keys[i]] = &profiles[i]
+	}
+	s.byID.Store(&m)
+	return s, nil
+}
+
+// Add adds or replaces the profile kept under key.
+func (s *Set) Add(key string, p providers.Profile) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := *s.byID.Load()
+	next := make(map[string]*providers.Profile, len(old)+1)
+	for k, v := range old {
+		next[k] = v
+	}
+	next[key] = &p
+	s.byID.Store(&next)
+}
+
+// Len is how many profiles the set holds.
+func (s *Set) Len() int { return len(*s.byID.Load()) }
+
+// Pick returns the profile of the request's app.
+func (s *Set) Pick(req *http.Request) *providers.Profile {
+	app, ok := apps.FromContext(req.Context())
+	if !ok || !app.For(s.name) {
+		return &s.fallback
+	}
+	if p := (*s.byID.Load())[s.key(app)]; p != nil {
+		return p
+	}
+	if s.build == nil {
+		return &s.fallback
+	}
+	p, key, err := s.build(app)
+	if err != nil {
+		return &s.fallback
+	}
+	s.Add(key, p)
+	return (*s.byID.Load())[key]
+}
+
+// Profile returns the set as one profile, for throttle.WithProfiles.
+func (s *Set) Profile() providers.Profile {
+	return providers.Profile{
+		Name:  s.name,
+		Match: s.match,
+		Route: func(req *http.Request) (providers.Route, error) {
+			return s.Pick(req).Route(req)
+		},
+		Classify: func(req *http.Request, resp *http.Response, r *providers.Route) providers.Verdict {
+			if p := s.Pick(req); p.Classify != nil {
+				return p.Classify(req, resp, r)
+			}
+			return providers.Verdict{}
+		},
+		DefaultPenalty: s.fallback.DefaultPenalty,
+	}
+}

@@ -1,0 +1,136 @@
+package appset
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/quotaware/throttle/apps"
+	"github.com/quotaware/throttle/providers"
+)
+
+// profileOf is a profile whose Route names the app it was built for.
+func profileOf(name string) providers.Profile {
+	return providers.Profile{
+		Name:  "acme",
+		Match: func(*http.Request) bool { return true },
+		Route: func(*http.Request) (providers.Route, error) { return providers.Route{API: name}, nil },
+	}
+}
+
+func requestAs(app *apps.App) *http.Request {
+	req, _ := http.NewRequest(http.MethodGet, "https://api.acme.example/v1/x", nil)
+	if app != nil {
+		req = req.WithContext(apps.NewContext(req.Context(), *app))
+	}
+	return req
+}
+
+func TestPick(t *testing.T) {
+	build := func(a apps.App) (providers.Profile, string, error) {
+		if a.ID == "bad" {
+			return providers.Profile{}, "", errors.New("no such app")
+		}
+		return profileOf("built " + a.ID), a.ID, nil
+	}
+	cases := []struct {
+		name  string
+		build func(apps.App) (providers.Profile, string, error)
+		app   *apps.App
+		want  string
+	}{
+		{"no app", build, nil, "fallback"},
+		{"listed app", build, &apps.App{ID: "a1"}, "a1"},
+		{"listed app of this provider", build, &apps.App{Provider: "acme", ID: "a1", Learned: true}, "a1"},
+		{"another provider's app", build, &apps.App{Provider: "other", ID: "a1"}, "fallback"},
+		{"unlisted app is built", build, &apps.App{ID: "a2"}, "built a2"},
+		{"an app that fails to build", build, &apps.App{ID: "bad"}, "fallback"},
+		{"unlisted app without Build", nil, &apps.App{ID: "a2"}, "fallback"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := New(Config{Name: "acme", Match: func(*http.Request) bool { return true }, Fallback: profileOf("fallback"), Build: tc.build},
+				[]string{"a1"}, []providers.Profile{profileOf("a1")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := s.Profile().Route(requestAs(tc.app))
+			if err != nil || r.API != tc.want {
+				t.Errorf("routed to %q (%v), want %q", r.API, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestBuiltAppIsKept(t *testing.T) {
+	calls := 0
+	s, err := New(Config{Name: "acme", Match: func(*http.Request) bool { return true }, Fallback: profileOf("fallback"),
+		Build: func(a apps.App) (providers.Profile, string, error) { calls++; return profileOf(a.ID), a.ID, nil }}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		s.Pick(requestAs(&apps.App{ID: "a9"}))
+	}
+	if calls != 1 || s.Len() != 1 {
+		t.Errorf("built %d times, holding %d profiles; want once, 1", calls, s.Len())
+	}
+}
+
+func TestKey(t *testing.T) {
+	byOrg := func(a apps.App) string { return a.Org }
+	s, err := New(Config{Name: "acme", Match: func(*http.Request) bool { return true }, Fallback: profileOf("fallback"), Key: byOrg},
+		[]string{"org1"}, []providers.Profile{profileOf("org1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Pick(requestAs(&apps.App{ID: "suite", Org: "org1"})); got == nil {
+		t.Fatal("nil profile")
+	} else if r, _ := got.Route(nil); r.API != "org1" {
+		t.Errorf("picked %q, want the org's profile", r.API)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	match := func(*http.Request) bool { return true }
+	for missing, c := range map[string]Config{
+		"Name":     {Match: match, Fallback: profileOf("f")},
+		"Match":    {Name: "acme", Fallback: profileOf("f")},
+		"Fallback": {Name: "acme", Match: match},
+	} {
+		if _, err := New(c, nil, nil); err == nil || !strings.Contains(err.Error(), "Config."+missing) {
+			t.Errorf("a Config without %s: error %v, want one naming Config.%[1]s", missing, err)
+		}
+	}
+	if _, err := New(Config{Name: "acme", Match: match, Fallback: profileOf("f")}, []string{"a", "b"}, []providers.Profile{profileOf("a")}); err == nil {
+		t.Error("two keys for one profile were accepted")
+	}
+}
+
+// Apps added while requests are picked are seen by later picks, and no
+// pick sees a half-written set (run with -race).
+func TestAddWhilePicking(t *testing.T) {
+	s, err := New(Config{Name: "acme", Match: func(*http.Request) bool { return true }, Fallback: profileOf("fallback")}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		req := requestAs(&apps.App{ID: "a5"})
+		for ctx.Err() == nil {
+			s.Pick(req)
+		}
+	})
+	for i := range 10 {
+		s.Add("a"+string(rune('0'+i)), profileOf("a"+string(rune('0'+i))))
+	}
+	cancel()
+	wg.Wait()
+	if r, _ := s.Pick(requestAs(&apps.App{ID: "a5"})).Route(nil); r.API != "a5" || s.Len() != 10 {
+		t.Errorf("after adding: picked %q of %d profiles, want a5 of 10", r.API, s.Len())
+	}
+}
