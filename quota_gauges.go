@@ -44,14 +44,12 @@ type calendarReader interface {
 
 type quotaKey struct{ group, key string }
 
-// quotaWatch learns the calendar rules of the routes the Transport builds,
-// describes them in the shared catalogue (for throttlectl) and reports them
-// as gauges.
+// quotaWatch learns the calendar rules of the routes the Transport builds
+// and reports them as gauges. (The shared limiter records them for
+// throttlectl itself.)
 type quotaWatch struct {
-	shared *limiter.Shared // nil without Redis
-	reader calendarReader  // nil when the limiter cannot say
+	reader calendarReader // nil when the limiter cannot say
 	log    *slog.Logger
-	bg     *background // runs the descriptions; Close drains it
 
 	// known is read on the request path without a lock: a map never
 	// modified once published, replaced whole (under mu) when a rule is new.
@@ -65,27 +63,24 @@ type quotaWatch struct {
 type knownQuota struct {
 	rule limiter.Rule
 	name string // rule attribute
-	// nextDescribe is when to describe the rule again (unix nanos): its
-	// catalogue entry lives until the window ends.
-	nextDescribe atomic.Int64
 }
 
 // startQuotaWatch sets up the gauges and wraps each profile's Route so that
 // the calendar rules of its routes become known.
 func (t *Transport) startQuotaWatch(c *config) {
-	q := &quotaWatch{log: c.logger, bg: t.bg}
+	q := &quotaWatch{log: c.logger}
 	if t.shared != nil {
-		// The shared limiter's own Redis reads the counts and records the
-		// rules: no second limiter on the same client.
-		q.shared, q.reader = t.shared, t.shared
+		// The shared limiter's own Redis reads the counts: no second
+		// limiter on the same client.
+		q.reader = t.shared
 	} else if cr, ok := t.limiter.(calendarReader); ok {
 		q.reader = cr
 	}
-	for i := range t.profiles {
-		p := &t.profiles[i]
-		p.Route = q.observe(p.Name, p.Route)
-	}
 	if !c.telemetry.disabled && q.reader != nil {
+		for i := range t.profiles {
+			p := &t.profiles[i]
+			p.Route = q.observe(p.Name, p.Route)
+		}
 		mp := c.telemetry.meter
 		if mp == nil {
 			mp = otel.GetMeterProvider()
@@ -120,27 +115,8 @@ func (q *quotaWatch) see(group string, r limiter.Rule) {
 		kq = (*m)[k]
 	}
 	if kq == nil {
-		if kq = q.add(k, r); kq == nil {
-			return
-		}
+		q.add(k, r)
 	}
-	if q.shared == nil {
-		return
-	}
-	now := time.Now()
-	next := kq.nextDescribe.Load()
-	if now.UnixNano() < next || !kq.nextDescribe.CompareAndSwap(next, r.WindowEnd(now).UnixNano()) {
-		return // described in this window, or another request does it
-	}
-	// Off the request path on the Transport's background work, which
-	// bounds it and which Close drains; a failure only leaves throttlectl
-	// without the limit until the next window.
-	shared := q.shared
-	q.bg.do(context.Background(), func(ctx context.Context) error { return shared.Describe(ctx, group, r) }, func(err error) {
-		if err != nil {
-			q.log.Debug("throttle: could not describe a calendar rule", "provider", group, "rule", kq.name, "error", err)
-		}
-	})
 }
 
 // add makes a rule known, unless maxKnownQuotas are already; it returns

@@ -13,8 +13,7 @@ import (
 // calendar rule's key to its description (limit, unit, location, grace). The
 // state keys hold counts only; the catalogue lets a reader that has no rules
 // of its own (the throttlectl tool) say "4,212 / 5,000 used, resets on the
-// 1st". Transports write it when they first meet a calendar rule in a
-// window. It lives as long as the calendar keys it describes: until the end
+// 1st". Shared writes it when it first meets a calendar rule in a window. It lives as long as the calendar keys it describes: until the end
 // of the latest window described, so an idle group leaves nothing behind
 // that its calendar keys do not.
 
@@ -33,7 +32,7 @@ func (l *redisLimiter) catalogKey(group string) string {
 
 // Describe records calendar rules of group in the catalogue, so that
 // Inspect can report their limits and window ends; other rules are skipped.
-// It costs one round trip; call it once per rule, not per request.
+// It costs one round trip: Shared calls it once per rule and window.
 func (l *redisLimiter) Describe(ctx context.Context, group string, rules ...Rule) error {
 	if err := checkKey("group", group); err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"github.com/quotaware/throttle/internal/inspect"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -121,7 +122,14 @@ type Shared struct {
 	cfg      SharedConfig
 
 	bg        sync.WaitGroup
+	bgMu      sync.Mutex // orders background's Add before Close's Wait
+	closed    bool       // guarded by bgMu: no background work after Close
 	closeOnce sync.Once
+
+	// described holds, per calendar rule met, when to record it in the
+	// catalogue again (unix nanos): once per window, for throttlectl.
+	describedMu sync.RWMutex
+	described   map[stateKey]*atomic.Int64
 }
 
 // NewShared returns a Shared limiter on client (a single node, a cluster,
@@ -157,7 +165,7 @@ func NewShared(client redis.UniversalClient, cfg SharedConfig) (*Shared, error) 
 	if err != nil {
 		return nil, err
 	}
-	s := &Shared{redis: r, cfg: cfg, log: newLogLimiter(cfg.Logger)}
+	s := &Shared{redis: r, cfg: cfg, log: newLogLimiter(cfg.Logger), described: make(map[stateKey]*atomic.Int64)}
 	r.timeout = cfg.Timeout
 	r.report = s.report
 	fc := failoverConfig{
@@ -213,6 +221,11 @@ func NewShared(client redis.UniversalClient, cfg SharedConfig) (*Shared, error) 
 
 // background runs f in a goroutine that Close waits for.
 func (s *Shared) background(f func()) {
+	s.bgMu.Lock()
+	defer s.bgMu.Unlock()
+	if s.closed {
+		return
+	}
 	s.bg.Add(1)
 	go func() {
 		defer s.bg.Done()
@@ -246,7 +259,50 @@ func (s *Shared) report(e event) {
 
 // Reserve implements Limiter.
 func (s *Shared) Reserve(ctx context.Context, req Request) (Reservation, error) {
+	for i := range req.Rules {
+		if req.Rules[i].kind == calendarRule {
+			s.describe(req.Group, &req.Rules[i])
+		}
+	}
 	return s.failover.Reserve(ctx, req)
+}
+
+// maxDescribed bounds the calendar rules a Shared limiter keeps track of
+// describing; rules met beyond it are not described (throttlectl then
+// shows their counts without the limit).
+const maxDescribed = 4096
+
+// describe records a calendar rule in the catalogue (see catalog.go) when
+// it is first met in a window, off the request path, so that throttlectl
+// can show its limit and window end. A failure only leaves the limit out
+// until the next window.
+func (s *Shared) describe(group string, r *Rule) {
+	k := stateKey{group, r.key}
+	s.describedMu.RLock()
+	next := s.described[k]
+	s.describedMu.RUnlock()
+	if next == nil {
+		s.describedMu.Lock()
+		if next = s.described[k]; next == nil && len(s.described) < maxDescribed {
+			next = new(atomic.Int64)
+			s.described[k] = next
+		}
+		s.describedMu.Unlock()
+		if next == nil {
+			return
+		}
+	}
+	now := time.Now()
+	at := next.Load()
+	if now.UnixNano() < at || !next.CompareAndSwap(at, r.WindowEnd(now).UnixNano()) {
+		return // described in this window, or another request does it
+	}
+	rule := *r
+	s.background(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
+		defer cancel()
+		_ = s.redis.Describe(ctx, group, rule)
+	})
 }
 
 // Penalize implements Limiter. During an outage the penalty holds locally
@@ -262,10 +318,6 @@ func (s *Shared) CalendarUsed(ctx context.Context, group string, rules []Rule) (
 	return s.redis.CalendarUsed(ctx, group, rules)
 }
 
-// Describe records calendar rules for inspection (see Redis.Describe).
-func (s *Shared) Describe(ctx context.Context, group string, rules ...Rule) error {
-	return s.redis.Describe(ctx, group, rules...)
-}
 
 // Inspect reads the limiter's state in Redis (see State), for operators:
 // the given groups, or every group under the prefix when none is given.
@@ -279,6 +331,9 @@ func (s *Shared) Inspect(ctx context.Context, groups ...string) (inspect.State, 
 // be reserved afterwards; they get no announcements.
 func (s *Shared) Close() error {
 	s.closeOnce.Do(func() {
+		s.bgMu.Lock()
+		s.closed = true
+		s.bgMu.Unlock()
 		if s.registry != nil {
 			s.registry.close()
 		}

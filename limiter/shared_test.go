@@ -417,3 +417,51 @@ func TestSharedCloseLeavesNoGoroutine(t *testing.T) {
 	s.Close()
 	s.Close() // idempotent
 }
+
+// Shared records a calendar rule in the catalogue the first time it meets
+// it in a window, so that Inspect (and throttlectl) can give its limit;
+// later requests in the window write nothing more.
+func TestSharedDescribesCalendarRules(t *testing.T) {
+	srv := redistest.Shared(t)
+	c := srv.Client(t)
+	prefix := limitertest.Group(t)
+	s, err := limiter.NewShared(c, limiter.SharedConfig{Prefix: prefix, Mode: limiter.OutageRefuse})
+	if err != nil {
+		t.Fatal(err)
+	}
+	day := limiter.MustRule(limiter.NewCalendarRule("day:org1", 100, limiter.Day, time.UTC))
+	req := limiter.Request{Group: "g", Rules: []limiter.Rule{limiter.MustRule(limiter.NewRule("api", 100, time.Second)), day}, MaxWait: time.Second}
+	for range 3 {
+		if res, err := s.Reserve(context.Background(), req); err != nil || !res.OK() {
+			t.Fatalf("Reserve: %+v %v", res, err)
+		}
+	}
+	s.Close() // waits for the description written off the request path
+	catalog := "{" + prefix + ":g}:rules"
+	if fields, err := c.HKeys(context.Background(), catalog).Result(); err != nil || len(fields) != 1 || fields[0] != "day:org1" {
+		t.Fatalf("catalogue fields %q (%v), want the calendar rule alone", fields, err)
+	}
+	reader, err := limiter.NewShared(c, limiter.SharedConfig{Prefix: prefix, Mode: limiter.OutageRefuse})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	st, err := reader.Inspect(context.Background(), "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, g := range st.Groups {
+		for _, r := range g.Rules {
+			if r.Key == "day:org1" {
+				found = true
+				if r.Limit != 100 || r.Used != 3 || r.Window != "day" {
+					t.Errorf("calendar rule state %+v, want 3 of 100 used this day", r)
+				}
+			}
+		}
+	}
+	if !found {
+		t.Errorf("Inspect %+v: the calendar rule is missing", st)
+	}
+}
