@@ -318,7 +318,6 @@ func (s *Shared) CalendarUsed(ctx context.Context, group string, rules []Rule) (
 	return s.redis.CalendarUsed(ctx, group, rules)
 }
 
-
 // Inspect reads the limiter's state in Redis (see State), for operators:
 // the given groups, or every group under the prefix when none is given.
 func (s *Shared) Inspect(ctx context.Context, groups ...string) (inspect.State, error) {
