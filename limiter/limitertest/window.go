@@ -117,9 +117,11 @@ func bursts(t testing.TB, ls []limiter.Limiter, req limiter.Request, sizes []int
 			go func() {
 				defer wg.Done()
 				res, err := l.Reserve(context.Background(), req)
-				// The limiter decided before its answer arrived, on the same
-				// machine's clock: a slot is at most the budget from now.
-				now := time.Now()
+				// When the limiter decided, on its clock: the slot less the
+				// wait still ahead, read at once (Delay counts from the
+				// answer's arrival, so this is late by the microseconds
+				// since then; a refusal's SendAt is the decision itself).
+				now := res.SendAt().Add(-res.Delay())
 				if err != nil {
 					select {
 					case fail <- err:
