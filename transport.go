@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/quotaware/throttle/apps"
 	"github.com/quotaware/throttle/circuit"
@@ -381,8 +382,11 @@ func (c *call) openScope() *PenaltyError {
 }
 
 // reserve takes a slot, or returns the error that refuses the request. A
-// request refused for want of an in-flight lease (a concurrency rule) asks
-// again when one may be free, within its budget.
+// request refused for want of an in-flight lease (a concurrency rule), or
+// by a narrow rule that does not book ahead (limiter.WithMaxBookAhead: one
+// chat or member among many sharing the app's rules), asks again when the
+// rule's slot comes, if that is within its budget; otherwise it fails at
+// once, as x/time/rate's Wait does.
 func (c *call) reserve(ctx context.Context, lreq *limiter.Request) (limiter.Reservation, error) {
 	for {
 		var began time.Time
@@ -422,7 +426,11 @@ func (c *call) reserve(ctx context.Context, lreq *limiter.Request) (limiter.Rese
 		if res.Rule >= 0 && res.Rule < len(lreq.Rules) {
 			bound = lreq.Rules[res.Rule]
 		}
-		if bound.IsConcurrency() && res.RetryAfter <= c.budget(ctx) {
+		_, heldBack := bound.MaxBookAhead()
+		if (bound.IsConcurrency() || heldBack) && res.RetryAfter <= c.budget(ctx) {
+			if heldBack && !c.t.tel.disabled {
+				c.event("throttle.entity_wait", attribute.Float64("throttle.wait_s", res.RetryAfter.Seconds()))
+			}
 			if err := c.wait(ctx, res.RetryAfter); err != nil {
 				c.outcome = outcomeCancelled
 				return res, err
