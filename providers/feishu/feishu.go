@@ -109,7 +109,10 @@ type Config struct {
 	// at most ChatPeekLimit bytes; a reply counts against the message it
 	// answers. A send whose recipient cannot be read (no JSON, receive_id
 	// beyond the limit, an unreadable body) counts against one shared
-	// "unknown recipient" of the app: slower, never over the limit.
+	// "unknown recipient" of the app: slower, never over the limit. A
+	// message held back by its recipient's limit waits for that
+	// recipient's slot without booking the app's shared rules ahead
+	// (limiter.WithMaxBookAhead), so a busy chat never holds up the others.
 	PerChat int
 	// ChatPeekLimit bounds how much of a send's body Route reads for its
 	// receive_id (default 4 KiB; the SDKs write it first).
@@ -244,7 +247,11 @@ func Profile(cfg Config) (providers.Profile, error) {
 		}
 	}
 	if cfg.PerChat > 0 {
-		if p.chat, err = limiter.NewRule("template", cfg.PerChat, time.Second+cfg.Jitter); err != nil {
+		// One recipient among the many that share the app's IM rules: a
+		// message held back by its chat waits for the chat's slot without
+		// booking the shared rules ahead, so other chats are not held
+		// behind it.
+		if p.chat, err = limiter.NewRule("template", cfg.PerChat, time.Second+cfg.Jitter, limiter.WithMaxBookAhead(0)); err != nil {
 			return providers.Profile{}, fmt.Errorf("feishu: Config.PerChat: %w", err)
 		}
 	}
