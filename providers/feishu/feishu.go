@@ -249,9 +249,9 @@ func Profile(cfg Config) (providers.Profile, error) {
 	if cfg.PerChat > 0 {
 		// One recipient among the many that share the app's IM rules: a
 		// message held back by its chat waits for the chat's slot without
-		// booking the shared rules ahead, so other chats are not held
-		// behind it.
-		if p.chat, err = limiter.NewRule("template", cfg.PerChat, time.Second+cfg.Jitter, limiter.WithMaxBookAhead(0)); err != nil {
+		// booking the shared rules more than chatBookAhead ahead, so other
+		// chats are not held behind it.
+		if p.chat, err = limiter.NewRule("template", cfg.PerChat, time.Second+cfg.Jitter, limiter.WithMaxBookAhead(chatBookAhead)); err != nil {
 			return providers.Profile{}, fmt.Errorf("feishu: Config.PerChat: %w", err)
 		}
 	}
@@ -408,6 +408,12 @@ const (
 	imForward      = "POST /open-apis/im/v1/messages/:message_id/forward"
 	imMergeForward = "POST /open-apis/im/v1/messages/merge_forward"
 )
+
+// chatBookAhead is how far ahead a message may book its chat's slot (and
+// with it the app's shared IM rules): far less than the chat's 200 ms
+// spacing, so another chat's message waits at most that long behind it,
+// and enough for the Transport to let a chat's older waiters ask first.
+const chatBookAhead = 50 * time.Millisecond
 
 // unknownRecipient stands for every recipient Route could not read: they
 // share one per-recipient rule, so an unread send is slower, never over.
