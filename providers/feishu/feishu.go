@@ -432,6 +432,14 @@ func (p *preset) chatOf(name string, r *http.Request) string {
 	case imReply:
 		// The reply goes to the chat of the message it answers: the
 		// message ID is the closest name of that chat the request holds.
+		// Feishu counts the reply against that chat's 5/s (docs/providers.md:
+		// "5/s to the same user or chat"), so replies to several messages
+		// of one chat share the chat's limit while these keys do not: a
+		// burst of such replies can still meet a 230020, which penalises
+		// that message's scope only. Keying every reply of the app to one
+		// rule would cap all replies at 5/s; the request names no chat.
+		// batch_send (message/v4) names its recipients in lists and has no
+		// rule here: docs/providers.md records no per-recipient limit for it.
 		id, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/open-apis/im/v1/messages/"), "/")
 		return hashID("message", id)
 	}
