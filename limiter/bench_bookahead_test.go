@@ -1,0 +1,43 @@
+package limiter_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/quotaware/throttle/limiter"
+)
+
+// hotCapped is hot with a cap on booking ahead (limiter.WithMaxBookAhead):
+// never binding, so every call runs the cap's check and the whole write.
+func hotCapped(key string) limiter.Rule {
+	return limiter.MustRule(limiter.NewRule(key, 1_000_000_000, time.Second,
+		limiter.WithBurst(1_000_000), limiter.WithMaxBookAhead(50*time.Millisecond)))
+}
+
+// What a Feishu IM send carries: the API's per-second and per-minute rules
+// and the recipient's capped rule, with the API, app and chat scopes. The
+// cost of the cap is the difference to the same request with the chat rule
+// uncapped.
+func BenchmarkRedisReserveChatCapped(b *testing.B) {
+	benchRedisReserve(b, []limiter.Rule{hot("s"), hot("m"), hotCapped("chat")}, []string{"api:x", "app:x", "entity:chat"})
+}
+
+func BenchmarkRedisReserveChatUncapped(b *testing.B) {
+	benchRedisReserve(b, []limiter.Rule{hot("s"), hot("m"), hot("chat")}, []string{"api:x", "app:x", "entity:chat"})
+}
+
+func BenchmarkMemoryReserveCapped(b *testing.B) {
+	m := limiter.NewMemory()
+	ctx := context.Background()
+	req := limiter.Request{Group: "g", Rules: []limiter.Rule{hotCapped("hot")}, MaxWait: time.Minute}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if res, err := m.Reserve(ctx, req); err != nil || !res.OK {
+				b.Errorf("reserve: %+v %v", res, err)
+				return
+			}
+		}
+	})
+}
