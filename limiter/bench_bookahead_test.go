@@ -27,10 +27,14 @@ func BenchmarkRedisReserveChatUncapped(b *testing.B) {
 	benchRedisReserve(b, []limiter.Rule{hot("s"), hot("m"), hot("chat")}, []string{"api:x", "app:x", "entity:chat"})
 }
 
-func BenchmarkMemoryReserveCapped(b *testing.B) {
+// Against BenchmarkMemoryReserveWindow: a window rule, since Memory
+// outruns any paced rule (its interval is at least 1µs) and a capped one
+// would then refuse.
+func BenchmarkMemoryReserveWindowCapped(b *testing.B) {
 	m := limiter.NewMemory()
 	ctx := context.Background()
-	req := limiter.Request{Group: "g", Rules: []limiter.Rule{hotCapped("hot")}, MaxWait: time.Minute}
+	hot := limiter.MustRule(limiter.NewWindowRule("hot", 1_000_000_000, time.Second, limiter.WithMaxBookAhead(50*time.Millisecond)))
+	req := limiter.Request{Group: "g", Rules: []limiter.Rule{hot}, MaxWait: time.Minute}
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
