@@ -47,7 +47,7 @@ func TestHeldBackRequestWaitsForItsEntitySlot(t *testing.T) {
 		}
 	}
 	first, refused, retried := <-lim.reserved, <-lim.reserved, <-lim.reserved
-	if !first.OK || refused.OK || refused.Rule != 1 || !retried.OK {
+	if !first.OK() || refused.OK() || refused.Rule() != 1 || !retried.OK() {
 		t.Fatalf("reservations %+v, %+v, %+v: want admitted, refused by the entity rule, admitted", first, refused, retried)
 	}
 	if got, want := retried.SendAt(), first.SendAt().Add(period); got.Before(want) {
@@ -107,7 +107,7 @@ func TestCancelWhileHeldBack(t *testing.T) {
 		_, err := get(ctx, c, srv.URL+"/a")
 		done <- err
 	}()
-	if held := <-lim.reserved; held.OK || held.Rule != 1 {
+	if held := <-lim.reserved; held.OK() || held.Rule() != 1 {
 		t.Fatalf("second request: %+v, want refused by the entity rule", held)
 	}
 	cancel()

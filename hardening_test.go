@@ -34,17 +34,17 @@ func TestPenaltyBoundedByMaxPenalty(t *testing.T) {
 		name string
 		// penalise makes the scope "api:/hot" penalised until the year
 		// 9999 by the given source.
-		penalise func(t *testing.T, c *http.Client, url string, other *limiter.Redis, group string)
+		penalise func(t *testing.T, c *http.Client, url string, other *limiter.Shared, group string)
 		source   string
 	}{
-		{"answer", func(t *testing.T, c *http.Client, url string, _ *limiter.Redis, _ string) {
+		{"answer", func(t *testing.T, c *http.Client, url string, _ *limiter.Shared, _ string) {
 			resp, err := get(context.Background(), c, url+"/hot?forever=1")
 			if err != nil {
 				t.Fatal(err)
 			}
 			resp.Body.Close()
 		}, "answer"},
-		{"another replica", func(t *testing.T, _ *http.Client, _ string, other *limiter.Redis, group string) {
+		{"another replica", func(t *testing.T, _ *http.Client, _ string, other *limiter.Shared, group string) {
 			// 9999: the limiter caps the wait its reply carries, so the
 			// nanosecond Duration cannot overflow into the past.
 			until := year9999
@@ -78,7 +78,7 @@ func TestPenaltyBoundedByMaxPenalty(t *testing.T) {
 				throttle.WithoutTelemetry(), throttle.WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
 			t.Cleanup(func() { tr.Close() })
 			c := &http.Client{Transport: tr}
-			other, err := limiter.NewRedis(rdb.Client(t))
+			other, err := newSharedOnly(t, rdb.Client(t), "")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -103,10 +103,10 @@ func TestPenaltyBoundedByMaxPenalty(t *testing.T) {
 				}
 				waitFor(t, 5*time.Second, func() bool {
 					res, err = other.Reserve(context.Background(), limiter.Request{Group: group, Scopes: []string{"api:/hot"}})
-					return err == nil && res.Penalty != nil
+					return err == nil && res.Penalty() != nil
 				})
-				if res.Penalty.Until.After(time.Now().Add(time.Hour)) {
-					t.Errorf("penalty in Redis until %v, want at most an hour", res.Penalty.Until)
+				if res.Penalty().Until.After(time.Now().Add(time.Hour)) {
+					t.Errorf("penalty in Redis until %v, want at most an hour", res.Penalty().Until)
 				}
 				// A second such answer (on another path) is clamped without
 				// a second log line.
@@ -190,7 +190,7 @@ func TestCancellationIsTheContextsError(t *testing.T) {
 		{"redis, cancelled", shared, cancelled, context.Canceled},
 		{"redis, deadline passed", shared, pastDeadline, context.DeadlineExceeded},
 		{"redis, cancelled during the limiter call", func(t *testing.T, cancel context.CancelFunc) throttle.Option {
-			r, err := limiter.NewRedis(rdb.Client(t))
+			r, err := newSharedOnly(t, rdb.Client(t), "")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -322,16 +322,21 @@ func (s *stalling) stall(ctx context.Context, op string) {
 	}
 }
 
-func (s *stalling) Cancel(ctx context.Context, req limiter.Request, res limiter.Reservation) error {
-	s.stall(ctx, "cancel")
-	defer s.finished.Add(1)
-	return s.Limiter.Cancel(ctx, req, res)
-}
-
-func (s *stalling) Release(ctx context.Context, req limiter.Request, res limiter.Reservation) error {
-	s.stall(ctx, "release")
-	defer s.finished.Add(1)
-	return s.Limiter.Release(ctx, req, res)
+// Reserve hands out slots whose Cancel and Release stall.
+func (s *stalling) Reserve(ctx context.Context, req limiter.Request) (limiter.Reservation, error) {
+	res, err := s.Limiter.Reserve(ctx, req)
+	if err != nil || !res.OK() {
+		return res, err
+	}
+	return limiter.Admit(res.Delay(), func(ctx context.Context) error {
+		s.stall(ctx, "cancel")
+		defer s.finished.Add(1)
+		return res.Cancel(ctx)
+	}, func(ctx context.Context) error {
+		s.stall(ctx, "release")
+		defer s.finished.Add(1)
+		return res.Release(ctx)
+	}), nil
 }
 
 func (s *stalling) Penalize(ctx context.Context, group string, p limiter.Penalty) error {
@@ -391,7 +396,7 @@ func TestLimiterUpkeepLeavesTheRequestPath(t *testing.T) {
 			}})
 			base := &http.Transport{}
 			t.Cleanup(base.CloseIdleConnections)
-			r, err := limiter.NewRedis(rdb.Client(t))
+			r, err := newSharedOnly(t, rdb.Client(t), "")
 			if err != nil {
 				t.Fatal(err)
 			}

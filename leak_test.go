@@ -240,7 +240,7 @@ func TestLeakNoGoroutineAfterCancelledWaits(t *testing.T) {
 	httpSrv := serve(t, rec)
 	base := &http.Transport{}
 	t.Cleanup(base.CloseIdleConnections)
-	red, err := limiter.NewRedis(srv.Client(t), limiter.WithPrefix(limitertest.Group(t)))
+	red, err := newSharedOnly(t, srv.Client(t), limitertest.Group(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,10 +264,10 @@ func TestLeakNoGoroutineAfterCancelledWaits(t *testing.T) {
 	var latest time.Duration
 	for range waiters {
 		res := <-lim.reserved
-		if !res.OK || res.Delay <= 0 {
+		if !res.OK() || res.Delay() <= 0 {
 			t.Fatalf("reservation %+v, want a slot booked ahead", res)
 		}
-		latest = max(latest, res.Delay)
+		latest = max(latest, res.Delay())
 	}
 	cancelled := time.Now()
 	cancel()

@@ -11,7 +11,7 @@ import (
 // (one given with WithLimiter) cannot lift a shared penalty.
 var ErrLiftUnsupported = errors.New("throttle: the limiter cannot lift a penalty")
 
-// penaltyLifter is a limiter that can end a shared penalty: limiter.Redis,
+// penaltyLifter is a limiter that can end a shared penalty:
 // limiter.Memory and limiter.Shared.
 type penaltyLifter interface {
 	LiftPenalty(ctx context.Context, group, scope string) (bool, error)

@@ -37,7 +37,7 @@ const maxKnownQuotas = 1024
 const quotaGaugeTimeout = 250 * time.Millisecond
 
 // calendarReader is a limiter that can report calendar rules' counts:
-// limiter.Redis and limiter.Memory.
+// limiter.Shared and limiter.Memory.
 type calendarReader interface {
 	CalendarUsed(ctx context.Context, group string, rules []limiter.Rule) ([]int64, error)
 }
@@ -51,6 +51,7 @@ type quotaWatch struct {
 	shared *limiter.Shared // nil without Redis
 	reader calendarReader  // nil when the limiter cannot say
 	log    *slog.Logger
+	bg     *background // runs the descriptions; Close drains it
 
 	// known is read on the request path without a lock: a map never
 	// modified once published, replaced whole (under mu) when a rule is new.
@@ -72,7 +73,7 @@ type knownQuota struct {
 // startQuotaWatch sets up the gauges and wraps each profile's Route so that
 // the calendar rules of its routes become known.
 func (t *Transport) startQuotaWatch(c *config) {
-	q := &quotaWatch{log: c.logger}
+	q := &quotaWatch{log: c.logger, bg: t.bg}
 	if t.shared != nil {
 		// The shared limiter's own Redis reads the counts and records the
 		// rules: no second limiter on the same client.
@@ -131,15 +132,15 @@ func (q *quotaWatch) see(group string, r limiter.Rule) {
 	if now.UnixNano() < next || !kq.nextDescribe.CompareAndSwap(next, r.WindowEnd(now).UnixNano()) {
 		return // described in this window, or another request does it
 	}
-	// Off the request path, bounded by its timeout; a failure only leaves
-	// throttlectl without the limit until the next window.
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		if err := q.shared.Describe(ctx, group, r); err != nil {
+	// Off the request path on the Transport's background work, which
+	// bounds it and which Close drains; a failure only leaves throttlectl
+	// without the limit until the next window.
+	shared := q.shared
+	q.bg.do(context.Background(), func(ctx context.Context) error { return shared.Describe(ctx, group, r) }, func(err error) {
+		if err != nil {
 			q.log.Debug("throttle: could not describe a calendar rule", "provider", group, "rule", kq.name, "error", err)
 		}
-	}()
+	})
 }
 
 // add makes a rule known, unless maxKnownQuotas are already; it returns

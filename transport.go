@@ -326,20 +326,20 @@ func (c *call) reserveAndSend(req *http.Request) (*http.Response, error) {
 		closeBody(req)
 		return nil, err
 	}
-	if res.Delay > 0 {
-		if err := res.Sleep(ctx); err != nil {
+	if d := res.Delay(); d > 0 {
+		if err := res.Wait(ctx); err != nil {
 			// The slot will not be used: give it back so the next caller
 			// can have it.
-			c.giveBack(ctx, lreq, res)
+			c.giveBack(ctx, res)
 			closeBody(req)
 			c.outcome = outcomeCancelled
 			return nil, contextError(ctx, err)
 		}
-		c.waited += res.Delay
+		c.waited += d
 		// A quota error may have come back while this request waited: a
 		// slot booked before it must not be spent inside the penalty.
 		if pe := c.openScope(); pe != nil {
-			c.giveBack(ctx, lreq, res)
+			c.giveBack(ctx, res)
 			closeBody(req)
 			c.outcome = outcomePenalized
 			return nil, pe
@@ -350,8 +350,8 @@ func (c *call) reserveAndSend(req *http.Request) (*http.Response, error) {
 		// The answer is here (or never will be): end the in-flight lease,
 		// off the request path.
 		// Copies, so that only this branch moves them to the heap.
-		lim, lr, rs := c.t.limiter, lreq, res
-		c.t.bg.do(ctx, func(ctx context.Context) error { return lim.Release(ctx, lr, rs) }, nil)
+		rs := res
+		c.t.bg.do(ctx, func(ctx context.Context) error { return rs.Release(ctx) }, nil)
 	}
 	if err != nil {
 		c.outcome = outcomeTransportError
@@ -412,10 +412,10 @@ func (c *call) reserve(ctx context.Context, lreq *limiter.Request) (limiter.Rese
 			}
 			return res, fmt.Errorf("%w: %s: %w", ErrLimiterUnavailable, c.p.Name, err)
 		}
-		if res.OK {
+		if res.OK() {
 			return res, nil
 		}
-		if pen := res.Penalty; pen != nil {
+		if pen := res.Penalty(); pen != nil {
 			// Another replica saw the quota error: stop locally too.
 			until := c.p.bound(pen.Until, pen.Code, "shared limiter")
 			c.p.breakers.Penalize(pen.Scope, until, pen.Code)
@@ -423,12 +423,12 @@ func (c *call) reserve(ctx context.Context, lreq *limiter.Request) (limiter.Rese
 			return res, &PenaltyError{Provider: c.p.Name, API: c.route.API, Scope: pen.Scope, Until: until, Code: pen.Code}
 		}
 		var bound limiter.Rule
-		if res.Rule >= 0 && res.Rule < len(lreq.Rules) {
-			bound = lreq.Rules[res.Rule]
+		if i := res.Rule(); i >= 0 && i < len(lreq.Rules) {
+			bound = lreq.Rules[i]
 		}
 		_, heldBack := bound.MaxBookAhead()
-		if (bound.IsConcurrency() || heldBack) && res.RetryAfter <= c.budget(ctx) {
-			wait := res.RetryAfter
+		if (bound.IsConcurrency() || heldBack) && res.RetryAfter() <= c.budget(ctx) {
+			wait := res.RetryAfter()
 			if heldBack {
 				wait -= c.lead(ctx, bound)
 				if !c.t.tel.disabled {
@@ -444,7 +444,7 @@ func (c *call) reserve(ctx context.Context, lreq *limiter.Request) (limiter.Rese
 			continue
 		}
 		c.outcome = outcomeThrottled
-		e := &ThrottledError{Provider: c.p.Name, API: c.route.API, RetryAfter: res.RetryAfter, Budget: lreq.MaxWait}
+		e := &ThrottledError{Provider: c.p.Name, API: c.route.API, RetryAfter: res.RetryAfter(), Budget: lreq.MaxWait}
 		switch {
 		case bound.Limit() > 0:
 			e.Rule = bound.String()
@@ -497,9 +497,8 @@ func contextError(ctx context.Context, err error) error {
 }
 
 // giveBack returns a slot that will not be used, off the request path.
-func (c *call) giveBack(ctx context.Context, lreq limiter.Request, res limiter.Reservation) {
-	lim := c.t.limiter
-	c.t.bg.do(ctx, func(ctx context.Context) error { return lim.Cancel(ctx, lreq, res) }, nil)
+func (c *call) giveBack(ctx context.Context, res limiter.Reservation) {
+	c.t.bg.do(ctx, func(ctx context.Context) error { return res.Cancel(ctx) }, nil)
 }
 
 // penalize shares the provider's quota verdict with every replica.

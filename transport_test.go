@@ -3,6 +3,7 @@ package throttle_test
 import (
 	"context"
 	"errors"
+	"github.com/redis/go-redis/v9"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -249,15 +250,14 @@ type observed struct {
 func (o *observed) Reserve(ctx context.Context, req limiter.Request) (limiter.Reservation, error) {
 	res, err := o.Limiter.Reserve(ctx, req)
 	o.reserved <- res
-	return res, err
-}
-
-func (o *observed) Cancel(ctx context.Context, req limiter.Request, res limiter.Reservation) error {
-	err := o.Limiter.Cancel(ctx, req, res)
-	if o.cancelled != nil {
-		o.cancelled <- res
+	if err != nil || !res.OK() || o.cancelled == nil {
+		return res, err
 	}
-	return err
+	return limiter.Admit(res.Delay(), func(ctx context.Context) error {
+		err := res.Cancel(ctx)
+		o.cancelled <- res
+		return err
+	}, res.Release), nil
 }
 
 // Cancelling during a wait sends nothing and gives the slot back.
@@ -278,7 +278,7 @@ func TestCancelDuringWaitGivesSlotBack(t *testing.T) {
 		done <- err
 	}()
 	waiting := <-lim.reserved
-	if !waiting.OK || waiting.Delay <= 0 {
+	if !waiting.OK() || waiting.Delay() <= 0 {
 		t.Fatalf("second request: %+v, want a booked slot ahead", waiting)
 	}
 	cancel()
@@ -291,7 +291,7 @@ func TestCancelDuringWaitGivesSlotBack(t *testing.T) {
 	}
 	go get(context.Background(), c, srv.URL+"/a")
 	next := <-lim.reserved
-	if !next.OK || !next.SendAt().Equal(waiting.SendAt()) {
+	if !next.OK() || !next.SendAt().Equal(waiting.SendAt()) {
 		t.Fatalf("next request scheduled at %v, want the cancelled slot %v", next.SendAt(), waiting.SendAt())
 	}
 	if n := len(rec.seen()); n != 1 {
@@ -324,13 +324,13 @@ func TestQuotaAnswerPenalizesScopeEverywhere(t *testing.T) {
 		t.Fatalf("caller read %q, want the provider's body %q", got, body)
 	}
 	// The penalty is written to Redis off the request path: wait for it.
-	other, err := limiter.NewRedis(rdb.Client(t))
+	other, err := newSharedOnly(t, rdb.Client(t), "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 5*time.Second, func() bool {
 		res, err := other.Reserve(context.Background(), limiter.Request{Group: profile.Name, Scopes: []string{"api:/hot"}})
-		return err == nil && res.Penalty != nil
+		return err == nil && res.Penalty() != nil
 	})
 	for i, c := range []*http.Client{a, b, a} {
 		_, err := get(context.Background(), c, srv.URL+"/hot")
@@ -348,4 +348,15 @@ func TestQuotaAnswerPenalizesScopeEverywhere(t *testing.T) {
 	if n := len(rec.seen()); n != 2 {
 		t.Fatalf("server saw %d requests, want 2 (the quota error and /cold)", n)
 	}
+}
+
+// newSharedOnly is a Shared limiter that refuses while Redis is away (so it
+// stays out of the replica registry), closed at the end of the test.
+func newSharedOnly(t *testing.T, client redis.UniversalClient, prefix string) (*limiter.Shared, error) {
+	t.Helper()
+	l, err := limiter.NewShared(client, limiter.SharedConfig{Prefix: prefix, Mode: limiter.OutageRefuse})
+	if err == nil {
+		t.Cleanup(func() { l.Close() })
+	}
+	return l, err
 }

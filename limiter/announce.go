@@ -32,7 +32,7 @@ import (
 // "\x00back") are still read.
 
 // channel is where penalties are announced.
-func (l *Redis) channel() string { return l.prefix + ":penalties" }
+func (l *redisLimiter) channel() string { return l.prefix + ":penalties" }
 
 const (
 	announceVersion = "v1"
@@ -93,7 +93,7 @@ func parseAnnouncement(s string) (a announcement, ok bool) {
 const legacyBack = "\x00back"
 
 // announceBack tells every watching replica that Redis answers again.
-func (l *Redis) announceBack(ctx context.Context) error {
+func (l *redisLimiter) announceBack(ctx context.Context) error {
 	if err := l.client.Publish(ctx, l.channel(), announceVersion+" "+backType).Err(); err != nil {
 		return unavailable("publish", err)
 	}
@@ -120,7 +120,7 @@ const maxUnconfirmed = 256
 
 // watcher follows the announcement channel and confirms what it hears.
 type watcher struct {
-	l   *Redis
+	l   *redisLimiter
 	cfg watcherConfig
 	ps  *redis.PubSub
 
@@ -134,7 +134,7 @@ type watcher struct {
 // watch starts following the channel in the background, reconnecting after
 // outages, until stop. Announcements missed while disconnected are not
 // replayed.
-func (l *Redis) watch(cfg watcherConfig) *watcher {
+func (l *redisLimiter) watch(cfg watcherConfig) *watcher {
 	w := &watcher{l: l, cfg: cfg, ps: l.client.Subscribe(context.Background(), l.channel()),
 		pending: make(map[penaltyID]string), wake: make(chan struct{}, 1)}
 	w.done.Add(2)

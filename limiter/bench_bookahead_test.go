@@ -38,7 +38,7 @@ func BenchmarkMemoryReserveWindowCapped(b *testing.B) {
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if res, err := m.Reserve(ctx, req); err != nil || !res.OK {
+			if res, err := m.Reserve(ctx, req); err != nil || !res.OK() {
 				b.Errorf("reserve: %+v %v", res, err)
 				return
 			}

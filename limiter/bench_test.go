@@ -59,7 +59,7 @@ func benchRedisReserve(b *testing.B, rules []limiter.Rule, scopes []string, opts
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			res, err := l.Reserve(ctx, req)
-			if err != nil || !res.OK {
+			if err != nil || !res.OK() {
 				b.Errorf("reserve: %+v %v", res, err)
 				return
 			}
@@ -99,7 +99,7 @@ func BenchmarkMemoryReserve(b *testing.B) {
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if res, err := m.Reserve(ctx, req); err != nil || !res.OK {
+			if res, err := m.Reserve(ctx, req); err != nil || !res.OK() {
 				b.Errorf("reserve: %+v %v", res, err)
 				return
 			}
@@ -114,7 +114,7 @@ func BenchmarkMemoryReserveWindow(b *testing.B) {
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if res, err := m.Reserve(ctx, req); err != nil || !res.OK {
+			if res, err := m.Reserve(ctx, req); err != nil || !res.OK() {
 				b.Errorf("reserve: %+v %v", res, err)
 				return
 			}

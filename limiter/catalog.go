@@ -27,14 +27,14 @@ local ttl = tonumber(ARGV[1])
 if redis.call('PTTL', KEYS[1]) < ttl then redis.call('PEXPIRE', KEYS[1], ttl) end
 return 1`)
 
-func (l *Redis) catalogKey(group string) string {
+func (l *redisLimiter) catalogKey(group string) string {
 	return "{" + l.prefix + ":" + group + "}:rules"
 }
 
 // Describe records calendar rules of group in the catalogue, so that
 // Inspect can report their limits and window ends; other rules are skipped.
 // It costs one round trip; call it once per rule, not per request.
-func (l *Redis) Describe(ctx context.Context, group string, rules ...Rule) error {
+func (l *redisLimiter) Describe(ctx context.Context, group string, rules ...Rule) error {
 	if err := checkKey("group", group); err != nil {
 		return err
 	}

@@ -165,12 +165,12 @@ func testFailover(t *testing.T, takeOver func(*redistest.Cluster, testing.TB, st
 							break
 						}
 					}
-					wait := res.RetryAfter
+					wait := res.RetryAfter()
 					switch {
 					case err != nil:
 						failures.Add(1)
 						wait = 20 * time.Millisecond // back off, as a fallback would
-					case res.OK:
+					case res.OK():
 						mu.Lock()
 						sends = append(sends, res.SendAt())
 						mu.Unlock()
@@ -180,7 +180,7 @@ func testFailover(t *testing.T, takeOver func(*redistest.Cluster, testing.TB, st
 						if h := healed.Load(); h != nil && res.SendAt().After(*h) && afterN.Add(1) >= enough {
 							resOnce.Do(func() { close(resumed) })
 						}
-						wait = res.Delay
+						wait = res.Delay()
 					}
 					timer.Reset(wait)
 					select {

@@ -29,10 +29,10 @@ const maxLanes = 4096
 // lane's queue.
 var onQueued atomic.Pointer[func(group string)]
 
-// WithoutCoalescing makes every Reserve its own script call, even under
+// withoutCoalescing makes every Reserve its own script call, even under
 // load; useful to measure the cost of one call.
-func WithoutCoalescing() RedisOption {
-	return redisOptionFunc(func(r *Redis) { r.lanes.off = true })
+func withoutCoalescing() redisOption {
+	return redisOptionFunc(func(r *redisLimiter) { r.lanes.off = true })
 }
 
 // lanes finds the lane of a request's rules and scopes.
@@ -168,7 +168,7 @@ func (p *Request) sameShape(req *Request) bool {
 
 // reserve makes the call at once when the lane is idle, and otherwise
 // queues req for the lane's next call.
-func (ln *lane) reserve(ctx context.Context, l *Redis, req Request) (Reservation, error) {
+func (ln *lane) reserve(ctx context.Context, l *redisLimiter, req Request) (Reservation, error) {
 	ln.mu.Lock()
 	if !ln.busy {
 		ln.busy = true
@@ -210,7 +210,7 @@ func (ln *lane) reserve(ctx context.Context, l *Redis, req Request) (Reservation
 }
 
 // reserveNow makes the lane's call for req alone; the lane is busy.
-func (ln *lane) reserveNow(ctx context.Context, l *Redis, req Request) (Reservation, error) {
+func (ln *lane) reserveNow(ctx context.Context, l *redisLimiter, req Request) (Reservation, error) {
 	// Deferred: a panic recovered above (an HTTP server's) must not leave
 	// the lane busy with nobody to serve its queue.
 	defer ln.handOver(l)
@@ -236,7 +236,7 @@ func (ln *lane) remove(p *pending) {
 
 // handOver ends a call: with requests queued meanwhile, a flusher takes
 // them in the next call; otherwise the lane is idle again.
-func (ln *lane) handOver(l *Redis) {
+func (ln *lane) handOver(l *redisLimiter) {
 	ln.mu.Lock()
 	if len(ln.queue) == 0 {
 		ln.busy = false
@@ -249,7 +249,7 @@ func (ln *lane) handOver(l *Redis) {
 
 // flush reserves the queued requests, up to maxBatch per call, until the
 // queue is empty.
-func (ln *lane) flush(l *Redis) {
+func (ln *lane) flush(l *redisLimiter) {
 	var (
 		batch []*pending
 		reqs  []Request
@@ -295,7 +295,7 @@ func (ln *lane) flush(l *Redis) {
 		ln.mu.Lock()
 		for i, p := range batch {
 			p.res, p.err, p.answered = out[i], err, true
-			if p.abandoned && err == nil && out[i].OK {
+			if p.abandoned && err == nil && out[i].ok {
 				giveBack = append(giveBack, p)
 			}
 		}
@@ -303,7 +303,7 @@ func (ln *lane) flush(l *Redis) {
 		for _, p := range batch {
 			if !p.abandoned {
 				p.done <- struct{}{}
-			} else if err != nil || !p.res.OK {
+			} else if err != nil || !p.res.ok {
 				p.recycle()
 			}
 		}
@@ -318,7 +318,7 @@ func (ln *lane) flush(l *Redis) {
 
 // giveBack cancels, in one call, the slots booked for requests whose
 // requesters gave up while their call was in flight, and recycles them.
-func (l *Redis) giveBack(ps []*pending) {
+func (l *redisLimiter) giveBack(ps []*pending) {
 	rs := make([]Reservation, len(ps))
 	for i, p := range ps {
 		rs[i] = p.res

@@ -97,7 +97,7 @@ func coalescing(t *testing.T) (*limiter.Redis, *gate, limiter.Request, <-chan st
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Cancel(context.Background(), warm, res); err != nil {
+	if err := res.Cancel(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	g := newGate()
@@ -133,7 +133,7 @@ func TestRedisCoalescedCallAnswersEachRequest(t *testing.T) {
 	}
 	g.release <- struct{}{}
 	o1 := <-first
-	if o1.err != nil || !o1.res.OK || o1.res.Delay != 0 {
+	if o1.err != nil || !o1.res.OK() || o1.res.Delay() != 0 {
 		t.Fatalf("first: %+v %v, want admitted at once", o1.res, o1.err)
 	}
 	if n := <-g.held; n != 3 {
@@ -147,8 +147,8 @@ func TestRedisCoalescedCallAnswersEachRequest(t *testing.T) {
 			t.Fatal(got[i].err)
 		}
 	}
-	if !got[0].res.OK || got[1].res.OK || !got[2].res.OK {
-		t.Fatalf("admitted %v %v %v, want the MaxWait-0 request alone refused", got[0].res.OK, got[1].res.OK, got[2].res.OK)
+	if !got[0].res.OK() || got[1].res.OK() || !got[2].res.OK() {
+		t.Fatalf("admitted %v %v %v, want the MaxWait-0 request alone refused", got[0].res.OK(), got[1].res.OK(), got[2].res.OK())
 	}
 	// Slots exactly T apart after the first: the refusal charged nothing,
 	// and its retry-after lands on the slot the third request then took.
@@ -158,7 +158,7 @@ func TestRedisCoalescedCallAnswersEachRequest(t *testing.T) {
 			t.Errorf("slot %d is %v after slot %d, want exactly T = %v", i, d, i-1, T)
 		}
 	}
-	if at := got[1].res.Now.Add(got[1].res.RetryAfter); !at.Equal(slots[2]) {
+	if at := got[1].res.SendAt().Add(got[1].res.RetryAfter()); !at.Equal(slots[2]) {
 		t.Errorf("refused request's retry-after points at %v, want the next free slot %v", at, slots[2])
 	}
 }
@@ -202,7 +202,7 @@ func TestRedisCoalescedCancelGivesSlotBack(t *testing.T) {
 	}
 	g.release <- struct{}{}
 	o2 := <-kept
-	if o1.err != nil || o2.err != nil || !o2.res.OK {
+	if o1.err != nil || o2.err != nil || !o2.res.OK() {
 		t.Fatalf("first %v; kept %+v %v", o1.err, o2.res, o2.err)
 	}
 	<-g.cancelled // the slots booked for the two that gave up are given back
@@ -240,17 +240,17 @@ func TestRedisCoalescedPenaltyRefusesAll(t *testing.T) {
 	g.release <- struct{}{}
 	for i, ch := range append([]<-chan outcome{first}, waiting...) {
 		o := <-ch
-		if o.err != nil || o.res.OK || o.res.Penalty == nil {
+		if o.err != nil || o.res.OK() || o.res.Penalty() == nil {
 			t.Fatalf("request %d: %+v %v, want refused by the penalty", i, o.res, o.err)
 		}
-		if p := o.res.Penalty; p.Scope != "app" || !p.Until.Equal(until) || p.Code != "90018" {
+		if p := o.res.Penalty(); p.Scope != "app" || !p.Until.Equal(until) || p.Code != "90018" {
 			t.Errorf("request %d: penalty %+v, want scope app until %v code 90018", i, *p, until)
 		}
 	}
 	g.open.Store(true)
 	// Nothing was charged: once the penalty is gone, the rule admits at once.
 	req.Scopes = []string{"api:x"}
-	if res, err := l.Reserve(bg, req); err != nil || !res.OK || res.Delay != 0 {
+	if res, err := l.Reserve(bg, req); err != nil || !res.OK() || res.Delay() != 0 {
 		t.Fatalf("after the penalised calls: %+v %v, want admitted at once", res, err)
 	}
 }
@@ -279,7 +279,7 @@ func TestRedisCoalescedQueueTimeCountsAgainstMaxWait(t *testing.T) {
 	if o.err != nil {
 		t.Fatal(o.err)
 	}
-	if o.res.OK {
+	if o.res.OK() {
 		t.Fatalf("booked to send %v after it asked, beyond its MaxWait %v", o.res.SendAt().Sub(asked), tight.MaxWait)
 	}
 }

@@ -9,18 +9,21 @@
 // ([NewCalendarRule]). A [Limiter] checks every rule of a request and every
 // shared penalty it names in one step, all or none, and either admits now,
 // books a slot ahead when the wait fits the caller's budget, or refuses with
-// the exact retry-after.
+// the exact retry-after. Its answer is a [Reservation], in the style of
+// golang.org/x/time/rate: OK, Delay, a blocking Wait, and Cancel to give
+// back a slot that will not be used.
 //
-// [Redis] shares the state across replicas (at most one Lua script call per
-// request, time from Redis, integer microseconds, all keys under one hash tag
-// per group so it runs on Redis Cluster). Requests of one replica for the
-// same rules that arrive while a call for them is in flight share the next
-// call, each with its own answer; under load a replica thus needs fewer
-// calls than requests ([WithoutCoalescing] turns this off). [Memory] keeps
-// the same contract in one process. [Shared] is what a fleet uses: Redis
-// with what it takes to rely on it (a local share of each rule while Redis
-// is away, returning once it has answered for a while; penalty
-// announcements confirmed against Redis; lost state and corrupt keys
-// noticed and healed), built by one call to [NewShared] and stopped by
-// Close. Package limitertest holds the conformance suite all of them pass.
+// [Shared] is what a fleet uses: the state lives in Redis (at most one Lua
+// script call per request, time from Redis, integer microseconds, all keys
+// under one hash tag per group so it runs on Redis Cluster), with what it
+// takes to rely on it (a local share of each rule while Redis is away,
+// returning once it has answered for a while; penalty announcements
+// confirmed against Redis; lost state and corrupt keys noticed and healed),
+// built by one call to [NewShared] and stopped by Close. Requests of one
+// replica for the same rules that arrive while a call for them is in flight
+// share the next call, each with its own answer; under load a replica thus
+// needs fewer calls than requests (SharedConfig.NoCoalescing turns this
+// off). [Memory] keeps the same contract in one process. Package limitertest
+// holds the conformance suite both pass, and any Limiter implemented
+// elsewhere (answering with [Admit] and [Refuse]) can run.
 package limiter

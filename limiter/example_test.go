@@ -26,10 +26,10 @@ func ExampleNewRule() {
 		if err != nil {
 			panic(err)
 		}
-		if res.OK {
-			fmt.Printf("request %d: send in %v\n", i+1, res.Delay)
+		if res.OK() {
+			fmt.Printf("request %d: send in %v\n", i+1, res.Delay())
 		} else {
-			fmt.Printf("request %d: refused, retry in %v\n", i+1, res.RetryAfter)
+			fmt.Printf("request %d: refused, retry in %v\n", i+1, res.RetryAfter())
 		}
 	}
 	// Output:
@@ -37,4 +37,32 @@ func ExampleNewRule() {
 	// request 2: send in 0s
 	// request 3: send in 1s
 	// request 4: refused, retry in 2s
+}
+
+// The pattern for a caller that waits: Wait until the slot, and when the
+// caller gives up first, Cancel so the next request gets the slot.
+func ExampleReservation_Cancel() {
+	rule := limiter.MustRule(limiter.NewRule("api:app1:/v1/users", 1, time.Second))
+	now := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
+	l := limiter.NewMemory(limiter.WithClock(func() time.Time { return now }))
+	req := limiter.Request{Group: "example", Rules: []limiter.Rule{rule}, MaxWait: 5 * time.Second}
+	ctx := context.Background()
+
+	first, _ := l.Reserve(ctx, req)
+	fmt.Println("first: send in", first.Delay())
+
+	second, _ := l.Reserve(ctx, req)
+	gaveUp, cancel := context.WithCancel(ctx)
+	cancel() // the caller's deadline passes during the wait
+	if err := second.Wait(gaveUp); err != nil {
+		fmt.Println("second: wait ended:", err)
+		_ = second.Cancel(ctx)
+	}
+
+	third, _ := l.Reserve(ctx, req)
+	fmt.Println("third: send in", third.Delay(), "(the slot the second gave back)")
+	// Output:
+	// first: send in 0s
+	// second: wait ended: context canceled
+	// third: send in 1s (the slot the second gave back)
 }

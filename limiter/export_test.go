@@ -27,6 +27,8 @@ func SetOnQueued(f func(group string)) {
 
 // The pieces of the Shared limiter, for tests that exercise one alone.
 type (
+	Redis          = redisLimiter
+	RedisOption    = redisOption
 	Failover       = failover
 	FailoverConfig = failoverConfig
 	Registry       = registry
@@ -34,7 +36,7 @@ type (
 
 // NewFailover wraps primary; a zero Recover means switch back at the first
 // good probe, as tests of other behaviour want.
-func NewFailover(primary Limiter, cfg FailoverConfig) *Failover {
+func NewFailover(primary store, cfg FailoverConfig) *Failover {
 	if cfg.Recover == 0 {
 		cfg.Recover = -1
 	}
@@ -82,3 +84,23 @@ func (l *Redis) AnnounceBack(ctx context.Context) error { return l.announceBack(
 func (l *Redis) WatchLifts(onLift func(group, scope string)) (stop func()) {
 	return l.watch(watcherConfig{onLift: onLift}).stop
 }
+
+// NewRedis and its options build the Redis limiter alone, without the
+// outage mode, registry and watch that Shared adds.
+var (
+	NewRedis          = newRedis
+	WithPrefix        = withPrefix
+	WithoutCoalescing = withoutCoalescing
+)
+
+// Burst, Interval, Unit and Location read a rule's settings.
+func (r Rule) Burst() int               { return int(r.burst) }
+func (r Rule) Interval() time.Duration  { return time.Duration(r.intervalUs) * time.Microsecond }
+func (r Rule) Location() *time.Location { return r.loc }
+func (r Rule) IsWindow() bool           { return r.kind == windowRule }
+
+// Down reports whether Redis is considered away.
+func (s *Shared) Down() bool { return s.failover.Down() }
+
+// Len reports how many keys the limiter holds, for leak checks.
+func (m *Memory) Len() int { return m.size() }

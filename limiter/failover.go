@@ -64,7 +64,7 @@ type failoverConfig struct {
 // does not answer within its timeout, applies the configured mode until
 // probes find the primary back for Recover. It switches back by itself.
 type failover struct {
-	primary Limiter
+	primary store
 	local   *Memory
 	cfg     failoverConfig
 
@@ -144,7 +144,7 @@ type scaledID struct {
 const maxHold = 2 * time.Second
 
 // newFailover wraps primary; zero Probe and Recover take their defaults.
-func newFailover(primary Limiter, cfg failoverConfig) *failover {
+func newFailover(primary store, cfg failoverConfig) *failover {
 	if cfg.Probe <= 0 {
 		cfg.Probe = defaultProbe
 	}
@@ -172,6 +172,14 @@ func (f *failover) Down() bool { return f.down.Load() }
 
 // Reserve implements Limiter.
 func (f *failover) Reserve(ctx context.Context, req Request) (Reservation, error) {
+	res, err := f.reserve(ctx, req)
+	if err == nil && res.ok {
+		res.settle(f, &req)
+	}
+	return res, err
+}
+
+func (f *failover) reserve(ctx context.Context, req Request) (Reservation, error) {
 	if err := ctx.Err(); err != nil {
 		return Reservation{}, err
 	}
@@ -191,16 +199,16 @@ func (f *failover) Reserve(ctx context.Context, req Request) (Reservation, error
 			}
 		}
 		res, err := f.callPrimary(ctx, req, down)
-		if err == nil && down && f.down.Load() && res.Penalty == nil {
+		if err == nil && down && f.down.Load() && res.penalty == nil {
 			// A good probe while Redis has not answered for long enough:
 			// the replica stays on its local share, so the probe's slot
 			// goes back (it would come on top of the share).
-			if res.OK {
-				_ = f.primary.Cancel(ctx, req, res)
+			if res.ok {
+				_ = f.primary.cancel(ctx, req, res)
 			}
 			return f.reserveLocal(ctx, req)
 		}
-		if err == nil && res.OK {
+		if err == nil && res.ok {
 			f.noteHorizon(req, res)
 		}
 		if err == nil || !errors.Is(err, ErrUnavailable) || ctx.Err() != nil {
@@ -219,13 +227,13 @@ func (f *failover) reserveLocal(ctx context.Context, req Request) (Reservation, 
 	case OutageRefuse:
 		return Reservation{}, unavailable("reserve", errors.New("primary limiter is down"))
 	case OutageAdmit:
-		return Reservation{OK: true, Rule: -1, Now: time.Now(), local: true}, nil
+		return Reservation{ok: true, rule: -1, now: time.Now(), local: true}, nil
 	}
 	lreq := f.share(req)
 	lreq.notBefore = max(f.drainUntil.Load(), f.windowHold(&req))
 	res, err := f.local.Reserve(ctx, lreq)
 	res.local = true
-	if err == nil && res.OK {
+	if err == nil && res.ok {
 		at := res.SendAt().UnixMicro()
 		for old := f.lastLocal.Load(); at > old && !f.lastLocal.CompareAndSwap(old, at); old = f.lastLocal.Load() {
 		}
@@ -249,8 +257,8 @@ func (f *failover) callPrimary(ctx context.Context, req Request, probing bool) (
 	res, err := f.primary.Reserve(cctx, req)
 	if err == nil && res.lost {
 		if hold := f.lastSlot.Load() + f.period.Load(); hold > req.notBefore {
-			if res.OK {
-				_ = f.primary.Cancel(cctx, req, res)
+			if res.ok {
+				_ = f.primary.cancel(cctx, req, res)
 			}
 			f.lostHold.Store(max(f.lostHold.Load(), hold))
 			req.notBefore = hold
@@ -304,10 +312,10 @@ func (f *failover) probeOK() {
 // own slot counts.)
 func (f *failover) noteHorizon(req Request, res Reservation) {
 	at := res.SendAt().UnixMicro()
-	if len(res.Booked) == len(req.Rules) {
+	if len(res.booked) == len(req.Rules) {
 		for i := range req.Rules {
 			if r := &req.Rules[i]; r.kind == pacedRule && r.burst == 1 {
-				at = max(at, res.Booked[i]-r.intervalUs)
+				at = max(at, res.booked[i]-r.intervalUs)
 				if p := int64(min(r.period, maxHold) / time.Microsecond); p > f.period.Load() {
 					f.period.Store(p) // racy max: any recent value will do
 				}
@@ -316,10 +324,10 @@ func (f *failover) noteHorizon(req Request, res Reservation) {
 	}
 	for old := f.lastSlot.Load(); at > old && !f.lastSlot.CompareAndSwap(old, at); old = f.lastSlot.Load() {
 	}
-	if len(res.Booked) == len(req.Rules) {
+	if len(res.booked) == len(req.Rules) {
 		for i := range req.Rules {
 			if r := &req.Rules[i]; r.kind == windowRule && r.period > maxHold {
-				f.noteWindow(req.Group, r, res.Booked[i]+int64(r.period/time.Microsecond))
+				f.noteWindow(req.Group, r, res.booked[i]+int64(r.period/time.Microsecond))
 			}
 		}
 	}
@@ -432,30 +440,30 @@ func (f *failover) share(req Request) Request {
 	return req
 }
 
-// Cancel implements Limiter, on whichever limiter granted the slot.
-func (f *failover) Cancel(ctx context.Context, req Request, res Reservation) error {
+// cancel gives res back to whichever limiter granted the slot.
+func (f *failover) cancel(ctx context.Context, req Request, res Reservation) error {
 	if res.local {
 		if f.cfg.Mode == OutageAdmit {
 			return nil
 		}
-		return f.local.Cancel(ctx, f.share(req), res)
+		return f.local.cancel(ctx, f.share(req), res)
 	}
 	ctx, cancel := f.bound(ctx)
 	defer cancel()
-	return f.primary.Cancel(ctx, req, res)
+	return f.primary.cancel(ctx, req, res)
 }
 
-// Release implements Limiter, on whichever limiter granted the slot.
-func (f *failover) Release(ctx context.Context, req Request, res Reservation) error {
+// release ends res's leases on whichever limiter granted the slot.
+func (f *failover) release(ctx context.Context, req Request, res Reservation) error {
 	if res.local {
 		if f.cfg.Mode == OutageAdmit {
 			return nil
 		}
-		return f.local.Release(ctx, f.share(req), res)
+		return f.local.release(ctx, f.share(req), res)
 	}
 	ctx, cancel := f.bound(ctx)
 	defer cancel()
-	return f.primary.Release(ctx, req, res)
+	return f.primary.release(ctx, req, res)
 }
 
 func (f *failover) bound(ctx context.Context) (context.Context, context.CancelFunc) {

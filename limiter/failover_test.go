@@ -39,14 +39,14 @@ func TestFailoverTakesOverAfterBookedSlots(t *testing.T) {
 	var last limiter.Reservation
 	for i := 0; i < 5; i++ {
 		res, err := f.Reserve(ctx, req)
-		if err != nil || !res.OK || res.Local() {
+		if err != nil || !res.OK() || res.Local() {
 			t.Fatalf("on the primary: %+v %v", res, err)
 		}
 		last = res
 	}
 	primary.down.Store(true)
 	first, err := f.Reserve(ctx, req)
-	if err != nil || !first.OK || !first.Local() {
+	if err != nil || !first.OK() || !first.Local() {
 		t.Fatalf("after the primary failed: %+v %v, want a local slot", first, err)
 	}
 	if first.SendAt().Before(last.SendAt().Add(rule.Period())) {
@@ -95,14 +95,14 @@ func TestFailoverHoldsWindowRulesForTheirPeriod(t *testing.T) {
 	var last limiter.Reservation
 	for i := 0; i < 4; i++ { // the whole window at once, on the primary
 		res, err := f.Reserve(ctx, req)
-		if err != nil || !res.OK || res.Local() || res.Delay != 0 {
+		if err != nil || !res.OK() || res.Local() || res.Delay() != 0 {
 			t.Fatalf("burst on the primary: %+v %v", res, err)
 		}
 		last = res
 	}
 	primary.down.Store(true)
 	local, err := f.Reserve(ctx, req)
-	if err != nil || !local.OK || !local.Local() {
+	if err != nil || !local.OK() || !local.Local() {
 		t.Fatalf("after the primary failed: %+v %v, want a local slot", local, err)
 	}
 	if local.SendAt().Before(last.SendAt().Add(window.Period())) {
@@ -110,7 +110,7 @@ func TestFailoverHoldsWindowRulesForTheirPeriod(t *testing.T) {
 	}
 	// A window rule the primary did not book recently is not held.
 	free, err := f.Reserve(ctx, limiter.Request{Group: "g", Rules: []limiter.Rule{other}, MaxWait: time.Second})
-	if err != nil || !free.OK || free.Delay > 0 {
+	if err != nil || !free.OK() || free.Delay() > 0 {
 		t.Fatalf("another window rule: %+v %v, want a local slot at once", free, err)
 	}
 }

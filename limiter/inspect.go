@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/quotaware/throttle/internal/inspect"
 	"sort"
 	"strconv"
 	"strings"
@@ -13,146 +14,11 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Inspection: what the shared state holds, in words, for the people on call
-// (see cmd/throttlectl). Everything here only reads, and its work is
-// bounded: keys are found with SCAN and a MATCH on the group's hash tag
-// (never KEYS), on the node that owns the tag's slot, and at most
-// MaxInspectKeys keys are read per group.
-
-// MaxInspectKeys bounds the keys Inspect reads per group; a group with more
-// is reported with Truncated set.
-const MaxInspectKeys = 10_000
-
-// ReplicaLiveWithin is how recent a replica's last beat must be for Inspect
-// to count it live: three beats of the Transport's registry.
-const ReplicaLiveWithin = 6 * time.Second
-
-// State is a snapshot of the shared state under one prefix.
-type State struct {
-	Prefix string `json:"prefix"`
-	// Now is Redis's clock when the snapshot was taken.
-	Now time.Time `json:"now"`
-	// Replicas are the replicas whose last beat is within ReplicaLiveWithin.
-	Replicas []Replica `json:"replicas"`
-	// Groups are the provider groups asked for, or every group found.
-	Groups []GroupState `json:"groups"`
-}
-
-// Replica is one live replica in the registry.
-type Replica struct {
-	ID       string    `json:"id"`
-	LastBeat time.Time `json:"last_beat"`
-}
-
-// GroupState is the state of one provider group (one hash tag).
-type GroupState struct {
-	Group     string         `json:"group"`
-	Penalties []PenaltyState `json:"penalties"`
-	Rules     []RuleState    `json:"rules"`
-	// Truncated is set when the group holds more than MaxInspectKeys keys.
-	Truncated bool `json:"truncated,omitempty"`
-}
-
-// PenaltyState is one active shared penalty.
-type PenaltyState struct {
-	Scope string    `json:"scope"`
-	Code  string    `json:"code"`
-	Until time.Time `json:"until"`
-	// Left is how long until the penalty ends.
-	Left time.Duration `json:"left_ns"`
-	// SetBy is the replica that recorded it, when the penalty says so.
-	SetBy string `json:"set_by,omitempty"`
-}
-
-// RuleState is the state of one rule key.
-type RuleState struct {
-	Key string `json:"key"`
-	// Kind is "paced", "window", "calendar", "concurrency" or "unknown".
-	Kind string `json:"kind"`
-	// Ahead is, for a paced or window rule, how far ahead of now slots are
-	// booked (zero: none is).
-	Ahead time.Duration `json:"ahead_ns,omitempty"`
-	// Used is, for a calendar rule, the requests counted in the current
-	// window, and Limit its limit (0 when no replica described the rule);
-	// for a window rule, the sends its log holds (a period back and ahead).
-	Used  int64 `json:"used"`
-	Limit int64 `json:"limit,omitempty"`
-	// Window is the calendar unit ("day", "month"...), when described.
-	Window string `json:"window,omitempty"`
-	// ResetsAt is when the current calendar window ends.
-	ResetsAt time.Time `json:"resets_at,omitzero"`
-	// InFlight is, for a concurrency rule, the requests holding a lease.
-	InFlight int64 `json:"in_flight,omitempty"`
-}
-
-// Words describes the rule's state for a person, relative to now.
-func (r RuleState) Words(now time.Time) string {
-	switch r.Kind {
-	case "paced":
-		if r.Ahead <= 0 {
-			return "idle: a request goes at once"
-		}
-		return "slots booked " + r.Ahead.Round(time.Millisecond).String() + " ahead"
-	case "calendar":
-		s := strconv.FormatInt(r.Used, 10)
-		if r.Limit > 0 {
-			s += fmt.Sprintf(" / %d used (%d%%)", r.Limit, r.Used*100/r.Limit)
-		} else {
-			s += " used (limit not described)"
-		}
-		if r.Window != "" {
-			s += " this " + r.Window
-		}
-		if !r.ResetsAt.IsZero() {
-			s += fmt.Sprintf(", resets %s (in %s)", r.ResetsAt.Format("2006-01-02 15:04 MST"), roundLeft(r.ResetsAt.Sub(now)))
-		}
-		return s
-	case "concurrency":
-		return strconv.FormatInt(r.InFlight, 10) + " in flight"
-	case "window":
-		s := strconv.FormatInt(r.Used, 10) + " sends in the window's log"
-		if r.Ahead > 0 {
-			s += ", slots booked " + r.Ahead.Round(time.Millisecond).String() + " ahead"
-		}
-		return s
-	}
-	return "unknown key type"
-}
-
-// roundLeft writes a duration for reading: "7d06h28m", "2h05m", "4m07s".
-func roundLeft(d time.Duration) string {
-	switch {
-	case d < time.Second:
-		return max(d, 0).Round(time.Millisecond).String()
-	case d < time.Minute:
-		return d.Round(100 * time.Millisecond).String()
-	case d < time.Hour:
-		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
-	case d < 24*time.Hour:
-		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
-	}
-	return fmt.Sprintf("%dd%02dh%02dm", int(d.Hours())/24, int(d.Hours())%24, int(d.Minutes())%60)
-}
-
-// Active reports whether any group has an active penalty.
-func (s *State) Active() bool {
-	for _, g := range s.Groups {
-		if len(g.Penalties) > 0 {
-			return true
-		}
-	}
-	return false
-}
-
-// ErrNoKeys is returned by Inspect when nothing at all lives under the
-// prefix (no group, no replica): most often a wrong prefix.
-var ErrNoKeys = errors.New("limiter: no keys under the prefix")
-
 // Inspect reads the state of the given groups, or of every group under the
 // prefix when none is given (which scans every node's keys matching the
 // prefix; name the groups to scan only their own slot).
-func (l *Redis) Inspect(ctx context.Context, groups ...string) (State, error) {
-	st := State{Prefix: l.prefix}
+func (l *redisLimiter) Inspect(ctx context.Context, groups ...string) (inspect.State, error) {
+	st := inspect.State{Prefix: l.prefix}
 	now, err := l.client.Time(ctx).Result()
 	if err != nil {
 		return st, unavailable("time", err)
@@ -166,7 +32,7 @@ func (l *Redis) Inspect(ctx context.Context, groups ...string) (State, error) {
 			return st, err
 		}
 		if len(groups) == 0 && len(st.Replicas) == 0 {
-			return st, fmt.Errorf("%w %q", ErrNoKeys, l.prefix)
+			return st, fmt.Errorf("%w %q", inspect.ErrNoKeys, l.prefix)
 		}
 	}
 	for _, g := range groups {
@@ -182,16 +48,16 @@ func (l *Redis) Inspect(ctx context.Context, groups ...string) (State, error) {
 	return st, nil
 }
 
-func (l *Redis) replicas(ctx context.Context, now time.Time) ([]Replica, error) {
+func (l *redisLimiter) replicas(ctx context.Context, now time.Time) ([]inspect.Replica, error) {
 	zs, err := l.client.ZRangeWithScores(ctx, "{"+l.prefix+":registry}:replicas", 0, -1).Result()
 	if err != nil {
 		return nil, unavailable("registry", err)
 	}
-	var out []Replica
+	var out []inspect.Replica
 	for _, z := range zs {
 		beat := time.UnixMilli(int64(z.Score))
-		if now.Sub(beat) <= ReplicaLiveWithin {
-			out = append(out, Replica{ID: fmt.Sprint(z.Member), LastBeat: beat})
+		if now.Sub(beat) <= inspect.ReplicaLiveWithin {
+			out = append(out, inspect.Replica{ID: fmt.Sprint(z.Member), LastBeat: beat})
 		}
 	}
 	return out, nil
@@ -199,7 +65,7 @@ func (l *Redis) replicas(ctx context.Context, now time.Time) ([]Replica, error) 
 
 // scanNodes calls fn with every node that may hold keys: the masters of a
 // cluster, the shards of a ring, or the client itself.
-func (l *Redis) scanNodes(ctx context.Context, fn func(context.Context, *redis.Client) error) error {
+func (l *redisLimiter) scanNodes(ctx context.Context, fn func(context.Context, *redis.Client) error) error {
 	switch c := l.client.(type) {
 	case *redis.ClusterClient:
 		return c.ForEachMaster(ctx, fn)
@@ -214,20 +80,20 @@ func (l *Redis) scanNodes(ctx context.Context, fn func(context.Context, *redis.C
 // scanTag collects up to MaxInspectKeys keys of one hash tag: on a cluster,
 // from the node that owns the tag's slot only; on a ring, from every shard
 // (a ring spreads tags by its own hash); otherwise from the one server.
-func (l *Redis) scanTag(ctx context.Context, tag string) ([]string, bool, error) {
+func (l *redisLimiter) scanTag(ctx context.Context, tag string) ([]string, bool, error) {
 	pattern := globEscape(tag) + ":*"
 	if c, ok := l.client.(*redis.ClusterClient); ok {
 		node, err := c.MasterForKey(ctx, tag)
 		if err != nil {
 			return nil, false, unavailable("slot owner", err)
 		}
-		return scan(ctx, node, pattern, MaxInspectKeys)
+		return scan(ctx, node, pattern, inspect.MaxKeys)
 	}
 	var keys []string
 	truncated := false
 	var mu sync.Mutex // scanNodes may call fn concurrently
 	err := l.scanNodes(ctx, func(ctx context.Context, node *redis.Client) error {
-		ks, tr, err := scan(ctx, node, pattern, MaxInspectKeys)
+		ks, tr, err := scan(ctx, node, pattern, inspect.MaxKeys)
 		mu.Lock()
 		keys, truncated = append(keys, ks...), truncated || tr
 		mu.Unlock()
@@ -268,12 +134,12 @@ func globEscape(s string) string {
 }
 
 // discoverGroups finds the groups under the prefix from their keys.
-func (l *Redis) discoverGroups(ctx context.Context) ([]string, error) {
+func (l *redisLimiter) discoverGroups(ctx context.Context) ([]string, error) {
 	head := "{" + l.prefix + ":"
 	seen := make(map[string]bool)
 	var mu sync.Mutex // scanNodes may call fn concurrently
 	err := l.scanNodes(ctx, func(ctx context.Context, node *redis.Client) error {
-		keys, _, err := scan(ctx, node, globEscape(head)+"*}:*", MaxInspectKeys)
+		keys, _, err := scan(ctx, node, globEscape(head)+"*}:*", inspect.MaxKeys)
 		if err != nil {
 			return err
 		}
@@ -298,8 +164,8 @@ func (l *Redis) discoverGroups(ctx context.Context) ([]string, error) {
 	return groups, nil
 }
 
-func (l *Redis) inspectGroup(ctx context.Context, group string, now time.Time) (GroupState, error) {
-	gs := GroupState{Group: group, Penalties: []PenaltyState{}, Rules: []RuleState{}}
+func (l *redisLimiter) inspectGroup(ctx context.Context, group string, now time.Time) (inspect.GroupState, error) {
+	gs := inspect.GroupState{Group: group, Penalties: []inspect.PenaltyState{}, Rules: []inspect.RuleState{}}
 	tag := "{" + l.prefix + ":" + group + "}"
 	keys, truncated, err := l.scanTag(ctx, tag)
 	if err != nil {
@@ -350,7 +216,7 @@ func (l *Redis) inspectGroup(ctx context.Context, group string, now time.Time) (
 
 	pipe = l.client.Pipeline()
 	type read struct {
-		rs    RuleState
+		rs    inspect.RuleState
 		str   *redis.StringCmd
 		hash  *redis.MapStringStringCmd
 		pttl  *redis.DurationCmd
@@ -358,7 +224,7 @@ func (l *Redis) inspectGroup(ctx context.Context, group string, now time.Time) (
 	}
 	reads := make([]read, 0, len(ruleKeys))
 	for i, k := range ruleKeys {
-		r := read{rs: RuleState{Key: strings.TrimPrefix(k, tag+":r:"), Kind: "unknown"}}
+		r := read{rs: inspect.RuleState{Key: strings.TrimPrefix(k, tag+":r:"), Kind: "unknown"}}
 		switch types[i].Val() {
 		case "string":
 			r.rs.Kind = "paced"
@@ -400,7 +266,7 @@ func (l *Redis) inspectGroup(ctx context.Context, group string, now time.Time) (
 
 // readCalendar fills a calendar rule's state from its hash (window start µs
 // → count) and the key's time to live (the end of its latest window).
-func readCalendar(rs *RuleState, rule Rule, described bool, counts map[string]string, pttl time.Duration, now time.Time) {
+func readCalendar(rs *inspect.RuleState, rule Rule, described bool, counts map[string]string, pttl time.Duration, now time.Time) {
 	nowUs := now.UnixMicro()
 	if described {
 		b := rule.windows(now)
@@ -439,20 +305,20 @@ func readCalendar(rs *RuleState, rule Rule, described bool, counts map[string]st
 
 // parsePenaltyValue reads a penalty key's value "end µs|code", possibly
 // followed by "|replica".
-func parsePenaltyValue(scope, v string) (PenaltyState, bool) {
+func parsePenaltyValue(scope, v string) (inspect.PenaltyState, bool) {
 	end, rest, _ := strings.Cut(v, "|")
 	us, err := strconv.ParseInt(end, 10, 64)
 	if err != nil {
-		return PenaltyState{}, false
+		return inspect.PenaltyState{}, false
 	}
 	code, by, _ := strings.Cut(rest, "|")
-	return PenaltyState{Scope: scope, Code: code, Until: time.UnixMicro(us), SetBy: by}, true
+	return inspect.PenaltyState{Scope: scope, Code: code, Until: time.UnixMicro(us), SetBy: by}, true
 }
 
 // CalendarUsed returns, for each calendar rule of group, the requests counted
 // in its current window (by this process's clock), in one round trip; other
 // rules read as 0. It is what a quota gauge reads.
-func (l *Redis) CalendarUsed(ctx context.Context, group string, rules []Rule) ([]int64, error) {
+func (l *redisLimiter) CalendarUsed(ctx context.Context, group string, rules []Rule) ([]int64, error) {
 	out := make([]int64, len(rules))
 	now := time.Now()
 	pipe := l.client.Pipeline()

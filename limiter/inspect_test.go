@@ -3,6 +3,7 @@ package limiter_test
 import (
 	"context"
 	"errors"
+	"github.com/quotaware/throttle/internal/inspect"
 	"strings"
 	"testing"
 	"time"
@@ -26,11 +27,11 @@ func fillGroup(t *testing.T, l *limiter.Redis, group string) (limiter.Rule, time
 		t.Fatal(err)
 	}
 	for range 5 {
-		if res, err := l.Reserve(ctx, limiter.Request{Group: group, Rules: []limiter.Rule{paced, day}, MaxWait: time.Minute}); err != nil || !res.OK {
+		if res, err := l.Reserve(ctx, limiter.Request{Group: group, Rules: []limiter.Rule{paced, day}, MaxWait: time.Minute}); err != nil || !res.OK() {
 			t.Fatalf("Reserve: %+v, %v", res, err)
 		}
 	}
-	if res, err := l.Reserve(ctx, limiter.Request{Group: group, Rules: []limiter.Rule{lease}}); err != nil || !res.OK {
+	if res, err := l.Reserve(ctx, limiter.Request{Group: group, Rules: []limiter.Rule{lease}}); err != nil || !res.OK() {
 		t.Fatalf("Reserve lease: %+v, %v", res, err)
 	}
 	until := time.Now().Add(time.Hour).Truncate(time.Microsecond)
@@ -40,7 +41,7 @@ func fillGroup(t *testing.T, l *limiter.Redis, group string) (limiter.Rule, time
 	return day, until
 }
 
-func checkGroup(t *testing.T, st limiter.State, group string, until time.Time) {
+func checkGroup(t *testing.T, st inspect.State, group string, until time.Time) {
 	t.Helper()
 	if len(st.Groups) != 1 || st.Groups[0].Group != group {
 		t.Fatalf("groups = %+v, want only %q", st.Groups, group)
@@ -49,7 +50,7 @@ func checkGroup(t *testing.T, st limiter.State, group string, until time.Time) {
 	if len(g.Penalties) != 1 || g.Penalties[0].Scope != "app:a" || g.Penalties[0].Code != "90018" || !g.Penalties[0].Until.Equal(until) {
 		t.Fatalf("penalties = %+v, want app:a 90018 until %v", g.Penalties, until)
 	}
-	byKey := map[string]limiter.RuleState{}
+	byKey := map[string]inspect.RuleState{}
 	for _, r := range g.Rules {
 		byKey[r.Key] = r
 	}
@@ -80,7 +81,7 @@ func TestInspect(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if _, err := l.Inspect(ctx); !errors.Is(err, limiter.ErrNoKeys) {
+	if _, err := l.Inspect(ctx); !errors.Is(err, inspect.ErrNoKeys) {
 		t.Fatalf("Inspect of an empty prefix: %v, want ErrNoKeys", err)
 	}
 	group := "dingtalk"
@@ -165,11 +166,11 @@ func TestLiftPenalty(t *testing.T) {
 		t.Fatalf("lift heard: %q, want g app:a (the forged lift of app:b must not pass)", got)
 	}
 	res, err := l.Reserve(ctx, limiter.Request{Group: "g", Scopes: []string{"app:a"}})
-	if err != nil || !res.OK {
+	if err != nil || !res.OK() {
 		t.Fatalf("Reserve after lift: %+v, %v", res, err)
 	}
 	res, err = l.Reserve(ctx, limiter.Request{Group: "g", Scopes: []string{"app:b"}})
-	if err != nil || res.OK || res.Penalty == nil {
+	if err != nil || res.OK() || res.Penalty() == nil {
 		t.Fatalf("Reserve of the scope still penalised: %+v, %v", res, err)
 	}
 	if ok, err := l.LiftPenalty(ctx, "g", "app:none"); ok || err != nil {

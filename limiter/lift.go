@@ -20,7 +20,7 @@ const liftPrefix = "\x00lift\n"
 // reports whether a penalty was recorded. The announcement goes even when
 // none was, so that replicas still holding a breaker open from an earlier
 // announcement close it too.
-func (l *Redis) LiftPenalty(ctx context.Context, group, scope string) (bool, error) {
+func (l *redisLimiter) LiftPenalty(ctx context.Context, group, scope string) (bool, error) {
 	if err := checkKey("group", group); err != nil {
 		return false, fmt.Errorf("%w: group %v", ErrInvalidRequest, err)
 	}

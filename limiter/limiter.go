@@ -11,22 +11,17 @@ import (
 //
 // Reserve checks every shared penalty the request names and every rule it
 // carries in one step, all or none: it admits now, books a slot ahead when the
-// wait fits Request.MaxWait, or refuses and charges nothing. Implementations
-// are safe for concurrent use; the Redis one shares its state across replicas.
+// wait fits Request.MaxWait, or refuses and charges nothing. The answer is a
+// Reservation, which also gives the slot back (Cancel) and ends in-flight
+// leases (Release). Implementations are safe for concurrent use; Shared
+// shares its state across replicas through Redis, Memory keeps it in one
+// process. An implementation outside this package answers with Admit and
+// Refuse, and can check itself with package limitertest.
 type Limiter interface {
-	// Reserve takes a slot for req. A refusal is a Reservation with OK false,
-	// not an error: errors mean the limiter itself failed (Redis unreachable,
-	// an invalid request).
+	// Reserve takes a slot for req. A refusal is a Reservation whose OK is
+	// false, not an error: errors mean the limiter itself failed (Redis
+	// unreachable, an invalid request).
 	Reserve(ctx context.Context, req Request) (Reservation, error)
-
-	// Cancel gives back a slot that Reserve booked for req and that will not
-	// be used. Each rule gets its slot back when nothing was booked after it;
-	// otherwise the slot is kept, so the contract still holds.
-	Cancel(ctx context.Context, req Request, res Reservation) error
-
-	// Release ends the in-flight leases of a sent request's concurrency
-	// rules, once its answer has arrived. It does nothing for other rules.
-	Release(ctx context.Context, req Request, res Reservation) error
 
 	// Penalize marks scope of group as penalised until the given time: every
 	// Reserve naming that scope refuses until then. A later end extends an
@@ -55,55 +50,151 @@ type Request struct {
 	notBefore int64
 }
 
-// Reservation is a Limiter's answer.
+// Reservation is a Limiter's answer to one request: a slot (OK) to use
+// after Delay, or a refusal that says why (RetryAfter, Penalty, Rule).
+// Use Wait to sleep until the slot, Cancel to give back a slot that will not
+// be used, and Release once the answer of a request with a concurrency rule
+// has arrived. Its methods are not for concurrent use on one Reservation.
 type Reservation struct {
-	// OK is true when a slot was taken: send after Delay.
-	OK bool
-	// Delay is how long to wait before sending, when OK.
-	Delay time.Duration
-	// RetryAfter is, when refused by a rule, how long until a request like
-	// this one would be admitted at once (if nobody else takes the slot);
-	// when refused by a penalty, how long until the penalty ends.
-	RetryAfter time.Duration
-	// Rule is the index in Request.Rules of the rule that set Delay or
-	// RetryAfter, or -1 when no rule held the request back.
-	Rule int
-	// Penalty is set when a shared penalty refused the request.
-	Penalty *Penalty
-	// Now is the limiter's clock (Redis TIME for the Redis limiter) when it
-	// decided. Now.Add(Delay) is the scheduled send time.
-	Now time.Time
-	// Booked is the state each rule moved to; Cancel uses it to tell whether
-	// the slot is still the last one booked.
-	Booked []int64
+	ok         bool
+	delay      time.Duration
+	retryAfter time.Duration
+	rule       int
+	penalty    *Penalty
+	// now is the limiter's clock (Redis TIME for Redis) when it decided.
+	now time.Time
+	// booked is the state each rule moved to; cancel uses it to tell
+	// whether the slot is still the last one booked.
+	booked []int64
 
-	// local marks a slot a Failover granted without its primary.
+	// from gave the slot, and takes it back; group and rules are what
+	// it needs of the request to do so.
+	from   giver
+	group  string
+	rules  []Rule
+	undone bool // cancelled, so a second Cancel does nothing
+
+	// local marks a slot a fallback granted without Redis.
 	local bool
 	// answered is when the answer reached this process (local clock), if
-	// the limiter is remote; see Wait.
+	// the limiter is remote; see Delay.
 	answered time.Time
 	// lost marks a slot Redis booked after losing the group's state (see
 	// reserve.lua's epoch): it may overlap slots booked before.
 	lost bool
 }
 
-// Local reports whether the slot was granted by a fallback while the shared
-// limiter was away, rather than by the shared limiter.
-func (r Reservation) Local() bool { return r.local }
+// giver is what a limiter of this package does for a Reservation it gave.
+type giver interface {
+	cancel(ctx context.Context, req Request, res Reservation) error
+	release(ctx context.Context, req Request, res Reservation) error
+}
 
-// SendAt is the scheduled send time on the limiter's clock.
-func (r Reservation) SendAt() time.Time { return r.Now.Add(r.Delay) }
+// settle records in res what it needs to give its slot back to from.
+func (res *Reservation) settle(from giver, req *Request) {
+	res.from, res.group, res.rules = from, req.Group, req.Rules
+}
 
-// Wait is how long from now until the slot: Delay less the time since the
-// limiter's answer reached this process, so time spent after the answer
-// arrived (handing it to a queued caller, recording telemetry) does not
-// make the send late. It is never shorter than the true wait: the limiter
-// decided before its answer arrived. Sleep Wait, not Delay.
-func (r Reservation) Wait() time.Duration {
-	if r.answered.IsZero() {
-		return r.Delay
+func (res *Reservation) request() Request { return Request{Group: res.group, Rules: res.rules} }
+
+// OK reports whether a slot was taken. When false, the request was
+// refused and nothing was charged.
+func (res *Reservation) OK() bool { return res.ok }
+
+// Delay is how long from now until the slot: the wait the limiter decided
+// less the time since its answer reached this process, so time spent after
+// the answer arrived (handing it to a queued caller, recording telemetry)
+// does not make the send late. It is never shorter than the true wait, and
+// zero when the slot is now or the request was refused.
+func (res *Reservation) Delay() time.Duration {
+	if !res.ok {
+		return 0
 	}
-	return r.Delay - time.Since(r.answered)
+	if res.answered.IsZero() {
+		return res.delay
+	}
+	return max(res.delay-time.Since(res.answered), 0)
+}
+
+// Wait sleeps until the slot, waking within about a tenth of a millisecond
+// of it where the platform has a fine sleep (Linux; a Go timer wakes up to
+// a millisecond late) and never before it. If ctx is done first, Wait
+// returns the context's cause at once, without giving the slot back: call
+// Cancel then (with Shared it is a Redis call, which a caller may want to
+// make off its own path, as the Transport does). Wait on a refusal returns
+// at once.
+func (res *Reservation) Wait(ctx context.Context) error {
+	if !res.ok {
+		return nil
+	}
+	return sleepFor(ctx, res.Delay())
+}
+
+// Cancel gives back a slot that will not be used. Each rule gets its slot
+// back when nothing was booked after it; otherwise the slot is kept, so the
+// limits still hold. A second Cancel, or Cancel of a refusal, does nothing.
+// With Redis it is one script call, bounded by the limiter's timeout.
+func (res *Reservation) Cancel(ctx context.Context) error {
+	if !res.ok || res.undone || res.from == nil {
+		return nil
+	}
+	res.undone = true
+	return res.from.cancel(ctx, res.request(), *res)
+}
+
+// Release ends the in-flight leases of a sent request's concurrency rules,
+// once its answer has arrived. It does nothing for other rules.
+func (res *Reservation) Release(ctx context.Context) error {
+	if !res.ok || res.undone || res.from == nil {
+		return nil
+	}
+	return res.from.release(ctx, res.request(), *res)
+}
+
+// RetryAfter is, for a request refused by a rule, how long until a request
+// like it would be admitted at once (if nobody else takes the slot); for
+// one refused by a penalty, how long until the penalty ends.
+func (res *Reservation) RetryAfter() time.Duration { return res.retryAfter }
+
+// Penalty is the shared penalty that refused the request, or nil.
+func (res *Reservation) Penalty() *Penalty { return res.penalty }
+
+// Rule is the index in Request.Rules of the rule that set the delay or the
+// refusal, or -1 when no rule held the request back.
+func (res *Reservation) Rule() int { return res.rule }
+
+// Local reports whether the slot was granted (or refused) by the replica's
+// own share while Redis was away, rather than by Redis.
+func (res *Reservation) Local() bool { return res.local }
+
+// Admit is the answer of a Limiter implemented outside this package that
+// takes a slot: send after delay. cancel and release, when not nil, are
+// what Reservation.Cancel and Reservation.Release do.
+func Admit(delay time.Duration, cancel, release func(context.Context) error) Reservation {
+	return Reservation{ok: true, delay: delay, rule: -1, now: time.Now(), from: funcGiver{cancel, release}}
+}
+
+// Refuse is the answer of a Limiter implemented outside this package that
+// refuses a request: rule is the index of the rule that refused it (-1 for
+// none), p the penalty that did (nil for none).
+func Refuse(retryAfter time.Duration, rule int, p *Penalty) Reservation {
+	return Reservation{retryAfter: retryAfter, rule: rule, penalty: p, now: time.Now()}
+}
+
+type funcGiver struct{ cancelFn, releaseFn func(context.Context) error }
+
+func (g funcGiver) cancel(ctx context.Context, _ Request, _ Reservation) error {
+	if g.cancelFn == nil {
+		return nil
+	}
+	return g.cancelFn(ctx)
+}
+
+func (g funcGiver) release(ctx context.Context, _ Request, _ Reservation) error {
+	if g.releaseFn == nil {
+		return nil
+	}
+	return g.releaseFn(ctx)
 }
 
 // Penalty is a provider's ban on one scope, shared by every replica.
@@ -156,3 +247,15 @@ func (p Penalty) validate(group string) error {
 	}
 	return nil
 }
+
+// store is a Limiter of this package: it can take back what it gave.
+type store interface {
+	Limiter
+	giver
+}
+
+// SendAt is when the slot is, on the limiter's clock (Redis TIME for
+// Shared), for logs and for checking schedules; wait with Wait or Delay.
+// For a refusal it is when the limiter decided, so SendAt plus RetryAfter
+// is when a request like this one would be admitted at once.
+func (res *Reservation) SendAt() time.Time { return res.now.Add(res.delay) }

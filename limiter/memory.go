@@ -81,31 +81,32 @@ func (m *Memory) Reserve(ctx context.Context, req Request) (Reservation, error) 
 		m.sweep(now)
 	}
 	if pen := m.penalty(req, now); pen != nil {
-		return Reservation{RetryAfter: pen.Until.Sub(nowT), Rule: -1, Penalty: pen, Now: nowT}, nil
+		return Reservation{retryAfter: pen.Until.Sub(nowT), rule: -1, penalty: pen, now: nowT}, nil
 	}
 	s, bind, held, heldUntil := m.earliest(req, now)
 	if held >= 0 {
 		// A rule capped by WithMaxBookAhead would book too far ahead:
 		// nothing is charged, so the broader rules stay free for others.
-		return Reservation{RetryAfter: time.Duration(heldUntil-now) * time.Microsecond, Rule: held, Now: nowT}, nil
+		return Reservation{retryAfter: time.Duration(heldUntil-now) * time.Microsecond, rule: held, now: nowT}, nil
 	}
 	var bounds [][4]int64 // per calendar rule: its window starts around now
 	if req.hasKind(calendarRule) {
 		bounds = calendarBounds(req, clock)
 		var refusedBy int
 		if s, bind, refusedBy = m.fitCalendar(req, bounds, s, bind); refusedBy >= 0 {
-			return Reservation{RetryAfter: time.Duration(bounds[refusedBy][3]-now) * time.Microsecond, Rule: refusedBy, Now: nowT}, nil
+			return Reservation{retryAfter: time.Duration(bounds[refusedBy][3]-now) * time.Microsecond, rule: refusedBy, now: nowT}, nil
 		}
 	}
 	delay := s - now
 	if delay > int64(req.MaxWait/time.Microsecond) {
-		return Reservation{RetryAfter: time.Duration(delay) * time.Microsecond, Rule: bind, Now: nowT}, nil
+		return Reservation{retryAfter: time.Duration(delay) * time.Microsecond, rule: bind, now: nowT}, nil
 	}
 	if i, retry := m.leasesFull(req, now); i >= 0 {
-		return Reservation{RetryAfter: retry, Rule: i, Now: nowT}, nil
+		return Reservation{retryAfter: retry, rule: i, now: nowT}, nil
 	}
-	booked := m.book(req, s, bounds)
-	return Reservation{OK: true, Delay: time.Duration(delay) * time.Microsecond, Rule: bind, Now: nowT, Booked: booked}, nil
+	res := Reservation{ok: true, delay: time.Duration(delay) * time.Microsecond, rule: bind, now: nowT, booked: m.book(req, s, bounds)}
+	res.settle(m, &req)
+	return res, nil
 }
 
 // penalty is the request's shared penalty that ends last, or nil.
@@ -280,9 +281,9 @@ func (m *Memory) bookCalendar(k stateKey, r *Rule, bounds [4]int64, s int64) int
 	return w
 }
 
-// Cancel implements Limiter.
-func (m *Memory) Cancel(_ context.Context, req Request, res Reservation) error {
-	if !res.OK || len(res.Booked) != len(req.Rules) {
+// cancel gives res back (see Reservation.Cancel).
+func (m *Memory) cancel(_ context.Context, req Request, res Reservation) error {
+	if !res.ok || len(res.booked) != len(req.Rules) {
 		return nil
 	}
 	m.mu.Lock()
@@ -292,36 +293,36 @@ func (m *Memory) Cancel(_ context.Context, req Request, res Reservation) error {
 		k := stateKey{req.Group, r.key}
 		switch r.kind {
 		case pacedRule:
-			if tat, ok := m.paced[k]; ok && tat == res.Booked[i] {
+			if tat, ok := m.paced[k]; ok && tat == res.booked[i] {
 				m.paced[k] = tat - r.intervalUs
 			}
 			continue
 		case windowRule:
 			if w := m.windows[k]; w != nil {
-				w.cancel(res.Booked[i])
+				w.cancel(res.booked[i])
 			}
 			continue
 		case concurrencyRule:
-			delete(m.leases[k], res.Booked[i])
+			delete(m.leases[k], res.booked[i])
 			continue
 		}
-		if st := m.calendar[k]; st != nil && st.counts[res.Booked[i]] > 0 {
-			st.counts[res.Booked[i]]--
+		if st := m.calendar[k]; st != nil && st.counts[res.booked[i]] > 0 {
+			st.counts[res.booked[i]]--
 		}
 	}
 	return nil
 }
 
-// Release implements Limiter.
-func (m *Memory) Release(_ context.Context, req Request, res Reservation) error {
-	if !res.OK || len(res.Booked) != len(req.Rules) {
+// release ends res's leases (see Reservation.Release).
+func (m *Memory) release(_ context.Context, req Request, res Reservation) error {
+	if !res.ok || len(res.booked) != len(req.Rules) {
 		return nil
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for i := range req.Rules {
 		if req.Rules[i].kind == concurrencyRule {
-			delete(m.leases[stateKey{req.Group, req.Rules[i].key}], res.Booked[i])
+			delete(m.leases[stateKey{req.Group, req.Rules[i].key}], res.booked[i])
 		}
 	}
 	return nil
@@ -342,8 +343,8 @@ func (m *Memory) Penalize(_ context.Context, group string, p Penalty) error {
 	return nil
 }
 
-// Len reports how many keys the limiter holds, for leak checks.
-func (m *Memory) Len() int {
+// size is how many keys the limiter holds, for leak checks.
+func (m *Memory) size() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.sweep(m.now().UnixMicro())

@@ -42,7 +42,7 @@ var evalshaName, evalName any = "evalsha", "eval"
 // Redis is a Limiter whose state lives in Redis, shared by every replica that
 // uses the same client, prefix and keys. Each Reserve takes at most one
 // script call; under load, concurrent requests for the same rules share one.
-type Redis struct {
+type redisLimiter struct {
 	client redis.UniversalClient
 	prefix string
 	keys   keyCache
@@ -58,42 +58,44 @@ type Redis struct {
 	epochs  map[string]epochState
 }
 
-// RedisOption configures a Redis limiter.
-type RedisOption interface{ applyRedis(*Redis) }
+// redisOption configures a Redis limiter.
+type redisOption interface{ applyRedis(*redisLimiter) }
 
-type redisOptionFunc func(*Redis)
+type redisOptionFunc func(*redisLimiter)
 
-func (f redisOptionFunc) applyRedis(r *Redis) { f(r) }
+func (f redisOptionFunc) applyRedis(r *redisLimiter) { f(r) }
 
-// WithPrefix sets the prefix of every key (default "throttle"). Keys of one
+// withPrefix sets the prefix of every key (default "throttle"). Keys of one
 // request group look like "{throttle:dingtalk}:r:<rule key>": the braces are
 // a hash tag that keeps them in one Redis Cluster slot.
-func WithPrefix(prefix string) RedisOption {
-	return redisOptionFunc(func(r *Redis) { r.prefix = prefix })
+func withPrefix(prefix string) redisOption {
+	return redisOptionFunc(func(r *redisLimiter) { r.prefix = prefix })
 }
 
-// NewRedis returns a Limiter on client, which may be a single node, a
-// cluster, a ring or a failover client.
-func NewRedis(client redis.UniversalClient, opts ...RedisOption) (*Redis, error) {
+// newRedis returns the Redis limiter on client, which may be a single node,
+// a cluster, a ring or a failover client; Shared wraps it.
+func newRedis(client redis.UniversalClient, opts ...redisOption) (*redisLimiter, error) {
 	if client == nil {
-		return nil, fmt.Errorf("limiter: NewRedis: client must not be nil")
+		return nil, fmt.Errorf("limiter: NewShared: client must not be nil")
 	}
-	r := &Redis{client: client, prefix: "throttle", keys: keyCache{m: make(map[keyID]any)},
+	r := &redisLimiter{client: client, prefix: "throttle", keys: keyCache{m: make(map[keyID]any)},
 		lanes: lanes{seed: maphash.MakeSeed(), m: make(map[uint64]*lane)}, epochs: make(map[string]epochState)}
 	for _, o := range opts {
 		o.applyRedis(r)
 	}
 	if r.prefix == "" || len(r.prefix) > 64 || strings.ContainsAny(r.prefix, "{}") {
-		return nil, fmt.Errorf("limiter: NewRedis: prefix must be 1..64 bytes without braces, got %q", r.prefix)
+		return nil, fmt.Errorf("limiter: NewShared: Prefix must be 1..64 bytes without braces, got %q", r.prefix)
 	}
 	return r, nil
 }
 
 // ruleKey is the Redis key holding a rule's state for group.
-func (l *Redis) ruleKey(group, key string) string { return redisKey(l.prefix, ruleTag, group, key) }
+func (l *redisLimiter) ruleKey(group, key string) string {
+	return redisKey(l.prefix, ruleTag, group, key)
+}
 
 // penaltyKey is the Redis key holding a penalty on scope for group.
-func (l *Redis) penaltyKey(group, scope string) string {
+func (l *redisLimiter) penaltyKey(group, scope string) string {
 	return redisKey(l.prefix, penaltyTag, group, scope)
 }
 
@@ -112,8 +114,8 @@ func redisKey(prefix string, tag byte, group, name string) string {
 
 // Reserve implements Limiter in one script call. Requests with the same
 // rules and scopes that arrive while a call for them is in flight go
-// together in the next call (see WithoutCoalescing).
-func (l *Redis) Reserve(ctx context.Context, req Request) (Reservation, error) {
+// together in the next call (see SharedConfig.NoCoalescing).
+func (l *redisLimiter) Reserve(ctx context.Context, req Request) (Reservation, error) {
 	if err := req.validate(); err != nil {
 		return Reservation{}, err
 	}
@@ -122,15 +124,22 @@ func (l *Redis) Reserve(ctx context.Context, req Request) (Reservation, error) {
 		return Reservation{}, err
 	}
 	if len(req.Rules) == 0 && len(req.Scopes) == 0 {
-		return Reservation{OK: true, Rule: -1, Now: time.Now()}, nil
+		return Reservation{ok: true, rule: -1, now: time.Now()}, nil
 	}
 	if ln := l.lanes.get(&req); ln != nil {
-		return ln.reserve(ctx, l, req)
+		res, err := ln.reserve(ctx, l, req)
+		if err == nil && res.ok {
+			res.settle(l, &req)
+		}
+		return res, err
 	}
 	one := [1]Request{req}
 	var out [1]Reservation
 	if err := l.reserveN(ctx, one[:], out[:]); err != nil {
 		return Reservation{}, err
+	}
+	if out[0].ok {
+		out[0].settle(l, &req)
 	}
 	return out[0], nil
 }
@@ -138,7 +147,7 @@ func (l *Redis) Reserve(ctx context.Context, req Request) (Reservation, error) {
 // reserveN reserves reqs, which carry the same group, rules and scopes, in
 // one script call, in order, as if each were its own call at the same
 // instant; out receives one Reservation per request.
-func (l *Redis) reserveN(ctx context.Context, reqs []Request, out []Reservation) error {
+func (l *redisLimiter) reserveN(ctx context.Context, reqs []Request, out []Reservation) error {
 	req := &reqs[0]
 	a := argsPool.Get().(*scriptArgs)
 	defer a.release()
@@ -211,14 +220,14 @@ func (l *Redis) reserveN(ctx context.Context, reqs []Request, out []Reservation)
 	// rule's state shows) by any.
 	var horizon int64
 	for i := range out {
-		if !out[i].OK {
+		if !out[i].ok {
 			continue
 		}
 		horizon = max(horizon, out[i].SendAt().UnixMicro())
-		if len(out[i].Booked) == len(req.Rules) {
+		if len(out[i].booked) == len(req.Rules) {
 			for j := range req.Rules {
 				if r := &req.Rules[j]; r.kind == pacedRule && r.burst == 1 {
-					horizon = max(horizon, out[i].Booked[j]-r.intervalUs)
+					horizon = max(horizon, out[i].booked[j]-r.intervalUs)
 				}
 			}
 		}
@@ -244,7 +253,7 @@ func (l *Redis) reserveN(ctx context.Context, reqs []Request, out []Reservation)
 }
 
 // epochOf returns what this replica knows of group's state.
-func (l *Redis) epochOf(group string) epochState {
+func (l *redisLimiter) epochOf(group string) epochState {
 	l.epochMu.Lock()
 	defer l.epochMu.Unlock()
 	return l.epochs[group]
@@ -257,7 +266,7 @@ func (l *Redis) epochOf(group string) epochState {
 // clock), so new slots could overlap it. A newer epoch with nothing ahead
 // is an idle group whose keys all expired; an older one is a reply a newer
 // one overtook. first is true once per lost epoch, to report it once.
-func (l *Redis) noteEpoch(group string, known epochState, epoch, now, horizon int64) (lost, first bool) {
+func (l *redisLimiter) noteEpoch(group string, known epochState, epoch, now, horizon int64) (lost, first bool) {
 	lost = known.epoch != 0 && epoch > known.epoch && known.horizon > now
 	l.epochMu.Lock()
 	defer l.epochMu.Unlock()
@@ -332,7 +341,7 @@ func parseReserve(reqs []Request, reply string, out []Reservation) (flags replyF
 		}
 		status, amount, index := head[0], head[1], head[2]
 		req := &reqs[r]
-		res := Reservation{Rule: int(index) - 1, Now: now}
+		res := Reservation{rule: int(index) - 1, now: now}
 		// A stored penalty end can be anything a hostile or garbled writer
 		// put there: cap the wait so that the nanosecond Duration cannot
 		// overflow into the past (the Transport clamps it further to the
@@ -340,24 +349,24 @@ func parseReserve(reqs []Request, reply string, out []Reservation) (flags replyF
 		d := time.Duration(min(amount, maxReplyMicros)) * time.Microsecond
 		switch status {
 		case 0:
-			res.OK, res.Delay = true, d
+			res.ok, res.delay = true, d
 			if len(req.Rules) > 0 {
-				res.Booked = make([]int64, len(req.Rules))
+				res.booked = make([]int64, len(req.Rules))
 			}
-			for i := range res.Booked {
+			for i := range res.booked {
 				var field string
 				field, fields, _ = strings.Cut(fields, " ")
 				b, err := strconv.ParseInt(field, 10, 64)
 				if err != nil {
 					return flags, malformed()
 				}
-				res.Booked[i] = b
+				res.booked[i] = b
 			}
 		case 1:
-			res.RetryAfter = d
+			res.retryAfter = d
 		case 2:
 			penalised = true
-			res.RetryAfter, res.Rule = d, -1
+			res.retryAfter, res.rule = d, -1
 			p := &Penalty{Until: now.Add(d)}
 			if int(index) >= 1 && int(index) <= len(req.Scopes) {
 				p.Scope = req.Scopes[index-1]
@@ -370,7 +379,7 @@ func parseReserve(reqs []Request, reply string, out []Reservation) (flags replyF
 			if _, code, found := strings.Cut(stored, "|"); found {
 				p.Code = code
 			}
-			res.Penalty = p
+			res.penalty = p
 		default:
 			return flags, fmt.Errorf("%w: reserve: unexpected status in %q", ErrUnavailable, reply)
 		}
@@ -383,8 +392,8 @@ func parseReserve(reqs []Request, reply string, out []Reservation) (flags replyF
 // below the ~292 years a time.Duration holds.
 const maxReplyMicros = 100 * 365 * 24 * int64(time.Hour/time.Microsecond)
 
-// Cancel implements Limiter in one script call.
-func (l *Redis) Cancel(ctx context.Context, req Request, res Reservation) error {
+// cancel gives res back in one script call (see Reservation.Cancel).
+func (l *redisLimiter) cancel(ctx context.Context, req Request, res Reservation) error {
 	return l.cancelAll(ctx, req, []Reservation{res})
 }
 
@@ -392,7 +401,7 @@ func (l *Redis) Cancel(ctx context.Context, req Request, res Reservation) error 
 // req's group and rules, in one script call. They go newest first: a paced
 // slot comes back only while it is the last one booked, so undoing the
 // newest makes the one before it the last.
-func (l *Redis) cancelAll(ctx context.Context, req Request, rs []Reservation) error {
+func (l *redisLimiter) cancelAll(ctx context.Context, req Request, rs []Reservation) error {
 	if len(req.Rules) == 0 {
 		return nil
 	}
@@ -400,7 +409,7 @@ func (l *Redis) cancelAll(ctx context.Context, req Request, rs []Reservation) er
 	defer a.release()
 	n := 0
 	for _, res := range rs {
-		if res.OK && len(res.Booked) == len(req.Rules) {
+		if res.ok && len(res.booked) == len(req.Rules) {
 			n++
 		}
 	}
@@ -409,7 +418,7 @@ func (l *Redis) cancelAll(ctx context.Context, req Request, rs []Reservation) er
 	}
 	a.begin(cancelScript, n*len(req.Rules))
 	for j := len(rs) - 1; j >= 0; j-- {
-		if res := &rs[j]; res.OK && len(res.Booked) == len(req.Rules) {
+		if res := &rs[j]; res.ok && len(res.booked) == len(req.Rules) {
 			for i := range req.Rules {
 				a.list = append(a.list, l.keys.get(l.prefix, ruleTag, req.Group, req.Rules[i].key))
 			}
@@ -417,20 +426,20 @@ func (l *Redis) cancelAll(ctx context.Context, req Request, rs []Reservation) er
 	}
 	for j := len(rs) - 1; j >= 0; j-- {
 		res := &rs[j]
-		if !res.OK || len(res.Booked) != len(req.Rules) {
+		if !res.ok || len(res.booked) != len(req.Rules) {
 			continue
 		}
 		for i := range req.Rules {
 			r := &req.Rules[i]
 			switch r.kind {
 			case pacedRule:
-				a.list = append(a.list, boxedPaced, boxInt64(res.Booked[i]), r.argT)
+				a.list = append(a.list, boxedPaced, boxInt64(res.booked[i]), r.argT)
 			case calendarRule:
-				a.list = append(a.list, boxedCalendar, boxInt64(res.Booked[i]), emptyArg)
+				a.list = append(a.list, boxedCalendar, boxInt64(res.booked[i]), emptyArg)
 			case windowRule:
-				a.list = append(a.list, boxedWindow, boxInt64(res.Booked[i]), emptyArg)
+				a.list = append(a.list, boxedWindow, boxInt64(res.booked[i]), emptyArg)
 			default:
-				a.list = append(a.list, boxedConcurrency, boxInt64(res.Booked[i]), emptyArg)
+				a.list = append(a.list, boxedConcurrency, boxInt64(res.booked[i]), emptyArg)
 			}
 		}
 	}
@@ -440,10 +449,10 @@ func (l *Redis) cancelAll(ctx context.Context, req Request, rs []Reservation) er
 	return nil
 }
 
-// Release implements Limiter: one call, only for requests with a
+// release ends res's leases: one call, only for requests with a
 // concurrency rule.
-func (l *Redis) Release(ctx context.Context, req Request, res Reservation) error {
-	if !res.OK || len(res.Booked) != len(req.Rules) {
+func (l *redisLimiter) release(ctx context.Context, req Request, res Reservation) error {
+	if !res.ok || len(res.booked) != len(req.Rules) {
 		return nil
 	}
 	a := argsPool.Get().(*scriptArgs)
@@ -465,7 +474,7 @@ func (l *Redis) Release(ctx context.Context, req Request, res Reservation) error
 	}
 	for i := range req.Rules {
 		if req.Rules[i].kind == concurrencyRule {
-			a.list = append(a.list, boxedConcurrency, boxInt64(res.Booked[i]), emptyArg)
+			a.list = append(a.list, boxedConcurrency, boxInt64(res.booked[i]), emptyArg)
 		}
 	}
 	if err := l.run(ctx, cancelScript, a.list).Err(); err != nil && !errors.Is(err, redis.Nil) {
@@ -475,7 +484,7 @@ func (l *Redis) Release(ctx context.Context, req Request, res Reservation) error
 }
 
 // Penalize implements Limiter.
-func (l *Redis) Penalize(ctx context.Context, group string, p Penalty) error {
+func (l *redisLimiter) Penalize(ctx context.Context, group string, p Penalty) error {
 	if err := p.validate(group); err != nil {
 		return err
 	}
@@ -493,7 +502,7 @@ func (l *Redis) Penalize(ctx context.Context, group string, p Penalty) error {
 // run sends EVALSHA and, when the node does not know the script (a fresh
 // cluster node, a promoted replica, SCRIPT FLUSH), EVAL with the source,
 // which also loads it for next time. args is "evalsha sha numkeys keys... argv...".
-func (l *Redis) run(ctx context.Context, s *script, args []any) *redis.Cmd {
+func (l *redisLimiter) run(ctx context.Context, s *script, args []any) *redis.Cmd {
 	if l.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, l.timeout)
@@ -510,7 +519,7 @@ func (l *Redis) run(ctx context.Context, s *script, args []any) *redis.Cmd {
 // reloadCluster asks a cluster client to read the cluster's layout again
 // after a failure: go-redis refreshes it only on redirects and once a minute,
 // so after a master crash it would keep calling the dead node.
-func (l *Redis) reloadCluster() {
+func (l *redisLimiter) reloadCluster() {
 	if cc, ok := l.client.(*redis.ClusterClient); ok {
 		cc.ReloadState(context.Background())
 	}

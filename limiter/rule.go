@@ -284,19 +284,8 @@ func (r Rule) Limit() int { return int(r.limit) }
 // calendar rule.
 func (r Rule) Period() time.Duration { return r.period }
 
-// Burst is how many requests may go back to back: a paced rule's burst, a
-// window rule's or a calendar rule's whole Limit.
-func (r Rule) Burst() int { return int(r.burst) }
-
-// Unit is a calendar rule's window; zero for a paced rule.
+// Unit is a calendar rule's window; zero for the other kinds.
 func (r Rule) Unit() Unit { return r.unit }
-
-// Location is where a calendar rule's windows are aligned.
-func (r Rule) Location() *time.Location { return r.loc }
-
-// Interval is a paced rule's emission interval: the sustained spacing between
-// requests once the burst is spent; zero for the other kinds.
-func (r Rule) Interval() time.Duration { return time.Duration(r.intervalUs) * time.Microsecond }
 
 // MaxBookAhead is the cap set by [WithMaxBookAhead], and whether one was
 // set: a request this rule would hold back longer is refused uncharged and
@@ -310,9 +299,6 @@ func (r Rule) IsCalendar() bool { return r.kind == calendarRule }
 
 // IsConcurrency reports whether the rule caps requests in flight.
 func (r Rule) IsConcurrency() bool { return r.kind == concurrencyRule }
-
-// IsWindow reports whether the rule is a sliding window ([NewWindowRule]).
-func (r Rule) IsWindow() bool { return r.kind == windowRule }
 
 func (r Rule) String() string {
 	switch r.kind {

@@ -3,6 +3,7 @@ package limiter
 import (
 	"context"
 	"fmt"
+	"github.com/quotaware/throttle/internal/inspect"
 	"log/slog"
 	"sync"
 	"time"
@@ -53,6 +54,11 @@ type SharedConfig struct {
 	// on and off does not make it flap; it doubles, up to a minute, while
 	// Redis keeps failing soon after coming back.
 	Recover time.Duration
+	// NoCoalescing makes every Reserve its own script call. By default,
+	// requests with the same rules and scopes that arrive while a call for
+	// them is in flight go together in the next call (BENCHMARKS.md shows
+	// what that buys under contention); this is for measuring it.
+	NoCoalescing bool
 	// OnSwitch, if set, is told once per switch when Redis goes away (down
 	// true, with the error) and when the replica uses it again.
 	OnSwitch func(down bool, err error)
@@ -107,7 +113,7 @@ const (
 // goroutines until Close. Use it for the limits of a fleet; use Redis alone
 // to share state without any of that, and Memory within one process.
 type Shared struct {
-	redis    *Redis
+	redis    *redisLimiter
 	failover *failover
 	registry *registry
 	watcher  *watcher
@@ -143,7 +149,11 @@ func NewShared(client redis.UniversalClient, cfg SharedConfig) (*Shared, error) 
 	case cfg.Share < 0 || cfg.Share > 1:
 		return nil, fmt.Errorf("limiter: NewShared: Share must be within (0, 1], or 0 for 1/live replicas; got %v", cfg.Share)
 	}
-	r, err := NewRedis(client, WithPrefix(cfg.Prefix))
+	opts := []redisOption{withPrefix(cfg.Prefix)}
+	if cfg.NoCoalescing {
+		opts = append(opts, withoutCoalescing())
+	}
+	r, err := newRedis(client, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -239,16 +249,6 @@ func (s *Shared) Reserve(ctx context.Context, req Request) (Reservation, error) 
 	return s.failover.Reserve(ctx, req)
 }
 
-// Cancel implements Limiter.
-func (s *Shared) Cancel(ctx context.Context, req Request, res Reservation) error {
-	return s.failover.Cancel(ctx, req, res)
-}
-
-// Release implements Limiter.
-func (s *Shared) Release(ctx context.Context, req Request, res Reservation) error {
-	return s.failover.Release(ctx, req, res)
-}
-
 // Penalize implements Limiter. During an outage the penalty holds locally
 // and is written to Redis (and announced) once Redis is back, unless it is
 // over by then.
@@ -267,9 +267,11 @@ func (s *Shared) Describe(ctx context.Context, group string, rules ...Rule) erro
 	return s.redis.Describe(ctx, group, rules...)
 }
 
-// Down reports whether Redis is considered away, so the outage mode
-// applies.
-func (s *Shared) Down() bool { return s.failover.Down() }
+// Inspect reads the limiter's state in Redis (see State), for operators:
+// the given groups, or every group under the prefix when none is given.
+func (s *Shared) Inspect(ctx context.Context, groups ...string) (inspect.State, error) {
+	return s.redis.Inspect(ctx, groups...)
+}
 
 // Close stops the background work (the registry beat, the announcement
 // watch, writes of penalties kept during an outage) and waits for it, at

@@ -106,7 +106,7 @@ func TestSharedQueueAndInvalid(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_ = s.Cancel(context.Background(), warm, res)
+		_ = res.Cancel(context.Background())
 	}
 	queued := make(chan struct{}, 16)
 	var group atomic.Value
@@ -139,7 +139,7 @@ func TestSharedQueueAndInvalid(t *testing.T) {
 		<-g.held
 		g.release <- struct{}{}
 		for i, o := range []outcome{<-first, <-second} {
-			if o.err != nil || !o.res.OK {
+			if o.err != nil || !o.res.OK() {
 				t.Errorf("request %d: %+v %v, want a slot", i, o.res, o.err)
 			}
 		}
@@ -168,7 +168,7 @@ func TestSharedQueueAndInvalid(t *testing.T) {
 		}
 		<-h.entered
 		h.release <- struct{}{}
-		if o := <-second; o.err != nil || !o.res.OK {
+		if o := <-second; o.err != nil || !o.res.OK() {
 			t.Errorf("queued behind the cancelled call: %+v %v, want a slot", o.res, o.err)
 		}
 		if s.Down() {

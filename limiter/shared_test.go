@@ -196,7 +196,7 @@ func TestSharedHoldsBackAfterLostState(t *testing.T) {
 	book := func(n int) {
 		for i := 0; i < n; i++ {
 			res, err := ls[i%2].Reserve(ctx, req)
-			if err != nil || !res.OK {
+			if err != nil || !res.OK() {
 				t.Fatalf("reserve: %+v %v", res, err)
 			}
 			sends = append(sends, res.SendAt())
@@ -363,14 +363,14 @@ func TestSharedHealsCorruptKeys(t *testing.T) {
 			req := limiter.Request{Group: g, Rules: tc.rules, Scopes: []string{"app"}}
 			for i := 0; i < 2; i++ {
 				res, err := s.Reserve(ctx, req)
-				if err != nil || !res.OK {
+				if err != nil || !res.OK() {
 					t.Fatalf("reserve %d over the corrupt key: %+v %v", i, res, err)
 				}
-				if err := s.Release(ctx, req, res); err != nil {
+				if err := res.Release(ctx); err != nil {
 					t.Fatal(err)
 				}
 				// Paced at 10/s: the second would wait; give it back.
-				_ = s.Cancel(ctx, req, res)
+				_ = res.Cancel(ctx)
 			}
 			if s.Down() {
 				t.Fatal("a corrupt key made Redis count as down")

@@ -29,13 +29,6 @@ const fineStep = 200 * time.Microsecond
 // ends (it starts again with the next one).
 const fineIdle = time.Second
 
-// Sleep waits until the slot (Wait from now), returning early with the
-// context's cause. It wakes within about a tenth of a millisecond of the
-// slot where the platform has a fine sleep (Linux), where a timer wakes up
-// to a millisecond late, and never before it. Use it rather than a timer
-// on Delay or Wait.
-func (r Reservation) Sleep(ctx context.Context) error { return sleepFor(ctx, r.Wait()) }
-
 func sleepFor(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return nil

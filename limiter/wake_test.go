@@ -24,7 +24,7 @@ func TestSleepNeverEarly(t *testing.T) {
 			for range 25 {
 				d := time.Duration(rand.IntN(6000)) * time.Microsecond // across the timer and fine stretches
 				at := time.Now().Add(d)
-				if err := (limiter.Reservation{Delay: d}).Sleep(context.Background()); err != nil {
+				if err := admitted(d, nil).Wait(context.Background()); err != nil {
 					errs <- err
 					return
 				}
@@ -41,17 +41,48 @@ func TestSleepNeverEarly(t *testing.T) {
 	}
 }
 
+// admitted is a slot d ahead whose Cancel calls cancel.
+func admitted(d time.Duration, cancel func(context.Context) error) *limiter.Reservation {
+	r := limiter.Admit(d, cancel, nil)
+	return &r
+}
+
+// A wait cut short leaves the give-back to the caller; Cancel gives the
+// slot back once; a refusal has nothing to wait for or give back.
+func TestWaitCancelledThenCancel(t *testing.T) {
+	var given int
+	giveBack := func(ctx context.Context) error {
+		given++
+		return nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	r := admitted(time.Hour, giveBack)
+	if err := r.Wait(ctx); !errors.Is(err, context.Canceled) || given != 0 {
+		t.Fatalf("Wait: %v, given back %d times, want context.Canceled and nothing given back", err, given)
+	}
+	for range 2 {
+		if err := r.Cancel(context.Background()); err != nil || given != 1 {
+			t.Errorf("Cancel: given back %d times (%v), want once", given, err)
+		}
+	}
+	refused := limiter.Refuse(time.Second, 0, nil)
+	if err := refused.Wait(ctx); err != nil || refused.Cancel(ctx) != nil || given != 1 {
+		t.Errorf("a refusal: Wait %v, given back %d times, want nothing to do", err, given)
+	}
+}
+
 // A cancelled context ends the wait with its cause, in either stretch.
 func TestSleepCancelled(t *testing.T) {
 	cause := errors.New("caller left")
 	for _, d := range []time.Duration{time.Hour, time.Millisecond} {
 		ctx, cancel := context.WithCancelCause(context.Background())
 		cancel(cause)
-		if err := (limiter.Reservation{Delay: d}).Sleep(ctx); !errors.Is(err, cause) {
+		if err := admitted(d, nil).Wait(ctx); !errors.Is(err, cause) {
 			t.Errorf("wait %v with a cancelled context: %v, want its cause", d, err)
 		}
 	}
-	if err := (limiter.Reservation{Delay: -time.Second}).Sleep(context.Background()); err != nil {
+	if err := admitted(-time.Second, nil).Wait(context.Background()); err != nil {
 		t.Errorf("a wait already over: %v, want nil at once", err)
 	}
 }
@@ -65,7 +96,7 @@ func BenchmarkLateness(b *testing.B) {
 		sleep func(time.Duration)
 	}{
 		{"timer", func(d time.Duration) { <-time.NewTimer(d).C }},
-		{"Reservation.Sleep", func(d time.Duration) { _ = (limiter.Reservation{Delay: d}).Sleep(context.Background()) }},
+		{"Reservation.Sleep", func(d time.Duration) { _ = admitted(d, nil).Wait(context.Background()) }},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			var late []time.Duration

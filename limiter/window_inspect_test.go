@@ -22,7 +22,7 @@ func TestInspectWindowRule(t *testing.T) {
 	r := limiter.MustRule(limiter.NewWindowRule("robot", 3, time.Minute))
 	req := limiter.Request{Group: g, Rules: []limiter.Rule{r}, MaxWait: 2 * time.Minute}
 	for range 4 {
-		if res, err := l.Reserve(ctx, req); err != nil || !res.OK {
+		if res, err := l.Reserve(ctx, req); err != nil || !res.OK() {
 			t.Fatalf("reserve: %+v %v", res, err)
 		}
 	}

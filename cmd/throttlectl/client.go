@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"strings"
@@ -25,7 +26,7 @@ func init() { redis.SetLogger(quiet{}) }
 
 // connect opens the Redis the Transports share and checks that it answers,
 // turning the usual mistakes into errors that say what to fix.
-func connect(ctx context.Context, c *common) (*limiter.Redis, func(), error) {
+func connect(ctx context.Context, c *common) (*limiter.Shared, func(), error) {
 	if c.redis == "" {
 		return nil, nil, usagef("-redis must not be empty")
 	}
@@ -55,12 +56,15 @@ func connect(ctx context.Context, c *common) (*limiter.Redis, func(), error) {
 			}
 		}
 	}
-	l, err := limiter.NewRedis(client, limiter.WithPrefix(c.prefix))
+	// Refusing during an outage keeps the tool out of the registry of live
+	// replicas; its own Redis errors are reported, not logged.
+	l, err := limiter.NewShared(client, limiter.SharedConfig{Prefix: c.prefix, Mode: limiter.OutageRefuse, Timeout: c.timeout,
+		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		client.Close()
 		return nil, nil, usagef("-prefix: %v", err)
 	}
-	return l, func() { client.Close() }, nil
+	return l, func() { l.Close(); client.Close() }, nil
 }
 
 // newClient builds a client from -redis: an address, a URL, or several of

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/quotaware/throttle/internal/inspect"
 	"io"
 	"os"
 	"strings"
@@ -15,9 +16,9 @@ import (
 	"github.com/quotaware/throttle/limiter"
 )
 
-// inspect reads the state of provider (or of every provider), saying so
+// readState reads the state of provider (or of every provider), saying so
 // when nothing at all is found: most often a wrong -prefix.
-func inspect(ctx context.Context, c *common, l *limiter.Redis, provider string) (limiter.State, error) {
+func readState(ctx context.Context, c *common, l *limiter.Shared, provider string) (inspect.State, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	var groups []string
@@ -25,7 +26,7 @@ func inspect(ctx context.Context, c *common, l *limiter.Redis, provider string) 
 		groups = []string{provider}
 	}
 	st, err := l.Inspect(ctx, groups...)
-	if errors.Is(err, limiter.ErrNoKeys) || (err == nil && provider != "" && len(st.Replicas) == 0 &&
+	if errors.Is(err, inspect.ErrNoKeys) || (err == nil && provider != "" && len(st.Replicas) == 0 &&
 		len(st.Groups) == 1 && len(st.Groups[0].Penalties) == 0 && len(st.Groups[0].Rules) == 0) {
 		what := fmt.Sprintf("under prefix %q", c.prefix)
 		if provider != "" {
@@ -46,7 +47,7 @@ func status(ctx context.Context, c *common, provider string, jsonOut, check bool
 		return err
 	}
 	defer closeFn()
-	st, err := inspect(ctx, c, l, provider)
+	st, err := readState(ctx, c, l, provider)
 	if err != nil {
 		return err
 	}
@@ -82,7 +83,7 @@ func watch(ctx context.Context, c *common, provider string, count int, stdout io
 	ticker := time.NewTicker(time.Second)
 	defer ticker.Stop()
 	for n := 1; ; n++ {
-		st, err := inspect(ctx, c, l, provider)
+		st, err := readState(ctx, c, l, provider)
 		var b strings.Builder
 		if err != nil {
 			if n == 1 {
@@ -114,11 +115,11 @@ func lift(ctx context.Context, c *common, provider, scope string, yes bool, stdi
 		return err
 	}
 	defer closeFn()
-	st, err := inspect(ctx, c, l, provider)
+	st, err := readState(ctx, c, l, provider)
 	if err != nil {
 		return err
 	}
-	var found *limiter.PenaltyState
+	var found *inspect.PenaltyState
 	for i, p := range st.Groups[0].Penalties {
 		if p.Scope == scope {
 			found = &st.Groups[0].Penalties[i]
@@ -153,7 +154,7 @@ func lift(ctx context.Context, c *common, provider, scope string, yes bool, stdi
 const timeLayout = "2006-01-02 15:04:05 MST"
 
 // render writes the state as readable tables.
-func render(w io.Writer, st limiter.State) {
+func render(w io.Writer, st inspect.State) {
 	fmt.Fprintf(w, "prefix %q at %s (Redis clock)\n", st.Prefix, st.Now.Local().Format(timeLayout))
 	ids := make([]string, 0, len(st.Replicas))
 	for _, r := range st.Replicas {
@@ -192,7 +193,7 @@ func render(w io.Writer, st limiter.State) {
 		}
 		tw.Flush()
 		if g.Truncated {
-			fmt.Fprintf(w, "  (more than %d keys: the list is cut)\n", limiter.MaxInspectKeys)
+			fmt.Fprintf(w, "  (more than %d keys: the list is cut)\n", inspect.MaxKeys)
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/quotaware/throttle/internal/inspect"
 	"io"
 	"log/slog"
 	"net/http"
@@ -201,7 +202,7 @@ func TestStatusAndLiftOnThreeReplicas(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("status -json: exit %d, %s", code, stderr)
 	}
-	var st limiter.State
+	var st inspect.State
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
 		t.Fatalf("status -json output: %v\n%s", err, out)
 	}
@@ -212,7 +213,7 @@ func TestStatusAndLiftOnThreeReplicas(t *testing.T) {
 	if len(g.Penalties) != 1 || g.Penalties[0].Scope != pen.Scope || g.Penalties[0].Code != pen.Code || !g.Penalties[0].Until.Equal(pen.Until.Truncate(time.Microsecond)) {
 		t.Fatalf("penalties %+v, want exactly %s %s until %v", g.Penalties, pen.Scope, pen.Code, pen.Until)
 	}
-	var month *limiter.RuleState
+	var month *inspect.RuleState
 	kinds := map[string]int{}
 	for i, r := range g.Rules {
 		kinds[r.Kind]++
@@ -392,10 +393,11 @@ func TestErrors(t *testing.T) {
 // reads the node that owns the group's slot and lifts there.
 func TestCluster(t *testing.T) {
 	c := redistest.StartCluster(t, 3, 0)
-	l, err := limiter.NewRedis(c.Client(t), limiter.WithPrefix(prefix))
+	l, err := limiter.NewShared(c.Client(t), limiter.SharedConfig{Prefix: prefix, Mode: limiter.OutageRefuse})
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { l.Close() })
 	ctx := context.Background()
 	until := time.Now().Add(time.Hour)
 	for _, g := range []string{"dingtalk", "wechat", "feishu"} {
@@ -417,7 +419,7 @@ func TestCluster(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("status on %s: exit %d, %s", addrs, code, stderr)
 		}
-		var st limiter.State
+		var st inspect.State
 		if err := json.Unmarshal([]byte(out), &st); err != nil {
 			t.Fatal(err)
 		}

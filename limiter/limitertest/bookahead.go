@@ -68,23 +68,23 @@ func testBookAheadChargesNothing(t *testing.T, newLimiters Factory) {
 			reqB := limiter.Request{Group: g, Rules: []limiter.Rule{shared, b}, MaxWait: 5 * time.Second}
 
 			first := reserve(t, ls[0], reqA)
-			if !first.OK || first.Delay != 0 {
+			if !first.OK() || first.Delay() != 0 {
 				t.Fatalf("A's first request: %+v, want admitted at once", first)
 			}
 			second := reserve(t, ls[1], reqA)
 			if !tc.refuse {
-				if !second.OK || !second.SendAt().Equal(first.SendAt().Add(narrowPeriod)) {
+				if !second.OK() || !second.SendAt().Equal(first.SendAt().Add(narrowPeriod)) {
 					t.Fatalf("A's second request: %+v, want booked a period after the first (the cap allows it)", second)
 				}
 				return
 			}
-			if second.OK {
+			if second.OK() {
 				t.Fatalf("A's second request: %+v, want refused: its own slot is 2s ahead, beyond the cap", second)
 			}
-			if second.Rule != 1 || second.Penalty != nil {
-				t.Errorf("refusal names rule %d (penalty %v), want 1 (entity A's capped rule)", second.Rule, second.Penalty)
+			if second.Rule() != 1 || second.Penalty() != nil {
+				t.Errorf("refusal names rule %d (penalty %v), want 1 (entity A's capped rule)", second.Rule(), second.Penalty())
 			}
-			if got, want := second.Now.Add(second.RetryAfter), first.SendAt().Add(narrowPeriod); !got.Equal(want) {
+			if got, want := second.SendAt().Add(second.RetryAfter()), first.SendAt().Add(narrowPeriod); !got.Equal(want) {
 				t.Errorf("retry-after points at %v, want A's own slot %v",
 					got.Format(time.StampMicro), want.Format(time.StampMicro))
 			}
@@ -92,12 +92,12 @@ func testBookAheadChargesNothing(t *testing.T, newLimiters Factory) {
 			// next slot, at most one shared period away, not behind a slot
 			// booked for A two seconds ahead.
 			other := reserve(t, ls[1], reqB)
-			if !other.OK {
+			if !other.OK() {
 				t.Fatalf("B's request: %+v, want admitted", other)
 			}
-			if other.Delay > sharedPeriod {
+			if other.Delay() > sharedPeriod {
 				t.Errorf("B waits %v, want at most the shared period %v: "+
-					"A's refused request booked the shared rule ahead", other.Delay, sharedPeriod)
+					"A's refused request booked the shared rule ahead", other.Delay(), sharedPeriod)
 			}
 		})
 	}

@@ -37,12 +37,12 @@ func testContextDone(t *testing.T, newLimiters Factory) {
 		if errors.Is(err, limiter.ErrUnavailable) {
 			t.Errorf("%s: Reserve err %v also matches ErrUnavailable", tc.name, err)
 		}
-		if res.OK {
+		if res.OK() {
 			t.Errorf("%s: Reserve admitted %+v with a done context", tc.name, res)
 		}
 	}
 	// Nothing was booked: the one slot of the hour is still free.
-	if res := reserve(t, l, limiter.Request{Group: g, Rules: req.Rules}); !res.OK || res.Delay != 0 {
+	if res := reserve(t, l, limiter.Request{Group: g, Rules: req.Rules}); !res.OK() || res.Delay() != 0 {
 		t.Fatalf("after the refused requests: %+v, want the hour's one slot at once", res)
 	}
 }

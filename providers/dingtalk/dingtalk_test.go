@@ -2,6 +2,7 @@ package dingtalk
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -128,13 +129,15 @@ func TestRoute(t *testing.T) {
 	}
 	r, _ := p.Route(request("GET", oldURL))
 	api, egress, month := r.Rules[0], r.Rules[1], r.Rules[2]
-	if api.Limit() != 20 || api.Period() != time.Second+DefaultJitter || api.Burst() != 1 {
+	if api.Limit() != 20 || api.Period() != time.Second+DefaultJitter || strings.Contains(api.String(), "burst") {
 		t.Errorf("per-API rule %v", api)
 	}
-	if egress.Limit() != 10000 || egress.Period() != 20*time.Second+DefaultJitter || egress.Burst() != 10000/DefaultEgressBurstShare {
+	if egress.Limit() != 10000 || egress.Period() != 20*time.Second+DefaultJitter ||
+		!strings.HasSuffix(egress.String(), fmt.Sprintf(", burst %d", 10000/DefaultEgressBurstShare)) {
 		t.Errorf("egress rule %v", egress)
 	}
-	if !month.IsCalendar() || month.Limit() != 5000 || month.Unit() != limiter.Month || month.Location() != penaltytime.Beijing() {
+	if !month.IsCalendar() || month.Limit() != 5000 || month.Unit() != limiter.Month ||
+		!strings.HasSuffix(month.String(), "("+penaltytime.Beijing().String()+")") {
 		t.Errorf("monthly rule %v", month)
 	}
 }

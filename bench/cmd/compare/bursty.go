@@ -64,7 +64,7 @@ func burstyDesigns() []design {
 }
 
 func newOursWindow(p params) (gate, error) {
-	l, err := limiter.NewRedis(p.rdb, limiter.WithPrefix("bench"))
+	l, err := limiter.NewShared(p.rdb, limiter.SharedConfig{Prefix: "bench", Mode: limiter.OutageRefuse})
 	if err != nil {
 		return nil, err
 	}
@@ -269,7 +269,7 @@ type keyBytes struct {
 func runKeyBytes(ctx context.Context, addr string) ([]keyBytes, error) {
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	defer rdb.Close()
-	l, err := limiter.NewRedis(rdb, limiter.WithPrefix("bench"))
+	l, err := limiter.NewShared(rdb, limiter.SharedConfig{Prefix: "bench", Mode: limiter.OutageRefuse})
 	if err != nil {
 		return nil, err
 	}

@@ -120,19 +120,19 @@ func designs() []design {
 	return []design{
 		{
 			id: "ours1", name: "throttle, 1 rule", rules: 1,
-			how: "limiter.NewRedis, GCRA in one script (Redis TIME); a waiting caller books its slot and sleeps once; " +
+			how: "limiter.NewShared, GCRA in one script (Redis TIME); a waiting caller books its slot and sleeps once; " +
 				"requests that arrive while a call is in flight share the next call (coalescing, the default)",
-			build: func(p params) (gate, error) { return newOurs(p, 1) },
+			build: func(p params) (gate, error) { return newOurs(p, 1, false) },
 		},
 		{
 			id: "ours1single", name: "throttle, 1 rule, one call each", rules: 1, throughputOnly: true,
-			how:   "as above with limiter.WithoutCoalescing(): every decision is its own script call",
-			build: func(p params) (gate, error) { return newOurs(p, 1, limiter.WithoutCoalescing()) },
+			how:   "as above with SharedConfig.NoCoalescing: every decision is its own script call",
+			build: func(p params) (gate, error) { return newOurs(p, 1, true) },
 		},
 		{
 			id: "ours3", name: "throttle, 3 rules + 3 scopes", rules: 3, throughputOnly: true,
-			how:   "limiter.NewRedis: three paced rules and three penalty keys checked and charged in one script call (a DingTalk request)",
-			build: func(p params) (gate, error) { return newOurs(p, 3) },
+			how:   "limiter.NewShared: three paced rules and three penalty keys checked and charged in one script call (a DingTalk request)",
+			build: func(p params) (gate, error) { return newOurs(p, 3, false) },
 		},
 		{
 			id: "redisrate", name: "go-redis/redis_rate v10", rules: 1,
@@ -170,12 +170,12 @@ func designs() []design {
 // ---- this project ----
 
 type ours struct {
-	l   *limiter.Redis
+	l   *limiter.Shared
 	req limiter.Request
 }
 
-func newOurs(p params, n int, opts ...limiter.RedisOption) (gate, error) {
-	l, err := limiter.NewRedis(p.rdb, append([]limiter.RedisOption{limiter.WithPrefix("bench")}, opts...)...)
+func newOurs(p params, n int, separate bool) (gate, error) {
+	l, err := limiter.NewShared(p.rdb, limiter.SharedConfig{Prefix: "bench", Mode: limiter.OutageRefuse, NoCoalescing: separate})
 	if err != nil {
 		return nil, err
 	}
@@ -202,7 +202,7 @@ func (o *ours) try(ctx context.Context) (bool, time.Duration, error) {
 	if err != nil {
 		return false, 0, err
 	}
-	return res.OK, res.RetryAfter, nil
+	return res.OK(), res.RetryAfter(), nil
 }
 
 func (o *ours) acquire(ctx context.Context, deadline time.Time) (grant, error) {
@@ -212,12 +212,12 @@ func (o *ours) acquire(ctx context.Context, deadline time.Time) (grant, error) {
 	if err != nil {
 		return grant{}, err
 	}
-	if !res.OK {
+	if !res.OK() {
 		return grant{}, errBudget
 	}
-	gr := grant{ok: true, waited: res.Delay > 0, scheduled: res.SendAt()}
-	if err := res.Sleep(ctx); err != nil {
-		_ = o.l.Cancel(context.WithoutCancel(ctx), req, res)
+	gr := grant{ok: true, waited: res.Delay() > 0, scheduled: res.SendAt()}
+	if err := res.Wait(ctx); err != nil {
+		_ = res.Cancel(context.WithoutCancel(ctx))
 		return grant{}, err
 	}
 	gr.sent = time.Now()
