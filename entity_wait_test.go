@@ -121,3 +121,32 @@ func TestCancelWhileHeldBack(t *testing.T) {
 		t.Fatalf("server saw %d requests, want 1", n)
 	}
 }
+
+// A wait for the entity's slot is an event on the request's span, with no
+// rule key (it names the entity) among its attributes.
+func TestHeldBackWaitIsASpanEvent(t *testing.T) {
+	o := newObservability(t)
+	rec := &recorder{}
+	srv := serve(t, rec)
+	opts := append(o.opts, throttle.WithProfiles(entityProfile(t, 100*time.Millisecond)), throttle.WithMaxWait(5*time.Second))
+	c := &http.Client{Transport: throttle.New(opts...)}
+	for i := 0; i < 2; i++ {
+		if _, err := get(context.Background(), c, srv.URL+"/a"); err != nil {
+			t.Fatalf("request %d: %v", i+1, err)
+		}
+	}
+	var events []string
+	for _, s := range o.spans.GetSpans() {
+		for _, ev := range s.Events {
+			events = append(events, ev.Name)
+			for _, a := range ev.Attributes {
+				if strings.Contains(a.Value.Emit(), "entity:") {
+					t.Errorf("event %s carries the rule key: %v", ev.Name, a)
+				}
+			}
+		}
+	}
+	if len(events) != 1 || events[0] != "throttle.entity_wait" {
+		t.Fatalf("span events %v, want one throttle.entity_wait", events)
+	}
+}
