@@ -115,10 +115,12 @@ func WithGrace(d time.Duration) RuleOption { return ruleOptionFunc(func(r *Rule)
 // waiting request holds nothing until its entity's slot comes, and the
 // shared capacity in between goes to the other entities.
 //
-// d = 0 never books this rule ahead; a few milliseconds spare a second
-// round trip for requests that arrive just before their slot, at the cost
-// of booking the shared rules that little ahead. Without the option (the
-// default) a rule books as far ahead as Request.MaxWait allows.
+// d = 0 never books this rule ahead. A little more (the presets use 50ms)
+// books the shared rules at most that far ahead and lets the Transport ask
+// again that much before the slot for a request that has used more of its
+// budget, so that an entity's waiters go about in the order they came
+// rather than in a race. Without the option (the default) a rule books as
+// far ahead as Request.MaxWait allows.
 func WithMaxBookAhead(d time.Duration) RuleOption {
 	return ruleOptionFunc(func(r *Rule) {
 		r.aheadCapped = true
