@@ -2,6 +2,7 @@ package limiter_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -35,13 +36,22 @@ func BenchmarkMemoryReserveWindowCapped(b *testing.B) {
 	ctx := context.Background()
 	hot := limiter.MustRule(limiter.NewWindowRule("hot", 1_000_000_000, time.Second, limiter.WithMaxBookAhead(50*time.Millisecond)))
 	req := limiter.Request{Group: "g", Rules: []limiter.Rule{hot}, MaxWait: time.Minute}
+	// A goroutine that read the clock and was then descheduled for longer
+	// than the cap, while others booked, is refused (it would otherwise
+	// book that far ahead): counted, not a failure.
+	var refused atomic.Int64
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if res, err := m.Reserve(ctx, req); err != nil || !res.OK() {
-				b.Errorf("reserve: %+v %v", res, err)
+			res, err := m.Reserve(ctx, req)
+			if err != nil {
+				b.Errorf("reserve: %v", err)
 				return
+			}
+			if !res.OK() {
+				refused.Add(1)
 			}
 		}
 	})
+	b.ReportMetric(float64(refused.Load())/float64(b.N), "refused/op")
 }
