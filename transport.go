@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/quotaware/throttle/apps"
 	"github.com/quotaware/throttle/circuit"
@@ -381,8 +382,11 @@ func (c *call) openScope() *PenaltyError {
 }
 
 // reserve takes a slot, or returns the error that refuses the request. A
-// request refused for want of an in-flight lease (a concurrency rule) asks
-// again when one may be free, within its budget.
+// request refused for want of an in-flight lease (a concurrency rule), or
+// by a narrow rule that does not book ahead (limiter.WithMaxBookAhead: one
+// chat or member among many sharing the app's rules), asks again when the
+// rule's slot comes, if that is within its budget; otherwise it fails at
+// once, as x/time/rate's Wait does.
 func (c *call) reserve(ctx context.Context, lreq *limiter.Request) (limiter.Reservation, error) {
 	for {
 		var began time.Time
@@ -422,12 +426,20 @@ func (c *call) reserve(ctx context.Context, lreq *limiter.Request) (limiter.Rese
 		if i := res.Rule(); i >= 0 && i < len(lreq.Rules) {
 			bound = lreq.Rules[i]
 		}
-		if bound.IsConcurrency() && res.RetryAfter() <= c.budget(ctx) {
-			if err := c.wait(ctx, res.RetryAfter()); err != nil {
+		_, heldBack := bound.MaxBookAhead()
+		if (bound.IsConcurrency() || heldBack) && res.RetryAfter() <= c.budget(ctx) {
+			wait := res.RetryAfter()
+			if heldBack {
+				wait -= c.lead(ctx, bound)
+				if !c.t.tel.disabled {
+					c.event("throttle.entity_wait", attribute.Float64("throttle.wait_s", wait.Seconds()))
+				}
+			}
+			if err := c.wait(ctx, wait); err != nil {
 				c.outcome = outcomeCancelled
 				return res, err
 			}
-			c.waited += res.RetryAfter()
+			c.waited += wait
 			lreq.MaxWait = c.budget(ctx)
 			continue
 		}
@@ -445,6 +457,21 @@ func (c *call) reserve(ctx context.Context, lreq *limiter.Request) (limiter.Rese
 		}
 		return res, e
 	}
+}
+
+// lead is how long before a held-back request's slot it asks again: the
+// rule admits a request up to its cap ahead (limiter.WithMaxBookAhead), so
+// the first to ask within the cap takes the slot. A request that has used
+// more of its budget asks earlier, so an entity's waiters, on every
+// replica, go about in the order they came and the oldest is not the one
+// to miss its deadline.
+func (c *call) lead(ctx context.Context, r limiter.Rule) time.Duration {
+	ahead, _ := r.MaxBookAhead()
+	age, left := time.Since(c.start), c.budget(ctx)
+	if ahead <= 0 || age <= 0 {
+		return 0
+	}
+	return time.Duration(float64(ahead) * float64(age) / float64(age+left))
 }
 
 // wait sleeps d on a timer, returning early with the context's error.

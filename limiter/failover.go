@@ -573,9 +573,9 @@ func (f *failover) flushPenalties() {
 // close waits for the background writes of kept penalties.
 func (f *failover) close() { f.bg.Wait() }
 
-// scale cuts a rule to a share of its limit (at least 1), keeping its
+// scaleLimit cuts a rule to a share of its limit (at least 1), keeping its
 // period, so n replicas with share 1/n admit no more than the whole rule.
-func (r Rule) scale(share float64) Rule {
+func (r Rule) scaleLimit(share float64) Rule {
 	limit := max(1, int(float64(r.limit)*share))
 	switch r.kind {
 	case concurrencyRule:

@@ -86,6 +86,12 @@ func TestRuleValidation(t *testing.T) {
 		{"negative grace", func() (limiter.Rule, error) {
 			return limiter.NewCalendarRule("k", 5, limiter.Month, shanghai, limiter.WithGrace(-time.Second))
 		}, "Grace"},
+		{"negative book-ahead cap", func() (limiter.Rule, error) {
+			return limiter.NewRule("k", 5, time.Second, limiter.WithMaxBookAhead(-time.Millisecond))
+		}, "MaxBookAhead"},
+		{"book-ahead cap on a calendar rule", func() (limiter.Rule, error) {
+			return limiter.NewCalendarRule("k", 5, limiter.Day, shanghai, limiter.WithMaxBookAhead(0))
+		}, "MaxBookAhead"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

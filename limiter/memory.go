@@ -83,7 +83,12 @@ func (m *Memory) Reserve(ctx context.Context, req Request) (Reservation, error) 
 	if pen := m.penalty(req, now); pen != nil {
 		return Reservation{retryAfter: pen.Until.Sub(nowT), rule: -1, penalty: pen, now: nowT}, nil
 	}
-	s, bind := m.earliest(req, now)
+	s, bind, held, heldUntil := m.earliest(req, now)
+	if held >= 0 {
+		// A rule capped by WithMaxBookAhead would book too far ahead:
+		// nothing is charged, so the broader rules stay free for others.
+		return Reservation{retryAfter: time.Duration(heldUntil-now) * time.Microsecond, rule: held, now: nowT}, nil
+	}
 	var bounds [][4]int64 // per calendar rule: its window starts around now
 	if req.hasKind(calendarRule) {
 		bounds = calendarBounds(req, clock)
@@ -118,9 +123,11 @@ func (m *Memory) penalty(req Request, now int64) *Penalty {
 }
 
 // earliest is the earliest send time that every paced and window rule
-// allows, and the rule that set it (-1: none held the request back).
-func (m *Memory) earliest(req Request, now int64) (s int64, bind int) {
-	s, bind = max(now, req.notBefore), -1
+// allows, and the rule that set it (-1: none held the request back); held
+// is the rule capped by WithMaxBookAhead whose own slot, heldUntil, lies
+// beyond its cap (-1: none), the latest such.
+func (m *Memory) earliest(req Request, now int64) (s int64, bind, held int, heldUntil int64) {
+	s, bind, held = max(now, req.notBefore), -1, -1
 	for i := range req.Rules {
 		r := &req.Rules[i]
 		var allow int64
@@ -144,8 +151,11 @@ func (m *Memory) earliest(req Request, now int64) (s int64, bind int) {
 		if allow > s {
 			s, bind = allow, i
 		}
+		if r.aheadCapped && allow-now > r.maxAheadUs && allow > heldUntil {
+			held, heldUntil = i, allow
+		}
 	}
-	return s, bind
+	return s, bind, held, heldUntil
 }
 
 func (req *Request) hasKind(k ruleKind) bool {

@@ -192,6 +192,11 @@ func (l *redisLimiter) reserveN(ctx context.Context, reqs []Request, out []Reser
 		b := r.windows(clock)
 		a.list = append(a.list, boxedCalendar, boxInt64(r.limit), boxInt64(b[0]), boxInt64(b[1]), boxInt64(b[2]), boxInt64(b[3]))
 	}
+	for i := range req.Rules {
+		if r := &req.Rules[i]; r.aheadCapped {
+			a.list = append(a.list, boxInt(i+1), r.argAhead)
+		}
+	}
 	a.list[counts] = markerArg(len(req.Scopes)+1, markerTTL)
 	// What this replica knew of the group's state when it sent the call:
 	// every reply to a call sent before it learnt of a loss is affected,

@@ -20,6 +20,10 @@
 --                the section on window rules below)
 -- The paced key's TTL comes from the caller (longest wait + tolerance + T):
 -- no booked time lies further ahead.
+-- Then, for each rule capped by WithMaxBookAhead, two arguments: its index
+-- (1-based) and the cap (µs). A request such a rule would hold back beyond
+-- its cap is refused, charging nothing, with the time until that rule's
+-- own slot: "1 <µs until the rule's slot> <rule>".
 --
 -- Reply: one string (far cheaper for the client to read than nested
 -- arrays): Redis's TIME as "<seconds> <microseconds>", then the epoch
@@ -132,6 +136,16 @@ for i = 1, nr do
   end
 end
 
+-- Caps on booking ahead, by rule index; none on the common path.
+local cap
+if ARGV[a] then
+  cap = {}
+  while ARGV[a] do
+    cap[tonumber(ARGV[a])] = tonumber(ARGV[a + 1])
+    a = a + 2
+  end
+end
+
 -- Calendar rules: the count of each window, read once and then kept here,
 -- and the window holding time x among a rule's four starts: its position j
 -- (0..2), start and end; false if unknown.
@@ -213,8 +227,9 @@ if has_w then
       win[i] = w
     end
   end
-  -- The earliest slot at or after s that every window rule allows.
-  win_slot = function(s, bind)
+  -- The earliest slot at or after s that every window rule allows, and
+  -- the latest slot hu of a capped rule hr beyond its cap (hr 0: none).
+  win_slot = function(s, bind, hu, hr)
     for i, w in pairs(win) do
       if w.hi > 0 then
         local e = w.ts[w.hi]
@@ -223,9 +238,10 @@ if has_w then
           if x > e then e = x end
         end
         if e > s then s, bind = e, i end
+        if cap and cap[i] and e - now > cap[i] and e > hu then hu, hr = e, i end
       end
     end
-    return s, bind
+    return s, bind, hu, hr
   end
   -- Record a send at s (never before the latest booked) for rule i.
   win_book = function(i, s)
@@ -279,19 +295,27 @@ for r = 1, n do
     nb = nb + 0
     if nb > s then s = nb end
   end
+  -- hu, hr: the latest own slot of a rule capped by WithMaxBookAhead that
+  -- lies beyond its cap, and that rule (0: none).
+  local hu, hr = 0, 0
   for i = 1, nr do
     a = at[i]
     if ARGV[a] == 'p' then
       local allow = vals[np + i] - ARGV[a + 2]
       if allow > s then s, bind = allow, i end
+      if cap and cap[i] and allow - now > cap[i] and allow > hu then hu, hr = allow, i end
     end
   end
-  if has_w then s, bind = win_slot(s, bind) end
+  if has_w then s, bind, hu, hr = win_slot(s, bind, hu, hr) end
+
+  -- A capped rule that would book too far ahead refuses before anything
+  -- is charged: the broader rules stay free for other requests meanwhile.
+  local refused = false
+  if hr > 0 then refused = string.format('1 %d %d', hu - now, hr) end
 
   -- Calendar rules may push s into a later window; a later s never breaks a
   -- paced or window rule, so repeat until every calendar window has room.
-  local refused = false
-  local moved = has_c
+  local moved = has_c and not refused
   while moved do
     moved = false
     for i = 1, nr do

@@ -68,6 +68,12 @@ type Rule struct {
 
 	// Window rules: the period and the resolution of the log, in µs.
 	periodUs, resolutionUs int64
+
+	// WithMaxBookAhead: whether it was given, the cap (µs, never negative
+	// once valid) and the cap boxed for the Redis script.
+	aheadCapped bool
+	maxAheadUs  int64
+	argAhead    any
 }
 
 type ruleKind uint8
@@ -95,6 +101,40 @@ func WithBurst(n int) RuleOption { return ruleOptionFunc(func(r *Rule) { r.burst
 // little ahead of the provider's never opens a new day or month early.
 func WithGrace(d time.Duration) RuleOption { return ruleOptionFunc(func(r *Rule) { r.grace = d }) }
 
+// WithMaxBookAhead caps how far ahead of now a paced or window rule may book
+// a slot: a request this rule would hold back longer than d is refused
+// without charging any of its rules, with RetryAfter until this rule's own
+// slot and Reservation.Rule naming it, so that the caller asks again then
+// (the Transport does, within the request's wait budget).
+//
+// Use it for a narrow rule that is one of many entities sharing broader
+// rules: one chat or recipient, one member, one robot. Without it a
+// request held back by its own entity books every rule it carries at the
+// entity's later slot; the app's shared rules then jump to that time and
+// every other entity's request queues behind the busy one. With it the
+// waiting request holds nothing until its entity's slot comes, and the
+// shared capacity in between goes to the other entities.
+//
+// d = 0 never books this rule ahead. A little more (the presets use 50ms)
+// books the shared rules at most that far ahead and lets the Transport ask
+// again that much before the slot for a request that has used more of its
+// budget, so that an entity's waiters go about in the order they came
+// rather than in a race. Without the option (the default) a rule books as
+// far ahead as Request.MaxWait allows.
+func WithMaxBookAhead(d time.Duration) RuleOption {
+	return ruleOptionFunc(func(r *Rule) {
+		r.aheadCapped = true
+		r.maxAheadUs = int64(d / time.Microsecond)
+		if d > 0 && r.maxAheadUs == 0 {
+			r.maxAheadUs = 1
+		}
+		if d < 0 {
+			r.maxAheadUs = -1 // rejected by validate
+		}
+		r.argAhead = strconv.FormatInt(r.maxAheadUs, 10)
+	})
+}
+
 // RuleError reports an invalid rule, naming the field at fault.
 type RuleError struct {
 	Key    string
@@ -112,7 +152,7 @@ func (e *RuleError) Error() string {
 // even spacing plus a jitter allowance keeps every provider second within
 // the limit; use [NewWindowRule] where the provider lets a whole burst
 // through as long as the window has room (minute, hour, robot and chat
-// limits). Options: [WithBurst].
+// limits). Options: [WithBurst], [WithMaxBookAhead].
 func NewRule(key string, limit int, period time.Duration, opts ...RuleOption) (Rule, error) {
 	r := Rule{key: key, limit: int64(limit), period: period, burst: 1}
 	for _, o := range opts {
@@ -188,6 +228,14 @@ func (r Rule) validate() error {
 	if r.limit < 1 {
 		return bad("Limit", fmt.Sprintf("must be at least 1, got %d", r.limit))
 	}
+	if r.aheadCapped {
+		if r.kind != pacedRule && r.kind != windowRule {
+			return bad("MaxBookAhead", "applies to paced and window rules only")
+		}
+		if r.maxAheadUs < 0 {
+			return bad("MaxBookAhead", "must not be negative")
+		}
+	}
 	if r.kind == concurrencyRule {
 		if r.period < time.Millisecond {
 			return bad("Lease", fmt.Sprintf("must be at least 1ms, got %v", r.period))
@@ -240,6 +288,13 @@ func (r Rule) Period() time.Duration { return r.period }
 
 // Unit is a calendar rule's window; zero for the other kinds.
 func (r Rule) Unit() Unit { return r.unit }
+
+// MaxBookAhead is the cap set by [WithMaxBookAhead], and whether one was
+// set: a request this rule would hold back longer is refused uncharged and
+// should ask again after its RetryAfter.
+func (r Rule) MaxBookAhead() (d time.Duration, capped bool) {
+	return time.Duration(r.maxAheadUs) * time.Microsecond, r.aheadCapped
+}
 
 // IsCalendar reports whether the rule counts fixed calendar windows.
 func (r Rule) IsCalendar() bool { return r.kind == calendarRule }
@@ -300,6 +355,14 @@ func (r Rule) step(start time.Time, n int) time.Time {
 	default:
 		return start.AddDate(0, n, 0)
 	}
+}
+
+// scale is the rule cut to a share of its limit (see scaleLimit), keeping
+// its cap on booking ahead.
+func (r Rule) scale(share float64) Rule {
+	s := r.scaleLimit(share)
+	s.aheadCapped, s.maxAheadUs, s.argAhead = r.aheadCapped, r.maxAheadUs, r.argAhead
+	return s
 }
 
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }

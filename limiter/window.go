@@ -55,8 +55,12 @@ const (
 // sliding-window log would; above it, sends within Period/64 of one another
 // are counted together at the latest of them, so a send may wait up to
 // Period/64 longer than an exact log would let it, never shorter.
-func NewWindowRule(key string, limit int, period time.Duration) (Rule, error) {
+// Options: [WithMaxBookAhead].
+func NewWindowRule(key string, limit int, period time.Duration, opts ...RuleOption) (Rule, error) {
 	r := Rule{kind: windowRule, key: key, limit: int64(limit), period: period, burst: int64(limit)}
+	for _, o := range opts {
+		o.apply(&r)
+	}
 	if err := r.validate(); err != nil {
 		return Rule{}, err
 	}

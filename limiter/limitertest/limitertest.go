@@ -42,6 +42,8 @@ func Run(t *testing.T, newLimiters Factory) {
 	t.Run("Concurrency", func(t *testing.T) { t.Parallel(); testConcurrency(t, newLimiters) })
 	t.Run("Window", func(t *testing.T) { t.Parallel(); testWindow(t, newLimiters) })
 	t.Run("WindowBursts", func(t *testing.T) { t.Parallel(); testWindowBursts(t, newLimiters) })
+	t.Run("BookAheadChargesNothing", func(t *testing.T) { t.Parallel(); testBookAheadChargesNothing(t, newLimiters) })
+	t.Run("BookAheadNeverOver", func(t *testing.T) { t.Parallel(); testBookAheadNeverOver(t, newLimiters) })
 }
 
 // Group returns a group name unique to the test, so tests sharing a store

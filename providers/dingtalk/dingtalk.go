@@ -133,7 +133,11 @@ func newPreset(c Config) (*preset, error) {
 	if c.RobotPerMinute > 0 {
 		// A sliding window: a robot may post its 20 messages of a minute
 		// at once (an alert storm), which even pacing would spread over it.
-		if p.robotRule, err = limiter.NewWindowRule("robot", c.RobotPerMinute, c.RobotWindow+c.Jitter); err != nil {
+		// One robot among many sharing the egress rule: a post held back
+		// by its robot's window waits without booking the egress ahead
+		// (at most 50ms), so other robots and APIs are not held behind it.
+		if p.robotRule, err = limiter.NewWindowRule("robot", c.RobotPerMinute, c.RobotWindow+c.Jitter,
+			limiter.WithMaxBookAhead(50*time.Millisecond)); err != nil {
 			return nil, err
 		}
 	}

@@ -161,25 +161,46 @@ func TestAcceptanceIDsOfEveryShapeAreOneAPI(t *testing.T) {
 }
 
 // Four replicas send 25 messages/s to one chat (five times Feishu's 5/s per
-// chat) while other chats get a few each, all in the SDK's request shape
-// (receive_id in the JSON body): the emulator rejects nothing, no caller
-// sees a quota error or a penalty (before the recipient was read from the
-// body, the busy chat's 230020s penalised the whole API and every other
-// chat was refused), and the busy chat gets at least 85% of its 5/s.
+// chat) while three other chats get 3/s each, all in the SDK's request
+// shape (receive_id in the JSON body): the emulator rejects nothing, no
+// caller sees a quota error or a penalty (a 230020 penalises that chat's
+// scope, not the API), the busy chat gets at least 85% of its 5/s, and every
+// message to the other chats is delivered: none refused locally either.
 //
-// The other chats' messages are never rejected by the provider, but some
-// are refused locally (ErrThrottled): a send booked ahead on its chat's rule
-// moves the clock of the API's shared per-second and per-minute rules to
-// that booking too (reservations are all or none), and a message to another
-// chat then waits behind it. The same happens with every chat under its
-// limit (4, 3, 3 and 3 messages/s: about 9.8/s delivered of 13/s, against
-// the shared 16.7/s). The test logs how many of theirs were delivered rather
-// than asserting all: that head-of-line effect belongs to the limiter's
-// reservation, not to routing.
+// The last holds because the per-chat rule does not book ahead
+// (limiter.WithMaxBookAhead): a message held back by its chat is refused
+// without charging the API's shared per-second and per-minute rules and
+// asks again at the chat's slot. Booked ahead, it moved the shared rules'
+// clocks to that slot and the other chats' messages queued behind the busy
+// one (50-65% of them delivered).
 func TestAcceptanceOneBusyChatLeavesTheOthersAlone(t *testing.T) {
+	busyChatRun(t, []float64{5 * feishu.DefaultPerChat, 3, 3, 3})
+}
+
+// Every chat under its limit (4, 3, 3 and 3 messages/s, 13/s against the
+// shared 16.7/s): the 3/s chats get every message delivered and the 4/s
+// chat at least 80% (its Poisson arrivals at 80% of the chat's rate queue
+// past the 2 s budget now and then under any limiter: about 0.3% of its
+// messages even in strict arrival order, in clusters: a simulation puts 5
+// or more of a run's 40 past the budget in 1% of runs, 8 or more in 0.1%).
+// Booking the shared rules at each chat's later slot delivered about 9.8/s
+// of 13.
+func TestAcceptanceChatsUnderTheirLimitAllDelivered(t *testing.T) {
+	busyChatRun(t, []float64{4, 3, 3, 3})
+}
+
+// quietChat is the rate (messages/s) up to which every message to a chat
+// must be delivered: 60% of its limit, where queueing past the budget is
+// vanishingly rare.
+const quietChat = 3
+
+// busyChatRun sends rates[i] messages/s to chat i from four replicas and
+// checks the run: no rejection anywhere, every message to a quiet chat
+// delivered, at least 80% to a chat under its limit, and a chat over its
+// limit at least 85% of that limit.
+func busyChatRun(t *testing.T, rates []float64) {
 	f := newAccFleet(t, feishu.Config{}, feishutest.Options{})
 	chats := []string{"oc_busy0a1b2c3d4e5f6a7b8c9d0e1f2a3", "oc_calm1", "oc_calm2", "ou_7d8a6e6df7621556ce0d21922b676706ccs"}
-	rates := []float64{5 * feishu.DefaultPerChat, 3, 3, 3}
 	byChat := make([][]loadtest.Result, len(chats))
 	var mu sync.Mutex
 	call := func(ctx context.Context, i, chat int) loadtest.Result {
@@ -194,22 +215,34 @@ func TestAcceptanceOneBusyChatLeavesTheOthersAlone(t *testing.T) {
 		return r
 	}
 	run := loadtest.Fire(accReplicas, accRun, rates, call)
-	t.Logf("%d replicas, %v, %.0f messages/s to %s, %v/s to each other chat", accReplicas, accRun, rates[0], chats[0], rates[1:])
+	t.Logf("%d replicas, %v, messages/s to each chat: %v", accReplicas, accRun, rates)
 	run.ExpectClean(t, loadtest.Answers(f.emu.Counters()), isQuotaCode)
-	busy := loadtest.Measure(nil, accRun)
-	for _, a := range f.successes(feishu.IMSend, chats[0]) {
-		if !a.At.Before(run.Start) && a.At.Before(run.End) {
-			busy.N++
-		}
-	}
-	busy.Rate = float64(busy.N) / accRun.Seconds()
-	t.Logf("%s: %d delivered, %.2f/s = %.0f%% of its %d/s", chats[0], busy.N, busy.Rate, 100*busy.Rate/feishu.DefaultPerChat, feishu.DefaultPerChat)
-	if busy.Rate < 0.85*feishu.DefaultPerChat {
-		t.Errorf("%s: %.2f/s delivered, want at least 85%% of %d/s", chats[0], busy.Rate, feishu.DefaultPerChat)
-	}
-	for c := 1; c < len(chats); c++ {
+	for c := range chats {
 		tl := loadtest.Count(byChat[c], isQuotaCode)
-		t.Logf("%s: %d of %d delivered (%v)", chats[c], tl.OK, tl.Calls, tl)
+		if rates[c] < feishu.DefaultPerChat {
+			t.Logf("%s: %d of %d delivered (%v)", chats[c], tl.OK, tl.Calls, tl)
+			if tl.Quota != 0 || tl.Penalized != 0 || tl.OtherAnswers != 0 || tl.Failed != 0 {
+				t.Errorf("%s: %v, want no quota error, penalty or failure", chats[c], tl)
+			}
+			switch sent := tl.Calls - tl.Cancelled; {
+			case rates[c] <= quietChat && tl.OK != sent:
+				t.Errorf("%s (%.0f/s, quiet): %d of %d delivered, want every message (but those cancelled at the end of the run)", chats[c], rates[c], tl.OK, sent)
+			case float64(tl.OK) < 0.8*float64(sent):
+				t.Errorf("%s (%.0f/s, under its limit): %d of %d delivered, want at least 80%%", chats[c], rates[c], tl.OK, sent)
+			}
+			continue
+		}
+		busy := 0
+		for _, a := range f.successes(feishu.IMSend, chats[c]) {
+			if !a.At.Before(run.Start) && a.At.Before(run.End) {
+				busy++
+			}
+		}
+		rate := float64(busy) / accRun.Seconds()
+		t.Logf("%s: %d delivered, %.2f/s = %.0f%% of its %d/s (%v)", chats[c], busy, rate, 100*rate/feishu.DefaultPerChat, feishu.DefaultPerChat, tl)
+		if rate < 0.85*feishu.DefaultPerChat {
+			t.Errorf("%s: %.2f/s delivered, want at least 85%% of %d/s", chats[c], rate, feishu.DefaultPerChat)
+		}
 		if tl.Quota != 0 || tl.Penalized != 0 || tl.OtherAnswers != 0 || tl.Failed != 0 {
 			t.Errorf("%s: %v, want no quota error, penalty or failure", chats[c], tl)
 		}

@@ -110,7 +110,10 @@ type Config struct {
 	// at most ChatPeekLimit bytes; a reply counts against the message it
 	// answers. A send whose recipient cannot be read (no JSON, receive_id
 	// beyond the limit, an unreadable body) counts against one shared
-	// "unknown recipient" of the app: slower, never over the limit.
+	// "unknown recipient" of the app: slower, never over the limit. A
+	// message held back by its recipient's limit waits for that
+	// recipient's slot without booking the app's shared rules ahead
+	// (limiter.WithMaxBookAhead), so a busy chat never holds up the others.
 	PerChat int
 	// ChatPeekLimit bounds how much of a send's body Route reads for its
 	// receive_id (default 4 KiB; the SDKs write it first).
@@ -249,7 +252,11 @@ func Profile(cfg Config) (providers.Profile, error) {
 		}
 	}
 	if cfg.PerChat > 0 {
-		if p.chat, err = limiter.NewRule("template", cfg.PerChat, time.Second+cfg.Jitter); err != nil {
+		// One recipient among the many that share the app's IM rules: a
+		// message held back by its chat waits for the chat's slot without
+		// booking the shared rules more than chatBookAhead ahead, so other
+		// chats are not held behind it.
+		if p.chat, err = limiter.NewRule("template", cfg.PerChat, time.Second+cfg.Jitter, limiter.WithMaxBookAhead(chatBookAhead)); err != nil {
 			return providers.Profile{}, fmt.Errorf("feishu: Config.PerChat: %w", err)
 		}
 	}
@@ -411,6 +418,12 @@ const (
 	imMergeForward = "POST /open-apis/im/v1/messages/merge_forward"
 )
 
+// chatBookAhead is how far ahead a message may book its chat's slot (and
+// with it the app's shared IM rules): far less than the chat's 200 ms
+// spacing, so another chat's message waits at most that long behind it,
+// and enough for the Transport to let a chat's older waiters ask first.
+const chatBookAhead = 50 * time.Millisecond
+
 // unknownRecipient stands for every recipient Route could not read: they
 // share one per-recipient rule, so an unread send is slower, never over.
 const unknownRecipient = "unknown"
@@ -428,6 +441,14 @@ func (p *preset) chatOf(name string, r *http.Request) string {
 	case imReply:
 		// The reply goes to the chat of the message it answers: the
 		// message ID is the closest name of that chat the request holds.
+		// Feishu counts the reply against that chat's 5/s (docs/providers.md:
+		// "5/s to the same user or chat"), so replies to several messages
+		// of one chat share the chat's limit while these keys do not: a
+		// burst of such replies can still meet a 230020, which penalises
+		// that message's scope only. Keying every reply of the app to one
+		// rule would cap all replies at 5/s; the request names no chat.
+		// batch_send (message/v4) names its recipients in lists and has no
+		// rule here: docs/providers.md records no per-recipient limit for it.
 		id, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/open-apis/im/v1/messages/"), "/")
 		return hashID("message", id)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/quotaware/throttle/limiter"
 	"github.com/quotaware/throttle/providers"
@@ -23,6 +24,12 @@ const memberAPI = "/cgi-bin/message/send"
 const maxMembers = 8
 
 const broadcast = "broadcast"
+
+// memberBookAhead is how far ahead a message may book its members' slots
+// (and with them the shared corp and IP rules): short, so another member's
+// message waits at most that long behind it, and enough for the Transport
+// to let a member's older waiters ask first.
+const memberBookAhead = 50 * time.Millisecond
 
 // memberRules returns the per-member rules of an app message.
 func (p *preset) memberRules(r *http.Request) ([]limiter.Rule, error) {

@@ -273,12 +273,17 @@ func Profile(cfg Config) (providers.Profile, error) {
 		p.templates[i] = r
 	}
 	if cfg.PerMemberPerMinute > 0 {
+		// One member among the many that share the corp's and the egress
+		// IP's rules: a message held back by its member waits for the
+		// member's slot without booking the shared rules ahead, so the
+		// other members' messages are not held behind it.
 		var err error
-		if p.memberMinute, err = limiter.NewRule("template", cfg.PerMemberPerMinute, time.Minute+cfg.Jitter); err != nil {
+		ahead := limiter.WithMaxBookAhead(memberBookAhead)
+		if p.memberMinute, err = limiter.NewRule("template", cfg.PerMemberPerMinute, time.Minute+cfg.Jitter, ahead); err != nil {
 			return providers.Profile{}, fmt.Errorf("wecom: Config.PerMemberPerMinute: %w", err)
 		}
 		if p.memberHour, err = limiter.NewRule("template", cfg.PerMemberPerHour, time.Hour+cfg.Jitter,
-			limiter.WithBurst(min(cfg.PerMemberPerMinute, cfg.PerMemberPerHour))); err != nil {
+			limiter.WithBurst(min(cfg.PerMemberPerMinute, cfg.PerMemberPerHour)), ahead); err != nil {
 			return providers.Profile{}, fmt.Errorf("wecom: Config.PerMemberPerHour: %w", err)
 		}
 	}
