@@ -27,7 +27,7 @@ func entityProfile(t testing.TB, entityPeriod time.Duration) providers.Profile {
 		if err != nil {
 			return providers.Route{}, err
 		}
-		return providers.Route{API: "send", Rules: []limiter.Rule{shared, narrow}, Scopes: []string{providers.Scope(providers.ScopeAPI, "send")}}, nil
+		return providers.Route{API: "send", Rules: []limiter.Rule{shared, narrow}, Scopes: []string{"api:send"}}, nil
 	}
 	return p
 }
