@@ -129,7 +129,7 @@ func lift(ctx context.Context, c *common, provider, scope string, yes bool, stdi
 		fmt.Fprintf(stdout, "No active penalty on %s of %s; the lift is still announced, so that replicas close a breaker they may hold open.\n", scope, provider)
 	} else {
 		fmt.Fprintf(stdout, "Penalty on %s of %s: code %s, ends %s (in %s).\n", scope, provider, found.Code,
-			found.Until.Local().Format(timeLayout), fmtLeft(found.Left))
+			found.Until.Local().Format(timeLayout), inspect.FormatLeft(found.Left))
 	}
 	if !yes {
 		fmt.Fprintf(stdout, "Lift it? Every replica (%d live) calls %s again at once. [y/N] ", len(st.Replicas), scope)
@@ -158,7 +158,7 @@ func render(w io.Writer, st inspect.State) {
 	fmt.Fprintf(w, "prefix %q at %s (Redis clock)\n", st.Prefix, st.Now.Local().Format(timeLayout))
 	ids := make([]string, 0, len(st.Replicas))
 	for _, r := range st.Replicas {
-		ids = append(ids, fmt.Sprintf("%s (beat %s ago)", r.ID, fmtLeft(st.Now.Sub(r.LastBeat))))
+		ids = append(ids, fmt.Sprintf("%s (beat %s ago)", r.ID, inspect.FormatLeft(st.Now.Sub(r.LastBeat))))
 	}
 	fmt.Fprintf(w, "replicas: %d live", len(st.Replicas))
 	if len(ids) > 0 {
@@ -178,7 +178,7 @@ func render(w io.Writer, st inspect.State) {
 				if by == "" {
 					by = "-"
 				}
-				fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", p.Scope, p.Code, p.Until.Local().Format(timeLayout), fmtLeft(p.Left), by)
+				fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", p.Scope, p.Code, p.Until.Local().Format(timeLayout), inspect.FormatLeft(p.Left), by)
 			}
 		}
 		tw.Flush()
@@ -196,21 +196,4 @@ func render(w io.Writer, st inspect.State) {
 			fmt.Fprintf(w, "  (more than %d keys: the list is cut)\n", inspect.MaxKeys)
 		}
 	}
-}
-
-// fmtLeft writes a duration for reading: "7d14h03m", "2m05s", "850ms".
-func fmtLeft(d time.Duration) string {
-	switch {
-	case d < 0:
-		return "0s"
-	case d < time.Second:
-		return d.Round(time.Millisecond).String()
-	case d < time.Minute:
-		return d.Round(100 * time.Millisecond).String()
-	case d < time.Hour:
-		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
-	case d < 24*time.Hour:
-		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
-	}
-	return fmt.Sprintf("%dd%02dh%02dm", int(d.Hours())/24, int(d.Hours())%24, int(d.Minutes())%60)
 }

@@ -103,7 +103,7 @@ func (r RuleState) Words(now time.Time) string {
 			s += " this " + r.Window
 		}
 		if !r.ResetsAt.IsZero() {
-			s += fmt.Sprintf(", resets %s (in %s)", r.ResetsAt.Format("2006-01-02 15:04 MST"), roundLeft(r.ResetsAt.Sub(now)))
+			s += fmt.Sprintf(", resets %s (in %s)", r.ResetsAt.Format("2006-01-02 15:04 MST"), FormatLeft(r.ResetsAt.Sub(now)))
 		}
 		return s
 	case "concurrency":
@@ -118,8 +118,9 @@ func (r RuleState) Words(now time.Time) string {
 	return "unknown key type"
 }
 
-// roundLeft writes a duration for reading: "7d06h28m", "2h05m", "4m07s".
-func roundLeft(d time.Duration) string {
+// FormatLeft writes a time left for reading: "7d06h28m", "2h05m",
+// "4m07s", "850ms"; "0s" once it is over.
+func FormatLeft(d time.Duration) string {
 	switch {
 	case d < time.Second:
 		return max(d, 0).Round(time.Millisecond).String()
