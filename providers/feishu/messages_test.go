@@ -181,3 +181,52 @@ func TestRepliesKeepMessageIDsOut(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkRouteReply routes a reply to a message whose chat an answer
+// named, and to one the preset never saw, with a full memory.
+func BenchmarkRouteReply(b *testing.B) {
+	p := testProfile(b, Config{})
+	for i := range messageMemory {
+		send := request("POST", "https://open.feishu.cn/open-apis/im/v1/messages?receive_id_type=chat_id&receive_id=oc_team")
+		routedClassify(p, send, response(200, nil, answer(fmt.Sprintf("om_%032x", i), "oc_team", "")))
+	}
+	for _, tc := range []struct{ name, id string }{
+		{"learned", fmt.Sprintf("om_%032x", messageMemory-1)},
+		{"unknown", "om_dc13264520392913993dd051dba21dcf"},
+	} {
+		req := request("POST", "https://open.feishu.cn/open-apis/im/v1/messages/"+tc.id+"/reply")
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := p.Route(req); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkLearnFromSendAnswer classifies a send's successful answer, which
+// teaches the message's chat, against the same answer with PerChat off,
+// which teaches nothing.
+func BenchmarkLearnFromSendAnswer(b *testing.B) {
+	req := request("POST", "https://open.feishu.cn/open-apis/im/v1/messages?receive_id_type=chat_id&receive_id=oc_team")
+	body := answer("om_dc13264520392913993dd051dba21dcf", "oc_team", strings.Repeat("x", 200))
+	for _, tc := range []struct {
+		name    string
+		perChat int
+	}{{"learns", 0}, {"PerChat off", -1}} {
+		p := testProfile(b, Config{PerChat: tc.perChat})
+		route, _ := p.Route(req)
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				resp := &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/json"}},
+					ContentLength: int64(len(body)), Body: io.NopCloser(strings.NewReader(body))}
+				if v := p.Classify(req, resp, &route); v.Kind != providers.OK {
+					b.Fatal(v)
+				}
+			}
+		})
+	}
+}
