@@ -9,7 +9,10 @@
 // path in neither is counted as one stand-in API per method, "METHOD
 // uncatalogued". Sending IM messages adds 5/s to one chat or user, named by
 // receive_id in the request body: Route reads a bounded prefix of that body
-// for it. The free edition also caps a tenant's calls per calendar month.
+// for it. A reply names only the message it answers: the preset learns each
+// message's chat from the answers that pass through it (messages.go) and
+// counts a reply to a known message against its chat. The free edition also
+// caps a tenant's calls per calendar month.
 //
 // Throttled calls answer HTTP 429 (some old APIs 400) with code 99991400 and
 // the x-ogw-ratelimit-reset header, the seconds to wait; the monthly quota
