@@ -113,7 +113,8 @@ type Config struct {
 	// at most ChatPeekLimit bytes. A reply counts against the chat of the
 	// message it answers when this process has seen that message in an
 	// answer (a send, reply or forward, or a GET of the message; the last
-	// 64Ki messages are remembered), else against that message alone. A send whose recipient cannot be read (no JSON, receive_id
+	// 64Ki messages are remembered) or the request's context names the chat
+	// (ReplyInChat), else against that message alone. A send whose recipient cannot be read (no JSON, receive_id
 	// beyond the limit, an unreadable body) counts against one shared
 	// "unknown recipient" of the app: slower, never over the limit. A
 	// message held back by its recipient's limit waits for that
@@ -452,8 +453,9 @@ func (p *preset) chatOf(name string, r *http.Request) string {
 		// counts it against that chat's 5/s (docs/providers.md: "5/s to the
 		// same user or chat"), but the request names only the message. A
 		// message whose chat the preset learned from an answer (messages.go)
-		// is keyed by that chat, like a send to it. An unknown message keeps
-		// a key of its own: keying every unknown reply of the app to one 5/s
+		// is keyed by that chat, like a send to it, and so is one whose chat
+		// the caller named (ReplyInChat). Any other message keeps a key of
+		// its own: keying every unknown reply of the app to one 5/s
 		// rule would cap the bot's replies in all its chats at 5/s. Replies
 		// to several unknown messages of one chat can then meet a 230020,
 		// which penalises that message's scope only.
@@ -461,6 +463,9 @@ func (p *preset) chatOf(name string, r *http.Request) string {
 		// rule here: docs/providers.md records no per-recipient limit for it.
 		id := messageIDOf(r)
 		if chat := p.messages.chat(id); chat != "" {
+			return chat
+		}
+		if chat := replyChat(r); chat != "" {
 			return chat
 		}
 		return hashID("message", id)

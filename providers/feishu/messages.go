@@ -1,6 +1,7 @@
 package feishu
 
 import (
+	"context"
 	"crypto/sha256"
 	"net/http"
 	"strings"
@@ -20,6 +21,27 @@ import (
 // The memory is per process: sharing it through Redis would cost every reply
 // a second round trip before its limiter call, and a replica mostly replies
 // to messages it sent, replied to or read itself.
+
+// ReplyInChat returns a context naming the chat (its chat_id, oc_...) that
+// replies sent with it answer in. Use it when replying to a message this
+// process has not seen in an answer, typically one received in an event
+// (im.message.receive_v1 carries message.chat_id): the reply then counts
+// against that chat's 5/s like a send to it, instead of against the message
+// alone. A message the preset has learned keeps its learned chat. The
+// chat_id only reaches keys and scopes hashed.
+func ReplyInChat(ctx context.Context, chatID string) context.Context {
+	return context.WithValue(ctx, replyChatKey{}, chatID)
+}
+
+type replyChatKey struct{}
+
+// replyChat returns the recipient key of the chat ReplyInChat named, or "".
+func replyChat(r *http.Request) string {
+	if id, _ := r.Context().Value(replyChatKey{}).(string); id != "" {
+		return hashID("chat_id", id)
+	}
+	return ""
+}
 
 // messageMemory bounds the messages remembered per preset (one app): about
 // 3.5 MB when full. At 50 sends/s, the app's cap, it holds the last 11

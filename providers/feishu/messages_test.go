@@ -230,3 +230,28 @@ func BenchmarkLearnFromSendAnswer(b *testing.B) {
 		})
 	}
 }
+
+// A reply whose context names its chat counts against that chat, unless the
+// preset learned the message's chat already.
+func TestReplyInChat(t *testing.T) {
+	p := testProfile(t, Config{})
+	const base = "https://open.feishu.cn/open-apis/im/v1/messages"
+	routedClassify(p, request("POST", base+"?receive_id_type=open_id&receive_id=ou_ann"), response(200, nil, answer("om_1", "oc_p2p", "")))
+	for _, tc := range []struct {
+		name, id, chat, want string
+	}{
+		{"named", "om_0", "oc_team", hashID("chat_id", "oc_team")},
+		{"empty", "om_0", "", hashID("message", "om_0")},
+		{"learned first", "om_1", "oc_p2p", hashID("open_id", "ou_ann")},
+	} {
+		req := request("POST", base+"/"+tc.id+"/reply")
+		req = req.WithContext(ReplyInChat(req.Context(), tc.chat))
+		r, err := p.Route(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := r.Scope(scopekind.Entity); got != scopekind.Of(scopekind.Entity, app+":chat#"+tc.want) {
+			t.Errorf("%s: scope %q, want chat key %s", tc.name, got, tc.want)
+		}
+	}
+}
