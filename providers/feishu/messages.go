@@ -61,7 +61,8 @@ const imGetMessage = "GET /open-apis/im/v1/messages/:message_id"
 type messageKey [12]byte
 
 func keyOfMessage(id string) messageKey {
-	sum := sha256.Sum256([]byte("message\x00" + id))
+	var buf [96]byte // message IDs are 35 bytes: hashed without allocating
+	sum := sha256.Sum256(append(append(buf[:0], "message\x00"...), id...))
 	return messageKey(sum[:12])
 }
 
