@@ -13,20 +13,22 @@ import (
 )
 
 func TestMessageChatsEvictsTheOldest(t *testing.T) {
+	chat := func(n int) string { return hashID("chat_id", fmt.Sprintf("oc_%d", n)) }
 	m := newMessageChats(4)
 	for i := range 6 {
-		m.learn(fmt.Sprintf("om_%d", i), fmt.Sprintf("chat%d", i))
+		m.learn(fmt.Sprintf("om_%d", i), chat(i))
 	}
-	m.learn("om_3", "other") // known: the first chat learned stays, and so does its age
-	m.learn("", "chat")      // nothing to learn
+	m.learn("om_3", chat(9)) // known: the first chat learned stays, and so does its age
+	m.learn("", chat(9))     // nothing to learn
 	m.learn("om_x", "")
-	for i, want := range []string{"", "", "chat2", "chat3", "chat4", "chat5"} {
+	m.learn("om_y", "unknown") // not a recipient key
+	for i, want := range []string{"", "", chat(2), chat(3), chat(4), chat(5)} {
 		if got := m.chat(fmt.Sprintf("om_%d", i)); got != want {
 			t.Errorf("om_%d: chat %q, want %q", i, got, want)
 		}
 	}
-	m.learn("om_6", "chat6") // evicts om_2, the oldest, though om_3 was learned again since
-	if m.chat("om_2") != "" || m.chat("om_3") != "chat3" || m.chat("om_6") != "chat6" {
+	m.learn("om_6", chat(6)) // evicts om_2, the oldest, though om_3 was learned again since
+	if m.chat("om_2") != "" || m.chat("om_3") != chat(3) || m.chat("om_6") != chat(6) {
 		t.Errorf("after om_6: om_2 %q, om_3 %q, om_6 %q; want om_2 evicted", m.chat("om_2"), m.chat("om_3"), m.chat("om_6"))
 	}
 	if n := m.len(); n != 4 {
@@ -39,6 +41,7 @@ func TestMessageChatsEvictsTheOldest(t *testing.T) {
 func TestMessageChatsConcurrent(t *testing.T) {
 	const capacity, workers, each = 256, 8, 2000
 	m := newMessageChats(capacity)
+	chatOf := func(id string) string { return hashID("chat_id", "oc_"+id) }
 	var wg sync.WaitGroup
 	errs := make(chan string, workers)
 	for w := range workers {
@@ -47,9 +50,9 @@ func TestMessageChatsConcurrent(t *testing.T) {
 			defer wg.Done()
 			for i := range each {
 				id := fmt.Sprintf("om_%d_%d", w, i)
-				m.learn(id, "chat_"+id)
+				m.learn(id, chatOf(id))
 				for _, read := range []string{id, fmt.Sprintf("om_%d_%d", (w+1)%workers, i)} {
-					if got := m.chat(read); got != "" && got != "chat_"+read {
+					if got := m.chat(read); got != "" && got != chatOf(read) {
 						errs <- fmt.Sprintf("%s: chat %q", read, got)
 						return
 					}
