@@ -113,13 +113,14 @@ type Config struct {
 	// at most ChatPeekLimit bytes. A reply counts against the chat of the
 	// message it answers when this process has seen that message in an
 	// answer (a send, reply or forward, or a GET of the message; the last
-	// 64Ki messages are remembered) or the request's context names the chat
-	// (ReplyInChat), else against that message alone. A send whose recipient cannot be read (no JSON, receive_id
-	// beyond the limit, an unreadable body) counts against one shared
-	// "unknown recipient" of the app: slower, never over the limit. A
-	// message held back by its recipient's limit waits for that
-	// recipient's slot without booking the app's shared rules ahead
-	// (limiter.WithMaxBookAhead), so a busy chat never holds up the others.
+	// 64Ki messages are remembered) or the request's context names the
+	// chat (ReplyInChat), else against that message alone. A send whose
+	// recipient cannot be read (no JSON, receive_id beyond the limit, an
+	// unreadable body) counts against one shared "unknown recipient" of
+	// the app: slower, never over the limit. A message held back by its
+	// recipient's limit waits for that recipient's slot without booking the
+	// app's shared rules ahead (limiter.WithMaxBookAhead), so a busy chat
+	// never holds up the others.
 	PerChat int
 	// ChatPeekLimit bounds how much of a send's body Route reads for its
 	// receive_id (default 4 KiB; the SDKs write it first).

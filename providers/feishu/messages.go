@@ -19,9 +19,12 @@ import (
 // forwards answer data.message_id and data.chat_id; GET message answers
 // data.items[].chat_id), and keys a reply to a known message by its chat.
 //
-// The memory is per process: sharing it through Redis would cost every reply
-// a second round trip before its limiter call, and a replica mostly replies
-// to messages it sent, replied to or read itself.
+// The memory is per process. Sharing it through Redis would cost every reply
+// a second round trip before its limiter call, and would still not know the
+// messages no replica sent: those received in events, which a bot replies
+// to most. Their replies name the chat with ReplyInChat (the event carries
+// chat_id); a replica replying to a message another replica sent can do the
+// same, or read the message first.
 
 // ReplyInChat returns a context naming the chat (its chat_id, oc_...) that
 // replies sent with it answer in. Use it when replying to a message this
@@ -44,9 +47,10 @@ func replyChat(r *http.Request) string {
 	return ""
 }
 
-// messageMemory bounds the messages remembered per preset (one app): 3.4 MB
-// of heap when full (measured). At the app's 1000 sends a minute it holds the last hour
-// of the app's messages; replies usually follow within that.
+// messageMemory bounds the messages remembered per preset (one app, or one
+// tenant of a store app): 3.4 MB of heap when full (measured). At the app's
+// 1000 sends a minute it holds the last hour of the app's messages; replies
+// usually follow within that.
 const messageMemory = 1 << 16
 
 // answerPeekLimit bounds how much of an IM answer Classify reads to learn a
@@ -74,14 +78,17 @@ type chatKey [12]byte
 // keeping at most its capacity and evicting the oldest first. It is safe
 // for concurrent use.
 type messageChats struct {
-	mu    sync.Mutex
-	chats map[messageKey]chatKey
-	order []messageKey // ring of the keys in insertion order, once full
-	next  int          // the oldest key in order, once full
+	mu       sync.Mutex
+	capacity int
+	chats    map[messageKey]chatKey
+	order    []messageKey // the keys in insertion order; a ring once full
+	next     int          // the oldest key in order, once full
 }
 
+// newMessageChats makes an empty memory; it grows as it learns, so a preset
+// that sends no messages (one per tenant of a store app) costs little.
 func newMessageChats(capacity int) *messageChats {
-	return &messageChats{chats: make(map[messageKey]chatKey, min(capacity, 1024)), order: make([]messageKey, 0, capacity)}
+	return &messageChats{capacity: capacity, chats: map[messageKey]chatKey{}}
 }
 
 // chat returns the recipient key of the message's chat, or "" when unknown.
@@ -113,7 +120,7 @@ func (m *messageChats) learn(id, chat string) {
 	if _, ok := m.chats[k]; ok {
 		return
 	}
-	if len(m.order) < cap(m.order) {
+	if len(m.order) < m.capacity {
 		m.order = append(m.order, k)
 	} else {
 		delete(m.chats, m.order[m.next])
