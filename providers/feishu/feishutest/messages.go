@@ -125,3 +125,19 @@ func messageReply(api string, m *message) reply {
 	}
 	return reply{status: http.StatusOK, body: `{"code":0,"msg":"success","data":` + data + `}`}
 }
+
+// Receive records a message a user posted in the group chat chatID, as app
+// receives it in an im.message.receive_v1 event, and returns its
+// message_id: app may reply to it and read it, and replies to it count
+// against chatID. It is counted against no limit.
+func (s *Server) Receive(app, chatID string) string {
+	s.em.Lock()
+	defer s.em.Unlock()
+	_, emu := s.em.Times()
+	m := &message{
+		id: fmt.Sprintf("om_%016x%016x", rand.Uint64(), rand.Uint64()), app: app,
+		chatID: chatID, recipient: chatID, msgType: "text", content: `{"text":"hello"}`, created: emu,
+	}
+	s.messages[m.id] = m
+	return m.id
+}

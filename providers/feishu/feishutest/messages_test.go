@@ -131,16 +131,25 @@ func TestRepliesCountAgainstTheirChat(t *testing.T) {
 		t.Fatalf("merged forward: %+v", merged)
 	}
 
+	// A message received in an event: replies to it count against its chat.
+	clk.Add(time.Second)
+	received := s.Receive("cli_a", "oc_3")
+	for i, want := range []int{0, 0, CodeChatFrequency} {
+		if a := reply(received); a.Code != want || (want == 0 && (a.Data.ChatID != "oc_3" || a.Data.ParentID != received)) {
+			t.Fatalf("reply %d to a received message: %+v, want code %d", i, a, want)
+		}
+	}
+
 	var replies int
 	for _, r := range s.Requests() {
-		if r.Path == imReply && r.Code != CodeInvalidMessage && r.ReceiveID != "oc_1" && r.ReceiveID != "ou_1" {
+		if r.Path == imReply && r.Code != CodeInvalidMessage && r.ReceiveID != "oc_1" && r.ReceiveID != "ou_1" && r.ReceiveID != "oc_3" {
 			t.Errorf("reply recorded against %q", r.ReceiveID)
 		}
 		if r.Path == imReply && r.Code == 0 {
 			replies++
 		}
 	}
-	if replies != 4 {
-		t.Errorf("%d replies recorded as delivered, want 4", replies)
+	if replies != 6 {
+		t.Errorf("%d replies recorded as delivered, want 6", replies)
 	}
 }
