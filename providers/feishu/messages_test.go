@@ -258,3 +258,30 @@ func TestReplyInChat(t *testing.T) {
 		}
 	}
 }
+
+// FuzzLearn feeds any answer of the APIs that teach: no panic, the caller
+// reads the answer byte for byte, and a reply after it routes.
+func FuzzLearn(f *testing.F) {
+	f.Add(0, []byte(answer("om_1", "oc_1", "x")))
+	f.Add(3, []byte(`{"code":0,"data":{"items":[{"message_id":"om_1","chat_id":"oc_1"}]}}`))
+	f.Add(2, []byte(`{"code":0,"data":{"message":{"message_id":"om_1","chat_id":"oc_1"}}}`))
+	targets := []struct{ method, url string }{
+		{"POST", "https://open.feishu.cn/open-apis/im/v1/messages?receive_id_type=chat_id&receive_id=oc_1"},
+		{"POST", "https://open.feishu.cn/open-apis/im/v1/messages/om_1/reply"},
+		{"POST", "https://open.feishu.cn/open-apis/im/v1/messages/merge_forward?receive_id_type=chat_id&receive_id=oc_1"},
+		{"GET", "https://open.feishu.cn/open-apis/im/v1/messages/om_1"},
+	}
+	p := testProfile(f, Config{})
+	f.Fuzz(func(t *testing.T, target int, body []byte) {
+		tg := targets[uint(target)%uint(len(targets))]
+		resp := &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/json"}},
+			ContentLength: -1, Body: io.NopCloser(strings.NewReader(string(body)))}
+		routedClassify(p, request(tg.method, tg.url), resp)
+		if got, err := io.ReadAll(resp.Body); err != nil || string(got) != string(body) {
+			t.Fatalf("body reads %q, %v; want %q", got, err, body)
+		}
+		if _, err := p.Route(request("POST", "https://open.feishu.cn/open-apis/im/v1/messages/om_1/reply")); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
