@@ -50,6 +50,7 @@ var accAPIs = []struct {
 // through the preset.
 type accFleet struct {
 	emu     *feishutest.Server
+	app     string
 	token   string
 	clients []*http.Client
 }
@@ -60,7 +61,7 @@ func newAccFleet(t *testing.T, cfg feishu.Config, emuOpts feishutest.Options) *a
 	emuOpts.LatencyMax = accLatency
 	emu := feishutest.NewServer(emuOpts)
 	t.Cleanup(emu.Close)
-	f := &accFleet{emu: emu, token: emu.Token(app)}
+	f := &accFleet{emu: emu, app: app, token: emu.Token(app)}
 	u, _ := url.Parse(emu.URL)
 	cfg.AppID, cfg.Hosts = app, []string{u.Hostname()}
 	profile := feishu.MustProfile(cfg)

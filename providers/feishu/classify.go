@@ -46,10 +46,18 @@ var fatalCodes = map[string]bool{
 	"99991679": true, // user has not granted the permission
 }
 
-func (p *preset) classify(_ *http.Request, resp *http.Response, route *providers.Route) providers.Verdict {
-	prefix, _ := providers.PeekBody(resp, peekLimit)
+func (p *preset) classify(req *http.Request, resp *http.Response, route *providers.Route) providers.Verdict {
+	limit := peekLimit
+	learns := p.cfg.PerChat > 0 && resp.StatusCode == http.StatusOK && learnsMessages(route.API)
+	if learns {
+		limit = answerPeekLimit
+	}
+	prefix, _ := providers.PeekBody(resp, limit)
 	code, msg, ok := jsoncode.Numeric(prefix, "code", "msg", maxMessage)
 	if ok && code == "0" {
+		if learns {
+			p.learn(req, route, prefix)
+		}
 		return providers.Verdict{Kind: providers.OK}
 	}
 	now := p.cfg.Clock()

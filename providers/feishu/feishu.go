@@ -9,7 +9,10 @@
 // path in neither is counted as one stand-in API per method, "METHOD
 // uncatalogued". Sending IM messages adds 5/s to one chat or user, named by
 // receive_id in the request body: Route reads a bounded prefix of that body
-// for it. The free edition also caps a tenant's calls per calendar month.
+// for it. A reply names only the message it answers: the preset learns each
+// message's chat from the answers that pass through it (messages.go) and
+// counts a reply to a known message against its chat. The free edition also
+// caps a tenant's calls per calendar month.
 //
 // Throttled calls answer HTTP 429 (some old APIs 400) with code 99991400 and
 // the x-ogw-ratelimit-reset header, the seconds to wait; the monthly quota
@@ -107,13 +110,17 @@ type Config struct {
 	// PerChat caps IM messages per second to one chat or user (default 5);
 	// -1 disables the rule. Sends and forwards name the recipient by
 	// receive_id (with receive_id_type) in the body, of which Route reads
-	// at most ChatPeekLimit bytes; a reply counts against the message it
-	// answers. A send whose recipient cannot be read (no JSON, receive_id
-	// beyond the limit, an unreadable body) counts against one shared
-	// "unknown recipient" of the app: slower, never over the limit. A
-	// message held back by its recipient's limit waits for that
-	// recipient's slot without booking the app's shared rules ahead
-	// (limiter.WithMaxBookAhead), so a busy chat never holds up the others.
+	// at most ChatPeekLimit bytes. A reply counts against the chat of the
+	// message it answers when this process has seen that message in an
+	// answer (a send, reply or forward, or a GET of the message; the last
+	// 64Ki messages are remembered) or the request's context names the
+	// chat (ReplyInChat), else against that message alone. A send whose
+	// recipient cannot be read (no JSON, receive_id beyond the limit, an
+	// unreadable body) counts against one shared "unknown recipient" of
+	// the app: slower, never over the limit. A message held back by its
+	// recipient's limit waits for that recipient's slot without booking the
+	// app's shared rules ahead (limiter.WithMaxBookAhead), so a busy chat
+	// never holds up the others.
 	PerChat int
 	// ChatPeekLimit bounds how much of a send's body Route reads for its
 	// receive_id (default 4 KiB; the SDKs write it first).
@@ -269,6 +276,8 @@ func Profile(cfg Config) (providers.Profile, error) {
 		p.month = []limiter.Rule{r}
 	}
 	p.appScope = scopekind.Of(scopekind.App, cfg.AppID)
+	p.chatScopePrefix = p.chatScope("")
+	p.messages = newMessageChats(messageMemory)
 	return providers.Profile{
 		Name:           Name,
 		Match:          p.match,
@@ -298,6 +307,8 @@ type preset struct {
 	// defaultPrefixes start the keys of defaults, one per template.
 	defaultPrefixes []string
 	chat            limiter.Rule   // template of PerChat; zero when disabled
+	chatScopePrefix string         // chatScope("") : the scope of a chat less its key
+	messages        *messageChats  // the chats of the messages seen in answers
 	month           []limiter.Rule // the monthly quota, when FreeEdition
 	appScope        string
 }
@@ -439,17 +450,25 @@ func (p *preset) chatOf(name string, r *http.Request) string {
 	case IMSend, imForward, imMergeForward:
 		return p.recipient(r)
 	case imReply:
-		// The reply goes to the chat of the message it answers: the
-		// message ID is the closest name of that chat the request holds.
-		// Feishu counts the reply against that chat's 5/s (docs/providers.md:
-		// "5/s to the same user or chat"), so replies to several messages
-		// of one chat share the chat's limit while these keys do not: a
-		// burst of such replies can still meet a 230020, which penalises
-		// that message's scope only. Keying every reply of the app to one
-		// rule would cap all replies at 5/s; the request names no chat.
+		// The reply goes to the chat of the message it answers, and Feishu
+		// counts it against that chat's 5/s (docs/providers.md: "5/s to the
+		// same user or chat"), but the request names only the message. A
+		// message whose chat the preset learned from an answer (messages.go)
+		// is keyed by that chat, like a send to it, and so is one whose chat
+		// the caller named (ReplyInChat). Any other message keeps a key of
+		// its own: keying every unknown reply of the app to one 5/s
+		// rule would cap the bot's replies in all its chats at 5/s. Replies
+		// to several unknown messages of one chat can then meet a 230020,
+		// which penalises that message's scope only.
 		// batch_send (message/v4) names its recipients in lists and has no
 		// rule here: docs/providers.md records no per-recipient limit for it.
-		id, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/open-apis/im/v1/messages/"), "/")
+		id := messageIDOf(r)
+		if chat := p.messages.chat(id); chat != "" {
+			return chat
+		}
+		if chat := replyChat(r); chat != "" {
+			return chat
+		}
 		return hashID("message", id)
 	}
 	return ""

@@ -3,7 +3,8 @@
 // benchmarks: per-app per-API frequency levels (per-second and per-minute
 // caps, HTTP 429 with code 99991400 and the x-ogw-ratelimit-* headers), the
 // free edition's monthly tenant quota (429 with 99991403), the IM rule of 5
-// messages per second to one chat or user (230020), Feishu's error bodies, the
+// messages per second to one chat or user (230020), replies included (the
+// emulator remembers each message's chat), Feishu's error bodies, the
 // tenant_access_token endpoint, latency jitter, fault injection and a record
 // of every request.
 //
@@ -99,8 +100,14 @@ type Options struct {
 	// (the free edition's 10,000); 0 leaves it unlimited.
 	MonthlyQuota int
 	// PerChat caps messages per second sent to one receive_id through
-	// IMSend (default 5; negative disables). The receive_id is read from
-	// the query, or else from the JSON body, as Feishu takes it.
+	// IMSend, forwards and replies (default 5; negative disables). The
+	// receive_id is read from the query, or else from the JSON body, as
+	// Feishu takes it; a reply counts against the recipient of the message
+	// it answers, which the emulator remembers from the message's send.
+	// Sends, replies and forwards answer the new message (message_id,
+	// chat_id, ...), and GET /open-apis/im/v1/messages/:message_id reads
+	// it back; a reply to or read of a message the emulator did not create
+	// for the app answers 230001.
 	PerChat int
 	// Apps maps app_id to app_secret; nil accepts any.
 	Apps map[string]string
@@ -128,7 +135,9 @@ type Request struct {
 	Path     string // the API counted: the matched "METHOD /pattern" of Options.APIs or of the emulator's templates, or "METHOD uncatalogued"
 	App      string // app_id, "<app_id>@<tenant_key>" for a store app's tenant; empty when the token was unknown or the answer injected
 	// ReceiveID is the recipient of a message send or forward, as the
-	// emulator read it from the query or the JSON body.
+	// emulator read it from the query or the JSON body, and for a reply the
+	// recipient of the message it answers: the one whose 5/s it counts
+	// against.
 	ReceiveID string
 	Status    int
 	Code      int
@@ -151,7 +160,8 @@ type Server struct {
 	em       *emulator.Core[Request]
 
 	// Guarded by em's lock.
-	windows map[key]*window
+	windows  map[key]*window
+	messages map[string]*message // by message_id
 }
 
 type pattern struct {
@@ -195,8 +205,9 @@ func NewServer(opts Options) *Server {
 				return fmt.Sprintf("t-%d%016x", seq, rand.Uint64())
 			},
 		}),
-		windows: map[key]*window{},
-		apis:    emulator.NewTemplates(templates),
+		windows:  map[key]*window{},
+		messages: map[string]*message{},
+		apis:     emulator.NewTemplates(templates),
 	}
 	for name, level := range opts.APIs {
 		method, path, _ := strings.Cut(name, " ")
@@ -325,7 +336,9 @@ func (s *Server) answerLocked(r *http.Request, body []byte, rec *Request, api st
 		return errReply(http.StatusBadRequest, CodeTokenExpired, "Authentication token expired.")
 	}
 	var chat string
-	if (api == IMSend || api == imForward || api == imMergeForward) && s.opts.PerChat > 0 {
+	var parent *message
+	switch api {
+	case IMSend, imForward, imMergeForward:
 		chat = r.URL.Query().Get("receive_id")
 		if chat == "" {
 			var m struct {
@@ -334,9 +347,29 @@ func (s *Server) answerLocked(r *http.Request, body []byte, rec *Request, api st
 			_ = json.Unmarshal(body, &m)
 			chat = m.ReceiveID
 		}
+	case imReply, imGetMessage:
+		var ok bool
+		if parent, ok = s.parentLocked(app, r.URL.Path); !ok {
+			return errReply(http.StatusBadRequest, CodeInvalidMessage, "invalid message_id")
+		}
+		if api == imReply {
+			chat = parent.recipient // the answered message's chat, as a send to it counts
+		}
 	}
 	rec.ReceiveID = chat
-	return s.chargeLocked(app, api, s.opts.Levels[level], chat, emu)
+	rp := s.chargeLocked(app, api, s.opts.Levels[level], chat, emu)
+	if rp.code != CodeOK {
+		return rp
+	}
+	switch api {
+	case IMSend, imForward, imMergeForward:
+		return messageReply(api, s.createLocked(r, body, app, chat, nil, emu))
+	case imReply:
+		return messageReply(api, s.createLocked(r, body, app, chat, parent, emu))
+	case imGetMessage:
+		return messageReply(api, parent)
+	}
+	return rp
 }
 
 func (s *Server) tokenLocked(body []byte, rec *Request, emu time.Time) reply {
