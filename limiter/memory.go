@@ -104,9 +104,8 @@ func (m *Memory) Reserve(ctx context.Context, req Request) (Reservation, error) 
 	if i, retry := m.leasesFull(req, now); i >= 0 {
 		return Reservation{retryAfter: retry, rule: i, now: nowT}, nil
 	}
-	res := Reservation{ok: true, delay: time.Duration(delay) * time.Microsecond, rule: bind, now: nowT, booked: m.book(req, s, bounds)}
-	res.settle(m, &req)
-	return res, nil
+	return Reservation{ok: true, delay: time.Duration(delay) * time.Microsecond, rule: bind, now: nowT, booked: m.book(req, s, bounds),
+		from: m, group: req.Group, rules: req.Rules}, nil
 }
 
 // penalty is the request's shared penalty that ends last, or nil.
