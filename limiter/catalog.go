@@ -43,7 +43,7 @@ func (l *redisLimiter) Describe(ctx context.Context, group string, rules ...Rule
 	for i := range rules {
 		if d := describeRule(rules[i]); d != "" {
 			args = append(args, rules[i].key, d)
-			ttl = max(ttl, rules[i].WindowEnd(now).Sub(now)+time.Second)
+			ttl = max(ttl, rules[i].windowEnd(now).Sub(now)+time.Second)
 		}
 	}
 	if len(args) == 1 {
@@ -56,9 +56,9 @@ func (l *redisLimiter) Describe(ctx context.Context, group string, rules ...Rule
 	return nil
 }
 
-// WindowEnd is when the calendar window holding t ends (the next one
+// windowEnd is when the calendar window holding t ends (the next one
 // starts); the zero time for other rules.
-func (r Rule) WindowEnd(t time.Time) time.Time {
+func (r Rule) windowEnd(t time.Time) time.Time {
 	if r.kind != calendarRule {
 		return time.Time{}
 	}

@@ -294,7 +294,7 @@ func (s *Shared) describe(group string, r *Rule) {
 	}
 	now := time.Now()
 	at := next.Load()
-	if now.UnixNano() < at || !next.CompareAndSwap(at, r.WindowEnd(now).UnixNano()) {
+	if now.UnixNano() < at || !next.CompareAndSwap(at, r.windowEnd(now).UnixNano()) {
 		return // described in this window, or another request does it
 	}
 	rule := *r
