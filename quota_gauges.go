@@ -99,7 +99,7 @@ func (q *quotaWatch) observe(group string, route func(*http.Request) (providers.
 		r, err := route(req)
 		if err == nil {
 			for i := range r.Rules {
-				if r.Rules[i].IsCalendar() {
+				if r.Rules[i].Unit() != 0 { // a calendar rule
 					q.see(group, r.Rules[i])
 				}
 			}

@@ -286,7 +286,8 @@ func (r Rule) Limit() int { return int(r.limit) }
 // calendar rule.
 func (r Rule) Period() time.Duration { return r.period }
 
-// Unit is a calendar rule's window; zero for the other kinds.
+// Unit is a calendar rule's window; zero for the other kinds, so it also
+// tells a calendar rule apart.
 func (r Rule) Unit() Unit { return r.unit }
 
 // MaxBookAhead is the cap set by [WithMaxBookAhead], and whether one was
@@ -295,9 +296,6 @@ func (r Rule) Unit() Unit { return r.unit }
 func (r Rule) MaxBookAhead() (d time.Duration, capped bool) {
 	return time.Duration(r.maxAheadUs) * time.Microsecond, r.aheadCapped
 }
-
-// IsCalendar reports whether the rule counts fixed calendar windows.
-func (r Rule) IsCalendar() bool { return r.kind == calendarRule }
 
 // IsConcurrency reports whether the rule caps requests in flight.
 func (r Rule) IsConcurrency() bool { return r.kind == concurrencyRule }

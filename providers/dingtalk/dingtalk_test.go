@@ -136,7 +136,7 @@ func TestRoute(t *testing.T) {
 		!strings.HasSuffix(egress.String(), fmt.Sprintf(", burst %d", 10000/DefaultEgressBurstShare)) {
 		t.Errorf("egress rule %v", egress)
 	}
-	if !month.IsCalendar() || month.Limit() != 5000 || month.Unit() != limiter.Month ||
+	if month.Limit() != 5000 || month.Unit() != limiter.Month ||
 		!strings.HasSuffix(month.String(), "("+penaltytime.Beijing().String()+")") {
 		t.Errorf("monthly rule %v", month)
 	}
