@@ -328,7 +328,7 @@ func (s *stalling) Reserve(ctx context.Context, req limiter.Request) (limiter.Re
 	if err != nil || !res.OK() {
 		return res, err
 	}
-	return limiter.Admit(res.Delay(), func(ctx context.Context) error {
+	return limiter.Admit(time.Now(), res.Delay(), res.Rule(), func(ctx context.Context) error {
 		s.stall(ctx, "cancel")
 		defer s.finished.Add(1)
 		return res.Cancel(ctx)

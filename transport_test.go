@@ -253,7 +253,7 @@ func (o *observed) Reserve(ctx context.Context, req limiter.Request) (limiter.Re
 	if err != nil || !res.OK() || o.cancelled == nil {
 		return res, err
 	}
-	return limiter.Admit(res.Delay(), func(ctx context.Context) error {
+	return limiter.Admit(time.Now(), res.Delay(), res.Rule(), func(ctx context.Context) error {
 		err := res.Cancel(ctx)
 		o.cancelled <- res
 		return err

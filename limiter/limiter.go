@@ -168,17 +168,20 @@ func (res *Reservation) Rule() int { return res.rule }
 func (res *Reservation) Local() bool { return res.local }
 
 // Admit is the answer of a Limiter implemented outside this package that
-// takes a slot: send after delay. cancel and release, when not nil, are
-// what Reservation.Cancel and Reservation.Release do.
-func Admit(delay time.Duration, cancel, release func(context.Context) error) Reservation {
-	return Reservation{ok: true, delay: delay, rule: -1, now: time.Now(), from: funcGiver{cancel, release}}
+// takes a slot: decided at now on the store's clock (so SendAt is
+// now+delay, as the store scheduled it), send after delay; rule is the
+// index of the rule that set the delay (-1 for none). cancel and release,
+// when not nil, are what Reservation.Cancel and Reservation.Release do.
+func Admit(now time.Time, delay time.Duration, rule int, cancel, release func(context.Context) error) Reservation {
+	return Reservation{ok: true, delay: delay, rule: rule, now: now, from: funcGiver{cancel, release}}
 }
 
 // Refuse is the answer of a Limiter implemented outside this package that
-// refuses a request: rule is the index of the rule that refused it (-1 for
-// none), p the penalty that did (nil for none).
-func Refuse(retryAfter time.Duration, rule int, p *Penalty) Reservation {
-	return Reservation{retryAfter: retryAfter, rule: rule, penalty: p, now: time.Now()}
+// refuses a request, decided at now on the store's clock: rule is the index
+// of the rule that refused it (-1 for none), p the penalty that did (nil
+// for none).
+func Refuse(now time.Time, retryAfter time.Duration, rule int, p *Penalty) Reservation {
+	return Reservation{retryAfter: retryAfter, rule: rule, penalty: p, now: now}
 }
 
 type funcGiver struct{ cancelFn, releaseFn func(context.Context) error }

@@ -371,7 +371,42 @@ func TestRedisWaitCountsFromTheAnswer(t *testing.T) {
 	if wake := after.Add(w); wake.Before(res.SendAt()) {
 		t.Errorf("waking at %v is %v before the slot %v", wake, res.SendAt().Sub(wake), res.SendAt())
 	}
-	if m := limiter.Admit(time.Second, nil, nil); m.Delay() != time.Second {
+	if m := limiter.Admit(time.Now(), time.Second, -1, nil, nil); m.Delay() != time.Second {
 		t.Errorf("a reservation with no answer time waits %v, want its delay", m.Delay())
 	}
+}
+
+// outside is a Limiter written the way one outside this package must be:
+// it answers with Admit and Refuse (here on top of Memory's decisions).
+type outside struct{ m *limiter.Memory }
+
+func (o outside) Reserve(ctx context.Context, req limiter.Request) (limiter.Reservation, error) {
+	res, err := o.m.Reserve(ctx, req)
+	if err != nil {
+		return res, err
+	}
+	if !res.OK() {
+		return limiter.Refuse(res.SendAt(), res.RetryAfter(), res.Rule(), res.Penalty()), nil
+	}
+	inner := res
+	out := limiter.Admit(res.SendAt().Add(-res.Delay()), res.Delay(), res.Rule(), inner.Cancel, inner.Release)
+	return out, nil
+}
+
+func (o outside) Penalize(ctx context.Context, group string, p limiter.Penalty) error {
+	return o.m.Penalize(ctx, group, p)
+}
+
+// A Limiter built outside the package, answering with Admit and Refuse,
+// can run the conformance suite: the Reservation stays opaque without
+// sealing the interface.
+func TestOutsideLimiterConformance(t *testing.T) {
+	limitertest.Run(t, func(t *testing.T, n int) []limiter.Limiter {
+		o := outside{limiter.NewMemory()}
+		out := make([]limiter.Limiter, n)
+		for i := range out {
+			out[i] = o
+		}
+		return out
+	})
 }

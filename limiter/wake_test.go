@@ -43,7 +43,7 @@ func TestSleepNeverEarly(t *testing.T) {
 
 // admitted is a slot d ahead whose Cancel calls cancel.
 func admitted(d time.Duration, cancel func(context.Context) error) *limiter.Reservation {
-	r := limiter.Admit(d, cancel, nil)
+	r := limiter.Admit(time.Now(), d, -1, cancel, nil)
 	return &r
 }
 
@@ -66,7 +66,7 @@ func TestWaitCancelledThenCancel(t *testing.T) {
 			t.Errorf("Cancel: given back %d times (%v), want once", given, err)
 		}
 	}
-	refused := limiter.Refuse(time.Second, 0, nil)
+	refused := limiter.Refuse(time.Now(), time.Second, 0, nil)
 	if err := refused.Wait(ctx); err != nil || refused.Cancel(ctx) != nil || given != 1 {
 		t.Errorf("a refusal: Wait %v, given back %d times, want nothing to do", err, given)
 	}
