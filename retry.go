@@ -135,7 +135,7 @@ func (r *retrier) do(req *http.Request, c *call) (*http.Response, error) {
 		}
 		prev = attemptFailure(c, resp, err)
 		discard(resp)
-		if err := r.pause(ctx, wait); err != nil {
+		if err := sleepCtx(ctx, wait); err != nil {
 			if body != nil {
 				body.Close()
 			}
@@ -149,21 +149,6 @@ func (r *retrier) do(req *http.Request, c *call) (*http.Response, error) {
 	}
 	c.t.tel.finish(ctx, c, resp, err)
 	return resp, err
-}
-
-// pause waits d before the next attempt, or returns the context's error.
-func (r *retrier) pause(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // retryBody returns the body of the first attempt and how to get the body

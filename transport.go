@@ -435,7 +435,7 @@ func (c *call) reserve(ctx context.Context, lreq *limiter.Request) (limiter.Rese
 					c.event("throttle.entity_wait", attribute.Float64("throttle.wait_s", wait.Seconds()))
 				}
 			}
-			if err := c.wait(ctx, wait); err != nil {
+			if err := sleepCtx(ctx, wait); err != nil {
 				c.outcome = outcomeCancelled
 				return res, err
 			}
@@ -474,8 +474,12 @@ func (c *call) lead(ctx context.Context, r limiter.Rule) time.Duration {
 	return time.Duration(float64(ahead) * float64(age) / float64(age+left))
 }
 
-// wait sleeps d on a timer, returning early with the context's error.
-func (c *call) wait(ctx context.Context, d time.Duration) error {
+// sleepCtx sleeps d on a timer (a retry's backoff, a wait for a rule's
+// slot), returning early with the context's error; d <= 0 only checks ctx.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	select {
