@@ -340,7 +340,7 @@ func (l *redisLimiter) CalendarUsed(ctx context.Context, group string, rules []R
 	return out, nil
 }
 
-// CalendarUsed is the Memory limiter's counterpart of Redis.CalendarUsed.
+// CalendarUsed is the Memory limiter's counterpart of Shared.CalendarUsed.
 func (m *Memory) CalendarUsed(_ context.Context, group string, rules []Rule) ([]int64, error) {
 	out := make([]int64, len(rules))
 	now := m.now()

@@ -313,7 +313,7 @@ func (s *Shared) Penalize(ctx context.Context, group string, p Penalty) error {
 }
 
 // CalendarUsed reads how much of each calendar rule's current window is
-// used in Redis (see Redis.CalendarUsed), for quota gauges.
+// used in Redis, for quota gauges.
 func (s *Shared) CalendarUsed(ctx context.Context, group string, rules []Rule) ([]int64, error) {
 	return s.redis.CalendarUsed(ctx, group, rules)
 }
