@@ -358,14 +358,15 @@ func TestLeakNoGoroutineAfterRetries(t *testing.T) {
 }
 
 // inBackoff reports whether a goroutine is parked in the retry client's
-// backoff: blocked with the retry loop's pause on top of its stack.
+// backoff: blocked in the timer wait (sleepCtx) that the retry loop called.
 func inBackoff() bool {
 	buf := make([]byte, 1<<20)
 	buf = buf[:runtime.Stack(buf, true)]
 	for _, g := range strings.Split(string(buf), "\n\n") {
 		_, frames, _ := strings.Cut(g, "\n")
 		if strings.HasPrefix(g, "goroutine ") && strings.Contains(g, "[select") &&
-			strings.HasPrefix(frames, "github.com/quotaware/throttle.(*retrier).pause(") {
+			strings.HasPrefix(frames, "github.com/quotaware/throttle.sleepCtx(") &&
+			strings.Contains(frames, "github.com/quotaware/throttle.(*retrier).do(") {
 			return true
 		}
 	}
