@@ -13,7 +13,7 @@ SOAK ?= 60s
 
 # package:target for every fuzz target.
 FUZZ_TARGETS = \
-	./limiter:FuzzNewRule \
+	./limiter/rule:FuzzNew \
 	.:FuzzBuild \
 	./providers:FuzzPeekBody \
 	./providers:FuzzFoldPath \

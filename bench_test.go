@@ -14,7 +14,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/quotaware/throttle"
-	"github.com/quotaware/throttle/limiter"
+	"github.com/quotaware/throttle/limiter/rule"
 	"github.com/quotaware/throttle/providers/dingtalk"
 )
 
@@ -31,8 +31,8 @@ func BenchmarkTransportOverhead(b *testing.B) {
 		PerAPIRate: 1_000_000, Burst: 1000, EgressLimit: 1_000_000_000, EgressPeriod: time.Second, MonthlyQuota: -1})
 	// A burst far above the concurrency, so that no request waits even a
 	// microsecond (a 1µs timer costs more than the rest of the pipeline).
-	rule := limiter.MustRule(limiter.NewRule("r", 1_000_000_000, time.Second, limiter.WithBurst(1_000_000)))
-	profile := testProfile("bench", rule)
+	rl := rule.Must(rule.New("r", 1_000_000_000, time.Second, rule.WithBurst(1_000_000)))
+	profile := testProfile("bench", rl)
 	base := func() *http.Transport {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.MaxIdleConnsPerHost = 64
@@ -94,7 +94,7 @@ func (canned) RoundTrip(r *http.Request) (*http.Response, error) {
 // The pipeline alone (match, route, breaker, in-memory reserve, classify,
 // telemetry) over a base transport that costs nothing.
 func BenchmarkTransportPipeline(b *testing.B) {
-	rule := limiter.MustRule(limiter.NewRule("r", 1_000_000_000, time.Second, limiter.WithBurst(1_000_000)))
+	rl := rule.Must(rule.New("r", 1_000_000_000, time.Second, rule.WithBurst(1_000_000)))
 	ding := dingtalk.MustProfile(dingtalk.Config{AppKey: "dingbench", PerAPIRate: 1_000_000, Burst: 1000,
 		EgressLimit: 1_000_000_000, EgressPeriod: time.Second, MonthlyQuota: -1})
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
@@ -104,7 +104,7 @@ func BenchmarkTransportPipeline(b *testing.B) {
 		rt   http.RoundTripper
 	}{
 		{"no throttle", canned{}},
-		{"test profile, telemetry off", throttle.New(throttle.WithBase(canned{}), throttle.WithProfiles(testProfile("bench", rule)),
+		{"test profile, telemetry off", throttle.New(throttle.WithBase(canned{}), throttle.WithProfiles(testProfile("bench", rl)),
 			throttle.WithoutTelemetry(), throttle.WithoutRetry())},
 		{"dingtalk preset, telemetry off", throttle.New(throttle.WithBase(canned{}), throttle.WithProfiles(ding),
 			throttle.WithoutTelemetry(), throttle.WithoutRetry())},

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quotaware/throttle/limiter"
+	"github.com/quotaware/throttle/limiter/rule"
 )
 
 // A held-back request asks again earlier the more of its budget it has
@@ -14,8 +14,8 @@ import (
 // first.
 func TestLeadGrowsWithAgeWithinTheCap(t *testing.T) {
 	const ahead = 50 * time.Millisecond
-	capped := limiter.MustRule(limiter.NewRule("k", 5, time.Second, limiter.WithMaxBookAhead(ahead)))
-	never := limiter.MustRule(limiter.NewRule("k", 5, time.Second, limiter.WithMaxBookAhead(0)))
+	capped := rule.Must(rule.New("k", 5, time.Second, rule.WithMaxBookAhead(ahead)))
+	never := rule.Must(rule.New("k", 5, time.Second, rule.WithMaxBookAhead(0)))
 	tr := &Transport{maxWait: 2 * time.Second}
 	now := time.Now()
 	young := &call{t: tr, start: now.Add(-100 * time.Millisecond)}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/quotaware/throttle"
 	"github.com/quotaware/throttle/limiter"
+	"github.com/quotaware/throttle/limiter/rule"
 	"github.com/quotaware/throttle/providers"
 )
 
@@ -18,8 +19,8 @@ import (
 // of a per-chat or per-member limit.
 func entityProfile(t testing.TB, entityPeriod time.Duration) providers.Profile {
 	t.Helper()
-	shared := limiter.MustRule(limiter.NewRule("shared", 100, time.Second))
-	entity := limiter.MustRule(limiter.NewRule("entity", 1, entityPeriod, limiter.WithMaxBookAhead(0)))
+	shared := rule.Must(rule.New("shared", 100, time.Second))
+	entity := rule.Must(rule.New("entity", 1, entityPeriod, rule.WithMaxBookAhead(0)))
 	p := testProfile("p")
 	p.Route = func(r *http.Request) (providers.Route, error) {
 		name, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
@@ -27,7 +28,7 @@ func entityProfile(t testing.TB, entityPeriod time.Duration) providers.Profile {
 		if err != nil {
 			return providers.Route{}, err
 		}
-		return providers.Route{API: "send", Rules: []limiter.Rule{shared, narrow}, Scopes: []string{"api:send"}}, nil
+		return providers.Route{API: "send", Rules: []rule.Rule{shared, narrow}, Scopes: []string{"api:send"}}, nil
 	}
 	return p
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/quotaware/throttle/internal/redistest"
 	"github.com/quotaware/throttle/limiter"
 	"github.com/quotaware/throttle/limiter/limitertest"
+	"github.com/quotaware/throttle/limiter/rule"
 	"github.com/quotaware/throttle/providers"
 	"github.com/quotaware/throttle/providers/dingtalk"
 )
@@ -357,7 +358,7 @@ func TestLimiterUpkeepLeavesTheRequestPath(t *testing.T) {
 		// server's URL.
 		call func(t *testing.T, c *http.Client, url string)
 		// rules of the profile
-		rules func(t *testing.T) []limiter.Rule
+		rules func(t *testing.T) []rule.Rule
 	}{
 		{"a cancelled wait gives its slot back", "cancel", func(t *testing.T, c *http.Client, url string) {
 			if _, err := get(context.Background(), c, url+"/a"); err != nil {
@@ -370,20 +371,20 @@ func TestLimiterUpkeepLeavesTheRequestPath(t *testing.T) {
 			if _, err := get(ctx, c, url+"/a"); !errors.Is(err, context.Canceled) {
 				t.Fatalf("err = %v, want context.Canceled", err)
 			}
-		}, func(t *testing.T) []limiter.Rule { return []limiter.Rule{mustRule(t, 1, 2*time.Second)} }},
+		}, func(t *testing.T) []rule.Rule { return []rule.Rule{mustRule(t, 1, 2*time.Second)} }},
 		{"an answer ends the lease", "release", func(t *testing.T, c *http.Client, url string) {
 			if _, err := get(context.Background(), c, url+"/a"); err != nil {
 				t.Fatal(err)
 			}
-		}, func(t *testing.T) []limiter.Rule {
-			return []limiter.Rule{mustRule(t, 100, time.Second),
-				limiter.MustRule(limiter.NewConcurrencyRule("inflight", 4, time.Minute))}
+		}, func(t *testing.T) []rule.Rule {
+			return []rule.Rule{mustRule(t, 100, time.Second),
+				rule.Must(rule.NewConcurrency("inflight", 4, time.Minute))}
 		}},
 		{"a quota answer writes the penalty", "penalize", func(t *testing.T, c *http.Client, url string) {
 			if _, err := get(context.Background(), c, url+"/a?quota=1"); err != nil {
 				t.Fatal(err)
 			}
-		}, func(t *testing.T) []limiter.Rule { return []limiter.Rule{mustRule(t, 100, time.Second)} }},
+		}, func(t *testing.T) []rule.Rule { return []rule.Rule{mustRule(t, 100, time.Second)} }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -429,7 +430,7 @@ func TestInvalidRouteIsNotAnOutage(t *testing.T) {
 	srv := serve(t, &recorder{})
 	p := testProfile(limitertest.Group(t), mustRule(t, 100, time.Second))
 	p.Route = func(r *http.Request) (providers.Route, error) {
-		return providers.Route{API: "/a", Rules: []limiter.Rule{mustRule(t, 100, time.Second)},
+		return providers.Route{API: "/a", Rules: []rule.Rule{mustRule(t, 100, time.Second)},
 			Scopes: []string{"api:" + strings.Repeat("x", 300)}}, nil
 	}
 	tr := throttle.New(throttle.WithRedis(rdb.Client(t)), throttle.WithProfiles(p), throttle.WithoutTelemetry(), throttle.WithLogger(quiet))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/quotaware/throttle"
 	"github.com/quotaware/throttle/limiter"
+	"github.com/quotaware/throttle/limiter/rule"
 	"github.com/quotaware/throttle/providers"
 )
 
@@ -21,16 +22,16 @@ import (
 // share the rule name "day") and penalises the org on HTTP 429.
 func dailyProfile(t *testing.T, host string) providers.Profile {
 	t.Helper()
-	day := limiter.MustRule(limiter.NewCalendarRule("day:org1", 100, limiter.Day, time.UTC))
-	day2 := limiter.MustRule(day.WithKey("day:org2"))
+	day := rule.Must(rule.NewCalendar("day:org1", 100, rule.Day, time.UTC))
+	day2 := rule.Must(day.WithKey("day:org2"))
 	return providers.Profile{
 		Name:  "daily",
 		Match: func(r *http.Request) bool { return r.URL.Host == host },
 		Route: func(r *http.Request) (providers.Route, error) {
 			if r.URL.Query().Get("org") == "2" {
-				return providers.Route{API: "/", Rules: []limiter.Rule{day2}, Scopes: []string{"org:2"}}, nil
+				return providers.Route{API: "/", Rules: []rule.Rule{day2}, Scopes: []string{"org:2"}}, nil
 			}
-			return providers.Route{API: "/", Rules: []limiter.Rule{day}, Scopes: []string{"org:1"}}, nil
+			return providers.Route{API: "/", Rules: []rule.Rule{day}, Scopes: []string{"org:1"}}, nil
 		},
 		Classify: func(r *http.Request, resp *http.Response, _ *providers.Route) providers.Verdict {
 			if resp.StatusCode == http.StatusTooManyRequests {

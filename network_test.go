@@ -13,8 +13,8 @@ import (
 	"github.com/quotaware/throttle"
 	"github.com/quotaware/throttle/internal/faultproxy"
 	"github.com/quotaware/throttle/internal/redistest"
-	"github.com/quotaware/throttle/limiter"
 	"github.com/quotaware/throttle/limiter/limitertest"
+	"github.com/quotaware/throttle/limiter/rule"
 )
 
 // A slow, stalled or resetting network between the Transport and Redis: the
@@ -36,7 +36,7 @@ func TestSlowNetworkTripsFallback(t *testing.T) {
 	const timeout = 100 * time.Millisecond
 	// A calendar rule far above the load marks that a request went through
 	// Redis: its key lasts the day, where a paced key lasts a millisecond.
-	marker, err := limiter.NewCalendarRule("marker", 1_000_000_000, limiter.Day, time.UTC)
+	marker, err := rule.NewCalendar("marker", 1_000_000_000, rule.Day, time.UTC)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/quotaware/throttle/limiter"
+	"github.com/quotaware/throttle/limiter/rule"
 	"github.com/quotaware/throttle/providers"
 )
 
@@ -39,7 +39,7 @@ const quotaGaugeTimeout = 250 * time.Millisecond
 // calendarReader is a limiter that can report calendar rules' counts:
 // limiter.Shared and limiter.Memory.
 type calendarReader interface {
-	CalendarUsed(ctx context.Context, group string, rules []limiter.Rule) ([]int64, error)
+	CalendarUsed(ctx context.Context, group string, rules []rule.Rule) ([]int64, error)
 }
 
 type quotaKey struct{ group, key string }
@@ -61,7 +61,7 @@ type quotaWatch struct {
 }
 
 type knownQuota struct {
-	rule limiter.Rule
+	rule rule.Rule
 	name string // rule attribute
 }
 
@@ -108,7 +108,7 @@ func (q *quotaWatch) observe(group string, route func(*http.Request) (providers.
 	}
 }
 
-func (q *quotaWatch) see(group string, r limiter.Rule) {
+func (q *quotaWatch) see(group string, r rule.Rule) {
 	k := quotaKey{group, r.Key()}
 	var kq *knownQuota
 	if m := q.known.Load(); m != nil {
@@ -121,7 +121,7 @@ func (q *quotaWatch) see(group string, r limiter.Rule) {
 
 // add makes a rule known, unless maxKnownQuotas are already; it returns
 // the rule's entry, or nil.
-func (q *quotaWatch) add(k quotaKey, r limiter.Rule) *knownQuota {
+func (q *quotaWatch) add(k quotaKey, r rule.Rule) *knownQuota {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	old := q.known.Load()
@@ -196,7 +196,7 @@ func (q *quotaWatch) read(ctx context.Context) []quotaReading {
 	var out []quotaReading
 	for _, g := range groups {
 		kqs := byGroup[g]
-		rules := make([]limiter.Rule, len(kqs))
+		rules := make([]rule.Rule, len(kqs))
 		for i, kq := range kqs {
 			rules[i] = kq.rule
 		}

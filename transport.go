@@ -15,6 +15,7 @@ import (
 	"github.com/quotaware/throttle/apps"
 	"github.com/quotaware/throttle/circuit"
 	"github.com/quotaware/throttle/limiter"
+	"github.com/quotaware/throttle/limiter/rule"
 	"github.com/quotaware/throttle/providers"
 )
 
@@ -383,7 +384,7 @@ func (c *call) openScope() *PenaltyError {
 
 // reserve takes a slot, or returns the error that refuses the request. A
 // request refused for want of an in-flight lease (a concurrency rule), or
-// by a narrow rule that does not book ahead (limiter.WithMaxBookAhead: one
+// by a narrow rule that does not book ahead (rule.WithMaxBookAhead: one
 // chat or member among many sharing the app's rules), asks again when the
 // rule's slot comes, if that is within its budget; otherwise it fails at
 // once, as x/time/rate's Wait does.
@@ -422,7 +423,7 @@ func (c *call) reserve(ctx context.Context, lreq *limiter.Request) (limiter.Rese
 			c.outcome = outcomePenalized
 			return res, &PenaltyError{Provider: c.p.Name, API: c.route.API, Scope: pen.Scope, Until: until, Code: pen.Code}
 		}
-		var bound limiter.Rule
+		var bound rule.Rule
 		if i := res.Rule(); i >= 0 && i < len(lreq.Rules) {
 			bound = lreq.Rules[i]
 		}
@@ -460,12 +461,12 @@ func (c *call) reserve(ctx context.Context, lreq *limiter.Request) (limiter.Rese
 }
 
 // lead is how long before a held-back request's slot it asks again: the
-// rule admits a request up to its cap ahead (limiter.WithMaxBookAhead), so
+// rule admits a request up to its cap ahead (rule.WithMaxBookAhead), so
 // the first to ask within the cap takes the slot. A request that has used
 // more of its budget asks earlier, so an entity's waiters, on every
 // replica, go about in the order they came and the oldest is not the one
 // to miss its deadline.
-func (c *call) lead(ctx context.Context, r limiter.Rule) time.Duration {
+func (c *call) lead(ctx context.Context, r rule.Rule) time.Duration {
 	ahead, _ := r.MaxBookAhead()
 	age, left := time.Since(c.start), c.budget(ctx)
 	if ahead <= 0 || age <= 0 {

@@ -3,7 +3,6 @@ package throttle_test
 import (
 	"context"
 	"errors"
-	"github.com/redis/go-redis/v9"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -15,10 +14,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/quotaware/throttle"
 	"github.com/quotaware/throttle/internal/redistest"
 	"github.com/quotaware/throttle/limiter"
 	"github.com/quotaware/throttle/limiter/limitertest"
+	"github.com/quotaware/throttle/limiter/rule"
 	"github.com/quotaware/throttle/providers"
 )
 
@@ -63,7 +65,7 @@ func serve(t *testing.T, rec *recorder) *httptest.Server {
 
 // testProfile limits every request by rules, with one penalty scope per path,
 // and reads `{"errcode":429}` as a quota error.
-func testProfile(name string, rules ...limiter.Rule) providers.Profile {
+func testProfile(name string, rules ...rule.Rule) providers.Profile {
 	return providers.Profile{
 		Name:  name,
 		Match: func(*http.Request) bool { return true },
@@ -90,9 +92,9 @@ func testProfile(name string, rules ...limiter.Rule) providers.Profile {
 	}
 }
 
-func mustRule(t testing.TB, limit int, period time.Duration) limiter.Rule {
+func mustRule(t testing.TB, limit int, period time.Duration) rule.Rule {
 	t.Helper()
-	r, err := limiter.NewRule("r", limit, period)
+	r, err := rule.New("r", limit, period)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,8 +176,8 @@ func TestTransportsShareRedis(t *testing.T) {
 	rdb := redistest.Shared(t)
 	rec := &recorder{}
 	srv := serve(t, rec)
-	rule := mustRule(t, 20, 1100*time.Millisecond)
-	profile := testProfile(limitertest.Group(t), rule)
+	rl := mustRule(t, 20, 1100*time.Millisecond)
+	profile := testProfile(limitertest.Group(t), rl)
 	var clients []*http.Client
 	for i := 0; i < 3; i++ {
 		clients = append(clients, &http.Client{Transport: throttle.New(

@@ -7,13 +7,14 @@ import (
 	"time"
 
 	"github.com/quotaware/throttle/limiter"
+	"github.com/quotaware/throttle/limiter/rule"
 )
 
-// hotCapped is hot with a cap on booking ahead (limiter.WithMaxBookAhead):
+// hotCapped is hot with a cap on booking ahead (rule.WithMaxBookAhead):
 // never binding, so every call runs the cap's check and the whole write.
-func hotCapped(key string) limiter.Rule {
-	return limiter.MustRule(limiter.NewRule(key, 1_000_000_000, time.Second,
-		limiter.WithBurst(1_000_000), limiter.WithMaxBookAhead(50*time.Millisecond)))
+func hotCapped(key string) rule.Rule {
+	return rule.Must(rule.New(key, 1_000_000_000, time.Second,
+		rule.WithBurst(1_000_000), rule.WithMaxBookAhead(50*time.Millisecond)))
 }
 
 // What a Feishu IM send carries: the API's per-second and per-minute rules
@@ -21,11 +22,11 @@ func hotCapped(key string) limiter.Rule {
 // cost of the cap is the difference to the same request with the chat rule
 // uncapped.
 func BenchmarkRedisReserveChatCapped(b *testing.B) {
-	benchRedisReserve(b, []limiter.Rule{hot("s"), hot("m"), hotCapped("chat")}, []string{"api:x", "app:x", "entity:chat"})
+	benchRedisReserve(b, []rule.Rule{hot("s"), hot("m"), hotCapped("chat")}, []string{"api:x", "app:x", "entity:chat"})
 }
 
 func BenchmarkRedisReserveChatUncapped(b *testing.B) {
-	benchRedisReserve(b, []limiter.Rule{hot("s"), hot("m"), hot("chat")}, []string{"api:x", "app:x", "entity:chat"})
+	benchRedisReserve(b, []rule.Rule{hot("s"), hot("m"), hot("chat")}, []string{"api:x", "app:x", "entity:chat"})
 }
 
 // Against BenchmarkMemoryReserveWindow: a window rule, since Memory
@@ -34,8 +35,8 @@ func BenchmarkRedisReserveChatUncapped(b *testing.B) {
 func BenchmarkMemoryReserveWindowCapped(b *testing.B) {
 	m := limiter.NewMemory()
 	ctx := context.Background()
-	hot := limiter.MustRule(limiter.NewWindowRule("hot", 1_000_000_000, time.Second, limiter.WithMaxBookAhead(50*time.Millisecond)))
-	req := limiter.Request{Group: "g", Rules: []limiter.Rule{hot}, MaxWait: time.Minute}
+	hot := rule.Must(rule.NewWindow("hot", 1_000_000_000, time.Second, rule.WithMaxBookAhead(50*time.Millisecond)))
+	req := limiter.Request{Group: "g", Rules: []rule.Rule{hot}, MaxWait: time.Minute}
 	// A goroutine that read the clock and was then descheduled for longer
 	// than the cap, while others booked, is refused (it would otherwise
 	// book that far ahead): counted, not a failure.

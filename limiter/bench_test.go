@@ -11,6 +11,7 @@ import (
 	"github.com/quotaware/throttle/internal/redistest"
 	"github.com/quotaware/throttle/limiter"
 	"github.com/quotaware/throttle/limiter/limitertest"
+	"github.com/quotaware/throttle/limiter/rule"
 )
 
 // parallel50 makes RunParallel use 50 goroutines whatever GOMAXPROCS is.
@@ -42,7 +43,7 @@ func BenchmarkRedisCeilingEvalsha(b *testing.B) {
 	})
 }
 
-func benchRedisReserve(b *testing.B, rules []limiter.Rule, scopes []string, opts ...limiter.RedisOption) {
+func benchRedisReserve(b *testing.B, rules []rule.Rule, scopes []string, opts ...limiter.RedisOption) {
 	c := redistest.Shared(b).Client(b)
 	l, err := limiter.NewRedis(c, opts...)
 	if err != nil {
@@ -70,24 +71,24 @@ func benchRedisReserve(b *testing.B, rules []limiter.Rule, scopes []string, opts
 // hot is a rule far above any load, with a burst so large that requests
 // reserved in the same instant (one coalesced call) are all admitted: every
 // call runs the whole script including the write.
-func hot(key string) limiter.Rule {
-	return limiter.MustRule(limiter.NewRule(key, 1_000_000_000, time.Second, limiter.WithBurst(1_000_000)))
+func hot(key string) rule.Rule {
+	return rule.Must(rule.New(key, 1_000_000_000, time.Second, rule.WithBurst(1_000_000)))
 }
 
 // One hot key: requests arriving while a call is in flight share the next.
 func BenchmarkRedisReserveOneRule(b *testing.B) {
-	benchRedisReserve(b, []limiter.Rule{hot("hot")}, nil)
+	benchRedisReserve(b, []rule.Rule{hot("hot")}, nil)
 }
 
 // One hot key, every reservation its own script call: the cost of one call
 // against the ceiling of a call that does nothing.
 func BenchmarkRedisReserveOneRuleUncoalesced(b *testing.B) {
-	benchRedisReserve(b, []limiter.Rule{hot("hot")}, nil, limiter.WithoutCoalescing())
+	benchRedisReserve(b, []rule.Rule{hot("hot")}, nil, limiter.WithoutCoalescing())
 }
 
 // What a DingTalk request carries: three rules and three penalty scopes.
 func BenchmarkRedisReserveThreeRulesThreeScopes(b *testing.B) {
-	benchRedisReserve(b, []limiter.Rule{
+	benchRedisReserve(b, []rule.Rule{
 		hot("api"), hot("app"), hot("egress"),
 	}, []string{"api:x", "app:x", "egress:default"})
 }
@@ -95,7 +96,7 @@ func BenchmarkRedisReserveThreeRulesThreeScopes(b *testing.B) {
 func BenchmarkMemoryReserve(b *testing.B) {
 	m := limiter.NewMemory()
 	ctx := context.Background()
-	req := limiter.Request{Group: "g", Rules: []limiter.Rule{limiter.MustRule(limiter.NewRule("hot", 1_000_000_000, time.Second))}, MaxWait: time.Minute}
+	req := limiter.Request{Group: "g", Rules: []rule.Rule{rule.Must(rule.New("hot", 1_000_000_000, time.Second))}, MaxWait: time.Minute}
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
@@ -110,7 +111,7 @@ func BenchmarkMemoryReserve(b *testing.B) {
 func BenchmarkMemoryReserveWindow(b *testing.B) {
 	m := limiter.NewMemory()
 	ctx := context.Background()
-	req := limiter.Request{Group: "g", Rules: []limiter.Rule{limiter.MustRule(limiter.NewWindowRule("hot", 1_000_000_000, time.Second))}, MaxWait: time.Minute}
+	req := limiter.Request{Group: "g", Rules: []rule.Rule{rule.Must(rule.NewWindow("hot", 1_000_000_000, time.Second))}, MaxWait: time.Minute}
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {

@@ -13,6 +13,7 @@ import (
 	"github.com/quotaware/throttle/internal/redistest"
 	"github.com/quotaware/throttle/limiter"
 	"github.com/quotaware/throttle/limiter/limitertest"
+	"github.com/quotaware/throttle/limiter/rule"
 )
 
 // Sliding-window rules beside GCRA on one hot key: 50 goroutines asking
@@ -30,11 +31,11 @@ func BenchmarkRedisHotKey(b *testing.B) {
 	}{{20, time.Minute}, {1000, time.Minute}} {
 		for _, kind := range []string{"Paced", "Window"} {
 			b.Run(fmt.Sprintf("%d per %v/%s", tc.limit, tc.period, kind), func(b *testing.B) {
-				var r limiter.Rule
+				var r rule.Rule
 				if kind == "Window" {
-					r = limiter.MustRule(limiter.NewWindowRule("hot", tc.limit, tc.period))
+					r = rule.Must(rule.NewWindow("hot", tc.limit, tc.period))
 				} else {
-					r = limiter.MustRule(limiter.NewRule("hot", tc.limit, tc.period))
+					r = rule.Must(rule.New("hot", tc.limit, tc.period))
 				}
 				benchDecisions(b, r, nil)
 			})
@@ -43,21 +44,21 @@ func BenchmarkRedisHotKey(b *testing.B) {
 	// The window rule's costliest state: a log at its 128 groups (steady
 	// traffic over the whole period), which every decision parses.
 	b.Run("1000 per 1m0s/WindowFullLog", func(b *testing.B) {
-		r := limiter.MustRule(limiter.NewWindowRule("hot", 1000, time.Minute))
+		r := rule.Must(rule.NewWindow("hot", 1000, time.Minute))
 		benchDecisions(b, r, func(c redis.UniversalClient, key string) {
 			setLog(b, c, key, 128, time.Minute/128, 1000/128+1)
 		})
 	})
 }
 
-func benchDecisions(b *testing.B, r limiter.Rule, fill func(c redis.UniversalClient, key string)) {
+func benchDecisions(b *testing.B, r rule.Rule, fill func(c redis.UniversalClient, key string)) {
 	c := redistest.Shared(b).Client(b)
 	l, err := limiter.NewRedis(c)
 	if err != nil {
 		b.Fatal(err)
 	}
 	ctx := context.Background()
-	req := limiter.Request{Group: limitertest.Group(b), Rules: []limiter.Rule{r}}
+	req := limiter.Request{Group: limitertest.Group(b), Rules: []rule.Rule{r}}
 	if fill != nil {
 		fill(c, l.RuleKey(req.Group, r.Key()))
 	}
@@ -96,7 +97,7 @@ func BenchmarkWindowKeyBytes(b *testing.B) {
 		period time.Duration
 	}{{20, time.Minute}, {1000, time.Minute}, {10_000, time.Minute}, {150_000, time.Hour}} {
 		b.Run(fmt.Sprintf("%d per %v", tc.limit, tc.period), func(b *testing.B) {
-			r := limiter.MustRule(limiter.NewWindowRule("k", tc.limit, tc.period))
+			r := rule.Must(rule.NewWindow("k", tc.limit, tc.period))
 			l, err := limiter.NewRedis(c)
 			if err != nil {
 				b.Fatal(err)
@@ -112,7 +113,7 @@ func BenchmarkWindowKeyBytes(b *testing.B) {
 			for range b.N {
 				// A burst of Limit now and Limit more booked a period ahead.
 				g := limitertest.Group(b)
-				req := limiter.Request{Group: g, Rules: []limiter.Rule{r}, MaxWait: tc.period + time.Second}
+				req := limiter.Request{Group: g, Rules: []rule.Rule{r}, MaxWait: tc.period + time.Second}
 				for range min(2*tc.limit, 4000) {
 					if _, err := l.Reserve(ctx, req); err != nil {
 						b.Fatal(err)

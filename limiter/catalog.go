@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/quotaware/throttle/limiter/internal/rulecore"
+	"github.com/quotaware/throttle/limiter/rule"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -33,7 +35,7 @@ func (l *redisLimiter) catalogKey(group string) string {
 // Describe records calendar rules of group in the catalogue, so that
 // Inspect can report their limits and window ends; other rules are skipped.
 // It costs one round trip: Shared calls it once per rule and window.
-func (l *redisLimiter) Describe(ctx context.Context, group string, rules ...Rule) error {
+func (l *redisLimiter) Describe(ctx context.Context, group string, rules ...rule.Rule) error {
 	if err := checkKey("group", group); err != nil {
 		return err
 	}
@@ -41,9 +43,9 @@ func (l *redisLimiter) Describe(ctx context.Context, group string, rules ...Rule
 	args := []any{int64(0)}
 	var ttl time.Duration
 	for i := range rules {
-		if d := describeRule(rules[i]); d != "" {
-			args = append(args, rules[i].key, d)
-			ttl = max(ttl, rules[i].windowEnd(now).Sub(now)+time.Second)
+		if d := describeRule(core(&rules[i])); d != "" {
+			args = append(args, rules[i].Key(), d)
+			ttl = max(ttl, core(&rules[i]).WindowEnd(now).Sub(now)+time.Second)
 		}
 	}
 	if len(args) == 1 {
@@ -56,54 +58,41 @@ func (l *redisLimiter) Describe(ctx context.Context, group string, rules ...Rule
 	return nil
 }
 
-// windowEnd is when the calendar window holding t ends (the next one
-// starts); the zero time for other rules.
-func (r Rule) windowEnd(t time.Time) time.Time {
-	if r.kind != calendarRule {
-		return time.Time{}
-	}
-	b := r.windows(t)
-	if t.UnixMicro() < b[1] {
-		return time.UnixMicro(b[1])
-	}
-	return time.UnixMicro(b[2])
-}
-
 // describeRule writes a calendar rule as "calendar <limit> <unit> <location>
 // <UTC offset s> <grace µs>"; "" for other rules. The offset stands in for a
 // location the reader's zone database lacks (or a fixed zone).
-func describeRule(r Rule) string {
-	if r.kind != calendarRule || r.loc == nil {
+func describeRule(r *rulecore.Rule) string {
+	if r.Kind != rulecore.Calendar || r.Loc == nil {
 		return ""
 	}
-	_, offset := time.Now().In(r.loc).Zone()
-	return "calendar " + strconv.FormatInt(r.limit, 10) + " " + r.unit.String() + " " +
-		strings.ReplaceAll(r.loc.String(), " ", "_") + " " + strconv.Itoa(offset) + " " +
-		strconv.FormatInt(r.grace.Microseconds(), 10)
+	_, offset := time.Now().In(r.Loc).Zone()
+	return "calendar " + strconv.FormatInt(r.Limit, 10) + " " + r.Unit.String() + " " +
+		strings.ReplaceAll(r.Loc.String(), " ", "_") + " " + strconv.Itoa(offset) + " " +
+		strconv.FormatInt(r.Grace.Microseconds(), 10)
 }
 
 // parseRuleDescription rebuilds a calendar rule from its description.
-func parseRuleDescription(key, d string) (Rule, bool) {
+func parseRuleDescription(key, d string) (rule.Rule, bool) {
 	f := strings.Fields(d)
 	if len(f) != 6 || f[0] != "calendar" {
-		return Rule{}, false
+		return rule.Rule{}, false
 	}
 	limit, err1 := strconv.Atoi(f[1])
 	offset, err2 := strconv.Atoi(f[4])
 	grace, err3 := strconv.ParseInt(f[5], 10, 64)
 	if err1 != nil || err2 != nil || err3 != nil {
-		return Rule{}, false
+		return rule.Rule{}, false
 	}
 	loc, err := time.LoadLocation(f[3])
 	if err != nil {
 		loc = time.FixedZone(f[3], offset)
 	}
-	var unit Unit
-	for u := Minute; u <= Month; u++ {
+	var unit rule.Unit
+	for u := rule.Minute; u <= rule.Month; u++ {
 		if u.String() == f[2] {
 			unit = u
 		}
 	}
-	r, err := NewCalendarRule(key, limit, unit, loc, WithGrace(time.Duration(grace)*time.Microsecond))
+	r, err := rule.NewCalendar(key, limit, unit, loc, rule.WithGrace(time.Duration(grace)*time.Microsecond))
 	return r, err == nil
 }

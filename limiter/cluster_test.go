@@ -14,6 +14,7 @@ import (
 	"github.com/quotaware/throttle/internal/redistest"
 	"github.com/quotaware/throttle/limiter"
 	"github.com/quotaware/throttle/limiter/limitertest"
+	"github.com/quotaware/throttle/limiter/rule"
 )
 
 // The whole contract holds on a three-master Redis Cluster: every key of a
@@ -97,9 +98,9 @@ func TestRedisClusterFailover(t *testing.T) {
 
 func testFailover(t *testing.T, takeOver func(*redistest.Cluster, testing.TB, string) (string, string)) {
 	c := redistest.StartCluster(t, 3, 1)
-	rules := []limiter.Rule{
-		limiter.MustRule(limiter.NewRule("api", 20, time.Second)),
-		limiter.MustRule(limiter.NewRule("app", 30, 2*time.Second, limiter.WithBurst(5))),
+	rules := []rule.Rule{
+		rule.Must(rule.New("api", 20, time.Second)),
+		rule.Must(rule.New("app", 30, 2*time.Second, rule.WithBurst(5))),
 	}
 	if rules[1].Period() > redistest.NodeTimeout {
 		t.Fatalf("rule periods must not exceed the node timeout %v", redistest.NodeTimeout)

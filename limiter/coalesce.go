@@ -6,6 +6,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/quotaware/throttle/limiter/internal/rulecore"
+	"github.com/quotaware/throttle/limiter/rule"
 )
 
 // Coalescing: while a replica's script call for some rules is in flight,
@@ -83,7 +86,7 @@ func (ls *lanes) get(req *Request) *lane {
 		return nil
 	}
 	for i := range req.Rules {
-		if req.Rules[i].kind == concurrencyRule {
+		if core(&req.Rules[i]).Kind == rulecore.Concurrency {
 			return nil
 		}
 	}
@@ -92,7 +95,7 @@ func (ls *lanes) get(req *Request) *lane {
 	h.WriteString(req.Group)
 	h.WriteByte(0)
 	for i := range req.Rules {
-		h.WriteString(req.Rules[i].key)
+		h.WriteString(req.Rules[i].Key())
 		h.WriteByte(0)
 	}
 	h.WriteByte(1)
@@ -124,7 +127,7 @@ func (ls *lanes) get(req *Request) *lane {
 	}
 	ln = &lane{proto: Request{
 		Group:  req.Group,
-		Rules:  append([]Rule(nil), req.Rules...),
+		Rules:  append([]rule.Rule(nil), req.Rules...),
 		Scopes: append([]string(nil), req.Scopes...),
 	}}
 	ls.m[id] = ln

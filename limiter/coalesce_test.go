@@ -13,6 +13,7 @@ import (
 	"github.com/quotaware/throttle/internal/redistest"
 	"github.com/quotaware/throttle/limiter"
 	"github.com/quotaware/throttle/limiter/limitertest"
+	"github.com/quotaware/throttle/limiter/rule"
 )
 
 // gate holds each reserve call, once Redis has answered it, until the test
@@ -87,8 +88,8 @@ func coalescing(t *testing.T) (*limiter.Redis, *gate, limiter.Request, <-chan st
 	}
 	// T = 6 s, far longer than the test's steps take on a loaded machine,
 	// so that slots stay exactly T apart whenever each call runs.
-	rule := limiter.MustRule(limiter.NewRule("paced", 10, time.Minute))
-	req := limiter.Request{Group: limitertest.Group(t), Rules: []limiter.Rule{rule}, MaxWait: time.Hour}
+	rl := rule.Must(rule.New("paced", 10, time.Minute))
+	req := limiter.Request{Group: limitertest.Group(t), Rules: []rule.Rule{rl}, MaxWait: time.Hour}
 	// Load the scripts before the gate, so that no EVAL fallback runs
 	// behind it.
 	warm := req
@@ -154,7 +155,7 @@ func TestRedisCoalescedCallAnswersEachRequest(t *testing.T) {
 	// and its retry-after lands on the slot the third request then took.
 	slots := []time.Time{o1.res.SendAt(), got[0].res.SendAt(), got[2].res.SendAt()}
 	for i := 1; i < len(slots); i++ {
-		if d, T := slots[i].Sub(slots[i-1]), req.Rules[0].Interval(); d != T {
+		if d, T := slots[i].Sub(slots[i-1]), limiter.RuleInterval(req.Rules[0]); d != T {
 			t.Errorf("slot %d is %v after slot %d, want exactly T = %v", i, d, i-1, T)
 		}
 	}
@@ -211,7 +212,7 @@ func TestRedisCoalescedCancelGivesSlotBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d, T := next.SendAt().Sub(o2.res.SendAt()), req.Rules[0].Interval(); d != T {
+	if d, T := next.SendAt().Sub(o2.res.SendAt()), limiter.RuleInterval(req.Rules[0]); d != T {
 		t.Fatalf("next slot %v after the kept one, want T = %v (both abandoned slots given back)", d, T)
 	}
 }
@@ -265,7 +266,7 @@ func TestRedisCoalescedQueueTimeCountsAgainstMaxWait(t *testing.T) {
 	<-g.held
 	asked := time.Now()
 	tight := req
-	tight.MaxWait = req.Rules[0].Interval() - time.Second // its slot lies T after the first's
+	tight.MaxWait = limiter.RuleInterval(req.Rules[0]) - time.Second // its slot lies T after the first's
 	ch := reserveAsync(bg, l, tight)
 	<-queued
 	time.Sleep(2 * time.Second) // the scenario: two seconds in the queue

@@ -1,12 +1,13 @@
 // Package limiter decides when an outbound request may be sent, so that a
 // provider's limits hold across every replica of a service.
 //
-// A [Rule] states one limit: at most Limit requests in any window of length
-// Period, spread evenly ([NewRule], GCRA: for per-second limits counted in
-// wall-clock seconds) or letting a burst through while the window has room
-// ([NewWindowRule], a sliding log: for minute, hour, robot and chat limits),
-// or at most Limit in each calendar minute, hour, day or month of a location
-// ([NewCalendarRule]). A [Limiter] checks every rule of a request and every
+// A [rule.Rule] (package rule) states one limit: at most Limit requests in
+// any window of length Period, spread evenly ([rule.New], GCRA: for
+// per-second limits counted in wall-clock seconds) or letting a burst through
+// while the window has room ([rule.NewWindow], a sliding log: for minute,
+// hour, robot and chat limits), at most Limit in each calendar minute, hour,
+// day or month of a location ([rule.NewCalendar]), or at most Limit in
+// flight ([rule.NewConcurrency]). A [Limiter] checks every rule of a request and every
 // shared penalty it names in one step, all or none, and either admits now,
 // books a slot ahead when the wait fits the caller's budget, or refuses with
 // the exact retry-after. Its answer is a [Reservation], in the style of

@@ -6,14 +6,15 @@ import (
 	"time"
 
 	"github.com/quotaware/throttle/limiter"
+	"github.com/quotaware/throttle/limiter/rule"
 )
 
 // A rule of at most 2 requests in any second, 2 of them back to back, kept
 // by the in-memory limiter on a clock that stands still: two go now, the
 // third is booked a second ahead (never 3 in one second), and a fourth that
 // may not wait is refused, with how long until a request could go at once.
-func ExampleNewRule() {
-	rule, err := limiter.NewRule("api:app1:/v1/users", 2, time.Second, limiter.WithBurst(2))
+func ExampleNewMemory() {
+	rl, err := rule.New("api:app1:/v1/users", 2, time.Second, rule.WithBurst(2))
 	if err != nil {
 		panic(err)
 	}
@@ -22,7 +23,7 @@ func ExampleNewRule() {
 	ctx := context.Background()
 
 	for i, maxWait := range []time.Duration{time.Second, time.Second, time.Second, 0} {
-		res, err := l.Reserve(ctx, limiter.Request{Group: "example", Rules: []limiter.Rule{rule}, MaxWait: maxWait})
+		res, err := l.Reserve(ctx, limiter.Request{Group: "example", Rules: []rule.Rule{rl}, MaxWait: maxWait})
 		if err != nil {
 			panic(err)
 		}
@@ -42,10 +43,10 @@ func ExampleNewRule() {
 // The pattern for a caller that waits: Wait until the slot, and when the
 // caller gives up first, Cancel so the next request gets the slot.
 func ExampleReservation_Cancel() {
-	rule := limiter.MustRule(limiter.NewRule("api:app1:/v1/users", 1, time.Second))
+	rl := rule.Must(rule.New("api:app1:/v1/users", 1, time.Second))
 	now := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
 	l := limiter.NewMemory(limiter.WithClock(func() time.Time { return now }))
-	req := limiter.Request{Group: "example", Rules: []limiter.Rule{rule}, MaxWait: 5 * time.Second}
+	req := limiter.Request{Group: "example", Rules: []rule.Rule{rl}, MaxWait: 5 * time.Second}
 	ctx := context.Background()
 
 	first, _ := l.Reserve(ctx, req)

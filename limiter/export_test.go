@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/quotaware/throttle/limiter/rule"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -93,11 +94,10 @@ var (
 	WithoutCoalescing = withoutCoalescing
 )
 
-// Burst, Interval, Unit and Location read a rule's settings.
-func (r Rule) Burst() int               { return int(r.burst) }
-func (r Rule) Interval() time.Duration  { return time.Duration(r.intervalUs) * time.Microsecond }
-func (r Rule) Location() *time.Location { return r.loc }
-func (r Rule) IsWindow() bool           { return r.kind == windowRule }
+// RuleInterval is a paced rule's emission interval.
+func RuleInterval(r rule.Rule) time.Duration {
+	return time.Duration(core(&r).IntervalUs) * time.Microsecond
+}
 
 // Down reports whether Redis is considered away.
 func (s *Shared) Down() bool { return s.failover.Down() }

@@ -3,10 +3,12 @@ package limiter
 import (
 	"context"
 	"errors"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/quotaware/throttle/limiter/internal/rulecore"
+	"github.com/quotaware/throttle/limiter/rule"
 )
 
 // OutageMode says what a Shared limiter does while Redis does not answer.
@@ -22,18 +24,6 @@ const (
 	// OutageAdmit admits every request at once, unlimited.
 	OutageAdmit
 )
-
-func (m OutageMode) String() string {
-	switch m {
-	case OutageLocal:
-		return "local"
-	case OutageRefuse:
-		return "refuse"
-	case OutageAdmit:
-		return "admit"
-	}
-	return "OutageMode(" + strconv.Itoa(int(m)) + ")"
-}
 
 // failoverConfig configures a failover.
 type failoverConfig struct {
@@ -119,7 +109,7 @@ type failover struct {
 
 	// Scaled rules, built once per rule and share.
 	scaledMu sync.Mutex
-	scaled   map[scaledID]Rule
+	scaled   map[scaledID]rule.Rule
 }
 
 type penaltyID struct{ group, scope string }
@@ -134,7 +124,7 @@ const maxRecover = time.Minute
 type scaledID struct {
 	key   string
 	limit int64
-	unit  Unit
+	unit  rulecore.Unit
 	share float64
 }
 
@@ -151,7 +141,7 @@ func newFailover(primary store, cfg failoverConfig) *failover {
 	if cfg.Recover == 0 {
 		cfg.Recover = defaultRecover
 	}
-	f := &failover{primary: primary, local: NewMemory(), cfg: cfg, scaled: make(map[scaledID]Rule),
+	f := &failover{primary: primary, local: NewMemory(), cfg: cfg, scaled: make(map[scaledID]rule.Rule),
 		penalties: make(map[penaltyID]Penalty)}
 	f.recover.Store(int64(cfg.Recover))
 	return f
@@ -227,7 +217,7 @@ func (f *failover) reserveLocal(ctx context.Context, req Request) (Reservation, 
 	case OutageRefuse:
 		return Reservation{}, unavailable("reserve", errors.New("primary limiter is down"))
 	case OutageAdmit:
-		return Reservation{ok: true, rule: -1, now: time.Now(), local: true}, nil
+		return Reservation{ok: true, ruleIndex: -1, now: time.Now(), local: true}, nil
 	}
 	lreq := f.share(req)
 	lreq.notBefore = max(f.drainUntil.Load(), f.windowHold(&req))
@@ -314,9 +304,9 @@ func (f *failover) noteHorizon(req Request, res Reservation) {
 	at := res.SendAt().UnixMicro()
 	if len(res.booked) == len(req.Rules) {
 		for i := range req.Rules {
-			if r := &req.Rules[i]; r.kind == pacedRule && r.burst == 1 {
-				at = max(at, res.booked[i]-r.intervalUs)
-				if p := int64(min(r.period, maxHold) / time.Microsecond); p > f.period.Load() {
+			if r := core(&req.Rules[i]); r.Kind == rulecore.Paced && r.Burst == 1 {
+				at = max(at, res.booked[i]-r.IntervalUs)
+				if p := int64(min(r.Period, maxHold) / time.Microsecond); p > f.period.Load() {
 					f.period.Store(p) // racy max: any recent value will do
 				}
 			}
@@ -326,8 +316,8 @@ func (f *failover) noteHorizon(req Request, res Reservation) {
 	}
 	if len(res.booked) == len(req.Rules) {
 		for i := range req.Rules {
-			if r := &req.Rules[i]; r.kind == windowRule && r.period > maxHold {
-				f.noteWindow(req.Group, r, res.booked[i]+int64(r.period/time.Microsecond))
+			if r := core(&req.Rules[i]); r.Kind == rulecore.Window && r.Period > maxHold {
+				f.noteWindow(req.Group, r, res.booked[i]+int64(r.Period/time.Microsecond))
 			}
 		}
 	}
@@ -337,8 +327,8 @@ func (f *failover) noteHorizon(req Request, res Reservation) {
 // dropped, and a new one is not kept when none is.
 const maxWindowHolds = 4096
 
-func (f *failover) noteWindow(group string, r *Rule, hold int64) {
-	id := group + "\x00" + r.key
+func (f *failover) noteWindow(group string, r *rulecore.Rule, hold int64) {
+	id := group + "\x00" + r.Key
 	f.windowMu.Lock()
 	defer f.windowMu.Unlock()
 	if f.windowHolds == nil {
@@ -363,9 +353,9 @@ func (f *failover) noteWindow(group string, r *Rule, hold int64) {
 // windowHold is when the local share of req's window rules may start.
 func (f *failover) windowHold(req *Request) (hold int64) {
 	for i := range req.Rules {
-		if r := &req.Rules[i]; r.kind == windowRule && r.period > maxHold {
+		if r := core(&req.Rules[i]); r.Kind == rulecore.Window && r.Period > maxHold {
 			f.windowMu.Lock()
-			hold = max(hold, f.windowHolds[req.Group+"\x00"+r.key])
+			hold = max(hold, f.windowHolds[req.Group+"\x00"+r.Key])
 			f.windowMu.Unlock()
 		}
 	}
@@ -421,17 +411,18 @@ func (f *failover) share(req Request) Request {
 	if share == 1 || len(req.Rules) == 0 {
 		return req
 	}
-	rules := make([]Rule, len(req.Rules))
+	rules := make([]rule.Rule, len(req.Rules))
 	f.scaledMu.Lock()
 	defer f.scaledMu.Unlock()
 	if len(f.scaled) > 4096 {
 		clear(f.scaled)
 	}
-	for i, r := range req.Rules {
-		id := scaledID{r.key, r.limit, r.unit, share}
+	for i := range req.Rules {
+		r := core(&req.Rules[i])
+		id := scaledID{r.Key, r.Limit, r.Unit, share}
 		s, ok := f.scaled[id]
 		if !ok {
-			s = r.scale(share)
+			s = scale(req.Rules[i], share)
 			f.scaled[id] = s
 		}
 		rules[i] = s
@@ -572,35 +563,3 @@ func (f *failover) flushPenalties() {
 
 // close waits for the background writes of kept penalties.
 func (f *failover) close() { f.bg.Wait() }
-
-// scaleLimit cuts a rule to a share of its limit (at least 1), keeping its
-// period, so n replicas with share 1/n admit no more than the whole rule.
-func (r Rule) scaleLimit(share float64) Rule {
-	limit := max(1, int(float64(r.limit)*share))
-	switch r.kind {
-	case concurrencyRule:
-		s, err := NewConcurrencyRule(r.key, limit, r.period)
-		if err != nil {
-			return r
-		}
-		return s
-	case calendarRule:
-		s, err := NewCalendarRule(r.key, limit, r.unit, r.loc, WithGrace(r.grace))
-		if err != nil {
-			return r
-		}
-		return s
-	case windowRule:
-		s, err := NewWindowRule(r.key, limit, r.period)
-		if err != nil {
-			return r
-		}
-		return s
-	}
-	burst := min(limit, max(1, int(float64(r.burst)*share)))
-	s, err := NewRule(r.key, limit, r.period, WithBurst(burst))
-	if err != nil {
-		return r
-	}
-	return s
-}

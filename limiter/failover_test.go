@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/quotaware/throttle/limiter"
+	"github.com/quotaware/throttle/limiter/rule"
 )
 
 // flaky is a primary limiter that answers from a Memory until told to fail.
@@ -34,8 +35,8 @@ func TestFailoverTakesOverAfterBookedSlots(t *testing.T) {
 		OnSwitch: func(down bool, err error) { switches = append(switches, down) },
 	})
 	ctx := context.Background()
-	rule := limiter.MustRule(limiter.NewRule("r", 10, time.Second)) // T = 100ms; the share: 5/s, T = 200ms
-	req := limiter.Request{Group: "g", Rules: []limiter.Rule{rule}, MaxWait: 3 * time.Second}
+	rl := rule.Must(rule.New("r", 10, time.Second)) // T = 100ms; the share: 5/s, T = 200ms
+	req := limiter.Request{Group: "g", Rules: []rule.Rule{rl}, MaxWait: 3 * time.Second}
 	var last limiter.Reservation
 	for i := 0; i < 5; i++ {
 		res, err := f.Reserve(ctx, req)
@@ -49,7 +50,7 @@ func TestFailoverTakesOverAfterBookedSlots(t *testing.T) {
 	if err != nil || !first.OK() || !first.Local() {
 		t.Fatalf("after the primary failed: %+v %v, want a local slot", first, err)
 	}
-	if first.SendAt().Before(last.SendAt().Add(rule.Period())) {
+	if first.SendAt().Before(last.SendAt().Add(rl.Period())) {
 		t.Fatalf("local slot at %v, within a period of the primary's last booked slot %v", first.SendAt(), last.SendAt())
 	}
 	second, _ := f.Reserve(ctx, req)
@@ -63,7 +64,7 @@ func TestFailoverTakesOverAfterBookedSlots(t *testing.T) {
 		if err == nil && !res.Local() {
 			// Back on the primary, the first slot waits one period past the
 			// last local one, so no window holds both.
-			if res.SendAt().Before(second.SendAt().Add(rule.Period())) {
+			if res.SendAt().Before(second.SendAt().Add(rl.Period())) {
 				t.Fatalf("first slot on the primary at %v, within a period of the last local one %v", res.SendAt(), second.SendAt())
 			}
 			break
@@ -89,9 +90,9 @@ func TestFailoverHoldsWindowRulesForTheirPeriod(t *testing.T) {
 	primary := &flaky{Memory: limiter.NewMemory()}
 	f := limiter.NewFailover(primary, limiter.FailoverConfig{Share: func() float64 { return 0.5 }, Probe: time.Hour})
 	ctx := context.Background()
-	window := limiter.MustRule(limiter.NewWindowRule("robot", 4, 10*time.Second))
-	other := limiter.MustRule(limiter.NewWindowRule("other", 4, 10*time.Second))
-	req := limiter.Request{Group: "g", Rules: []limiter.Rule{window}, MaxWait: 20 * time.Second}
+	window := rule.Must(rule.NewWindow("robot", 4, 10*time.Second))
+	other := rule.Must(rule.NewWindow("other", 4, 10*time.Second))
+	req := limiter.Request{Group: "g", Rules: []rule.Rule{window}, MaxWait: 20 * time.Second}
 	var last limiter.Reservation
 	for i := 0; i < 4; i++ { // the whole window at once, on the primary
 		res, err := f.Reserve(ctx, req)
@@ -109,7 +110,7 @@ func TestFailoverHoldsWindowRulesForTheirPeriod(t *testing.T) {
 		t.Fatalf("local slot at %v, within the window of the primary's burst ending %v", local.SendAt(), last.SendAt())
 	}
 	// A window rule the primary did not book recently is not held.
-	free, err := f.Reserve(ctx, limiter.Request{Group: "g", Rules: []limiter.Rule{other}, MaxWait: time.Second})
+	free, err := f.Reserve(ctx, limiter.Request{Group: "g", Rules: []rule.Rule{other}, MaxWait: time.Second})
 	if err != nil || !free.OK() || free.Delay() > 0 {
 		t.Fatalf("another window rule: %+v %v, want a local slot at once", free, err)
 	}

@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/quotaware/throttle/internal/inspect"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/quotaware/throttle/internal/inspect"
+	"github.com/quotaware/throttle/limiter/internal/rulecore"
+	"github.com/quotaware/throttle/limiter/rule"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -254,8 +257,8 @@ func (l *redisLimiter) inspectGroup(ctx context.Context, group string, now time.
 				rs.Ahead = max(0, time.UnixMicro(tat).Sub(now))
 			}
 		case r.hash != nil:
-			rule, described := parseRuleDescription(rs.Key, descs[rs.Key])
-			readCalendar(&rs, rule, described, r.hash.Val(), r.pttl.Val(), now)
+			cal, described := parseRuleDescription(rs.Key, descs[rs.Key])
+			readCalendar(&rs, core(&cal), described, r.hash.Val(), r.pttl.Val(), now)
 		case r.count != nil:
 			rs.InFlight = r.count.Val()
 		}
@@ -266,16 +269,16 @@ func (l *redisLimiter) inspectGroup(ctx context.Context, group string, now time.
 
 // readCalendar fills a calendar rule's state from its hash (window start µs
 // → count) and the key's time to live (the end of its latest window).
-func readCalendar(rs *inspect.RuleState, rule Rule, described bool, counts map[string]string, pttl time.Duration, now time.Time) {
+func readCalendar(rs *inspect.RuleState, r *rulecore.Rule, described bool, counts map[string]string, pttl time.Duration, now time.Time) {
 	nowUs := now.UnixMicro()
 	if described {
-		b := rule.windows(now)
+		b := r.Windows(now)
 		cur, next := b[1], b[2]
 		if nowUs < cur { // within the grace of a new window
 			cur, next = b[0], b[1]
 		}
 		rs.Used, _ = strconv.ParseInt(counts[strconv.FormatInt(cur, 10)], 10, 64)
-		rs.Limit, rs.Window = rule.limit, rule.unit.String()
+		rs.Limit, rs.Window = r.Limit, r.Unit.String()
 		rs.ResetsAt = time.UnixMicro(next)
 		return
 	}
@@ -318,16 +321,16 @@ func parsePenaltyValue(scope, v string) (inspect.PenaltyState, bool) {
 // CalendarUsed returns, for each calendar rule of group, the requests counted
 // in its current window (by this process's clock), in one round trip; other
 // rules read as 0. It is what a quota gauge reads.
-func (l *redisLimiter) CalendarUsed(ctx context.Context, group string, rules []Rule) ([]int64, error) {
+func (l *redisLimiter) CalendarUsed(ctx context.Context, group string, rules []rule.Rule) ([]int64, error) {
 	out := make([]int64, len(rules))
 	now := time.Now()
 	pipe := l.client.Pipeline()
 	cmds := make([]*redis.StringCmd, len(rules))
 	for i := range rules {
-		if rules[i].kind != calendarRule {
+		if core(&rules[i]).Kind != rulecore.Calendar {
 			continue
 		}
-		cmds[i] = pipe.HGet(ctx, l.ruleKey(group, rules[i].key), strconv.FormatInt(rules[i].windows(now)[1], 10))
+		cmds[i] = pipe.HGet(ctx, l.ruleKey(group, rules[i].Key()), strconv.FormatInt(core(&rules[i]).Windows(now)[1], 10))
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, unavailable("calendar", err)
@@ -341,17 +344,17 @@ func (l *redisLimiter) CalendarUsed(ctx context.Context, group string, rules []R
 }
 
 // CalendarUsed is the Memory limiter's counterpart of Shared.CalendarUsed.
-func (m *Memory) CalendarUsed(_ context.Context, group string, rules []Rule) ([]int64, error) {
+func (m *Memory) CalendarUsed(_ context.Context, group string, rules []rule.Rule) ([]int64, error) {
 	out := make([]int64, len(rules))
 	now := m.now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for i := range rules {
-		if rules[i].kind != calendarRule {
+		if core(&rules[i]).Kind != rulecore.Calendar {
 			continue
 		}
-		if st := m.calendar[stateKey{group, rules[i].key}]; st != nil {
-			out[i] = st.counts[rules[i].windows(now)[1]]
+		if st := m.calendar[stateKey{group, rules[i].Key()}]; st != nil {
+			out[i] = st.counts[core(&rules[i]).Windows(now)[1]]
 		}
 	}
 	return out, nil

@@ -3,35 +3,37 @@ package limiter_test
 import (
 	"context"
 	"errors"
-	"github.com/quotaware/throttle/internal/inspect"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/quotaware/throttle/internal/inspect"
+
 	"github.com/quotaware/throttle/internal/redistest"
 	"github.com/quotaware/throttle/limiter"
 	"github.com/quotaware/throttle/limiter/limitertest"
+	"github.com/quotaware/throttle/limiter/rule"
 )
 
 // fillGroup books state of every kind in group and returns the calendar
 // rule it described: 5 requests on a paced rule of 1/s (slots booked about
 // 4s ahead), 5 of a 100-a-day calendar rule, 1 lease of a concurrency rule,
 // and a penalty.
-func fillGroup(t *testing.T, l *limiter.Redis, group string) (limiter.Rule, time.Time) {
+func fillGroup(t *testing.T, l *limiter.Redis, group string) (rule.Rule, time.Time) {
 	t.Helper()
 	ctx := context.Background()
-	paced := limiter.MustRule(limiter.NewRule("api:/v1/x", 1, time.Second))
-	day := limiter.MustRule(limiter.NewCalendarRule("day:org1", 100, limiter.Day, time.UTC))
-	lease := limiter.MustRule(limiter.NewConcurrencyRule("conc", 3, time.Minute))
+	paced := rule.Must(rule.New("api:/v1/x", 1, time.Second))
+	day := rule.Must(rule.NewCalendar("day:org1", 100, rule.Day, time.UTC))
+	lease := rule.Must(rule.NewConcurrency("conc", 3, time.Minute))
 	if err := l.Describe(ctx, group, paced, day, lease); err != nil {
 		t.Fatal(err)
 	}
 	for range 5 {
-		if res, err := l.Reserve(ctx, limiter.Request{Group: group, Rules: []limiter.Rule{paced, day}, MaxWait: time.Minute}); err != nil || !res.OK() {
+		if res, err := l.Reserve(ctx, limiter.Request{Group: group, Rules: []rule.Rule{paced, day}, MaxWait: time.Minute}); err != nil || !res.OK() {
 			t.Fatalf("Reserve: %+v, %v", res, err)
 		}
 	}
-	if res, err := l.Reserve(ctx, limiter.Request{Group: group, Rules: []limiter.Rule{lease}}); err != nil || !res.OK() {
+	if res, err := l.Reserve(ctx, limiter.Request{Group: group, Rules: []rule.Rule{lease}}); err != nil || !res.OK() {
 		t.Fatalf("Reserve lease: %+v, %v", res, err)
 	}
 	until := time.Now().Add(time.Hour).Truncate(time.Microsecond)

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/quotaware/throttle/limiter/rule"
 )
 
 // Limiter decides, for one outbound request, whether and when it may be sent.
@@ -36,7 +38,7 @@ type Request struct {
 	// one script call can check and charge all of them.
 	Group string
 	// Rules are charged together, all or none.
-	Rules []Rule
+	Rules []rule.Rule
 	// Scopes are the penalty scopes the request belongs to (the API of an
 	// app, the app, the egress IP, ...). A penalised scope refuses the request.
 	Scopes []string
@@ -59,7 +61,7 @@ type Reservation struct {
 	ok         bool
 	delay      time.Duration
 	retryAfter time.Duration
-	rule       int
+	ruleIndex  int
 	penalty    *Penalty
 	// now is the limiter's clock (Redis TIME for Redis) when it decided.
 	now time.Time
@@ -71,7 +73,7 @@ type Reservation struct {
 	// it needs of the request to do so.
 	from   giver
 	group  string
-	rules  []Rule
+	rules  []rule.Rule
 	undone bool // cancelled, so a second Cancel does nothing
 
 	// local marks a slot a fallback granted without Redis.
@@ -161,7 +163,7 @@ func (res *Reservation) Penalty() *Penalty { return res.penalty }
 
 // Rule is the index in Request.Rules of the rule that set the delay or the
 // refusal, or -1 when no rule held the request back.
-func (res *Reservation) Rule() int { return res.rule }
+func (res *Reservation) Rule() int { return res.ruleIndex }
 
 // Local reports whether the slot was granted (or refused) by the replica's
 // own share while Redis was away, rather than by Redis.
@@ -172,16 +174,16 @@ func (res *Reservation) Local() bool { return res.local }
 // now+delay, as the store scheduled it), send after delay; rule is the
 // index of the rule that set the delay (-1 for none). cancel and release,
 // when not nil, are what Reservation.Cancel and Reservation.Release do.
-func Admit(now time.Time, delay time.Duration, rule int, cancel, release func(context.Context) error) Reservation {
-	return Reservation{ok: true, delay: delay, rule: rule, now: now, from: funcGiver{cancel, release}}
+func Admit(now time.Time, delay time.Duration, ruleIndex int, cancel, release func(context.Context) error) Reservation {
+	return Reservation{ok: true, delay: delay, ruleIndex: ruleIndex, now: now, from: funcGiver{cancel, release}}
 }
 
 // Refuse is the answer of a Limiter implemented outside this package that
 // refuses a request, decided at now on the store's clock: rule is the index
 // of the rule that refused it (-1 for none), p the penalty that did (nil
 // for none).
-func Refuse(now time.Time, retryAfter time.Duration, rule int, p *Penalty) Reservation {
-	return Reservation{retryAfter: retryAfter, rule: rule, penalty: p, now: now}
+func Refuse(now time.Time, retryAfter time.Duration, ruleIndex int, p *Penalty) Reservation {
+	return Reservation{retryAfter: retryAfter, ruleIndex: ruleIndex, penalty: p, now: now}
 }
 
 type funcGiver struct{ cancelFn, releaseFn func(context.Context) error }
@@ -226,8 +228,8 @@ func (req *Request) validate() error {
 		return fmt.Errorf("%w: Group %v", ErrInvalidRequest, err)
 	}
 	for i := range req.Rules {
-		if req.Rules[i].limit < 1 {
-			return fmt.Errorf("%w: Rules[%d] is not a rule built by NewRule or NewCalendarRule", ErrInvalidRequest, i)
+		if core(&req.Rules[i]).Limit < 1 {
+			return fmt.Errorf("%w: Rules[%d] is not a rule built by package rule", ErrInvalidRequest, i)
 		}
 	}
 	for i, s := range req.Scopes {

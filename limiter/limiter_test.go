@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"github.com/quotaware/throttle/internal/redistest"
 	"github.com/quotaware/throttle/limiter"
 	"github.com/quotaware/throttle/limiter/limitertest"
+	"github.com/quotaware/throttle/limiter/rule"
 )
 
 func TestMain(m *testing.M) {
@@ -60,80 +60,6 @@ func TestRedisConformance(t *testing.T) {
 	}
 }
 
-func TestRuleValidation(t *testing.T) {
-	shanghai, err := time.LoadLocation("Asia/Shanghai")
-	if err != nil {
-		t.Fatal(err)
-	}
-	long := strings.Repeat("k", limiter.MaxKeyLen+1)
-	cases := []struct {
-		name  string
-		build func() (limiter.Rule, error)
-		field string
-	}{
-		{"limit 0", func() (limiter.Rule, error) { return limiter.NewRule("k", 0, time.Second) }, "Limit"},
-		{"negative limit", func() (limiter.Rule, error) { return limiter.NewRule("k", -3, time.Second) }, "Limit"},
-		{"period 0", func() (limiter.Rule, error) { return limiter.NewRule("k", 1, 0) }, "Period"},
-		{"negative period", func() (limiter.Rule, error) { return limiter.NewRule("k", 1, -time.Second) }, "Period"},
-		{"sub-µs period", func() (limiter.Rule, error) { return limiter.NewRule("k", 1, time.Nanosecond) }, "Period"},
-		{"burst 0", func() (limiter.Rule, error) { return limiter.NewRule("k", 5, time.Second, limiter.WithBurst(0)) }, "Burst"},
-		{"burst over limit", func() (limiter.Rule, error) { return limiter.NewRule("k", 5, time.Second, limiter.WithBurst(6)) }, "Burst"},
-		{"empty key", func() (limiter.Rule, error) { return limiter.NewRule("", 5, time.Second) }, "Key"},
-		{"oversized key", func() (limiter.Rule, error) { return limiter.NewRule(long, 5, time.Second) }, "Key"},
-		{"nil location", func() (limiter.Rule, error) { return limiter.NewCalendarRule("k", 5, limiter.Day, nil) }, "Location"},
-		{"bad unit", func() (limiter.Rule, error) { return limiter.NewCalendarRule("k", 5, limiter.Unit(9), shanghai) }, "Unit"},
-		{"calendar limit 0", func() (limiter.Rule, error) { return limiter.NewCalendarRule("k", 0, limiter.Month, shanghai) }, "Limit"},
-		{"negative grace", func() (limiter.Rule, error) {
-			return limiter.NewCalendarRule("k", 5, limiter.Month, shanghai, limiter.WithGrace(-time.Second))
-		}, "Grace"},
-		{"negative book-ahead cap", func() (limiter.Rule, error) {
-			return limiter.NewRule("k", 5, time.Second, limiter.WithMaxBookAhead(-time.Millisecond))
-		}, "MaxBookAhead"},
-		{"book-ahead cap on a calendar rule", func() (limiter.Rule, error) {
-			return limiter.NewCalendarRule("k", 5, limiter.Day, shanghai, limiter.WithMaxBookAhead(0))
-		}, "MaxBookAhead"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := tc.build()
-			var re *limiter.RuleError
-			if !errors.As(err, &re) || re.Field != tc.field {
-				t.Fatalf("err = %v, want a RuleError naming %s", err, tc.field)
-			}
-			if !strings.Contains(err.Error(), tc.field) {
-				t.Errorf("message %q does not name %s", err, tc.field)
-			}
-		})
-	}
-	r := limiter.MustRule(limiter.NewRule("k", 5, time.Second))
-	if _, err := r.WithKey(""); err == nil {
-		t.Error("WithKey(\"\") accepted an empty key")
-	}
-}
-
-// The emission interval rounds up: 7/s with burst 2 is T = 1s/6, which in
-// whole microseconds must be 166667, not 166666 (that would let 8 through in
-// one second).
-func TestIntervalRoundsUp(t *testing.T) {
-	r := limiter.MustRule(limiter.NewRule("k", 7, time.Second, limiter.WithBurst(2)))
-	if got, want := r.Interval(), 166667*time.Microsecond; got != want {
-		t.Fatalf("Interval = %v, want %v", got, want)
-	}
-	m := limiter.NewMemory()
-	req := limiter.Request{Group: "g", Rules: []limiter.Rule{r}, MaxWait: 2 * time.Second}
-	var sends []time.Time
-	for i := 0; i < 12; i++ {
-		res, err := m.Reserve(context.Background(), req)
-		if err != nil || !res.OK() {
-			t.Fatalf("reserve %d: %+v %v", i, res, err)
-		}
-		sends = append(sends, res.SendAt())
-	}
-	if most, _ := limitertest.MaxInWindow(sends, time.Second); most > 7 {
-		t.Fatalf("%d sends in one second, want at most 7", most)
-	}
-}
-
 // A month in Asia/Shanghai resets at local midnight on the 1st, whatever the
 // UTC date, and a day at local midnight.
 func TestMemoryCalendarBoundaries(t *testing.T) {
@@ -142,23 +68,23 @@ func TestMemoryCalendarBoundaries(t *testing.T) {
 		t.Fatal(err)
 	}
 	cases := []struct {
-		unit     limiter.Unit
+		unit     rule.Unit
 		now      time.Time
 		boundary time.Time
 	}{
-		{limiter.Month, time.Date(2026, 11, 30, 23, 59, 58, 0, shanghai), time.Date(2026, 12, 1, 0, 0, 0, 0, shanghai)},
-		{limiter.Month, time.Date(2027, 2, 28, 10, 0, 0, 0, shanghai), time.Date(2027, 3, 1, 0, 0, 0, 0, shanghai)},
-		{limiter.Day, time.Date(2026, 11, 22, 23, 59, 59, 0, shanghai), time.Date(2026, 11, 23, 0, 0, 0, 0, shanghai)},
-		{limiter.Hour, time.Date(2026, 11, 22, 8, 59, 0, 0, shanghai), time.Date(2026, 11, 22, 9, 0, 0, 0, shanghai)},
-		{limiter.Minute, time.Date(2026, 11, 22, 8, 59, 30, 0, shanghai), time.Date(2026, 11, 22, 9, 0, 0, 0, shanghai)},
+		{rule.Month, time.Date(2026, 11, 30, 23, 59, 58, 0, shanghai), time.Date(2026, 12, 1, 0, 0, 0, 0, shanghai)},
+		{rule.Month, time.Date(2027, 2, 28, 10, 0, 0, 0, shanghai), time.Date(2027, 3, 1, 0, 0, 0, 0, shanghai)},
+		{rule.Day, time.Date(2026, 11, 22, 23, 59, 59, 0, shanghai), time.Date(2026, 11, 23, 0, 0, 0, 0, shanghai)},
+		{rule.Hour, time.Date(2026, 11, 22, 8, 59, 0, 0, shanghai), time.Date(2026, 11, 22, 9, 0, 0, 0, shanghai)},
+		{rule.Minute, time.Date(2026, 11, 22, 8, 59, 30, 0, shanghai), time.Date(2026, 11, 22, 9, 0, 0, 0, shanghai)},
 	}
 	for _, tc := range cases {
 		t.Run(tc.unit.String()+" "+tc.now.Format(time.DateTime), func(t *testing.T) {
 			var now atomic.Pointer[time.Time]
 			now.Store(&tc.now)
 			m := limiter.NewMemory(limiter.WithClock(func() time.Time { return *now.Load() }))
-			r := limiter.MustRule(limiter.NewCalendarRule("q", 3, tc.unit, shanghai))
-			req := limiter.Request{Group: "g", Rules: []limiter.Rule{r}}
+			r := rule.Must(rule.NewCalendar("q", 3, tc.unit, shanghai))
+			req := limiter.Request{Group: "g", Rules: []rule.Rule{r}}
 			for i := 0; i < 3; i++ {
 				if res, _ := m.Reserve(context.Background(), req); !res.OK() {
 					t.Fatalf("request %d refused", i+1)
@@ -187,10 +113,10 @@ func TestMemoryForgetsIdleKeys(t *testing.T) {
 	t0 := time.Unix(1_800_000_000, 0)
 	now.Store(&t0)
 	m := limiter.NewMemory(limiter.WithClock(func() time.Time { return *now.Load() }))
-	base := limiter.MustRule(limiter.NewRule("k", 10, time.Second))
+	base := rule.Must(rule.New("k", 10, time.Second))
 	for i := 0; i < 1000; i++ {
 		r, _ := base.WithKey("path/" + time.Duration(i).String())
-		if _, err := m.Reserve(context.Background(), limiter.Request{Group: "g", Rules: []limiter.Rule{r}}); err != nil {
+		if _, err := m.Reserve(context.Background(), limiter.Request{Group: "g", Rules: []rule.Rule{r}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -258,8 +184,8 @@ func TestRedisOneCallPerAdmission(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Load the script first so the EVALSHA fallback is not counted.
-			r := limiter.MustRule(limiter.NewRule("hot", 20, time.Second))
-			req := limiter.Request{Group: limitertest.Group(t), Rules: []limiter.Rule{r}, MaxWait: 5 * time.Second}
+			r := rule.Must(rule.New("hot", 20, time.Second))
+			req := limiter.Request{Group: limitertest.Group(t), Rules: []rule.Rule{r}, MaxWait: 5 * time.Second}
 			if _, err := l.Reserve(context.Background(), req); err != nil {
 				t.Fatal(err)
 			}
@@ -291,9 +217,9 @@ func TestRedisScriptReloadAndExpiry(t *testing.T) {
 	ctx := context.Background()
 	shanghai, _ := time.LoadLocation("Asia/Shanghai")
 	g := limitertest.Group(t)
-	req := limiter.Request{Group: g, Scopes: []string{"app"}, Rules: []limiter.Rule{
-		limiter.MustRule(limiter.NewRule("paced", 5, time.Second)),
-		limiter.MustRule(limiter.NewCalendarRule("monthly", 100, limiter.Month, shanghai)),
+	req := limiter.Request{Group: g, Scopes: []string{"app"}, Rules: []rule.Rule{
+		rule.Must(rule.New("paced", 5, time.Second)),
+		rule.Must(rule.NewCalendar("monthly", 100, rule.Month, shanghai)),
 	}}
 	if err := c.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
@@ -330,7 +256,7 @@ func TestRedisUnavailable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req := limiter.Request{Group: "g", Rules: []limiter.Rule{limiter.MustRule(limiter.NewRule("k", 1, time.Second))}}
+	req := limiter.Request{Group: "g", Rules: []rule.Rule{rule.Must(rule.New("k", 1, time.Second))}}
 	if _, err := l.Reserve(context.Background(), req); !errors.Is(err, limiter.ErrUnavailable) {
 		t.Fatalf("err = %v, want ErrUnavailable", err)
 	}
@@ -352,7 +278,7 @@ func TestRedisWaitCountsFromTheAnswer(t *testing.T) {
 	}
 	ctx := context.Background()
 	req := limiter.Request{Group: limitertest.Group(t), MaxWait: time.Second,
-		Rules: []limiter.Rule{limiter.MustRule(limiter.NewRule("paced", 10, time.Second))}}
+		Rules: []rule.Rule{rule.Must(rule.New("paced", 10, time.Second))}}
 	if _, err := l.Reserve(ctx, req); err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/quotaware/throttle/limiter/internal/rulecore"
 )
 
 // Memory is a Limiter that keeps its state in this process. It keeps the same
@@ -81,30 +83,30 @@ func (m *Memory) Reserve(ctx context.Context, req Request) (Reservation, error) 
 		m.sweep(now)
 	}
 	if pen := m.penalty(req, now); pen != nil {
-		return Reservation{retryAfter: pen.Until.Sub(nowT), rule: -1, penalty: pen, now: nowT}, nil
+		return Reservation{retryAfter: pen.Until.Sub(nowT), ruleIndex: -1, penalty: pen, now: nowT}, nil
 	}
 	s, bind, held, heldUntil := m.earliest(req, now)
 	if held >= 0 {
 		// A rule capped by WithMaxBookAhead would book too far ahead:
 		// nothing is charged, so the broader rules stay free for others.
-		return Reservation{retryAfter: time.Duration(heldUntil-now) * time.Microsecond, rule: held, now: nowT}, nil
+		return Reservation{retryAfter: time.Duration(heldUntil-now) * time.Microsecond, ruleIndex: held, now: nowT}, nil
 	}
-	var bounds [][4]int64 // per calendar rule: its window starts around now
-	if req.hasKind(calendarRule) {
+	var bounds [][4]int64 // per calendar ruleIndex: its window starts around now
+	if req.hasKind(rulecore.Calendar) {
 		bounds = calendarBounds(req, clock)
 		var refusedBy int
 		if s, bind, refusedBy = m.fitCalendar(req, bounds, s, bind); refusedBy >= 0 {
-			return Reservation{retryAfter: time.Duration(bounds[refusedBy][3]-now) * time.Microsecond, rule: refusedBy, now: nowT}, nil
+			return Reservation{retryAfter: time.Duration(bounds[refusedBy][3]-now) * time.Microsecond, ruleIndex: refusedBy, now: nowT}, nil
 		}
 	}
 	delay := s - now
 	if delay > int64(req.MaxWait/time.Microsecond) {
-		return Reservation{retryAfter: time.Duration(delay) * time.Microsecond, rule: bind, now: nowT}, nil
+		return Reservation{retryAfter: time.Duration(delay) * time.Microsecond, ruleIndex: bind, now: nowT}, nil
 	}
 	if i, retry := m.leasesFull(req, now); i >= 0 {
-		return Reservation{retryAfter: retry, rule: i, now: nowT}, nil
+		return Reservation{retryAfter: retry, ruleIndex: i, now: nowT}, nil
 	}
-	return Reservation{ok: true, delay: time.Duration(delay) * time.Microsecond, rule: bind, now: nowT, booked: m.book(req, s, bounds),
+	return Reservation{ok: true, delay: time.Duration(delay) * time.Microsecond, ruleIndex: bind, now: nowT, booked: m.book(req, s, bounds),
 		from: m, group: req.Group, rules: req.Rules}, nil
 }
 
@@ -128,38 +130,38 @@ func (m *Memory) penalty(req Request, now int64) *Penalty {
 func (m *Memory) earliest(req Request, now int64) (s int64, bind, held int, heldUntil int64) {
 	s, bind, held = max(now, req.notBefore), -1, -1
 	for i := range req.Rules {
-		r := &req.Rules[i]
+		r := core(&req.Rules[i])
 		var allow int64
-		switch r.kind {
-		case pacedRule:
-			tat, ok := m.paced[stateKey{req.Group, r.key}]
+		switch r.Kind {
+		case rulecore.Paced:
+			tat, ok := m.paced[stateKey{req.Group, r.Key}]
 			if !ok || tat < now {
 				continue
 			}
-			allow = tat - r.toleranceUs
-		case windowRule:
-			w := m.windows[stateKey{req.Group, r.key}]
+			allow = tat - r.ToleranceUs
+		case rulecore.Window:
+			w := m.windows[stateKey{req.Group, r.Key}]
 			if w == nil {
 				continue
 			}
 			w.trim(now)
-			allow = w.earliest(r.limit)
+			allow = w.earliest(r.Limit)
 		default:
 			continue
 		}
 		if allow > s {
 			s, bind = allow, i
 		}
-		if r.aheadCapped && allow-now > r.maxAheadUs && allow > heldUntil {
+		if r.AheadCapped && allow-now > r.MaxAheadUs && allow > heldUntil {
 			held, heldUntil = i, allow
 		}
 	}
 	return s, bind, held, heldUntil
 }
 
-func (req *Request) hasKind(k ruleKind) bool {
+func (req *Request) hasKind(k rulecore.Kind) bool {
 	for i := range req.Rules {
-		if req.Rules[i].kind == k {
+		if core(&req.Rules[i]).Kind == k {
 			return true
 		}
 	}
@@ -171,8 +173,8 @@ func (req *Request) hasKind(k ruleKind) bool {
 func calendarBounds(req Request, clock time.Time) [][4]int64 {
 	bounds := make([][4]int64, len(req.Rules))
 	for i := range req.Rules {
-		if req.Rules[i].kind == calendarRule {
-			bounds[i] = req.Rules[i].windows(clock)
+		if core(&req.Rules[i]).Kind == rulecore.Calendar {
+			bounds[i] = core(&req.Rules[i]).Windows(clock)
 		}
 	}
 	return bounds
@@ -186,15 +188,15 @@ func (m *Memory) fitCalendar(req Request, bounds [][4]int64, s int64, bind int) 
 	for moved := true; moved; {
 		moved = false
 		for i := range req.Rules {
-			r := &req.Rules[i]
-			if r.kind != calendarRule {
+			r := core(&req.Rules[i])
+			if r.Kind != rulecore.Calendar {
 				continue
 			}
 			w, end, ok := pickWindow(bounds[i], s)
 			if !ok {
 				return s, bind, i
 			}
-			if st := m.calendar[stateKey{req.Group, r.key}]; st != nil && st.counts[w] >= r.limit {
+			if st := m.calendar[stateKey{req.Group, r.Key}]; st != nil && st.counts[w] >= r.Limit {
 				s, bind, moved = end, i, true
 			}
 		}
@@ -206,11 +208,11 @@ func (m *Memory) fitCalendar(req Request, bounds [][4]int64, s int64, bind int) 
 // soon to ask again, or -1.
 func (m *Memory) leasesFull(req Request, now int64) (int, time.Duration) {
 	for i := range req.Rules {
-		r := &req.Rules[i]
-		if r.kind != concurrencyRule {
+		r := core(&req.Rules[i])
+		if r.Kind != rulecore.Concurrency {
 			continue
 		}
-		held := m.leases[stateKey{req.Group, r.key}]
+		held := m.leases[stateKey{req.Group, r.Key}]
 		earliest := int64(-1)
 		for id, exp := range held {
 			if exp <= now {
@@ -219,7 +221,7 @@ func (m *Memory) leasesFull(req Request, now int64) (int, time.Duration) {
 				earliest = exp
 			}
 		}
-		if int64(len(held)) >= r.limit {
+		if int64(len(held)) >= r.Limit {
 			return i, concurrencyRetry(earliest - now)
 		}
 	}
@@ -231,29 +233,29 @@ func (m *Memory) leasesFull(req Request, now int64) (int, time.Duration) {
 func (m *Memory) book(req Request, s int64, bounds [][4]int64) []int64 {
 	booked := make([]int64, len(req.Rules))
 	for i := range req.Rules {
-		r := &req.Rules[i]
-		k := stateKey{req.Group, r.key}
-		switch r.kind {
-		case pacedRule:
-			booked[i] = max(m.paced[k], s) + r.intervalUs
+		r := core(&req.Rules[i])
+		k := stateKey{req.Group, r.Key}
+		switch r.Kind {
+		case rulecore.Paced:
+			booked[i] = max(m.paced[k], s) + r.IntervalUs
 			m.paced[k] = booked[i]
-		case windowRule:
+		case rulecore.Window:
 			w := m.windows[k]
 			if w == nil {
-				w = &windowLog{periodUs: r.periodUs}
+				w = &windowLog{periodUs: r.PeriodUs}
 				m.windows[k] = w
 			}
-			w.book(s, r.resolutionUs)
+			w.book(s, r.ResolutionUs)
 			booked[i] = s
-		case concurrencyRule:
+		case rulecore.Concurrency:
 			held := m.leases[k]
 			if held == nil {
 				held = make(map[int64]int64)
 				m.leases[k] = held
 			}
 			booked[i] = newLeaseID()
-			held[booked[i]] = s + r.leaseUs
-		case calendarRule:
+			held[booked[i]] = s + r.LeaseUs
+		case rulecore.Calendar:
 			booked[i] = m.bookCalendar(k, r, bounds[i], s)
 		}
 	}
@@ -262,7 +264,7 @@ func (m *Memory) book(req Request, s int64, bounds [][4]int64) []int64 {
 
 // bookCalendar counts a send at s in its calendar window and returns the
 // window's start.
-func (m *Memory) bookCalendar(k stateKey, r *Rule, bounds [4]int64, s int64) int64 {
+func (m *Memory) bookCalendar(k stateKey, r *rulecore.Rule, bounds [4]int64, s int64) int64 {
 	w, end, _ := pickWindow(bounds, s)
 	st := m.calendar[k]
 	if st == nil {
@@ -288,20 +290,20 @@ func (m *Memory) cancel(_ context.Context, req Request, res Reservation) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for i := range req.Rules {
-		r := &req.Rules[i]
-		k := stateKey{req.Group, r.key}
-		switch r.kind {
-		case pacedRule:
+		r := core(&req.Rules[i])
+		k := stateKey{req.Group, r.Key}
+		switch r.Kind {
+		case rulecore.Paced:
 			if tat, ok := m.paced[k]; ok && tat == res.booked[i] {
-				m.paced[k] = tat - r.intervalUs
+				m.paced[k] = tat - r.IntervalUs
 			}
 			continue
-		case windowRule:
+		case rulecore.Window:
 			if w := m.windows[k]; w != nil {
 				w.cancel(res.booked[i])
 			}
 			continue
-		case concurrencyRule:
+		case rulecore.Concurrency:
 			delete(m.leases[k], res.booked[i])
 			continue
 		}
@@ -320,8 +322,8 @@ func (m *Memory) release(_ context.Context, req Request, res Reservation) error 
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for i := range req.Rules {
-		if req.Rules[i].kind == concurrencyRule {
-			delete(m.leases[stateKey{req.Group, req.Rules[i].key}], res.booked[i])
+		if core(&req.Rules[i]).Kind == rulecore.Concurrency {
+			delete(m.leases[stateKey{req.Group, req.Rules[i].Key()}], res.booked[i])
 		}
 	}
 	return nil

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/quotaware/throttle/limiter/internal/rulecore"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -124,7 +125,7 @@ func (l *redisLimiter) Reserve(ctx context.Context, req Request) (Reservation, e
 		return Reservation{}, err
 	}
 	if len(req.Rules) == 0 && len(req.Scopes) == 0 {
-		return Reservation{ok: true, rule: -1, now: time.Now()}, nil
+		return Reservation{ok: true, ruleIndex: -1, now: time.Now()}, nil
 	}
 	if ln := l.lanes.get(&req); ln != nil {
 		res, err := ln.reserve(ctx, l, req)
@@ -157,7 +158,7 @@ func (l *redisLimiter) reserveN(ctx context.Context, reqs []Request, out []Reser
 	}
 	a.list = append(a.list, l.keys.get(l.prefix, epochTag, req.Group, ""))
 	for i := range req.Rules {
-		a.list = append(a.list, l.keys.get(l.prefix, ruleTag, req.Group, req.Rules[i].key))
+		a.list = append(a.list, l.keys.get(l.prefix, ruleTag, req.Group, req.Rules[i].Key()))
 	}
 	a.list = append(a.list, boxInt(len(reqs)), nil) // the marker's count, below
 	counts := len(a.list) - 1
@@ -170,31 +171,31 @@ func (l *redisLimiter) reserveN(ctx context.Context, reqs []Request, out []Reser
 	var clock time.Time
 	markerTTL := int64(time.Second / time.Millisecond)
 	for i := range req.Rules {
-		r := &req.Rules[i]
-		switch r.kind {
-		case pacedRule:
+		r := core(&req.Rules[i])
+		switch r.Kind {
+		case rulecore.Paced:
 			// The booked time lies at most MaxWait + tolerance + T ahead,
 			// so the key can go that long after its last booking.
-			ttl := (waitUs+r.toleranceUs+r.intervalUs)/1000 + 1
+			ttl := (waitUs+r.ToleranceUs+r.IntervalUs)/1000 + 1
 			markerTTL = max(markerTTL, ttl)
-			a.list = append(a.list, boxedPaced, r.argT, r.argTol, ttlArg(ttl))
+			a.list = append(a.list, boxedPaced, r.ArgT, r.ArgTol, ttlArg(ttl))
 			continue
-		case concurrencyRule:
-			a.list = append(a.list, boxedConcurrency, boxInt64(r.limit), r.argT, boxInt64(newLeaseID()))
+		case rulecore.Concurrency:
+			a.list = append(a.list, boxedConcurrency, boxInt64(r.Limit), r.ArgT, boxInt64(newLeaseID()))
 			continue
-		case windowRule:
-			a.list = r.appendWindowArgs(a.list)
+		case rulecore.Window:
+			a.list = appendWindowArgs(a.list, r)
 			continue
 		}
 		if clock.IsZero() {
 			clock = time.Now()
 		}
-		b := r.windows(clock)
-		a.list = append(a.list, boxedCalendar, boxInt64(r.limit), boxInt64(b[0]), boxInt64(b[1]), boxInt64(b[2]), boxInt64(b[3]))
+		b := r.Windows(clock)
+		a.list = append(a.list, boxedCalendar, boxInt64(r.Limit), boxInt64(b[0]), boxInt64(b[1]), boxInt64(b[2]), boxInt64(b[3]))
 	}
 	for i := range req.Rules {
-		if r := &req.Rules[i]; r.aheadCapped {
-			a.list = append(a.list, boxInt(i+1), r.argAhead)
+		if r := core(&req.Rules[i]); r.AheadCapped {
+			a.list = append(a.list, boxInt(i+1), r.ArgAhead)
 		}
 	}
 	a.list[counts] = markerArg(len(req.Scopes)+1, markerTTL)
@@ -226,8 +227,8 @@ func (l *redisLimiter) reserveN(ctx context.Context, reqs []Request, out []Reser
 		horizon = max(horizon, out[i].SendAt().UnixMicro())
 		if len(out[i].booked) == len(req.Rules) {
 			for j := range req.Rules {
-				if r := &req.Rules[j]; r.kind == pacedRule && r.burst == 1 {
-					horizon = max(horizon, out[i].booked[j]-r.intervalUs)
+				if r := core(&req.Rules[j]); r.Kind == rulecore.Paced && r.Burst == 1 {
+					horizon = max(horizon, out[i].booked[j]-r.IntervalUs)
 				}
 			}
 		}
@@ -341,7 +342,7 @@ func parseReserve(reqs []Request, reply string, out []Reservation) (flags replyF
 		}
 		status, amount, index := head[0], head[1], head[2]
 		req := &reqs[r]
-		res := Reservation{rule: int(index) - 1, now: now}
+		res := Reservation{ruleIndex: int(index) - 1, now: now}
 		// A stored penalty end can be anything a hostile or garbled writer
 		// put there: cap the wait so that the nanosecond Duration cannot
 		// overflow into the past (the Transport clamps it further to the
@@ -366,7 +367,7 @@ func parseReserve(reqs []Request, reply string, out []Reservation) (flags replyF
 			res.retryAfter = d
 		case 2:
 			penalised = true
-			res.retryAfter, res.rule = d, -1
+			res.retryAfter, res.ruleIndex = d, -1
 			p := &Penalty{Until: now.Add(d)}
 			if int(index) >= 1 && int(index) <= len(req.Scopes) {
 				p.Scope = req.Scopes[index-1]
@@ -420,7 +421,7 @@ func (l *redisLimiter) cancelAll(ctx context.Context, req Request, rs []Reservat
 	for j := len(rs) - 1; j >= 0; j-- {
 		if res := &rs[j]; res.ok && len(res.booked) == len(req.Rules) {
 			for i := range req.Rules {
-				a.list = append(a.list, l.keys.get(l.prefix, ruleTag, req.Group, req.Rules[i].key))
+				a.list = append(a.list, l.keys.get(l.prefix, ruleTag, req.Group, req.Rules[i].Key()))
 			}
 		}
 	}
@@ -430,13 +431,13 @@ func (l *redisLimiter) cancelAll(ctx context.Context, req Request, rs []Reservat
 			continue
 		}
 		for i := range req.Rules {
-			r := &req.Rules[i]
-			switch r.kind {
-			case pacedRule:
-				a.list = append(a.list, boxedPaced, boxInt64(res.booked[i]), r.argT)
-			case calendarRule:
+			r := core(&req.Rules[i])
+			switch r.Kind {
+			case rulecore.Paced:
+				a.list = append(a.list, boxedPaced, boxInt64(res.booked[i]), r.ArgT)
+			case rulecore.Calendar:
 				a.list = append(a.list, boxedCalendar, boxInt64(res.booked[i]), emptyArg)
-			case windowRule:
+			case rulecore.Window:
 				a.list = append(a.list, boxedWindow, boxInt64(res.booked[i]), emptyArg)
 			default:
 				a.list = append(a.list, boxedConcurrency, boxInt64(res.booked[i]), emptyArg)
@@ -459,7 +460,7 @@ func (l *redisLimiter) release(ctx context.Context, req Request, res Reservation
 	defer a.release()
 	n := 0
 	for i := range req.Rules {
-		if req.Rules[i].kind == concurrencyRule {
+		if core(&req.Rules[i]).Kind == rulecore.Concurrency {
 			n++
 		}
 	}
@@ -468,12 +469,12 @@ func (l *redisLimiter) release(ctx context.Context, req Request, res Reservation
 	}
 	a.begin(cancelScript, n)
 	for i := range req.Rules {
-		if req.Rules[i].kind == concurrencyRule {
-			a.list = append(a.list, l.keys.get(l.prefix, ruleTag, req.Group, req.Rules[i].key))
+		if core(&req.Rules[i]).Kind == rulecore.Concurrency {
+			a.list = append(a.list, l.keys.get(l.prefix, ruleTag, req.Group, req.Rules[i].Key()))
 		}
 	}
 	for i := range req.Rules {
-		if req.Rules[i].kind == concurrencyRule {
+		if core(&req.Rules[i]).Kind == rulecore.Concurrency {
 			a.list = append(a.list, boxedConcurrency, boxInt64(res.booked[i]), emptyArg)
 		}
 	}

@@ -3,11 +3,14 @@ package limiter
 import (
 	"context"
 	"fmt"
-	"github.com/quotaware/throttle/internal/inspect"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/quotaware/throttle/internal/inspect"
+	"github.com/quotaware/throttle/limiter/internal/rulecore"
+	"github.com/quotaware/throttle/limiter/rule"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -260,8 +263,8 @@ func (s *Shared) report(e event) {
 // Reserve implements Limiter.
 func (s *Shared) Reserve(ctx context.Context, req Request) (Reservation, error) {
 	for i := range req.Rules {
-		if req.Rules[i].kind == calendarRule {
-			s.describe(req.Group, &req.Rules[i])
+		if core(&req.Rules[i]).Kind == rulecore.Calendar {
+			s.describe(req.Group, req.Rules[i])
 		}
 	}
 	return s.failover.Reserve(ctx, req)
@@ -276,8 +279,9 @@ const maxDescribed = 4096
 // it is first met in a window, off the request path, so that throttlectl
 // can show its limit and window end. A failure only leaves the limit out
 // until the next window.
-func (s *Shared) describe(group string, r *Rule) {
-	k := stateKey{group, r.key}
+func (s *Shared) describe(group string, rl rule.Rule) {
+	r := core(&rl)
+	k := stateKey{group, r.Key}
 	s.describedMu.RLock()
 	next := s.described[k]
 	s.describedMu.RUnlock()
@@ -294,14 +298,13 @@ func (s *Shared) describe(group string, r *Rule) {
 	}
 	now := time.Now()
 	at := next.Load()
-	if now.UnixNano() < at || !next.CompareAndSwap(at, r.windowEnd(now).UnixNano()) {
+	if now.UnixNano() < at || !next.CompareAndSwap(at, r.WindowEnd(now).UnixNano()) {
 		return // described in this window, or another request does it
 	}
-	rule := *r
 	s.background(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
 		defer cancel()
-		_ = s.redis.Describe(ctx, group, rule)
+		_ = s.redis.Describe(ctx, group, rl)
 	})
 }
 
@@ -314,7 +317,7 @@ func (s *Shared) Penalize(ctx context.Context, group string, p Penalty) error {
 
 // CalendarUsed reads how much of each calendar rule's current window is
 // used in Redis, for quota gauges.
-func (s *Shared) CalendarUsed(ctx context.Context, group string, rules []Rule) ([]int64, error) {
+func (s *Shared) CalendarUsed(ctx context.Context, group string, rules []rule.Rule) ([]int64, error) {
 	return s.redis.CalendarUsed(ctx, group, rules)
 }
 

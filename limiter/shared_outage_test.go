@@ -14,6 +14,7 @@ import (
 	"github.com/quotaware/throttle/internal/redistest"
 	"github.com/quotaware/throttle/limiter"
 	"github.com/quotaware/throttle/limiter/limitertest"
+	"github.com/quotaware/throttle/limiter/rule"
 )
 
 // 11.9: a penalty taken while Redis is away is written to Redis (and so
@@ -24,7 +25,7 @@ func TestSharedWritesOutagePenaltiesLater(t *testing.T) {
 	t.Cleanup(func() { c.Close() })
 	s := newShared(t, c, limiter.SharedConfig{Share: 1, Timeout: 200 * time.Millisecond, Probe: 20 * time.Millisecond, Recover: 50 * time.Millisecond})
 	ctx := context.Background()
-	req := limiter.Request{Group: "g", Rules: []limiter.Rule{limiter.MustRule(limiter.NewRule("api", 1000, time.Second))}, MaxWait: time.Second}
+	req := limiter.Request{Group: "g", Rules: []rule.Rule{rule.Must(rule.New("api", 1000, time.Second))}, MaxWait: time.Second}
 	if _, err := s.Reserve(ctx, req); err != nil {
 		t.Fatal(err)
 	}
@@ -117,12 +118,12 @@ func TestSharedQueueAndInvalid(t *testing.T) {
 		}
 	})
 	t.Cleanup(func() { limiter.SetOnQueued(nil) })
-	rule := limiter.MustRule(limiter.NewRule("paced", 10, time.Minute))
+	rl := rule.Must(rule.New("paced", 10, time.Minute))
 
 	t.Run("queue time", func(t *testing.T) {
 		c := redistest.Shared(t).Client(t)
 		s := newShared(t, c, limiter.SharedConfig{Prefix: limitertest.Group(t), Share: 1, Mode: limiter.OutageRefuse, Timeout: timeout})
-		req := limiter.Request{Group: limitertest.Group(t), Rules: []limiter.Rule{rule}, MaxWait: time.Hour}
+		req := limiter.Request{Group: limitertest.Group(t), Rules: []rule.Rule{rl}, MaxWait: time.Hour}
 		group.Store(req.Group)
 		warmUp(t, s, req)
 		g := newGate()
@@ -151,7 +152,7 @@ func TestSharedQueueAndInvalid(t *testing.T) {
 	t.Run("cancelled in flight", func(t *testing.T) {
 		c := redistest.Shared(t).Client(t)
 		s := newShared(t, c, limiter.SharedConfig{Prefix: limitertest.Group(t), Share: 1, Mode: limiter.OutageRefuse, Timeout: time.Minute})
-		req := limiter.Request{Group: limitertest.Group(t), Rules: []limiter.Rule{rule}, MaxWait: time.Hour}
+		req := limiter.Request{Group: limitertest.Group(t), Rules: []rule.Rule{rl}, MaxWait: time.Hour}
 		group.Store(req.Group)
 		warmUp(t, s, req)
 		h := &stall{entered: make(chan struct{}, 4), release: make(chan struct{})}
@@ -178,10 +179,10 @@ func TestSharedQueueAndInvalid(t *testing.T) {
 
 	t.Run("invalid request", func(t *testing.T) {
 		s := newShared(t, redistest.Shared(t).Client(t), limiter.SharedConfig{Prefix: limitertest.Group(t), Share: 1})
-		req := limiter.Request{Group: "g", Rules: []limiter.Rule{rule}, Scopes: []string{strings.Repeat("s", limiter.MaxKeyLen+1)}}
+		req := limiter.Request{Group: "g", Rules: []rule.Rule{rl}, Scopes: []string{strings.Repeat("s", rule.MaxKeyLen+1)}}
 		_, err := s.Reserve(context.Background(), req)
 		if !errors.Is(err, limiter.ErrInvalidRequest) || errors.Is(err, limiter.ErrUnavailable) {
-			t.Errorf("a scope over %d bytes: %v, want ErrInvalidRequest and not ErrUnavailable", limiter.MaxKeyLen, err)
+			t.Errorf("a scope over %d bytes: %v, want ErrInvalidRequest and not ErrUnavailable", rule.MaxKeyLen, err)
 		}
 		if s.Down() {
 			t.Error("an invalid request made Redis count as down")

@@ -14,6 +14,7 @@ import (
 	"github.com/quotaware/throttle/internal/redistest"
 	"github.com/quotaware/throttle/limiter"
 	"github.com/quotaware/throttle/limiter/limitertest"
+	"github.com/quotaware/throttle/limiter/rule"
 )
 
 // events collects a Shared limiter's events.
@@ -190,8 +191,8 @@ func TestSharedHoldsBackAfterLostState(t *testing.T) {
 		ls = append(ls, newShared(t, srv.Client(t), limiter.SharedConfig{Prefix: prefix, Share: 1, OnEvent: ev.add}))
 	}
 	ctx := context.Background()
-	rule := limiter.MustRule(limiter.NewRule("api", 50, time.Second))
-	req := limiter.Request{Group: "g", Rules: []limiter.Rule{rule}, MaxWait: 5 * time.Second}
+	rl := rule.Must(rule.New("api", 50, time.Second))
+	req := limiter.Request{Group: "g", Rules: []rule.Rule{rl}, MaxWait: 5 * time.Second}
 	var sends []time.Time
 	book := func(n int) {
 		for i := 0; i < n; i++ {
@@ -258,8 +259,8 @@ func TestSharedHysteresis(t *testing.T) {
 	s := newShared(t, srv.Client(t), limiter.SharedConfig{Share: 0.5, Probe: 20 * time.Millisecond, Recover: 400 * time.Millisecond,
 		OnSwitch: func(down bool, err error) { mu.Lock(); switches = append(switches, down); mu.Unlock() }})
 	ctx := context.Background()
-	rule := limiter.MustRule(limiter.NewRule("api", 1000, time.Second))
-	req := limiter.Request{Group: "g", Rules: []limiter.Rule{rule}, MaxWait: time.Second}
+	rl := rule.Must(rule.New("api", 1000, time.Second))
+	req := limiter.Request{Group: "g", Rules: []rule.Rule{rl}, MaxWait: time.Second}
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
@@ -312,25 +313,25 @@ func TestSharedHealsCorruptKeys(t *testing.T) {
 	c := srv.Client(t)
 	ctx := context.Background()
 	shanghai, _ := time.LoadLocation("Asia/Shanghai")
-	paced := limiter.MustRule(limiter.NewRule("paced", 10, time.Second))
-	calendar := limiter.MustRule(limiter.NewCalendarRule("monthly", 100, limiter.Month, shanghai))
-	conc := limiter.MustRule(limiter.NewConcurrencyRule("conc", 2, time.Second))
+	paced := rule.Must(rule.New("paced", 10, time.Second))
+	calendar := rule.Must(rule.NewCalendar("monthly", 100, rule.Month, shanghai))
+	conc := rule.Must(rule.NewConcurrency("conc", 2, time.Second))
 	cases := []struct {
 		name    string
-		rules   []limiter.Rule
+		rules   []rule.Rule
 		corrupt func(l *limiter.Redis, g string) error
 	}{
-		{"paced not a number", []limiter.Rule{paced}, func(l *limiter.Redis, g string) error {
+		{"paced not a number", []rule.Rule{paced}, func(l *limiter.Redis, g string) error {
 			return c.Set(ctx, l.RuleKey(g, "paced"), "not-a-number", 0).Err()
 		}},
-		{"paced a hash", []limiter.Rule{paced}, func(l *limiter.Redis, g string) error {
+		{"paced a hash", []rule.Rule{paced}, func(l *limiter.Redis, g string) error {
 			return c.HSet(ctx, l.RuleKey(g, "paced"), "x", "y").Err()
 		}},
-		{"calendar a string", []limiter.Rule{calendar}, func(l *limiter.Redis, g string) error {
+		{"calendar a string", []rule.Rule{calendar}, func(l *limiter.Redis, g string) error {
 			return c.Set(ctx, l.RuleKey(g, "monthly"), "junk", 0).Err()
 		}},
-		{"calendar field not a number", []limiter.Rule{calendar, paced}, func(l *limiter.Redis, g string) error {
-			res, err := l.Reserve(ctx, limiter.Request{Group: g, Rules: []limiter.Rule{calendar}})
+		{"calendar field not a number", []rule.Rule{calendar, paced}, func(l *limiter.Redis, g string) error {
+			res, err := l.Reserve(ctx, limiter.Request{Group: g, Rules: []rule.Rule{calendar}})
 			if err != nil {
 				return err
 			}
@@ -341,13 +342,13 @@ func TestSharedHealsCorruptKeys(t *testing.T) {
 			_ = res
 			return c.HSet(ctx, l.RuleKey(g, "monthly"), fields[0], "junk").Err()
 		}},
-		{"concurrency a string", []limiter.Rule{conc}, func(l *limiter.Redis, g string) error {
+		{"concurrency a string", []rule.Rule{conc}, func(l *limiter.Redis, g string) error {
 			return c.Set(ctx, l.RuleKey(g, "conc"), "junk", 0).Err()
 		}},
-		{"penalty garbage", []limiter.Rule{paced}, func(l *limiter.Redis, g string) error {
+		{"penalty garbage", []rule.Rule{paced}, func(l *limiter.Redis, g string) error {
 			return c.Set(ctx, l.PenaltyKey(g, "app"), "garbage|x", 0).Err()
 		}},
-		{"epoch marker garbage", []limiter.Rule{paced}, func(l *limiter.Redis, g string) error {
+		{"epoch marker garbage", []rule.Rule{paced}, func(l *limiter.Redis, g string) error {
 			return c.Set(ctx, l.EpochKey(g), "garbage", 0).Err()
 		}},
 	}
@@ -407,7 +408,7 @@ func TestSharedCloseLeavesNoGoroutine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req := limiter.Request{Group: "g", Rules: []limiter.Rule{limiter.MustRule(limiter.NewRule("api", 10, time.Second))}}
+	req := limiter.Request{Group: "g", Rules: []rule.Rule{rule.Must(rule.New("api", 10, time.Second))}}
 	if _, err := s.Reserve(context.Background(), req); err != nil {
 		t.Fatal(err)
 	}
@@ -429,8 +430,8 @@ func TestSharedDescribesCalendarRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	day := limiter.MustRule(limiter.NewCalendarRule("day:org1", 100, limiter.Day, time.UTC))
-	req := limiter.Request{Group: "g", Rules: []limiter.Rule{limiter.MustRule(limiter.NewRule("api", 100, time.Second)), day}, MaxWait: time.Second}
+	day := rule.Must(rule.NewCalendar("day:org1", 100, rule.Day, time.UTC))
+	req := limiter.Request{Group: "g", Rules: []rule.Rule{rule.Must(rule.New("api", 100, time.Second)), day}, MaxWait: time.Second}
 	for range 3 {
 		if res, err := s.Reserve(context.Background(), req); err != nil || !res.OK() {
 			t.Fatalf("Reserve: %+v %v", res, err)

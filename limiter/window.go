@@ -3,7 +3,8 @@ package limiter
 import (
 	"strconv"
 	"strings"
-	"time"
+
+	"github.com/quotaware/throttle/limiter/internal/rulecore"
 )
 
 // Sliding-window rules: at most Limit requests in any window of length
@@ -18,8 +19,8 @@ import (
 //
 // A group stands for all its sends at its latest time, which may only make
 // a send wait longer, never shorter: the log never over-admits. For a limit
-// up to windowExactLimit a group holds sends of one microsecond (the log is
-// exact); above it, sends of one resolution bucket (Period/windowBuckets)
+// up to rulecore.WindowExactLimit a group holds sends of one microsecond (the log is
+// exact); above it, sends of one resolution bucket (Period/rulecore.WindowBuckets)
 // share a group, so a send may wait up to one bucket longer than an exact
 // log would. At most windowMaxGroups groups are kept whatever the traffic:
 // beyond that the two oldest merge, which again can only delay. That bounds
@@ -30,54 +31,14 @@ import (
 // steps on the same state.
 
 const (
-	// windowExactLimit is the largest limit whose log keeps every send
-	// time: its live sends (a Period back and a MaxWait ahead) fit in
-	// windowMaxGroups when MaxWait is at most a Period.
-	windowExactLimit = 64
-	// windowBuckets is how many resolution buckets a Period holds when the
-	// limit is larger.
-	windowBuckets = 64
 	// windowMaxGroups bounds the groups of one key.
 	windowMaxGroups = 128
 )
 
-// NewWindowRule builds a sliding-window rule: at most limit requests in any
-// window of length period, exactly, admitting a burst at once as long as the
-// window has room (20 per minute lets 6 messages go together, where a paced
-// rule would send one every 3 s). Use it where the provider's window is a
-// minute or longer, or for robot and chat limits; pair it with a paced
-// per-second rule ([NewRule]) where the provider also caps the rate within
-// a second (Feishu's 50/s beside 1000/min), since that rule then bounds
-// how fast a burst goes out.
-//
-// A key holds at most 128 groups of send times whatever the traffic: up to
-// a limit of 64 every send time is kept and the rule admits exactly what a
-// sliding-window log would; above it, sends within Period/64 of one another
-// are counted together at the latest of them, so a send may wait up to
-// Period/64 longer than an exact log would let it, never shorter.
-// Options: [WithMaxBookAhead].
-func NewWindowRule(key string, limit int, period time.Duration, opts ...RuleOption) (Rule, error) {
-	r := Rule{kind: windowRule, key: key, limit: int64(limit), period: period, burst: int64(limit)}
-	for _, o := range opts {
-		o.apply(&r)
-	}
-	if err := r.validate(); err != nil {
-		return Rule{}, err
-	}
-	r.periodUs = ceilDiv(int64(r.period), int64(time.Microsecond))
-	r.resolutionUs = 1
-	if r.limit > windowExactLimit {
-		r.resolutionUs = max(1, r.periodUs/windowBuckets)
-	}
-	r.argT = strconv.FormatInt(r.periodUs, 10)
-	r.argTol = strconv.FormatInt(r.resolutionUs, 10)
-	return r, nil
-}
-
 // appendWindowArgs appends a window rule's script arguments: 'w', limit,
 // period (µs), resolution (µs). The key's expiry follows from its state.
-func (r *Rule) appendWindowArgs(list []any) []any {
-	return append(list, boxedWindow, boxInt64(r.limit), r.argT, r.argTol)
+func appendWindowArgs(list []any, r *rulecore.Rule) []any {
+	return append(list, boxedWindow, boxInt64(r.Limit), r.ArgT, r.ArgTol)
 }
 
 // windowLog is a window rule's state in Memory: groups of send times,

@@ -9,6 +9,7 @@ import (
 	"github.com/quotaware/throttle/internal/redistest"
 	"github.com/quotaware/throttle/limiter"
 	"github.com/quotaware/throttle/limiter/limitertest"
+	"github.com/quotaware/throttle/limiter/rule"
 )
 
 // Inspect tells a window rule's log from a paced rule's state.
@@ -19,8 +20,8 @@ func TestInspectWindowRule(t *testing.T) {
 	}
 	ctx := context.Background()
 	g := limitertest.Group(t)
-	r := limiter.MustRule(limiter.NewWindowRule("robot", 3, time.Minute))
-	req := limiter.Request{Group: g, Rules: []limiter.Rule{r}, MaxWait: 2 * time.Minute}
+	r := rule.Must(rule.NewWindow("robot", 3, time.Minute))
+	req := limiter.Request{Group: g, Rules: []rule.Rule{r}, MaxWait: 2 * time.Minute}
 	for range 4 {
 		if res, err := l.Reserve(ctx, req); err != nil || !res.OK() {
 			t.Fatalf("reserve: %+v %v", res, err)

@@ -1,52 +1,19 @@
 package limiter
 
 import (
-	"errors"
 	"testing"
 	"time"
-)
 
-func TestNewWindowRuleValidation(t *testing.T) {
-	cases := []struct {
-		name   string
-		limit  int
-		period time.Duration
-		field  string
-	}{
-		{"limit 0", 0, time.Minute, "Limit"},
-		{"period 0", 5, 0, "Period"},
-		{"negative period", 5, -time.Second, "Period"},
-		{"sub-µs period", 5, time.Nanosecond, "Period"},
-	}
-	for _, tc := range cases {
-		_, err := NewWindowRule("k", tc.limit, tc.period)
-		var re *RuleError
-		if !errors.As(err, &re) || re.Field != tc.field {
-			t.Errorf("%s: err %v, want a RuleError on %s", tc.name, err, tc.field)
-		}
-	}
-	r := MustRule(NewWindowRule("robot", 20, time.Minute))
-	if !r.IsWindow() || r.Burst() != 20 || r.Interval() != 0 || r.String() != "robot: 20 in any 1m0s" {
-		t.Errorf("rule %v: IsWindow %v Burst %d Interval %v", r, r.IsWindow(), r.Burst(), r.Interval())
-	}
-	if r.resolutionUs != 1 {
-		t.Errorf("20/min keeps every send time, resolution %dµs", r.resolutionUs)
-	}
-	if big := MustRule(NewWindowRule("m", 1000, time.Minute)); big.resolutionUs != int64(time.Minute/time.Microsecond)/windowBuckets {
-		t.Errorf("1000/min resolution %dµs, want a 64th of the minute", big.resolutionUs)
-	}
-	k, _ := r.WithKey("other")
-	if !k.IsWindow() || k.periodUs != r.periodUs {
-		t.Errorf("WithKey lost the window: %v", k)
-	}
-}
+	"github.com/quotaware/throttle/limiter/internal/rulecore"
+	"github.com/quotaware/throttle/limiter/rule"
+)
 
 // A replica's local share of a window rule is a window rule with its share
 // of the limit.
 func TestWindowRuleScale(t *testing.T) {
-	r := MustRule(NewWindowRule("robot", 20, time.Minute))
-	s := r.scale(0.25)
-	if !s.IsWindow() || s.Limit() != 5 || s.Period() != time.Minute {
+	r := rule.Must(rule.NewWindow("robot", 20, time.Minute))
+	s := scale(r, 0.25)
+	if core(&s).Kind != rulecore.Window || s.Limit() != 5 || s.Period() != time.Minute {
 		t.Fatalf("scaled %v, want a window rule of 5 per minute", s)
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/quotaware/throttle"
-	"github.com/quotaware/throttle/limiter"
+	"github.com/quotaware/throttle/limiter/rule"
 	"github.com/quotaware/throttle/providers"
 )
 
@@ -25,14 +25,14 @@ func ExampleProfile() {
 	api := newJSONAPI(5)
 	defer api.Close()
 
-	rule := limiter.MustRule(limiter.NewRule("acme:app1", 2, time.Second))
+	rl := rule.Must(rule.New("acme:app1", 2, time.Second))
 	profile := providers.Profile{
 		Name:  "acme",
 		Match: providers.MatchHosts(api.Listener.Addr().String()),
 		Route: func(req *http.Request) (providers.Route, error) {
 			return providers.Route{
 				API:    providers.FoldPath(req.URL.Path), // "/v1/orders/{id}"
-				Rules:  []limiter.Rule{rule},
+				Rules:  []rule.Rule{rl},
 				Scopes: []string{"app:app1"},
 			}, nil
 		},

@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/quotaware/throttle/limiter"
+	"github.com/quotaware/throttle/limiter/rule"
 )
 
 // Profile tells the Transport how to treat one provider's requests: which it
@@ -71,7 +71,7 @@ type Route struct {
 	// so that an operator sees the catalog is behind.
 	Uncatalogued bool
 	// Rules are charged together, all or none.
-	Rules []limiter.Rule
+	Rules []rule.Rule
 	// Scopes are the penalty scopes the request belongs to, each written
 	// "kind:id", e.g. "api:dingabc:GET /v1.0/contact/users/{unionId}",
 	// "app:dingabc", "egress:default". The kind is the profile's to choose

@@ -6,12 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/quotaware/throttle/internal/inspect"
 	"io"
 	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/quotaware/throttle/internal/inspect"
 
 	"github.com/quotaware/throttle/limiter"
 )

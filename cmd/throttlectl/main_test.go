@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/quotaware/throttle/internal/inspect"
 	"io"
 	"log/slog"
 	"net/http"
@@ -22,6 +21,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/quotaware/throttle/internal/inspect"
 
 	"github.com/quotaware/throttle"
 	"github.com/quotaware/throttle/internal/redistest"

@@ -5,22 +5,23 @@ import (
 	"time"
 
 	"github.com/quotaware/throttle/limiter"
+	"github.com/quotaware/throttle/limiter/rule"
 )
 
-// Rules capped by [limiter.WithMaxBookAhead]: a narrow rule (one entity
+// Rules capped by [rule.WithMaxBookAhead]: a narrow rule (one entity
 // among many sharing broader rules) holds its requests back without
 // booking the broader rules ahead, and still never goes over its limit.
 
-func cappedRule(t testing.TB, window bool, key string, limit int, period, ahead time.Duration) limiter.Rule {
+func cappedRule(t testing.TB, window bool, key string, limit int, period, ahead time.Duration) rule.Rule {
 	t.Helper()
 	var (
-		r   limiter.Rule
+		r   rule.Rule
 		err error
 	)
 	if window {
-		r, err = limiter.NewWindowRule(key, limit, period, limiter.WithMaxBookAhead(ahead))
+		r, err = rule.NewWindow(key, limit, period, rule.WithMaxBookAhead(ahead))
 	} else {
-		r, err = limiter.NewRule(key, limit, period, limiter.WithMaxBookAhead(ahead))
+		r, err = rule.New(key, limit, period, rule.WithMaxBookAhead(ahead))
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -56,16 +57,16 @@ func testBookAheadChargesNothing(t *testing.T, newLimiters Factory) {
 			t.Parallel()
 			ls := newLimiters(t, 2)
 			g := Group(t)
-			var shared limiter.Rule
+			var shared rule.Rule
 			if tc.window {
 				shared = windowRule(t, "shared", 1, sharedPeriod)
 			} else {
-				shared = rule(t, "shared", 1, sharedPeriod, 1)
+				shared = pacedRule(t, "shared", 1, sharedPeriod, 1)
 			}
 			a := cappedRule(t, tc.window, "entity:a", 1, narrowPeriod, tc.ahead)
 			b := cappedRule(t, tc.window, "entity:b", 1, narrowPeriod, tc.ahead)
-			reqA := limiter.Request{Group: g, Rules: []limiter.Rule{shared, a}, MaxWait: 5 * time.Second}
-			reqB := limiter.Request{Group: g, Rules: []limiter.Rule{shared, b}, MaxWait: 5 * time.Second}
+			reqA := limiter.Request{Group: g, Rules: []rule.Rule{shared, a}, MaxWait: 5 * time.Second}
+			reqB := limiter.Request{Group: g, Rules: []rule.Rule{shared, b}, MaxWait: 5 * time.Second}
 
 			first := reserve(t, ls[0], reqA)
 			if !first.OK() || first.Delay() != 0 {
@@ -122,8 +123,8 @@ func testBookAheadNeverOver(t *testing.T, newLimiters Factory) {
 			t.Parallel()
 			ls := newLimiters(t, 3)
 			narrow := cappedRule(t, tc.window, "entity", 10, time.Second, tc.ahead)
-			shared := rule(t, "shared", 100, time.Second, 10)
-			req := limiter.Request{Group: Group(t), Rules: []limiter.Rule{shared, narrow}, MaxWait: time.Second}
+			shared := pacedRule(t, "shared", 100, time.Second, 10)
+			req := limiter.Request{Group: Group(t), Rules: []rule.Rule{shared, narrow}, MaxWait: time.Second}
 			const d = 2 * time.Second
 			sends := Load(t, ls, 4, d, req)
 			if len(sends) <= narrow.Limit() {

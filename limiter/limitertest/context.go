@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/quotaware/throttle/limiter"
+	"github.com/quotaware/throttle/limiter/rule"
 )
 
 // testContextDone: a request whose context is already cancelled or past its
@@ -15,7 +16,7 @@ import (
 func testContextDone(t *testing.T, newLimiters Factory) {
 	l := newLimiters(t, 1)[0]
 	g := Group(t)
-	req := limiter.Request{Group: g, Rules: []limiter.Rule{rule(t, "ctx", 1, time.Hour, 1)}, Scopes: []string{"app"}, MaxWait: time.Second}
+	req := limiter.Request{Group: g, Rules: []rule.Rule{pacedRule(t, "ctx", 1, time.Hour, 1)}, Scopes: []string{"app"}, MaxWait: time.Second}
 
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/quotaware/throttle/limiter"
+	"github.com/quotaware/throttle/limiter/rule"
 )
 
 // Factory returns n limiters sharing one state (n replicas on one store).
@@ -52,9 +53,9 @@ func Group(t testing.TB) string {
 	return fmt.Sprintf("t%d", rand.Uint64())
 }
 
-func rule(t testing.TB, key string, limit int, period time.Duration, burst int) limiter.Rule {
+func pacedRule(t testing.TB, key string, limit int, period time.Duration, burst int) rule.Rule {
 	t.Helper()
-	r, err := limiter.NewRule(key, limit, period, limiter.WithBurst(burst))
+	r, err := rule.New(key, limit, period, rule.WithBurst(burst))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,15 +140,15 @@ func MaxInWindow(sends []time.Time, period time.Duration) (most int, at time.Tim
 func testNeverOver(t *testing.T, newLimiters Factory) {
 	cases := []struct {
 		name  string
-		rules []limiter.Rule
+		rules []rule.Rule
 	}{
-		{"paced 20/s", []limiter.Rule{rule(t, "a", 20, time.Second, 1)}},
-		{"burst 10 per 500ms, burst 5", []limiter.Rule{rule(t, "a", 10, 500*time.Millisecond, 5)}},
-		{"odd 7/s burst 2", []limiter.Rule{rule(t, "a", 7, time.Second, 2)}},
-		{"three rules at once", []limiter.Rule{
-			rule(t, "per-api", 30, time.Second, 3),
-			rule(t, "per-app", 40, 2*time.Second, 10),
-			rule(t, "egress", 50, 3*time.Second, 1),
+		{"paced 20/s", []rule.Rule{pacedRule(t, "a", 20, time.Second, 1)}},
+		{"burst 10 per 500ms, burst 5", []rule.Rule{pacedRule(t, "a", 10, 500*time.Millisecond, 5)}},
+		{"odd 7/s burst 2", []rule.Rule{pacedRule(t, "a", 7, time.Second, 2)}},
+		{"three rules at once", []rule.Rule{
+			pacedRule(t, "per-api", 30, time.Second, 3),
+			pacedRule(t, "per-app", 40, 2*time.Second, 10),
+			pacedRule(t, "egress", 50, 3*time.Second, 1),
 		}},
 	}
 	for _, tc := range cases {
@@ -188,9 +189,9 @@ func testNeverOver(t *testing.T, newLimiters Factory) {
 func testAllOrNone(t *testing.T, newLimiters Factory) {
 	l := newLimiters(t, 1)[0]
 	g := Group(t)
-	tight := rule(t, "tight", 1, 10*time.Second, 1)
-	loose := rule(t, "loose", 5, 10*time.Second, 5)
-	both := limiter.Request{Group: g, Rules: []limiter.Rule{loose, tight}}
+	tight := pacedRule(t, "tight", 1, 10*time.Second, 1)
+	loose := pacedRule(t, "loose", 5, 10*time.Second, 5)
+	both := limiter.Request{Group: g, Rules: []rule.Rule{loose, tight}}
 	if res := reserve(t, l, both); !res.OK() {
 		t.Fatalf("first request refused: %+v", res)
 	}
@@ -204,7 +205,7 @@ func testAllOrNone(t *testing.T, newLimiters Factory) {
 		}
 	}
 	// The refusals charged nothing: loose still has 4 of its 5.
-	alone := limiter.Request{Group: g, Rules: []limiter.Rule{loose}}
+	alone := limiter.Request{Group: g, Rules: []rule.Rule{loose}}
 	for i := 0; i < 4; i++ {
 		if res := reserve(t, l, alone); !res.OK() || res.Delay() != 0 {
 			t.Fatalf("loose request %d: %+v, want admitted at once: a refusal charged it", i+1, res)
@@ -217,8 +218,8 @@ func testAllOrNone(t *testing.T, newLimiters Factory) {
 
 func testReservations(t *testing.T, newLimiters Factory) {
 	ls := newLimiters(t, 2)
-	r := rule(t, "r", 10, time.Second, 1) // T = 100ms
-	req := limiter.Request{Group: Group(t), Rules: []limiter.Rule{r}, MaxWait: time.Second}
+	r := pacedRule(t, "r", 10, time.Second, 1) // T = 100ms
+	req := limiter.Request{Group: Group(t), Rules: []rule.Rule{r}, MaxWait: time.Second}
 	first := reserve(t, ls[0], req)
 	if !first.OK() || first.Delay() != 0 {
 		t.Fatalf("first: %+v, want admitted now", first)
@@ -253,8 +254,8 @@ func testReservations(t *testing.T, newLimiters Factory) {
 
 func testCancel(t *testing.T, newLimiters Factory) {
 	ls := newLimiters(t, 2)
-	r := rule(t, "r", 1, time.Second, 1)
-	req := limiter.Request{Group: Group(t), Rules: []limiter.Rule{r}, MaxWait: 5 * time.Second}
+	r := pacedRule(t, "r", 1, time.Second, 1)
+	req := limiter.Request{Group: Group(t), Rules: []rule.Rule{r}, MaxWait: 5 * time.Second}
 	ctx := context.Background()
 	a := reserve(t, ls[0], req)
 	b := reserve(t, ls[0], req)
@@ -300,12 +301,12 @@ func testCalendar(t *testing.T, newLimiters Factory) {
 	midnight := time.Now().Truncate(time.Second).Add(3 * time.Second)
 	const grace = 250 * time.Millisecond
 	loc := zoneWithMidnightAt(midnight)
-	r, err := limiter.NewCalendarRule("daily", 2, limiter.Day, loc, limiter.WithGrace(grace))
+	r, err := rule.NewCalendar("daily", 2, rule.Day, loc, rule.WithGrace(grace))
 	if err != nil {
 		t.Fatal(err)
 	}
 	boundary := midnight.Add(grace)
-	req := limiter.Request{Group: Group(t), Rules: []limiter.Rule{r}}
+	req := limiter.Request{Group: Group(t), Rules: []rule.Rule{r}}
 	for i := 0; i < 2; i++ {
 		if res := reserve(t, ls[i%2], req); !res.OK() || res.Delay() != 0 {
 			t.Fatalf("request %d of today's 2: %+v", i+1, res)
@@ -335,7 +336,7 @@ func testPenalty(t *testing.T, newLimiters Factory) {
 	ls := newLimiters(t, 3)
 	ctx := context.Background()
 	g := Group(t)
-	r := rule(t, "r", 1, 10*time.Second, 1)
+	r := pacedRule(t, "r", 1, 10*time.Second, 1)
 	until := time.Now().Add(700 * time.Millisecond).Truncate(time.Microsecond)
 	if err := ls[0].Penalize(ctx, g, limiter.Penalty{Scope: "app:api", Until: until, Code: "90018"}); err != nil {
 		t.Fatal(err)
@@ -344,7 +345,7 @@ func testPenalty(t *testing.T, newLimiters Factory) {
 	if err := ls[2].Penalize(ctx, g, limiter.Penalty{Scope: "app:api", Until: until.Add(-500 * time.Millisecond), Code: "x"}); err != nil {
 		t.Fatal(err)
 	}
-	req := limiter.Request{Group: g, Rules: []limiter.Rule{r}, Scopes: []string{"egress", "app:api"}, MaxWait: time.Minute}
+	req := limiter.Request{Group: g, Rules: []rule.Rule{r}, Scopes: []string{"egress", "app:api"}, MaxWait: time.Minute}
 	for i, l := range ls {
 		res := reserve(t, l, req)
 		if res.OK() || res.Penalty() == nil {
@@ -358,7 +359,7 @@ func testPenalty(t *testing.T, newLimiters Factory) {
 		}
 	}
 	// Other scopes are untouched, and the refusals charged nothing.
-	other := limiter.Request{Group: g, Rules: []limiter.Rule{r}, Scopes: []string{"egress"}}
+	other := limiter.Request{Group: g, Rules: []rule.Rule{r}, Scopes: []string{"egress"}}
 	if res := reserve(t, ls[1], other); !res.OK() || res.Delay() != 0 {
 		t.Fatalf("unpenalised scope: %+v, want admitted at once", res)
 	}
@@ -372,14 +373,14 @@ func testPenalty(t *testing.T, newLimiters Factory) {
 func testInvalid(t *testing.T, newLimiters Factory) {
 	l := newLimiters(t, 1)[0]
 	ctx := context.Background()
-	long := string(make([]byte, limiter.MaxKeyLen+1))
+	long := string(make([]byte, rule.MaxKeyLen+1))
 	cases := []struct {
 		name string
 		req  limiter.Request
 	}{
-		{"zero rule", limiter.Request{Group: "g", Rules: []limiter.Rule{{}}}},
+		{"zero rule", limiter.Request{Group: "g", Rules: []rule.Rule{{}}}},
 		{"negative wait", limiter.Request{Group: "g", MaxWait: -time.Second}},
-		{"empty group", limiter.Request{Rules: []limiter.Rule{rule(t, "a", 1, time.Second, 1)}}},
+		{"empty group", limiter.Request{Rules: []rule.Rule{pacedRule(t, "a", 1, time.Second, 1)}}},
 		{"oversized scope", limiter.Request{Group: "g", Scopes: []string{long}}},
 	}
 	for _, tc := range cases {
@@ -396,12 +397,12 @@ func testConcurrency(t *testing.T, newLimiters Factory) {
 	ls := newLimiters(t, 2)
 	ctx := context.Background()
 	g := Group(t)
-	cap2, err := limiter.NewConcurrencyRule("inflight", 2, time.Minute)
+	cap2, err := rule.NewConcurrency("inflight", 2, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tight := rule(t, "tight", 1, 10*time.Second, 1)
-	req := limiter.Request{Group: g, Rules: []limiter.Rule{cap2}}
+	tight := pacedRule(t, "tight", 1, 10*time.Second, 1)
+	req := limiter.Request{Group: g, Rules: []rule.Rule{cap2}}
 	a, b := reserve(t, ls[0], req), reserve(t, ls[1], req)
 	if !a.OK() || !b.OK() {
 		t.Fatalf("two leases of two: %+v %+v", a, b)
@@ -423,7 +424,7 @@ func testConcurrency(t *testing.T, newLimiters Factory) {
 		t.Fatal(err)
 	}
 	// All or none: a refusal by another rule takes no lease.
-	both := limiter.Request{Group: g, Rules: []limiter.Rule{tight, cap2}}
+	both := limiter.Request{Group: g, Rules: []rule.Rule{tight, cap2}}
 	if res := reserve(t, ls[0], both); !res.OK() {
 		t.Fatalf("tight + lease: %+v", res)
 	}
@@ -437,11 +438,11 @@ func testConcurrency(t *testing.T, newLimiters Factory) {
 	}
 
 	// A lease not released (a crashed replica) lapses.
-	short, err := limiter.NewConcurrencyRule("short", 1, 50*time.Millisecond)
+	short, err := rule.NewConcurrency("short", 1, 50*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sreq := limiter.Request{Group: g, Rules: []limiter.Rule{short}}
+	sreq := limiter.Request{Group: g, Rules: []rule.Rule{short}}
 	held := reserve(t, ls[0], sreq)
 	if !held.OK() {
 		t.Fatalf("first lease: %+v", held)

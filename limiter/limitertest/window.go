@@ -9,15 +9,16 @@ import (
 	"time"
 
 	"github.com/quotaware/throttle/limiter"
+	"github.com/quotaware/throttle/limiter/rule"
 )
 
-// Window rules ([limiter.NewWindowRule]): the contract proven from the
+// Window rules ([rule.NewWindow]): the contract proven from the
 // scheduled send times under bursty arrivals, and the share of what an
 // exact sliding-window log would admit on the same arrivals.
 
-func windowRule(t testing.TB, key string, limit int, period time.Duration) limiter.Rule {
+func windowRule(t testing.TB, key string, limit int, period time.Duration) rule.Rule {
 	t.Helper()
-	r, err := limiter.NewWindowRule(key, limit, period)
+	r, err := rule.NewWindow(key, limit, period)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +33,7 @@ func testWindow(t *testing.T, newLimiters Factory) {
 	ctx := context.Background()
 	const period = time.Second
 	r := windowRule(t, "w", 3, period)
-	req := limiter.Request{Group: Group(t), Rules: []limiter.Rule{r}}
+	req := limiter.Request{Group: Group(t), Rules: []rule.Rule{r}}
 	var first limiter.Reservation
 	for i := 0; i < 3; i++ {
 		res := reserve(t, ls[i%2], req)
@@ -213,7 +214,7 @@ func testWindowBursts(t *testing.T, newLimiters Factory) {
 			ls := newLimiters(t, 3)
 			r := windowRule(t, "bursty", tc.limit, tc.period)
 			maxWait := tc.period / 2
-			req := limiter.Request{Group: Group(t), Rules: []limiter.Rule{r}, MaxWait: maxWait}
+			req := limiter.Request{Group: Group(t), Rules: []rule.Rule{r}, MaxWait: maxWait}
 			L := tc.limit
 			sizes := []int{1, L / 2, L, 3 * L, 1, L, L / 2, 3 * L, 1, L / 2}
 			rng.Shuffle(len(sizes), func(i, j int) { sizes[i], sizes[j] = sizes[j], sizes[i] })

@@ -121,7 +121,7 @@ type Config struct {
 	// PerAPIRate is the per-app, per-API limit in calls per second.
 	PerAPIRate int
 	// Burst is how many calls to one API may go back to back (default 1:
-	// evenly paced, the full rate). See limiter.WithBurst.
+	// evenly paced, the full rate). See rule.WithBurst.
 	Burst int
 
 	// ISV marks a third-party app: its per-API limit is per customer org,

@@ -11,7 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/quotaware/throttle/limiter"
+	"github.com/quotaware/throttle/limiter/rule"
 	"github.com/quotaware/throttle/providers"
 	"github.com/quotaware/throttle/providers/internal/catalog"
 	"github.com/quotaware/throttle/providers/internal/penaltytime"
@@ -78,10 +78,10 @@ type preset struct {
 
 	apis        *catalog.Catalog // DingTalk's APIs
 	extra       *catalog.Catalog // Config.APIs and MeteredPaths apis lacks, searched first
-	apiRule     limiter.Rule     // per app (or per suite and org), per API
-	egressRule  limiter.Rule
-	monthRule   limiter.Rule    // zero when there is no monthly quota
-	robotRule   limiter.Rule    // zero when robots are not limited
+	apiRule     rule.Rule        // per app (or per suite and org), per API
+	egressRule  rule.Rule
+	monthRule   rule.Rule       // zero when there is no monthly quota
+	robotRule   rule.Rule       // zero when robots are not limited
 	metered     map[string]bool // by API name
 	appScope    string
 	egressScope string
@@ -119,14 +119,14 @@ func newPreset(c Config) (*preset, error) {
 		return nil, fieldErr("APIs", "%v", err)
 	}
 	// Paced rules keep Limit in any Period+Jitter: see Config.Jitter.
-	if p.apiRule, err = limiter.NewRule("api", c.apiRate(), time.Second+c.Jitter, limiter.WithBurst(c.Burst)); err != nil {
+	if p.apiRule, err = rule.New("api", c.apiRate(), time.Second+c.Jitter, rule.WithBurst(c.Burst)); err != nil {
 		return nil, err
 	}
-	if p.egressRule, err = limiter.NewRule("egress:"+c.Egress, c.EgressLimit, c.EgressPeriod+c.Jitter, limiter.WithBurst(c.EgressBurst)); err != nil {
+	if p.egressRule, err = rule.New("egress:"+c.Egress, c.EgressLimit, c.EgressPeriod+c.Jitter, rule.WithBurst(c.EgressBurst)); err != nil {
 		return nil, err
 	}
 	if c.MonthlyQuota > 0 && len(p.metered) > 0 {
-		if p.monthRule, err = limiter.NewCalendarRule(p.monthKey(), c.MonthlyQuota, limiter.Month, penaltytime.Beijing(), limiter.WithGrace(c.MonthGrace)); err != nil {
+		if p.monthRule, err = rule.NewCalendar(p.monthKey(), c.MonthlyQuota, rule.Month, penaltytime.Beijing(), rule.WithGrace(c.MonthGrace)); err != nil {
 			return nil, err
 		}
 	}
@@ -136,8 +136,8 @@ func newPreset(c Config) (*preset, error) {
 		// One robot among many sharing the egress rule: a post held back
 		// by its robot's window waits without booking the egress ahead
 		// (at most 50ms), so other robots and APIs are not held behind it.
-		if p.robotRule, err = limiter.NewWindowRule("robot", c.RobotPerMinute, c.RobotWindow+c.Jitter,
-			limiter.WithMaxBookAhead(50*time.Millisecond)); err != nil {
+		if p.robotRule, err = rule.NewWindow("robot", c.RobotPerMinute, c.RobotWindow+c.Jitter,
+			rule.WithMaxBookAhead(50*time.Millisecond)); err != nil {
 			return nil, err
 		}
 	}
@@ -222,7 +222,7 @@ func (p *preset) apiOf(req *http.Request) (string, bool) {
 }
 
 func (p *preset) buildRoute(api, org string) (providers.Route, error) {
-	rules := make([]limiter.Rule, 0, 3)
+	rules := make([]rule.Rule, 0, 3)
 	scopes := make([]string, 0, 5)
 	apiScope := p.apiScope(api, org)
 	r, err := p.apiRule.WithKey(apiScope)
@@ -277,7 +277,7 @@ func (p *preset) robotRoute(req *http.Request, api string) (providers.Route, err
 	}
 	return providers.Route{
 		API:    api,
-		Rules:  []limiter.Rule{r, p.egressRule},
+		Rules:  []rule.Rule{r, p.egressRule},
 		Scopes: []string{scope, p.egressScope},
 	}, nil
 }
@@ -287,14 +287,14 @@ func (p *preset) robotScope(req *http.Request) string {
 	return scopekind.Of(scopekind.Entity, "robot#"+hash16(tok))
 }
 
-// boundKey keeps a key within limiter.MaxKeyLen: a longer one keeps its
+// boundKey keeps a key within rule.MaxKeyLen: a longer one keeps its
 // head, cut at a character boundary, and ends in a hash of the whole, so
 // distinct keys stay distinct.
 func boundKey(s string) string {
-	if len(s) <= limiter.MaxKeyLen {
+	if len(s) <= rule.MaxKeyLen {
 		return s
 	}
-	cut := limiter.MaxKeyLen - 17
+	cut := rule.MaxKeyLen - 17
 	for cut > 0 && !utf8.RuneStart(s[cut]) {
 		cut--
 	}

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quotaware/throttle/limiter"
+	"github.com/quotaware/throttle/limiter/rule"
 	"github.com/quotaware/throttle/providers/internal/penaltytime"
 )
 
@@ -136,7 +136,7 @@ func TestRoute(t *testing.T) {
 		!strings.HasSuffix(egress.String(), fmt.Sprintf(", burst %d", 10000/DefaultEgressBurstShare)) {
 		t.Errorf("egress rule %v", egress)
 	}
-	if month.Limit() != 5000 || month.Unit() != limiter.Month ||
+	if month.Limit() != 5000 || month.Unit() != rule.Month ||
 		!strings.HasSuffix(month.String(), "("+penaltytime.Beijing().String()+")") {
 		t.Errorf("monthly rule %v", month)
 	}
@@ -197,7 +197,7 @@ func TestRouteRobot(t *testing.T) {
 	}
 }
 
-// Keys stay within limiter.MaxKeyLen and distinct whatever the path and IDs.
+// Keys stay within rule.MaxKeyLen and distinct whatever the path and IDs.
 func TestRouteKeysBounded(t *testing.T) {
 	long := strings.Repeat("x", 64)
 	p := testProfile(t, Config{AppKey: long, CorpID: long, ISV: true})
@@ -217,7 +217,7 @@ func TestRouteKeysBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, k := range append(ruleKeys(r.Rules), r.Scopes...) {
-			if len(k) > limiter.MaxKeyLen {
+			if len(k) > rule.MaxKeyLen {
 				t.Fatalf("key of %d bytes: %q", len(k), k)
 			}
 		}
@@ -244,7 +244,7 @@ func TestRouteAllocs(t *testing.T) {
 	}
 }
 
-func ruleKeys(rules []limiter.Rule) []string {
+func ruleKeys(rules []rule.Rule) []string {
 	out := make([]string, len(rules))
 	for i, r := range rules {
 		out[i] = r.Key()

@@ -5,7 +5,7 @@ import (
 	"net/url"
 	"testing"
 
-	"github.com/quotaware/throttle/limiter"
+	"github.com/quotaware/throttle/limiter/rule"
 	"github.com/quotaware/throttle/providers"
 	"github.com/quotaware/throttle/providers/dingtalk"
 )
@@ -25,7 +25,7 @@ func FuzzRouteKeys(f *testing.F) {
 		}
 		for _, r := range [][]string{keys(ra), keys(rb), ra.Scopes, rb.Scopes} {
 			for _, k := range r {
-				if len(k) > limiter.MaxKeyLen {
+				if len(k) > rule.MaxKeyLen {
 					t.Fatalf("key of %d bytes: %q", len(k), k)
 				}
 			}
@@ -58,8 +58,8 @@ func route(t *testing.T, p providers.Profile, path string) (providers.Route, boo
 
 func keys(r providers.Route) []string {
 	out := make([]string, len(r.Rules))
-	for i, rule := range r.Rules {
-		out[i] = rule.Key()
+	for i, rl := range r.Rules {
+		out[i] = rl.Key()
 	}
 	return out
 }

@@ -170,7 +170,7 @@ func TestAcceptanceIDsOfEveryShapeAreOneAPI(t *testing.T) {
 // runs; the test allows 5%, below).
 //
 // The last holds because the per-chat rule does not book ahead
-// (limiter.WithMaxBookAhead): a message held back by its chat is refused
+// (rule.WithMaxBookAhead): a message held back by its chat is refused
 // without charging the API's shared per-second and per-minute rules and
 // asks again at the chat's slot. Booked ahead, it moved the shared rules'
 // clocks to that slot and the other chats' messages queued behind the busy

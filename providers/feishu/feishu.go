@@ -31,7 +31,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/quotaware/throttle/limiter"
+	"github.com/quotaware/throttle/limiter/rule"
 	"github.com/quotaware/throttle/providers"
 	"github.com/quotaware/throttle/providers/internal/catalog"
 	"github.com/quotaware/throttle/providers/internal/penaltytime"
@@ -118,7 +118,7 @@ type Config struct {
 	// unreadable body) counts against one shared "unknown recipient" of
 	// the app: slower, never over the limit. A message held back by its
 	// recipient's limit waits for that recipient's slot without booking the
-	// app's shared rules ahead (limiter.WithMaxBookAhead), so a busy chat
+	// app's shared rules ahead (rule.WithMaxBookAhead), so a busy chat
 	// never holds up the others.
 	PerChat int
 	// ChatPeekLimit bounds how much of a send's body Route reads for its
@@ -232,7 +232,7 @@ func Profile(cfg Config) (providers.Profile, error) {
 	if err := cfg.validate(); err != nil {
 		return providers.Profile{}, err
 	}
-	p := &preset{cfg: cfg, hosts: providers.MatchHosts(cfg.Hosts...), apis: apiCatalog(), listed: map[string][]limiter.Rule{}}
+	p := &preset{cfg: cfg, hosts: providers.MatchHosts(cfg.Hosts...), apis: apiCatalog(), listed: map[string][]rule.Rule{}}
 	var err error
 	// The listed APIs and the AppID are known now: their rules are built
 	// once. Other APIs re-key the default level's templates, once per API.
@@ -262,17 +262,17 @@ func Profile(cfg Config) (providers.Profile, error) {
 		// message held back by its chat waits for the chat's slot without
 		// booking the shared rules more than chatBookAhead ahead, so other
 		// chats are not held behind it.
-		if p.chat, err = limiter.NewRule("template", cfg.PerChat, time.Second+cfg.Jitter, limiter.WithMaxBookAhead(chatBookAhead)); err != nil {
+		if p.chat, err = rule.New("template", cfg.PerChat, time.Second+cfg.Jitter, rule.WithMaxBookAhead(chatBookAhead)); err != nil {
 			return providers.Profile{}, fmt.Errorf("feishu: Config.PerChat: %w", err)
 		}
 	}
 	if cfg.FreeEdition {
-		r, err := limiter.NewCalendarRule("month:"+cfg.AppID, cfg.MonthlyQuota, limiter.Month, penaltytime.Beijing(),
-			limiter.WithGrace(cfg.MonthGrace))
+		r, err := rule.NewCalendar("month:"+cfg.AppID, cfg.MonthlyQuota, rule.Month, penaltytime.Beijing(),
+			rule.WithGrace(cfg.MonthGrace))
 		if err != nil {
 			return providers.Profile{}, fmt.Errorf("feishu: Config.MonthlyQuota: %w", err)
 		}
-		p.month = []limiter.Rule{r}
+		p.month = []rule.Rule{r}
 	}
 	p.appScope = scopekind.Of(scopekind.App, cfg.AppID)
 	p.chatScopePrefix = p.chatScope("")
@@ -298,24 +298,24 @@ func MustProfile(cfg Config) providers.Profile {
 type preset struct {
 	cfg      Config
 	hosts    func(*http.Request) bool
-	apis     *catalog.Catalog          // Feishu's APIs
-	extra    *catalog.Catalog          // Config.APIs the catalog lacks, searched first
-	listed   map[string][]limiter.Rule // rules of Config.APIs, by name; read-only after Profile
-	routes   sync.Map                  // API name -> *providers.Route, without the chat; bounded by the catalogs
-	defaults []limiter.Rule            // templates of DefaultLevel; nil for none
+	apis     *catalog.Catalog       // Feishu's APIs
+	extra    *catalog.Catalog       // Config.APIs the catalog lacks, searched first
+	listed   map[string][]rule.Rule // rules of Config.APIs, by name; read-only after Profile
+	routes   sync.Map               // API name -> *providers.Route, without the chat; bounded by the catalogs
+	defaults []rule.Rule            // templates of DefaultLevel; nil for none
 	// defaultPrefixes start the keys of defaults, one per template.
 	defaultPrefixes []string
-	chat            limiter.Rule   // template of PerChat; zero when disabled
-	chatScopePrefix string         // chatScope("") : the scope of a chat less its key
-	messages        *messageChats  // the chats of the messages seen in answers
-	month           []limiter.Rule // the monthly quota, when FreeEdition
+	chat            rule.Rule     // template of PerChat; zero when disabled
+	chatScopePrefix string        // chatScope("") : the scope of a chat less its key
+	messages        *messageChats // the chats of the messages seen in answers
+	month           []rule.Rule   // the monthly quota, when FreeEdition
 	appScope        string
 }
 
 // levelRules builds a level's rules under keys "s:<app>:<name>" (per
 // second) and "m:<app>:<name>" (per minute), and returns the keys'
 // prefixes, for templates.
-func (p *preset) levelRules(l Level, name string) (rules []limiter.Rule, prefixes []string, err error) {
+func (p *preset) levelRules(l Level, name string) (rules []rule.Rule, prefixes []string, err error) {
 	for _, w := range []struct {
 		prefix string
 		n      int
@@ -328,11 +328,11 @@ func (p *preset) levelRules(l Level, name string) (rules []limiter.Rule, prefixe
 		// Per second: paced, so latency jitter cannot crowd one of Feishu's
 		// seconds; it also spreads a burst. Per minute: a sliding window,
 		// which lets a burst go at once while the minute has room.
-		var r limiter.Rule
+		var r rule.Rule
 		if w.period >= time.Minute {
-			r, err = limiter.NewWindowRule(fit(prefix, name), w.n, w.period+p.cfg.Jitter)
+			r, err = rule.NewWindow(fit(prefix, name), w.n, w.period+p.cfg.Jitter)
 		} else {
-			r, err = limiter.NewRule(fit(prefix, name), w.n, w.period+p.cfg.Jitter)
+			r, err = rule.New(fit(prefix, name), w.n, w.period+p.cfg.Jitter)
 		}
 		if err != nil {
 			return nil, nil, err
@@ -394,11 +394,11 @@ func (p *preset) route(r *http.Request) (providers.Route, error) {
 		rt = built
 	}
 	if chat := p.chatOf(name, r); chat != "" {
-		rule, err := p.chat.WithKey("chat:" + p.cfg.AppID + ":" + chat)
+		rl, err := p.chat.WithKey("chat:" + p.cfg.AppID + ":" + chat)
 		if err != nil {
 			return providers.Route{}, err
 		}
-		rt.Rules = append(rt.Rules[:len(rt.Rules):len(rt.Rules)], rule)
+		rt.Rules = append(rt.Rules[:len(rt.Rules):len(rt.Rules)], rl)
 		rt.Scopes = append(rt.Scopes[:len(rt.Scopes):len(rt.Scopes)], p.chatScope(chat))
 	}
 	return rt, nil
@@ -409,11 +409,11 @@ func (p *preset) buildRoute(name string) (providers.Route, error) {
 	rules, ok := p.listed[name]
 	if !ok {
 		for i, t := range p.defaults {
-			rule, err := t.WithKey(fit(p.defaultPrefixes[i], name))
+			rl, err := t.WithKey(fit(p.defaultPrefixes[i], name))
 			if err != nil {
 				return providers.Route{}, err
 			}
-			rules = append(rules, rule)
+			rules = append(rules, rl)
 		}
 	}
 	rules = append(rules[:len(rules):len(rules)], p.month...)
@@ -430,10 +430,10 @@ func (p *preset) chatScope(chat string) string {
 }
 
 // fit joins prefix and name, replacing name by its hash when the whole
-// would exceed limiter.MaxKeyLen (validate and the catalog bound both, so
+// would exceed rule.MaxKeyLen (validate and the catalog bound both, so
 // this is a safeguard).
 func fit(prefix, name string) string {
-	if len(prefix)+len(name)+len(scopekind.API)+1 <= limiter.MaxKeyLen {
+	if len(prefix)+len(name)+len(scopekind.API)+1 <= rule.MaxKeyLen {
 		return prefix + name
 	}
 	sum := sha256.Sum256([]byte(name))

@@ -11,7 +11,7 @@ import (
 	"testing/iotest"
 	"time"
 
-	"github.com/quotaware/throttle/limiter"
+	"github.com/quotaware/throttle/limiter/rule"
 	"github.com/quotaware/throttle/providers"
 	"github.com/quotaware/throttle/providers/feishu/feishutest"
 	"github.com/quotaware/throttle/providers/internal/penaltytime"
@@ -130,8 +130,8 @@ func TestClassify(t *testing.T) {
 func TestRoute(t *testing.T) {
 	rules := func(r providers.Route) string {
 		var s []string
-		for _, rule := range r.Rules {
-			s = append(s, rule.String())
+		for _, rl := range r.Rules {
+			s = append(s, rl.String())
 		}
 		return strings.Join(s, " | ")
 	}
@@ -176,7 +176,7 @@ func TestRoute(t *testing.T) {
 				t.Errorf("route %q %q %q\nwant %q %q", r.API, rules(r), r.Scopes, tc.api, tc.rules)
 			}
 			for _, s := range r.Scopes {
-				if len(s) > limiter.MaxKeyLen || strings.Contains(s, "@") {
+				if len(s) > rule.MaxKeyLen || strings.Contains(s, "@") {
 					t.Errorf("scope %q", s)
 				}
 			}

@@ -24,7 +24,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/quotaware/throttle/limiter"
+	"github.com/quotaware/throttle/limiter/rule"
 	"github.com/quotaware/throttle/providers"
 	"github.com/quotaware/throttle/providers/internal/catalog"
 	"github.com/quotaware/throttle/providers/internal/penaltytime"
@@ -101,7 +101,7 @@ const (
 )
 
 // maxAppID bounds Config.AppID so that keys and scopes stay within
-// limiter.MaxKeyLen whatever the path (AppIDs are 18 bytes).
+// rule.MaxKeyLen whatever the path (AppIDs are 18 bytes).
 const maxAppID = 64
 
 func (c *Config) setDefaults() {
@@ -162,7 +162,7 @@ func Profile(cfg Config) (providers.Profile, error) {
 	if err := cfg.validate(); err != nil {
 		return providers.Profile{}, err
 	}
-	p := &preset{cfg: cfg, hosts: providers.MatchHosts(cfg.Hosts...), rules: map[string][]limiter.Rule{}, apis: apiCatalog()}
+	p := &preset{cfg: cfg, hosts: providers.MatchHosts(cfg.Hosts...), rules: map[string][]rule.Rule{}, apis: apiCatalog()}
 	// Listed paths the catalog does not know are APIs too.
 	var extra []string
 	for _, m := range []map[string]int{cfg.Daily, cfg.PerMinute} {
@@ -176,8 +176,8 @@ func Profile(cfg Config) (providers.Profile, error) {
 	// The AppID and the listed paths are all known now, so every rule is
 	// built once here: Route then allocates nothing for its rules.
 	for path, n := range cfg.Daily {
-		r, err := limiter.NewCalendarRule(key("day", cfg.AppID, path), n, limiter.Day, penaltytime.Beijing(),
-			limiter.WithGrace(cfg.DayGrace))
+		r, err := rule.NewCalendar(key("day", cfg.AppID, path), n, rule.Day, penaltytime.Beijing(),
+			rule.WithGrace(cfg.DayGrace))
 		if err != nil {
 			return providers.Profile{}, fmt.Errorf("wechat: Config.Daily[%q]: %w", path, err)
 		}
@@ -190,7 +190,7 @@ func Profile(cfg Config) (providers.Profile, error) {
 		// within n whatever the offset and the latency, and still lets a
 		// batch that fits the minute go at once.
 		minute := time.Duration(float64(time.Minute) / cfg.TimeScale)
-		r, err := limiter.NewWindowRule(key("min", cfg.AppID, path), n, minute+cfg.Jitter)
+		r, err := rule.NewWindow(key("min", cfg.AppID, path), n, minute+cfg.Jitter)
 		if err != nil {
 			return providers.Profile{}, fmt.Errorf("wechat: Config.PerMinute[%q]: %w", path, err)
 		}
@@ -217,10 +217,10 @@ func MustProfile(cfg Config) providers.Profile {
 type preset struct {
 	cfg    Config
 	hosts  func(*http.Request) bool
-	rules  map[string][]limiter.Rule // by API path; read-only after Profile
-	apis   *catalog.Catalog          // WeChat's APIs
-	extra  *catalog.Catalog          // listed paths apis lacks, searched first
-	routes sync.Map                  // API name -> *providers.Route; bounded by the catalogs
+	rules  map[string][]rule.Rule // by API path; read-only after Profile
+	apis   *catalog.Catalog       // WeChat's APIs
+	extra  *catalog.Catalog       // listed paths apis lacks, searched first
+	routes sync.Map               // API name -> *providers.Route; bounded by the catalogs
 }
 
 func (p *preset) match(r *http.Request) bool {
@@ -253,7 +253,7 @@ func (p *preset) apiOf(r *http.Request) (string, bool) {
 
 // apiScope is the penalty scope of one API of the account. Catalog names
 // are short and validate bounds the AppID and listed paths, so it fits
-// limiter.MaxKeyLen.
+// rule.MaxKeyLen.
 func (p *preset) apiScope(api string) string {
 	return scopekind.Of(scopekind.API, p.cfg.AppID+":"+api)
 }

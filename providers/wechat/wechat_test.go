@@ -10,7 +10,7 @@ import (
 	"testing/iotest"
 	"time"
 
-	"github.com/quotaware/throttle/limiter"
+	"github.com/quotaware/throttle/limiter/rule"
 	"github.com/quotaware/throttle/providers"
 	"github.com/quotaware/throttle/providers/internal/penaltytime"
 	"github.com/quotaware/throttle/providers/wechat/wechattest"
@@ -186,8 +186,8 @@ func TestRouteAndMatch(t *testing.T) {
 			t.Fatal(err)
 		}
 		var rules []string
-		for _, rule := range r.Rules {
-			rules = append(rules, rule.String())
+		for _, rl := range r.Rules {
+			rules = append(rules, rl.String())
 		}
 		if r.Uncatalogued != (tc.api == "uncatalogued") {
 			t.Errorf("%s: Uncatalogued %v", tc.target, r.Uncatalogued)
@@ -197,7 +197,7 @@ func TestRouteAndMatch(t *testing.T) {
 			t.Errorf("%s: route %+v (%q)", tc.target, r, rules)
 		}
 		for _, s := range r.Scopes {
-			if len(s) > limiter.MaxKeyLen || strings.Contains(s, "access_token") {
+			if len(s) > rule.MaxKeyLen || strings.Contains(s, "access_token") {
 				t.Errorf("scope %q", s)
 			}
 		}

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/quotaware/throttle/limiter"
+	"github.com/quotaware/throttle/limiter/rule"
 	"github.com/quotaware/throttle/providers"
 	"github.com/quotaware/throttle/providers/internal/jsoncode"
 )
@@ -32,7 +32,7 @@ const broadcast = "broadcast"
 const memberBookAhead = 50 * time.Millisecond
 
 // memberRules returns the per-member rules of an app message.
-func (p *preset) memberRules(r *http.Request) ([]limiter.Rule, error) {
+func (p *preset) memberRules(r *http.Request) ([]rule.Rule, error) {
 	prefix, _ := providers.PeekRequestBody(r, p.cfg.MemberPeekLimit)
 	var touser, agent string
 	jsoncode.Scan(prefix, func(k []byte, kind jsoncode.ValueKind, v []byte) bool {
@@ -52,19 +52,19 @@ func (p *preset) memberRules(r *http.Request) ([]limiter.Rule, error) {
 	if touser == "" || touser == "@all" || len(members) > maxMembers || len(agent) > 20 {
 		members = []string{broadcast}
 	}
-	rules := make([]limiter.Rule, 0, 2*len(members))
+	rules := make([]rule.Rule, 0, 2*len(members))
 	for _, m := range members {
 		id := broadcast
 		if m != broadcast {
 			sum := sha256.Sum256([]byte(m))
 			id = hex.EncodeToString(sum[:12])
 		}
-		for i, t := range [2]limiter.Rule{p.memberMinute, p.memberHour} {
-			rule, err := t.WithKey("member:" + "mh"[i:i+1] + ":" + p.cfg.CorpID + ":" + agent + ":" + id)
+		for i, t := range [2]rule.Rule{p.memberMinute, p.memberHour} {
+			rl, err := t.WithKey("member:" + "mh"[i:i+1] + ":" + p.cfg.CorpID + ":" + agent + ":" + id)
 			if err != nil {
 				return nil, err
 			}
-			rules = append(rules, rule)
+			rules = append(rules, rl)
 		}
 	}
 	return rules, nil

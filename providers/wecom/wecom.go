@@ -26,7 +26,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/quotaware/throttle/limiter"
+	"github.com/quotaware/throttle/limiter/rule"
 	"github.com/quotaware/throttle/providers"
 	"github.com/quotaware/throttle/providers/internal/catalog"
 	"github.com/quotaware/throttle/providers/internal/scopekind"
@@ -266,7 +266,7 @@ func Profile(cfg Config) (providers.Profile, error) {
 		{"IPPerHour", cfg.IPPerHour, time.Hour},
 	}
 	for i, t := range tpl {
-		r, err := limiter.NewWindowRule("template", t.limit, cfg.scaled(t.period)+cfg.Jitter)
+		r, err := rule.NewWindow("template", t.limit, cfg.scaled(t.period)+cfg.Jitter)
 		if err != nil {
 			return providers.Profile{}, fmt.Errorf("wecom: Config.%s: %w", t.field, err)
 		}
@@ -278,17 +278,17 @@ func Profile(cfg Config) (providers.Profile, error) {
 		// member's slot without booking the shared rules ahead, so the
 		// other members' messages are not held behind it.
 		var err error
-		ahead := limiter.WithMaxBookAhead(memberBookAhead)
-		if p.memberMinute, err = limiter.NewRule("template", cfg.PerMemberPerMinute, time.Minute+cfg.Jitter, ahead); err != nil {
+		ahead := rule.WithMaxBookAhead(memberBookAhead)
+		if p.memberMinute, err = rule.New("template", cfg.PerMemberPerMinute, time.Minute+cfg.Jitter, ahead); err != nil {
 			return providers.Profile{}, fmt.Errorf("wecom: Config.PerMemberPerMinute: %w", err)
 		}
-		if p.memberHour, err = limiter.NewRule("template", cfg.PerMemberPerHour, time.Hour+cfg.Jitter,
-			limiter.WithBurst(min(cfg.PerMemberPerMinute, cfg.PerMemberPerHour)), ahead); err != nil {
+		if p.memberHour, err = rule.New("template", cfg.PerMemberPerHour, time.Hour+cfg.Jitter,
+			rule.WithBurst(min(cfg.PerMemberPerMinute, cfg.PerMemberPerHour)), ahead); err != nil {
 			return providers.Profile{}, fmt.Errorf("wecom: Config.PerMemberPerHour: %w", err)
 		}
 	}
 	if cfg.MaxInFlight > 0 {
-		r, err := limiter.NewConcurrencyRule("template", cfg.MaxInFlight, cfg.InFlightLease)
+		r, err := rule.NewConcurrency("template", cfg.MaxInFlight, cfg.InFlightLease)
 		if err != nil {
 			return providers.Profile{}, fmt.Errorf("wecom: Config.MaxInFlight: %w", err)
 		}
@@ -319,11 +319,11 @@ func MustProfile(cfg Config) providers.Profile {
 type preset struct {
 	cfg       Config
 	hosts     func(*http.Request) bool
-	templates [4]limiter.Rule
+	templates [4]rule.Rule
 	prefixes  [4]string
-	inFlight  *limiter.Rule // MaxInFlight, when set
+	inFlight  *rule.Rule // MaxInFlight, when set
 	// Templates of the per-member rules; zero when off.
-	memberMinute, memberHour limiter.Rule
+	memberMinute, memberHour rule.Rule
 	strikes                  *strikes
 	apis                     *catalog.Catalog // WeCom's APIs
 	extra                    *catalog.Catalog // Config.APIs, searched first
@@ -376,20 +376,20 @@ func (p *preset) apiOf(r *http.Request) (string, bool) {
 }
 
 func (p *preset) buildRoute(api string) (providers.Route, error) {
-	rules := make([]limiter.Rule, len(p.templates), len(p.templates)+1)
+	rules := make([]rule.Rule, len(p.templates), len(p.templates)+1)
 	for i, t := range p.templates {
-		rule, err := t.WithKey(fit(p.prefixes[i], api))
+		rl, err := t.WithKey(fit(p.prefixes[i], api))
 		if err != nil {
 			return providers.Route{}, err
 		}
-		rules[i] = rule
+		rules[i] = rl
 	}
 	if p.inFlight != nil {
-		rule, err := p.inFlight.WithKey(fit("inflight:"+p.cfg.CorpID+":", api))
+		rl, err := p.inFlight.WithKey(fit("inflight:"+p.cfg.CorpID+":", api))
 		if err != nil {
 			return providers.Route{}, err
 		}
-		rules = append(rules, rule)
+		rules = append(rules, rl)
 	}
 	return providers.Route{API: api, Rules: rules[:len(rules):len(rules)], Scopes: []string{p.apiScope(api)}}, nil
 }
@@ -400,9 +400,9 @@ func (p *preset) apiScope(api string) string {
 }
 
 // fit joins prefix and api, replacing api by its hash when the whole would
-// exceed limiter.MaxKeyLen (catalog names are short, so this is a safeguard).
+// exceed rule.MaxKeyLen (catalog names are short, so this is a safeguard).
 func fit(prefix, api string) string {
-	if len(prefix)+len(api)+len(scopekind.API)+1 <= limiter.MaxKeyLen {
+	if len(prefix)+len(api)+len(scopekind.API)+1 <= rule.MaxKeyLen {
 		return prefix + api
 	}
 	sum := sha256.Sum256([]byte(api))

@@ -12,7 +12,7 @@ import (
 	"testing/iotest"
 	"time"
 
-	"github.com/quotaware/throttle/limiter"
+	"github.com/quotaware/throttle/limiter/rule"
 	"github.com/quotaware/throttle/providers"
 	"github.com/quotaware/throttle/providers/internal/penaltytime"
 	"github.com/quotaware/throttle/providers/wecom/wecomtest"
@@ -217,9 +217,9 @@ func TestRoute(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, rule := range r.Rules {
-		if len(rule.Key()) > limiter.MaxKeyLen {
-			t.Errorf("key %q too long", rule.Key())
+	for _, rl := range r.Rules {
+		if len(rl.Key()) > rule.MaxKeyLen {
+			t.Errorf("key %q too long", rl.Key())
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/quotaware/throttle/limiter"
+	"github.com/quotaware/throttle/limiter/rule"
 	"github.com/quotaware/throttle/providers/dingtalk/dingtalktest"
 )
 
@@ -52,7 +53,7 @@ func burstyDesigns() []design {
 			d.name = "throttle before: paced rule (GCRA, burst 1)"
 			out = append(out, d)
 			out = append(out, design{
-				id: "ourswin", name: "throttle after: window rule (limiter.NewWindowRule)", rules: 1,
+				id: "ourswin", name: "throttle after: window rule (rule.NewWindow)", rules: 1,
 				how:   "at most Limit in any Period, exactly; a burst goes at once while the window has room",
 				build: newOursWindow,
 			})
@@ -68,11 +69,11 @@ func newOursWindow(p params) (gate, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := limiter.NewWindowRule("api", p.limit, p.period)
+	r, err := rule.NewWindow("api", p.limit, p.period)
 	if err != nil {
 		return nil, err
 	}
-	return &ours{l: l, req: limiter.Request{Group: p.key, Rules: []limiter.Rule{r}}}, nil
+	return &ours{l: l, req: limiter.Request{Group: p.key, Rules: []rule.Rule{r}}}, nil
 }
 
 func runBursty(ctx context.Context, addr string, d design, bc burstyConfig, n, run int) (bursty, error) {
@@ -279,12 +280,12 @@ func runKeyBytes(ctx context.Context, addr string) ([]keyBytes, error) {
 		period time.Duration
 	}{{20, time.Minute}, {1000, time.Minute}, {10_000, time.Minute}, {150_000, time.Hour}} {
 		kb := keyBytes{limit: lim.limit, period: lim.period}
-		r, err := limiter.NewWindowRule("k", lim.limit, lim.period)
+		r, err := rule.NewWindow("k", lim.limit, lim.period)
 		if err != nil {
 			return nil, err
 		}
 		group := fmt.Sprintf("kb%d-%d", lim.limit, time.Now().UnixNano())
-		req := limiter.Request{Group: group, Rules: []limiter.Rule{r}, MaxWait: lim.period + time.Second}
+		req := limiter.Request{Group: group, Rules: []rule.Rule{r}, MaxWait: lim.period + time.Second}
 		for range min(2*lim.limit, 4000) {
 			if _, err := l.Reserve(ctx, req); err != nil {
 				return nil, err

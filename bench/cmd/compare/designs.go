@@ -18,6 +18,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/quotaware/throttle/limiter"
+	"github.com/quotaware/throttle/limiter/rule"
 )
 
 // A design is one way to share a limit of `limit` calls per `period`.
@@ -181,7 +182,7 @@ func newOurs(p params, n int, separate bool) (gate, error) {
 	}
 	req := limiter.Request{Group: p.key}
 	burst := max(1, p.burst)
-	r, err := limiter.NewRule("api", p.limit, p.period, limiter.WithBurst(burst))
+	r, err := rule.New("api", p.limit, p.period, rule.WithBurst(burst))
 	if err != nil {
 		return nil, err
 	}
@@ -189,8 +190,8 @@ func newOurs(p params, n int, separate bool) (gate, error) {
 	if n > 1 {
 		// The other two rules are far looser, like the per-IP rule of a
 		// preset: the first one binds.
-		app := limiter.MustRule(limiter.NewRule("app", p.limit*10, p.period, limiter.WithBurst(burst)))
-		egress := limiter.MustRule(limiter.NewRule("egress", p.limit*500, 20*p.period, limiter.WithBurst(max(100, burst))))
+		app := rule.Must(rule.New("app", p.limit*10, p.period, rule.WithBurst(burst)))
+		egress := rule.Must(rule.New("egress", p.limit*500, 20*p.period, rule.WithBurst(max(100, burst))))
 		req.Rules = append(req.Rules, app, egress)
 		req.Scopes = []string{"api:x", "app:x", "egress:default"}
 	}
