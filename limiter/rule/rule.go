@@ -10,7 +10,7 @@ import (
 // MaxKeyLen bounds a rule key (and a limiter's group and penalty scope), so
 // that keys built from request paths cannot grow Redis memory or log lines
 // without limit.
-const MaxKeyLen = rulecore.MaxKeyLen
+const MaxKeyLen = 256
 
 // Unit is the length of a calendar window.
 type Unit int
@@ -19,10 +19,10 @@ type Unit int
 // rule's location: the top of the minute or hour, local midnight, or the 1st of
 // the month at midnight.
 const (
-	Minute = Unit(rulecore.Minute)
-	Hour   = Unit(rulecore.Hour)
-	Day    = Unit(rulecore.Day)
-	Month  = Unit(rulecore.Month)
+	Minute Unit = iota + 1
+	Hour
+	Day
+	Month
 )
 
 func (u Unit) String() string { return rulecore.Unit(u).String() }
