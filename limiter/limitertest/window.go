@@ -236,8 +236,17 @@ func testWindowBursts(t *testing.T, newLimiters Factory) {
 					t.Errorf("seed %d: a send booked %v ahead, beyond the budget %v", seed, a.sendAt.Sub(a.now), maxWait)
 				}
 			}
-			best := ExactLogAdmits(arrivals, L, tc.period, maxWait)
-			t.Logf("seed %d: %d arrivals, admitted %d, exact log %d", seed, len(got), len(sends), best)
+			// Above a limit of 64 the log counts sends of one Period/64
+			// bucket together, which may hold a send up to one bucket
+			// longer than an exact log (rule.NewWindow's contract): compare
+			// with an exact log whose budget is one bucket shorter, or a
+			// burst arriving just inside the budget's edge counts as lost.
+			slack := time.Duration(0)
+			if L > 64 {
+				slack = tc.period / 64
+			}
+			best := ExactLogAdmits(arrivals, L, tc.period, maxWait-slack)
+			t.Logf("seed %d: %d arrivals, admitted %d, exact log %d (budget %v)", seed, len(got), len(sends), best, maxWait-slack)
 			if float64(len(sends)) < 0.95*float64(best) {
 				t.Errorf("seed %d: admitted %d, want at least 95%% of the exact log's %d", seed, len(sends), best)
 			}
