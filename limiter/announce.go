@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/quotaware/throttle/limiter/internal/rulecore"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -66,7 +67,7 @@ func parseAnnouncement(s string) (a announcement, ok bool) {
 		group, rest, ok1 := strings.Cut(s, "\n")
 		scope, rest, ok2 := strings.Cut(rest, "\n")
 		until, _, ok3 := strings.Cut(rest, "\n")
-		if _, err := strconv.ParseInt(until, 10, 64); !ok1 || !ok2 || !ok3 || err != nil || checkKey("group", group) != nil || checkKey("scope", scope) != nil {
+		if _, err := strconv.ParseInt(until, 10, 64); !ok1 || !ok2 || !ok3 || err != nil || rulecore.CheckKey(group) != nil || rulecore.CheckKey(scope) != nil {
 			return announcement{}, false
 		}
 		return announcement{kind: penaltyType, group: group, scope: scope}, true
@@ -83,7 +84,7 @@ func parseAnnouncement(s string) (a announcement, ok bool) {
 	var ok1, ok2 bool
 	a.group, rest, ok1 = strings.Cut(rest, "\n")
 	a.scope, _, ok2 = strings.Cut(rest, "\n")
-	if !ok1 || (!ok2 && kind == penaltyType) || checkKey("group", a.group) != nil || checkKey("scope", a.scope) != nil {
+	if !ok1 || (!ok2 && kind == penaltyType) || rulecore.CheckKey(a.group) != nil || rulecore.CheckKey(a.scope) != nil {
 		return announcement{}, false
 	}
 	return a, true

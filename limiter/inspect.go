@@ -39,7 +39,7 @@ func (l *redisLimiter) Inspect(ctx context.Context, groups ...string) (inspect.S
 		}
 	}
 	for _, g := range groups {
-		if err := checkKey("group", g); err != nil {
+		if err := rulecore.CheckKey(g); err != nil {
 			return st, fmt.Errorf("%w: group %v", ErrInvalidRequest, err)
 		}
 		gs, err := l.inspectGroup(ctx, g, now)

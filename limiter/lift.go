@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strings"
+
+	"github.com/quotaware/throttle/limiter/internal/rulecore"
 )
 
 // Lifting a penalty: for an operator to end a shared penalty that should not
@@ -21,10 +23,10 @@ const liftPrefix = "\x00lift\n"
 // none was, so that replicas still holding a breaker open from an earlier
 // announcement close it too.
 func (l *redisLimiter) LiftPenalty(ctx context.Context, group, scope string) (bool, error) {
-	if err := checkKey("group", group); err != nil {
+	if err := rulecore.CheckKey(group); err != nil {
 		return false, fmt.Errorf("%w: group %v", ErrInvalidRequest, err)
 	}
-	if err := checkKey("scope", scope); err != nil {
+	if err := rulecore.CheckKey(scope); err != nil {
 		return false, fmt.Errorf("%w: scope %v", ErrInvalidRequest, err)
 	}
 	n, err := l.client.Del(ctx, l.penaltyKey(group, scope)).Result()
@@ -44,7 +46,7 @@ func parseLift(s string) (group, scope string, ok bool) {
 		return "", "", false
 	}
 	group, scope, ok = strings.Cut(rest, "\n")
-	return group, scope, ok && checkKey("group", group) == nil && checkKey("scope", scope) == nil
+	return group, scope, ok && rulecore.CheckKey(group) == nil && rulecore.CheckKey(scope) == nil
 }
 
 // LiftPenalty ends a penalty in the Memory limiter; it reports whether one

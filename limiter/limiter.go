@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/quotaware/throttle/limiter/internal/rulecore"
 	"github.com/quotaware/throttle/limiter/rule"
 )
 
@@ -224,7 +225,7 @@ func (req *Request) validate() error {
 	if req.MaxWait < 0 {
 		return fmt.Errorf("%w: MaxWait must not be negative, got %v", ErrInvalidRequest, req.MaxWait)
 	}
-	if err := checkKey("group", req.Group); err != nil {
+	if err := rulecore.CheckKey(req.Group); err != nil {
 		return fmt.Errorf("%w: Group %v", ErrInvalidRequest, err)
 	}
 	for i := range req.Rules {
@@ -233,7 +234,7 @@ func (req *Request) validate() error {
 		}
 	}
 	for i, s := range req.Scopes {
-		if err := checkKey("scope", s); err != nil {
+		if err := rulecore.CheckKey(s); err != nil {
 			return fmt.Errorf("%w: Scopes[%d] %v", ErrInvalidRequest, i, err)
 		}
 	}
@@ -241,10 +242,10 @@ func (req *Request) validate() error {
 }
 
 func (p Penalty) validate(group string) error {
-	if err := checkKey("group", group); err != nil {
+	if err := rulecore.CheckKey(group); err != nil {
 		return fmt.Errorf("%w: group %v", ErrInvalidRequest, err)
 	}
-	if err := checkKey("scope", p.Scope); err != nil {
+	if err := rulecore.CheckKey(p.Scope); err != nil {
 		return fmt.Errorf("%w: Penalty.Scope %v", ErrInvalidRequest, err)
 	}
 	if p.Until.IsZero() {

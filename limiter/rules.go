@@ -9,9 +9,6 @@ import (
 // (see package rulecore). The assertion runs once, at init.
 var core = rulecore.Of.(func(*rule.Rule) *rulecore.Rule)
 
-// checkKey rejects an empty or oversized group or scope.
-func checkKey(_ string, key string) error { return rulecore.CheckKey(key) }
-
 // scale cuts a rule to a share of its limit (at least 1), keeping its period
 // and its cap on booking ahead, so n replicas with share 1/n admit no more
 // than the whole rule.
