@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -89,7 +90,13 @@ func (c *config) validate() error {
 // WithBase sets the transport that sends requests (default
 // http.DefaultTransport). Its idle connections are never closed by throttle.
 func WithBase(rt http.RoundTripper) Option {
-	return optionFunc(func(c *config) { c.base = rt })
+	return optionFunc(func(c *config) {
+		if isNil(rt) {
+			c.fail("WithBase: base transport must not be nil")
+			return
+		}
+		c.base = rt
+	})
 }
 
 // WithRedis shares the limits and penalties across replicas through Redis
@@ -97,12 +104,26 @@ func WithBase(rt http.RoundTripper) Option {
 // WithLimiter) the Transport limits in-process only.
 func WithRedis(client redis.UniversalClient) Option {
 	return optionFunc(func(c *config) {
-		if client == nil {
-			c.fail("WithRedis: client must not be nil")
+		if isNil(client) {
+			c.fail("WithRedis: client must not be nil (got %T(nil))", client)
 			return
 		}
 		c.redis = client
 	})
+}
+
+// isNil reports whether v is nil or an interface holding a nil pointer, map,
+// func or channel: a "var rdb *redis.Client" passed as an option is as absent
+// as a literal nil, and calling through it would panic far from the cause.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	switch r := reflect.ValueOf(v); r.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Func, reflect.Chan, reflect.Interface, reflect.Slice:
+		return r.IsNil()
+	}
+	return false
 }
 
 // WithRedisPrefix sets the prefix of every Redis key (default "throttle").
@@ -116,8 +137,8 @@ func WithRedisPrefix(prefix string) Option {
 // other replicas come with WithRedis; a limiter given here is used as is.
 func WithLimiter(l limiter.Limiter) Option {
 	return optionFunc(func(c *config) {
-		if l == nil {
-			c.fail("WithLimiter: limiter must not be nil")
+		if isNil(l) {
+			c.fail("WithLimiter: limiter must not be nil (got %T(nil))", l)
 			return
 		}
 		c.limiter = l

@@ -63,12 +63,24 @@ type telemetryConfig struct {
 
 // WithTracerProvider sets where spans go (default: the global provider).
 func WithTracerProvider(tp trace.TracerProvider) Option {
-	return optionFunc(func(c *config) { c.telemetry.tracer = tp })
+	return optionFunc(func(c *config) {
+		if isNil(tp) {
+			c.fail("WithTracerProvider: provider must not be nil")
+			return
+		}
+		c.telemetry.tracer = tp
+	})
 }
 
 // WithMeterProvider sets where metrics go (default: the global provider).
 func WithMeterProvider(mp metric.MeterProvider) Option {
-	return optionFunc(func(c *config) { c.telemetry.meter = mp })
+	return optionFunc(func(c *config) {
+		if isNil(mp) {
+			c.fail("WithMeterProvider: provider must not be nil")
+			return
+		}
+		c.telemetry.meter = mp
+	})
 }
 
 // WithoutTelemetry records no spans and no metrics (logs still go to the
@@ -94,6 +106,9 @@ type telemetry struct {
 	// uncatalogued counts requests whose path the provider's catalog did
 	// not know (providers.Route.Uncatalogued).
 	uncatalogued metric.Int64Counter
+	// unmatched counts and logs requests to a provider's domain that no
+	// profile matched (unmatched.go).
+	unmatched *unmatched
 
 	// Attribute sets built once, so recording allocates nothing.
 	outcomeSets  map[outcomeKey]metric.MeasurementOption
@@ -120,6 +135,7 @@ type outcomeKey struct{ provider, outcome string }
 func newTelemetry(c *config) *telemetry {
 	tel := &telemetry{log: c.logger, logged: make(map[string]time.Time), clamped: make(map[string]struct{}), disabled: c.telemetry.disabled}
 	if tel.disabled {
+		tel.unmatched = newUnmatched(nil, nil)
 		return tel
 	}
 	tp, mp := c.telemetry.tracer, c.telemetry.meter
@@ -159,6 +175,7 @@ func newTelemetry(c *config) *telemetry {
 		metric.WithDescription("Switches to the fallback because the shared limiter did not answer."))
 	report(err)
 	tel.meterProvider, tel.report = mp, report
+	tel.unmatched = newUnmatched(m, report)
 
 	tel.outcomeSets = make(map[outcomeKey]metric.MeasurementOption)
 	tel.providerSets = make(map[string]metric.MeasurementOption)

@@ -222,6 +222,7 @@ func (t *Transport) Limiter() limiter.Limiter { return t.limiter }
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	p := t.match(req)
 	if p == nil {
+		t.tel.unmatched.record(req, t.tel.log)
 		return t.base.RoundTrip(req)
 	}
 	req = t.resolveApp(req, p)

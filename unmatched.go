@@ -1,0 +1,100 @@
+package throttle
+
+import (
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// providerDomains are the domains of the providers the presets know, most
+// specific first (WeCom's host is under WeChat's domain). A request to one
+// of them that no profile matched is almost always a mistake — a host typed
+// with its scheme, a profile left out — and it is sent unprotected, so it
+// must be seen.
+var providerDomains = []struct{ suffix, provider string }{
+	{"qyapi.weixin.qq.com", "wecom"},
+	{"weixin.qq.com", "wechat"},
+	{"dingtalk.com", "dingtalk"},
+	{"feishu.cn", "feishu"},
+	{"larksuite.com", "feishu"},
+	{"larkoffice.com", "feishu"},
+}
+
+// maxUnmatchedHosts bounds the hosts remembered for logging, so a caller
+// that reaches many subdomains cannot grow the set without end.
+const maxUnmatchedHosts = 64
+
+// providerOf names the provider whose domain host is in, or "".
+func providerOf(host string) string {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	for _, d := range providerDomains {
+		if host == d.suffix || strings.HasSuffix(host, "."+d.suffix) {
+			return d.provider
+		}
+	}
+	return ""
+}
+
+// unmatched counts and logs requests to a provider's domain that no profile
+// matched: the one way protection is lost without an error. Logging works
+// with telemetry off; the counter needs it on.
+type unmatched struct {
+	counter metric.Int64Counter                 // nil without telemetry
+	sets    map[string]metric.MeasurementOption // by provider
+
+	mu     sync.Mutex
+	logged map[string]struct{} // hosts logged, at most maxUnmatchedHosts
+}
+
+func newUnmatched(m metric.Meter, report func(error)) *unmatched {
+	u := &unmatched{logged: make(map[string]struct{})}
+	if m == nil {
+		return u
+	}
+	var err error
+	u.counter, err = m.Int64Counter("throttle.requests.unmatched", metric.WithUnit("{request}"),
+		metric.WithDescription("Requests to a known provider's domain that no profile matched, sent without limits."))
+	report(err)
+	u.sets = make(map[string]metric.MeasurementOption)
+	for _, d := range providerDomains {
+		u.sets[d.provider] = metric.WithAttributeSet(attribute.NewSet(attribute.String("provider", d.provider)))
+	}
+	return u
+}
+
+// record notes a request that matched no profile, when its host is a
+// provider's. The host is logged (never the path or query, which may carry
+// credentials), once per host.
+func (u *unmatched) record(req *http.Request, log *slog.Logger) {
+	host := req.Host
+	if req.URL != nil && req.URL.Host != "" {
+		host = req.URL.Host
+	}
+	prov := providerOf(host)
+	if prov == "" {
+		return
+	}
+	if u.counter != nil {
+		u.counter.Add(req.Context(), 1, u.sets[prov])
+	}
+	u.mu.Lock()
+	_, seen := u.logged[host]
+	first := !seen && len(u.logged) < maxUnmatchedHosts
+	if first {
+		u.logged[host] = struct{}{}
+	}
+	u.mu.Unlock()
+	if first {
+		log.Warn("throttle: a request to a provider's domain matched no profile and was sent without limits; "+
+			"check the profile's hosts (written without scheme or path, e.g. api.dingtalk.com)",
+			"provider", prov, "host", host)
+	}
+}
