@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -14,6 +15,7 @@ import (
 	"github.com/quotaware/throttle"
 	"github.com/quotaware/throttle/limiter"
 	"github.com/quotaware/throttle/providers"
+	"github.com/quotaware/throttle/providers/dingtalk"
 )
 
 // answerAll is a base transport that answers every request with 200, so a
@@ -104,5 +106,72 @@ func TestTypedNilOptionsAreErrors(t *testing.T) {
 				t.Fatalf("error %q does not name %s", err, tc.want)
 			}
 		})
+	}
+}
+
+// The retry documentation, case by case: a preset retries a 503 of a GET
+// and returns the 503 of a POST (a gateway's 5xx does not prove the API did
+// not act, and a message sent twice cannot be taken back).
+func TestPreset503RetriedForIdempotentMethodsOnly(t *testing.T) {
+	rec := &recorder{answer: func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		io.WriteString(w, "busy")
+	}}
+	srv := serve(t, rec)
+	p := dingtalk.MustProfile(dingtalk.Config{AppKey: "dingretry", Hosts: []string{strings.TrimPrefix(srv.URL, "http://")}})
+	tr := throttle.New(throttle.WithProfiles(p), throttle.WithLimiter(limiter.NewMemory()), throttle.WithoutTelemetry(),
+		throttle.WithRetry(throttle.RetryPolicy{MaxAttempts: 3, MinBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond}))
+	defer tr.Close()
+	c := &http.Client{Transport: tr}
+	for _, tc := range []struct {
+		method string
+		want   int
+	}{{http.MethodPost, 1}, {http.MethodGet, 3}} {
+		before := len(rec.seen())
+		resp, _, err := do(t, c, tc.method, srv.URL+"/topapi/v2/user/get?access_token=tok", `{"userid":"u1"}`)
+		if err != nil || resp.StatusCode != http.StatusServiceUnavailable {
+			t.Fatalf("%s: resp %v err %v, want the 503", tc.method, resp, err)
+		}
+		if n := len(rec.seen()) - before; n != tc.want {
+			t.Errorf("%s: %d attempts at the server, want %d", tc.method, n, tc.want)
+		}
+	}
+}
+
+// A body over 1 MiB without GetBody cannot be sent again: the call is not
+// retried, and its span says why instead of dropping the retry silently.
+func TestLongBodyWithoutGetBodyIsNotRetriedVisibly(t *testing.T) {
+	o := newObservability(t)
+	rec := &recorder{answer: func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}}
+	srv := serve(t, rec)
+	tr := throttle.New(append(o.opts, throttle.WithProfiles(testProfile("test", mustRule(t, 100, time.Second))),
+		throttle.WithRetry(throttle.RetryPolicy{MaxAttempts: 3, MinBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond}))...)
+	defer tr.Close()
+	body := io.MultiReader(strings.NewReader(strings.Repeat("x", 5<<20))) // no GetBody
+	req, err := http.NewRequest(http.MethodPut, srv.URL+"/upload", body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if n := len(rec.seen()); n != 1 {
+		t.Fatalf("%d attempts, want 1", n)
+	}
+	spans := o.spans.GetSpans()
+	if len(spans) != 1 {
+		t.Fatalf("%d spans, want 1", len(spans))
+	}
+	found := false
+	for _, ev := range spans[0].Events {
+		found = found || ev.Name == "throttle.retry_skipped"
+	}
+	if !found {
+		t.Fatalf("span events %v lack throttle.retry_skipped", spans[0].Events)
 	}
 }

@@ -37,18 +37,25 @@ func DefaultRetryPolicy() RetryPolicy {
 
 // WithRetry sets the retry policy (default DefaultRetryPolicy).
 //
-// What is retried: failures before the request was written; answers that
-// prove the provider did not process the call ("system busy", 429, 503, a
-// quota penalty that ends within the budget); and, for idempotent methods
-// only, ambiguous failures (timeouts after writing, 500, 502, 504). Waits
-// follow the provider's hint first (a penalty's end, Retry-After), then
-// exponential backoff, and never outlast the request's budget: a hint that
-// does not fit ends the call at once with the last answer.
+// What is retried, whatever the method: failures before the request was
+// written, and answers the profile reads as proof that the provider did not
+// process the call (Verdict.NotProcessed: "system busy" (-1), 429, a proxy's
+// 403/429 page in front of DingTalk, a quota penalty that ends within the
+// budget). For idempotent methods only (GET, HEAD, OPTIONS, TRACE, PUT,
+// DELETE, or a request with an Idempotency-Key header): ambiguous failures,
+// which are timeouts after the request was written and every 5xx answer,
+// 503 included: the presets cannot tell whether a gateway's 5xx came before
+// or after the API acted, so a POST that gets one (a message sent twice) is
+// returned, not repeated. Waits follow the provider's hint first (a
+// penalty's end, Retry-After), then exponential backoff, and never outlast
+// the request's budget: a hint that does not fit ends the call at once with
+// the last answer.
 //
 // Each attempt sends the body again from the request's GetBody, which
 // http.NewRequest sets for a *bytes.Buffer, *bytes.Reader or
 // *strings.Reader; a body without GetBody is copied when it is at most
-// 1 MiB, and a longer one is streamed once and never retried. When the
+// 1 MiB, and a longer one is streamed once and never retried (the call's
+// span then carries a throttle.retry_skipped event). When the
 // last attempt is refused by the limiter after earlier ones failed, the
 // error wraps both: errors.Is finds ErrThrottled (or ErrPenalized) and the
 // earlier failure.
@@ -121,7 +128,10 @@ func (r *retrier) do(req *http.Request, c *call) (*http.Response, error) {
 		resp, err = c.attempt(areq)
 		wait, again := r.check(c, req, resp, err)
 		if again && rewind == nil && body != nil && body != http.NoBody {
-			again = false // a long body without GetBody is sent once
+			// A long body without GetBody is sent once: say so on the
+			// span, or a retry the caller counted on vanishes silently.
+			again = false
+			c.event("throttle.retry_skipped", attribute.String("throttle.reason", "body over 1 MiB without GetBody"))
 		}
 		if again {
 			next, rerr := rewind()

@@ -211,8 +211,9 @@ func (tel *telemetry) finish(ctx context.Context, c *call, resp *http.Response, 
 		tel.retries.Add(ctx, int64(c.attempts-1), tel.providerSets[c.p.Name])
 	}
 	// A span only when throttling did something: waited, refused,
-	// penalised or retried. The common fast path records none.
-	if c.waited == 0 && c.attempts <= 1 && (c.outcome == outcomeAdmitted || c.outcome == outcomeTransportError) {
+	// penalised, retried or declined a retry. The common fast path records
+	// none.
+	if c.waited == 0 && c.attempts <= 1 && len(c.events) == 0 && (c.outcome == outcomeAdmitted || c.outcome == outcomeTransportError) {
 		return
 	}
 	_, span := tel.tracer.Start(ctx, "throttle "+c.p.Name, trace.WithTimestamp(c.start),
