@@ -1,6 +1,9 @@
-# make test: vet and race-test everything against a real redis-server.
-# It installs nothing: a missing redis-server fails the Redis tests loudly
-# (THROTTLE_REQUIRE_REDIS=1). .ci/run installs it on CI machines.
+# make test: set up what the tests need, vet, race-test everything against
+# real redis-server processes, then run every fuzz target briefly. It says
+# which stage it is in; the README gives its length. When redis-server is
+# missing it installs it through apt-get if this user may (saying so first),
+# else it prints the command to run (.ci/setup-redis). make test-short is the
+# edit-test loop: vet and the tests in -short mode, no soak, no fuzzing.
 GO ?= go
 # make test runs every fuzz target briefly; make fuzz runs them longer. The
 # short run counts executions rather than seconds: a time limit that expires
@@ -30,14 +33,23 @@ FUZZ_TARGETS = \
 	./providers/wecom:FuzzClassify \
 	./providers/feishu:FuzzClassify
 
-.PHONY: test vet bench fuzz fuzz-short soak check-redis test-floor test-integrations
+.PHONY: test test-short vet bench fuzz fuzz-short soak check-redis test-floor test-integrations
 
 # The go directive of go.mod: the oldest Go the module claims to build with.
 GO_FLOOR := $(shell awk '$$1 == "go" { print $$2; exit }' go.mod)
 
-test: vet check-redis
+test: check-redis
+	@echo "==> [1/3] gofmt and go vet"
+	@$(MAKE) --no-print-directory vet
+	@echo "==> [2/3] go test -race ./... against real redis-server processes, with a 10 s soak (the longest stage)"
 	THROTTLE_REQUIRE_REDIS=1 THROTTLE_SOAK=10s $(GO) test -race -count=1 ./...
-	$(MAKE) fuzz-short
+	@echo "==> [3/3] every fuzz target for $(FUZZ_SHORT) executions"
+	@$(MAKE) --no-print-directory fuzz-short
+	@echo "==> make test passed"
+
+test-short: check-redis
+	@$(MAKE) --no-print-directory vet
+	THROTTLE_REQUIRE_REDIS=1 $(GO) test -race -short -count=1 ./...
 
 fuzz-short:
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZ_SHORT)
@@ -69,7 +81,8 @@ vet:
 	$(GO) vet ./...
 
 check-redis:
-	@command -v redis-server >/dev/null || { echo "make test needs redis-server on PATH (apt-get install -y redis-server)"; exit 1; }
+	@echo "==> set-up: redis-server on PATH"
+	@.ci/setup-redis
 
 bench: check-redis
 	THROTTLE_REQUIRE_REDIS=1 $(GO) test -run '^$$' -bench . -benchmem ./...
