@@ -1,0 +1,46 @@
+package throttle_test
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/quotaware/throttle"
+	"github.com/quotaware/throttle/apps"
+	"github.com/quotaware/throttle/providers/dingtalk"
+	"github.com/quotaware/throttle/providers/wechat"
+)
+
+// A service calling DingTalk as two apps and as a suite installed in many
+// customer orgs, and WeChat as several accounts, from several replicas. The
+// README's section on several apps is an excerpt of this function.
+func Example_severalApps() {
+	rdb := redis.NewClient(&redis.Options{Addr: "redis:6379", ContextTimeoutEnabled: true})
+	hmacKey := []byte("the same 32 random bytes on every replica")
+	accounts := []wechat.Config{{AppID: "wx1"}, {AppID: "wx2"}}
+	ctx := context.Background()
+
+	// One Book per replica; every replica shares the key (keep it with the apps' secrets).
+	book := apps.MustNew(apps.WithRedis(rdb, hmacKey))
+	dt := dingtalk.MustApps(dingtalk.AppsConfig{
+		Apps: []dingtalk.Config{
+			{AppKey: "dingStandard"},
+			{AppKey: "dingPro", Edition: dingtalk.Professional},
+			{AppKey: "suiteKey", ISV: true}, // its customer orgs are learned from their tokens
+		},
+		// Default: "dingStandard", // unknown tokens: this app; empty: a shared conservative scope
+	})
+	client := &http.Client{Transport: throttle.New(
+		throttle.WithRedis(rdb),
+		throttle.WithApps(book),
+		throttle.WithProfiles(dt.Profile(), wechat.MustApps(wechat.AppsConfig{Apps: accounts}).Profile()),
+	)}
+	dt.Add(dingtalk.Config{AppKey: "dingNew"}) // while running; a new customer org needs nothing
+
+	// A caller that knows better says so; it wins over what was learned:
+	ctx = throttle.WithApp(ctx, "dingPro")                 // or
+	ctx = throttle.WithTenant(ctx, "suiteKey", "dingcorp") // an ISV suite in one customer org
+
+	_, _ = client, ctx // hand the client to the SDKs, the context to the calls
+}

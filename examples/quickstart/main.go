@@ -1,0 +1,81 @@
+// Command quickstart calls a DingTalk API 30 times as fast as it can through
+// throttle, which keeps the calls within the app's limit (20 a second per
+// API): none is rejected by DingTalk.
+//
+//	go run ./examples/quickstart -emulator                  # offline, against an in-process DingTalk emulator
+//	go run ./examples/quickstart -emulator -redis localhost:6379   # limits shared by every replica through Redis
+//	DINGTALK_ACCESS_TOKEN=... go run ./examples/quickstart -appkey ding...   # the real DingTalk
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/quotaware/throttle"
+	"github.com/quotaware/throttle/providers/dingtalk"
+	"github.com/quotaware/throttle/providers/dingtalk/dingtalktest"
+)
+
+func main() {
+	appKey := flag.String("appkey", "dingquickstart", "the DingTalk app key whose limits apply")
+	emulator := flag.Bool("emulator", false, "call an in-process DingTalk emulator instead of api.dingtalk.com")
+	redisAddr := flag.String("redis", "", "Redis address (host:port) to share the limits with other replicas; empty: this process only")
+	flag.Parse()
+
+	baseURL, host := "https://api.dingtalk.com", "api.dingtalk.com"
+	if *emulator {
+		emu := dingtalktest.New(dingtalktest.Options{DefaultApp: *appKey}) // any token is the app's
+		defer emu.Close()
+		baseURL, host = emu.URL, emu.Host()
+	}
+
+	// The heart of it: one Transport per process, handed to any client or SDK.
+	opts := []throttle.Option{
+		throttle.WithProfiles(dingtalk.MustProfile(dingtalk.Config{AppKey: *appKey, Hosts: []string{host}})),
+	}
+	if *redisAddr != "" {
+		rdb := redis.NewClient(&redis.Options{Addr: *redisAddr, ContextTimeoutEnabled: true})
+		defer rdb.Close()
+		opts = append(opts, throttle.WithRedis(rdb)) // without it: an in-process limiter
+	}
+	transport, err := throttle.Build(opts...)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer transport.Close()
+	client := &http.Client{Transport: transport, Timeout: 10 * time.Second}
+
+	start, sent, rejected := time.Now(), 0, 0
+	for i := 0; i < 30; i++ {
+		req, _ := http.NewRequest(http.MethodGet, baseURL+"/v1.0/contact/users/manager4220", nil)
+		req.Header.Set("x-acs-dingtalk-access-token", os.Getenv("DINGTALK_ACCESS_TOKEN"))
+		resp, err := client.Do(req)
+		switch {
+		case errors.Is(err, throttle.ErrThrottled): // no slot within the wait budget: nothing was sent
+			log.Print("throttled: ", err)
+			continue
+		case errors.Is(err, throttle.ErrPenalized): // the provider penalised this scope: nothing was sent
+			log.Print("penalized: ", err)
+			continue
+		case err != nil:
+			log.Fatal(throttle.RedactError(err)) // the error's URL may carry a token
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			rejected++
+			log.Printf("DingTalk answered %d: %s", resp.StatusCode, body)
+		}
+		sent++
+	}
+	fmt.Printf("%d calls in %v (%.1f a second), %d rejected by DingTalk\n",
+		sent, time.Since(start).Round(time.Millisecond), float64(sent)/time.Since(start).Seconds(), rejected)
+}
