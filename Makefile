@@ -33,18 +33,30 @@ FUZZ_TARGETS = \
 	./providers/wecom:FuzzClassify \
 	./providers/feishu:FuzzClassify
 
+.PHONY: test-ops
+# test-ops: the Grafana dashboard and the Prometheus alert rules in ops/
+# name only series the library exports (a real scrape through the
+# OpenTelemetry Prometheus exporter, in its own module), and promtool checks
+# and unit-tests the rules and parses every dashboard query. Without promtool
+# on PATH that part is skipped with a message; CI installs it and sets
+# THROTTLE_REQUIRE_PROMTOOL=1.
+test-ops:
+	cd examples/prometheus && $(GO) vet ./... && $(GO) test -race -count=1 -v ./...
+
 .PHONY: test test-short vet bench fuzz fuzz-short soak check-redis test-floor test-integrations
 
 # The go directive of go.mod: the oldest Go the module claims to build with.
 GO_FLOOR := $(shell awk '$$1 == "go" { print $$2; exit }' go.mod)
 
 test: check-redis
-	@echo "==> [1/3] gofmt and go vet"
+	@echo "==> [1/4] gofmt and go vet"
 	@$(MAKE) --no-print-directory vet
-	@echo "==> [2/3] go test -race ./... against real redis-server processes, with a 10 s soak (the longest stage)"
+	@echo "==> [2/4] go test -race ./... against real redis-server processes, with a 10 s soak (the longest stage)"
 	THROTTLE_REQUIRE_REDIS=1 THROTTLE_SOAK=10s $(GO) test -race -count=1 ./...
-	@echo "==> [3/3] every fuzz target for $(FUZZ_SHORT) executions"
+	@echo "==> [3/4] every fuzz target for $(FUZZ_SHORT) executions"
 	@$(MAKE) --no-print-directory fuzz-short
+	@echo "==> [4/4] the operator's kit: dashboard and alert rules against a real scrape (and promtool when installed)"
+	@$(MAKE) --no-print-directory test-ops
 	@echo "==> make test passed"
 
 test-short: check-redis
