@@ -80,8 +80,11 @@ type Reservation struct {
 	// local marks a slot a fallback granted without Redis.
 	local bool
 	// answered is when the answer reached this process (local clock), if
-	// the limiter is remote; see Delay.
+	// the limiter is remote, or when Memory decided; see Delay.
 	answered time.Time
+	// clock is the clock Delay counts down on (Memory's, which tests may
+	// inject); nil means the process's.
+	clock func() time.Time
 	// lost marks a slot Redis booked after losing the group's state (see
 	// reserve.lua's epoch): it may overlap slots booked before.
 	lost bool
@@ -115,6 +118,9 @@ func (res *Reservation) Delay() time.Duration {
 	}
 	if res.answered.IsZero() {
 		return res.delay
+	}
+	if res.clock != nil {
+		return max(res.delay-res.clock().Sub(res.answered), 0)
 	}
 	return max(res.delay-time.Since(res.answered), 0)
 }
