@@ -225,6 +225,10 @@ var (
 	ErrInvalidRequest = errors.New("limiter: invalid request")
 	// ErrUnavailable wraps failures of the limiter's store (e.g. Redis).
 	ErrUnavailable = errors.New("limiter: store unavailable")
+	// ErrNotAnnounced reports a penalty written to the store but not
+	// announced (Redis refused PUBLISH): replicas meet it on their next
+	// reserve of the scope rather than at once.
+	ErrNotAnnounced = errors.New("limiter: penalty written, not announced")
 )
 
 func (req *Request) validate() error {
