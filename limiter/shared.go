@@ -134,7 +134,7 @@ type Shared struct {
 	bg        sync.WaitGroup
 	stop      chan struct{} // closed by Close
 	bgMu      sync.Mutex    // orders background's Add before Close's Wait
-	closed    bool       // guarded by bgMu: no background work after Close
+	closed    bool          // guarded by bgMu: no background work after Close
 	closeOnce sync.Once
 
 	// described holds, per calendar rule met, when to record it in the
