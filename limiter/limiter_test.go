@@ -315,7 +315,9 @@ func (o outside) Reserve(ctx context.Context, req limiter.Request) (limiter.Rese
 		return limiter.Refuse(res.SendAt(), res.RetryAfter(), res.Rule(), res.Penalty()), nil
 	}
 	inner := res
-	out := limiter.Admit(res.SendAt().Add(-res.Delay()), res.Delay(), res.Rule(), inner.Cancel, inner.Release)
+	// Delay counts down: read it once, so that now + delay is the slot.
+	d := res.Delay()
+	out := limiter.Admit(res.SendAt().Add(-d), d, res.Rule(), inner.Cancel, inner.Release)
 	return out, nil
 }
 
