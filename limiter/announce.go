@@ -57,8 +57,15 @@ type announcement struct {
 	group, scope string
 }
 
+// maxAnnouncement bounds a message: a header, two keys of at most
+// rulecore.MaxKeyLen, an end and a provider's code fit well within it.
+const maxAnnouncement = 2048
+
 // parseAnnouncement reads a message; ok is false when it is malformed.
 func parseAnnouncement(s string) (a announcement, ok bool) {
+	if len(s) > maxAnnouncement {
+		return announcement{}, false
+	}
 	switch {
 	case s == legacyBack:
 		return announcement{kind: backType}, true
@@ -80,9 +87,14 @@ func parseAnnouncement(s string) (a announcement, ok bool) {
 	if _, err := strconv.Atoi(version[1:]); err != nil || kind == "" {
 		return announcement{}, false
 	}
+	if version != announceVersion {
+		// A later version: not ours to read, whatever its type says (its
+		// fields may differ), so it carries no kind.
+		return announcement{}, true
+	}
 	a.kind = kind
-	if version != announceVersion || (kind != penaltyType && kind != liftType) {
-		return a, kind != "" // another type or version: not ours to read
+	if kind != penaltyType && kind != liftType {
+		return a, true // another type: not ours to read
 	}
 	var ok1, ok2 bool
 	a.group, rest, ok1 = strings.Cut(rest, "\n")
