@@ -2,9 +2,12 @@ package limiter
 
 import (
 	"context"
+	"errors"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/quotaware/throttle/limiter/internal/rulecore"
@@ -54,8 +57,15 @@ type announcement struct {
 	group, scope string
 }
 
+// maxAnnouncement bounds a message: a header, two keys of at most
+// rulecore.MaxKeyLen, an end and a provider's code fit well within it.
+const maxAnnouncement = 2048
+
 // parseAnnouncement reads a message; ok is false when it is malformed.
 func parseAnnouncement(s string) (a announcement, ok bool) {
+	if len(s) > maxAnnouncement {
+		return announcement{}, false
+	}
 	switch {
 	case s == legacyBack:
 		return announcement{kind: backType}, true
@@ -77,9 +87,14 @@ func parseAnnouncement(s string) (a announcement, ok bool) {
 	if _, err := strconv.Atoi(version[1:]); err != nil || kind == "" {
 		return announcement{}, false
 	}
+	if version != announceVersion {
+		// A later version: not ours to read, whatever its type says (its
+		// fields may differ), so it carries no kind.
+		return announcement{}, true
+	}
 	a.kind = kind
-	if version != announceVersion || (kind != penaltyType && kind != liftType) {
-		return a, kind != "" // another type or version: not ours to read
+	if kind != penaltyType && kind != liftType {
+		return a, true // another type: not ours to read
 	}
 	var ok1, ok2 bool
 	a.group, rest, ok1 = strings.Cut(rest, "\n")
@@ -111,6 +126,9 @@ type watcherConfig struct {
 	onBack func()
 	// onRejected is told of a message it ignored, and why.
 	onRejected func(reason string)
+	// onSubscribe is told when Redis refuses the subscription (with its
+	// error) and when it is in place again (nil).
+	onSubscribe func(err error)
 }
 
 // maxUnconfirmed bounds the announcements waiting for Redis to confirm
@@ -130,49 +148,204 @@ type watcher struct {
 	wake    chan struct{}
 	done    sync.WaitGroup
 	once    sync.Once
+	quit    chan struct{}
+	stopped atomic.Bool
+
+	// refused is set while Redis refuses the subscription; known are the
+	// penalties this replica met (end, local clock), which it then re-reads
+	// every pollEvery to hear of lifts without announcements.
+	refused atomic.Bool
+	knownMu sync.Mutex
+	known   map[penaltyID]time.Time
 }
+
+// Timing of the watch: how long a receive waits before pinging the
+// connection (a dead one is then replaced), how often a refused
+// subscription is asked again, and how often known penalties are re-read
+// while it is refused.
+var (
+	pingEvery        = 15 * time.Second
+	resubscribeEvery = 5 * time.Second
+	pollEvery        = time.Second
+)
+
+// maxKnown bounds the penalties re-read while the subscription is refused.
+const maxKnown = 1024
 
 // watch starts following the channel in the background, reconnecting after
 // outages, until stop. Announcements missed while disconnected are not
 // replayed.
 func (l *redisLimiter) watch(cfg watcherConfig) *watcher {
 	w := &watcher{l: l, cfg: cfg, ps: l.client.Subscribe(context.Background(), l.channel()),
-		pending: make(map[penaltyID]string), wake: make(chan struct{}, 1)}
-	w.done.Add(2)
+		pending: make(map[penaltyID]string), wake: make(chan struct{}, 1), quit: make(chan struct{}),
+		known: make(map[penaltyID]time.Time)}
+	w.done.Add(3)
 	go w.listen()
 	go w.confirm()
+	go w.poll()
 	return w
 }
 
+// listen receives from the subscription itself rather than through
+// PubSub.Channel, which drops errors: a subscription Redis refuses (an ACL
+// user without SUBSCRIBE or the channel) is reported and asked again.
 func (w *watcher) listen() {
 	defer w.done.Done()
 	defer close(w.wake)
-	for msg := range w.ps.Channel() {
-		a, ok := parseAnnouncement(msg.Payload)
+	ctx := context.Background()
+	for {
+		msg, err := w.ps.ReceiveTimeout(ctx, pingEvery)
+		if w.stopped.Load() {
+			return
+		}
+		var rerr redis.Error
+		var nerr net.Error
 		switch {
-		case !ok:
-			w.reject("malformed")
-		case a.kind == backType:
-			if w.cfg.onBack != nil {
-				w.cfg.onBack()
+		case err == nil:
+		case errors.As(err, &rerr):
+			w.subscribed(err)
+			if !w.pause(resubscribeEvery) {
+				return
 			}
-		case a.kind == penaltyType || a.kind == liftType:
-			w.mu.Lock()
-			id := penaltyID{a.group, a.scope}
-			_, queued := w.pending[id]
-			full := !queued && len(w.pending) >= maxUnconfirmed
-			if !full {
-				w.pending[id] = a.kind
+			_ = w.ps.Subscribe(ctx, w.l.channel())
+			continue
+		case errors.As(err, &nerr) && nerr.Timeout():
+			// Quiet: a ping proves the connection (a dead one is replaced
+			// and subscribed again on the next receive).
+			_ = w.ps.Ping(ctx)
+			continue
+		default:
+			// Redis away: the next receive reconnects and subscribes.
+			if !w.pause(100 * time.Millisecond) {
+				return
 			}
-			w.mu.Unlock()
-			if full {
-				w.reject("queue full")
+			continue
+		}
+		switch m := msg.(type) {
+		case *redis.Subscription:
+			if m.Kind == "subscribe" {
+				w.subscribed(nil)
+			}
+		case *redis.Message:
+			w.hear(m.Payload)
+		}
+	}
+}
+
+// subscribed records whether the subscription is in place.
+func (w *watcher) subscribed(err error) {
+	if was := w.refused.Swap(err != nil); err == nil && !was {
+		return
+	}
+	if w.cfg.onSubscribe != nil {
+		w.cfg.onSubscribe(err)
+	}
+}
+
+// pause waits d, or returns false once the watch stops.
+func (w *watcher) pause(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-w.quit:
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// remember notes a penalty this replica met, to re-read while announcements
+// are unavailable.
+func (w *watcher) remember(group string, p Penalty) {
+	w.knownMu.Lock()
+	defer w.knownMu.Unlock()
+	id := penaltyID{group, p.Scope}
+	if _, ok := w.known[id]; !ok && len(w.known) >= maxKnown {
+		now := time.Now()
+		for k, until := range w.known {
+			if !until.After(now) {
+				delete(w.known, k)
+			}
+		}
+		if len(w.known) >= maxKnown {
+			return
+		}
+	}
+	if p.Until.After(w.known[id]) {
+		w.known[id] = p.Until
+	}
+}
+
+// poll re-reads the known penalties while the subscription is refused, so
+// that a lift (its key gone) still reaches onLift within about pollEvery.
+func (w *watcher) poll() {
+	defer w.done.Done()
+	for w.pause(pollEvery) {
+		if !w.refused.Load() {
+			continue
+		}
+		w.knownMu.Lock()
+		now := time.Now()
+		ids := make([]penaltyID, 0, len(w.known))
+		for id, until := range w.known {
+			if !until.After(now) {
+				delete(w.known, id)
 				continue
 			}
-			select {
-			case w.wake <- struct{}{}:
-			default:
+			ids = append(ids, id)
+		}
+		w.knownMu.Unlock()
+		if len(ids) == 0 {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), defaultTimeout)
+		pipe := w.l.client.Pipeline()
+		cmds := make([]*redis.IntCmd, len(ids))
+		for i, id := range ids {
+			cmds[i] = pipe.Exists(ctx, w.l.penaltyKey(id.group, id.scope))
+		}
+		_, _ = pipe.Exec(ctx)
+		cancel()
+		for i, id := range ids {
+			if n, err := cmds[i].Result(); err != nil || n != 0 {
+				continue
 			}
+			w.knownMu.Lock()
+			delete(w.known, id)
+			w.knownMu.Unlock()
+			if w.cfg.onLift != nil {
+				w.cfg.onLift(id.group, id.scope)
+			}
+		}
+	}
+}
+
+// hear handles one message.
+func (w *watcher) hear(payload string) {
+	a, ok := parseAnnouncement(payload)
+	switch {
+	case !ok:
+		w.reject("malformed")
+	case a.kind == backType:
+		if w.cfg.onBack != nil {
+			w.cfg.onBack()
+		}
+	case a.kind == penaltyType || a.kind == liftType:
+		w.mu.Lock()
+		id := penaltyID{a.group, a.scope}
+		_, queued := w.pending[id]
+		full := !queued && len(w.pending) >= maxUnconfirmed
+		if !full {
+			w.pending[id] = a.kind
+		}
+		w.mu.Unlock()
+		if full {
+			w.reject("queue full")
+			return
+		}
+		select {
+		case w.wake <- struct{}{}:
+		default:
 		}
 	}
 }
@@ -214,6 +387,7 @@ func (w *watcher) confirm() {
 					w.reject("no penalty in Redis")
 					continue
 				}
+				w.remember(id.group, Penalty{Scope: id.scope, Until: until})
 				if w.cfg.onPenalty != nil {
 					w.cfg.onPenalty(id.group, Penalty{Scope: id.scope, Until: until, Code: code})
 				}
@@ -238,7 +412,11 @@ func (w *watcher) reject(reason string) {
 
 // stop ends the watch and waits for its goroutines.
 func (w *watcher) stop() {
-	w.once.Do(func() { w.ps.Close() })
+	w.once.Do(func() {
+		w.stopped.Store(true)
+		close(w.quit)
+		w.ps.Close()
+	})
 	w.done.Wait()
 }
 

@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/quotaware/throttle/limiter/rule"
@@ -104,3 +105,10 @@ func (s *Shared) Down() bool { return s.failover.Down() }
 
 // Len reports how many keys the limiter holds, for leak checks.
 func (m *Memory) Len() int { return m.size() }
+
+// SetClock puts the replica's clock that penalty ends are read on (before
+// any use).
+func (s *Shared) SetClock(now func() time.Time) { s.redis.now = now }
+
+// ReplicaID names the replica in its fault key.
+func (s *Shared) ReplicaID() string { return s.faults.key[strings.LastIndexByte(s.faults.key, ':')+1:] }

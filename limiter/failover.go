@@ -78,6 +78,8 @@ type failover struct {
 	penalties map[penaltyID]Penalty
 	flushing  bool
 	bg        sync.WaitGroup
+	stop      chan struct{} // closed by close
+	stopOnce  sync.Once
 
 	// lastSlot is the latest send time (µs) the primary booked, for this
 	// replica or (as its replies show) for others, and drainUntil what it
@@ -142,7 +144,7 @@ func newFailover(primary store, cfg failoverConfig) *failover {
 		cfg.Recover = defaultRecover
 	}
 	f := &failover{primary: primary, local: NewMemory(), cfg: cfg, scaled: make(map[scaledID]rule.Rule),
-		penalties: make(map[penaltyID]Penalty)}
+		penalties: make(map[penaltyID]Penalty), stop: make(chan struct{})}
 	f.recover.Store(int64(cfg.Recover))
 	return f
 }
@@ -467,8 +469,8 @@ func (f *failover) bound(ctx context.Context) (context.Context, context.CancelFu
 // Penalize implements Limiter. The penalty is kept locally as well, so it
 // holds through an outage. A penalty the primary does not take because it
 // is away is kept (the latest end per scope) and written, and so announced,
-// once the primary is back, unless it is over by then: the other replicas
-// learn of it then at the latest. Such a penalty returns nil.
+// within about penaltyRetry of the primary answering again, unless it is
+// over by then. Such a penalty returns nil.
 func (f *failover) Penalize(ctx context.Context, group string, p Penalty) error {
 	if err := f.local.Penalize(ctx, group, p); err != nil {
 		return err
@@ -500,19 +502,20 @@ func (f *failover) keepPenalty(group string, p Penalty) {
 		f.penalties[id] = p
 		p = Penalty{}
 	}
-	down := f.down.Load()
 	f.penMu.Unlock()
 	if p.Scope != "" && f.cfg.OnPenaltyLost != nil {
 		f.cfg.OnPenaltyLost(group, p)
 	}
-	if !down {
-		// The primary came back between the failed write and now.
-		f.flushPenalties()
-	}
+	f.flushPenalties()
 }
 
 // flushPenalties writes the kept penalties to the primary in the
-// background (one goroutine at a time; Close waits for it).
+// background (one goroutine at a time; close stops and waits for it). It
+// tries again every penaltyRetry until all are written, whether or not the
+// failover uses the primary again yet and whatever this replica calls next:
+// the breaker stops the penalised scope's requests before the limiter sees
+// them, so waiting for a request's probe, or for Recover, could share the
+// penalty late or never. Each write announces the penalty.
 func (f *failover) flushPenalties() {
 	f.penMu.Lock()
 	defer f.penMu.Unlock()
@@ -526,7 +529,7 @@ func (f *failover) flushPenalties() {
 		for {
 			f.penMu.Lock()
 			batch := f.penalties
-			if len(batch) == 0 || f.down.Load() {
+			if len(batch) == 0 {
 				f.flushing = false
 				f.penMu.Unlock()
 				return
@@ -538,28 +541,48 @@ func (f *failover) flushPenalties() {
 				if !p.Until.After(time.Now()) {
 					continue // over already
 				}
+				if failed {
+					f.requeue(id, p) // the primary did not answer this round
+					continue
+				}
 				ctx, cancel := context.WithTimeout(context.Background(), max(f.cfg.Timeout, defaultTimeout))
 				err := f.primary.Penalize(ctx, id.group, p)
 				cancel()
 				if errors.Is(err, ErrUnavailable) {
 					failed = true
-					f.penMu.Lock()
-					if old, ok := f.penalties[id]; !ok || p.Until.After(old.Until) {
-						f.penalties[id] = p
-					}
-					f.penMu.Unlock()
+					f.requeue(id, p)
 				}
 			}
 			if failed {
-				// Kept for the next switch back or the next penalty.
-				f.penMu.Lock()
-				f.flushing = false
-				f.penMu.Unlock()
-				return
+				select {
+				case <-f.stop:
+					f.penMu.Lock()
+					f.flushing = false
+					f.penMu.Unlock()
+					return
+				case <-time.After(min(f.cfg.Probe, penaltyRetry)):
+				}
 			}
 		}
 	}()
 }
 
-// close waits for the background writes of kept penalties.
-func (f *failover) close() { f.bg.Wait() }
+// penaltyRetry bounds how long a penalty kept during an outage waits once
+// the primary answers again.
+const penaltyRetry = 250 * time.Millisecond
+
+// requeue keeps p for the next round, unless a later one replaced it.
+func (f *failover) requeue(id penaltyID, p Penalty) {
+	f.penMu.Lock()
+	if old, ok := f.penalties[id]; !ok || p.Until.After(old.Until) {
+		f.penalties[id] = p
+	}
+	f.penMu.Unlock()
+}
+
+// close stops retrying the kept penalties and waits for the background
+// writes.
+func (f *failover) close() {
+	f.stopOnce.Do(func() { close(f.stop) })
+	f.bg.Wait()
+}

@@ -80,8 +80,11 @@ type Reservation struct {
 	// local marks a slot a fallback granted without Redis.
 	local bool
 	// answered is when the answer reached this process (local clock), if
-	// the limiter is remote; see Delay.
+	// the limiter is remote, or when Memory decided; see Delay.
 	answered time.Time
+	// clock is the clock Delay counts down on (Memory's, which tests may
+	// inject); nil means the process's.
+	clock func() time.Time
 	// lost marks a slot Redis booked after losing the group's state (see
 	// reserve.lua's epoch): it may overlap slots booked before.
 	lost bool
@@ -115,6 +118,9 @@ func (res *Reservation) Delay() time.Duration {
 	}
 	if res.answered.IsZero() {
 		return res.delay
+	}
+	if res.clock != nil {
+		return max(res.delay-res.clock().Sub(res.answered), 0)
 	}
 	return max(res.delay-time.Since(res.answered), 0)
 }
@@ -219,6 +225,10 @@ var (
 	ErrInvalidRequest = errors.New("limiter: invalid request")
 	// ErrUnavailable wraps failures of the limiter's store (e.g. Redis).
 	ErrUnavailable = errors.New("limiter: store unavailable")
+	// ErrNotAnnounced reports a penalty written to the store but not
+	// announced (Redis refused PUBLISH): replicas meet it on their next
+	// reserve of the scope rather than at once.
+	ErrNotAnnounced = errors.New("limiter: penalty written, not announced")
 )
 
 func (req *Request) validate() error {

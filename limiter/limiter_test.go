@@ -315,7 +315,9 @@ func (o outside) Reserve(ctx context.Context, req limiter.Request) (limiter.Rese
 		return limiter.Refuse(res.SendAt(), res.RetryAfter(), res.Rule(), res.Penalty()), nil
 	}
 	inner := res
-	out := limiter.Admit(res.SendAt().Add(-res.Delay()), res.Delay(), res.Rule(), inner.Cancel, inner.Release)
+	// Delay counts down: read it once, so that now + delay is the slot.
+	d := res.Delay()
+	out := limiter.Admit(res.SendAt().Add(-d), d, res.Rule(), inner.Cancel, inner.Release)
 	return out, nil
 }
 
@@ -335,4 +337,28 @@ func TestOutsideLimiterConformance(t *testing.T) {
 		}
 		return out
 	})
+}
+
+// Memory's Delay counts down from the decision on its clock, like Shared's
+// from the answer: a Wait made 300ms later sleeps only what is left.
+func TestMemoryDelayCountsDown(t *testing.T) {
+	var now atomic.Int64
+	now.Store(time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC).UnixNano())
+	m := limiter.NewMemory(limiter.WithClock(func() time.Time { return time.Unix(0, now.Load()) }))
+	req := limiter.Request{Group: "g", Rules: []rule.Rule{rule.Must(rule.New("r", 1, time.Second))}, MaxWait: 2 * time.Second}
+	if res, _ := m.Reserve(context.Background(), req); !res.OK() || res.Delay() != 0 {
+		t.Fatalf("first: %+v", res)
+	}
+	res, _ := m.Reserve(context.Background(), req)
+	if !res.OK() || res.Delay() != time.Second {
+		t.Fatalf("second: OK %v Delay %v, want a slot in 1s", res.OK(), res.Delay())
+	}
+	now.Add(int64(300 * time.Millisecond))
+	if d := res.Delay(); d != 700*time.Millisecond {
+		t.Fatalf("Delay 300ms after the decision = %v, want 700ms", d)
+	}
+	now.Add(int64(2 * time.Second))
+	if d := res.Delay(); d != 0 {
+		t.Fatalf("Delay past the slot = %v, want 0", d)
+	}
 }

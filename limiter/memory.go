@@ -106,8 +106,10 @@ func (m *Memory) Reserve(ctx context.Context, req Request) (Reservation, error) 
 	if i, retry := m.leasesFull(req, now); i >= 0 {
 		return Reservation{retryAfter: retry, ruleIndex: i, now: nowT}, nil
 	}
+	// Delay counts down from the decision on the same clock, as Shared's
+	// does from the answer, so a Wait made later does not sleep it again.
 	return Reservation{ok: true, delay: time.Duration(delay) * time.Microsecond, ruleIndex: bind, now: nowT, booked: m.book(req, s, bounds),
-		from: m, group: req.Group, rules: req.Rules}, nil
+		from: m, group: req.Group, rules: req.Rules, answered: clock, clock: m.now}, nil
 }
 
 // penalty is the request's shared penalty that ends last, or nil.

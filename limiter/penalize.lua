@@ -2,13 +2,27 @@
 -- announce it so that replicas stop at once rather than on their next reserve.
 --
 -- KEYS[1]: the penalty key.
--- ARGV[1]: end of the penalty (µs since the epoch); ARGV[2]: the provider's code;
--- ARGV[3]: the channel announcing penalties; ARGV[4]: the announcement's
--- head, "v1 penalty\ngroup\nscope\n" (see announce.go).
+-- ARGV[1]: end of the penalty (µs since the epoch, on the replica's clock);
+-- ARGV[2]: the provider's code; ARGV[3]: the channel announcing penalties;
+-- ARGV[4]: the announcement's head, "v1 penalty\ngroup\nscope\n" (see
+-- announce.go); ARGV[5]: the replica's clock (µs) when it sent the call.
+-- The end is moved onto Redis's clock by the replica's offset when that is
+-- more than a call's latency could explain (250ms), or when the end is past
+-- on Redis's clock though not on the replica's: a replica behind would
+-- otherwise lose its short penalties, one ahead lengthen every penalty for
+-- the fleet. An end that is exact on the replica's clock stays exact.
+-- Returns 1 (recorded and announced), 0 (a penalty ending no earlier is
+-- there), -1 (over already), or "unannounced <error>": recorded, but PUBLISH
+-- failed (an ACL user without it), so replicas learn of it on their next
+-- reserve instead.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local untilUs = tonumber(ARGV[1])
-if untilUs <= now then return 0 end
+local offset = now - tonumber(ARGV[5])
+if offset > 250000 or offset < -250000 or untilUs <= now then
+  untilUs = untilUs + offset
+end
+if untilUs <= now then return -1 end
 local v = redis.pcall('GET', KEYS[1])
 if type(v) == 'table' then v = false end -- another type: replaced below
 if v then
@@ -16,6 +30,8 @@ if v then
   local old = tonumber(sep and string.sub(v, 1, sep - 1) or v)
   if old and old >= untilUs then return 0 end
 end
-redis.call('SET', KEYS[1], ARGV[1] .. '|' .. ARGV[2], 'PX', math.floor((untilUs - now) / 1000) + 1)
-redis.call('PUBLISH', ARGV[3], ARGV[4] .. ARGV[1] .. '\n' .. ARGV[2])
+local endUs = string.format('%.0f', untilUs)
+redis.call('SET', KEYS[1], endUs .. '|' .. ARGV[2], 'PX', math.floor((untilUs - now) / 1000) + 1)
+local ok = redis.pcall('PUBLISH', ARGV[3], ARGV[4] .. endUs .. '\n' .. ARGV[2])
+if type(ok) == 'table' and ok.err then return 'unannounced ' .. ok.err end
 return 1

@@ -53,6 +53,15 @@ type redisLimiter struct {
 	timeout time.Duration
 	// report, if set, is told of lost state and corrupt values.
 	report func(event)
+	// onPenalty, if set, is told of every penalty this replica met in
+	// Redis: written by it, or refusing one of its reserves.
+	onPenalty func(group string, p Penalty)
+	// onPublish, if set, is told whether each announcement went out (nil)
+	// or why not.
+	onPublish func(error)
+	// now is this replica's clock (default time.Now); penalty ends are
+	// sent relative to it.
+	now func() time.Time
 
 	// epochs is the latest epoch seen per group (see reserve.lua).
 	epochMu sync.Mutex
@@ -73,6 +82,12 @@ func withPrefix(prefix string) redisOption {
 	return redisOptionFunc(func(r *redisLimiter) { r.prefix = prefix })
 }
 
+// withClock sets the replica's clock the limiter reads for penalty ends
+// (default time.Now), so tests can put it off Redis's.
+func withClock(now func() time.Time) redisOption {
+	return redisOptionFunc(func(r *redisLimiter) { r.now = now })
+}
+
 // newRedis returns the Redis limiter on client, which may be a single node,
 // a cluster, a ring or a failover client; Shared wraps it.
 func newRedis(client redis.UniversalClient, opts ...redisOption) (*redisLimiter, error) {
@@ -80,7 +95,7 @@ func newRedis(client redis.UniversalClient, opts ...redisOption) (*redisLimiter,
 		return nil, fmt.Errorf("limiter: NewShared: client must not be nil")
 	}
 	r := &redisLimiter{client: client, prefix: "throttle", keys: keyCache{m: make(map[keyID]any)},
-		lanes: lanes{seed: maphash.MakeSeed(), m: make(map[uint64]*lane)}, epochs: make(map[string]epochState)}
+		lanes: lanes{seed: maphash.MakeSeed(), m: make(map[uint64]*lane)}, epochs: make(map[string]epochState), now: time.Now}
 	for _, o := range opts {
 		o.applyRedis(r)
 	}
@@ -232,6 +247,9 @@ func (l *redisLimiter) reserveN(ctx context.Context, reqs []Request, out []Reser
 				}
 			}
 		}
+	}
+	if l.onPenalty != nil && out[0].penalty != nil {
+		l.onPenalty(req.Group, *out[0].penalty)
 	}
 	var lost, first bool
 	if flags.epoch > 0 {
@@ -484,18 +502,53 @@ func (l *redisLimiter) release(ctx context.Context, req Request, res Reservation
 	return nil
 }
 
-// Penalize implements Limiter.
+// Penalize implements Limiter. The end goes to Redis with this replica's
+// clock, and penalize.lua moves it onto Redis's when they differ by more
+// than a call's latency, so a replica whose clock is off neither loses a
+// short penalty (its end already past on Redis's clock) nor lengthens it
+// for the fleet. A penalty over already is not written, and reported. One recorded but not announced (PUBLISH
+// refused) returns an error wrapping ErrNotAnnounced, not ErrUnavailable.
 func (l *redisLimiter) Penalize(ctx context.Context, group string, p Penalty) error {
 	if err := p.validate(group); err != nil {
 		return err
+	}
+	now := l.now()
+	if !p.Until.After(now) {
+		if l.report != nil {
+			l.report(event{Kind: eventPenaltyDropped, Group: group,
+				Detail: "a penalty on scope " + p.Scope + " was over before it could be written to Redis; it was not shared"})
+		}
+		return nil
 	}
 	a := argsPool.Get().(*scriptArgs)
 	defer a.release()
 	a.begin(penalizeScript, 1)
 	a.list = append(a.list, l.keys.get(l.prefix, penaltyTag, group, p.Scope),
-		boxInt64(p.Until.UnixMicro()), p.Code, l.channel(), penaltyHeader(group, p.Scope))
-	if err := l.run(ctx, penalizeScript, a.list).Err(); err != nil && !errors.Is(err, redis.Nil) {
+		boxInt64(p.Until.UnixMicro()), p.Code, l.channel(), penaltyHeader(group, p.Scope), boxInt64(now.UnixMicro()))
+	v, err := l.run(ctx, penalizeScript, a.list).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
 		return unavailable("penalize", err)
+	}
+	if n, ok := v.(int64); ok && n < 0 {
+		if l.report != nil {
+			l.report(event{Kind: eventPenaltyDropped, Group: group,
+				Detail: "a penalty on scope " + p.Scope + " was over on Redis's clock when written; it was not shared"})
+		}
+		return nil
+	}
+	if l.onPenalty != nil {
+		l.onPenalty(group, p)
+	}
+	if s, ok := v.(string); ok {
+		msg, _ := strings.CutPrefix(s, "unannounced ")
+		perr := errors.New(msg)
+		if l.onPublish != nil {
+			l.onPublish(perr)
+		}
+		return fmt.Errorf("%w: PUBLISH refused: %w", ErrNotAnnounced, perr)
+	}
+	if l.onPublish != nil {
+		l.onPublish(nil)
 	}
 	return nil
 }

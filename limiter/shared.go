@@ -2,6 +2,9 @@ package limiter
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -84,7 +87,9 @@ type SharedConfig struct {
 	//     malformed or not confirmed by Redis (spoofed), and ignored;
 	//   "evictable": Redis's maxmemory-policy lets it evict the keys;
 	//   "penalty_lost": a penalty taken during an outage could not be kept
-	//     to be written later.
+	//     to be written later;
+	//   "penalty_dropped": a penalty was over (on this replica's clock)
+	//     before it could be written to Redis, so it was not shared.
 	// group is the request group concerned, or "". Each is also logged, at
 	// most once a minute per kind and group.
 	OnEvent func(kind, group string)
@@ -108,6 +113,7 @@ const (
 	eventAnnouncementRejected eventKind = "announcement_rejected"
 	eventEvictable            eventKind = "evictable"
 	eventPenaltyLost          eventKind = "penalty_lost"
+	eventPenaltyDropped       eventKind = "penalty_dropped"
 )
 
 // Shared is the limiter replicas share through Redis, with everything that
@@ -121,12 +127,14 @@ type Shared struct {
 	failover *failover
 	registry *registry
 	watcher  *watcher
+	faults   *faults
 	log      *logLimiter
 	cfg      SharedConfig
 
 	bg        sync.WaitGroup
-	bgMu      sync.Mutex // orders background's Add before Close's Wait
-	closed    bool       // guarded by bgMu: no background work after Close
+	stop      chan struct{} // closed by Close
+	bgMu      sync.Mutex    // orders background's Add before Close's Wait
+	closed    bool          // guarded by bgMu: no background work after Close
 	closeOnce sync.Once
 
 	// described holds, per calendar rule met, when to record it in the
@@ -168,7 +176,7 @@ func NewShared(client redis.UniversalClient, cfg SharedConfig) (*Shared, error) 
 	if err != nil {
 		return nil, err
 	}
-	s := &Shared{redis: r, cfg: cfg, log: newLogLimiter(cfg.Logger), described: make(map[stateKey]*atomic.Int64)}
+	s := &Shared{redis: r, cfg: cfg, log: newLogLimiter(cfg.Logger), described: make(map[stateKey]*atomic.Int64), stop: make(chan struct{})}
 	r.timeout = cfg.Timeout
 	r.report = s.report
 	fc := failoverConfig{
@@ -185,7 +193,7 @@ func NewShared(client redis.UniversalClient, cfg SharedConfig) (*Shared, error) 
 				// next probe: tell them to ask at once.
 				s.background(func() {
 					ctx, cancel := context.WithTimeout(context.Background(), cfg.Timeout)
-					_ = r.announceBack(ctx)
+					s.published(r.announceBack(ctx))
 					cancel()
 				})
 			}
@@ -205,6 +213,23 @@ func NewShared(client redis.UniversalClient, cfg SharedConfig) (*Shared, error) 
 		fc.Share = s.registry.Share
 	}
 	s.failover = newFailover(r, fc)
+	id := ""
+	if s.registry != nil {
+		id = s.registry.id
+	} else {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		id = hex.EncodeToString(b[:])
+	}
+	s.faults = newFaults(client, cfg.Prefix, id, func(msg string, clear bool) {
+		if clear {
+			cfg.Logger.Info("throttle: " + msg)
+			return
+		}
+		cfg.Logger.Warn("throttle: "+msg, "event", "announcement_fault")
+	})
+	s.background(func() { s.faults.run(s.stop) })
+	r.onPublish = s.published
 	s.watcher = r.watch(watcherConfig{
 		onPenalty: cfg.OnPenalty,
 		onLift: func(group, scope string) {
@@ -217,7 +242,9 @@ func NewShared(client redis.UniversalClient, cfg SharedConfig) (*Shared, error) 
 		onRejected: func(reason string) {
 			s.report(event{Kind: eventAnnouncementRejected, Detail: reason})
 		},
+		onSubscribe: func(err error) { s.faults.set(faultSubscribe, err) },
 	})
+	r.onPenalty = s.watcher.remember
 	s.background(s.checkEviction)
 	return s, nil
 }
@@ -234,6 +261,20 @@ func (s *Shared) background(f func()) {
 		defer s.bg.Done()
 		f()
 	}()
+}
+
+// published records whether an announcement went out: Redis refusing
+// PUBLISH (an ACL error) is a fault; Redis away is not.
+func (s *Shared) published(err error) {
+	var rerr redis.Error
+	switch {
+	case err == nil:
+		s.faults.set(faultPublish, nil)
+	case errors.As(err, &rerr):
+		s.faults.set(faultPublish, rerr)
+	case !errors.Is(err, ErrUnavailable):
+		s.faults.set(faultPublish, err)
+	}
 }
 
 // checkEviction reads maxmemory-policy, where the server allows CONFIG GET
@@ -335,6 +376,7 @@ func (s *Shared) Close() error {
 	s.closeOnce.Do(func() {
 		s.bgMu.Lock()
 		s.closed = true
+		close(s.stop)
 		s.bgMu.Unlock()
 		if s.registry != nil {
 			s.registry.close()
