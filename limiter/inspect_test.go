@@ -3,6 +3,7 @@ package limiter_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/quotaware/throttle/limiter"
 	"github.com/quotaware/throttle/limiter/limitertest"
 	"github.com/quotaware/throttle/limiter/rule"
+	"github.com/redis/go-redis/v9"
 )
 
 // fillGroup books state of every kind in group and returns the calendar
@@ -180,5 +182,65 @@ func TestLiftPenalty(t *testing.T) {
 	}
 	if _, err := l.LiftPenalty(ctx, "g", ""); !errors.Is(err, limiter.ErrInvalidRequest) {
 		t.Fatalf("LiftPenalty with an empty scope: %v, want ErrInvalidRequest", err)
+	}
+}
+
+// Penalties are read apart from rule keys: more rule keys than MaxKeys cut
+// the rule list only; more penalty keys than MaxPenaltyKeys are said
+// (PenaltiesTruncated, Complete fails); replica faults are read.
+func TestInspectBoundsAndFaults(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client(t)
+	ctx := context.Background()
+	l, err := limiter.NewRedis(c, limiter.WithPrefix("ops"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill := redis.NewScript(`for i = 0, tonumber(ARGV[2]) - 1 do redis.call('SET', ARGV[1] .. i, ARGV[3], 'EX', 3600) end return 1`)
+	if err := fill.Run(ctx, c, nil, "{ops:feishu}:r:chat:", 3*inspect.MaxKeys, "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	until := time.Now().Add(time.Hour).Truncate(time.Microsecond)
+	for _, g := range []string{"feishu", "dingtalk"} {
+		if err := l.Penalize(ctx, g, limiter.Penalty{Scope: "ip", Until: until, Code: "ban"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Set(ctx, "{ops:registry}:fault:r1", "subscribe: NOPERM no channel", time.Minute)
+	st, err := l.Inspect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Groups) != 2 || st.Groups[0].Group != "dingtalk" || st.Groups[1].Group != "feishu" {
+		t.Fatalf("groups %+v, want dingtalk and feishu", st.Groups)
+	}
+	for _, g := range st.Groups {
+		if len(g.Penalties) != 1 || g.Penalties[0].Code != "ban" || g.PenaltiesTruncated {
+			t.Errorf("%s: penalties %+v, want the ban", g.Group, g.Penalties)
+		}
+	}
+	if f := st.Groups[1]; !f.Truncated || len(f.Rules) != inspect.MaxKeys {
+		t.Errorf("feishu: %d rules, truncated %v; want the rule list cut at %d", len(f.Rules), f.Truncated, inspect.MaxKeys)
+	}
+	if err := st.Complete(); err != nil {
+		t.Errorf("Complete: %v, want nil (every penalty read)", err)
+	}
+	if len(st.Faults) != 1 || st.Faults[0] != (inspect.Fault{Replica: "r1", What: "subscribe", Error: "NOPERM no channel"}) {
+		t.Errorf("faults %+v", st.Faults)
+	}
+
+	over := strconv.FormatInt(time.Now().Add(-time.Minute).UnixMicro(), 10) + "|old"
+	if err := fill.Run(ctx, c, nil, "{ops:wecom}:p:member:", inspect.MaxPenaltyKeys+1, over).Err(); err != nil {
+		t.Fatal(err)
+	}
+	st, err = l.Inspect(ctx, "wecom")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := st.Groups[0]; !g.PenaltiesTruncated || len(g.Penalties) != 0 {
+		t.Fatalf("wecom: %d penalties, truncated %v; want none active and the cut said", len(g.Penalties), g.PenaltiesTruncated)
+	}
+	if err := st.Complete(); !errors.Is(err, inspect.ErrIncomplete) {
+		t.Fatalf("Complete: %v, want ErrIncomplete", err)
 	}
 }

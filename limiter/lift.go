@@ -2,10 +2,14 @@ package limiter
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
+	"github.com/quotaware/throttle/internal/inspect"
 	"github.com/quotaware/throttle/limiter/internal/rulecore"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Lifting a penalty: for an operator to end a shared penalty that should not
@@ -33,10 +37,103 @@ func (l *redisLimiter) LiftPenalty(ctx context.Context, group, scope string) (bo
 	if err != nil {
 		return false, unavailable("lift", err)
 	}
+	return n > 0, l.announceLift(ctx, group, scope)
+}
+
+// announceLift tells the watching replicas that the penalty on scope of
+// group is over; its error wraps ErrLiftNotAnnounced.
+func (l *redisLimiter) announceLift(ctx context.Context, group, scope string) error {
 	if err := l.client.Publish(ctx, l.channel(), liftPrefix+group+"\n"+scope).Err(); err != nil {
-		return n > 0, unavailable("publish", err)
+		return fmt.Errorf("%w: %w", ErrLiftNotAnnounced, unavailable("publish", err))
 	}
-	return n > 0, nil
+	return nil
+}
+
+// ErrLiftNotAnnounced is wrapped by the error of a lift whose penalty key
+// was dealt with but whose announcement failed: replicas holding a breaker
+// open for the scope keep it open until their own copy of the penalty ends.
+var ErrLiftNotAnnounced = errors.New("limiter: the lift was not announced to the replicas")
+
+// ErrPenaltyChanged is wrapped by a *PenaltyChangedError.
+var ErrPenaltyChanged = errors.New("limiter: the penalty changed since it was read")
+
+// PenaltyChangedError is LiftPenaltyIf's refusal: the penalty in Redis is
+// no longer the one seen, so nothing was removed and nothing announced.
+type PenaltyChangedError struct {
+	Group, Scope string
+	// Now is the penalty in Redis now; nil when there is none any more.
+	Now *inspect.PenaltyState
+}
+
+func (e *PenaltyChangedError) Error() string {
+	if e.Now == nil {
+		return fmt.Sprintf("%v: the penalty on %s of %s is gone", ErrPenaltyChanged, e.Scope, e.Group)
+	}
+	return fmt.Sprintf("%v: the penalty on %s of %s is now code %s until %s", ErrPenaltyChanged,
+		e.Scope, e.Group, e.Now.Code, e.Now.Until.UTC().Format("2006-01-02 15:04:05.000000 MST"))
+}
+
+func (e *PenaltyChangedError) Unwrap() error { return ErrPenaltyChanged }
+
+// liftIfScript deletes a penalty key only while it holds ARGV[1], the value
+// the operator was shown ("" for none). A value that is over by Redis's
+// clock (its end, µs before the first "|", not after TIME) or unreadable
+// counts as none, as Inspect does not show it. It returns {1, value} when
+// the key held what was shown (and is gone), {0, value} when it did not.
+var liftIfScript = redis.NewScript(`
+local v = redis.call('GET', KEYS[1])
+local shown = v
+if v then
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local e = tonumber(string.match(v, '^(%d+)|') or string.match(v, '^(%d+)$'))
+  if e == nil or e <= now then shown = '' end
+else
+  shown = ''
+end
+if shown ~= ARGV[1] then return {0, shown} end
+if v then redis.call('DEL', KEYS[1]) end
+return {1, shown}
+`)
+
+// LiftPenaltyIf is LiftPenalty for an operator who was shown the penalty
+// (seen, from Inspect; nil when none was shown): it removes the penalty
+// only while it is still the one seen, atomically, and otherwise removes
+// nothing, announces nothing and returns a *PenaltyChangedError, so that a
+// penalty recorded while the operator read (a new IP ban) stays. It
+// reports whether a penalty was removed.
+func (l *redisLimiter) LiftPenaltyIf(ctx context.Context, group, scope string, seen *inspect.PenaltyState) (bool, error) {
+	if err := rulecore.CheckKey(group); err != nil {
+		return false, fmt.Errorf("%w: group %v", ErrInvalidRequest, err)
+	}
+	if err := rulecore.CheckKey(scope); err != nil {
+		return false, fmt.Errorf("%w: scope %v", ErrInvalidRequest, err)
+	}
+	want := ""
+	if seen != nil {
+		if seen.Value == "" {
+			return false, fmt.Errorf("%w: seen penalty on %s has no Value (read it with Inspect)", ErrInvalidRequest, scope)
+		}
+		want = seen.Value
+	}
+	res, err := liftIfScript.Run(ctx, l.client, []string{l.penaltyKey(group, scope)}, want).Slice()
+	if err != nil {
+		return false, unavailable("lift", err)
+	}
+	if len(res) != 2 {
+		return false, unavailable("lift", fmt.Errorf("unexpected reply %v", res))
+	}
+	matched, _ := res[0].(int64)
+	now, _ := res[1].(string)
+	if matched != 1 {
+		e := &PenaltyChangedError{Group: group, Scope: scope}
+		if p, ok := parsePenaltyValue(scope, now); ok && now != "" {
+			p.Value = now
+			e.Now = &p
+		}
+		return false, e
+	}
+	return now != "", l.announceLift(ctx, group, scope)
 }
 
 // parseLift reads a lift announcement.
@@ -75,6 +172,23 @@ func (f *failover) LiftPenalty(ctx context.Context, group, scope string) (bool, 
 	return local || shared, err
 }
 
+// LiftPenaltyIf is LiftPenalty that removes the penalty only while it is
+// the one seen (see redisLimiter.LiftPenaltyIf); the copies kept for
+// outages go only when it does.
+func (f *failover) LiftPenaltyIf(ctx context.Context, group, scope string, seen *inspect.PenaltyState) (bool, error) {
+	p, ok := f.primary.(interface {
+		LiftPenaltyIf(context.Context, string, string, *inspect.PenaltyState) (bool, error)
+	})
+	if !ok {
+		return false, fmt.Errorf("%w: this limiter cannot compare a penalty before lifting it", ErrInvalidRequest)
+	}
+	removed, err := p.LiftPenaltyIf(ctx, group, scope, seen)
+	if err == nil || errors.Is(err, ErrLiftNotAnnounced) {
+		f.forgetPenalty(group, scope)
+	}
+	return removed, err
+}
+
 // forgetPenalty drops the copies of a penalty kept for outages (the local
 // one, and one waiting to be written to Redis), when it is lifted here or
 // by another replica; it reports whether there was one.
@@ -92,4 +206,15 @@ func (f *failover) forgetPenalty(group, scope string) bool {
 // reports whether a penalty was recorded.
 func (s *Shared) LiftPenalty(ctx context.Context, group, scope string) (bool, error) {
 	return s.failover.LiftPenalty(ctx, group, scope)
+}
+
+// LiftPenaltyIf ends the shared penalty on scope of group only while it is
+// still the one seen (a PenaltyState from Inspect; nil when none was seen),
+// and tells every watching replica. When the penalty changed in between it
+// removes nothing, announces nothing and returns a *PenaltyChangedError
+// (errors.Is ErrPenaltyChanged); when the key went but the announcement did
+// not, the error wraps ErrLiftNotAnnounced. It reports whether a penalty
+// was removed.
+func (s *Shared) LiftPenaltyIf(ctx context.Context, group, scope string, seen *inspect.PenaltyState) (bool, error) {
+	return s.failover.LiftPenaltyIf(ctx, group, scope, seen)
 }

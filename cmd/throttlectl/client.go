@@ -5,10 +5,12 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -34,10 +36,16 @@ func connect(ctx context.Context, c *common) (*limiter.Shared, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	pctx, cancel := context.WithTimeout(ctx, c.timeout)
+	// The first call connects too: it may take the dial timeout (TCP and
+	// TLS handshake) and then -timeout, so that a failed handshake is
+	// reported as itself rather than as this call's deadline.
+	pctx, cancel := context.WithTimeout(ctx, dialTimeout(c.timeout)+c.timeout)
 	defer cancel()
 	if err := client.Ping(pctx).Err(); err != nil {
 		client.Close()
+		if e := explainPlain(where, err); e != nil && !strings.Contains(c.redis, "rediss://") {
+			return nil, nil, e
+		}
 		return nil, nil, explain(where, err)
 	}
 	// One address of a cluster node: talk to the whole cluster.
@@ -47,7 +55,7 @@ func connect(ctx context.Context, c *common) (*limiter.Shared, func(), error) {
 			client.Close()
 			client = redis.NewClusterClient(&redis.ClusterOptions{
 				Addrs: []string{opts.Addr}, Username: opts.Username, Password: opts.Password, TLSConfig: opts.TLSConfig,
-				DialTimeout: opts.DialTimeout, ReadTimeout: opts.ReadTimeout, WriteTimeout: opts.WriteTimeout,
+				Dialer: opts.Dialer, DialTimeout: opts.DialTimeout, ReadTimeout: opts.ReadTimeout, WriteTimeout: opts.WriteTimeout,
 				ContextTimeoutEnabled: true, MaxRetries: 1,
 			})
 			if err := client.Ping(pctx).Err(); err != nil {
@@ -98,23 +106,70 @@ func newClient(spec string, timeout time.Duration) (redis.UniversalClient, strin
 		where = append(where, o.Addr)
 	}
 	o := opts[0]
-	dial := min(timeout, 3*time.Second)
+	dial := dialTimeout(timeout)
+	var dialer func(context.Context, string, string) (net.Conn, error)
+	if o.TLSConfig != nil {
+		dialer = tlsDialer(o.TLSConfig, dial)
+	}
 	if len(opts) == 1 {
 		o.DialTimeout, o.ReadTimeout, o.WriteTimeout = dial, timeout, timeout
 		o.ContextTimeoutEnabled, o.MaxRetries, o.DialerRetries = true, 1, 1
+		o.Dialer = dialer
 		return redis.NewClient(o), where[0], nil
 	}
 	cc := redis.NewClusterClient(&redis.ClusterOptions{
-		Addrs: where, Username: o.Username, Password: o.Password, TLSConfig: o.TLSConfig,
+		Addrs: where, Username: o.Username, Password: o.Password, TLSConfig: o.TLSConfig, Dialer: dialer,
 		DialTimeout: dial, ReadTimeout: timeout, WriteTimeout: timeout,
 		ContextTimeoutEnabled: true, MaxRetries: 1, DialerRetries: 1,
 	})
 	return cc, strings.Join(where, ","), nil
 }
 
+// tlsDialer dials TCP and then makes the TLS handshake itself, within the
+// dial timeout, so that a handshake that fails or never ends (a TLS client
+// at a plain port waits for an answer that never comes) is a *tlsError that
+// says TLS, not a bare "context deadline exceeded".
+func tlsDialer(cfg *tls.Config, timeout time.Duration) func(context.Context, string, string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		d := &net.Dialer{Timeout: timeout}
+		conn, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		c := cfg.Clone()
+		if c.ServerName == "" {
+			c.ServerName, _, _ = net.SplitHostPort(addr)
+		}
+		hctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		tc := tls.Client(conn, c)
+		if err := tc.HandshakeContext(hctx); err != nil {
+			conn.Close()
+			return nil, &tlsError{addr: addr, timeout: timeout, err: err}
+		}
+		return tc, nil
+	}
+}
+
+// tlsError is a failed TLS handshake.
+type tlsError struct {
+	addr    string
+	timeout time.Duration
+	err     error
+}
+
+func (e *tlsError) Error() string { return "TLS handshake with " + e.addr + ": " + e.err.Error() }
+func (e *tlsError) Unwrap() error { return e.err }
+
+// dialTimeout is how long connecting may take: -timeout, at most 3s.
+func dialTimeout(timeout time.Duration) time.Duration { return min(timeout, 3*time.Second) }
+
 // explain turns a failed first call into a message that says what to fix.
 func explain(where string, err error) error {
 	msg := err.Error()
+	if e := explainTLS(where, err); e != nil {
+		return e
+	}
 	switch {
 	case strings.Contains(msg, "WRONGPASS"), strings.Contains(msg, "invalid password"),
 		strings.Contains(msg, "invalid username-password"):
@@ -126,11 +181,6 @@ func explain(where string, err error) error {
 	case strings.Contains(msg, "without any password configured"):
 		return fmt.Errorf("Redis at %s has no password set, but one was given: drop it from -redis", where)
 	}
-	var certErr *tls.CertificateVerificationError
-	if errors.As(err, &certErr) {
-		return fmt.Errorf("Redis at %s: its TLS certificate is not trusted (%v); "+
-			"point SSL_CERT_FILE at the CA that signed it, or check the host name", where, certErr.Err)
-	}
 	var netErr net.Error
 	var opErr *net.OpError
 	var dnsErr *net.DNSError
@@ -141,6 +191,49 @@ func explain(where string, err error) error {
 		return fmt.Errorf("cannot connect to Redis at %s (is the address right, and is Redis up?): %v", where, err)
 	}
 	return fmt.Errorf("Redis at %s: %v", where, err)
+}
+
+// explainTLS says what went wrong with TLS, when something did: an
+// untrusted certificate, a handshake that failed or never completed, the
+// server's refusal after it (a client certificate it wants), or a plain
+// connection to a port that speaks TLS. It returns nil for other errors.
+func explainTLS(where string, err error) error {
+	var certErr *tls.CertificateVerificationError
+	if errors.As(err, &certErr) {
+		return fmt.Errorf("Redis at %s: its TLS certificate is not trusted (%v); "+
+			"point SSL_CERT_FILE at the CA that signed it, or check the host name", where, certErr.Err)
+	}
+	var te *tlsError
+	if errors.As(err, &te) {
+		var netErr net.Error
+		if errors.Is(te.err, context.DeadlineExceeded) || (errors.As(te.err, &netErr) && netErr.Timeout()) {
+			return fmt.Errorf("Redis at %s did not complete a TLS handshake within %s: is that port TLS? "+
+				"(rediss:// is for a TLS port; use redis:// for a plain one)", where, te.timeout)
+		}
+		if errors.Is(te.err, io.EOF) || strings.Contains(te.err.Error(), "first record does not look like a TLS handshake") {
+			return fmt.Errorf("Redis at %s does not speak TLS on that port (%v): use redis:// for a plain port", where, te.err)
+		}
+		return fmt.Errorf("Redis at %s: the TLS handshake failed: %v", where, te.err)
+	}
+	if msg := err.Error(); strings.Contains(msg, "tls: ") {
+		hint := ""
+		if strings.Contains(msg, "certificate required") || strings.Contains(msg, "bad certificate") {
+			hint = " (the server wants a client certificate, which throttlectl does not send: " +
+				"set tls-auth-clients optional, or use a port that does not require one)"
+		}
+		return fmt.Errorf("Redis at %s refused the TLS connection: %v%s", where, err, hint)
+	}
+	return nil
+}
+
+// explainPlain says that a plain connection closed at once may have reached
+// a TLS port.
+func explainPlain(where string, err error) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) {
+		return fmt.Errorf("Redis at %s closed the connection without answering: "+
+			"if that port speaks TLS, use rediss://%s (%v)", where, where, err)
+	}
+	return nil
 }
 
 // redactErr keeps a URL's password out of a parse error.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -15,31 +16,75 @@ import (
 	"github.com/quotaware/throttle/internal/inspect"
 
 	"github.com/quotaware/throttle/limiter"
+	"github.com/quotaware/throttle/providers/dingtalk"
+	"github.com/quotaware/throttle/providers/feishu"
+	"github.com/quotaware/throttle/providers/wechat"
+	"github.com/quotaware/throttle/providers/wecom"
 )
 
+// builtIn are the providers throttle ships presets for; a group of
+// another name is known when it has state in Redis.
+var builtIn = []string{dingtalk.Name, feishu.Name, wechat.Name, wecom.Name}
+
 // readState reads the state of provider (or of every provider), saying so
-// when nothing at all is found: most often a wrong -prefix.
-func readState(ctx context.Context, c *common, l *limiter.Shared, provider string) (inspect.State, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
+// when nothing at all is found: most often a wrong -prefix. A named
+// provider that has no state is an error when needState is set (a status
+// must not vouch for a typo), and otherwise only when its name is neither
+// built in nor found in Redis. Each Redis call has its own -timeout; the
+// whole read has none, as its length grows with the keyspace (a million
+// keys are walked in about a second per pattern).
+func readState(ctx context.Context, c *common, l *limiter.Shared, provider string, needState bool) (inspect.State, error) {
 	var groups []string
 	if provider != "" {
 		groups = []string{provider}
 	}
 	st, err := l.Inspect(ctx, groups...)
-	if errors.Is(err, inspect.ErrNoKeys) || (err == nil && provider != "" && len(st.Replicas) == 0 &&
-		len(st.Groups) == 1 && len(st.Groups[0].Penalties) == 0 && len(st.Groups[0].Rules) == 0) {
-		what := fmt.Sprintf("under prefix %q", c.prefix)
-		if provider != "" {
-			what = fmt.Sprintf("for provider %q under prefix %q", provider, c.prefix)
-		}
-		return st, fmt.Errorf("no keys found %s, and no live replica: is -prefix right "+
-			"(the Transports' WithRedisPrefix, default \"throttle\"), or -redis the Redis they use?", what)
-	}
-	if errors.Is(err, limiter.ErrInvalidRequest) {
+	switch {
+	case errors.Is(err, inspect.ErrNoKeys):
+		return st, fmt.Errorf("no keys found under prefix %q, and no live replica: is -prefix right "+
+			"(the Transports' WithRedisPrefix, default \"throttle\"), or -redis the Redis they use?", c.prefix)
+	case errors.Is(err, limiter.ErrInvalidRequest):
 		return st, usagef("%v", err)
+	case err != nil:
+		return st, err
 	}
-	return st, err
+	if provider == "" || !idle(st.Groups[0]) {
+		return st, nil
+	}
+	withState := knownGroups(ctx, l)
+	known := slices.Contains(builtIn, provider) || slices.Contains(withState, provider)
+	if known && !needState {
+		return st, nil
+	}
+	have := "none"
+	if len(withState) > 0 {
+		have = strings.Join(withState, ", ")
+	}
+	if !known {
+		return st, fmt.Errorf("unknown provider %q: no keys under prefix %q; known providers: %s (built in); "+
+			"with state here: %s", provider, c.prefix, strings.Join(builtIn, ", "), have)
+	}
+	return st, fmt.Errorf("no keys found for provider %q under prefix %q (providers with state here: %s): "+
+		"it is idle, or -prefix or -redis is not the Transports'; there is nothing to vouch for", provider, c.prefix, have)
+}
+
+// idle reports whether a group has no state at all.
+func idle(g inspect.GroupState) bool {
+	return len(g.Penalties) == 0 && len(g.Rules) == 0 && !g.Truncated && !g.PenaltiesTruncated
+}
+
+// knownGroups lists the groups with state under the prefix, for a message;
+// nil when they cannot be read.
+func knownGroups(ctx context.Context, l *limiter.Shared) []string {
+	st, err := l.Inspect(ctx)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, g := range st.Groups {
+		out = append(out, g.Group)
+	}
+	return out
 }
 
 func status(ctx context.Context, c *common, provider string, jsonOut, check bool, stdout io.Writer) error {
@@ -48,7 +93,7 @@ func status(ctx context.Context, c *common, provider string, jsonOut, check bool
 		return err
 	}
 	defer closeFn()
-	st, err := readState(ctx, c, l, provider)
+	st, err := readState(ctx, c, l, provider, true)
 	if err != nil {
 		return err
 	}
@@ -61,8 +106,31 @@ func status(ctx context.Context, c *common, provider string, jsonOut, check bool
 	} else {
 		render(stdout, st)
 	}
-	if check && st.Active() {
-		return &activeError{}
+	return verdict(st, check)
+}
+
+// verdict is status's exit: 1 under -check while a penalty is active or a
+// replica reports a fault; 2 when the state could not be read in full (a
+// bound met), with or without -check, since an absent penalty cannot be
+// vouched for; otherwise 0.
+func verdict(st inspect.State, check bool) error {
+	var why []string
+	if st.Active() {
+		why = append(why, "penalties are active")
+	}
+	if len(st.Faults) > 0 {
+		why = append(why, fmt.Sprintf("%d replica fault(s) recorded", len(st.Faults)))
+	}
+	incomplete := st.Complete()
+	switch {
+	case check && len(why) > 0:
+		msg := strings.Join(why, "; ")
+		if incomplete != nil {
+			msg += "; and " + incomplete.Error()
+		}
+		return &activeError{msg: msg}
+	case incomplete != nil:
+		return fmt.Errorf("%w: not every penalty could be read, so none can be said to be absent", incomplete)
 	}
 	return nil
 }
@@ -84,7 +152,7 @@ func watch(ctx context.Context, c *common, provider string, count int, stdout io
 	ticker := time.NewTicker(time.Second)
 	defer ticker.Stop()
 	for n := 1; ; n++ {
-		st, err := readState(ctx, c, l, provider)
+		st, err := readState(ctx, c, l, provider, true)
 		var b strings.Builder
 		if err != nil {
 			if n == 1 {
@@ -116,7 +184,7 @@ func lift(ctx context.Context, c *common, provider, scope string, yes bool, stdi
 		return err
 	}
 	defer closeFn()
-	st, err := readState(ctx, c, l, provider)
+	st, err := readState(ctx, c, l, provider, false)
 	if err != nil {
 		return err
 	}
@@ -127,10 +195,13 @@ func lift(ctx context.Context, c *common, provider, scope string, yes bool, stdi
 		}
 	}
 	if found == nil {
+		if st.Groups[0].PenaltiesTruncated {
+			return fmt.Errorf("%s has more than %d penalty keys and %s is not among those read: "+
+				"cannot show what would be lifted", provider, inspect.MaxPenaltyKeys, scope)
+		}
 		fmt.Fprintf(stdout, "No active penalty on %s of %s; the lift is still announced, so that replicas close a breaker they may hold open.\n", scope, provider)
 	} else {
-		fmt.Fprintf(stdout, "Penalty on %s of %s: code %s, ends %s (in %s).\n", scope, provider, found.Code,
-			found.Until.Local().Format(timeLayout), inspect.FormatLeft(found.Left))
+		fmt.Fprintf(stdout, "Penalty on %s of %s: %s.\n", scope, provider, describe(*found))
 	}
 	if !yes {
 		fmt.Fprintf(stdout, "Lift it? Every replica (%d live) calls %s again at once. [y/N] ", len(st.Replicas), scope)
@@ -142,14 +213,54 @@ func lift(ctx context.Context, c *common, provider, scope string, yes bool, stdi
 	}
 	lctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	if _, err := l.LiftPenalty(lctx, provider, scope); err != nil {
-		if errors.Is(err, limiter.ErrInvalidRequest) {
-			return usagef("%v", err)
+	// Only the penalty shown goes: one recorded meanwhile (a new IP ban
+	// while the operator read the prompt) stays, and is shown.
+	removed, err := l.LiftPenaltyIf(lctx, provider, scope, found)
+	var changed *limiter.PenaltyChangedError
+	switch {
+	case errors.As(err, &changed):
+		if changed.Now == nil {
+			fmt.Fprintf(stdout, "The penalty on %s of %s changed since it was shown: it is gone (it ended, or was lifted). "+
+				"Nothing was removed, nothing announced.\n", scope, provider)
+		} else {
+			fmt.Fprintf(stdout, "The penalty on %s of %s changed since it was shown: it is now %s. "+
+				"Nothing was removed, nothing announced; run lift again to decide on this one.\n", scope, provider, describe(*changed.Now))
 		}
+		return &activeError{msg: "not lifted: the penalty changed"}
+	case errors.Is(err, limiter.ErrLiftNotAnnounced):
+		what := "There was no penalty key to delete"
+		if removed {
+			what = fmt.Sprintf("Deleted the penalty on %s of %s (%s)", scope, provider, describe(*found))
+		}
+		until := "their own copy of the penalty ends"
+		if found != nil {
+			until += " (" + found.Until.Local().Format(timeLayout) + ")"
+		}
+		fmt.Fprintf(stdout, "%s, but the replicas were NOT told: %v.\n"+
+			"Replicas that hold a breaker open for %s keep refusing its calls until %s, "+
+			"or until a lift is announced: run lift again once the Redis user may PUBLISH.\n", what, err, scope, until)
+		return fmt.Errorf("lift not announced to the replicas: %w", err)
+	case errors.Is(err, limiter.ErrInvalidRequest):
+		return usagef("%v", err)
+	case err != nil:
 		return err
 	}
-	fmt.Fprintf(stdout, "Lifted %s of %s at %s; the replicas were told.\n", scope, provider, time.Now().Format(time.RFC3339Nano))
+	at := time.Now().Format(time.RFC3339Nano)
+	if removed {
+		fmt.Fprintf(stdout, "Lifted %s of %s at %s; removed the penalty %s; the replicas were told.\n", scope, provider, at, describe(*found))
+	} else {
+		fmt.Fprintf(stdout, "Lifted %s of %s at %s; there was no penalty to remove; the replicas were told.\n", scope, provider, at)
+	}
 	return nil
+}
+
+// describe writes a penalty for a person.
+func describe(p inspect.PenaltyState) string {
+	s := fmt.Sprintf("code %s, ends %s (in %s)", p.Code, p.Until.Local().Format(timeLayout), inspect.FormatLeft(p.Left))
+	if p.SetBy != "" {
+		s += ", set by " + p.SetBy
+	}
+	return s
 }
 
 const timeLayout = "2006-01-02 15:04:05 MST"
@@ -166,9 +277,22 @@ func render(w io.Writer, st inspect.State) {
 		fmt.Fprintf(w, ": %s", strings.Join(ids, ", "))
 	}
 	fmt.Fprintln(w)
+	for _, f := range st.Faults {
+		what := "reports a fault"
+		if f.What != "" {
+			what = "cannot " + f.What
+		}
+		fmt.Fprintf(w, "FAULT: replica %s %s (%s): %s\n", f.Replica, what, clip(f.Error, 200), f.Meaning())
+	}
+	if st.FaultsTruncated {
+		fmt.Fprintf(w, "FAULT: more than %d replica faults; only the first are shown\n", inspect.MaxFaults)
+	}
 	for _, g := range st.Groups {
 		fmt.Fprintf(w, "\n%s\n", g.Group)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		if g.PenaltiesTruncated {
+			fmt.Fprintf(w, "  penalties: more than %d keys, only the first read: others may be active\n", inspect.MaxPenaltyKeys)
+		}
 		if len(g.Penalties) == 0 {
 			fmt.Fprintln(w, "  penalties: none")
 		} else {
@@ -194,7 +318,15 @@ func render(w io.Writer, st inspect.State) {
 		}
 		tw.Flush()
 		if g.Truncated {
-			fmt.Fprintf(w, "  (more than %d keys: the list is cut)\n", inspect.MaxKeys)
+			fmt.Fprintf(w, "  (more than %d rule keys: the rule list is cut; every penalty is shown above)\n", inspect.MaxKeys)
 		}
 	}
+}
+
+// clip shortens s to at most n bytes for a table, marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "..."
 }

@@ -16,9 +16,12 @@
 // from $THROTTLE_REDIS_PASSWORD, so that it stays out of the process list.
 // -prefix is the Transports' WithRedisPrefix (default "throttle").
 //
-// Exit codes: 0 fine; 1 penalties are active (status -check) or a lift was
-// declined; 2 a usage error or Redis could not be read (wrong address, wrong
-// password, no keys under the prefix).
+// Exit codes: 0 fine; 1 penalties are active or a replica reports a fault
+// (status -check), or a lift was declined or not done because the penalty
+// changed since it was shown; 2 a usage error, or the state could not be
+// read (wrong address, wrong password, a TLS failure, no keys under the
+// prefix, a provider with no state, a bound met so that a penalty may be
+// missing), or a lift's key went but the replicas were not told.
 package main
 
 import (
@@ -35,8 +38,8 @@ import (
 // Exit codes.
 const (
 	exitOK      = 0
-	exitActive  = 1 // penalties active (status -check), or a lift declined
-	exitFailure = 2 // usage, connection or configuration error
+	exitActive  = 1 // penalties active or replica faults (status -check), or a lift declined
+	exitFailure = 2 // usage, connection or configuration error, or the state not read in full
 )
 
 func main() {
@@ -56,8 +59,10 @@ const usage = `usage:
 -prefix: the Transports' key prefix (default "throttle")
 -timeout: how long each Redis call may take (default 5s)
 
-exit codes: 0 fine, 1 penalties active (status -check) or lift declined,
-            2 usage or connection error
+exit codes: 0 fine, 1 penalties active or replica faults (status -check),
+            or lift declined (or the penalty changed since it was shown),
+            2 usage or connection error, state not read in full, or a lift
+            that replicas were not told of
 `
 
 // usageError is a mistake on the command line.
@@ -136,7 +141,7 @@ func dispatch(ctx context.Context, c *common, args []string, stdin io.Reader, st
 	switch name {
 	case "status":
 		jsonOut := fs.Bool("json", false, "print JSON for scripts")
-		check := fs.Bool("check", false, "exit 1 when a penalty is active")
+		check := fs.Bool("check", false, "exit 1 when a penalty is active or a replica reports a fault")
 		pos, err := parseInterleaved(fs, args)
 		if err != nil {
 			return err

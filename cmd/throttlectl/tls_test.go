@@ -81,3 +81,41 @@ func TestTLS(t *testing.T) {
 		t.Fatalf("status with an unverifiable certificate: exit %d, %q", code, stderr)
 	}
 }
+
+// Case 22.8: every TLS failure says TLS, never a bare "context deadline
+// exceeded" or "EOF": a TLS client at a plain port, a plain client at a TLS
+// port, and a server that wants a client certificate.
+func TestTLSFailuresSayTLS(t *testing.T) {
+	cert, key := selfSigned(t)
+	tlsPort, err := redistest.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := redistest.Start(t, "--tls-port", strconv.Itoa(tlsPort), "--tls-cert-file", cert, "--tls-key-file", key,
+		"--tls-ca-cert-file", cert, "--tls-auth-clients", "no")
+	mtlsPort, err := redistest.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	redistest.Start(t, "--tls-port", strconv.Itoa(mtlsPort), "--tls-cert-file", cert, "--tls-key-file", key,
+		"--tls-ca-cert-file", cert, "--tls-auth-clients", "yes")
+	env := []string{"SSL_CERT_FILE=" + cert}
+	tlsAddr := "127.0.0.1:" + strconv.Itoa(tlsPort)
+	cases := []struct {
+		name, url, want string
+	}{
+		{"TLS at a plain port", "rediss://" + plain.Addr, "Redis at " + plain.Addr + " did not complete a TLS handshake within 2s: is that port TLS?"},
+		{"plain at a TLS port", "redis://" + tlsAddr, "Redis at " + tlsAddr + " closed the connection without answering: if that port speaks TLS, use rediss://" + tlsAddr},
+		{"client certificate wanted", "rediss://127.0.0.1:" + strconv.Itoa(mtlsPort), "refused the TLS connection: remote error: tls: certificate required (the server wants a client certificate"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
+			out, stderr, code := ctlEnv(t, env, "", "-redis", tc.url, "-timeout", "2s", "status")
+			if code != 2 || !strings.Contains(stderr, tc.want) || strings.Contains(stderr, "context deadline exceeded") {
+				t.Fatalf("exit %d, stderr %q (stdout %q); want exit 2 and %q", code, stderr, out, tc.want)
+			}
+			t.Logf("%s: %v: %s", tc.name, time.Since(start).Round(time.Millisecond), strings.TrimSpace(stderr))
+		})
+	}
+}

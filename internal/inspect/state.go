@@ -9,18 +9,33 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 )
 
 // Inspection: what the shared state holds, in words, for the people on call
-// (see cmd/throttlectl). Everything here only reads, and its work is
+// (see cmd/throttlectl). Everything here only reads, and its memory is
 // bounded: keys are found with SCAN and a MATCH on the group's hash tag
-// (never KEYS), on the node that owns the tag's slot, and at most
-// MaxKeys keys are read per group.
+// (never KEYS), on the node that owns the tag's slot. Penalty keys are
+// found with a MATCH of their own, apart from rule keys, so that no number
+// of rule keys can hide a penalty; each kind has its own bound, and a
+// bound met is said, never passed over in silence.
 
-// MaxKeys bounds the keys Inspect reads per group; a group with more
-// is reported with Truncated set.
+// MaxKeys bounds the rule keys Inspect reads per group; a group with more
+// is reported with Truncated set (its penalties are still all read).
 const MaxKeys = 10_000
+
+// MaxPenaltyKeys bounds the penalty keys Inspect reads per group; a group
+// with more is reported with PenaltiesTruncated set, and Complete fails.
+const MaxPenaltyKeys = 10_000
+
+// MaxGroups bounds the groups Inspect finds when none is named; with more,
+// Inspect fails with ErrIncomplete (name the groups to read).
+const MaxGroups = 1_000
+
+// MaxFaults bounds the replica faults Inspect reads; with more, Faults is
+// cut and FaultsTruncated set.
+const MaxFaults = 1_000
 
 // ReplicaLiveWithin is how recent a replica's last beat must be for Inspect
 // to count it live: three beats of the Transport's registry.
@@ -33,8 +48,37 @@ type State struct {
 	Now time.Time `json:"now"`
 	// Replicas are the replicas whose last beat is within ReplicaLiveWithin.
 	Replicas []Replica `json:"replicas"`
+	// Faults are what replicas report they cannot do (subscribe, publish),
+	// while they cannot.
+	Faults []Fault `json:"faults"`
+	// FaultsTruncated is set when more than MaxFaults faults are recorded.
+	FaultsTruncated bool `json:"faults_truncated,omitempty"`
 	// Groups are the provider groups asked for, or every group found.
 	Groups []GroupState `json:"groups"`
+}
+
+// Fault is what a replica reports it cannot do, from its key
+// {prefix:registry}:fault:<replica>, whose value is "<what>: <error>" and
+// which lives about a minute after the replica last failed.
+type Fault struct {
+	Replica string `json:"replica"`
+	// What is "subscribe" or "publish" (or what else the replica wrote).
+	What string `json:"what"`
+	// Error is the replica's error text.
+	Error string `json:"error"`
+}
+
+// Meaning says what the fault means for the fleet.
+func (f Fault) Meaning() string {
+	switch f.What {
+	case "subscribe":
+		return "it will not hear lifts or other replicas' penalties until it can " +
+			"(its breakers stay open after a lift until their own penalty ends)"
+	case "publish":
+		return "other replicas will not hear of the penalties it learns until it can " +
+			"(they find them in Redis only when they next reserve)"
+	}
+	return "see its logs"
 }
 
 // Replica is one live replica in the registry.
@@ -48,8 +92,12 @@ type GroupState struct {
 	Group     string         `json:"group"`
 	Penalties []PenaltyState `json:"penalties"`
 	Rules     []RuleState    `json:"rules"`
-	// Truncated is set when the group holds more than MaxKeys keys.
+	// Truncated is set when the group holds more than MaxKeys rule keys:
+	// Rules is cut, Penalties is not.
 	Truncated bool `json:"truncated,omitempty"`
+	// PenaltiesTruncated is set when the group holds more than
+	// MaxPenaltyKeys penalty keys: Penalties is cut.
+	PenaltiesTruncated bool `json:"penalties_truncated,omitempty"`
 }
 
 // PenaltyState is one active shared penalty.
@@ -61,6 +109,9 @@ type PenaltyState struct {
 	Left time.Duration `json:"left_ns"`
 	// SetBy is the replica that recorded it, when the penalty says so.
 	SetBy string `json:"set_by,omitempty"`
+	// Value is the key's value as read, which a lift compares with the
+	// value then in Redis so that it removes only the penalty shown.
+	Value string `json:"value"`
 }
 
 // RuleState is the state of one rule key.
@@ -143,6 +194,28 @@ func (s *State) Active() bool {
 	}
 	return false
 }
+
+// Complete returns an error wrapping ErrIncomplete when the snapshot may
+// miss a penalty or a fault (a bound was met), nil when it holds them all.
+func (s *State) Complete() error {
+	var cut []string
+	for _, g := range s.Groups {
+		if g.PenaltiesTruncated {
+			cut = append(cut, fmt.Sprintf("group %q has more than %d penalty keys", g.Group, MaxPenaltyKeys))
+		}
+	}
+	if s.FaultsTruncated {
+		cut = append(cut, fmt.Sprintf("more than %d replica faults are recorded", MaxFaults))
+	}
+	if len(cut) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %s; only the first were read", ErrIncomplete, strings.Join(cut, ", "))
+}
+
+// ErrIncomplete is returned (wrapped) when the state could not be read in
+// full: a bound met, so that a penalty or a fault may be missing.
+var ErrIncomplete = errors.New("the state could not be read in full")
 
 // ErrNoKeys is returned by Inspect when nothing at all lives under the
 // prefix (no group, no replica): most often a wrong prefix.
