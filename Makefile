@@ -13,6 +13,7 @@ SOAK ?= 60s
 
 # package:target for every fuzz target.
 FUZZ_TARGETS = \
+	./apps:FuzzAnnouncement \
 	./limiter/rule:FuzzNew \
 	.:FuzzBuild \
 	./providers:FuzzPeekBody \
