@@ -148,4 +148,3 @@ func (l *listener) stop() {
 	l.once.Do(func() { l.ps.Close() })
 	l.done.Wait()
 }
-

@@ -82,7 +82,7 @@ type Book struct {
 	idFree []uint32
 
 	learned, localHits, redisLookups, redisFound, redisErrors, unknown, noToken atomic.Int64
-	heardCount, rejected, conflicts, refused                                   atomic.Int64
+	heardCount, rejected, conflicts, refused                                    atomic.Int64
 
 	keyErr       atomic.Pointer[error] // ErrKeyMismatch once seen
 	conflictOnce sync.Once             // the first conflict is logged
