@@ -16,6 +16,7 @@ SOAK ?= 60s
 
 # package:target for every fuzz target.
 FUZZ_TARGETS = \
+	./apps:FuzzAnnouncement \
 	./limiter/rule:FuzzNew \
 	./limiter:FuzzParseAnnouncement \
 	.:FuzzBuild \

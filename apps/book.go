@@ -8,12 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"log/slog"
 	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
 )
@@ -43,110 +43,6 @@ const (
 	MinKeyLen = 16
 )
 
-// Option configures a Book.
-type Option interface{ apply(*config) }
-
-type optionFunc func(*config)
-
-func (f optionFunc) apply(c *config) { f(c) }
-
-type config struct {
-	rdb          redis.UniversalClient
-	key          []byte
-	prefix       string
-	negativeTTL  time.Duration
-	redisTimeout time.Duration
-	maxTokens    int
-	meter        metric.MeterProvider
-	now          func() time.Time
-	errs         []error
-}
-
-func defaultConfig() config {
-	return config{
-		prefix:       "throttle",
-		negativeTTL:  DefaultNegativeTTL,
-		redisTimeout: DefaultRedisTimeout,
-		maxTokens:    DefaultMaxTokens,
-		now:          time.Now,
-	}
-}
-
-// WithRedis shares what the Book learns with every replica through rdb.
-// key is the HMAC key tokens are hashed with before they name a Redis key:
-// every replica must use the same key, at least MinKeyLen bytes of secret
-// randomness (keep it with the apps' secrets). Without WithRedis, each
-// replica knows only the exchanges it saw itself.
-func WithRedis(rdb redis.UniversalClient, key []byte) Option {
-	return optionFunc(func(c *config) {
-		if rdb == nil {
-			c.errs = append(c.errs, errors.New("apps: WithRedis: client must not be nil"))
-		}
-		if len(key) < MinKeyLen {
-			c.errs = append(c.errs, fmt.Errorf("apps: WithRedis: key must be at least %d bytes, got %d", MinKeyLen, len(key)))
-		}
-		c.rdb, c.key = rdb, append([]byte(nil), key...)
-	})
-}
-
-// WithPrefix sets the prefix of the Book's Redis keys (default "throttle",
-// the Transport's): keys are "<prefix>:app:<hash>".
-func WithPrefix(p string) Option {
-	return optionFunc(func(c *config) {
-		if p == "" {
-			c.errs = append(c.errs, errors.New("apps: WithPrefix: prefix must not be empty"))
-		}
-		c.prefix = p
-	})
-}
-
-// WithNegativeTTL sets how long an unknown token is remembered as unknown
-// (default 2 s): the longest a replica may charge a token another replica
-// just learned to the default app, and the least time between two Redis
-// calls for one unknown token.
-func WithNegativeTTL(d time.Duration) Option {
-	return optionFunc(func(c *config) {
-		if d <= 0 {
-			c.errs = append(c.errs, fmt.Errorf("apps: WithNegativeTTL: must be positive, got %v", d))
-		}
-		c.negativeTTL = d
-	})
-}
-
-// WithRedisTimeout bounds each Redis call (default 500 ms); a lookup that
-// times out leaves the request untagged, and its token unknown for the
-// negative TTL.
-func WithRedisTimeout(d time.Duration) Option {
-	return optionFunc(func(c *config) {
-		if d <= 0 {
-			c.errs = append(c.errs, fmt.Errorf("apps: WithRedisTimeout: must be positive, got %v", d))
-		}
-		c.redisTimeout = d
-	})
-}
-
-// WithMaxTokens bounds how many tokens the local cache holds (default
-// 1,048,576, about 60 MB at most).
-func WithMaxTokens(n int) Option {
-	return optionFunc(func(c *config) {
-		if n < 1 {
-			c.errs = append(c.errs, fmt.Errorf("apps: WithMaxTokens: must be positive, got %d", n))
-		}
-		c.maxTokens = n
-	})
-}
-
-// WithMeterProvider records the Book's counters there (default: the global
-// provider). Counters carry the provider name, never a token or an app.
-func WithMeterProvider(mp metric.MeterProvider) Option {
-	return optionFunc(func(c *config) { c.meter = mp })
-}
-
-// WithClock sets the clock entries expire by (default time.Now), for tests.
-func WithClock(now func() time.Time) Option {
-	return optionFunc(func(c *config) { c.now = now })
-}
-
 // Stats counts what a Book did since it was made.
 type Stats struct {
 	Learned      int64 // tokens learned from exchanges or Learn
@@ -154,9 +50,15 @@ type Stats struct {
 	RedisLookups int64 // lookups that asked Redis
 	RedisFound   int64 // ... and found the token there
 	RedisErrors  int64 // Redis calls that failed or timed out
-	Unknown      int64 // requests whose token nobody knew
-	Heard        int64 // tokens other replicas announced as they learned them
+	Unknown      int64 // requests whose token nobody knew, or that carried none readable
+	NoToken      int64 // ... of which carried no token the Book could read
+	Heard        int64 // announcements of other replicas that Redis confirmed
+	Rejected     int64 // announcements dropped: malformed, unconfirmed, or over the queue
+	Conflicts    int64 // tokens claimed for two apps, trusted for neither
+	Refused      int64 // exchange answers not learned: wrong host, failed checks
 	Tokens       int   // entries in the local cache, unknown ones included
+	Apps         int   // identities the cache entries hold
+	KeyMismatch  bool  // Redis holds entries written with another key (see KeyCheck)
 }
 
 // Book learns and remembers which app each access token belongs to. It is
@@ -167,24 +69,33 @@ type Book struct {
 	hashes sync.Pool // *hasher
 	shards [nShards]shard
 	epoch  time.Time // entry expiries count ticks from here
+	hosts  map[string]hostSet
+	fp     string // fingerprint of the key (redis.go)
 
 	flightMu sync.Mutex
 	flights  map[tokenHash]*flight // Redis lookups in progress
 
-	idMu  sync.RWMutex
-	ids   []App // by index; ids[0] is "unknown"
-	idIdx map[App]uint32
+	// Interned identities (intern.go). Lock order: a shard, then idMu.
+	idMu   sync.RWMutex
+	ids    []idSlot // by index; ids[0] is noApp
+	idIdx  map[App]uint32
+	idFree []uint32
 
-	learned, localHits, redisLookups, redisFound, redisErrors, unknown, heardCount atomic.Int64
+	learned, localHits, redisLookups, redisFound, redisErrors, unknown, noToken atomic.Int64
+	heardCount, rejected, conflicts, refused                                    atomic.Int64
 
-	stop      chan struct{} // closes the announcement listener
-	closeOnce sync.Once
+	keyErr       atomic.Pointer[error] // ErrKeyMismatch once seen
+	conflictOnce sync.Once             // the first conflict is logged
+	listener     *listener             // nil without Redis
+	closeOnce    sync.Once
 
 	unknownCounter metric.Int64Counter
 	learnedCounter metric.Int64Counter
 }
 
 // New returns a Book. It fails, naming the option, when an option is invalid.
+// With WithRedis it checks that the entries in Redis were written with the
+// same key (see KeyCheck) and starts listening to the other replicas.
 func New(opts ...Option) (*Book, error) {
 	c := defaultConfig()
 	for _, o := range opts {
@@ -200,12 +111,20 @@ func New(opts ...Option) (*Book, error) {
 		c.key = make([]byte, 32)
 		_, _ = rand.Read(c.key)
 	}
+	if c.logger == nil {
+		c.logger = slog.Default()
+	}
 	b := &Book{
 		cfg:     c,
 		flights: make(map[tokenHash]*flight),
 		epoch:   c.now().Add(-time.Second),
-		ids:     []App{{}},
-		idIdx:   map[App]uint32{{}: 0},
+		ids:     []idSlot{{}},
+		idIdx:   map[App]uint32{},
+		hosts:   make(map[string]hostSet, len(c.hosts)),
+		fp:      fingerprintOf(c.key),
+	}
+	for p, hs := range c.hosts {
+		b.hosts[p] = newHostSet(hs)
 	}
 	key := c.key
 	b.hashes.New = func() any { return &hasher{mac: hmac.New(sha256.New, key)} }
@@ -219,12 +138,12 @@ func New(opts ...Option) (*Book, error) {
 	}
 	m := mp.Meter("github.com/quotaware/throttle/apps")
 	b.unknownCounter, _ = m.Int64Counter("throttle.apps.unknown", metric.WithUnit("{request}"),
-		metric.WithDescription("Requests whose access token no replica had learned: charged to the preset's default app or shared scope."))
+		metric.WithDescription("Requests whose access token no replica had learned, or that carried none readable: charged to the preset's default app or shared scope."))
 	b.learnedCounter, _ = m.Int64Counter("throttle.apps.learned", metric.WithUnit("{token}"),
 		metric.WithDescription("Access tokens learned from token exchanges."))
 	if c.rdb != nil {
-		b.stop = make(chan struct{})
-		b.subscribe(b.stop)
+		b.checkKey()
+		b.listener = b.listen()
 	}
 	return b, nil
 }
@@ -234,8 +153,8 @@ func New(opts ...Option) (*Book, error) {
 // Redis calls.
 func (b *Book) Close() error {
 	b.closeOnce.Do(func() {
-		if b.stop != nil {
-			close(b.stop)
+		if b.listener != nil {
+			b.listener.stop()
 		}
 	})
 	return nil
@@ -255,7 +174,9 @@ func (b *Book) Stats() Stats {
 	s := Stats{
 		Learned: b.learned.Load(), LocalHits: b.localHits.Load(), RedisLookups: b.redisLookups.Load(),
 		RedisFound: b.redisFound.Load(), RedisErrors: b.redisErrors.Load(), Unknown: b.unknown.Load(),
-		Heard: b.heardCount.Load(),
+		NoToken: b.noToken.Load(), Heard: b.heardCount.Load(), Rejected: b.rejected.Load(),
+		Conflicts: b.conflicts.Load(), Refused: b.refused.Load(), Apps: b.interned(),
+		KeyMismatch: b.keyErr.Load() != nil,
 	}
 	for i := range b.shards {
 		sh := &b.shards[i]
@@ -268,15 +189,33 @@ func (b *Book) Stats() Stats {
 
 // Resolve returns req tagged with the app its access token belongs to, for
 // a preset named provider to route. A request the caller tagged already
-// (throttle.WithApp), or that carries no token, is returned as it is; so is
-// one whose token is unknown, which is counted as such.
+// (throttle.WithApp) is returned as it is; so is one whose token is unknown,
+// or that carries none the Book can read while provider needs one, which is
+// counted as unknown. A token exchange of provider is marked as sent to the
+// provider's profile, which is what lets Observe learn from it.
 func (b *Book) Resolve(req *http.Request, provider string) *http.Request {
 	ctx := req.Context()
+	if ex := exchangeFor(req.Method, req.URL.Path); ex != nil && ex.provider == provider {
+		// Exchanges carry no app token (or one naming a suite, which the
+		// exchange itself reads): mark, never count.
+		return req.WithContext(context.WithValue(ctx, sentKey{}, provider))
+	}
 	if _, ok := FromContext(ctx); ok {
 		return req
 	}
 	tok := Token(req)
-	if tok == "" || req.URL.Path == dingtalkRobot {
+	if tok == "" {
+		tok = bodyToken(req, provider)
+	}
+	if tok == "" {
+		if needsToken(provider, req) {
+			b.noToken.Add(1)
+			b.unknown.Add(1)
+			b.unknownCounter.Add(ctx, 1, b.providerAttr(provider))
+		}
+		return req
+	}
+	if req.URL.Path == dingtalkRobot {
 		return req
 	}
 	app, ok := b.Lookup(ctx, tok)
@@ -294,19 +233,17 @@ func (b *Book) Resolve(req *http.Request, provider string) *http.Request {
 const dingtalkRobot = "/robot/send"
 
 // Lookup returns the app token belongs to: from memory, or from Redis when
-// this replica has not seen the token yet.
+// this replica has not seen the token yet. A token claimed for two apps
+// belongs to none.
 func (b *Book) Lookup(ctx context.Context, token string) (App, bool) {
 	h := b.hash(token)
 	now := b.tick(b.cfg.now())
-	if e, ok := b.get(h, now); ok {
+	if app, e, ok := b.get(h, now); ok {
 		b.localHits.Add(1)
-		if e.app == 0 {
-			return App{}, false
-		}
-		return b.app(e.app), true
+		return app, e.app != noApp && e.app != conflictApp
 	}
 	if b.cfg.rdb == nil {
-		b.put(h, entry{exp: now + ticks(b.cfg.negativeTTL)}, now)
+		b.put(h, App{}, noApp, now+ticks(b.cfg.negativeTTL), now)
 		return App{}, false
 	}
 	return b.fetchOnce(ctx, h)
@@ -337,34 +274,50 @@ func (b *Book) fetchOnce(ctx context.Context, h tokenHash) (App, bool) {
 	b.flights[h] = f
 	b.flightMu.Unlock()
 
-	app, ttl, ok, err := b.fetch(ctx, h)
+	r, err := b.fetch(ctx, h)
 	now := b.tick(b.cfg.now())
 	switch {
-	case ok:
-		b.put(h, entry{app: b.intern(app), exp: now + ticks(ttl)}, now)
+	case r.found:
+		b.keep(h, r, now)
 	case err != nil:
 		// Redis did not answer in time: ask again soon, since a slow
 		// moment should not send the token's calls to the wrong app for
 		// long, but not on every request, or an outage would hold each
 		// one for the timeout.
-		b.put(h, entry{exp: now + ticks(errorTTL)}, now)
+		b.put(h, App{}, noApp, now+ticks(errorTTL), now)
 	default:
-		b.put(h, entry{exp: now + ticks(b.cfg.negativeTTL)}, now)
+		b.put(h, App{}, noApp, now+ticks(b.cfg.negativeTTL), now)
 	}
-	f.app, f.ok = app, ok
+	ok := r.found && !r.conflict
+	f.app, f.ok = r.app, ok
 	b.flightMu.Lock()
 	delete(b.flights, h)
 	b.flightMu.Unlock()
 	close(f.done)
-	return app, ok
+	return r.app, ok
 }
 
-// Learn records that token belongs to app for ttl (DefaultTTL when zero),
-// here and, with WithRedis, for every replica. Exchanges seen by Observe are
-// learned this way; call it yourself for tokens fetched elsewhere.
+// keep stores what Redis holds for h, for what is left of its lifetime.
+func (b *Book) keep(h tokenHash, r stored, now uint32) {
+	if r.conflict {
+		b.put(h, App{}, conflictApp, now+ticks(r.ttl), now)
+		return
+	}
+	b.put(h, r.app, noApp, now+ticks(r.ttl), now)
+}
+
+// Learn records that token belongs to app for ttl (DefaultTTL when zero,
+// at most MaxTTL), here and, with WithRedis, for every replica. Exchanges
+// seen by Observe are learned this way; call it yourself for tokens fetched
+// elsewhere. A token already known as another app's is trusted for
+// neither from then on: Learn returns ErrConflict, and the first conflict
+// is logged.
 func (b *Book) Learn(ctx context.Context, token string, app App, ttl time.Duration) error {
 	if token == "" || app.ID == "" {
 		return errors.New("apps: Learn: token and app.ID must not be empty")
+	}
+	if err := checkIdentity(app); err != nil {
+		return fmt.Errorf("apps: Learn: %w", err)
 	}
 	switch {
 	case ttl <= 0:
@@ -375,40 +328,43 @@ func (b *Book) Learn(ctx context.Context, token string, app App, ttl time.Durati
 	app.Learned = true
 	h := b.hash(token)
 	now := b.tick(b.cfg.now())
-	b.put(h, entry{app: b.intern(app), exp: now + ticks(ttl)}, now)
-	b.learned.Add(1)
-	b.learnedCounter.Add(ctx, 1, b.providerAttr(app.Provider))
-	if b.cfg.rdb == nil {
-		return nil
+	conflict := b.claim(h, app, now+ticks(ttl), now)
+	if !conflict {
+		b.learned.Add(1)
+		b.learnedCounter.Add(ctx, 1, b.providerAttr(app.Provider))
 	}
-	return b.store(ctx, h, app, ttl)
+	if b.cfg.rdb != nil {
+		c, err := b.store(ctx, h, app, ttl)
+		if err != nil {
+			return err
+		}
+		if c && !conflict {
+			// Redis knew the token as another app's: trust it for neither
+			// here too.
+			b.put(h, App{}, conflictApp, now+ticks(ttl), now)
+			conflict = true
+		}
+	}
+	if conflict {
+		b.conflict(app.Provider)
+		return ErrConflict
+	}
+	return nil
 }
 
-// intern returns the index of app in b.ids, adding it when new: entries
-// hold 4 bytes instead of three strings.
-func (b *Book) intern(app App) uint32 {
-	app.Learned = true
-	b.idMu.RLock()
-	i, ok := b.idIdx[app]
-	b.idMu.RUnlock()
-	if ok {
-		return i
-	}
-	b.idMu.Lock()
-	defer b.idMu.Unlock()
-	if i, ok := b.idIdx[app]; ok {
-		return i
-	}
-	i = uint32(len(b.ids))
-	b.ids = append(b.ids, app)
-	b.idIdx[app] = i
-	return i
-}
+// ErrConflict is returned by Learn for a token already known as another
+// app's: the token is trusted for neither, so its requests are charged as
+// unknown ones until it expires.
+var ErrConflict = errors.New("apps: the token was claimed for two apps: trusted for neither")
 
-func (b *Book) app(i uint32) App {
-	b.idMu.RLock()
-	defer b.idMu.RUnlock()
-	return b.ids[i]
+// conflict counts a token claimed for two apps and logs the first one.
+func (b *Book) conflict(provider string) {
+	b.conflicts.Add(1)
+	b.conflictOnce.Do(func() {
+		b.cfg.logger.Warn("apps: a token was claimed for two apps and is trusted for neither: its requests are charged as unknown; "+
+			"an exchange answered with another app's token (a proxy or a misbehaving gateway?); counted in Stats.Conflicts, logged once",
+			"provider", provider)
+	})
 }
 
 // tickLen is the unit of entry expiries: fine enough for errorTTL, coarse

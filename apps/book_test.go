@@ -23,6 +23,13 @@ func TestMain(m *testing.M) {
 
 var testKey = []byte("0123456789abcdef-shared-hmac-key")
 
+// loopback lets a Book observed outside a Transport learn from exchanges
+// with the test servers, which run on loopback, not the providers' hosts.
+var loopback = []apps.Option{
+	apps.WithHosts(apps.DingTalk, "127.0.0.1"), apps.WithHosts(apps.WeChat, "127.0.0.1"),
+	apps.WithHosts(apps.WeCom, "127.0.0.1"), apps.WithHosts(apps.Feishu, "127.0.0.1"),
+}
+
 // exchangeServer answers every token call with the body the case gives.
 func exchangeServer(t *testing.T, answer string) *httptest.Server {
 	t.Helper()
@@ -42,33 +49,33 @@ func TestObserveLearnsEveryExchange(t *testing.T) {
 		want                             apps.App
 	}{
 		{"dingtalk old", "GET", "/gettoken?appkey=dingA&appsecret=s3cret", "",
-			`{"errcode":0,"errmsg":"ok","access_token":"TOK1","expires_in":7200}`, "TOK1", apps.App{Provider: "dingtalk", ID: "dingA"}},
+			`{"errcode":0,"errmsg":"ok","access_token":"TOKEN_0001","expires_in":7200}`, "TOKEN_0001", apps.App{Provider: "dingtalk", ID: "dingA"}},
 		{"dingtalk old corpid", "GET", "/gettoken?corpid=dingCorp&corpsecret=s3cret", "",
-			`{"errcode":0,"access_token":"TOK2","expires_in":7200}`, "TOK2", apps.App{Provider: "dingtalk", ID: "dingCorp"}},
+			`{"errcode":0,"access_token":"TOKEN_0002","expires_in":7200}`, "TOKEN_0002", apps.App{Provider: "dingtalk", ID: "dingCorp"}},
 		{"dingtalk new", "POST", "/v1.0/oauth2/accessToken", `{"appKey":"dingB","appSecret":"s3cret"}`,
-			`{"accessToken":"TOK3","expireIn":7200}`, "TOK3", apps.App{Provider: "dingtalk", ID: "dingB"}},
+			`{"accessToken":"TOKEN_0003","expireIn":7200}`, "TOKEN_0003", apps.App{Provider: "dingtalk", ID: "dingB"}},
 		{"dingtalk client credentials", "POST", "/v1.0/oauth2/corp9/token", `{"client_id":"dingC","client_secret":"s3cret","grant_type":"client_credentials"}`,
-			`{"access_token":"TOK4","expires_in":7200}`, "TOK4", apps.App{Provider: "dingtalk", ID: "dingC", Org: "corp9"}},
+			`{"access_token":"TOKEN_0004","expires_in":7200}`, "TOKEN_0004", apps.App{Provider: "dingtalk", ID: "dingC", Org: "corp9"}},
 		{"dingtalk isv", "POST", "/v1.0/oauth2/corpAccessToken", `{"suiteKey":"suiteS","suiteSecret":"s3cret","authCorpId":"orgX","suiteTicket":"t"}`,
-			`{"accessToken":"TOK5","expireIn":7200}`, "TOK5", apps.App{Provider: "dingtalk", ID: "suiteS", Org: "orgX"}},
+			`{"accessToken":"TOKEN_0005","expireIn":7200}`, "TOKEN_0005", apps.App{Provider: "dingtalk", ID: "suiteS", Org: "orgX"}},
 		{"dingtalk isv old", "POST", "/service/get_corp_token?accessKey=suiteS&timestamp=1&suiteTicket=t&signature=x", `{"auth_corpid":"orgY"}`,
-			`{"errcode":0,"access_token":"TOK6","expires_in":7200}`, "TOK6", apps.App{Provider: "dingtalk", ID: "suiteS", Org: "orgY"}},
+			`{"errcode":0,"access_token":"TOKEN_0006","expires_in":7200}`, "TOKEN_0006", apps.App{Provider: "dingtalk", ID: "suiteS", Org: "orgY"}},
 		{"wechat", "GET", "/cgi-bin/token?grant_type=client_credential&appid=wxA&secret=s3cret", "",
-			`{"access_token":"TOK7","expires_in":7200}`, "TOK7", apps.App{Provider: "wechat", ID: "wxA"}},
+			`{"access_token":"TOKEN_0007","expires_in":7200}`, "TOKEN_0007", apps.App{Provider: "wechat", ID: "wxA"}},
 		{"wechat stable", "POST", "/cgi-bin/stable_token", `{"grant_type":"client_credential","appid":"wxB","secret":"s3cret","force_refresh":false}`,
-			`{"access_token":"TOK8","expires_in":7200}`, "TOK8", apps.App{Provider: "wechat", ID: "wxB"}},
+			`{"access_token":"TOKEN_0008","expires_in":7200}`, "TOKEN_0008", apps.App{Provider: "wechat", ID: "wxB"}},
 		{"wecom", "GET", "/cgi-bin/gettoken?corpid=wwA&corpsecret=s3cret", "",
-			`{"errcode":0,"errmsg":"ok","access_token":"TOK9","expires_in":7200}`, "TOK9", apps.App{Provider: "wecom", ID: "wwA"}},
+			`{"errcode":0,"errmsg":"ok","access_token":"TOKEN_0009","expires_in":7200}`, "TOKEN_0009", apps.App{Provider: "wecom", ID: "wwA"}},
 		{"wecom third party", "POST", "/cgi-bin/service/get_corp_token?suite_access_token=UNSEEN", `{"auth_corpid":"wwB","permanent_code":"s3cret"}`,
-			`{"access_token":"TOK10","expires_in":7200}`, "TOK10", apps.App{Provider: "wecom", ID: "suite", Org: "wwB"}},
+			`{"access_token":"TOKEN_00010","expires_in":7200}`, "TOKEN_00010", apps.App{Provider: "wecom", ID: "suite", Org: "wwB"}},
 		{"feishu tenant", "POST", "/open-apis/auth/v3/tenant_access_token/internal", `{"app_id":"cli_a","app_secret":"s3cret"}`,
-			`{"code":0,"msg":"ok","tenant_access_token":"t-TOK11","expire":7200}`, "t-TOK11", apps.App{Provider: "feishu", ID: "cli_a"}},
+			`{"code":0,"msg":"ok","tenant_access_token":"t-TOKEN_00011","expire":7200}`, "t-TOKEN_00011", apps.App{Provider: "feishu", ID: "cli_a"}},
 		{"feishu app", "POST", "/open-apis/auth/v3/app_access_token/internal", `{"app_id":"cli_b","app_secret":"s3cret"}`,
-			`{"code":0,"msg":"ok","app_access_token":"a-TOK12","tenant_access_token":"t-TOK12","expire":7200}`, "t-TOK12", apps.App{Provider: "feishu", ID: "cli_b"}},
+			`{"code":0,"msg":"ok","app_access_token":"a-TOKEN_00012","tenant_access_token":"t-TOKEN_00012","expire":7200}`, "t-TOKEN_00012", apps.App{Provider: "feishu", ID: "cli_b"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			book := apps.MustNew()
+			book := apps.MustNew(loopback...)
 			srv := exchangeServer(t, tc.answer)
 			client := &http.Client{Transport: book.Observe(http.DefaultTransport)}
 			var body io.Reader
@@ -119,34 +126,34 @@ func TestObserveSendsTheBodyUnchanged(t *testing.T) {
 }
 
 func TestObserveIgnoresErrorAnswers(t *testing.T) {
-	book := apps.MustNew()
-	srv := exchangeServer(t, `{"errcode":40089,"errmsg":"不合法的appkey或appsecret","access_token":"BAD"}`)
+	book := apps.MustNew(loopback...)
+	srv := exchangeServer(t, `{"errcode":40089,"errmsg":"不合法的appkey或appsecret","access_token":"BADTOKEN-1"}`)
 	client := &http.Client{Transport: book.Observe(http.DefaultTransport)}
 	resp, err := client.Get(srv.URL + "/gettoken?appkey=k&appsecret=wrong")
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if _, ok := book.Lookup(context.Background(), "BAD"); ok {
+	if _, ok := book.Lookup(context.Background(), "BADTOKEN-1"); ok {
 		t.Fatal("learned a token from an error answer")
 	}
 }
 
 func TestFeishuStoreAppTenantToken(t *testing.T) {
-	book := apps.MustNew()
+	book := apps.MustNew(loopback...)
 	ctx := context.Background()
-	if err := book.Learn(ctx, "a-APP", apps.App{Provider: "feishu", ID: "cli_store"}, time.Hour); err != nil {
+	if err := book.Learn(ctx, "a-APP-token", apps.App{Provider: "feishu", ID: "cli_store"}, time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	srv := exchangeServer(t, `{"code":0,"tenant_access_token":"t-TENANT","expire":7200}`)
+	srv := exchangeServer(t, `{"code":0,"tenant_access_token":"t-TENANT-token","expire":7200}`)
 	client := &http.Client{Transport: book.Observe(http.DefaultTransport)}
 	resp, err := client.Post(srv.URL+"/open-apis/auth/v3/tenant_access_token", "application/json",
-		strings.NewReader(`{"app_access_token":"a-APP","tenant_key":"tenant7"}`))
+		strings.NewReader(`{"app_access_token":"a-APP-token","tenant_key":"tenant7"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	app, ok := book.Lookup(ctx, "t-TENANT")
+	app, ok := book.Lookup(ctx, "t-TENANT-token")
 	if !ok || app.ID != "cli_store" || app.Org != "tenant7" {
 		t.Fatalf("Lookup = %+v, %v; want app cli_store, tenant tenant7", app, ok)
 	}

@@ -28,41 +28,82 @@ type shard struct {
 
 func (b *Book) shard(h tokenHash) *shard { return &b.shards[h[0]%nShards] }
 
-// get returns the live entry of h.
-func (b *Book) get(h tokenHash, now uint32) (entry, bool) {
+// get returns what is known of h: found is false when nothing live is,
+// and e.app is noApp (nobody knows the token), conflictApp (claimed for two
+// apps) or the index of its identity, which app holds.
+func (b *Book) get(h tokenHash, now uint32) (app App, e entry, found bool) {
 	sh := b.shard(h)
 	sh.mu.RLock()
+	defer sh.mu.RUnlock()
 	e, ok := sh.m[h]
-	sh.mu.RUnlock()
 	if !ok || now >= e.exp {
-		return entry{}, false
+		return App{}, entry{}, false
 	}
-	return e, true
+	if e.app != noApp && e.app != conflictApp {
+		// Resolved under the shard's lock: the entry holds the identity,
+		// so its index cannot be released and reused meanwhile.
+		app = b.app(e.app)
+	}
+	return app, e, true
 }
 
-// put stores e under h. When the shard has grown to its sweep mark, expired
-// entries go first; when it is still at its share of WithMaxTokens,
-// arbitrary ones (Go's map order is random) make room.
-func (b *Book) put(h tokenHash, e entry, now uint32) {
+// put stores what is known of h until exp: app when its ID is set, else
+// mark (noApp or conflictApp).
+func (b *Book) put(h tokenHash, app App, mark uint32, exp, now uint32) {
 	sh := b.shard(h)
-	limit := max(1, b.cfg.maxTokens/nShards)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if _, ok := sh.m[h]; !ok && len(sh.m) >= min(sh.sweepAt, limit) {
+	b.putLocked(sh, h, app, mark, exp, now)
+}
+
+// claim stores that h belongs to app until exp, unless another live entry
+// says it belongs to another app: then the token is trusted for neither
+// (conflictApp, until the later of the two expiries) and claim reports it.
+func (b *Book) claim(h tokenHash, app App, exp, now uint32) (conflict bool) {
+	sh := b.shard(h)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if old, ok := sh.m[h]; ok && now < old.exp && old.app != noApp {
+		app.Learned = true
+		if old.app == conflictApp || b.app(old.app) != app {
+			b.putLocked(sh, h, App{}, conflictApp, max(exp, old.exp), now)
+			return true
+		}
+	}
+	b.putLocked(sh, h, app, noApp, exp, now)
+	return false
+}
+
+// putLocked is put with the shard locked. When the shard has grown to its
+// sweep mark, expired entries go first; when it is still at its share of
+// WithMaxTokens, arbitrary ones (Go's map order is random) make room. Every
+// entry removed or replaced releases its identity.
+func (b *Book) putLocked(sh *shard, h tokenHash, app App, mark uint32, exp, now uint32) {
+	limit := max(1, b.cfg.maxTokens/nShards)
+	old, had := sh.m[h]
+	if !had && len(sh.m) >= min(sh.sweepAt, limit) {
 		for k, v := range sh.m {
 			if now >= v.exp {
+				b.release(v.app)
 				delete(sh.m, k)
 			}
 		}
-		for k := range sh.m {
+		for k, v := range sh.m {
 			if len(sh.m) < limit {
 				break
 			}
+			b.release(v.app)
 			delete(sh.m, k)
 		}
 		sh.sweepAt = max(64, 2*len(sh.m))
 	}
-	sh.m[h] = e
+	if app.ID != "" {
+		mark = b.acquire(app)
+	}
+	if had {
+		b.release(old.app)
+	}
+	sh.m[h] = entry{app: mark, exp: exp}
 }
 
 // providerAttr is the attribute set of a provider's counters, built once.

@@ -32,8 +32,8 @@ type exchange struct {
 }
 
 // exchangeFor returns the exchange a request path is, or nil. Paths are
-// distinct across the four providers, so the host need not be known (tests
-// run emulators on loopback).
+// distinct across the four providers; whether the request went to the
+// provider at all is Observe's check (fromProvider).
 func exchangeFor(method, path string) *exchange {
 	switch {
 	case path == "/gettoken" && method == "GET":
@@ -72,7 +72,11 @@ type answer struct {
 	Expire            int64  `json:"expire"`
 }
 
-func parseAnswer(body []byte) (answer, bool) {
+// parseAnswer reads an exchange's answer and checks it as the provider
+// states success: errcode or code 0 (a string code, as DingTalk's new API
+// fails with, does not parse), and present when the provider always sends
+// it (withCode).
+func parseAnswer(body []byte, withCode bool) (answer, bool) {
 	var a answer
 	if json.Unmarshal(body, &a) != nil {
 		return a, false
@@ -80,7 +84,38 @@ func parseAnswer(body []byte) (answer, bool) {
 	if (a.ErrCode != nil && *a.ErrCode != 0) || (a.Code != nil && *a.Code != 0) {
 		return a, false
 	}
+	if withCode && a.ErrCode == nil && a.Code == nil {
+		return a, false
+	}
 	return a, true
+}
+
+// Bounds of a token an answer may carry: every provider's is tens to a few
+// hundred characters of letters, digits and a little punctuation.
+const (
+	minTokenLen = 8
+	maxTokenLen = 1024
+	// minTokenTTL is the shortest lifetime an answer may state (providers
+	// state 7,200 s, WeChat's stable token at least 300 s; emulators scale
+	// time down): a missing, zero or negative one is not an answer to trust.
+	minTokenTTL = time.Second
+)
+
+// saneToken reports whether tok looks like a provider's access token.
+func saneToken(tok string) bool {
+	if len(tok) < minTokenLen || len(tok) > maxTokenLen {
+		return false
+	}
+	for i := 0; i < len(tok); i++ {
+		c := tok[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("-_.~+/=:", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 func (a *answer) ttl() time.Duration {
@@ -95,9 +130,13 @@ func (a *answer) accessToken() string {
 	return a.AccessTokenCamel
 }
 
-// one returns a single grant when token and app are known.
+// one returns a single grant when token and app are known and sane, and
+// the lifetime stated is one a provider states.
 func one(provider, token, app, org string, ttl time.Duration) []grant {
-	if token == "" || app == "" {
+	if !saneToken(token) || app == "" || ttl < minTokenTTL || ttl > MaxTTL {
+		return nil
+	}
+	if checkIdentity(App{Provider: provider, ID: app, Org: org}) != nil {
 		return nil
 	}
 	return []grant{{token: token, app: App{Provider: provider, ID: app, Org: org}, ttl: ttl}}
@@ -126,7 +165,7 @@ func parseBody(b []byte) body {
 var (
 	// GET oapi.dingtalk.com/gettoken?appkey=&appsecret= (legacy corpid=&corpsecret=).
 	dingtalkGettoken = exchange{DingTalk, func(_ string, q url.Values, _, resp []byte, _ func(string) (App, bool)) []grant {
-		a, ok := parseAnswer(resp)
+		a, ok := parseAnswer(resp, true)
 		if !ok {
 			return nil
 		}
@@ -139,7 +178,7 @@ var (
 	// POST /v1.0/oauth2/accessToken {appKey}; /v1.0/oauth2/{corpId}/token
 	// {client_id}; ISV /v1.0/oauth2/corpAccessToken {suiteKey, authCorpId}.
 	dingtalkOAuth = exchange{DingTalk, func(path string, _ url.Values, req, resp []byte, _ func(string) (App, bool)) []grant {
-		a, ok := parseAnswer(resp)
+		a, ok := parseAnswer(resp, false)
 		if !ok {
 			return nil
 		}
@@ -158,7 +197,7 @@ var (
 	}}
 	// POST oapi.dingtalk.com/service/get_corp_token?accessKey=<suiteKey> {auth_corpid}.
 	dingtalkCorpToken = exchange{DingTalk, func(_ string, q url.Values, req, resp []byte, _ func(string) (App, bool)) []grant {
-		a, ok := parseAnswer(resp)
+		a, ok := parseAnswer(resp, true)
 		if !ok {
 			return nil
 		}
@@ -166,7 +205,7 @@ var (
 	}}
 	// GET /cgi-bin/token?appid=; POST /cgi-bin/stable_token {appid}.
 	wechatToken = exchange{WeChat, func(_ string, q url.Values, req, resp []byte, _ func(string) (App, bool)) []grant {
-		a, ok := parseAnswer(resp)
+		a, ok := parseAnswer(resp, false)
 		if !ok {
 			return nil
 		}
@@ -179,7 +218,7 @@ var (
 	// GET qyapi.weixin.qq.com/cgi-bin/gettoken?corpid=&corpsecret=: the
 	// company is what WeCom limits, so the corp is the app.
 	wecomGettoken = exchange{WeCom, func(_ string, q url.Values, _, resp []byte, _ func(string) (App, bool)) []grant {
-		a, ok := parseAnswer(resp)
+		a, ok := parseAnswer(resp, true)
 		if !ok {
 			return nil
 		}
@@ -188,7 +227,7 @@ var (
 	// POST /cgi-bin/service/get_suite_token {suite_id}: the suite's own
 	// token, which later names the suite of get_corp_token.
 	wecomSuiteToken = exchange{WeCom, func(_ string, _ url.Values, req, resp []byte, _ func(string) (App, bool)) []grant {
-		a, ok := parseAnswer(resp)
+		a, ok := parseAnswer(resp, false)
 		if !ok {
 			return nil
 		}
@@ -197,7 +236,7 @@ var (
 	// POST /cgi-bin/service/get_corp_token?suite_access_token= {auth_corpid}:
 	// a third-party app's token for one authorised company.
 	wecomCorpToken = exchange{WeCom, func(_ string, q url.Values, req, resp []byte, lookup func(string) (App, bool)) []grant {
-		a, ok := parseAnswer(resp)
+		a, ok := parseAnswer(resp, false)
 		if !ok {
 			return nil
 		}
@@ -212,7 +251,7 @@ var (
 	// internal forms name the app (app_id); the store app's tenant form
 	// names it by its app_access_token and the tenant by tenant_key.
 	feishuToken = exchange{Feishu, func(path string, _ url.Values, req, resp []byte, lookup func(string) (App, bool)) []grant {
-		a, ok := parseAnswer(resp)
+		a, ok := parseAnswer(resp, true)
 		if !ok {
 			return nil
 		}

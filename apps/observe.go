@@ -13,8 +13,12 @@ import (
 const maxExchangeBody = 16 << 10
 
 // Observe returns a RoundTripper that sends through base and learns from
-// every token exchange it carries. Other requests pass untouched, at the
-// cost of a path comparison. The Transport wraps its base transport with it
+// the token exchanges it carries to their providers: those the Transport
+// matched to the provider's profile, or sent to the provider's public hosts
+// or those given with WithHosts. An answer is learned only when it passes
+// the provider's checks (HTTP 200, its success code, a token and lifetime
+// of sane form). Other requests pass untouched, at the cost of a path
+// comparison. The Transport wraps its base transport with it
 // (throttle.WithApps); wrap a client's transport yourself only when its
 // exchanges do not go through the Transport.
 func (b *Book) Observe(base http.RoundTripper) http.RoundTripper {
@@ -29,6 +33,12 @@ type observer struct {
 func (o *observer) RoundTrip(req *http.Request) (*http.Response, error) {
 	ex := exchangeFor(req.Method, req.URL.Path)
 	if ex == nil {
+		return o.base.RoundTrip(req)
+	}
+	if !o.book.fromProvider(req, ex.provider) {
+		// A token path on a host that is not the provider's: anything
+		// could answer there. Sent untouched, learned from never.
+		o.book.refused.Add(1)
 		return o.base.RoundTrip(req)
 	}
 	var reqBody []byte
@@ -67,7 +77,12 @@ func (o *observer) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return o.book.Lookup(ctx, tok)
 	}
-	for _, g := range ex.read(req.URL.Path, req.URL.Query(), reqBody, respBody, lookup) {
+	grants := ex.read(req.URL.Path, req.URL.Query(), reqBody, respBody, lookup)
+	if len(grants) == 0 {
+		// An error answer, or one that fails the provider's checks.
+		o.book.refused.Add(1)
+	}
+	for _, g := range grants {
 		_ = o.book.Learn(ctx, g.token, g.app, g.ttl)
 	}
 	return resp, nil

@@ -1,0 +1,96 @@
+package apps
+
+import (
+	"net/http"
+	"strings"
+)
+
+// Where exchanges are learned from. A request to a token path proves
+// nothing by itself: any host the Transport passes through can have a
+// /gettoken, and an answer from it could name any app and any token. So an
+// exchange is learned only when it went to its provider: either the
+// Transport matched it to the provider's profile (Resolve marks it,
+// sentKey), or its host is one of the provider's (the public hosts, and
+// those given with WithHosts).
+
+// sentKey marks a request's context with the name of the profile the
+// Transport matched it to, for exchanges only.
+type sentKey struct{}
+
+// defaultHosts are the providers' public API hosts, as the presets list
+// them (dingtalk.DefaultHosts, ...; a test keeps them equal).
+func defaultHosts() map[string][]string {
+	return map[string][]string{
+		DingTalk: {"oapi.dingtalk.com", "api.dingtalk.com"},
+		WeChat:   {"api.weixin.qq.com", "api2.weixin.qq.com", "sh.api.weixin.qq.com", "sz.api.weixin.qq.com", "hk.api.weixin.qq.com"},
+		WeCom:    {"qyapi.weixin.qq.com"},
+		Feishu:   {"open.feishu.cn", "open.larksuite.com"},
+	}
+}
+
+// DefaultHosts returns the public hosts whose exchanges a Book learns from
+// for provider without a profile's word (see WithHosts).
+func DefaultHosts(provider string) []string { return defaultHosts()[provider] }
+
+// hostSet is a set of lower-cased "host" (any port) or "host:port".
+type hostSet map[string]bool
+
+func newHostSet(hosts []string) hostSet {
+	s := make(hostSet, len(hosts))
+	for _, h := range hosts {
+		s[strings.ToLower(h)] = true
+	}
+	return s
+}
+
+func (s hostSet) has(hostport string) bool {
+	h := strings.ToLower(hostport)
+	if s[h] {
+		return true
+	}
+	if i := strings.LastIndexByte(h, ':'); i >= 0 && !strings.Contains(h[i:], "]") {
+		return s[strings.Trim(h[:i], "[]")]
+	}
+	return false
+}
+
+// fromProvider reports whether an exchange of provider went to one of the
+// provider's hosts: matched by its profile in the Transport, or sent to a
+// host the Book knows as the provider's.
+func (b *Book) fromProvider(req *http.Request, provider string) bool {
+	if p, ok := req.Context().Value(sentKey{}).(string); ok {
+		return p == provider
+	}
+	host := req.URL.Host
+	if host == "" {
+		host = req.Host
+	}
+	return b.hosts[provider].has(host)
+}
+
+// needsToken reports whether a request a preset of provider routes must
+// carry an app's access token, so that one the Book cannot read is counted
+// rather than silent. Webhooks (a robot's or bot's own secret names them)
+// and the calls made with a suite's, component's or provider's own token
+// name no app token.
+func needsToken(provider string, req *http.Request) bool {
+	p := req.URL.Path
+	switch provider {
+	case DingTalk:
+		// The ISV's /service/ calls sign with the suite's key; /v1.0/oauth2/
+		// holds the exchanges of user and app tokens.
+		return p != dingtalkRobot && !strings.HasPrefix(p, "/service/") && !strings.HasPrefix(p, "/v1.0/oauth2/")
+	case WeCom:
+		if strings.HasPrefix(p, "/cgi-bin/webhook/") {
+			return false
+		}
+		fallthrough
+	case WeChat:
+		q := req.URL.RawQuery
+		return !strings.Contains(q, "suite_access_token=") && !strings.Contains(q, "provider_access_token=") &&
+			!strings.Contains(q, "component_access_token=")
+	case Feishu:
+		return !strings.HasPrefix(p, "/open-apis/bot/v2/hook/") && !strings.HasPrefix(p, "/open-apis/auth/")
+	}
+	return false
+}
