@@ -9,7 +9,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/quotaware/throttle/circuit"
+	"github.com/quotaware/throttle/internal/circuit"
 )
 
 // The gauges throttle.breakers.open and throttle.limiter.fallback are

@@ -13,7 +13,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/quotaware/throttle/apps"
-	"github.com/quotaware/throttle/circuit"
+	"github.com/quotaware/throttle/internal/circuit"
 	"github.com/quotaware/throttle/limiter"
 	"github.com/quotaware/throttle/limiter/rule"
 	"github.com/quotaware/throttle/providers"

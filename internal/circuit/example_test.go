@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/quotaware/throttle/circuit"
+	"github.com/quotaware/throttle/internal/circuit"
 )
 
 // The per-request flow of a transport: ask before sending, report a quota

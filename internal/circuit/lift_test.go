@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quotaware/throttle/circuit"
+	"github.com/quotaware/throttle/internal/circuit"
 )
 
 func TestLift(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quotaware/throttle/circuit"
+	"github.com/quotaware/throttle/internal/circuit"
 )
 
 // clock is a manual clock: tests step it across window ends instead of
