@@ -18,6 +18,7 @@ import (
 	"github.com/quotaware/throttle"
 	"github.com/quotaware/throttle/apps"
 	"github.com/quotaware/throttle/internal/redistest"
+	"github.com/quotaware/throttle/limiter"
 	"github.com/quotaware/throttle/limiter/limitertest"
 	"github.com/quotaware/throttle/providers"
 	"github.com/quotaware/throttle/providers/dingtalk"
@@ -76,7 +77,7 @@ func TestCredentialsStayOutOfRedisAndTelemetry(t *testing.T) {
 		book := apps.MustNew(apps.WithRedis(rdb, []byte("shared-key-0123456789")), apps.WithPrefix(prefix),
 			apps.WithMeterProvider(bookMeter))
 		t.Cleanup(func() { book.Close() })
-		tr := throttle.New(append(o.opts, throttle.WithRedis(rdb), throttle.WithRedisPrefix(prefix),
+		tr := throttle.New(append(o.opts, sharedOpt(t, rdb, limiter.SharedConfig{Prefix: prefix}),
 			throttle.WithProfiles(set.Profile()), throttle.WithApps(book))...)
 		t.Cleanup(func() { tr.Close() })
 		clients = append(clients, &http.Client{Transport: tr})

@@ -14,6 +14,7 @@ import (
 	"github.com/quotaware/throttle/internal/redistest"
 	"github.com/quotaware/throttle/limiter"
 	"github.com/quotaware/throttle/limiter/limitertest"
+	"github.com/redis/go-redis/v9"
 )
 
 // replicaRecorder records arrivals per replica (the X-Replica header).
@@ -53,9 +54,9 @@ func TestRedisOutageFallsBackToLocalShare(t *testing.T) {
 	const replicas = 3
 	clients := make([]*http.Client, replicas)
 	for i := range clients {
-		tr := throttle.New(throttle.WithRedis(srv.Client(t)), throttle.WithProfiles(testProfile(group, rule)),
+		tr := throttle.New(throttle.WithProfiles(testProfile(group, rule)),
 			throttle.WithoutTelemetry(), throttle.WithoutRetry(),
-			throttle.WithFallback(throttle.FallbackPolicy{Share: 1.0 / replicas, Timeout: 200 * time.Millisecond, Probe: 200 * time.Millisecond, Recover: 200 * time.Millisecond}))
+			sharedOpt(t, srv.Client(t), limiter.SharedConfig{Share: 1.0 / replicas, Timeout: 200 * time.Millisecond, Probe: 200 * time.Millisecond, Recover: 200 * time.Millisecond}))
 		t.Cleanup(func() { tr.Close() })
 		clients[i] = &http.Client{Transport: tr}
 	}
@@ -149,9 +150,8 @@ func TestRedisOutageFailClosed(t *testing.T) {
 	srv := redistest.Start(t)
 	rec := &recorder{}
 	httpSrv := serve(t, rec)
-	c := &http.Client{Transport: throttle.New(throttle.WithRedis(srv.Client(t)),
-		throttle.WithProfiles(testProfile(limitertest.Group(t), mustRule(t, 100, time.Second))),
-		throttle.WithFallback(throttle.FallbackPolicy{Mode: throttle.FailClosed, Timeout: 200 * time.Millisecond, Probe: time.Second}))}
+	c := &http.Client{Transport: throttle.New(throttle.WithProfiles(testProfile(limitertest.Group(t), mustRule(t, 100, time.Second))),
+		sharedOpt(t, srv.Client(t), limiter.SharedConfig{Mode: limiter.OutageRefuse, Timeout: 200 * time.Millisecond, Probe: time.Second}))}
 	if _, err := get(context.Background(), c, httpSrv.URL+"/a"); err != nil {
 		t.Fatal(err)
 	}
@@ -170,9 +170,8 @@ func TestRedisOutageFailOpen(t *testing.T) {
 	srv := redistest.Start(t)
 	rec := &recorder{}
 	httpSrv := serve(t, rec)
-	c := &http.Client{Transport: throttle.New(throttle.WithRedis(srv.Client(t)),
-		throttle.WithProfiles(testProfile(limitertest.Group(t), mustRule(t, 1, time.Hour))),
-		throttle.WithFallback(throttle.FallbackPolicy{Mode: throttle.FailOpen, Timeout: 200 * time.Millisecond, Probe: time.Hour}))}
+	c := &http.Client{Transport: throttle.New(throttle.WithProfiles(testProfile(limitertest.Group(t), mustRule(t, 1, time.Hour))),
+		sharedOpt(t, srv.Client(t), limiter.SharedConfig{Mode: limiter.OutageAdmit, Timeout: 200 * time.Millisecond, Probe: time.Hour}))}
 	srv.Stop()
 	for i := 0; i < 5; i++ {
 		if _, err := get(context.Background(), c, httpSrv.URL+"/a"); err != nil {
@@ -202,4 +201,15 @@ func sortTimes(ts []time.Time) {
 			ts[j], ts[j-1] = ts[j-1], ts[j]
 		}
 	}
+}
+
+// sharedOpt is WithLimiter with a Shared limiter on client built from cfg,
+// as a user who needs settings other than WithRedis's defaults writes it.
+func sharedOpt(t testing.TB, client redis.UniversalClient, cfg limiter.SharedConfig) throttle.Option {
+	t.Helper()
+	s, err := limiter.NewShared(client, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return throttle.WithLimiter(s)
 }

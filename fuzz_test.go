@@ -35,15 +35,13 @@ var nilOptions = []func() throttle.Option{
 // Arbitrary option values, and any combination of absent ones, build a
 // Transport or fail with an error naming the option; nothing panics.
 func FuzzBuild(f *testing.F) {
-	f.Add(int64(time.Second), 3, int64(time.Millisecond), int64(time.Second), 0.5, 0, int64(time.Second), int64(time.Second), uint16(0))
-	f.Add(int64(-1), 0, int64(0), int64(0), -1.0, 7, int64(0), int64(-5), uint16(0xffff))
-	f.Add(int64(time.Second), 3, int64(time.Millisecond), int64(time.Second), 0.5, 0, int64(time.Second), int64(time.Second), uint16(2))
-	f.Fuzz(func(t *testing.T, maxWait int64, attempts int, minB, maxB int64, share float64, mode int, timeout, probe int64, nils uint16) {
+	f.Add(int64(time.Second), 3, int64(time.Millisecond), int64(time.Second), uint16(0))
+	f.Add(int64(-1), 0, int64(0), int64(0), uint16(0xffff))
+	f.Add(int64(time.Second), 3, int64(time.Millisecond), int64(time.Second), uint16(2))
+	f.Fuzz(func(t *testing.T, maxWait int64, attempts int, minB, maxB int64, nils uint16) {
 		opts := []throttle.Option{
 			throttle.WithMaxWait(time.Duration(maxWait)),
 			throttle.WithRetry(throttle.RetryPolicy{MaxAttempts: attempts, MinBackoff: time.Duration(minB), MaxBackoff: time.Duration(maxB)}),
-			throttle.WithFallback(throttle.FallbackPolicy{Mode: throttle.FallbackMode(mode), Share: share,
-				Timeout: time.Duration(timeout), Probe: time.Duration(probe)}),
 			throttle.WithoutTelemetry(),
 		}
 		for i, opt := range nilOptions {

@@ -247,9 +247,9 @@ func TestRetryRefusalKeepsTheEarlierFailure(t *testing.T) {
 func TestLocalFallbackRefusalNamesItsRule(t *testing.T) {
 	rs := redistest.Start(t)
 	srv := serve(t, &recorder{})
-	tr := throttle.New(throttle.WithRedis(rs.Client(t)), throttle.WithoutTelemetry(), throttle.WithoutRetry(), throttle.WithLogger(quiet),
+	tr := throttle.New(throttle.WithoutTelemetry(), throttle.WithoutRetry(), throttle.WithLogger(quiet),
 		throttle.WithProfiles(testProfile(limitertest.Group(t), mustRule(t, 1, 2*time.Second))), throttle.WithMaxWait(500*time.Millisecond),
-		throttle.WithFallback(throttle.FallbackPolicy{Share: 1, Timeout: 200 * time.Millisecond, Probe: time.Minute}))
+		sharedOpt(t, rs.Client(t), limiter.SharedConfig{Share: 1, Timeout: 200 * time.Millisecond, Probe: time.Minute}))
 	t.Cleanup(func() { tr.Close() })
 	c := &http.Client{Transport: tr}
 	if _, err := get(context.Background(), c, srv.URL+"/a"); err != nil {

@@ -141,7 +141,7 @@ func TestLeakNoGoroutineAfterClose(t *testing.T) {
 	tg := newDTTarget(t, dingtalktest.Options{LatencyMax: 10 * time.Millisecond})
 	base := &http.Transport{}
 	t.Cleanup(base.CloseIdleConnections)
-	tr := throttle.New(throttle.WithRedis(srv.Client(t)), throttle.WithRedisPrefix(limitertest.Group(t)),
+	tr := throttle.New(sharedOpt(t, srv.Client(t), limiter.SharedConfig{Prefix: limitertest.Group(t)}),
 		throttle.WithProfiles(tg.profile(dingtalk.Config{})), throttle.WithBase(base),
 		throttle.WithMaxWait(300*time.Millisecond), throttle.WithLogger(quiet), throttle.WithoutTelemetry())
 	t.Cleanup(func() { tr.Close() })
@@ -165,7 +165,7 @@ func TestLeakNoGoroutineAfterDrop(t *testing.T) {
 	t.Cleanup(base.CloseIdleConnections)
 	before := registryBeats()
 	func() {
-		tr := throttle.New(throttle.WithRedis(rdb), throttle.WithRedisPrefix(limitertest.Group(t)),
+		tr := throttle.New(sharedOpt(t, rdb, limiter.SharedConfig{Prefix: limitertest.Group(t)}),
 			throttle.WithProfiles(tg.profile(dingtalk.Config{})), throttle.WithBase(base),
 			throttle.WithLogger(quiet), throttle.WithoutTelemetry())
 		c := &http.Client{Transport: tr}
@@ -393,7 +393,7 @@ func TestLeakIdleKeysExpire(t *testing.T) {
 	for range 2 {
 		base := &http.Transport{}
 		t.Cleanup(base.CloseIdleConnections)
-		tr := throttle.New(throttle.WithRedis(srv.Client(t)), throttle.WithRedisPrefix(prefix),
+		tr := throttle.New(sharedOpt(t, srv.Client(t), limiter.SharedConfig{Prefix: prefix}),
 			throttle.WithProfiles(tg.profile(cfg)), throttle.WithBase(base), throttle.WithMaxWait(maxWait),
 			throttle.WithoutRetry(), throttle.WithLogger(quiet), throttle.WithoutTelemetry())
 		trs = append(trs, tr)

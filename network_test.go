@@ -13,6 +13,7 @@ import (
 	"github.com/quotaware/throttle"
 	"github.com/quotaware/throttle/internal/faultproxy"
 	"github.com/quotaware/throttle/internal/redistest"
+	"github.com/quotaware/throttle/limiter"
 	"github.com/quotaware/throttle/limiter/limitertest"
 	"github.com/quotaware/throttle/limiter/rule"
 )
@@ -40,10 +41,10 @@ func TestSlowNetworkTripsFallback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := throttle.New(throttle.WithRedis(rdb), throttle.WithoutTelemetry(), throttle.WithoutRetry(),
+	tr := throttle.New(throttle.WithoutTelemetry(), throttle.WithoutRetry(),
 		throttle.WithProfiles(testProfile(group, mustRule(t, 100, 100*time.Millisecond), marker)),
 		throttle.WithLogger(slog.New(slog.NewTextHandler(logs, nil))),
-		throttle.WithFallback(throttle.FallbackPolicy{Share: 1, Timeout: timeout, Probe: 50 * time.Millisecond, Recover: 200 * time.Millisecond}))
+		sharedOpt(t, rdb, limiter.SharedConfig{Share: 1, Timeout: timeout, Probe: 50 * time.Millisecond, Recover: 200 * time.Millisecond}))
 	t.Cleanup(func() { tr.Close() })
 	c := &http.Client{Transport: tr}
 	key := "{throttle:" + group + "}:r:marker"

@@ -28,28 +28,24 @@ func (f optionFunc) apply(c *config) { f(c) }
 
 // config holds every setting with its default, in one place.
 type config struct {
-	base        http.RoundTripper
-	limiter     limiter.Limiter
-	redis       redis.UniversalClient
-	redisPrefix string
-	profiles    []providers.Profile
-	maxWait     time.Duration
-	logger      *slog.Logger
-	telemetry   telemetryConfig
-	retry       RetryPolicy
-	fallback    FallbackPolicy
-	apps        *apps.Book // WithApps
-	errs        []error
+	base      http.RoundTripper
+	limiter   limiter.Limiter
+	redis     redis.UniversalClient
+	profiles  []providers.Profile
+	maxWait   time.Duration
+	logger    *slog.Logger
+	telemetry telemetryConfig
+	retry     RetryPolicy
+	apps      *apps.Book // WithApps
+	errs      []error
 }
 
 func defaultConfig() config {
 	return config{
-		base:        http.DefaultTransport,
-		redisPrefix: "throttle",
-		maxWait:     DefaultMaxWait,
-		logger:      slog.Default(),
-		retry:       DefaultRetryPolicy(),
-		fallback:    DefaultFallbackPolicy(),
+		base:    http.DefaultTransport,
+		maxWait: DefaultMaxWait,
+		logger:  slog.Default(),
+		retry:   DefaultRetryPolicy(),
 	}
 }
 
@@ -83,7 +79,6 @@ func (c *config) validate() error {
 		seen[p.Name] = true
 	}
 	c.retry.validate(c)
-	c.fallback.validate(c)
 	return errors.Join(c.errs...)
 }
 
@@ -100,8 +95,14 @@ func WithBase(rt http.RoundTripper) Option {
 }
 
 // WithRedis shares the limits and penalties across replicas through Redis
-// (a single node, a cluster or a failover client). Without it (and without
-// WithLimiter) the Transport limits in-process only.
+// (a single node, a cluster or a failover client) with the defaults of
+// limiter.DefaultSharedConfig: key prefix "throttle", a 250ms timeout per
+// Redis call, and while Redis does not answer each replica limits alone with
+// its share of every rule. It is short for
+// WithLimiter(limiter.NewShared(client, limiter.SharedConfig{})); build the
+// limiter yourself to set the prefix or the outage mode. Give the client
+// ContextTimeoutEnabled: true. Without it (and without WithLimiter) the
+// Transport limits in-process only.
 func WithRedis(client redis.UniversalClient) Option {
 	return optionFunc(func(c *config) {
 		if isNil(client) {
@@ -126,15 +127,12 @@ func isNil(v any) bool {
 	return false
 }
 
-// WithRedisPrefix sets the prefix of every Redis key (default "throttle").
-func WithRedisPrefix(prefix string) Option {
-	return optionFunc(func(c *config) { c.redisPrefix = prefix })
-}
-
-// WithLimiter sets the limiter directly, e.g. a limiter.Memory shared by
-// several Transports in one process, or a custom implementation. The
-// fallback policy, the replica registry and the announcement of penalties to
-// other replicas come with WithRedis; a limiter given here is used as is.
+// WithLimiter sets the limiter: a *limiter.Shared built with the settings you
+// need (prefix, outage mode, timeouts), a limiter.Memory shared by several
+// Transports in one process, or one of your own. A *limiter.Shared is wired
+// exactly as WithRedis wires the one it builds: other replicas' penalties
+// and lifts reach this process's breakers at once, outages and events show
+// in the telemetry, and Close closes it (the Transport owns it).
 func WithLimiter(l limiter.Limiter) Option {
 	return optionFunc(func(c *config) {
 		if isNil(l) {

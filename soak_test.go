@@ -27,6 +27,7 @@ import (
 	"github.com/quotaware/throttle"
 	"github.com/quotaware/throttle/internal/loadtest"
 	"github.com/quotaware/throttle/internal/redistest"
+	"github.com/quotaware/throttle/limiter"
 	"github.com/quotaware/throttle/limiter/limitertest"
 	"github.com/quotaware/throttle/providers"
 	"github.com/quotaware/throttle/providers/dingtalk"
@@ -125,10 +126,9 @@ func TestSoak(t *testing.T) {
 		rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
 		pool := &http.Transport{MaxIdleConnsPerHost: 64}
 		bases[i] = &timedBase{base: pool, replica: i, sends: map[string][]time.Time{}}
-		tr := throttle.New(throttle.WithRedis(rdb), throttle.WithRedisPrefix(prefix),
+		tr := throttle.New(sharedOpt(t, rdb, limiter.SharedConfig{Prefix: prefix, Mode: limiter.OutageLocal, Timeout: 250 * time.Millisecond, Probe: probe, Recover: recover}),
 			throttle.WithProfiles(tg.profile(dingtalk.Config{})), throttle.WithBase(bases[i]),
-			throttle.WithMaxWait(maxWait), throttle.WithLogger(quiet), throttle.WithoutTelemetry(),
-			throttle.WithFallback(throttle.FallbackPolicy{Mode: throttle.FallbackLocal, Timeout: 250 * time.Millisecond, Probe: probe, Recover: recover}))
+			throttle.WithMaxWait(maxWait), throttle.WithLogger(quiet), throttle.WithoutTelemetry())
 		clients[i] = &http.Client{Transport: tr}
 		closers = append(closers, func() {
 			tr.Close()

@@ -29,6 +29,7 @@ type Transport struct {
 	tel      *telemetry
 	retry    *retrier
 	shared   *limiter.Shared // the limiter on Redis, whose background work Close stops
+	unlisten func()          // stops hearing the shared limiter's news
 	bg       *background     // give-backs, releases and penalty writes
 	gauges   func()          // takes the Transport out of the gauges
 	quota    *quotaWatch
@@ -126,45 +127,62 @@ func Build(opts ...Option) (*Transport, error) {
 	return t, nil
 }
 
-// buildLimiter picks the limiter: the one given, the shared one on Redis,
-// or an in-process one.
+// buildLimiter picks the limiter: the one given, a Shared one on the Redis
+// client given, or an in-process one. A Shared limiter, whether built here
+// or given, is wired the same way (wireShared).
 func (t *Transport) buildLimiter(c *config) error {
 	switch {
+	case c.redis != nil:
+		s, err := limiter.NewShared(c.redis, limiter.SharedConfig{Logger: c.logger})
+		if err != nil {
+			return fmt.Errorf("throttle: WithRedis: %w", err)
+		}
+		t.limiter = s
 	case c.limiter != nil:
 		t.limiter = c.limiter
-		return nil
-	case c.redis == nil:
+	default:
 		t.limiter = limiter.NewMemory()
-		return nil
 	}
-	if !contextTimeouts(c.redis) {
+	if s, ok := t.limiter.(*limiter.Shared); ok {
+		t.wireShared(s, c)
+	}
+	return nil
+}
+
+// wireShared makes a Shared limiter's news reach this Transport: another
+// replica's penalty opens this process's breaker at once, a lift closes
+// it, an outage switch shows in the gauge and the log, and every event is
+// counted. The Transport owns the limiter from then on: Close closes it.
+func (t *Transport) wireShared(s *limiter.Shared, c *config) {
+	if !contextTimeouts(s.Client()) {
 		c.logger.Warn("throttle: the Redis client ignores context deadlines; set ContextTimeoutEnabled: true in its options, " +
-			"or a Redis that stops answering holds requests for the client's read timeout instead of the fallback timeout")
+			"or a Redis that stops answering holds requests for the client's read timeout instead of the limiter's timeout")
 	}
 	// The callbacks hold the telemetry and the breakers, never the
 	// Transport, so background goroutines do not keep it from collection.
-	tel, mode := t.tel, c.fallback.Mode
-	s, err := limiter.NewShared(c.redis, limiter.SharedConfig{
-		Prefix:    c.redisPrefix,
-		Mode:      mode.outageMode(),
-		Share:     c.fallback.Share,
-		Timeout:   c.fallback.Timeout,
-		Probe:     c.fallback.Probe,
-		Recover:   c.fallback.Recover,
-		OnSwitch:  func(down bool, err error) { tel.fallbackSwitch(down, mode, err) },
-		OnPenalty: penaltyRouter(t.profiles),
-		OnLift:    liftRouter(t.profiles, c.logger),
-		OnEvent:   limiterEvents(c),
-		Logger:    c.logger,
+	tel, mode := t.tel, outageModeName(s.Config().Mode)
+	stop := s.Listen(limiter.Listener{
+		Switch:  func(down bool, err error) { tel.fallbackSwitch(down, mode, err) },
+		Penalty: penaltyRouter(t.profiles),
+		Lift:    liftRouter(t.profiles, c.logger),
+		Event:   limiterEvents(c),
 	})
-	if err != nil {
-		return fmt.Errorf("throttle: WithRedis: %w", err)
-	}
-	t.limiter, t.shared = s, s
+	t.shared = s
+	t.unlisten = stop
 	// A Transport dropped without Close stops that work once collected;
 	// a cleanup must not block, so it only starts the stop.
 	runtime.AddCleanup(t, func(s *limiter.Shared) { go s.Close() }, s)
-	return nil
+}
+
+// outageModeName names a limiter's outage mode for logs.
+func outageModeName(m limiter.OutageMode) string {
+	switch m {
+	case limiter.OutageRefuse:
+		return "refuse"
+	case limiter.OutageAdmit:
+		return "admit"
+	}
+	return "local"
 }
 
 // penaltyRouter opens this process's breaker for a penalty another replica
@@ -210,6 +228,7 @@ func (t *Transport) Close() error {
 	}
 	t.quota.close()
 	if t.shared != nil {
+		t.unlisten()
 		return t.shared.Close()
 	}
 	return nil

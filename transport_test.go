@@ -151,7 +151,6 @@ func TestBuildRejectsBadOptions(t *testing.T) {
 		{"duplicate profiles", []throttle.Option{throttle.WithProfiles(good, good)}, "two profiles"},
 		{"zero attempts", []throttle.Option{throttle.WithRetry(throttle.RetryPolicy{})}, "MaxAttempts"},
 		{"backoff upside down", []throttle.Option{throttle.WithRetry(throttle.RetryPolicy{MaxAttempts: 2, MinBackoff: time.Second, MaxBackoff: time.Millisecond})}, "MaxBackoff"},
-		{"share over 1", []throttle.Option{throttle.WithFallback(throttle.FallbackPolicy{Share: 2, Timeout: time.Second, Probe: time.Second})}, "Share"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

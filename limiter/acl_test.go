@@ -81,8 +81,8 @@ func TestSharedWithoutSubscribe(t *testing.T) {
 	c := aclClient(t, srv, "nosubscribe", "-subscribe")
 	var buf syncBuffer
 	var lifted atomic.Int64
-	s := newShared(t, c, limiter.SharedConfig{Prefix: "aclsub", Share: 1, Logger: slog.New(slog.NewTextHandler(&buf, nil)),
-		OnLift: func(group, scope string) {
+	s := newShared(t, c, limiter.SharedConfig{Prefix: "aclsub", Share: 1, Logger: slog.New(slog.NewTextHandler(&buf, nil))},
+		limiter.Listener{Lift: func(group, scope string) {
 			if group == "g" && scope == "app" {
 				lifted.Store(time.Now().UnixNano())
 			}

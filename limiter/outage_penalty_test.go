@@ -27,13 +27,11 @@ func TestSharedSharesOutagePenaltyWithoutRequests(t *testing.T) {
 	cfg := limiter.SharedConfig{Share: 0.5, Timeout: 200 * time.Millisecond, Probe: 100 * time.Millisecond, Recover: 5 * time.Second}
 	learner := newShared(t, client(), cfg)
 	var heard atomic.Int64
-	otherCfg := cfg
-	otherCfg.OnPenalty = func(group string, p limiter.Penalty) {
+	newShared(t, client(), cfg, limiter.Listener{Penalty: func(group string, p limiter.Penalty) {
 		if group == "g" && p.Scope == "app" {
 			heard.CompareAndSwap(0, time.Now().UnixNano())
 		}
-	}
-	newShared(t, client(), otherCfg)
+	}})
 	ctx := context.Background()
 	req := limiter.Request{Group: "g", Rules: []rule.Rule{rule.Must(rule.New("api", 1000, time.Second))}, Scopes: []string{"app"}, MaxWait: time.Second}
 	if _, err := learner.Reserve(ctx, req); err != nil {

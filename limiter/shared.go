@@ -66,39 +66,12 @@ type SharedConfig struct {
 	// them is in flight go together in the next call (BENCHMARKS.md shows
 	// what that buys under contention); this is for measuring it.
 	NoCoalescing bool
-	// OnSwitch, if set, is told once per switch when Redis goes away (down
-	// true, with the error) and when the replica uses it again.
-	OnSwitch func(down bool, err error)
-	// OnPenalty, if set, is told of every penalty another replica records,
-	// as soon as it is announced and Redis confirms it, so that the caller
-	// can stop the scope at once instead of on its next reserve.
-	OnPenalty func(group string, p Penalty)
-	// OnLift, if set, is told when a replica announces that a penalty was
-	// lifted and its key is gone from Redis.
-	OnLift func(group, scope string)
-	// OnEvent, if set, is told of everything the limiter noticed that an
-	// operator should know of, e.g. to count it; kind is one of
-	//   "state_lost": Redis lost a group's state (FLUSHALL, eviction, a
-	//     restart without persistence); new slots are held back past the
-	//     ones this replica knew were booked;
-	//   "corrupt_value": a key held a value that is not the limiter's
-	//     state; it was read as absent and replaced;
-	//   "announcement_rejected": a message on the announcement channel was
-	//     malformed or not confirmed by Redis (spoofed), and ignored;
-	//   "evictable": Redis's maxmemory-policy lets it evict the keys;
-	//   "penalty_lost": a penalty taken during an outage could not be kept
-	//     to be written later;
-	//   "penalty_dropped": a penalty was over (on this replica's clock)
-	//     before it could be written to Redis, so it was not shared.
-	// group is the request group concerned, or "". Each is also logged, at
-	// most once a minute per kind and group.
-	OnEvent func(kind, group string)
 	// Logger logs events, at most once a minute per kind and group
 	// (default slog.Default()).
 	Logger *slog.Logger
 }
 
-// event is something a Shared limiter noticed; see SharedConfig.OnEvent.
+// event is something a Shared limiter noticed; see Listener.Event.
 type event struct {
 	Kind   eventKind
 	Group  string
@@ -141,6 +114,8 @@ type Shared struct {
 	// catalogue again (unix nanos): once per window, for throttlectl.
 	describedMu sync.RWMutex
 	described   map[stateKey]*atomic.Int64
+
+	listeners listeners // see Listen
 }
 
 // NewShared returns a Shared limiter on client (a single node, a cluster,
@@ -184,9 +159,11 @@ func NewShared(client redis.UniversalClient, cfg SharedConfig) (*Shared, error) 
 		Probe:   cfg.Probe,
 		Recover: cfg.Recover,
 		OnSwitch: func(down bool, err error) {
-			if cfg.OnSwitch != nil {
-				cfg.OnSwitch(down, err)
-			}
+			s.listeners.each(func(l *Listener) {
+				if l.Switch != nil {
+					l.Switch(down, err)
+				}
+			})
 			if !down {
 				// The replicas still on their own shares would add them to
 				// the full rate this one now takes from Redis until their
@@ -231,12 +208,20 @@ func NewShared(client redis.UniversalClient, cfg SharedConfig) (*Shared, error) 
 	s.background(func() { s.faults.run(s.stop) })
 	r.onPublish = s.published
 	s.watcher = r.watch(watcherConfig{
-		onPenalty: cfg.OnPenalty,
+		onPenalty: func(group string, p Penalty) {
+			s.listeners.each(func(l *Listener) {
+				if l.Penalty != nil {
+					l.Penalty(group, p)
+				}
+			})
+		},
 		onLift: func(group, scope string) {
 			s.failover.forgetPenalty(group, scope)
-			if cfg.OnLift != nil {
-				cfg.OnLift(group, scope)
-			}
+			s.listeners.each(func(l *Listener) {
+				if l.Lift != nil {
+					l.Lift(group, scope)
+				}
+			})
 		},
 		onBack: s.failover.probeNow,
 		onRejected: func(reason string) {
@@ -296,9 +281,7 @@ func (s *Shared) checkEviction() {
 // report logs e (rate-limited) and passes it on.
 func (s *Shared) report(e event) {
 	s.log.log(e)
-	if s.cfg.OnEvent != nil {
-		s.cfg.OnEvent(string(e.Kind), e.Group)
-	}
+	s.listeners.event(e)
 }
 
 // Reserve implements Limiter.

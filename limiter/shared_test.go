@@ -75,11 +75,14 @@ func (e *events) await(t *testing.T, kind string) event {
 	}
 }
 
-func newShared(t *testing.T, c redis.UniversalClient, cfg limiter.SharedConfig) *limiter.Shared {
+func newShared(t *testing.T, c redis.UniversalClient, cfg limiter.SharedConfig, ls ...limiter.Listener) *limiter.Shared {
 	t.Helper()
 	s, err := limiter.NewShared(c, cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, l := range ls {
+		s.Listen(l)
 	}
 	t.Cleanup(func() { s.Close() })
 	return s
@@ -108,8 +111,8 @@ func TestSharedIgnoresSpoofedAnnouncements(t *testing.T) {
 	prefix := limitertest.Group(t)
 	ev := newEvents()
 	heard := make(chan limiter.Penalty, 16)
-	a := newShared(t, srv.Client(t), limiter.SharedConfig{Prefix: prefix, Share: 1, OnEvent: ev.add,
-		OnPenalty: func(group string, p limiter.Penalty) { heard <- p }})
+	a := newShared(t, srv.Client(t), limiter.SharedConfig{Prefix: prefix, Share: 1},
+		limiter.Listener{Event: ev.add, Penalty: func(group string, p limiter.Penalty) { heard <- p }})
 	b := newShared(t, srv.Client(t), limiter.SharedConfig{Prefix: prefix, Share: 1})
 	c := srv.Client(t)
 	ctx := context.Background()
@@ -188,7 +191,7 @@ func TestSharedHoldsBackAfterLostState(t *testing.T) {
 	evs := []*events{newEvents(), newEvents()}
 	var ls []limiter.Limiter
 	for _, ev := range evs {
-		ls = append(ls, newShared(t, srv.Client(t), limiter.SharedConfig{Prefix: prefix, Share: 1, OnEvent: ev.add}))
+		ls = append(ls, newShared(t, srv.Client(t), limiter.SharedConfig{Prefix: prefix, Share: 1}, limiter.Listener{Event: ev.add}))
 	}
 	ctx := context.Background()
 	rl := rule.Must(rule.New("api", 50, time.Second))
@@ -239,7 +242,7 @@ func TestSharedWarnsOfEviction(t *testing.T) {
 		t.Run(tc.policy, func(t *testing.T) {
 			srv := redistest.Start(t, "--maxmemory-policy", tc.policy)
 			ev := newEvents()
-			s := newShared(t, srv.Client(t), limiter.SharedConfig{Share: 1, OnEvent: ev.add})
+			s := newShared(t, srv.Client(t), limiter.SharedConfig{Share: 1}, limiter.Listener{Event: ev.add})
 			s.Close() // waits for the check
 			if got := ev.count(evictable) > 0; got != tc.warn {
 				t.Fatalf("evictable reported %v, want %v", got, tc.warn)
@@ -256,8 +259,8 @@ func TestSharedHysteresis(t *testing.T) {
 	admin := srv.Client(t)
 	var mu sync.Mutex
 	var switches []bool
-	s := newShared(t, srv.Client(t), limiter.SharedConfig{Share: 0.5, Probe: 20 * time.Millisecond, Recover: 400 * time.Millisecond,
-		OnSwitch: func(down bool, err error) { mu.Lock(); switches = append(switches, down); mu.Unlock() }})
+	s := newShared(t, srv.Client(t), limiter.SharedConfig{Share: 0.5, Probe: 20 * time.Millisecond, Recover: 400 * time.Millisecond},
+		limiter.Listener{Switch: func(down bool, err error) { mu.Lock(); switches = append(switches, down); mu.Unlock() }})
 	ctx := context.Background()
 	rl := rule.Must(rule.New("api", 1000, time.Second))
 	req := limiter.Request{Group: "g", Rules: []rule.Rule{rl}, MaxWait: time.Second}
@@ -355,7 +358,7 @@ func TestSharedHealsCorruptKeys(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			ev := newEvents()
-			s := newShared(t, srv.Client(t), limiter.SharedConfig{Prefix: limitertest.Group(t), Mode: limiter.OutageRefuse, Share: 1, OnEvent: ev.add})
+			s := newShared(t, srv.Client(t), limiter.SharedConfig{Prefix: limitertest.Group(t), Mode: limiter.OutageRefuse, Share: 1}, limiter.Listener{Event: ev.add})
 			l := s.Redis()
 			g := limitertest.Group(t)
 			if err := tc.corrupt(l, g); err != nil {
@@ -390,7 +393,7 @@ func TestSharedHealsCorruptKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	ev := newEvents()
-	newShared(t, srv.Client(t), limiter.SharedConfig{Prefix: prefix, OnEvent: ev.add})
+	newShared(t, srv.Client(t), limiter.SharedConfig{Prefix: prefix}, limiter.Listener{Event: ev.add})
 	if e := ev.await(t, corruptValue); e.Group != "" {
 		t.Fatalf("event %+v, want the registry's (no group)", e)
 	}

@@ -58,8 +58,8 @@ func TestSharedLogsDroppedPenalty(t *testing.T) {
 	var buf syncBuffer
 	var kinds []string
 	var mu sync.Mutex
-	s := newShared(t, c, limiter.SharedConfig{Prefix: "skewdrop", Share: 1, Logger: slog.New(slog.NewTextHandler(&buf, nil)),
-		OnEvent: func(kind, _ string) { mu.Lock(); kinds = append(kinds, kind); mu.Unlock() }})
+	s := newShared(t, c, limiter.SharedConfig{Prefix: "skewdrop", Share: 1, Logger: slog.New(slog.NewTextHandler(&buf, nil))},
+		limiter.Listener{Event: func(kind, _ string) { mu.Lock(); kinds = append(kinds, kind); mu.Unlock() }})
 	if err := s.Penalize(context.Background(), "g", limiter.Penalty{Scope: "app", Until: time.Now().Add(-time.Millisecond), Code: "1"}); err != nil {
 		t.Fatal(err)
 	}

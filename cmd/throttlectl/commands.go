@@ -42,7 +42,7 @@ func readState(ctx context.Context, c *common, l *limiter.Shared, provider strin
 	switch {
 	case errors.Is(err, inspect.ErrNoKeys):
 		return st, fmt.Errorf("no keys found under prefix %q, and no live replica: is -prefix right "+
-			"(the Transports' WithRedisPrefix, default \"throttle\"), or -redis the Redis they use?", c.prefix)
+			"(the Transports' limiter.SharedConfig.Prefix, default \"throttle\"), or -redis the Redis they use?", c.prefix)
 	case errors.Is(err, limiter.ErrInvalidRequest):
 		return st, usagef("%v", err)
 	case err != nil:

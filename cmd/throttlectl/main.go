@@ -14,7 +14,7 @@
 // Redis Cluster; a single address of a cluster node is recognised too. The
 // default is $THROTTLE_REDIS, else 127.0.0.1:6379. A password may also come
 // from $THROTTLE_REDIS_PASSWORD, so that it stays out of the process list.
-// -prefix is the Transports' WithRedisPrefix (default "throttle").
+// -prefix is the Transports' limiter.SharedConfig.Prefix (default "throttle").
 //
 // Exit codes: 0 fine; 1 penalties are active or a replica reports a fault
 // (status -check), or a lift was declined or not done because the penalty

@@ -137,8 +137,12 @@ func TestStatusAndLiftOnThreeReplicas(t *testing.T) {
 	var logs [n]*liftLog
 	for i := range n {
 		logs[i] = &liftLog{signal: make(chan struct{}, 4)}
+		shared, err := limiter.NewShared(srv.Client(t), limiter.SharedConfig{Prefix: prefix})
+		if err != nil {
+			t.Fatal(err)
+		}
 		opts := []throttle.Option{
-			throttle.WithRedis(srv.Client(t)), throttle.WithRedisPrefix(prefix), throttle.WithProfiles(profile),
+			throttle.WithLimiter(shared), throttle.WithProfiles(profile),
 			throttle.WithLogger(slog.New(logs[i])), throttle.WithoutRetry(),
 		}
 		if i == 0 {

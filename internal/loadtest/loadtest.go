@@ -47,7 +47,8 @@ func Main(m *testing.M) {
 // its own Transport, connection pool and go-redis client, all on the
 // package's shared redis-server under a key prefix of the test's own. opts
 // say what the replicas call (throttle.WithProfiles); every replica waits
-// at most 2 s for a slot and logs nothing. Everything is closed at the
+// at most 2 s for a slot, gives Redis 2 s to answer (see Shared) and logs
+// nothing. Everything is closed at the
 // test's cleanup.
 func Replicas(t *testing.T, n int, opts ...throttle.Option) []*http.Client {
 	t.Helper()
@@ -67,7 +68,7 @@ func ReplicasWith(t *testing.T, n int, each func(i int, rdb *redis.Client, prefi
 		base := &http.Transport{MaxIdleConnsPerHost: 256}
 		client := rdb.Client(t)
 		all := append([]throttle.Option{
-			throttle.WithRedis(client), throttle.WithRedisPrefix(prefix),
+			Shared(t, client, prefix),
 			throttle.WithBase(base), throttle.WithMaxWait(2 * time.Second),
 			throttle.WithLogger(quiet), throttle.WithoutTelemetry(),
 		}, opts...)

@@ -8,12 +8,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/quotaware/throttle"
 	"github.com/quotaware/throttle/internal/redistest"
+	"github.com/quotaware/throttle/limiter"
 	"github.com/quotaware/throttle/limiter/limitertest"
 )
 
@@ -40,7 +42,7 @@ func TracedReplicas(t *testing.T, n int, opts ...throttle.Option) (clients []*ht
 	for range n {
 		base := &http.Transport{MaxIdleConnsPerHost: 256}
 		tr := throttle.New(append([]throttle.Option{
-			throttle.WithRedis(rdb.Client(t)), throttle.WithRedisPrefix(prefix),
+			Shared(t, rdb.Client(t), prefix),
 			throttle.WithBase(base), throttle.WithLogger(quiet), throttle.WithTracerProvider(tp),
 		}, opts...)...)
 		t.Cleanup(func() {
@@ -87,13 +89,16 @@ func (w *Waits) Of() map[trace.SpanID]Wait {
 	return out
 }
 
-// PatientFallback gives Redis 2 s to answer before a replica falls back to
-// its local share. Acceptance tests of sliding-window rules use it: on a
-// loaded test machine Redis can miss the default 250 ms, and a replica that
-// falls back starts its local window empty, which is the fallback's
-// documented trade-off, not what those tests measure.
-func PatientFallback() throttle.Option {
-	p := throttle.DefaultFallbackPolicy()
-	p.Timeout = 2 * time.Second
-	return throttle.WithFallback(p)
+// Shared is the limiter of one replica: a limiter.Shared on client under
+// prefix that gives Redis 2 s to answer before the replica falls back to
+// its local share. Acceptance tests run on loaded machines, where Redis can
+// miss the default 250 ms, and a replica that falls back starts its local
+// window empty: that is the fallback's documented trade-off, not what
+// those tests measure.
+func Shared(t testing.TB, client redis.UniversalClient, prefix string) throttle.Option {
+	s, err := limiter.NewShared(client, limiter.SharedConfig{Prefix: prefix, Timeout: 2 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return throttle.WithLimiter(s)
 }

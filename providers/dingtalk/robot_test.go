@@ -61,7 +61,7 @@ func TestRobotBursts(t *testing.T) {
 	})
 	t.Cleanup(emu.Close)
 	profile := dingtalk.MustProfile(dingtalk.Config{AppKey: app, Hosts: []string{emu.Host()}, RobotWindow: window, Jitter: jitter})
-	clients, waits := loadtest.TracedReplicas(t, replicas, throttle.WithProfiles(profile), loadtest.PatientFallback())
+	clients, waits := loadtest.TracedReplicas(t, replicas, throttle.WithProfiles(profile))
 	robotURL := emu.URL + "/robot/send?access_token=robot-" + app
 
 	type message struct {

@@ -42,7 +42,7 @@ func TestBurstOfOneHundredMessages(t *testing.T) {
 	// the race detector on two shared cores reaches tens of milliseconds;
 	// Feishu counts its 50/s in wall-clock seconds.
 	profile := feishu.MustProfile(feishu.Config{AppID: app, Hosts: []string{u.Hostname()}, Jitter: 100 * time.Millisecond})
-	clients, waits := loadtest.TracedReplicas(t, replicas, throttle.WithProfiles(profile), loadtest.PatientFallback())
+	clients, waits := loadtest.TracedReplicas(t, replicas, throttle.WithProfiles(profile))
 	token := emu.Token(app)
 
 	var (

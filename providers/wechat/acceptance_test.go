@@ -77,7 +77,7 @@ func newAccFleet(t *testing.T, cfg wechat.Config, emuPerMinute int) *accFleet {
 	u, _ := url.Parse(emu.URL)
 	cfg.AppID, cfg.Hosts = app, []string{u.Hostname()}
 	profile := wechat.MustProfile(cfg)
-	f.clients = loadtest.Replicas(t, accReplicas, throttle.WithProfiles(profile), loadtest.PatientFallback())
+	f.clients = loadtest.Replicas(t, accReplicas, throttle.WithProfiles(profile))
 	return f
 }
 

@@ -74,7 +74,7 @@ func newAccFleet(t *testing.T, cfg wecom.Config, emuLimits wecomtest.Limits) *ac
 	u, _ := url.Parse(emu.URL)
 	cfg.CorpID, cfg.Hosts = corp, []string{u.Hostname()}
 	profile := wecom.MustProfile(cfg)
-	f.clients = loadtest.Replicas(t, accReplicas, throttle.WithProfiles(profile), loadtest.PatientFallback())
+	f.clients = loadtest.Replicas(t, accReplicas, throttle.WithProfiles(profile))
 	return f
 }
 
