@@ -54,6 +54,9 @@ type Apps struct {
 	unlisted bool
 }
 
+// errNilApps is Add's answer on a nil *Apps (a NewApps error ignored).
+var errNilApps = errors.New("dingtalk: Add on a nil *Apps (NewApps failed?)")
+
 // NewApps builds the preset for many apps. It fails, naming the app and
 // field, when a config cannot describe a working app.
 func NewApps(c AppsConfig) (*Apps, error) {
@@ -109,6 +112,9 @@ func MustApps(c AppsConfig) *Apps {
 // Add adds or replaces an app while the service runs; requests of that app
 // use its rules from then on.
 func (a *Apps) Add(cfg Config) error {
+	if a == nil {
+		return errNilApps
+	}
 	_, err := a.add(cfg)
 	return err
 }
@@ -186,6 +192,9 @@ func (a *Apps) pick(req *http.Request) *preset {
 
 // Profile returns the profile of every app, for throttle.WithProfiles.
 func (a *Apps) Profile() providers.Profile {
+	if a == nil {
+		return providers.Profile{Name: Name} // Validate names the missing Match
+	}
 	return providers.Profile{
 		Name:  Name,
 		Match: a.hosts,

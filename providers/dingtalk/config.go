@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/quotaware/throttle/providers"
 	"github.com/quotaware/throttle/providers/internal/catalog"
 )
 
@@ -275,10 +276,11 @@ func (c *Config) validate() error {
 		return fieldErr("RobotPenalty", "must not be negative, got %v", c.RobotPenalty)
 	case c.RobotWindow < time.Millisecond:
 		return fieldErr("RobotWindow", "must be at least 1ms, got %v", c.RobotWindow)
-	case len(c.Hosts) == 0:
-		return fieldErr("Hosts", "must name at least one host")
 	case c.PeekLimit < 256:
 		return fieldErr("PeekLimit", "must be at least 256 bytes, got %d", c.PeekLimit)
+	}
+	if err := providers.CheckHosts("Config.Hosts", c.Hosts); err != nil {
+		return fmt.Errorf("dingtalk: %w", err)
 	}
 	for _, p := range c.MeteredPaths {
 		if p == "" || p[0] != '/' || strings.ContainsAny(p, " ?#") {

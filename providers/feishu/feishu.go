@@ -182,8 +182,6 @@ func (c *Config) validate() error {
 	switch {
 	case c.AppID == "" || len(c.AppID) > maxAppID || strings.ContainsAny(c.AppID, ": \t\r\n"):
 		return fmt.Errorf("feishu: Config.AppID must be 1..%d bytes without ':' or spaces, got %q", maxAppID, c.AppID)
-	case len(c.Hosts) == 0:
-		return fmt.Errorf("feishu: Config.Hosts must not be empty")
 	case c.DefaultLevel != -1 && !c.hasLevel(c.DefaultLevel):
 		return fmt.Errorf("feishu: Config.DefaultLevel %d is not in Config.Levels (use -1 for none)", c.DefaultLevel)
 	case c.PerChat < -1:
@@ -201,10 +199,8 @@ func (c *Config) validate() error {
 	case c.DefaultPenalty < 0:
 		return fmt.Errorf("feishu: Config.DefaultPenalty must not be negative, got %v", c.DefaultPenalty)
 	}
-	for i, h := range c.Hosts {
-		if h == "" {
-			return fmt.Errorf("feishu: Config.Hosts[%d] must not be empty", i)
-		}
+	if err := providers.CheckHosts("Config.Hosts", c.Hosts); err != nil {
+		return fmt.Errorf("feishu: %w", err)
 	}
 	for n, l := range c.Levels {
 		if l.PerSecond < 0 || l.PerMinute < 0 || l == (Level{}) {

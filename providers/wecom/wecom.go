@@ -187,8 +187,6 @@ func (c *Config) validate() error {
 		return fmt.Errorf("wecom: Config.CorpID must be 1..%d bytes without ':' or spaces, got %q", maxID, c.CorpID)
 	case badID(c.Egress):
 		return fmt.Errorf("wecom: Config.Egress must be 1..%d bytes without ':' or spaces, got %q", maxID, c.Egress)
-	case len(c.Hosts) == 0:
-		return fmt.Errorf("wecom: Config.Hosts must not be empty")
 	case c.TimeScale < 1:
 		return fmt.Errorf("wecom: Config.TimeScale must be at least 1, got %v", c.TimeScale)
 	case c.Jitter < 0 || c.Jitter > time.Minute:
@@ -214,10 +212,8 @@ func (c *Config) validate() error {
 	case c.DefaultPenalty < 0:
 		return fmt.Errorf("wecom: Config.DefaultPenalty must not be negative, got %v", c.DefaultPenalty)
 	}
-	for i, h := range c.Hosts {
-		if h == "" {
-			return fmt.Errorf("wecom: Config.Hosts[%d] must not be empty", i)
-		}
+	if err := providers.CheckHosts("Config.Hosts", c.Hosts); err != nil {
+		return fmt.Errorf("wecom: %w", err)
 	}
 	for i, path := range c.APIs {
 		if _, err := catalog.New(path); err != nil || strings.ContainsAny(path, "{}: ") {
