@@ -15,10 +15,13 @@ import (
 
 // presetsWithHosts builds each preset with the given Hosts.
 var presetsWithHosts = map[string]func(hosts []string) error{
-	"dingtalk": func(h []string) error { _, err := dingtalk.Profile(dingtalk.Config{AppKey: "app", Hosts: h}); return err },
-	"feishu":   func(h []string) error { _, err := feishu.Profile(feishu.Config{AppID: "cli_a", Hosts: h}); return err },
-	"wechat":   func(h []string) error { _, err := wechat.Profile(wechat.Config{AppID: "wx1", Hosts: h}); return err },
-	"wecom":    func(h []string) error { _, err := wecom.Profile(wecom.Config{CorpID: "ww1", Hosts: h}); return err },
+	"dingtalk": func(h []string) error {
+		_, err := dingtalk.Profile(dingtalk.Config{AppKey: "app", Hosts: h})
+		return err
+	},
+	"feishu": func(h []string) error { _, err := feishu.Profile(feishu.Config{AppID: "cli_a", Hosts: h}); return err },
+	"wechat": func(h []string) error { _, err := wechat.Profile(wechat.Config{AppID: "wx1", Hosts: h}); return err },
+	"wecom":  func(h []string) error { _, err := wecom.Profile(wecom.Config{CorpID: "ww1", Hosts: h}); return err },
 	"dingtalk apps": func(h []string) error {
 		_, err := dingtalk.NewApps(dingtalk.AppsConfig{Shared: dingtalk.Config{Hosts: h}, Apps: []dingtalk.Config{{AppKey: "a"}}})
 		return err
