@@ -28,7 +28,8 @@ FUZZ_TARGETS = \
 	./providers/dingtalk:FuzzRouteKeys \
 	./providers/wechat:FuzzClassify \
 	./providers/wecom:FuzzClassify \
-	./providers/feishu:FuzzClassify
+	./providers/feishu:FuzzClassify \
+	.:FuzzRedactText
 
 .PHONY: test vet bench fuzz fuzz-short soak check-redis test-floor test-integrations
 
