@@ -84,7 +84,7 @@ const (
 	DefaultJitter        = 50 * time.Millisecond
 	DefaultMonthGrace    = 5 * time.Second
 	DefaultShortPenalty  = time.Second
-	DefaultChatPeekLimit = 4 << 10
+	DefaultChatPeekLimit = 1 << 20
 )
 
 // Config configures the preset. Zero fields take the documented defaults.
@@ -108,21 +108,25 @@ type Config struct {
 	DefaultLevel int
 	// PerChat caps IM messages per second to one chat or user (default 5);
 	// -1 disables the rule. Sends and forwards name the recipient by
-	// receive_id (with receive_id_type) in the body, of which Route reads
-	// at most ChatPeekLimit bytes. A reply counts against the chat of the
+	// receive_id (with receive_id_type) in the body, which Route reads
+	// whole, up to ChatPeekLimit bytes; every receive_id there counts, and
+	// an email address is compared without regard to case. A reply counts against the chat of the
 	// message it answers when this process has seen that message in an
 	// answer (a send, reply or forward, or a GET of the message; the last
 	// 64Ki messages are remembered) or the request's context names the
 	// chat (ReplyInChat), else against that message alone. A send whose
-	// recipient cannot be read (no JSON, receive_id beyond the limit, an
-	// unreadable body) counts against one shared "unknown recipient" of
-	// the app: slower, never over the limit. A message held back by its
+	// body cannot be read whole (longer than the limit, not JSON, a read
+	// error) counts against the recipients found and one shared "unknown
+	// recipient" of the app; Feishu delivers no such body (see recipients). A message held back by its
 	// recipient's limit waits for that recipient's slot without booking the
 	// app's shared rules ahead (rule.WithMaxBookAhead), so a busy chat
 	// never holds up the others.
 	PerChat int
 	// ChatPeekLimit bounds how much of a send's body Route reads for its
-	// receive_id (default 4 KiB; the SDKs write it first).
+	// receive_id (default 1 MiB, above the 150 KB Feishu accepts for a
+	// message; bodies are usually far shorter and read whole at once). A
+	// lower limit lets a longer body that Feishu accepts go to the unknown
+	// recipient beside its chat's count: over the chat's limit.
 	ChatPeekLimit int
 	// FreeEdition enforces MonthlyQuota per calendar month in Beijing.
 	FreeEdition bool
@@ -186,8 +190,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("feishu: Config.DefaultLevel %d is not in Config.Levels (use -1 for none)", c.DefaultLevel)
 	case c.PerChat < -1:
 		return fmt.Errorf("feishu: Config.PerChat must be positive, or -1 to disable, got %d", c.PerChat)
-	case c.ChatPeekLimit < 64 || c.ChatPeekLimit > 1<<20:
-		return fmt.Errorf("feishu: Config.ChatPeekLimit must be within [64, 1MiB], got %d", c.ChatPeekLimit)
+	case c.ChatPeekLimit < 64 || c.ChatPeekLimit > 16<<20:
+		return fmt.Errorf("feishu: Config.ChatPeekLimit must be within [64, 16MiB], got %d", c.ChatPeekLimit)
 	case c.MonthlyQuota < 1:
 		return fmt.Errorf("feishu: Config.MonthlyQuota must be at least 1, got %d", c.MonthlyQuota)
 	case c.MonthGrace < 0 || c.MonthGrace >= time.Minute:
@@ -389,7 +393,7 @@ func (p *preset) route(r *http.Request) (providers.Route, error) {
 		p.routes.Store(name, &built)
 		rt = built
 	}
-	if chat := p.chatOf(name, r); chat != "" {
+	for _, chat := range p.chatsOf(name, r) {
 		rl, err := p.chat.WithKey("chat:" + p.cfg.AppID + ":" + chat)
 		if err != nil {
 			return providers.Route{}, err
