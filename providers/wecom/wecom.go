@@ -62,7 +62,12 @@ const (
 	// App messages to one member: more are dropped without an error.
 	DefaultPerMemberPerMinute = 30
 	DefaultPerMemberPerHour   = 1000
-	DefaultMemberPeekLimit    = 4 << 10
+	DefaultMemberPeekLimit    = 1 << 20
+	// The share of a member's limits left to what the preset cannot
+	// attribute to a named member ("@all", parties, tags, ...): the
+	// members named in touser get the rest.
+	DefaultBroadcastPerMinute = 5
+	DefaultBroadcastPerHour   = 100
 	DefaultDayGrace           = 5 * time.Second
 )
 
@@ -125,12 +130,21 @@ type Config struct {
 	// PerMemberPerMinute and PerMemberPerHour cap one app's messages
 	// (/cgi-bin/message/send) to one member (defaults 30 and 1,000; -1
 	// turns both off): WeCom drops the excess without an error. Route reads
-	// touser and agentid from at most MemberPeekLimit bytes of the body
-	// (default 4 KiB); up to 8 listed members get rules of their own, and
-	// "@all", a party, a tag, a longer list or an unreadable body count as
-	// one broadcast of the app, held to one member's limits.
+	// touser, toparty, totag and agentid from the whole body, up to
+	// MemberPeekLimit bytes (default 1 MiB, above the largest message WeCom
+	// accepts); member IDs compare without regard to case, as WeCom's do.
+	// Up to 8 members listed in touser get rules of their own, allowing
+	// PerMember less Broadcast; "@all", a party, a tag, a longer list, an
+	// unknown agentid or a body not read whole are charged to the
+	// company's broadcast rules, allowing Broadcast (beside the members
+	// read, if any). So no member gets more than PerMember however it is
+	// addressed, and the app is not held to one member's rate.
 	PerMemberPerMinute, PerMemberPerHour int
 	MemberPeekLimit                      int
+	// BroadcastPerMinute and BroadcastPerHour are the share of a member's
+	// limits kept for messages not attributed to named members (defaults 5
+	// and 100); each must be below the PerMember limit it shares.
+	BroadcastPerMinute, BroadcastPerHour int
 	// DefaultPenalty applies to quota errors whose end is not implied
 	// (default providers.DefaultPenalty).
 	DefaultPenalty time.Duration
@@ -159,6 +173,8 @@ func (c *Config) setDefaults() {
 	def(&c.PerMemberPerMinute, DefaultPerMemberPerMinute)
 	def(&c.PerMemberPerHour, DefaultPerMemberPerHour)
 	def(&c.MemberPeekLimit, DefaultMemberPeekLimit)
+	def(&c.BroadcastPerMinute, min(DefaultBroadcastPerMinute, max(c.PerMemberPerMinute/2, 1)))
+	def(&c.BroadcastPerHour, min(DefaultBroadcastPerHour, max(c.PerMemberPerHour/2, 1)))
 	if c.Egress == "" {
 		c.Egress = "default"
 	}
@@ -201,8 +217,12 @@ func (c *Config) validate() error {
 		return fmt.Errorf("wecom: Config.MaxTracked must be at least 1, got %d", c.MaxTracked)
 	case c.PerMemberPerMinute < -1 || c.PerMemberPerMinute == -1 != (c.PerMemberPerHour == -1) || c.PerMemberPerHour < -1:
 		return fmt.Errorf("wecom: Config.PerMemberPerMinute and PerMemberPerHour must be positive, or both -1 to disable, got %d and %d", c.PerMemberPerMinute, c.PerMemberPerHour)
-	case c.MemberPeekLimit < 64 || c.MemberPeekLimit > 1<<20:
-		return fmt.Errorf("wecom: Config.MemberPeekLimit must be within [64, 1MiB], got %d", c.MemberPeekLimit)
+	case c.MemberPeekLimit < 64 || c.MemberPeekLimit > 16<<20:
+		return fmt.Errorf("wecom: Config.MemberPeekLimit must be within [64, 16MiB], got %d", c.MemberPeekLimit)
+	case c.PerMemberPerMinute > 0 && (c.BroadcastPerMinute < 1 || c.BroadcastPerMinute >= c.PerMemberPerMinute):
+		return fmt.Errorf("wecom: Config.BroadcastPerMinute must be within [1, PerMemberPerMinute (%d)), got %d", c.PerMemberPerMinute, c.BroadcastPerMinute)
+	case c.PerMemberPerHour > 0 && (c.BroadcastPerHour < 1 || c.BroadcastPerHour >= c.PerMemberPerHour):
+		return fmt.Errorf("wecom: Config.BroadcastPerHour must be within [1, PerMemberPerHour (%d)), got %d", c.PerMemberPerHour, c.BroadcastPerHour)
 	case c.MaxInFlight < 0:
 		return fmt.Errorf("wecom: Config.MaxInFlight must not be negative, got %d", c.MaxInFlight)
 	case c.InFlightLease < time.Millisecond:
@@ -273,14 +293,26 @@ func Profile(cfg Config) (providers.Profile, error) {
 		// IP's rules: a message held back by its member waits for the
 		// member's slot without booking the shared rules ahead, so the
 		// other members' messages are not held behind it.
+		// The named members and the broadcast share one member's limits
+		// (member.go).
 		var err error
 		ahead := rule.WithMaxBookAhead(memberBookAhead)
-		if p.memberMinute, err = rule.New("template", cfg.PerMemberPerMinute, time.Minute+cfg.Jitter, ahead); err != nil {
-			return providers.Profile{}, fmt.Errorf("wecom: Config.PerMemberPerMinute: %w", err)
+		pair := func(perMinute, perHour int, field string) (m, h rule.Rule, err error) {
+			if m, err = rule.New("template", perMinute, cfg.scaled(time.Minute)+cfg.Jitter, ahead); err != nil {
+				return m, h, fmt.Errorf("wecom: Config.%sPerMinute: %w", field, err)
+			}
+			if h, err = rule.New("template", perHour, cfg.scaled(time.Hour)+cfg.Jitter,
+				rule.WithBurst(min(perMinute, perHour)), ahead); err != nil {
+				return m, h, fmt.Errorf("wecom: Config.%sPerHour: %w", field, err)
+			}
+			return m, h, nil
 		}
-		if p.memberHour, err = rule.New("template", cfg.PerMemberPerHour, time.Hour+cfg.Jitter,
-			rule.WithBurst(min(cfg.PerMemberPerMinute, cfg.PerMemberPerHour)), ahead); err != nil {
-			return providers.Profile{}, fmt.Errorf("wecom: Config.PerMemberPerHour: %w", err)
+		if p.memberMinute, p.memberHour, err = pair(cfg.PerMemberPerMinute-cfg.BroadcastPerMinute,
+			cfg.PerMemberPerHour-cfg.BroadcastPerHour, "PerMember"); err != nil {
+			return providers.Profile{}, err
+		}
+		if p.broadcastMinute, p.broadcastHour, err = pair(cfg.BroadcastPerMinute, cfg.BroadcastPerHour, "Broadcast"); err != nil {
+			return providers.Profile{}, err
 		}
 	}
 	if cfg.MaxInFlight > 0 {
@@ -318,12 +350,14 @@ type preset struct {
 	templates [4]rule.Rule
 	prefixes  [4]string
 	inFlight  *rule.Rule // MaxInFlight, when set
-	// Templates of the per-member rules; zero when off.
-	memberMinute, memberHour rule.Rule
-	strikes                  *strikes
-	apis                     *catalog.Catalog // WeCom's APIs
-	extra                    *catalog.Catalog // Config.APIs, searched first
-	routes                   sync.Map         // API name -> *providers.Route; bounded by the catalogs
+	// Templates of the per-member rules and of the broadcast share; zero
+	// when off.
+	memberMinute, memberHour       rule.Rule
+	broadcastMinute, broadcastHour rule.Rule
+	strikes                        *strikes
+	apis                           *catalog.Catalog // WeCom's APIs
+	extra                          *catalog.Catalog // Config.APIs, searched first
+	routes                         sync.Map         // API name -> *providers.Route; bounded by the catalogs
 }
 
 func (p *preset) match(r *http.Request) bool {

@@ -1,0 +1,93 @@
+package wecom
+
+import (
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// memberKeys returns the member and broadcast rule keys of an app message,
+// less their prefix, each once (the minute's).
+func memberKeys(t *testing.T, cfg Config, body string) []string {
+	t.Helper()
+	p := testProfile(t, cfg, nil)
+	req, _ := http.NewRequest(http.MethodPost, "https://qyapi.weixin.qq.com"+memberAPI+"?access_token=T", strings.NewReader(body))
+	r, err := p.Route(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, rl := range r.Rules {
+		if k, ok := strings.CutPrefix(rl.Key(), "member:m:ww0123456789abcdef:"); ok {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+// However a message addresses a member, it is charged to that member's
+// rules, or to the broadcast share that every member's rules leave room
+// for, or both; never to a key of its own.
+func TestMemberKeysOfEveryAddress(t *testing.T) {
+	alice := "1000002:" + (&preset{}).memberHash("alice")
+	long := strings.Repeat("x", 5<<10)
+	tests := []struct {
+		name string
+		cfg  Config
+		body string
+		want []string
+	}{
+		{"alice", Config{}, `{"touser":"alice","agentid":1000002}`, []string{alice}},
+		{"Alice", Config{}, `{"touser":" Alice ","agentid":"1000002"}`, []string{alice}},
+		{"agentid after 5 KiB", Config{}, `{"touser":"alice","text":{"content":"` + long + `"},"agentid":1000002}`, []string{alice}},
+		{"twice", Config{}, `{"touser":"alice|ALICE","agentid":1000002}`, []string{alice}},
+		{"key in another case", Config{}, `{"ToUser":"alice","AgentID":1000002}`, []string{alice}},
+		{"@all", Config{}, `{"touser":"@all","agentid":1000002}`, []string{broadcast}},
+		{"alice and @all", Config{}, `{"touser":"alice|@all","agentid":1000002}`, []string{alice, broadcast}},
+		{"a party", Config{}, `{"touser":"alice","toparty":"7","agentid":1000002}`, []string{alice, broadcast}},
+		{"an empty tag", Config{}, `{"touser":"alice","totag":"","agentid":1000002}`, []string{alice}},
+		{"no agentid", Config{}, `{"touser":"alice"}`, []string{broadcast}},
+		{"two agentids", Config{}, `{"touser":"alice","agentid":1000002,"agentid":1000003}`, []string{broadcast}},
+		{"not read whole", Config{MemberPeekLimit: 64}, `{"touser":"alice","agentid":1000002,"text":{"content":"` + long + `"}}`,
+			[]string{alice, broadcast}},
+		{"not JSON", Config{}, `touser=alice`, []string{broadcast}},
+		{"nine members", Config{}, `{"touser":"a|b|c|d|e|f|g|h|i","agentid":1}`, []string{broadcast}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := memberKeys(t, tc.cfg, tc.body); !slices.Equal(got, tc.want) {
+				t.Errorf("keys %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// The named members and the broadcast share one member's limits.
+func TestMemberAndBroadcastShareTheLimit(t *testing.T) {
+	p := testProfile(t, Config{}, nil)
+	req, _ := http.NewRequest(http.MethodPost, "https://qyapi.weixin.qq.com"+memberAPI, strings.NewReader(`{"touser":"alice|@all","agentid":1}`))
+	r, err := p.Route(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	perMinute, perHour := 0, 0
+	for _, rl := range r.Rules {
+		switch {
+		case strings.HasPrefix(rl.Key(), "member:m:"):
+			perMinute += rl.Limit()
+		case strings.HasPrefix(rl.Key(), "member:h:"):
+			perHour += rl.Limit()
+		}
+	}
+	if perMinute != DefaultPerMemberPerMinute || perHour != DefaultPerMemberPerHour {
+		t.Errorf("member + broadcast allow %d a minute and %d an hour, want %d and %d",
+			perMinute, perHour, DefaultPerMemberPerMinute, DefaultPerMemberPerHour)
+	}
+	for _, c := range []Config{{BroadcastPerMinute: 30}, {BroadcastPerHour: -2}, {PerMemberPerMinute: 10, BroadcastPerMinute: 10}} {
+		c.CorpID = "ww1"
+		if _, err := Profile(c); err == nil || !strings.Contains(err.Error(), "Config.Broadcast") {
+			t.Errorf("%+v: %v, want an error naming the Broadcast field", c, err)
+		}
+	}
+}
