@@ -29,7 +29,9 @@ FUZZ_TARGETS = \
 	./providers/wechat:FuzzClassify \
 	./providers/wecom:FuzzClassify \
 	./providers/feishu:FuzzClassify \
-	.:FuzzRedactText
+	.:FuzzRedactText \
+	./providers/feishu:FuzzRecipient \
+	./providers/wecom:FuzzMemberKeys
 
 .PHONY: test vet bench fuzz fuzz-short soak check-redis test-floor test-integrations
 

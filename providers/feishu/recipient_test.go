@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"testing/iotest"
+	"unicode/utf8"
 )
 
 // chatKeys returns the per-recipient rule keys of a send's route.
@@ -80,4 +81,35 @@ func TestRecipientsOfEveryBody(t *testing.T) {
 	if !slices.Equal(a, b) {
 		t.Errorf("Alice@Example.com %q and alice@example.com %q have different keys", a, b)
 	}
+}
+
+// Whatever the body, the recipient Go's encoding/json reads from it (as a
+// server written in Go would, and as the emulator does) is among the keys
+// the send is charged to, or the send is charged to the unknown recipient.
+func FuzzRecipient(f *testing.F) {
+	f.Add(`{"receive_id":"oc_1"}`, 4096)
+	f.Add(`{"content":"x","RECEIVE_ID":"oc_1"}`, 64)
+	f.Add(`{"receive_id":"oc_1","receive\u005fid":"oc_2"}`, 4096)
+	f.Add(`{"receive_id":"oc_1","x":{"receive_id":"oc_3"}}`, 100)
+	f.Add(`{"a":[1,2,{"b":"}"}],"receive_id":"oc_2"}`, 4096)
+	f.Fuzz(func(t *testing.T, body string, limit int) {
+		limit = 64 + abs(limit)%8192
+		var m struct {
+			ReceiveID string `json:"receive_id"`
+		}
+		if !utf8.ValidString(body) || json.Unmarshal([]byte(body), &m) != nil || m.ReceiveID == "" {
+			return
+		}
+		keys := chatKeys(t, Config{ChatPeekLimit: limit}, "https://open.feishu.cn/open-apis/im/v1/messages?receive_id_type=chat_id", strings.NewReader(body))
+		if !slices.Contains(keys, hashID("chat_id", m.ReceiveID)) && !slices.Contains(keys, unknownRecipient) {
+			t.Fatalf("body %q reaches %q, charged to %q only", body, m.ReceiveID, keys)
+		}
+	})
+}
+
+func abs(n int) int {
+	if n < 0 {
+		return -(n + 1)
+	}
+	return n
 }

@@ -1,10 +1,13 @@
 package wecom
 
 import (
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // memberKeys returns the member and broadcast rule keys of an app message,
@@ -90,4 +93,44 @@ func TestMemberAndBroadcastShareTheLimit(t *testing.T) {
 			t.Errorf("%+v: %v, want an error naming the Broadcast field", c, err)
 		}
 	}
+}
+
+// Whatever the body, every member Go's encoding/json reads from touser (as
+// a server written in Go would, and as the emulator does) is charged, under
+// the agentid it reads, or the message is charged to the broadcast share.
+func FuzzMemberKeys(f *testing.F) {
+	f.Add(`{"touser":"alice","agentid":1000002}`, 4096)
+	f.Add(`{"ToUser":"Alice|bob","agentid":"7","AGENTID":8}`, 64)
+	f.Add(`{"touser":"a","touser":"b","agentid":1}`, 4096)
+	f.Add(`{"text":{"touser":"x"},"touser":"alice","agentid":01}`, 100)
+	f.Fuzz(func(t *testing.T, body string, limit int) {
+		limit = 64 + abs(limit)%8192
+		var m struct {
+			ToUser  string `json:"touser"`
+			AgentID int64  `json:"agentid"`
+		}
+		if !utf8.ValidString(body) || json.Unmarshal([]byte(body), &m) != nil || m.ToUser == "" {
+			return
+		}
+		keys := memberKeys(t, Config{MemberPeekLimit: limit}, body)
+		if slices.Contains(keys, broadcast) {
+			return
+		}
+		for _, member := range strings.Split(m.ToUser, "|") {
+			if member == "" || member == "@all" {
+				continue
+			}
+			want := fmt.Sprintf("%d:%s", m.AgentID, (&preset{}).memberHash(normalMember(member)))
+			if !slices.Contains(keys, want) {
+				t.Fatalf("body %q reaches %q of app %d, charged to %q only", body, member, m.AgentID, keys)
+			}
+		}
+	})
+}
+
+func abs(n int) int {
+	if n < 0 {
+		return -(n + 1)
+	}
+	return n
 }
