@@ -141,7 +141,7 @@ func (a *Apps) inherit(cfg Config) Config {
 	s := &a.shared
 	cfg.Hosts, cfg.Egress, cfg.EgressLimit, cfg.EgressPeriod, cfg.EgressBurst = s.Hosts, s.Egress, s.EgressLimit, s.EgressPeriod, s.EgressBurst
 	cfg.Jitter, cfg.IPBanPenalty, cfg.PeekLimit, cfg.Clock = s.Jitter, s.IPBanPenalty, s.PeekLimit, s.Clock
-	cfg.RobotPerMinute, cfg.RobotPenalty = s.RobotPerMinute, s.RobotPenalty
+	cfg.RobotPerMinute, cfg.RobotPenalty, cfg.EntityKey = s.RobotPerMinute, s.RobotPenalty, s.EntityKey
 	if cfg.Jitter == 0 {
 		cfg.Jitter = -1 // Shared chose none: keep it none
 	}

@@ -187,6 +187,13 @@ type Config struct {
 	Hosts []string
 	// PeekLimit bounds how much of a body the classifier reads (8 KiB).
 	PeekLimit int
+	// EntityKey keys the hash that names a custom robot (by its token) in
+	// rule keys and penalty scopes, which live in Redis. Every replica must
+	// use the same, and with AppsConfig the Shared one applies to every
+	// app, as a robot belongs to no app. Empty: a fixed key (a robot's
+	// token is random enough that its hash reveals nothing; set it anyway
+	// to keep the names unlinkable across deployments).
+	EntityKey string
 	// Clock is the time source of Classify, from which penalty ends are
 	// computed (default time.Now).
 	Clock func() time.Time

@@ -147,5 +147,8 @@ func (a *Apps) Profile() providers.Profile {
 
 func (a *Apps) inherit(cfg Config) Config {
 	cfg.Hosts, cfg.Jitter, cfg.Clock = a.shared.Hosts, a.shared.Jitter, a.shared.Clock
+	if cfg.EntityKey == "" {
+		cfg.EntityKey = a.shared.EntityKey
+	}
 	return cfg
 }

@@ -34,6 +34,7 @@ import (
 	"github.com/quotaware/throttle/limiter/rule"
 	"github.com/quotaware/throttle/providers"
 	"github.com/quotaware/throttle/providers/internal/catalog"
+	"github.com/quotaware/throttle/providers/internal/entityhash"
 	"github.com/quotaware/throttle/providers/internal/penaltytime"
 	"github.com/quotaware/throttle/providers/internal/scopekind"
 )
@@ -128,6 +129,12 @@ type Config struct {
 	// lower limit lets a longer body that Feishu accepts go to the unknown
 	// recipient beside its chat's count: over the chat's limit.
 	ChatPeekLimit int
+	// EntityKey keys the hash that names chats and users in rule keys and
+	// penalty scopes, which live in Redis, so that a reader of Redis cannot
+	// test guesses (an email, a user_id) against them. Every replica must
+	// use the same; read it from where the app secret is kept. Empty: a key
+	// derived from AppID, which Redis readers see (set it).
+	EntityKey string
 	// FreeEdition enforces MonthlyQuota per calendar month in Beijing.
 	FreeEdition bool
 	// MonthlyQuota is the tenant's calls per month on the free edition
@@ -277,6 +284,7 @@ func Profile(cfg Config) (providers.Profile, error) {
 	p.appScope = scopekind.Of(scopekind.App, cfg.AppID)
 	p.chatScopePrefix = p.chatScope("")
 	p.messages = newMessageChats(messageMemory)
+	p.entities = entityhash.New(cfg.EntityKey, cfg.AppID)
 	return providers.Profile{
 		Name:           Name,
 		Match:          p.match,
@@ -309,6 +317,7 @@ type preset struct {
 	chatScopePrefix string        // chatScope("") : the scope of a chat less its key
 	messages        *messageChats // the chats of the messages seen in answers
 	month           []rule.Rule   // the monthly quota, when FreeEdition
+	entities        *entityhash.Hasher
 	appScope        string
 }
 

@@ -5,8 +5,6 @@ package feishu
 // reply and names its rule and penalty scope by a hash.
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"net/http"
 	"slices"
 	"strings"
@@ -66,10 +64,10 @@ func (p *preset) chatsOf(name string, r *http.Request) []string {
 		if chat := p.messages.chat(id); chat != "" {
 			return []string{chat}
 		}
-		if chat := replyChat(r); chat != "" {
+		if chat := p.replyChat(r); chat != "" {
 			return []string{chat}
 		}
-		return []string{hashID("message", id)}
+		return []string{p.hashID("message", id)}
 	}
 	return nil
 }
@@ -111,7 +109,7 @@ func (p *preset) recipients(r *http.Request) []string {
 			if id == "" {
 				continue
 			}
-			if k := hashID(kind, normalID(kind, id)); !slices.Contains(keys, k) {
+			if k := p.hashID(kind, normalID(kind, id)); !slices.Contains(keys, k) {
 				keys = append(keys, k)
 			}
 		}
@@ -135,7 +133,8 @@ func normalID(kind, id string) string {
 	return id
 }
 
-func hashID(kind, id string) string {
-	sum := sha256.Sum256([]byte(kind + "\x00" + id))
-	return hex.EncodeToString(sum[:12])
+// hashID names a recipient in keys and scopes: a keyed hash of its kind
+// and ID (Config.EntityKey).
+func (p *preset) hashID(kind, id string) string {
+	return p.entities.Sum(kind, id)
 }

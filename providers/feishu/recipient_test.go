@@ -1,6 +1,8 @@
 package feishu
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
@@ -10,6 +12,8 @@ import (
 	"testing"
 	"testing/iotest"
 	"unicode/utf8"
+
+	"github.com/quotaware/throttle/providers/internal/entityhash"
 )
 
 // chatKeys returns the per-recipient rule keys of a send's route.
@@ -112,4 +116,27 @@ func abs(n int) int {
 		return -(n + 1)
 	}
 	return n
+}
+
+// hashID is the preset's name of a recipient under the default key, for
+// the profiles testProfile builds (AppID app, no EntityKey).
+func hashID(kind, id string) string { return entityhash.New("", app).Sum(kind, id) }
+
+// Recipients are named by a hash keyed with EntityKey: a reader of Redis
+// who guesses an email cannot check the guess without the key.
+func TestRecipientHashIsKeyed(t *testing.T) {
+	const target = "https://open.feishu.cn/open-apis/im/v1/messages?receive_id_type=email"
+	body := `{"receive_id":"alice@example.com"}`
+	k1 := chatKeys(t, Config{EntityKey: "k1"}, target, strings.NewReader(body))
+	k2 := chatKeys(t, Config{EntityKey: "k2"}, target, strings.NewReader(body))
+	again := chatKeys(t, Config{EntityKey: "k1"}, target, strings.NewReader(body))
+	if len(k1) != 1 || k1[0] == k2[0] || k1[0] != again[0] {
+		t.Fatalf("keys under k1 %q, k2 %q, k1 again %q: want one per key, stable", k1, k2, again)
+	}
+	for _, unkeyed := range []string{"email\x00alice@example.com", "alice@example.com"} {
+		sum := sha256.Sum256([]byte(unkeyed))
+		if strings.Contains(k1[0], hex.EncodeToString(sum[:12])) || k1[0] == hex.EncodeToString(sum[:12]) {
+			t.Errorf("key %q is an unkeyed SHA-256 of %q", k1[0], unkeyed)
+		}
+	}
 }

@@ -146,6 +146,9 @@ func (a *Apps) Profile() providers.Profile {
 func (a *Apps) inherit(cfg Config) Config {
 	s := &a.shared
 	cfg.Egress, cfg.Hosts, cfg.ThirdParty = s.Egress, s.Hosts, s.ThirdParty
+	if cfg.EntityKey == "" {
+		cfg.EntityKey = s.EntityKey
+	}
 	cfg.IPPerMinute, cfg.IPPerHour = s.IPPerMinute, s.IPPerHour
 	cfg.Jitter, cfg.DayGrace, cfg.Clock, cfg.TimeScale = s.Jitter, s.DayGrace, s.Clock, s.TimeScale
 	return cfg

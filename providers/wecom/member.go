@@ -1,8 +1,6 @@
 package wecom
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"net/http"
 	"slices"
 	"strings"
@@ -149,8 +147,8 @@ func validAgent(a string) bool {
 	return true
 }
 
-// memberHash names a member in keys.
+// memberHash names a member in keys: a keyed hash (Config.EntityKey), as
+// UserIDs are names ("zhangsan") that a dictionary would find.
 func (p *preset) memberHash(m string) string {
-	sum := sha256.Sum256([]byte(m))
-	return hex.EncodeToString(sum[:12])
+	return p.entities.Sum("member", m)
 }

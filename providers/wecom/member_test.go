@@ -1,6 +1,8 @@
 package wecom
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -8,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/quotaware/throttle/providers/internal/entityhash"
 )
 
 // memberKeys returns the member and broadcast rule keys of an app message,
@@ -33,7 +37,7 @@ func memberKeys(t *testing.T, cfg Config, body string) []string {
 // rules, or to the broadcast share that every member's rules leave room
 // for, or both; never to a key of its own.
 func TestMemberKeysOfEveryAddress(t *testing.T) {
-	alice := "1000002:" + (&preset{}).memberHash("alice")
+	alice := "1000002:" + memberHashOf("alice")
 	long := strings.Repeat("x", 5<<10)
 	tests := []struct {
 		name string
@@ -120,7 +124,7 @@ func FuzzMemberKeys(f *testing.F) {
 			if member == "" || member == "@all" {
 				continue
 			}
-			want := fmt.Sprintf("%d:%s", m.AgentID, (&preset{}).memberHash(normalMember(member)))
+			want := fmt.Sprintf("%d:%s", m.AgentID, memberHashOf(normalMember(member)))
 			if !slices.Contains(keys, want) {
 				t.Fatalf("body %q reaches %q of app %d, charged to %q only", body, member, m.AgentID, keys)
 			}
@@ -133,4 +137,23 @@ func abs(n int) int {
 		return -(n + 1)
 	}
 	return n
+}
+
+// memberHashOf is the preset's name of a member under the default key, for
+// the profiles testProfile builds (CorpID ww0123456789abcdef, no EntityKey).
+func memberHashOf(m string) string { return entityhash.New("", "ww0123456789abcdef").Sum("member", m) }
+
+// Members are named by a hash keyed with EntityKey, never by an unkeyed
+// SHA-256 of the UserID that a dictionary reverses.
+func TestMemberHashIsKeyed(t *testing.T) {
+	body := `{"touser":"alice","agentid":1}`
+	k1 := memberKeys(t, Config{EntityKey: "k1"}, body)
+	k2 := memberKeys(t, Config{EntityKey: "k2"}, body)
+	if len(k1) != 1 || k1[0] == k2[0] {
+		t.Fatalf("keys under k1 %q and k2 %q: want one per key", k1, k2)
+	}
+	sum := sha256.Sum256([]byte("alice"))
+	if strings.Contains(k1[0], hex.EncodeToString(sum[:12])) {
+		t.Errorf("key %q is the unkeyed SHA-256 of the UserID", k1[0])
+	}
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/quotaware/throttle/limiter/rule"
 	"github.com/quotaware/throttle/providers"
 	"github.com/quotaware/throttle/providers/internal/catalog"
+	"github.com/quotaware/throttle/providers/internal/entityhash"
 	"github.com/quotaware/throttle/providers/internal/scopekind"
 )
 
@@ -141,6 +142,12 @@ type Config struct {
 	// addressed, and the app is not held to one member's rate.
 	PerMemberPerMinute, PerMemberPerHour int
 	MemberPeekLimit                      int
+	// EntityKey keys the hash that names members in rule keys, which live
+	// in Redis, so that a reader of Redis cannot test guesses of UserIDs
+	// against them. Every replica must use the same; read it from where the
+	// corp secret is kept. Empty: a key derived from CorpID, which Redis
+	// readers see (set it).
+	EntityKey string
 	// BroadcastPerMinute and BroadcastPerHour are the share of a member's
 	// limits kept for messages not attributed to named members (defaults 5
 	// and 100); each must be below the PerMember limit it shares.
@@ -322,6 +329,7 @@ func Profile(cfg Config) (providers.Profile, error) {
 		}
 		p.inFlight = &r
 	}
+	p.entities = entityhash.New(cfg.EntityKey, cfg.CorpID)
 	p.prefixes = [4]string{
 		"corp:m:" + cfg.CorpID + ":", "corp:h:" + cfg.CorpID + ":",
 		"ip:m:" + cfg.Egress + ":", "ip:h:" + cfg.Egress + ":",
@@ -354,6 +362,7 @@ type preset struct {
 	// when off.
 	memberMinute, memberHour       rule.Rule
 	broadcastMinute, broadcastHour rule.Rule
+	entities                       *entityhash.Hasher
 	strikes                        *strikes
 	apis                           *catalog.Catalog // WeCom's APIs
 	extra                          *catalog.Catalog // Config.APIs, searched first
