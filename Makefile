@@ -33,7 +33,10 @@ FUZZ_TARGETS = \
 	./providers/dingtalk:FuzzRouteKeys \
 	./providers/wechat:FuzzClassify \
 	./providers/wecom:FuzzClassify \
-	./providers/feishu:FuzzClassify
+	./providers/feishu:FuzzClassify \
+	.:FuzzRedactText \
+	./providers/feishu:FuzzRecipient \
+	./providers/wecom:FuzzMemberKeys
 
 .PHONY: test-ops
 # test-ops: the Grafana dashboard and the Prometheus alert rules in ops/

@@ -9,8 +9,10 @@ import (
 const redactedValue = "REDACTED"
 
 // RedactError returns err for logging, with the value of every credential
-// in a URL's query (access_token, corpsecret, appsecret, sign, ...) and every
-// URL password replaced by REDACTED in its text. It keeps the chain:
+// in a URL's query (access_token, corpsecret, appsecret, sign, a WeCom
+// robot's key, a DingTalk session webhook's session, ...), the token in the
+// path of a Feishu or Lark bot webhook (/open-apis/bot/v2/hook/<token>) and
+// every URL password replaced by REDACTED in its text. It keeps the chain:
 // errors.Is and errors.As see err itself.
 //
 // Use it on every error of an http.Client before logging it: net/http wraps
@@ -30,8 +32,9 @@ func RedactError(err error) error {
 	return &redactedError{err: err, text: clean}
 }
 
-// RedactURL returns u as a string for logging, with its password and the
-// value of every credential in its query replaced by REDACTED.
+// RedactURL returns u as a string for logging, with its password, the
+// value of every credential in its query and a bot webhook's path token
+// replaced by REDACTED.
 func RedactURL(u *url.URL) string {
 	if u == nil {
 		return ""
@@ -74,6 +77,23 @@ func redactText(s string) string {
 			b.WriteString(s[last:start])
 			b.WriteString(redactedValue)
 			last, i = end, end-1
+		case '/':
+			// A robot webhook whose token is a path segment: Feishu and
+			// Lark custom bots, "/open-apis/bot/v2/hook/<token>".
+			start := hookToken(s, i)
+			if start < 0 {
+				continue
+			}
+			end := start
+			for end < len(s) && s[end] != '/' && s[end] != '?' && !endsValue(s[end]) {
+				end++
+			}
+			if end == start || s[start:end] == redactedValue {
+				continue
+			}
+			b.WriteString(s[last:start])
+			b.WriteString(redactedValue)
+			last, i = end, end-1
 		case '@':
 			// "scheme://user:password@host": the password, if any.
 			slash := strings.LastIndex(s[last:i], "//")
@@ -98,6 +118,21 @@ func redactText(s string) string {
 	return b.String()
 }
 
+// hookPaths end the paths whose next segment is a robot's token (Feishu
+// and Lark custom bots; the old form without v2 too).
+var hookPaths = []string{"/bot/v2/hook/", "/bot/hook/"}
+
+// hookToken returns where a robot token starts when the '/' at s[i] ends
+// one of hookPaths, or -1.
+func hookToken(s string, i int) int {
+	for _, p := range hookPaths {
+		if i+1 >= len(p) && strings.EqualFold(s[i+1-len(p):i+1], p) {
+			return i + 1
+		}
+	}
+	return -1
+}
+
 // endsValue reports a byte that ends a query value in an error's text.
 func endsValue(c byte) bool {
 	switch c {
@@ -110,7 +145,8 @@ func endsValue(c byte) bool {
 // isCredential reports a query parameter that carries a secret: the
 // tokens, secrets, tickets and signatures of the providers' APIs
 // (access_token, suite_access_token, corpsecret, appsecret, suite_ticket,
-// sign, a group robot's key, an OAuth code) and the common names of others.
+// sign, a group robot's key, a DingTalk session webhook's session, an OAuth
+// code) and the common names of others.
 func isCredential(name string) bool {
 	n := strings.ToLower(name)
 	switch {
@@ -119,7 +155,7 @@ func isCredential(name string) bool {
 		return true
 	}
 	switch n {
-	case "sign", "key", "code", "api_key", "apikey", "auth", "authorization", "credential", "credentials":
+	case "sign", "key", "code", "session", "api_key", "apikey", "auth", "authorization", "credential", "credentials":
 		return true
 	}
 	return false

@@ -27,6 +27,14 @@ func TestRedactURL(t *testing.T) {
 		{"https://api.weixin.qq.com/cgi-bin/component/api_component_token?component_access_token=x&AppSecret=y",
 			"https://api.weixin.qq.com/cgi-bin/component/api_component_token?component_access_token=REDACTED&AppSecret=REDACTED"},
 		{"https://user:pass@example.com/x?page=2", "https://user:REDACTED@example.com/x?page=2"},
+		{"https://open.feishu.cn/open-apis/bot/v2/hook/0f2e4b8a-1c3d-4e5f-a6b7-c8d9e0f1a2b3",
+			"https://open.feishu.cn/open-apis/bot/v2/hook/REDACTED"},
+		{"https://open.larksuite.com/open-apis/bot/v2/hook/tok-123/?x=1",
+			"https://open.larksuite.com/open-apis/bot/v2/hook/REDACTED/?x=1"},
+		{"https://open.feishu.cn/open-apis/bot/hook/oldtoken", "https://open.feishu.cn/open-apis/bot/hook/REDACTED"},
+		{"https://oapi.dingtalk.com/robot/sendBySession?session=sess-SECRET",
+			"https://oapi.dingtalk.com/robot/sendBySession?session=REDACTED"},
+		{"https://open.feishu.cn/open-apis/bot/v2/hook/", "https://open.feishu.cn/open-apis/bot/v2/hook/"},
 		{"https://open.feishu.cn/open-apis/im/v1/messages?receive_id_type=chat_id",
 			"https://open.feishu.cn/open-apis/im/v1/messages?receive_id_type=chat_id"},
 	}
@@ -76,13 +84,33 @@ func TestRedactErrorOfAThrottledCall(t *testing.T) {
 	}
 }
 
+// A failed call to a Feishu bot webhook quotes its token in the path.
+func TestRedactErrorOfABotHook(t *testing.T) {
+	u := "https://open.feishu.cn/open-apis/bot/v2/hook/hook-SECRET-token"
+	err := &url.Error{Op: "Post", URL: u, Err: throttle.ErrThrottled}
+	red := throttle.RedactError(err)
+	if text := red.Error(); strings.Contains(text, "SECRET") || !strings.Contains(text, "/hook/REDACTED") {
+		t.Errorf("redacted text %q still carries the hook's token", text)
+	}
+	if !errors.Is(red, throttle.ErrThrottled) {
+		t.Errorf("redacted error %v lost its chain", red)
+	}
+}
+
 func FuzzRedactText(f *testing.F) {
 	f.Add("Get \"https://x/a?access_token=abc&b=c\": throttle: refused")
 	f.Add("https://u:p@h/?sign=1&sign=2#frag")
+	f.Add("Post \"https://open.feishu.cn/open-apis/bot/v2/hook/abc/def?key=1\": x")
 	f.Fuzz(func(t *testing.T, s string) {
 		got := throttle.RedactError(errors.New(s)).Error()
 		if strings.Contains(s, "access_token=") && !strings.Contains(got, "access_token=") {
 			t.Fatalf("the parameter's name went missing: %q -> %q", s, got)
+		}
+		if strings.Contains(s, "/bot/v2/hook/") && !strings.Contains(got, "/bot/v2/hook/") {
+			t.Fatalf("the hook's path went missing: %q -> %q", s, got)
+		}
+		if again := throttle.RedactError(errors.New(got)).Error(); again != got {
+			t.Fatalf("redacting twice changed the text: %q -> %q -> %q", s, got, again)
 		}
 	})
 }

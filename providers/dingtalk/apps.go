@@ -54,6 +54,9 @@ type Apps struct {
 	unlisted bool
 }
 
+// errNilApps is Add's answer on a nil *Apps (a NewApps error ignored).
+var errNilApps = errors.New("dingtalk: Add on a nil *Apps (NewApps failed?)")
+
 // NewApps builds the preset for many apps. It fails, naming the app and
 // field, when a config cannot describe a working app.
 func NewApps(c AppsConfig) (*Apps, error) {
@@ -109,6 +112,9 @@ func MustApps(c AppsConfig) *Apps {
 // Add adds or replaces an app while the service runs; requests of that app
 // use its rules from then on.
 func (a *Apps) Add(cfg Config) error {
+	if a == nil {
+		return errNilApps
+	}
 	_, err := a.add(cfg)
 	return err
 }
@@ -135,7 +141,7 @@ func (a *Apps) inherit(cfg Config) Config {
 	s := &a.shared
 	cfg.Hosts, cfg.Egress, cfg.EgressLimit, cfg.EgressPeriod, cfg.EgressBurst = s.Hosts, s.Egress, s.EgressLimit, s.EgressPeriod, s.EgressBurst
 	cfg.Jitter, cfg.IPBanPenalty, cfg.PeekLimit, cfg.Clock = s.Jitter, s.IPBanPenalty, s.PeekLimit, s.Clock
-	cfg.RobotPerMinute, cfg.RobotPenalty = s.RobotPerMinute, s.RobotPenalty
+	cfg.RobotPerMinute, cfg.RobotPenalty, cfg.EntityKey = s.RobotPerMinute, s.RobotPenalty, s.EntityKey
 	if cfg.Jitter == 0 {
 		cfg.Jitter = -1 // Shared chose none: keep it none
 	}
@@ -186,6 +192,9 @@ func (a *Apps) pick(req *http.Request) *preset {
 
 // Profile returns the profile of every app, for throttle.WithProfiles.
 func (a *Apps) Profile() providers.Profile {
+	if a == nil {
+		return providers.Profile{Name: Name} // Validate names the missing Match
+	}
 	return providers.Profile{
 		Name:  Name,
 		Match: a.hosts,

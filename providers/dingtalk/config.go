@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/quotaware/throttle/providers"
 	"github.com/quotaware/throttle/providers/internal/catalog"
 )
 
@@ -186,6 +187,13 @@ type Config struct {
 	Hosts []string
 	// PeekLimit bounds how much of a body the classifier reads (8 KiB).
 	PeekLimit int
+	// EntityKey keys the hash that names a custom robot (by its token) in
+	// rule keys and penalty scopes, which live in Redis. Every replica must
+	// use the same, and with AppsConfig the Shared one applies to every
+	// app, as a robot belongs to no app. Empty: a fixed key (a robot's
+	// token is random enough that its hash reveals nothing; set it anyway
+	// to keep the names unlinkable across deployments).
+	EntityKey string
 	// Clock is the time source of Classify, from which penalty ends are
 	// computed (default time.Now).
 	Clock func() time.Time
@@ -275,10 +283,11 @@ func (c *Config) validate() error {
 		return fieldErr("RobotPenalty", "must not be negative, got %v", c.RobotPenalty)
 	case c.RobotWindow < time.Millisecond:
 		return fieldErr("RobotWindow", "must be at least 1ms, got %v", c.RobotWindow)
-	case len(c.Hosts) == 0:
-		return fieldErr("Hosts", "must name at least one host")
 	case c.PeekLimit < 256:
 		return fieldErr("PeekLimit", "must be at least 256 bytes, got %d", c.PeekLimit)
+	}
+	if err := providers.CheckHosts("Config.Hosts", c.Hosts); err != nil {
+		return fmt.Errorf("dingtalk: %w", err)
 	}
 	for _, p := range c.MeteredPaths {
 		if p == "" || p[0] != '/' || strings.ContainsAny(p, " ?#") {

@@ -14,6 +14,7 @@ import (
 	"github.com/quotaware/throttle/limiter/rule"
 	"github.com/quotaware/throttle/providers"
 	"github.com/quotaware/throttle/providers/internal/catalog"
+	"github.com/quotaware/throttle/providers/internal/entityhash"
 	"github.com/quotaware/throttle/providers/internal/penaltytime"
 	"github.com/quotaware/throttle/providers/internal/scopekind"
 )
@@ -85,6 +86,7 @@ type preset struct {
 	metered     map[string]bool // by API name
 	appScope    string
 	egressScope string
+	robots      *entityhash.Hasher // names robots by their tokens
 
 	mu     sync.RWMutex
 	routes map[string]*providers.Route // by org + "\x00" + API
@@ -97,6 +99,7 @@ func newPreset(c Config) (*preset, error) {
 		metered:     make(map[string]bool, len(c.MeteredPaths)),
 		appScope:    boundKey(scopekind.Of(scopekind.App, c.AppKey)),
 		egressScope: scopekind.Of(scopekind.Egress, c.Egress),
+		robots:      entityhash.New(c.EntityKey, "dingtalk robots"),
 		routes:      make(map[string]*providers.Route),
 		apis:        apiCatalog(),
 	}
@@ -284,7 +287,7 @@ func (p *preset) robotRoute(req *http.Request, api string) (providers.Route, err
 
 func (p *preset) robotScope(req *http.Request) string {
 	tok := req.URL.Query().Get("access_token")
-	return scopekind.Of(scopekind.Entity, "robot#"+hash16(tok))
+	return scopekind.Of(scopekind.Entity, "robot#"+p.robots.Sum("robot", tok))
 }
 
 // boundKey keeps a key within rule.MaxKeyLen: a longer one keeps its

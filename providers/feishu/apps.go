@@ -42,6 +42,9 @@ type Apps struct {
 	set    *appset.Set
 }
 
+// errNilApps is Add's answer on a nil *Apps (a NewApps error ignored).
+var errNilApps = errors.New("feishu: Add on a nil *Apps (NewApps failed?)")
+
 // NewApps builds the preset for many apps, naming the entry and field of a
 // config that cannot work.
 func NewApps(c AppsConfig) (*Apps, error) {
@@ -123,6 +126,9 @@ func MustApps(c AppsConfig) *Apps {
 // Add adds or replaces an internal app while the service runs. (A store
 // app's new tenants need nothing: each is learned from its token.)
 func (a *Apps) Add(cfg Config) error {
+	if a == nil {
+		return errNilApps
+	}
 	p, err := Profile(a.inherit(cfg))
 	if err != nil {
 		return err
@@ -132,9 +138,17 @@ func (a *Apps) Add(cfg Config) error {
 }
 
 // Profile returns the profile of every app, for throttle.WithProfiles.
-func (a *Apps) Profile() providers.Profile { return a.set.Profile() }
+func (a *Apps) Profile() providers.Profile {
+	if a == nil {
+		return providers.Profile{Name: Name} // Validate names the missing Match
+	}
+	return a.set.Profile()
+}
 
 func (a *Apps) inherit(cfg Config) Config {
 	cfg.Hosts, cfg.Jitter, cfg.Clock = a.shared.Hosts, a.shared.Jitter, a.shared.Clock
+	if cfg.EntityKey == "" {
+		cfg.EntityKey = a.shared.EntityKey
+	}
 	return cfg
 }

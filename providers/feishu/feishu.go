@@ -34,6 +34,7 @@ import (
 	"github.com/quotaware/throttle/limiter/rule"
 	"github.com/quotaware/throttle/providers"
 	"github.com/quotaware/throttle/providers/internal/catalog"
+	"github.com/quotaware/throttle/providers/internal/entityhash"
 	"github.com/quotaware/throttle/providers/internal/penaltytime"
 	"github.com/quotaware/throttle/providers/internal/scopekind"
 )
@@ -84,7 +85,7 @@ const (
 	DefaultJitter        = 50 * time.Millisecond
 	DefaultMonthGrace    = 5 * time.Second
 	DefaultShortPenalty  = time.Second
-	DefaultChatPeekLimit = 4 << 10
+	DefaultChatPeekLimit = 1 << 20
 )
 
 // Config configures the preset. Zero fields take the documented defaults.
@@ -108,22 +109,32 @@ type Config struct {
 	DefaultLevel int
 	// PerChat caps IM messages per second to one chat or user (default 5);
 	// -1 disables the rule. Sends and forwards name the recipient by
-	// receive_id (with receive_id_type) in the body, of which Route reads
-	// at most ChatPeekLimit bytes. A reply counts against the chat of the
+	// receive_id (with receive_id_type) in the body, which Route reads
+	// whole, up to ChatPeekLimit bytes; every receive_id there counts, and
+	// an email address is compared without regard to case. A reply counts against the chat of the
 	// message it answers when this process has seen that message in an
 	// answer (a send, reply or forward, or a GET of the message; the last
 	// 64Ki messages are remembered) or the request's context names the
 	// chat (ReplyInChat), else against that message alone. A send whose
-	// recipient cannot be read (no JSON, receive_id beyond the limit, an
-	// unreadable body) counts against one shared "unknown recipient" of
-	// the app: slower, never over the limit. A message held back by its
+	// body cannot be read whole (longer than the limit, not JSON, a read
+	// error) counts against the recipients found and one shared "unknown
+	// recipient" of the app; Feishu delivers no such body (see recipients). A message held back by its
 	// recipient's limit waits for that recipient's slot without booking the
 	// app's shared rules ahead (rule.WithMaxBookAhead), so a busy chat
 	// never holds up the others.
 	PerChat int
 	// ChatPeekLimit bounds how much of a send's body Route reads for its
-	// receive_id (default 4 KiB; the SDKs write it first).
+	// receive_id (default 1 MiB, above the 150 KB Feishu accepts for a
+	// message; bodies are usually far shorter and read whole at once). A
+	// lower limit lets a longer body that Feishu accepts go to the unknown
+	// recipient beside its chat's count: over the chat's limit.
 	ChatPeekLimit int
+	// EntityKey keys the hash that names chats and users in rule keys and
+	// penalty scopes, which live in Redis, so that a reader of Redis cannot
+	// test guesses (an email, a user_id) against them. Every replica must
+	// use the same; read it from where the app secret is kept. Empty: a key
+	// derived from AppID, which Redis readers see (set it).
+	EntityKey string
 	// FreeEdition enforces MonthlyQuota per calendar month in Beijing.
 	FreeEdition bool
 	// MonthlyQuota is the tenant's calls per month on the free edition
@@ -182,14 +193,12 @@ func (c *Config) validate() error {
 	switch {
 	case c.AppID == "" || len(c.AppID) > maxAppID || strings.ContainsAny(c.AppID, ": \t\r\n"):
 		return fmt.Errorf("feishu: Config.AppID must be 1..%d bytes without ':' or spaces, got %q", maxAppID, c.AppID)
-	case len(c.Hosts) == 0:
-		return fmt.Errorf("feishu: Config.Hosts must not be empty")
 	case c.DefaultLevel != -1 && !c.hasLevel(c.DefaultLevel):
 		return fmt.Errorf("feishu: Config.DefaultLevel %d is not in Config.Levels (use -1 for none)", c.DefaultLevel)
 	case c.PerChat < -1:
 		return fmt.Errorf("feishu: Config.PerChat must be positive, or -1 to disable, got %d", c.PerChat)
-	case c.ChatPeekLimit < 64 || c.ChatPeekLimit > 1<<20:
-		return fmt.Errorf("feishu: Config.ChatPeekLimit must be within [64, 1MiB], got %d", c.ChatPeekLimit)
+	case c.ChatPeekLimit < 64 || c.ChatPeekLimit > 16<<20:
+		return fmt.Errorf("feishu: Config.ChatPeekLimit must be within [64, 16MiB], got %d", c.ChatPeekLimit)
 	case c.MonthlyQuota < 1:
 		return fmt.Errorf("feishu: Config.MonthlyQuota must be at least 1, got %d", c.MonthlyQuota)
 	case c.MonthGrace < 0 || c.MonthGrace >= time.Minute:
@@ -201,10 +210,8 @@ func (c *Config) validate() error {
 	case c.DefaultPenalty < 0:
 		return fmt.Errorf("feishu: Config.DefaultPenalty must not be negative, got %v", c.DefaultPenalty)
 	}
-	for i, h := range c.Hosts {
-		if h == "" {
-			return fmt.Errorf("feishu: Config.Hosts[%d] must not be empty", i)
-		}
+	if err := providers.CheckHosts("Config.Hosts", c.Hosts); err != nil {
+		return fmt.Errorf("feishu: %w", err)
 	}
 	for n, l := range c.Levels {
 		if l.PerSecond < 0 || l.PerMinute < 0 || l == (Level{}) {
@@ -277,6 +284,7 @@ func Profile(cfg Config) (providers.Profile, error) {
 	p.appScope = scopekind.Of(scopekind.App, cfg.AppID)
 	p.chatScopePrefix = p.chatScope("")
 	p.messages = newMessageChats(messageMemory)
+	p.entities = entityhash.New(cfg.EntityKey, cfg.AppID)
 	return providers.Profile{
 		Name:           Name,
 		Match:          p.match,
@@ -309,6 +317,7 @@ type preset struct {
 	chatScopePrefix string        // chatScope("") : the scope of a chat less its key
 	messages        *messageChats // the chats of the messages seen in answers
 	month           []rule.Rule   // the monthly quota, when FreeEdition
+	entities        *entityhash.Hasher
 	appScope        string
 }
 
@@ -393,7 +402,7 @@ func (p *preset) route(r *http.Request) (providers.Route, error) {
 		p.routes.Store(name, &built)
 		rt = built
 	}
-	if chat := p.chatOf(name, r); chat != "" {
+	for _, chat := range p.chatsOf(name, r) {
 		rl, err := p.chat.WithKey("chat:" + p.cfg.AppID + ":" + chat)
 		if err != nil {
 			return providers.Route{}, err

@@ -40,9 +40,9 @@ func ReplyInChat(ctx context.Context, chatID string) context.Context {
 type replyChatKey struct{}
 
 // replyChat returns the recipient key of the chat ReplyInChat named, or "".
-func replyChat(r *http.Request) string {
+func (p *preset) replyChat(r *http.Request) string {
 	if id, _ := r.Context().Value(replyChatKey{}).(string); id != "" {
-		return hashID("chat_id", id)
+		return p.hashID("chat_id", id)
 	}
 	return ""
 }
@@ -166,7 +166,7 @@ func (p *preset) learn(r *http.Request, route *providers.Route, prefix []byte) {
 		// forward, are the messages it bundles, from other chats).
 		id, chat := messageAndChat(items[1:])
 		if id == messageIDOf(r) {
-			p.messages.learn(id, hashID("chat_id", chat))
+			p.messages.learn(id, p.hashID("chat_id", chat))
 		}
 		return
 	case imMergeForward:
@@ -180,8 +180,8 @@ func (p *preset) learn(r *http.Request, route *providers.Route, prefix []byte) {
 	}
 	key := p.routeChat(route)
 	if key == "" || key == unknownRecipient ||
-		(route.API == imReply && key == hashID("message", messageIDOf(r))) {
-		key = hashID("chat_id", chat)
+		(route.API == imReply && key == p.hashID("message", messageIDOf(r))) {
+		key = p.hashID("chat_id", chat)
 	}
 	p.messages.learn(id, key)
 	if route.API == imReply {

@@ -5,12 +5,12 @@ package feishu
 // reply and names its rule and penalty scope by a hash.
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
-	"github.com/quotaware/throttle/providers"
+	"github.com/quotaware/throttle/providers/internal/bodyscan"
 	"github.com/quotaware/throttle/providers/internal/jsoncode"
 )
 
@@ -32,16 +32,21 @@ const chatBookAhead = 50 * time.Millisecond
 // share one per-recipient rule, so an unread send is slower, never over.
 const unknownRecipient = "unknown"
 
-// chatOf returns a hash naming the recipient of an IM send, forward or
-// reply, or "" for other APIs. Hashing bounds the key and keeps chat IDs,
-// user IDs and emails out of Redis keys and telemetry.
-func (p *preset) chatOf(name string, r *http.Request) string {
+// maxRecipients bounds the recipients one send is charged to: a body
+// naming more distinct ones (only a hostile one would) is charged to the
+// first of them and to the unknown recipient.
+const maxRecipients = 4
+
+// chatsOf returns hashes naming the recipients an IM send, forward or reply
+// is charged to, or nil for other APIs. Hashing bounds the key and keeps
+// chat IDs, user IDs and emails out of Redis keys and telemetry.
+func (p *preset) chatsOf(name string, r *http.Request) []string {
 	if p.cfg.PerChat <= 0 {
-		return ""
+		return nil
 	}
 	switch name {
 	case IMSend, imForward, imMergeForward:
-		return p.recipient(r)
+		return p.recipients(r)
 	case imReply:
 		// The reply goes to the chat of the message it answers, and Feishu
 		// counts it against that chat's 5/s (docs/providers.md: "5/s to the
@@ -57,43 +62,79 @@ func (p *preset) chatOf(name string, r *http.Request) string {
 		// rule here: docs/providers.md records no per-recipient limit for it.
 		id := messageIDOf(r)
 		if chat := p.messages.chat(id); chat != "" {
-			return chat
+			return []string{chat}
 		}
-		if chat := replyChat(r); chat != "" {
-			return chat
+		if chat := p.replyChat(r); chat != "" {
+			return []string{chat}
 		}
-		return hashID("message", id)
+		return []string{p.hashID("message", id)}
 	}
-	return ""
+	return nil
 }
 
-// recipient reads receive_id from the query (old clients) or from the
-// first ChatPeekLimit bytes of the JSON body, with receive_id_type from the
-// query: the same ID means different people as an open_id and a user_id.
-func (p *preset) recipient(r *http.Request) string {
+// recipients reads the recipient of a send: receive_id in the query (old
+// clients) and in the JSON body, with receive_id_type from the query (the
+// same ID means different people as an open_id and a user_id).
+//
+// The whole body is read, up to ChatPeekLimit (1 MiB, past the size Feishu
+// accepts), and every receive_id in it counts, however written: a key that
+// is escaped or differs in case still names the field to a lenient decoder,
+// and a repeated key is kept first by some decoders and last by others. A
+// send is charged to each recipient so named, so no way of writing the body
+// moves it off its chat's rule. A body not read whole (longer than the
+// limit, unreadable, not a JSON object) is also charged to the app's one
+// unknown recipient, a member it did not see may name another chat; one
+// that names no recipient goes there alone. Feishu delivers neither (it
+// refuses a body without receive_id, over its size or not JSON, and a body
+// that fails to read is never sent), so the unknown recipient only keeps
+// such sends, too, from bursting.
+func (p *preset) recipients(r *http.Request) []string {
 	q := r.URL.Query()
-	kind := q.Get("receive_id_type")
-	if id := q.Get("receive_id"); id != "" {
-		return hashID(kind, id)
+	kinds := q["receive_id_type"]
+	if len(kinds) == 0 {
+		kinds = []string{""}
 	}
-	prefix, _ := providers.PeekRequestBody(r, p.cfg.ChatPeekLimit)
-	var id string
-	jsoncode.Scan(prefix, func(k []byte, vk jsoncode.ValueKind, v []byte) bool {
-		if string(k) == "receive_id" {
-			if vk == jsoncode.String {
-				id = jsoncode.Unquote(v)
-			}
-			return false
+	ids := q["receive_id"]
+	members, whole := bodyscan.Read(r, p.cfg.ChatPeekLimit, maxRecipients, "receive_id")
+	for _, m := range members {
+		if m.Kind != jsoncode.String {
+			whole = false // a decoder that reads it anyway would send it somewhere
+			continue
 		}
-		return true
-	})
-	if id == "" {
-		return unknownRecipient
+		ids = append(ids, m.Value)
 	}
-	return hashID(kind, id)
+	var keys []string
+	for _, kind := range kinds {
+		for _, id := range ids {
+			if id == "" {
+				continue
+			}
+			if k := p.hashID(kind, normalID(kind, id)); !slices.Contains(keys, k) {
+				keys = append(keys, k)
+			}
+		}
+	}
+	if len(keys) > maxRecipients {
+		keys, whole = keys[:maxRecipients], false
+	}
+	if len(keys) == 0 || !whole {
+		keys = append(keys, unknownRecipient)
+	}
+	return keys
 }
 
-func hashID(kind, id string) string {
-	sum := sha256.Sum256([]byte(kind + "\x00" + id))
-	return hex.EncodeToString(sum[:12])
+// normalID writes an ID as Feishu compares it: an email address without
+// regard to case (an assumption: Feishu resolves it to the user, and mail
+// systems ignore case); open_id, user_id, union_id and chat_id exactly.
+func normalID(kind, id string) string {
+	if kind == "email" {
+		return strings.ToLower(id)
+	}
+	return id
+}
+
+// hashID names a recipient in keys and scopes: a keyed hash of its kind
+// and ID (Config.EntityKey).
+func (p *preset) hashID(kind, id string) string {
+	return p.entities.Sum(kind, id)
 }

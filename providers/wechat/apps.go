@@ -39,6 +39,9 @@ type Apps struct {
 	set    *appset.Set
 }
 
+// errNilApps is Add's answer on a nil *Apps (a NewApps error ignored).
+var errNilApps = errors.New("wechat: Add on a nil *Apps (NewApps failed?)")
+
 // NewApps builds the preset for many accounts, naming the entry and field
 // of a config that cannot work.
 func NewApps(c AppsConfig) (*Apps, error) {
@@ -100,6 +103,9 @@ func MustApps(c AppsConfig) *Apps {
 
 // Add adds or replaces an account while the service runs.
 func (a *Apps) Add(cfg Config) error {
+	if a == nil {
+		return errNilApps
+	}
 	p, err := Profile(a.inherit(cfg))
 	if err != nil {
 		return err
@@ -109,7 +115,12 @@ func (a *Apps) Add(cfg Config) error {
 }
 
 // Profile returns the profile of every account, for throttle.WithProfiles.
-func (a *Apps) Profile() providers.Profile { return a.set.Profile() }
+func (a *Apps) Profile() providers.Profile {
+	if a == nil {
+		return providers.Profile{Name: Name} // Validate names the missing Match
+	}
+	return a.set.Profile()
+}
 
 func (a *Apps) inherit(cfg Config) Config {
 	cfg.Hosts, cfg.Jitter, cfg.DayGrace, cfg.Clock = a.shared.Hosts, a.shared.Jitter, a.shared.DayGrace, a.shared.Clock

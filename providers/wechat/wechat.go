@@ -127,8 +127,6 @@ func (c *Config) validate() error {
 	switch {
 	case c.AppID == "" || len(c.AppID) > maxAppID || strings.ContainsAny(c.AppID, ": \t\r\n"):
 		return fmt.Errorf("wechat: Config.AppID must be 1..%d bytes without ':' or spaces, got %q", maxAppID, c.AppID)
-	case len(c.Hosts) == 0:
-		return fmt.Errorf("wechat: Config.Hosts must not be empty")
 	case c.TimeScale < 1:
 		return fmt.Errorf("wechat: Config.TimeScale must be at least 1, got %v", c.TimeScale)
 	case c.Jitter < 0 || c.Jitter > time.Minute:
@@ -138,10 +136,8 @@ func (c *Config) validate() error {
 	case c.DefaultPenalty < 0:
 		return fmt.Errorf("wechat: Config.DefaultPenalty must not be negative, got %v", c.DefaultPenalty)
 	}
-	for i, h := range c.Hosts {
-		if h == "" {
-			return fmt.Errorf("wechat: Config.Hosts[%d] must not be empty", i)
-		}
+	if err := providers.CheckHosts("Config.Hosts", c.Hosts); err != nil {
+		return fmt.Errorf("wechat: %w", err)
 	}
 	for field, m := range map[string]map[string]int{"Daily": c.Daily, "PerMinute": c.PerMinute} {
 		for path, n := range m {

@@ -46,6 +46,9 @@ type Apps struct {
 	set    *appset.Set
 }
 
+// errNilApps is Add's answer on a nil *Apps (a NewApps error ignored).
+var errNilApps = errors.New("wecom: Add on a nil *Apps (NewApps failed?)")
+
 // NewApps builds the preset for many companies, naming the entry and field
 // of a config that cannot work.
 func NewApps(c AppsConfig) (*Apps, error) {
@@ -121,6 +124,9 @@ func MustApps(c AppsConfig) *Apps {
 
 // Add adds or replaces a company while the service runs.
 func (a *Apps) Add(cfg Config) error {
+	if a == nil {
+		return errNilApps
+	}
 	p, err := Profile(a.inherit(cfg))
 	if err != nil {
 		return err
@@ -130,11 +136,19 @@ func (a *Apps) Add(cfg Config) error {
 }
 
 // Profile returns the profile of every company, for throttle.WithProfiles.
-func (a *Apps) Profile() providers.Profile { return a.set.Profile() }
+func (a *Apps) Profile() providers.Profile {
+	if a == nil {
+		return providers.Profile{Name: Name} // Validate names the missing Match
+	}
+	return a.set.Profile()
+}
 
 func (a *Apps) inherit(cfg Config) Config {
 	s := &a.shared
 	cfg.Egress, cfg.Hosts, cfg.ThirdParty = s.Egress, s.Hosts, s.ThirdParty
+	if cfg.EntityKey == "" {
+		cfg.EntityKey = s.EntityKey
+	}
 	cfg.IPPerMinute, cfg.IPPerHour = s.IPPerMinute, s.IPPerHour
 	cfg.Jitter, cfg.DayGrace, cfg.Clock, cfg.TimeScale = s.Jitter, s.DayGrace, s.Clock, s.TimeScale
 	return cfg

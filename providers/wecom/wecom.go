@@ -29,6 +29,7 @@ import (
 	"github.com/quotaware/throttle/limiter/rule"
 	"github.com/quotaware/throttle/providers"
 	"github.com/quotaware/throttle/providers/internal/catalog"
+	"github.com/quotaware/throttle/providers/internal/entityhash"
 	"github.com/quotaware/throttle/providers/internal/scopekind"
 )
 
@@ -62,7 +63,12 @@ const (
 	// App messages to one member: more are dropped without an error.
 	DefaultPerMemberPerMinute = 30
 	DefaultPerMemberPerHour   = 1000
-	DefaultMemberPeekLimit    = 4 << 10
+	DefaultMemberPeekLimit    = 1 << 20
+	// The share of a member's limits left to what the preset cannot
+	// attribute to a named member ("@all", parties, tags, ...): the
+	// members named in touser get the rest.
+	DefaultBroadcastPerMinute = 5
+	DefaultBroadcastPerHour   = 100
 	DefaultDayGrace           = 5 * time.Second
 )
 
@@ -125,12 +131,27 @@ type Config struct {
 	// PerMemberPerMinute and PerMemberPerHour cap one app's messages
 	// (/cgi-bin/message/send) to one member (defaults 30 and 1,000; -1
 	// turns both off): WeCom drops the excess without an error. Route reads
-	// touser and agentid from at most MemberPeekLimit bytes of the body
-	// (default 4 KiB); up to 8 listed members get rules of their own, and
-	// "@all", a party, a tag, a longer list or an unreadable body count as
-	// one broadcast of the app, held to one member's limits.
+	// touser, toparty, totag and agentid from the whole body, up to
+	// MemberPeekLimit bytes (default 1 MiB, above the largest message WeCom
+	// accepts); member IDs compare without regard to case, as WeCom's do.
+	// Up to 8 members listed in touser get rules of their own, allowing
+	// PerMember less Broadcast; "@all", a party, a tag, a longer list, an
+	// unknown agentid or a body not read whole are charged to the
+	// company's broadcast rules, allowing Broadcast (beside the members
+	// read, if any). So no member gets more than PerMember however it is
+	// addressed, and the app is not held to one member's rate.
 	PerMemberPerMinute, PerMemberPerHour int
 	MemberPeekLimit                      int
+	// EntityKey keys the hash that names members in rule keys, which live
+	// in Redis, so that a reader of Redis cannot test guesses of UserIDs
+	// against them. Every replica must use the same; read it from where the
+	// corp secret is kept. Empty: a key derived from CorpID, which Redis
+	// readers see (set it).
+	EntityKey string
+	// BroadcastPerMinute and BroadcastPerHour are the share of a member's
+	// limits kept for messages not attributed to named members (defaults 5
+	// and 100); each must be below the PerMember limit it shares.
+	BroadcastPerMinute, BroadcastPerHour int
 	// DefaultPenalty applies to quota errors whose end is not implied
 	// (default providers.DefaultPenalty).
 	DefaultPenalty time.Duration
@@ -159,6 +180,8 @@ func (c *Config) setDefaults() {
 	def(&c.PerMemberPerMinute, DefaultPerMemberPerMinute)
 	def(&c.PerMemberPerHour, DefaultPerMemberPerHour)
 	def(&c.MemberPeekLimit, DefaultMemberPeekLimit)
+	def(&c.BroadcastPerMinute, min(DefaultBroadcastPerMinute, max(c.PerMemberPerMinute/2, 1)))
+	def(&c.BroadcastPerHour, min(DefaultBroadcastPerHour, max(c.PerMemberPerHour/2, 1)))
 	if c.Egress == "" {
 		c.Egress = "default"
 	}
@@ -187,8 +210,6 @@ func (c *Config) validate() error {
 		return fmt.Errorf("wecom: Config.CorpID must be 1..%d bytes without ':' or spaces, got %q", maxID, c.CorpID)
 	case badID(c.Egress):
 		return fmt.Errorf("wecom: Config.Egress must be 1..%d bytes without ':' or spaces, got %q", maxID, c.Egress)
-	case len(c.Hosts) == 0:
-		return fmt.Errorf("wecom: Config.Hosts must not be empty")
 	case c.TimeScale < 1:
 		return fmt.Errorf("wecom: Config.TimeScale must be at least 1, got %v", c.TimeScale)
 	case c.Jitter < 0 || c.Jitter > time.Minute:
@@ -203,8 +224,12 @@ func (c *Config) validate() error {
 		return fmt.Errorf("wecom: Config.MaxTracked must be at least 1, got %d", c.MaxTracked)
 	case c.PerMemberPerMinute < -1 || c.PerMemberPerMinute == -1 != (c.PerMemberPerHour == -1) || c.PerMemberPerHour < -1:
 		return fmt.Errorf("wecom: Config.PerMemberPerMinute and PerMemberPerHour must be positive, or both -1 to disable, got %d and %d", c.PerMemberPerMinute, c.PerMemberPerHour)
-	case c.MemberPeekLimit < 64 || c.MemberPeekLimit > 1<<20:
-		return fmt.Errorf("wecom: Config.MemberPeekLimit must be within [64, 1MiB], got %d", c.MemberPeekLimit)
+	case c.MemberPeekLimit < 64 || c.MemberPeekLimit > 16<<20:
+		return fmt.Errorf("wecom: Config.MemberPeekLimit must be within [64, 16MiB], got %d", c.MemberPeekLimit)
+	case c.PerMemberPerMinute > 0 && (c.BroadcastPerMinute < 1 || c.BroadcastPerMinute >= c.PerMemberPerMinute):
+		return fmt.Errorf("wecom: Config.BroadcastPerMinute must be within [1, PerMemberPerMinute (%d)), got %d", c.PerMemberPerMinute, c.BroadcastPerMinute)
+	case c.PerMemberPerHour > 0 && (c.BroadcastPerHour < 1 || c.BroadcastPerHour >= c.PerMemberPerHour):
+		return fmt.Errorf("wecom: Config.BroadcastPerHour must be within [1, PerMemberPerHour (%d)), got %d", c.PerMemberPerHour, c.BroadcastPerHour)
 	case c.MaxInFlight < 0:
 		return fmt.Errorf("wecom: Config.MaxInFlight must not be negative, got %d", c.MaxInFlight)
 	case c.InFlightLease < time.Millisecond:
@@ -214,10 +239,8 @@ func (c *Config) validate() error {
 	case c.DefaultPenalty < 0:
 		return fmt.Errorf("wecom: Config.DefaultPenalty must not be negative, got %v", c.DefaultPenalty)
 	}
-	for i, h := range c.Hosts {
-		if h == "" {
-			return fmt.Errorf("wecom: Config.Hosts[%d] must not be empty", i)
-		}
+	if err := providers.CheckHosts("Config.Hosts", c.Hosts); err != nil {
+		return fmt.Errorf("wecom: %w", err)
 	}
 	for i, path := range c.APIs {
 		if _, err := catalog.New(path); err != nil || strings.ContainsAny(path, "{}: ") {
@@ -277,14 +300,26 @@ func Profile(cfg Config) (providers.Profile, error) {
 		// IP's rules: a message held back by its member waits for the
 		// member's slot without booking the shared rules ahead, so the
 		// other members' messages are not held behind it.
+		// The named members and the broadcast share one member's limits
+		// (member.go).
 		var err error
 		ahead := rule.WithMaxBookAhead(memberBookAhead)
-		if p.memberMinute, err = rule.New("template", cfg.PerMemberPerMinute, time.Minute+cfg.Jitter, ahead); err != nil {
-			return providers.Profile{}, fmt.Errorf("wecom: Config.PerMemberPerMinute: %w", err)
+		pair := func(perMinute, perHour int, field string) (m, h rule.Rule, err error) {
+			if m, err = rule.New("template", perMinute, cfg.scaled(time.Minute)+cfg.Jitter, ahead); err != nil {
+				return m, h, fmt.Errorf("wecom: Config.%sPerMinute: %w", field, err)
+			}
+			if h, err = rule.New("template", perHour, cfg.scaled(time.Hour)+cfg.Jitter,
+				rule.WithBurst(min(perMinute, perHour)), ahead); err != nil {
+				return m, h, fmt.Errorf("wecom: Config.%sPerHour: %w", field, err)
+			}
+			return m, h, nil
 		}
-		if p.memberHour, err = rule.New("template", cfg.PerMemberPerHour, time.Hour+cfg.Jitter,
-			rule.WithBurst(min(cfg.PerMemberPerMinute, cfg.PerMemberPerHour)), ahead); err != nil {
-			return providers.Profile{}, fmt.Errorf("wecom: Config.PerMemberPerHour: %w", err)
+		if p.memberMinute, p.memberHour, err = pair(cfg.PerMemberPerMinute-cfg.BroadcastPerMinute,
+			cfg.PerMemberPerHour-cfg.BroadcastPerHour, "PerMember"); err != nil {
+			return providers.Profile{}, err
+		}
+		if p.broadcastMinute, p.broadcastHour, err = pair(cfg.BroadcastPerMinute, cfg.BroadcastPerHour, "Broadcast"); err != nil {
+			return providers.Profile{}, err
 		}
 	}
 	if cfg.MaxInFlight > 0 {
@@ -294,6 +329,7 @@ func Profile(cfg Config) (providers.Profile, error) {
 		}
 		p.inFlight = &r
 	}
+	p.entities = entityhash.New(cfg.EntityKey, cfg.CorpID)
 	p.prefixes = [4]string{
 		"corp:m:" + cfg.CorpID + ":", "corp:h:" + cfg.CorpID + ":",
 		"ip:m:" + cfg.Egress + ":", "ip:h:" + cfg.Egress + ":",
@@ -322,12 +358,15 @@ type preset struct {
 	templates [4]rule.Rule
 	prefixes  [4]string
 	inFlight  *rule.Rule // MaxInFlight, when set
-	// Templates of the per-member rules; zero when off.
-	memberMinute, memberHour rule.Rule
-	strikes                  *strikes
-	apis                     *catalog.Catalog // WeCom's APIs
-	extra                    *catalog.Catalog // Config.APIs, searched first
-	routes                   sync.Map         // API name -> *providers.Route; bounded by the catalogs
+	// Templates of the per-member rules and of the broadcast share; zero
+	// when off.
+	memberMinute, memberHour       rule.Rule
+	broadcastMinute, broadcastHour rule.Rule
+	entities                       *entityhash.Hasher
+	strikes                        *strikes
+	apis                           *catalog.Catalog // WeCom's APIs
+	extra                          *catalog.Catalog // Config.APIs, searched first
+	routes                         sync.Map         // API name -> *providers.Route; bounded by the catalogs
 }
 
 func (p *preset) match(r *http.Request) bool {

@@ -27,22 +27,37 @@ const (
 // reported: a number cut in the middle would be a different number), and it
 // stops at the first syntax error. It does not validate what it skips.
 func Scan(data []byte, fn func(key []byte, kind ValueKind, value []byte) bool) bool {
+	started, _ := ScanObject(data, fn)
+	return started
+}
+
+// ScanObject is Scan that also reports whether it read the object to its
+// closing brace: every member was reported (unless fn stopped it), none
+// was cut short and the syntax held. A reader that must see every member,
+// say every duplicate of a key, needs closed.
+func ScanObject(data []byte, fn func(key []byte, kind ValueKind, value []byte) bool) (started, closed bool) {
 	i := skipSpace(data, 0)
 	if i < len(data) && data[i] == 0xEF && len(data) >= i+3 && data[i+1] == 0xBB && data[i+2] == 0xBF {
 		i = skipSpace(data, i+3) // a UTF-8 byte order mark
 	}
 	if i >= len(data) || data[i] != '{' {
-		return false
+		return false, false
 	}
-	i++
+	i = skipSpace(data, i+1)
+	if i < len(data) && data[i] == '}' {
+		return true, true
+	}
 	for {
 		m, next, ok := scanMember(data, i)
 		if !ok || !fn(data[m.ks:m.ke], m.kind, data[m.vs:m.ve]) {
-			return true // the end of the object, truncation, bad syntax or fn's stop
+			return true, false // truncation, bad syntax or fn's stop
 		}
 		i = skipSpace(data, next)
+		if i < len(data) && data[i] == '}' {
+			return true, true
+		}
 		if i >= len(data) || data[i] != ',' {
-			return true
+			return true, false
 		}
 		i++
 	}

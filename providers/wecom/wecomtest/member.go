@@ -22,13 +22,34 @@ type appMessage struct {
 // whom WeCom silently does not deliver it).
 func (s *Server) deliverLocked(corp string, m appMessage, emu time.Time) int {
 	l := s.opts.Limits
+	seen := map[string]bool{}
 	var members []string
-	if m.ToUser != "" {
-		members = strings.Split(m.ToUser, "|")
+	reach := func(ids ...string) {
+		for _, id := range ids {
+			if id = strings.ToLower(strings.TrimSpace(id)); id != "" && !seen[id] {
+				seen[id] = true
+				members = append(members, id)
+			}
+		}
 	}
-	for _, g := range []string{m.ToParty, m.ToTag} {
-		if g != "" {
-			members = append(members, "group:"+g)
+	for _, u := range strings.Split(m.ToUser, "|") {
+		if u == "@all" {
+			reach(s.opts.Members...)
+		} else {
+			reach(u)
+		}
+	}
+	for _, g := range []struct {
+		ids  string
+		dir  map[string][]string
+		kind string
+	}{{m.ToParty, s.opts.Parties, "party:"}, {m.ToTag, s.opts.Tags, "tag:"}} {
+		for _, id := range strings.Split(g.ids, "|") {
+			if ms, ok := g.dir[id]; ok {
+				reach(ms...)
+			} else if id != "" {
+				reach(g.kind + id)
+			}
 		}
 	}
 	dropped := 0

@@ -96,6 +96,14 @@ type Options struct {
 	Hold time.Duration
 	// TokenTTL is how long an access token lives (default 7200 s, emulated).
 	TokenTTL time.Duration
+	// Members are the company's members, whom "@all" reaches; Parties and
+	// Tags map a party or tag ID to its members. An app message counts
+	// once against each member it reaches, however addressed (a party or
+	// tag not listed counts as one member of its own). Member IDs compare
+	// without regard to case, as WeCom's UserIDs do.
+	Members []string
+	Parties map[string][]string
+	Tags    map[string][]string
 }
 
 // Request is the record of one request the emulator answered.

@@ -1,0 +1,120 @@
+package providers_test
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/quotaware/throttle/providers"
+	"github.com/quotaware/throttle/providers/dingtalk"
+	"github.com/quotaware/throttle/providers/feishu"
+	"github.com/quotaware/throttle/providers/wechat"
+	"github.com/quotaware/throttle/providers/wecom"
+)
+
+// presetsWithHosts builds each preset with the given Hosts.
+var presetsWithHosts = map[string]func(hosts []string) error{
+	"dingtalk": func(h []string) error {
+		_, err := dingtalk.Profile(dingtalk.Config{AppKey: "app", Hosts: h})
+		return err
+	},
+	"feishu": func(h []string) error { _, err := feishu.Profile(feishu.Config{AppID: "cli_a", Hosts: h}); return err },
+	"wechat": func(h []string) error { _, err := wechat.Profile(wechat.Config{AppID: "wx1", Hosts: h}); return err },
+	"wecom":  func(h []string) error { _, err := wecom.Profile(wecom.Config{CorpID: "ww1", Hosts: h}); return err },
+	"dingtalk apps": func(h []string) error {
+		_, err := dingtalk.NewApps(dingtalk.AppsConfig{Shared: dingtalk.Config{Hosts: h}, Apps: []dingtalk.Config{{AppKey: "a"}}})
+		return err
+	},
+	"feishu apps": func(h []string) error {
+		_, err := feishu.NewApps(feishu.AppsConfig{Shared: feishu.Config{Hosts: h}, Apps: []feishu.Config{{AppID: "cli_a"}}})
+		return err
+	},
+	"wechat apps": func(h []string) error {
+		_, err := wechat.NewApps(wechat.AppsConfig{Shared: wechat.Config{Hosts: h}, Apps: []wechat.Config{{AppID: "wx1"}}})
+		return err
+	},
+	"wecom apps": func(h []string) error {
+		_, err := wecom.NewApps(wecom.AppsConfig{Shared: wecom.Config{Hosts: h}, Corps: []wecom.Config{{CorpID: "ww1"}}})
+		return err
+	},
+}
+
+// A host pasted as a URL (or with a path, a space, a user) matches no
+// request, so the profile would protect nothing without a word: every
+// preset refuses it, naming the field and the value.
+func TestPresetsRejectHostsThatMatchNothing(t *testing.T) {
+	bad := []string{
+		"https://api.dingtalk.com", "http://127.0.0.1:43817", "api.dingtalk.com/", "api.dingtalk.com/v1.0",
+		" api.dingtalk.com", "api.dingtalk.com ", "api.ding talk.com", "api.dingtalk.com\n", "",
+		"user@api.dingtalk.com", "api.dingtalk.com?x=1", "api.dingtalk.com#x", "api.dingtalk.com:",
+		"api.dingtalk.com:0", "api.dingtalk.com:70000", "api.dingtalk.com:http", "::1", "[::1", "[not-ip]:80",
+		":8080", "钉钉.com",
+	}
+	for name, build := range presetsWithHosts {
+		for _, h := range bad {
+			err := build([]string{"oapi.dingtalk.com", h})
+			if err == nil {
+				t.Errorf("%s: Hosts %q accepted", name, h)
+				continue
+			}
+			if msg := err.Error(); !strings.Contains(msg, "Config.Hosts[1]") || !strings.Contains(msg, strings.TrimSpace(quoteInner(h))) {
+				t.Errorf("%s: Hosts %q: error %q does not name the field and the value", name, h, msg)
+			}
+		}
+	}
+	err := presetsWithHosts["dingtalk"]([]string{"https://api.dingtalk.com"})
+	if err == nil || !strings.Contains(err.Error(), `write the host alone, "api.dingtalk.com"`) {
+		t.Errorf("a URL's error does not say which host to write: %v", err)
+	}
+}
+
+// quoteInner is how %q writes s, less the quotes.
+func quoteInner(s string) string {
+	q := strings.TrimSuffix(strings.TrimPrefix(strconv.Quote(s), `"`), `"`)
+	return q
+}
+
+func TestPresetsAcceptHostsAndPorts(t *testing.T) {
+	good := []string{"api.dingtalk.com", "API.DingTalk.com", "127.0.0.1", "127.0.0.1:43817", "[::1]", "[::1]:8080", "localhost", "my_host.internal:65535"}
+	for name, build := range presetsWithHosts {
+		for _, h := range good {
+			if err := build([]string{h}); err != nil {
+				t.Errorf("%s: Hosts %q refused: %v", name, h, err)
+			}
+		}
+	}
+	// And what the checked hosts match is unchanged.
+	m := providers.MatchHosts(good...)
+	for _, u := range []string{"http://api.dingtalk.com/x", "http://127.0.0.1:9/x", "http://[::1]:8080/x", "http://my_host.internal:65535/"} {
+		req, _ := http.NewRequest(http.MethodGet, u, nil)
+		if !m(req) {
+			t.Errorf("%s not matched", u)
+		}
+	}
+}
+
+// A nil *Apps (a NewApps error ignored) answers errors, never panics.
+func TestNilAppsDoNotPanic(t *testing.T) {
+	for name, a := range map[string]interface {
+		Profile() providers.Profile
+	}{
+		"dingtalk": (*dingtalk.Apps)(nil), "feishu": (*feishu.Apps)(nil),
+		"wechat": (*wechat.Apps)(nil), "wecom": (*wecom.Apps)(nil),
+	} {
+		p := a.Profile()
+		if err := p.Validate(); err == nil {
+			t.Errorf("%s: the profile of a nil *Apps validates", name)
+		}
+	}
+	for name, err := range map[string]error{
+		"dingtalk": (*dingtalk.Apps)(nil).Add(dingtalk.Config{AppKey: "a"}),
+		"feishu":   (*feishu.Apps)(nil).Add(feishu.Config{AppID: "cli_a"}),
+		"wechat":   (*wechat.Apps)(nil).Add(wechat.Config{AppID: "wx1"}),
+		"wecom":    (*wecom.Apps)(nil).Add(wecom.Config{CorpID: "ww1"}),
+	} {
+		if err == nil || !strings.Contains(err.Error(), "nil *Apps") {
+			t.Errorf("%s: Add on a nil *Apps: %v", name, err)
+		}
+	}
+}
