@@ -24,18 +24,18 @@ func WithApps(b *apps.Book) Option {
 	})
 }
 
-// WithApp returns a context whose requests are made as app (a DingTalk
+// ContextWithApp returns a context whose requests are made as app (a DingTalk
 // AppKey or SuiteKey, a WeChat AppID, a WeCom CorpID, a Feishu app_id),
 // whatever token they carry: for callers that hold several clients or know
 // better than what the Transport learned.
-func WithApp(ctx context.Context, app string) context.Context {
+func ContextWithApp(ctx context.Context, app string) context.Context {
 	return apps.NewContext(ctx, apps.App{ID: app})
 }
 
-// WithTenant is WithApp for a third-party (ISV) app calling into one
+// ContextWithTenant is ContextWithApp for a third-party (ISV) app calling into one
 // customer organisation or tenant (a DingTalk or WeCom CorpID, a Feishu
 // tenant_key).
-func WithTenant(ctx context.Context, app, org string) context.Context {
+func ContextWithTenant(ctx context.Context, app, org string) context.Context {
 	return apps.NewContext(ctx, apps.App{ID: app, Org: org})
 }
 

@@ -41,11 +41,11 @@ func BenchmarkTransportPipelineApps(b *testing.B) {
 		name, token string
 		rt          http.RoundTripper
 	}{
-		{"dingtalk preset, one app", tok, throttle.New(throttle.WithBase(canned{}), throttle.WithProfiles(dingtalk.MustProfile(single)),
+		{"dingtalk preset, one app", tok, throttle.MustNew(throttle.WithBase(canned{}), throttle.WithProfiles(dingtalk.MustProfile(single)),
 			throttle.WithoutTelemetry(), throttle.WithoutRetry())},
-		{"dingtalk Apps, token learned", tok, throttle.New(throttle.WithBase(canned{}), throttle.WithProfiles(set.Profile()),
+		{"dingtalk Apps, token learned", tok, throttle.MustNew(throttle.WithBase(canned{}), throttle.WithProfiles(set.Profile()),
 			throttle.WithApps(book), throttle.WithoutTelemetry(), throttle.WithoutRetry())},
-		{"dingtalk Apps, token unknown", "unknown-token", throttle.New(throttle.WithBase(canned{}), throttle.WithProfiles(set.Profile()),
+		{"dingtalk Apps, token unknown", "unknown-token", throttle.MustNew(throttle.WithBase(canned{}), throttle.WithProfiles(set.Profile()),
 			throttle.WithApps(book), throttle.WithoutTelemetry(), throttle.WithoutRetry())},
 	}
 	for _, tc := range cases {

@@ -34,7 +34,7 @@ func TestTransportLearnsOnlyFromTheProfilesHosts(t *testing.T) {
 		Apps:   []dingtalk.Config{{AppKey: "dingA"}},
 	})
 	book := apps.MustNew()
-	client := &http.Client{Transport: throttle.New(throttle.WithProfiles(set.Profile()), throttle.WithApps(book), throttle.WithoutTelemetry())}
+	client := &http.Client{Transport: throttle.MustNew(throttle.WithProfiles(set.Profile()), throttle.WithApps(book), throttle.WithoutTelemetry())}
 	get := func(u string) string {
 		t.Helper()
 		resp, err := client.Get(u)
@@ -80,7 +80,7 @@ func TestTransportReadsTheLowerCaseHeader(t *testing.T) {
 		return r, err
 	}
 	book := apps.MustNew()
-	client := &http.Client{Transport: throttle.New(throttle.WithProfiles(p), throttle.WithApps(book), throttle.WithoutTelemetry())}
+	client := &http.Client{Transport: throttle.MustNew(throttle.WithProfiles(p), throttle.WithApps(book), throttle.WithoutTelemetry())}
 	do := func(req *http.Request) string {
 		t.Helper()
 		resp, err := client.Do(req)

@@ -77,7 +77,7 @@ func TestCredentialsStayOutOfRedisAndTelemetry(t *testing.T) {
 		book := apps.MustNew(apps.WithRedis(rdb, []byte("shared-key-0123456789")), apps.WithPrefix(prefix),
 			apps.WithMeterProvider(bookMeter))
 		t.Cleanup(func() { book.Close() })
-		tr := throttle.New(append(o.opts, sharedOpt(t, rdb, limiter.SharedConfig{Prefix: prefix}),
+		tr := throttle.MustNew(append(o.opts, sharedOpt(t, rdb, limiter.SharedConfig{Prefix: prefix}),
 			throttle.WithProfiles(set.Profile()), throttle.WithApps(book))...)
 		t.Cleanup(func() { tr.Close() })
 		clients = append(clients, &http.Client{Transport: tr})
@@ -247,8 +247,8 @@ func TestWithAppOverridesLearning(t *testing.T) {
 	}
 	book := apps.MustNew()
 	_ = book.Learn(context.Background(), "tok", apps.App{Provider: "dingtalk", ID: "dingA"}, time.Hour)
-	client := &http.Client{Transport: throttle.New(throttle.WithProfiles(p), throttle.WithApps(book), throttle.WithoutTelemetry())}
-	for _, ctx := range []context.Context{context.Background(), throttle.WithApp(context.Background(), "dingB")} {
+	client := &http.Client{Transport: throttle.MustNew(throttle.WithProfiles(p), throttle.WithApps(book), throttle.WithoutTelemetry())}
+	for _, ctx := range []context.Context{context.Background(), throttle.ContextWithApp(context.Background(), "dingB")} {
 		req, _ := http.NewRequestWithContext(ctx, "GET", emu.URL+"/user/get?access_token=tok", nil)
 		resp, err := client.Do(req)
 		if err != nil {

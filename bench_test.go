@@ -49,17 +49,17 @@ func BenchmarkTransportOverhead(b *testing.B) {
 	}{
 		{"plain http.Transport", func() http.RoundTripper { return base() }},
 		{"throttle telemetry off", func() http.RoundTripper {
-			return throttle.New(throttle.WithBase(base()), throttle.WithProfiles(profile), throttle.WithoutTelemetry(), throttle.WithoutRetry())
+			return throttle.MustNew(throttle.WithBase(base()), throttle.WithProfiles(profile), throttle.WithoutTelemetry(), throttle.WithoutRetry())
 		}},
 		{"throttle telemetry on (SDK)", func() http.RoundTripper {
-			return throttle.New(throttle.WithBase(base()), throttle.WithProfiles(profile), throttle.WithoutRetry(),
+			return throttle.MustNew(throttle.WithBase(base()), throttle.WithProfiles(profile), throttle.WithoutRetry(),
 				throttle.WithTracerProvider(tp), throttle.WithMeterProvider(mp))
 		}},
 		{"throttle dingtalk preset, telemetry off", func() http.RoundTripper {
-			return throttle.New(throttle.WithBase(base()), throttle.WithProfiles(ding), throttle.WithoutTelemetry(), throttle.WithoutRetry())
+			return throttle.MustNew(throttle.WithBase(base()), throttle.WithProfiles(ding), throttle.WithoutTelemetry(), throttle.WithoutRetry())
 		}},
 		{"throttle telemetry on, retries on", func() http.RoundTripper {
-			return throttle.New(throttle.WithBase(base()), throttle.WithProfiles(profile),
+			return throttle.MustNew(throttle.WithBase(base()), throttle.WithProfiles(profile),
 				throttle.WithTracerProvider(tp), throttle.WithMeterProvider(mp))
 		}},
 	}
@@ -104,13 +104,13 @@ func BenchmarkTransportPipeline(b *testing.B) {
 		rt   http.RoundTripper
 	}{
 		{"no throttle", canned{}},
-		{"test profile, telemetry off", throttle.New(throttle.WithBase(canned{}), throttle.WithProfiles(testProfile("bench", rl)),
+		{"test profile, telemetry off", throttle.MustNew(throttle.WithBase(canned{}), throttle.WithProfiles(testProfile("bench", rl)),
 			throttle.WithoutTelemetry(), throttle.WithoutRetry())},
-		{"dingtalk preset, telemetry off", throttle.New(throttle.WithBase(canned{}), throttle.WithProfiles(ding),
+		{"dingtalk preset, telemetry off", throttle.MustNew(throttle.WithBase(canned{}), throttle.WithProfiles(ding),
 			throttle.WithoutTelemetry(), throttle.WithoutRetry())},
-		{"dingtalk preset, metrics (SDK)", throttle.New(throttle.WithBase(canned{}), throttle.WithProfiles(ding),
+		{"dingtalk preset, metrics (SDK)", throttle.MustNew(throttle.WithBase(canned{}), throttle.WithProfiles(ding),
 			throttle.WithMeterProvider(mp), throttle.WithoutRetry())},
-		{"dingtalk preset, metrics, retries", throttle.New(throttle.WithBase(canned{}), throttle.WithProfiles(ding),
+		{"dingtalk preset, metrics, retries", throttle.MustNew(throttle.WithBase(canned{}), throttle.WithProfiles(ding),
 			throttle.WithMeterProvider(mp))},
 	}
 	for _, tc := range cases {

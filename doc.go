@@ -5,7 +5,7 @@
 // A Transport is an http.RoundTripper: hand it to any SDK that accepts an
 // *http.Client.
 //
-//	client := &http.Client{Transport: throttle.New(
+//	client := &http.Client{Transport: throttle.MustNew(
 //		throttle.WithRedis(rdb), // omit: in-process limiter
 //		throttle.WithProfiles(dingtalk.MustProfile(dingtalk.Config{AppKey: "ding..."})),
 //	)}

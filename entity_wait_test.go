@@ -40,7 +40,7 @@ func TestHeldBackRequestWaitsForItsEntitySlot(t *testing.T) {
 	srv := serve(t, rec)
 	const period = 300 * time.Millisecond
 	lim := &observed{Limiter: limiter.NewMemory(), reserved: make(chan limiter.Reservation, 10)}
-	c := &http.Client{Transport: throttle.New(throttle.WithLimiter(lim),
+	c := &http.Client{Transport: throttle.MustNew(throttle.WithLimiter(lim),
 		throttle.WithProfiles(entityProfile(t, period)), throttle.WithMaxWait(5*time.Second))}
 	for i := 0; i < 2; i++ {
 		if _, err := get(context.Background(), c, srv.URL+"/a"); err != nil {
@@ -64,7 +64,7 @@ func TestHeldBackRequestWaitsForItsEntitySlot(t *testing.T) {
 func TestHeldBackBeyondBudgetFailsAtOnce(t *testing.T) {
 	rec := &recorder{}
 	srv := serve(t, rec)
-	c := &http.Client{Transport: throttle.New(throttle.WithProfiles(entityProfile(t, 10*time.Second)),
+	c := &http.Client{Transport: throttle.MustNew(throttle.WithProfiles(entityProfile(t, 10*time.Second)),
 		throttle.WithMaxWait(time.Second))}
 	if _, err := get(context.Background(), c, srv.URL+"/a"); err != nil {
 		t.Fatal(err)
@@ -96,7 +96,7 @@ func TestCancelWhileHeldBack(t *testing.T) {
 	rec := &recorder{}
 	srv := serve(t, rec)
 	lim := &observed{Limiter: limiter.NewMemory(), reserved: make(chan limiter.Reservation, 10), cancelled: make(chan limiter.Reservation, 10)}
-	c := &http.Client{Transport: throttle.New(throttle.WithLimiter(lim),
+	c := &http.Client{Transport: throttle.MustNew(throttle.WithLimiter(lim),
 		throttle.WithProfiles(entityProfile(t, 10*time.Second)), throttle.WithMaxWait(30*time.Second))}
 	if _, err := get(context.Background(), c, srv.URL+"/a"); err != nil {
 		t.Fatal(err)
@@ -130,7 +130,7 @@ func TestHeldBackWaitIsASpanEvent(t *testing.T) {
 	rec := &recorder{}
 	srv := serve(t, rec)
 	opts := append(o.opts, throttle.WithProfiles(entityProfile(t, 100*time.Millisecond)), throttle.WithMaxWait(5*time.Second))
-	c := &http.Client{Transport: throttle.New(opts...)}
+	c := &http.Client{Transport: throttle.MustNew(opts...)}
 	for i := 0; i < 2; i++ {
 		if _, err := get(context.Background(), c, srv.URL+"/a"); err != nil {
 			t.Fatalf("request %d: %v", i+1, err)

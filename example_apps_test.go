@@ -31,7 +31,7 @@ func Example_severalApps() {
 		},
 		// Default: "dingStandard", // unknown tokens: this app; empty: a shared conservative scope
 	})
-	client := &http.Client{Transport: throttle.New(
+	client := &http.Client{Transport: throttle.MustNew(
 		throttle.WithRedis(rdb),
 		throttle.WithApps(book),
 		throttle.WithProfiles(dt.Profile(), wechat.MustApps(wechat.AppsConfig{Apps: accounts}).Profile()),
@@ -39,8 +39,8 @@ func Example_severalApps() {
 	dt.Add(dingtalk.Config{AppKey: "dingNew"}) // while running; a new customer org needs nothing
 
 	// A caller that knows better says so; it wins over what was learned:
-	ctx = throttle.WithApp(ctx, "dingPro")                 // or
-	ctx = throttle.WithTenant(ctx, "suiteKey", "dingcorp") // an ISV suite in one customer org
+	ctx = throttle.ContextWithApp(ctx, "dingPro")                 // or
+	ctx = throttle.ContextWithTenant(ctx, "suiteKey", "dingcorp") // an ISV suite in one customer org
 
 	_, _ = client, ctx // hand the client to the SDKs, the context to the calls
 }

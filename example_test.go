@@ -31,7 +31,7 @@ func Example() {
 	emu := dingtalkEmulator()
 	defer emu.Close()
 
-	client := &http.Client{Transport: throttle.New(
+	client := &http.Client{Transport: throttle.MustNew(
 		throttle.WithProfiles(dingtalk.MustProfile(dingtalk.Config{
 			AppKey: "dingapp",
 			Hosts:  []string{emu.Host()}, // in production: the default, DingTalk's hosts
@@ -69,7 +69,7 @@ func Example() {
 func ExampleThrottledError() {
 	emu := dingtalkEmulator()
 	defer emu.Close()
-	client := &http.Client{Transport: throttle.New(
+	client := &http.Client{Transport: throttle.MustNew(
 		throttle.WithMaxWait(0), // send now or fail
 		throttle.WithProfiles(dingtalk.MustProfile(dingtalk.Config{
 			AppKey: "dingapp", Hosts: []string{emu.Host()},
@@ -104,7 +104,7 @@ func ExampleThrottledError() {
 func ExamplePenaltyError() {
 	emu := dingtalkEmulator()
 	defer emu.Close()
-	client := &http.Client{Transport: throttle.New(
+	client := &http.Client{Transport: throttle.MustNew(
 		throttle.WithLogger(slog.New(slog.DiscardHandler)), // the penalty is logged at Info
 		throttle.WithProfiles(dingtalk.MustProfile(dingtalk.Config{AppKey: "dingapp", Hosts: []string{emu.Host()}})),
 	)}

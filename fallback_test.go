@@ -54,7 +54,7 @@ func TestRedisOutageFallsBackToLocalShare(t *testing.T) {
 	const replicas = 3
 	clients := make([]*http.Client, replicas)
 	for i := range clients {
-		tr := throttle.New(throttle.WithProfiles(testProfile(group, rule)),
+		tr := throttle.MustNew(throttle.WithProfiles(testProfile(group, rule)),
 			throttle.WithoutTelemetry(), throttle.WithoutRetry(),
 			sharedOpt(t, srv.Client(t), limiter.SharedConfig{Share: 1.0 / replicas, Timeout: 200 * time.Millisecond, Probe: 200 * time.Millisecond, Recover: 200 * time.Millisecond}))
 		t.Cleanup(func() { tr.Close() })
@@ -150,7 +150,7 @@ func TestRedisOutageFailClosed(t *testing.T) {
 	srv := redistest.Start(t)
 	rec := &recorder{}
 	httpSrv := serve(t, rec)
-	c := &http.Client{Transport: throttle.New(throttle.WithProfiles(testProfile(limitertest.Group(t), mustRule(t, 100, time.Second))),
+	c := &http.Client{Transport: throttle.MustNew(throttle.WithProfiles(testProfile(limitertest.Group(t), mustRule(t, 100, time.Second))),
 		sharedOpt(t, srv.Client(t), limiter.SharedConfig{Mode: limiter.OutageRefuse, Timeout: 200 * time.Millisecond, Probe: time.Second}))}
 	if _, err := get(context.Background(), c, httpSrv.URL+"/a"); err != nil {
 		t.Fatal(err)
@@ -170,7 +170,7 @@ func TestRedisOutageFailOpen(t *testing.T) {
 	srv := redistest.Start(t)
 	rec := &recorder{}
 	httpSrv := serve(t, rec)
-	c := &http.Client{Transport: throttle.New(throttle.WithProfiles(testProfile(limitertest.Group(t), mustRule(t, 1, time.Hour))),
+	c := &http.Client{Transport: throttle.MustNew(throttle.WithProfiles(testProfile(limitertest.Group(t), mustRule(t, 1, time.Hour))),
 		sharedOpt(t, srv.Client(t), limiter.SharedConfig{Mode: limiter.OutageAdmit, Timeout: 200 * time.Millisecond, Probe: time.Hour}))}
 	srv.Stop()
 	for i := 0; i < 5; i++ {

@@ -35,7 +35,7 @@ func TestUnmatchedProviderRequestIsCountedAndLogged(t *testing.T) {
 	p := testProfile("dingtalk", mustRule(t, 1, 1e9))
 	p.Match = providers.MatchHosts("api.dingtalk.example")
 	base := &answerAll{}
-	tr := throttle.New(append(o.opts, throttle.WithBase(base), throttle.WithProfiles(p), throttle.WithoutRetry())...)
+	tr := throttle.MustNew(append(o.opts, throttle.WithBase(base), throttle.WithProfiles(p), throttle.WithoutRetry())...)
 	defer tr.Close()
 	c := &http.Client{Transport: tr}
 	ctx := context.Background()
@@ -74,7 +74,7 @@ func TestUnmatchedProviderRequestIsCountedAndLogged(t *testing.T) {
 }
 
 // Typed nils ("var rdb *redis.Client" when Redis is not configured) are
-// errors from Build that name the option, never a panic.
+// errors from New that name the option, never a panic.
 func TestTypedNilOptionsAreErrors(t *testing.T) {
 	var rdb *redis.Client
 	var cluster *redis.ClusterClient
@@ -97,10 +97,10 @@ func TestTypedNilOptionsAreErrors(t *testing.T) {
 		{"tracer provider", throttle.WithTracerProvider(tp), "WithTracerProvider"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tr, err := throttle.Build(tc.opt)
+			tr, err := throttle.New(tc.opt)
 			if err == nil {
 				tr.Close()
-				t.Fatal("Build accepted a typed nil")
+				t.Fatal("New accepted a typed nil")
 			}
 			if !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %q does not name %s", err, tc.want)
@@ -119,7 +119,7 @@ func TestPreset503RetriedForIdempotentMethodsOnly(t *testing.T) {
 	}}
 	srv := serve(t, rec)
 	p := dingtalk.MustProfile(dingtalk.Config{AppKey: "dingretry", Hosts: []string{strings.TrimPrefix(srv.URL, "http://")}})
-	tr := throttle.New(throttle.WithProfiles(p), throttle.WithLimiter(limiter.NewMemory()), throttle.WithoutTelemetry(),
+	tr := throttle.MustNew(throttle.WithProfiles(p), throttle.WithLimiter(limiter.NewMemory()), throttle.WithoutTelemetry(),
 		throttle.WithRetry(throttle.RetryPolicy{MaxAttempts: 3, MinBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond}))
 	defer tr.Close()
 	c := &http.Client{Transport: tr}
@@ -147,7 +147,7 @@ func TestLongBodyWithoutGetBodyIsNotRetriedVisibly(t *testing.T) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 	}}
 	srv := serve(t, rec)
-	tr := throttle.New(append(o.opts, throttle.WithProfiles(testProfile("test", mustRule(t, 100, time.Second))),
+	tr := throttle.MustNew(append(o.opts, throttle.WithProfiles(testProfile("test", mustRule(t, 100, time.Second))),
 		throttle.WithRetry(throttle.RetryPolicy{MaxAttempts: 3, MinBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond}))...)
 	defer tr.Close()
 	body := io.MultiReader(strings.NewReader(strings.Repeat("x", 5<<20))) // no GetBody

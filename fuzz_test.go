@@ -49,7 +49,7 @@ func FuzzBuild(f *testing.F) {
 				opts = append(opts, opt())
 			}
 		}
-		tr, err := throttle.Build(opts...)
+		tr, err := throttle.New(opts...)
 		if err != nil {
 			if tr != nil {
 				t.Fatal("a Transport came back with an error")
@@ -57,7 +57,7 @@ func FuzzBuild(f *testing.F) {
 			return
 		}
 		if nils&^(1<<(len(nilOptions)-1)) != 0 {
-			t.Fatalf("Build accepted an absent option (mask %b)", nils)
+			t.Fatalf("New accepted an absent option (mask %b)", nils)
 		}
 		tr.Close()
 	})

@@ -55,7 +55,7 @@ func TestGaugesPerProviderAcrossTransports(t *testing.T) {
 	}}
 	srv := serve(t, rec)
 	newTransport := func(name string) *throttle.Transport {
-		return throttle.New(throttle.WithProfiles(testProfile(name, mustRule(t, 100, time.Second))),
+		return throttle.MustNew(throttle.WithProfiles(testProfile(name, mustRule(t, 100, time.Second))),
 			throttle.WithMeterProvider(mp), throttle.WithoutRetry(), throttle.WithLogger(quiet))
 	}
 	a1, a2 := newTransport("a"), newTransport("a")

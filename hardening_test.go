@@ -75,7 +75,7 @@ func TestPenaltyBoundedByMaxPenalty(t *testing.T) {
 			}
 			profile.MaxPenalty = time.Hour
 			logs := &syncBuffer{}
-			tr := throttle.New(throttle.WithRedis(rdb.Client(t)), throttle.WithProfiles(profile), throttle.WithoutRetry(),
+			tr := throttle.MustNew(throttle.WithRedis(rdb.Client(t)), throttle.WithProfiles(profile), throttle.WithoutRetry(),
 				throttle.WithoutTelemetry(), throttle.WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
 			t.Cleanup(func() { tr.Close() })
 			c := &http.Client{Transport: tr}
@@ -135,7 +135,7 @@ func TestDingtalkYear9999EndNotTrusted(t *testing.T) {
 		io.WriteString(w, `{"errcode":90001,"errmsg":"您的服务器调用钉钉开放平台所有接口的请求都被暂时禁用了, 处罚将在 9999-12-31 23:59:59 结束."}`)
 	}})
 	p := dingtalk.MustProfile(dingtalk.Config{AppKey: "ding9999", Hosts: []string{strings.TrimPrefix(srv.URL, "http://")}})
-	c := &http.Client{Transport: throttle.New(throttle.WithProfiles(p), throttle.WithoutRetry(), throttle.WithoutTelemetry(),
+	c := &http.Client{Transport: throttle.MustNew(throttle.WithProfiles(p), throttle.WithoutRetry(), throttle.WithoutTelemetry(),
 		throttle.WithLogger(quiet))}
 	resp, err := c.Post(srv.URL+"/topapi/v2/user/get?access_token=t", "application/json", strings.NewReader(`{}`))
 	if err != nil {
@@ -205,7 +205,7 @@ func TestCancellationIsTheContextsError(t *testing.T) {
 			o := newObservability(t)
 			opts := append([]throttle.Option{tt.limiter(t, cancel),
 				throttle.WithProfiles(testProfile(limitertest.Group(t), mustRule(t, 100, time.Second)))}, o.opts...)
-			tr := throttle.New(opts...)
+			tr := throttle.MustNew(opts...)
 			t.Cleanup(func() { tr.Close() })
 			_, err := get(ctx, &http.Client{Transport: tr}, srv.URL+"/a")
 			if !errors.Is(err, tt.want) || errors.Is(err, throttle.ErrLimiterUnavailable) || errors.Is(err, throttle.ErrThrottled) {
@@ -229,7 +229,7 @@ func TestRetryRefusalKeepsTheEarlierFailure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &http.Client{Transport: throttle.New(throttle.WithProfiles(testProfile("p", mustRule(t, 1, 10*time.Second))),
+	c := &http.Client{Transport: throttle.MustNew(throttle.WithProfiles(testProfile("p", mustRule(t, 1, 10*time.Second))),
 		throttle.WithMaxWait(time.Second), throttle.WithoutTelemetry(),
 		throttle.WithRetry(throttle.RetryPolicy{MaxAttempts: 3, MinBackoff: 10 * time.Millisecond, MaxBackoff: 10 * time.Millisecond}))}
 	_, err = get(context.Background(), c, "http://127.0.0.1:"+strconv.Itoa(port)+"/a")
@@ -247,7 +247,7 @@ func TestRetryRefusalKeepsTheEarlierFailure(t *testing.T) {
 func TestLocalFallbackRefusalNamesItsRule(t *testing.T) {
 	rs := redistest.Start(t)
 	srv := serve(t, &recorder{})
-	tr := throttle.New(throttle.WithoutTelemetry(), throttle.WithoutRetry(), throttle.WithLogger(quiet),
+	tr := throttle.MustNew(throttle.WithoutTelemetry(), throttle.WithoutRetry(), throttle.WithLogger(quiet),
 		throttle.WithProfiles(testProfile(limitertest.Group(t), mustRule(t, 1, 2*time.Second))), throttle.WithMaxWait(500*time.Millisecond),
 		sharedOpt(t, rs.Client(t), limiter.SharedConfig{Share: 1, Timeout: 200 * time.Millisecond, Probe: time.Minute}))
 	t.Cleanup(func() { tr.Close() })
@@ -281,7 +281,7 @@ func TestDingtalkProxyPageIsNotTheBan(t *testing.T) {
 	srv := serve(t, rec)
 	o := newObservability(t)
 	p := dingtalk.MustProfile(dingtalk.Config{AppKey: "dingproxy", Hosts: []string{strings.TrimPrefix(srv.URL, "http://")}})
-	c := &http.Client{Transport: throttle.New(append([]throttle.Option{throttle.WithProfiles(p), throttle.WithLimiter(limiter.NewMemory()),
+	c := &http.Client{Transport: throttle.MustNew(append([]throttle.Option{throttle.WithProfiles(p), throttle.WithLimiter(limiter.NewMemory()),
 		throttle.WithRetry(throttle.RetryPolicy{MaxAttempts: 3, MinBackoff: 10 * time.Millisecond, MaxBackoff: 20 * time.Millisecond})}, o.opts...)...)}
 	for i := range 2 {
 		resp, err := c.Post(srv.URL+"/topapi/v2/user/get?access_token=t", "application/json", strings.NewReader(`{}`))
@@ -402,7 +402,7 @@ func TestLimiterUpkeepLeavesTheRequestPath(t *testing.T) {
 				t.Fatal(err)
 			}
 			lim := &stalling{Limiter: r, release: make(chan struct{}), entered: make(chan string, 4)}
-			tr := throttle.New(throttle.WithLimiter(lim), throttle.WithBase(base), throttle.WithoutRetry(),
+			tr := throttle.MustNew(throttle.WithLimiter(lim), throttle.WithBase(base), throttle.WithoutRetry(),
 				throttle.WithoutTelemetry(), throttle.WithLogger(quiet), throttle.WithMaxWait(5*time.Second),
 				throttle.WithProfiles(testProfile(limitertest.Group(t), tt.rules(t)...)))
 			tt.call(t, &http.Client{Transport: tr}, srv.URL)
@@ -433,7 +433,7 @@ func TestInvalidRouteIsNotAnOutage(t *testing.T) {
 		return providers.Route{API: "/a", Rules: []rule.Rule{mustRule(t, 100, time.Second)},
 			Scopes: []string{"api:" + strings.Repeat("x", 300)}}, nil
 	}
-	tr := throttle.New(throttle.WithRedis(rdb.Client(t)), throttle.WithProfiles(p), throttle.WithoutTelemetry(), throttle.WithLogger(quiet))
+	tr := throttle.MustNew(throttle.WithRedis(rdb.Client(t)), throttle.WithProfiles(p), throttle.WithoutTelemetry(), throttle.WithLogger(quiet))
 	t.Cleanup(func() { tr.Close() })
 	_, err := get(context.Background(), &http.Client{Transport: tr}, srv.URL+"/a")
 	if !errors.Is(err, limiter.ErrInvalidRequest) || errors.Is(err, throttle.ErrLimiterUnavailable) {

@@ -141,7 +141,7 @@ func TestLeakNoGoroutineAfterClose(t *testing.T) {
 	tg := newDTTarget(t, dingtalktest.Options{LatencyMax: 10 * time.Millisecond})
 	base := &http.Transport{}
 	t.Cleanup(base.CloseIdleConnections)
-	tr := throttle.New(sharedOpt(t, srv.Client(t), limiter.SharedConfig{Prefix: limitertest.Group(t)}),
+	tr := throttle.MustNew(sharedOpt(t, srv.Client(t), limiter.SharedConfig{Prefix: limitertest.Group(t)}),
 		throttle.WithProfiles(tg.profile(dingtalk.Config{})), throttle.WithBase(base),
 		throttle.WithMaxWait(300*time.Millisecond), throttle.WithLogger(quiet), throttle.WithoutTelemetry())
 	t.Cleanup(func() { tr.Close() })
@@ -165,7 +165,7 @@ func TestLeakNoGoroutineAfterDrop(t *testing.T) {
 	t.Cleanup(base.CloseIdleConnections)
 	before := registryBeats()
 	func() {
-		tr := throttle.New(sharedOpt(t, rdb, limiter.SharedConfig{Prefix: limitertest.Group(t)}),
+		tr := throttle.MustNew(sharedOpt(t, rdb, limiter.SharedConfig{Prefix: limitertest.Group(t)}),
 			throttle.WithProfiles(tg.profile(dingtalk.Config{})), throttle.WithBase(base),
 			throttle.WithLogger(quiet), throttle.WithoutTelemetry())
 		c := &http.Client{Transport: tr}
@@ -246,7 +246,7 @@ func TestLeakNoGoroutineAfterCancelledWaits(t *testing.T) {
 	}
 	const waiters = 8
 	lim := &observed{Limiter: red, reserved: make(chan limiter.Reservation, waiters+1)}
-	c := &http.Client{Transport: throttle.New(throttle.WithLimiter(lim), throttle.WithBase(base),
+	c := &http.Client{Transport: throttle.MustNew(throttle.WithLimiter(lim), throttle.WithBase(base),
 		throttle.WithProfiles(testProfile("p", mustRule(t, 1, 2*time.Second))),
 		throttle.WithMaxWait(time.Minute), throttle.WithoutTelemetry())}
 	if _, err := get(context.Background(), c, httpSrv.URL+"/a"); err != nil {
@@ -311,7 +311,7 @@ func TestLeakNoGoroutineAfterRetries(t *testing.T) {
 	t.Cleanup(base.CloseIdleConnections)
 	sig := &signalling{base: base, answered: make(chan struct{}, 1)}
 	newClient := func(p throttle.RetryPolicy) *http.Client {
-		return &http.Client{Transport: throttle.New(throttle.WithProfiles(tg.profile(dingtalk.Config{})),
+		return &http.Client{Transport: throttle.MustNew(throttle.WithProfiles(tg.profile(dingtalk.Config{})),
 			throttle.WithBase(sig), throttle.WithRetry(p), throttle.WithMaxWait(time.Minute),
 			throttle.WithLogger(quiet), throttle.WithoutTelemetry())}
 	}
@@ -393,7 +393,7 @@ func TestLeakIdleKeysExpire(t *testing.T) {
 	for range 2 {
 		base := &http.Transport{}
 		t.Cleanup(base.CloseIdleConnections)
-		tr := throttle.New(sharedOpt(t, srv.Client(t), limiter.SharedConfig{Prefix: prefix}),
+		tr := throttle.MustNew(sharedOpt(t, srv.Client(t), limiter.SharedConfig{Prefix: prefix}),
 			throttle.WithProfiles(tg.profile(cfg)), throttle.WithBase(base), throttle.WithMaxWait(maxWait),
 			throttle.WithoutRetry(), throttle.WithLogger(quiet), throttle.WithoutTelemetry())
 		trs = append(trs, tr)

@@ -56,7 +56,7 @@ func TestLiftPenaltyAndQuotaGaugesInProcess(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	t.Cleanup(func() { mp.Shutdown(context.Background()) })
-	tr := throttle.New(throttle.WithProfiles(dailyProfile(t, srv.Listener.Addr().String())),
+	tr := throttle.MustNew(throttle.WithProfiles(dailyProfile(t, srv.Listener.Addr().String())),
 		throttle.WithMeterProvider(mp), throttle.WithoutRetry(), throttle.WithLogger(quiet))
 	client := &http.Client{Transport: tr}
 	get := func(org string) (int, error) {
@@ -134,7 +134,7 @@ func quotaPoints(t *testing.T, reader *sdkmetric.ManualReader) map[string]int64 
 
 // A limiter given with WithLimiter that cannot lift says so.
 func TestLiftPenaltyUnsupported(t *testing.T) {
-	tr := throttle.New(throttle.WithProfiles(dailyProfile(t, "x")), throttle.WithLimiter(plainLimiter{limiter.NewMemory()}),
+	tr := throttle.MustNew(throttle.WithProfiles(dailyProfile(t, "x")), throttle.WithLimiter(plainLimiter{limiter.NewMemory()}),
 		throttle.WithoutTelemetry())
 	if err := tr.LiftPenalty(context.Background(), "daily", "org:1"); !errors.Is(err, throttle.ErrLiftUnsupported) {
 		t.Fatalf("LiftPenalty: %v, want ErrLiftUnsupported", err)

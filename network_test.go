@@ -41,7 +41,7 @@ func TestSlowNetworkTripsFallback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := throttle.New(throttle.WithoutTelemetry(), throttle.WithoutRetry(),
+	tr := throttle.MustNew(throttle.WithoutTelemetry(), throttle.WithoutRetry(),
 		throttle.WithProfiles(testProfile(group, mustRule(t, 100, 100*time.Millisecond), marker)),
 		throttle.WithLogger(slog.New(slog.NewTextHandler(logs, nil))),
 		sharedOpt(t, rdb, limiter.SharedConfig{Share: 1, Timeout: timeout, Probe: 50 * time.Millisecond, Recover: 200 * time.Millisecond}))

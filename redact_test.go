@@ -56,7 +56,7 @@ func TestRedactURL(t *testing.T) {
 // token; the redacted one does not, and still matches the sentinels.
 func TestRedactErrorOfAThrottledCall(t *testing.T) {
 	srv := serve(t, &recorder{})
-	c := &http.Client{Transport: throttle.New(throttle.WithProfiles(testProfile("p", mustRule(t, 1, 10*time.Second))),
+	c := &http.Client{Transport: throttle.MustNew(throttle.WithProfiles(testProfile("p", mustRule(t, 1, 10*time.Second))),
 		throttle.WithMaxWait(0), throttle.WithoutTelemetry())}
 	u := srv.URL + "/topapi/v2/user/get?access_token=tok-SECRET&corpsecret=cs-SECRET"
 	if _, err := get(context.Background(), c, u); err != nil {

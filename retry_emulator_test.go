@@ -31,7 +31,7 @@ func newDingtalkRig(t *testing.T, emu dingtalktest.Options, opts ...throttle.Opt
 	all := append([]throttle.Option{throttle.WithProfiles(p), throttle.WithLimiter(lim), throttle.WithoutTelemetry(),
 		throttle.WithLogger(slog.New(slog.DiscardHandler)),
 		throttle.WithRetry(throttle.RetryPolicy{MaxAttempts: 3, MinBackoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond})}, opts...)
-	return &dingtalkRig{emu: s, lim: lim, client: &http.Client{Transport: throttle.New(all...)}}
+	return &dingtalkRig{emu: s, lim: lim, client: &http.Client{Transport: throttle.MustNew(all...)}}
 }
 
 func (r *dingtalkRig) post(t *testing.T, path string) (*http.Response, string, error) {

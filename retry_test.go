@@ -65,7 +65,7 @@ func retrying(t *testing.T, lim limiter.Limiter, extra ...throttle.Option) *http
 		throttle.WithRetry(throttle.RetryPolicy{MaxAttempts: 3, MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond}),
 		throttle.WithoutTelemetry(),
 	}, extra...)
-	return &http.Client{Transport: throttle.New(opts...)}
+	return &http.Client{Transport: throttle.MustNew(opts...)}
 }
 
 func do(t *testing.T, c *http.Client, method, u string, body string) (*http.Response, string, error) {
@@ -447,7 +447,7 @@ func (c *closeCounter) CloseIdleConnections() { c.closed.Add(1) }
 // Transport.
 func TestCloseIdleConnectionsForwards(t *testing.T) {
 	base := &closeCounter{RoundTripper: http.DefaultTransport}
-	c := &http.Client{Transport: throttle.New(throttle.WithBase(base))}
+	c := &http.Client{Transport: throttle.MustNew(throttle.WithBase(base))}
 	c.CloseIdleConnections()
 	if n := base.closed.Load(); n != 1 {
 		t.Fatalf("base CloseIdleConnections called %d times, want 1", n)

@@ -126,7 +126,7 @@ func TestSoak(t *testing.T) {
 		rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
 		pool := &http.Transport{MaxIdleConnsPerHost: 64}
 		bases[i] = &timedBase{base: pool, replica: i, sends: map[string][]time.Time{}}
-		tr := throttle.New(sharedOpt(t, rdb, limiter.SharedConfig{Prefix: prefix, Mode: limiter.OutageLocal, Timeout: 250 * time.Millisecond, Probe: probe, Recover: recover}),
+		tr := throttle.MustNew(sharedOpt(t, rdb, limiter.SharedConfig{Prefix: prefix, Mode: limiter.OutageLocal, Timeout: 250 * time.Millisecond, Probe: probe, Recover: recover}),
 			throttle.WithProfiles(tg.profile(dingtalk.Config{})), throttle.WithBase(bases[i]),
 			throttle.WithMaxWait(maxWait), throttle.WithLogger(quiet), throttle.WithoutTelemetry())
 		clients[i] = &http.Client{Transport: tr}

@@ -23,7 +23,7 @@ func TestUncataloguedRequestsCounted(t *testing.T) {
 		rt.Uncatalogued = r.URL.Path == "/new"
 		return rt, err
 	}
-	c := &http.Client{Transport: throttle.New(append(o.opts, throttle.WithProfiles(p))...)}
+	c := &http.Client{Transport: throttle.MustNew(append(o.opts, throttle.WithProfiles(p))...)}
 	for _, path := range []string{"/known", "/new", "/new"} {
 		if resp, err := get(context.Background(), c, srv.URL+path); err != nil {
 			t.Fatal(err)

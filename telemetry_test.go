@@ -96,7 +96,7 @@ func TestMetricsAndSpans(t *testing.T) {
 	srv := serve(t, rec)
 	opts := append(o.opts, throttle.WithProfiles(testProfile("test", mustRule(t, 2, 400*time.Millisecond))),
 		throttle.WithoutRetry(), throttle.WithMaxWait(time.Second))
-	c := &http.Client{Transport: throttle.New(opts...)}
+	c := &http.Client{Transport: throttle.MustNew(opts...)}
 	ctx := context.Background()
 	// admitted, waited (the second slot is 200ms ahead), quota error, penalized.
 	for _, path := range []string{"/a", "/a", "/hot", "/hot"} {
@@ -166,7 +166,7 @@ func TestSpanIsChildOfCaller(t *testing.T) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(o.spans))
 	opts := append(o.opts, throttle.WithTracerProvider(tp),
 		throttle.WithProfiles(testProfile("test", mustRule(t, 1, 100*time.Millisecond))))
-	c := &http.Client{Transport: throttle.New(opts...)}
+	c := &http.Client{Transport: throttle.MustNew(opts...)}
 	ctx, parent := tp.Tracer("caller").Start(context.Background(), "caller")
 	get(ctx, c, srv.URL+"/a")
 	get(ctx, c, srv.URL+"/a") // waits ~100ms: gets a span
@@ -194,7 +194,7 @@ func TestNoSecretLeaves(t *testing.T) {
 	profile := testProfile("test", mustRule(t, 1, 50*time.Millisecond))
 	opts := append(o.opts, throttle.WithProfiles(profile), throttle.WithRetry(throttle.RetryPolicy{
 		MaxAttempts: 3, MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond}))
-	c := &http.Client{Transport: throttle.New(opts...)}
+	c := &http.Client{Transport: throttle.MustNew(opts...)}
 	for i, path := range []string{"/topapi/v2/user/get?access_token=" + secret, "/v1.0/contact/users/" + secret} {
 		req, _ := http.NewRequest(http.MethodGet, srv.URL+path, nil)
 		req.Header.Set("x-acs-dingtalk-access-token", secret)
@@ -225,7 +225,7 @@ func TestRetryTelemetry(t *testing.T) {
 	srv := serve(t, scripted(busy))
 	opts := append(o.opts, throttle.WithProfiles(testProfile("test", mustRule(t, 100, time.Second))),
 		throttle.WithRetry(throttle.RetryPolicy{MaxAttempts: 3, MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond}))
-	c := &http.Client{Transport: throttle.New(opts...)}
+	c := &http.Client{Transport: throttle.MustNew(opts...)}
 	if _, err := get(context.Background(), c, srv.URL+"/a"); err != nil {
 		t.Fatal(err)
 	}

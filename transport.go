@@ -58,25 +58,10 @@ func (p *profile) bound(until time.Time, code, source string) time.Time {
 	return limit
 }
 
-// New returns a Transport configured by opts, for use in one expression:
-//
-//	client := &http.Client{Transport: throttle.New(throttle.WithProfiles(p))}
-//
-// With no options it limits nothing: every request passes through to
-// http.DefaultTransport. New panics when an option is invalid, like
-// regexp.MustCompile, because that is a programming error found at start-up;
-// use Build to get the error instead.
-func New(opts ...Option) *Transport {
-	t, err := Build(opts...)
-	if err != nil {
-		panic(err)
-	}
-	return t
-}
-
-// Build is New returning the configuration error, which names the option at
-// fault, instead of panicking.
-func Build(opts ...Option) (*Transport, error) {
+// New returns a Transport configured by opts, or an error naming the option
+// at fault. With no options it limits nothing: every request passes through
+// to http.DefaultTransport.
+func New(opts ...Option) (*Transport, error) {
 	c := defaultConfig()
 	for _, o := range opts {
 		if o != nil {
@@ -125,6 +110,19 @@ func Build(opts ...Option) (*Transport, error) {
 		runtime.AddCleanup(t, func(remove func()) { remove() }, t.gauges)
 	}
 	return t, nil
+}
+
+// MustNew is New for use in one expression, panicking when an option is
+// invalid, like regexp.MustCompile: a configuration error is a programming
+// error found at start-up.
+//
+//	client := &http.Client{Transport: throttle.MustNew(throttle.WithProfiles(p))}
+func MustNew(opts ...Option) *Transport {
+	t, err := New(opts...)
+	if err != nil {
+		panic(err)
+	}
+	return t
 }
 
 // buildLimiter picks the limiter: the one given, a Shared one on the Redis

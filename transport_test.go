@@ -121,7 +121,7 @@ func TestNoOptionsPassesThrough(t *testing.T) {
 		w.Write(b)
 	}}
 	srv := serve(t, rec)
-	c := &http.Client{Transport: throttle.New()}
+	c := &http.Client{Transport: throttle.MustNew()}
 	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/x?access_token=abc", strings.NewReader("payload"))
 	req.Header.Set("X-Custom", "v")
 	resp, err := c.Do(req)
@@ -154,9 +154,9 @@ func TestBuildRejectsBadOptions(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := throttle.Build(tc.opts...)
+			_, err := throttle.New(tc.opts...)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("Build err = %v, want one naming %s", err, tc.want)
+				t.Fatalf("New err = %v, want one naming %s", err, tc.want)
 			}
 		})
 	}
@@ -165,7 +165,7 @@ func TestBuildRejectsBadOptions(t *testing.T) {
 			t.Error("New with a bad option did not panic")
 		}
 	}()
-	throttle.New(throttle.WithMaxWait(-1))
+	throttle.MustNew(throttle.WithMaxWait(-1))
 }
 
 // Three Transports on one Redis (three replicas) never exceed the rule at the
@@ -179,7 +179,7 @@ func TestTransportsShareRedis(t *testing.T) {
 	profile := testProfile(limitertest.Group(t), rl)
 	var clients []*http.Client
 	for i := 0; i < 3; i++ {
-		clients = append(clients, &http.Client{Transport: throttle.New(
+		clients = append(clients, &http.Client{Transport: throttle.MustNew(
 			throttle.WithRedis(rdb.Client(t)), throttle.WithProfiles(profile), throttle.WithoutTelemetry())})
 	}
 	stop := time.Now().Add(2500 * time.Millisecond)
@@ -213,7 +213,7 @@ func TestTransportsShareRedis(t *testing.T) {
 func TestDeadlineTooShortFailsAtOnce(t *testing.T) {
 	rec := &recorder{}
 	srv := serve(t, rec)
-	c := &http.Client{Transport: throttle.New(throttle.WithProfiles(testProfile("p", mustRule(t, 1, 10*time.Second))))}
+	c := &http.Client{Transport: throttle.MustNew(throttle.WithProfiles(testProfile("p", mustRule(t, 1, 10*time.Second))))}
 	if _, err := get(context.Background(), c, srv.URL+"/a"); err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +266,7 @@ func TestCancelDuringWaitGivesSlotBack(t *testing.T) {
 	rec := &recorder{}
 	srv := serve(t, rec)
 	lim := &observed{Limiter: limiter.NewMemory(), reserved: make(chan limiter.Reservation, 10), cancelled: make(chan limiter.Reservation, 10)}
-	c := &http.Client{Transport: throttle.New(throttle.WithLimiter(lim),
+	c := &http.Client{Transport: throttle.MustNew(throttle.WithLimiter(lim),
 		throttle.WithProfiles(testProfile("p", mustRule(t, 1, 2*time.Second))), throttle.WithMaxWait(10*time.Second))}
 	if _, err := get(context.Background(), c, srv.URL+"/a"); err != nil {
 		t.Fatal(err)
@@ -313,8 +313,8 @@ func TestQuotaAnswerPenalizesScopeEverywhere(t *testing.T) {
 	srv := serve(t, rec)
 	rdb := redistest.Shared(t)
 	profile := testProfile(limitertest.Group(t), mustRule(t, 100, time.Second))
-	a := &http.Client{Transport: throttle.New(throttle.WithRedis(rdb.Client(t)), throttle.WithProfiles(profile), throttle.WithoutRetry())}
-	b := &http.Client{Transport: throttle.New(throttle.WithRedis(rdb.Client(t)), throttle.WithProfiles(profile), throttle.WithoutRetry())}
+	a := &http.Client{Transport: throttle.MustNew(throttle.WithRedis(rdb.Client(t)), throttle.WithProfiles(profile), throttle.WithoutRetry())}
+	b := &http.Client{Transport: throttle.MustNew(throttle.WithRedis(rdb.Client(t)), throttle.WithProfiles(profile), throttle.WithoutRetry())}
 	resp, err := a.Get(srv.URL + "/hot")
 	if err != nil {
 		t.Fatal(err)

@@ -7,7 +7,7 @@ import "context"
 // Presets read it with FromContext to pick the app's rules and scopes; the
 // Transport attaches it to a request's context before Route, either learned
 // from the request's access token (a Book) or given by the caller
-// (throttle.WithApp).
+// (throttle.ContextWithApp).
 //
 // IDs are what the provider calls them: a DingTalk AppKey or SuiteKey and
 // CorpID, a WeChat AppID, a WeCom CorpID (and the suite of a third-party
@@ -35,7 +35,7 @@ type appKey struct{}
 
 // NewContext returns a context that makes requests as app. An App given by
 // the caller wins over one learned from a token. Callers use
-// throttle.WithApp or throttle.WithTenant; NewContext is for tests and for
+// throttle.ContextWithApp or throttle.ContextWithTenant; NewContext is for tests and for
 // presets.
 func NewContext(ctx context.Context, app App) context.Context {
 	return context.WithValue(ctx, appKey{}, app)

@@ -189,7 +189,7 @@ func (b *Book) Stats() Stats {
 
 // Resolve returns req tagged with the app its access token belongs to, for
 // a preset named provider to route. A request the caller tagged already
-// (throttle.WithApp) is returned as it is; so is one whose token is unknown,
+// (throttle.ContextWithApp) is returned as it is; so is one whose token is unknown,
 // or that carries none the Book can read while provider needs one, which is
 // counted as unknown. A token exchange of provider is marked as sent to the
 // provider's profile, which is what lets Observe learn from it.

@@ -29,7 +29,7 @@
 // (Stats.Unknown, metric throttle.apps.unknown); the preset then charges it
 // to its configured default app or to its conservative shared scope (see
 // each preset's Apps type). A caller that knows better tags the request
-// itself (throttle.WithApp), which wins over learning.
+// itself (throttle.ContextWithApp), which wins over learning.
 //
 // Use a Book through throttle.WithApps; use it directly (Learn, Lookup) only
 // for tokens fetched outside the Transport.

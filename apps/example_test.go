@@ -25,7 +25,7 @@ func Example() {
 			{AppKey: "suiteKey", ISV: true},
 		},
 	})
-	client := &http.Client{Transport: throttle.New(
+	client := &http.Client{Transport: throttle.MustNew(
 		throttle.WithRedis(rdb),
 		throttle.WithApps(book),
 		throttle.WithProfiles(set.Profile()),

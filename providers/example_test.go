@@ -53,7 +53,7 @@ func ExampleProfile() {
 			}
 		},
 	}
-	client := &http.Client{Transport: throttle.New(
+	client := &http.Client{Transport: throttle.MustNew(
 		throttle.WithProfiles(profile),
 		throttle.WithLogger(slog.New(slog.DiscardHandler)), // penalties are logged at Info
 	)}

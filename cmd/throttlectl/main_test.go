@@ -150,7 +150,7 @@ func TestStatusAndLiftOnThreeReplicas(t *testing.T) {
 		} else {
 			opts = append(opts, throttle.WithoutTelemetry())
 		}
-		tr := throttle.New(opts...)
+		tr := throttle.MustNew(opts...)
 		t.Cleanup(func() { tr.Close() })
 		clients[i] = &http.Client{Transport: tr}
 	}

@@ -10,7 +10,7 @@
 // oapi /topapi/v2/user/get and the new /v1.0/contact/users/{id}) at several
 // times the published limit for ten seconds (then the calls in flight
 // finish, within callTimeout), each through
-// &http.Client{Transport: throttle.New(...)}. The summary is read from the
+// &http.Client{Transport: throttle.MustNew(...)}. The summary is read from the
 // OpenTelemetry metrics the Transports recorded, as a dashboard would see
 // them, and checked against the emulator's own count of rejected calls.
 package main
@@ -128,7 +128,7 @@ func run(o options, out io.Writer) error {
 			} else {
 				opts = append(opts, throttle.WithLimiter(shared))
 			}
-			tr := throttle.New(opts...)
+			tr := throttle.MustNew(opts...)
 			defer tr.Close()
 			rt = tr
 		}

@@ -70,7 +70,7 @@ func meterProvider(registry prometheus.Registerer) (*sdkmetric.MeterProvider, er
 
 // newTransport is the Transport a service would build, recording into mp.
 func newTransport(mp *sdkmetric.MeterProvider, host string, base http.RoundTripper) (*throttle.Transport, error) {
-	return throttle.Build(
+	return throttle.New(
 		throttle.WithBase(base),
 		throttle.WithMeterProvider(mp),
 		throttle.WithProfiles(dingtalk.MustProfile(dingtalk.Config{AppKey: "dingprom", Hosts: []string{host}})),

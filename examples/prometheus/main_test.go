@@ -49,7 +49,7 @@ func scrape(t *testing.T) map[string]bool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := throttle.Build(
+	tr, err := throttle.New(
 		throttle.WithBase(offline{emu: http.DefaultTransport}),
 		throttle.WithMeterProvider(mp),
 		throttle.WithApps(book),

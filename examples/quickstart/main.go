@@ -46,7 +46,7 @@ func main() {
 		defer rdb.Close()
 		opts = append(opts, throttle.WithRedis(rdb)) // without it: an in-process limiter
 	}
-	transport, err := throttle.Build(opts...)
+	transport, err := throttle.New(opts...)
 	if err != nil {
 		log.Fatal(err)
 	}

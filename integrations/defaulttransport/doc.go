@@ -5,7 +5,7 @@
 // github.com/fastwego/dingding (http.DefaultClient). For them the Transport
 // is installed once, at start-up, as the process's default transport:
 //
-//	http.DefaultTransport = throttle.New(
+//	http.DefaultTransport = throttle.MustNew(
 //		throttle.WithProfiles(dingtalk.MustProfile(dingtalk.Config{AppKey: appKey})),
 //	)
 //

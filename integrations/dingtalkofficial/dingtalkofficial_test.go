@@ -30,7 +30,7 @@ func transport(emu *dingtalktest.Server, opts ...throttle.Option) *throttle.Tran
 		throttle.WithBase(sdktest.Redirect(emu.URL)),
 		throttle.WithProfiles(dingtalk.MustProfile(dingtalk.Config{AppKey: appKey})),
 	)
-	return throttle.New(opts...)
+	return throttle.MustNew(opts...)
 }
 
 type sdk struct {

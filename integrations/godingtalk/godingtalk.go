@@ -1,7 +1,7 @@
 // Package godingtalk hands throttle's Transport to github.com/hugozhu/godingtalk,
 // whose client sends every call through its exported HTTPClient field.
 //
-//	c := godingtalk.NewClient(corpID, corpSecret, throttle.New(
+//	c := godingtalk.NewClient(corpID, corpSecret, throttle.MustNew(
 //		throttle.WithProfiles(dingtalk.MustProfile(dingtalk.Config{AppKey: corpID})),
 //	))
 //	err := c.RefreshAccessToken(true) // the legacy gettoken?corpid=&corpsecret= form

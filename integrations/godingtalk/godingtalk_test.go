@@ -24,7 +24,7 @@ func transport(emu *dingtalktest.Server, opts ...throttle.Option) *throttle.Tran
 		throttle.WithBase(sdktest.Redirect(emu.URL)),
 		throttle.WithProfiles(dingtalk.MustProfile(dingtalk.Config{AppKey: corpID})),
 	)
-	return throttle.New(opts...)
+	return throttle.MustNew(opts...)
 }
 
 // Three times the per-API limit at once: every call is answered, the SDK

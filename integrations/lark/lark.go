@@ -2,7 +2,7 @@
 // github.com/larksuite/oapi-sdk-go/v3, through its lark.WithHttpClient
 // option; nothing else changes.
 //
-//	client := lark.NewClient(appID, appSecret, throttle.New(
+//	client := lark.NewClient(appID, appSecret, throttle.MustNew(
 //		throttle.WithProfiles(feishu.MustProfile(feishu.Config{AppID: appID})),
 //	))
 //

@@ -30,7 +30,7 @@ func transport(emu *feishutest.Server, opts ...throttle.Option) *throttle.Transp
 		throttle.WithBase(sdktest.Redirect(emu.URL)),
 		throttle.WithProfiles(feishu.MustProfile(feishu.Config{AppID: appID})),
 	)
-	return throttle.New(opts...)
+	return throttle.MustNew(opts...)
 }
 
 func getUser(c *sdklark.Client) error {

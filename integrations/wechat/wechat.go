@@ -4,7 +4,7 @@
 // package variable util.DefaultHTTPClient, so the Transport is installed
 // once, at start-up, for the whole process.
 //
-//	wechat.Use(throttle.New(
+//	wechat.Use(throttle.MustNew(
 //		throttle.WithProfiles(wechat.MustProfile(wechat.Config{AppID: appID})),
 //	))
 //

@@ -56,7 +56,7 @@ func use(t *testing.T, emu *wechattest.Server, opts ...throttle.Option) {
 			TimeScale: timeScale,
 		})),
 	)
-	wechat.Use(throttle.New(opts...))
+	wechat.Use(throttle.MustNew(opts...))
 }
 
 func officialAccount() *officialaccount.OfficialAccount {

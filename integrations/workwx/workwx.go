@@ -2,7 +2,7 @@
 // github.com/xen0n/go-workwx through its workwx.WithHTTPClient option;
 // nothing else changes.
 //
-//	app := workwx.New(corpID, throttle.New(
+//	app := workwx.New(corpID, throttle.MustNew(
 //		throttle.WithProfiles(wecom.MustProfile(wecom.Config{CorpID: corpID})),
 //	)).WithApp(corpSecret, agentID)
 //

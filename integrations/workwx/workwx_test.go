@@ -56,7 +56,7 @@ func transport(emu *wecomtest.Server, opts ...throttle.Option) *throttle.Transpo
 			TimeScale:     timeScale,
 		})),
 	)
-	return throttle.New(opts...)
+	return throttle.MustNew(opts...)
 }
 
 // Four times the per-minute limit's rate at once: every call is answered

@@ -75,7 +75,7 @@ func ReplicasWith(t *testing.T, n int, each func(i int, rdb *redis.Client, prefi
 		if each != nil {
 			all = append(all, each(i, client, prefix)...)
 		}
-		tr := throttle.New(all...)
+		tr := throttle.MustNew(all...)
 		t.Cleanup(func() {
 			tr.Close()
 			base.CloseIdleConnections()

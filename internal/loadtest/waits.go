@@ -41,7 +41,7 @@ func TracedReplicas(t *testing.T, n int, opts ...throttle.Option) (clients []*ht
 	quiet := slog.New(slog.DiscardHandler)
 	for range n {
 		base := &http.Transport{MaxIdleConnsPerHost: 256}
-		tr := throttle.New(append([]throttle.Option{
+		tr := throttle.MustNew(append([]throttle.Option{
 			Shared(t, rdb.Client(t), prefix),
 			throttle.WithBase(base), throttle.WithLogger(quiet), throttle.WithTracerProvider(tp),
 		}, opts...)...)

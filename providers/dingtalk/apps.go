@@ -43,7 +43,7 @@ type AppsConfig struct {
 // as a third-party suite installed in many customer orgs: one profile that
 // charges every request to its own app (and org), told by the identity the
 // Transport attaches to the request (throttle.WithApps learns it from the
-// token, throttle.WithApp gives it). Add apps while it runs with Add; new
+// token, throttle.ContextWithApp gives it). Add apps while it runs with Add; new
 // customer orgs need nothing. Safe for concurrent use.
 type Apps struct {
 	shared   Config

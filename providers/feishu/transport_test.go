@@ -17,7 +17,7 @@ func newClient(t *testing.T, s *feishutest.Server, cfg feishu.Config) *http.Clie
 	t.Helper()
 	u, _ := url.Parse(s.URL)
 	cfg.AppID, cfg.Hosts = "cli_test", []string{u.Hostname()}
-	tr := throttle.New(throttle.WithProfiles(feishu.MustProfile(cfg)), throttle.WithMaxWait(3*time.Second),
+	tr := throttle.MustNew(throttle.WithProfiles(feishu.MustProfile(cfg)), throttle.WithMaxWait(3*time.Second),
 		throttle.WithLogger(slog.New(slog.DiscardHandler)))
 	t.Cleanup(func() { tr.Close() })
 	return &http.Client{Transport: tr}

@@ -33,7 +33,7 @@ type AppsConfig struct {
 // Apps is the WeChat preset for a service that calls as several accounts:
 // one profile that charges every request to the quotas of its own AppID,
 // told by the App the Transport attaches to it (throttle.WithApps learns it
-// from the token; throttle.WithApp gives it).
+// from the token; throttle.ContextWithApp gives it).
 type Apps struct {
 	shared Config
 	set    *appset.Set

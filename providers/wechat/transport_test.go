@@ -33,7 +33,7 @@ func TestTransport(t *testing.T) {
 			u, _ := url.Parse(s.URL)
 			p := wechat.MustProfile(wechat.Config{AppID: "wxapp", Hosts: []string{u.Hostname()},
 				Daily: map[string]int{"/cgi-bin/user/info": tc.ours}})
-			tr := throttle.New(throttle.WithProfiles(p), throttle.WithMaxWait(50*time.Millisecond),
+			tr := throttle.MustNew(throttle.WithProfiles(p), throttle.WithMaxWait(50*time.Millisecond),
 				throttle.WithLogger(slog.New(slog.DiscardHandler)))
 			defer tr.Close()
 			client := &http.Client{Transport: tr}

@@ -39,8 +39,8 @@ type AppsConfig struct {
 // Apps is the WeCom preset for a service that calls several companies:
 // one profile that charges every request to its own company's limits,
 // told by the App the Transport attaches to it (learned from the gettoken
-// or third-party get_corp_token exchange, or given by throttle.WithApp with
-// the CorpID, or throttle.WithTenant with the suite and the CorpID).
+// or third-party get_corp_token exchange, or given by throttle.ContextWithApp with
+// the CorpID, or throttle.ContextWithTenant with the suite and the CorpID).
 type Apps struct {
 	shared Config
 	set    *appset.Set

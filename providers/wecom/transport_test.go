@@ -23,7 +23,7 @@ func TestTransport(t *testing.T) {
 	defer s.Close()
 	u, _ := url.Parse(s.URL)
 	p := wecom.MustProfile(wecom.Config{CorpID: "wwcorp", Hosts: []string{u.Hostname()}})
-	tr := throttle.New(throttle.WithProfiles(p), throttle.WithMaxWait(50*time.Millisecond),
+	tr := throttle.MustNew(throttle.WithProfiles(p), throttle.WithMaxWait(50*time.Millisecond),
 		throttle.WithLogger(slog.New(slog.DiscardHandler)))
 	defer tr.Close()
 	client := &http.Client{Transport: tr}
@@ -68,7 +68,7 @@ func TestTransportInFlightCap(t *testing.T) {
 		tok := s.Token("wwcorp")
 		var wg sync.WaitGroup
 		for r := 0; r < 3; r++ {
-			tr := throttle.New(throttle.WithProfiles(p), throttle.WithLimiter(lim), throttle.WithoutRetry(),
+			tr := throttle.MustNew(throttle.WithProfiles(p), throttle.WithLimiter(lim), throttle.WithoutRetry(),
 				throttle.WithMaxWait(10*time.Second), throttle.WithLogger(slog.New(slog.DiscardHandler)))
 			client := &http.Client{Transport: tr}
 			for w := 0; w < 4; w++ {

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	throttle "github.com/quotaware/throttle"
+	"github.com/quotaware/throttle/limiter"
 	"github.com/quotaware/throttle/providers/dingtalk"
 	"github.com/quotaware/throttle/providers/dingtalk/dingtalktest"
 )
@@ -83,9 +84,12 @@ func runFidelity(ctx context.Context, addr string, d design, fc fidelityConfig, 
 			skew = -fc.skew + time.Duration(r)*2*fc.skew/time.Duration(fc.replicas-1)
 		}
 		if d.id == "ours1" {
-			t := throttle.New(
-				throttle.WithRedis(rdb),
-				throttle.WithRedisPrefix(tag),
+			shared, err := limiter.NewShared(rdb, limiter.SharedConfig{Prefix: tag})
+			if err != nil {
+				return fidelity{}, err
+			}
+			t := throttle.MustNew(
+				throttle.WithLimiter(shared),
 				throttle.WithProfiles(dingtalk.MustProfile(dingtalk.Config{AppKey: "bench", PerAPIRate: fc.limit, Hosts: []string{emu.Host()}})),
 				throttle.WithMaxWait(fc.budget),
 				throttle.WithBase(base),
