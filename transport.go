@@ -45,17 +45,18 @@ type profile struct {
 	tel      *telemetry
 }
 
-// bound clamps a penalty's end to MaxPenalty from now. A longer penalty is
-// garbled or hostile (an end in the year 9999 would stop the scope for good
-// on every replica); it is logged once per provider and code. source says
-// where the end came from, for the log.
-func (p *profile) bound(until time.Time, code, source string) time.Time {
-	limit := time.Now().Add(p.MaxPenalty)
-	if !until.After(limit) {
-		return until
+// stop opens this process's breaker for a penalty, wherever it came from
+// (source: an "answer", an "announcement", the "shared limiter"), and
+// returns its end. It is the one place a penalty is clamped to MaxPenalty:
+// a longer one is garbled or hostile (an end in the year 9999 would stop the
+// scope for good on every replica) and is logged once per provider and code.
+func (p *profile) stop(scope string, until time.Time, code, source string) time.Time {
+	if limit := time.Now().Add(p.MaxPenalty); until.After(limit) {
+		p.tel.clampedPenalty(p.Name, code, source, until, p.MaxPenalty)
+		until = limit
 	}
-	p.tel.clampedPenalty(p.Name, code, source, until, p.MaxPenalty)
-	return limit
+	p.breakers.Penalize(scope, until, code)
+	return until
 }
 
 // New returns a Transport configured by opts, or an error naming the option
@@ -194,7 +195,7 @@ func penaltyRouter(profiles []profile) func(group string, p limiter.Penalty) {
 	}
 	return func(group string, p limiter.Penalty) {
 		if prof := byName[group]; prof != nil {
-			prof.breakers.Penalize(p.Scope, prof.bound(p.Until, p.Code, "announcement"), p.Code)
+			prof.stop(p.Scope, p.Until, p.Code, "announcement")
 		}
 	}
 }
@@ -316,12 +317,11 @@ func (c *call) attempt(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		closeBody(req)
 		c.outcome = outcomePenalized
-		pe := &PenaltyError{Provider: c.p.Name, API: c.route.API}
 		var oe *circuit.OpenError
 		if errors.As(err, &oe) {
-			pe.Scope, pe.Until, pe.Code = oe.Scope, oe.Until, oe.Code
+			return nil, c.penaltyError(oe.Scope, oe.Until, oe.Code)
 		}
-		return nil, pe
+		return nil, c.penaltyError("", time.Time{}, "")
 	}
 	resp, err := c.reserveAndSend(req)
 	switch {
@@ -394,7 +394,7 @@ func (c *call) openScope() *PenaltyError {
 	}
 	for _, sc := range c.route.Scopes {
 		if until, code, open := c.p.breakers.Penalty(sc); open {
-			return &PenaltyError{Provider: c.p.Name, API: c.route.API, Scope: sc, Until: until, Code: code}
+			return c.penaltyError(sc, until, code)
 		}
 	}
 	return nil
@@ -436,10 +436,9 @@ func (c *call) reserve(ctx context.Context, lreq *limiter.Request) (limiter.Rese
 		}
 		if pen := res.Penalty(); pen != nil {
 			// Another replica saw the quota error: stop locally too.
-			until := c.p.bound(pen.Until, pen.Code, "shared limiter")
-			c.p.breakers.Penalize(pen.Scope, until, pen.Code)
+			until := c.p.stop(pen.Scope, pen.Until, pen.Code, "shared limiter")
 			c.outcome = outcomePenalized
-			return res, &PenaltyError{Provider: c.p.Name, API: c.route.API, Scope: pen.Scope, Until: until, Code: pen.Code}
+			return res, c.penaltyError(pen.Scope, until, pen.Code)
 		}
 		var bound rule.Rule
 		if i := res.Rule(); i >= 0 && i < len(lreq.Rules) {
@@ -536,10 +535,9 @@ func (c *call) penalize(ctx context.Context) {
 	if v.Until.IsZero() {
 		v.Until = time.Now().Add(c.p.DefaultPenalty)
 	}
-	v.Until = c.p.bound(v.Until, v.Code, "answer")
 	// This process stops at once; the other replicas once the penalty is
 	// written, off the request path.
-	c.p.breakers.Penalize(v.Scope, v.Until, v.Code)
+	v.Until = c.p.stop(v.Scope, v.Until, v.Code, "answer")
 	c.t.tel.penalty(ctx, c)
 	lim, tel, name, pen := c.t.limiter, c.t.tel, c.p.Name, limiter.Penalty{Scope: v.Scope, Until: v.Until, Code: v.Code}
 	c.t.bg.do(ctx, func(ctx context.Context) error { return lim.Penalize(ctx, name, pen) }, func(err error) {
@@ -548,6 +546,12 @@ func (c *call) penalize(ctx context.Context) {
 				"scope_kind", scopeKind(pen.Scope), "error", err)
 		}
 	})
+}
+
+// penaltyError is the one place the error a caller gets for a penalised
+// scope is built, whichever check found the penalty.
+func (c *call) penaltyError(scope string, until time.Time, code string) *PenaltyError {
+	return &PenaltyError{Provider: c.p.Name, API: c.route.API, Scope: scope, Until: until, Code: code}
 }
 
 func closeBody(req *http.Request) {
