@@ -279,7 +279,15 @@ func (l *redisLimiter) inspectGroup(ctx context.Context, group string, now time.
 		gs.Penalties = append(gs.Penalties, p)
 	}
 
-	pipe = l.client.Pipeline()
+	rules, err := l.readRules(ctx, tag, ruleKeys, types, descs, now)
+	gs.Rules = append(gs.Rules, rules...)
+	return gs, err
+}
+
+// readRules reads the state of each rule key whose type types holds, in one
+// round trip, and puts it in words.
+func (l *redisLimiter) readRules(ctx context.Context, tag string, ruleKeys []string, types []*redis.StatusCmd, descs map[string]string, now time.Time) ([]inspect.RuleState, error) {
+	pipe := l.client.Pipeline()
 	type read struct {
 		rs    inspect.RuleState
 		str   *redis.StringCmd
@@ -288,6 +296,7 @@ func (l *redisLimiter) inspectGroup(ctx context.Context, group string, now time.
 		count *redis.IntCmd
 	}
 	reads := make([]read, 0, len(ruleKeys))
+	var out []inspect.RuleState
 	for i, k := range ruleKeys {
 		r := read{rs: inspect.RuleState{Key: strings.TrimPrefix(k, tag+":r:"), Kind: "unknown"}}
 		switch types[i].Val() {
@@ -307,7 +316,7 @@ func (l *redisLimiter) inspectGroup(ctx context.Context, group string, now time.
 		reads = append(reads, r)
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return gs, unavailable("inspect", err)
+		return nil, unavailable("inspect", err)
 	}
 	for _, r := range reads {
 		rs := r.rs
@@ -324,9 +333,9 @@ func (l *redisLimiter) inspectGroup(ctx context.Context, group string, now time.
 		case r.count != nil:
 			rs.InFlight = r.count.Val()
 		}
-		gs.Rules = append(gs.Rules, rs)
+		out = append(out, rs)
 	}
-	return gs, nil
+	return out, nil
 }
 
 // readCalendar fills a calendar rule's state from its hash (window start µs

@@ -190,6 +190,15 @@ func NewShared(client redis.UniversalClient, cfg SharedConfig) (*Shared, error) 
 		fc.Share = s.registry.Share
 	}
 	s.failover = newFailover(r, fc)
+	s.startAnnouncements(client, r)
+	s.background(s.checkEviction)
+	return s, nil
+}
+
+// startAnnouncements starts what carries news between replicas: the watch
+// of the announcement channel (penalties, lifts, "Redis is back") and the
+// record of this replica's SUBSCRIBE and PUBLISH faults for the operator.
+func (s *Shared) startAnnouncements(client redis.UniversalClient, r *redisLimiter) {
 	id := ""
 	if s.registry != nil {
 		id = s.registry.id
@@ -198,12 +207,12 @@ func NewShared(client redis.UniversalClient, cfg SharedConfig) (*Shared, error) 
 		_, _ = rand.Read(b[:])
 		id = hex.EncodeToString(b[:])
 	}
-	s.faults = newFaults(client, cfg.Prefix, id, func(msg string, clear bool) {
+	s.faults = newFaults(client, s.cfg.Prefix, id, func(msg string, clear bool) {
 		if clear {
-			cfg.Logger.Info("throttle: " + msg)
+			s.cfg.Logger.Info("throttle: " + msg)
 			return
 		}
-		cfg.Logger.Warn("throttle: "+msg, "event", "announcement_fault")
+		s.cfg.Logger.Warn("throttle: "+msg, "event", "announcement_fault")
 	})
 	s.background(func() { s.faults.run(s.stop) })
 	r.onPublish = s.published
@@ -230,8 +239,6 @@ func NewShared(client redis.UniversalClient, cfg SharedConfig) (*Shared, error) 
 		onSubscribe: func(err error) { s.faults.set(faultSubscribe, err) },
 	})
 	r.onPenalty = s.watcher.remember
-	s.background(s.checkEviction)
-	return s, nil
 }
 
 // background runs f in a goroutine that Close waits for.
