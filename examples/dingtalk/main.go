@@ -33,6 +33,7 @@ import (
 
 	"github.com/quotaware/throttle"
 	"github.com/quotaware/throttle/limiter"
+	"github.com/quotaware/throttle/providers"
 	"github.com/quotaware/throttle/providers/dingtalk"
 	"github.com/quotaware/throttle/providers/dingtalk/dingtalktest"
 )
@@ -99,7 +100,6 @@ func run(o options, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	var shared limiter.Limiter = limiter.NewMemory()
 	var rdb *redis.Client
 	if o.redisURL != "" {
 		opt, err := redis.ParseURL(o.redisURL)
@@ -112,29 +112,8 @@ func run(o options, out io.Writer) error {
 			return fmt.Errorf("-redis: %w", err)
 		}
 	}
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	replicas := make([]*replica, o.replicas)
-	for i := range replicas {
-		r := &replica{id: i + 1, reader: sdkmetric.NewManualReader()}
-		r.meter = sdkmetric.NewMeterProvider(sdkmetric.WithReader(r.reader))
-		var rt http.RoundTripper = http.DefaultTransport
-		if !o.naive {
-			opts := []throttle.Option{
-				throttle.WithProfiles(profile), throttle.WithMeterProvider(r.meter), throttle.WithLogger(quiet),
-				throttle.WithMaxWait(2 * time.Second),
-			}
-			if rdb != nil {
-				opts = append(opts, throttle.WithRedis(rdb))
-			} else {
-				opts = append(opts, throttle.WithLimiter(shared))
-			}
-			tr := throttle.MustNew(opts...)
-			defer tr.Close()
-			rt = tr
-		}
-		r.client = &http.Client{Transport: rt, Timeout: 10 * time.Second}
-		replicas[i] = r
-	}
+	replicas, closeAll := newReplicas(o, profile, rdb)
+	defer closeAll()
 
 	limit := float64(dingtalk.Standard.Rate())
 	mode := "throttle, replicas sharing one in-memory limiter"
@@ -166,16 +145,60 @@ func run(o options, out io.Writer) error {
 			}()
 		}
 	}
-	// On a terminal the progress line is rewritten in place; in a log (CI,
-	// a pipe, a file) it is one line per second.
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	showProgress(out, replicas, start, done)
+	elapsed := time.Since(start)
+	return summarize(out, o, tg, replicas, start, elapsed, limit)
+}
+
+// newReplicas builds the replicas' clients: each its own Transport (none
+// with -naive) on Redis when rdb is set, else all on one in-memory limiter.
+// closeAll closes the Transports.
+func newReplicas(o options, profile providers.Profile, rdb *redis.Client) (replicas []*replica, closeAll func()) {
+	var shared limiter.Limiter = limiter.NewMemory()
+	var closers []func() error
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	replicas = make([]*replica, o.replicas)
+	for i := range replicas {
+		r := &replica{id: i + 1, reader: sdkmetric.NewManualReader()}
+		r.meter = sdkmetric.NewMeterProvider(sdkmetric.WithReader(r.reader))
+		var rt http.RoundTripper = http.DefaultTransport
+		if !o.naive {
+			opts := []throttle.Option{
+				throttle.WithProfiles(profile), throttle.WithMeterProvider(r.meter), throttle.WithLogger(quiet),
+				throttle.WithMaxWait(2 * time.Second),
+			}
+			if rdb != nil {
+				opts = append(opts, throttle.WithRedis(rdb))
+			} else {
+				opts = append(opts, throttle.WithLimiter(shared))
+			}
+			tr := throttle.MustNew(opts...)
+			closers = append(closers, tr.Close)
+			rt = tr
+		}
+		r.client = &http.Client{Transport: rt, Timeout: 10 * time.Second}
+		replicas[i] = r
+	}
+
+	return replicas, func() {
+		for _, c := range closers {
+			c()
+		}
+	}
+}
+
+// showProgress prints the replicas' counts until done is closed. On a
+// terminal the progress line is rewritten in place; in a log (CI, a pipe, a
+// file) it is one line per second.
+func showProgress(out io.Writer, replicas []*replica, start time.Time, done <-chan struct{}) {
 	interactive := isTerminal(out)
 	every, eol := time.Second, "\n"
 	if interactive {
 		every, eol = 500*time.Millisecond, ""
 	}
 	progress := time.NewTicker(every)
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
 loop:
 	for {
 		select {
@@ -194,11 +217,9 @@ loop:
 		}
 	}
 	progress.Stop()
-	elapsed := time.Since(start)
 	if interactive {
 		fmt.Fprintln(out)
 	}
-	return summarize(out, o, tg, replicas, start, elapsed, limit)
 }
 
 // isTerminal reports whether out is a terminal, where a progress line can be
