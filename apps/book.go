@@ -20,27 +20,27 @@ import (
 
 // Defaults, in one place.
 const (
-	// DefaultTTL is a token's lifetime when its exchange states none: every
+	// defaultTTL is a token's lifetime when its exchange states none: every
 	// provider documents about 7,200 s.
-	DefaultTTL = 2 * time.Hour
+	defaultTTL = 2 * time.Hour
 	// MaxTTL caps a stated lifetime, so a wrong answer cannot pin an entry.
 	MaxTTL = 30 * 24 * time.Hour
-	// DefaultNegativeTTL is how long a token nobody knows stays unknown
+	// defaultNegativeTTL is how long a token nobody knows stays unknown
 	// before the Book asks Redis again.
-	DefaultNegativeTTL = 2 * time.Second
-	// DefaultRedisTimeout bounds one Redis call on the request path. It is
+	defaultNegativeTTL = 2 * time.Second
+	// defaultRedisTimeout bounds one Redis call on the request path. It is
 	// generous because a replica asks Redis once per token it did not
 	// learn itself, and an answer that comes late still beats charging
 	// the token's calls to the wrong app.
-	DefaultRedisTimeout = 500 * time.Millisecond
+	defaultRedisTimeout = 500 * time.Millisecond
 	// errorTTL is how long a token stays unknown after Redis failed to
 	// answer for it.
 	errorTTL = 250 * time.Millisecond
-	// DefaultMaxTokens bounds the local cache; past it, expired entries go
+	// defaultMaxTokens bounds the local cache; past it, expired entries go
 	// first, then arbitrary ones (they are re-read from Redis when needed).
-	DefaultMaxTokens = 1 << 20
-	// MinKeyLen is the shortest HMAC key WithRedis accepts.
-	MinKeyLen = 16
+	defaultMaxTokens = 1 << 20
+	// minKeyLen is the shortest HMAC key WithRedis accepts.
+	minKeyLen = 16
 )
 
 // Stats counts what a Book did since it was made.
@@ -306,7 +306,7 @@ func (b *Book) keep(h tokenHash, r stored, now uint32) {
 	b.put(h, r.app, noApp, now+ticks(r.ttl), now)
 }
 
-// Learn records that token belongs to app for ttl (DefaultTTL when zero,
+// Learn records that token belongs to app for ttl (2 hours when zero,
 // at most MaxTTL), here and, with WithRedis, for every replica. Exchanges
 // seen by Observe are learned this way; call it yourself for tokens fetched
 // elsewhere. A token already known as another app's is trusted for
@@ -321,7 +321,7 @@ func (b *Book) Learn(ctx context.Context, token string, app App, ttl time.Durati
 	}
 	switch {
 	case ttl <= 0:
-		ttl = DefaultTTL
+		ttl = defaultTTL
 	case ttl > MaxTTL:
 		ttl = MaxTTL
 	}

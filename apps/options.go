@@ -35,9 +35,9 @@ type config struct {
 func defaultConfig() config {
 	return config{
 		prefix:       "throttle",
-		negativeTTL:  DefaultNegativeTTL,
-		redisTimeout: DefaultRedisTimeout,
-		maxTokens:    DefaultMaxTokens,
+		negativeTTL:  defaultNegativeTTL,
+		redisTimeout: defaultRedisTimeout,
+		maxTokens:    defaultMaxTokens,
 		now:          time.Now,
 		hosts:        defaultHosts(),
 	}
@@ -45,7 +45,7 @@ func defaultConfig() config {
 
 // WithRedis shares what the Book learns with every replica through rdb.
 // key is the HMAC key tokens are hashed with before they name a Redis key:
-// every replica must use the same key, at least MinKeyLen bytes of secret
+// every replica must use the same key, at least 16 bytes of secret
 // randomness (keep it with the apps' secrets). Without WithRedis, each
 // replica knows only the exchanges it saw itself.
 func WithRedis(rdb redis.UniversalClient, key []byte) Option {
@@ -53,8 +53,8 @@ func WithRedis(rdb redis.UniversalClient, key []byte) Option {
 		if rdb == nil {
 			c.errs = append(c.errs, errors.New("apps: WithRedis: client must not be nil"))
 		}
-		if len(key) < MinKeyLen {
-			c.errs = append(c.errs, fmt.Errorf("apps: WithRedis: key must be at least %d bytes, got %d", MinKeyLen, len(key)))
+		if len(key) < minKeyLen {
+			c.errs = append(c.errs, fmt.Errorf("apps: WithRedis: key must be at least %d bytes, got %d", minKeyLen, len(key)))
 		}
 		c.rdb, c.key = rdb, append([]byte(nil), key...)
 	})

@@ -154,7 +154,7 @@ func fingerprintOf(key []byte) string {
 func (b *Book) checkKey() {
 	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.redisTimeout)
 	defer cancel()
-	ms := strconv.FormatInt(DefaultTTL.Milliseconds(), 10)
+	ms := strconv.FormatInt(defaultTTL.Milliseconds(), 10)
 	v, err := b.cfg.rdb.Eval(ctx, keyCheckScript, []string{b.fingerprintKey()}, b.fingerprint(), ms).Text()
 	if err != nil {
 		b.redisErrors.Add(1)

@@ -41,18 +41,14 @@ func (l *redisLimiter) LiftPenalty(ctx context.Context, group, scope string) (bo
 }
 
 // announceLift tells the watching replicas that the penalty on scope of
-// group is over; its error wraps ErrLiftNotAnnounced.
+// group is over; its error wraps ErrNotAnnounced.
 func (l *redisLimiter) announceLift(ctx context.Context, group, scope string) error {
 	if err := l.client.Publish(ctx, l.channel(), liftPrefix+group+"\n"+scope).Err(); err != nil {
-		return fmt.Errorf("%w: %w", ErrLiftNotAnnounced, unavailable("publish", err))
+		return fmt.Errorf("%w: %w", ErrNotAnnounced, unavailable("publish", err))
 	}
 	return nil
 }
 
-// ErrLiftNotAnnounced is wrapped by the error of a lift whose penalty key
-// was dealt with but whose announcement failed: replicas holding a breaker
-// open for the scope keep it open until their own copy of the penalty ends.
-var ErrLiftNotAnnounced = errors.New("limiter: the lift was not announced to the replicas")
 
 // ErrPenaltyChanged is wrapped by a *PenaltyChangedError.
 var ErrPenaltyChanged = errors.New("limiter: the penalty changed since it was read")
@@ -183,7 +179,7 @@ func (f *failover) LiftPenaltyIf(ctx context.Context, group, scope string, seen 
 		return false, fmt.Errorf("%w: this limiter cannot compare a penalty before lifting it", ErrInvalidRequest)
 	}
 	removed, err := p.LiftPenaltyIf(ctx, group, scope, seen)
-	if err == nil || errors.Is(err, ErrLiftNotAnnounced) {
+	if err == nil || errors.Is(err, ErrNotAnnounced) {
 		f.forgetPenalty(group, scope)
 	}
 	return removed, err
@@ -213,7 +209,7 @@ func (s *Shared) LiftPenalty(ctx context.Context, group, scope string) (bool, er
 // and tells every watching replica. When the penalty changed in between it
 // removes nothing, announces nothing and returns a *PenaltyChangedError
 // (errors.Is ErrPenaltyChanged); when the key went but the announcement did
-// not, the error wraps ErrLiftNotAnnounced. It reports whether a penalty
+// not, the error wraps ErrNotAnnounced. It reports whether a penalty
 // was removed.
 func (s *Shared) LiftPenaltyIf(ctx context.Context, group, scope string, seen *inspect.PenaltyState) (bool, error) {
 	return s.failover.LiftPenaltyIf(ctx, group, scope, seen)

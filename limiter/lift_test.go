@@ -75,7 +75,7 @@ func TestLiftPenaltyIf(t *testing.T) {
 	}
 }
 
-// A lift whose announcement fails says so (ErrLiftNotAnnounced) and still
+// A lift whose announcement fails says so (ErrNotAnnounced) and still
 // reports the key it removed.
 func TestLiftNotAnnounced(t *testing.T) {
 	srv := redistest.Start(t)
@@ -100,10 +100,10 @@ func TestLiftNotAnnounced(t *testing.T) {
 		t.Fatal(err)
 	}
 	removed, err := l.LiftPenaltyIf(ctx, "g", "ip", &st.Groups[0].Penalties[0])
-	if !removed || !errors.Is(err, limiter.ErrLiftNotAnnounced) || !errors.Is(err, limiter.ErrUnavailable) {
-		t.Fatalf("LiftPenaltyIf without PUBLISH: %v, %v; want removed and ErrLiftNotAnnounced", removed, err)
+	if !removed || !errors.Is(err, limiter.ErrNotAnnounced) || !errors.Is(err, limiter.ErrUnavailable) {
+		t.Fatalf("LiftPenaltyIf without PUBLISH: %v, %v; want removed and ErrNotAnnounced", removed, err)
 	}
-	if removed, err := l.LiftPenalty(ctx, "g", "ip"); removed || !errors.Is(err, limiter.ErrLiftNotAnnounced) {
+	if removed, err := l.LiftPenalty(ctx, "g", "ip"); removed || !errors.Is(err, limiter.ErrNotAnnounced) {
 		t.Fatalf("LiftPenalty without PUBLISH: %v, %v", removed, err)
 	}
 }

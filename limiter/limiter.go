@@ -225,10 +225,12 @@ var (
 	ErrInvalidRequest = errors.New("limiter: invalid request")
 	// ErrUnavailable wraps failures of the limiter's store (e.g. Redis).
 	ErrUnavailable = errors.New("limiter: store unavailable")
-	// ErrNotAnnounced reports a penalty written to the store but not
-	// announced (Redis refused PUBLISH): replicas meet it on their next
-	// reserve of the scope rather than at once.
-	ErrNotAnnounced = errors.New("limiter: penalty written, not announced")
+	// ErrNotAnnounced reports a penalty written, or a lift done, in the
+	// store but not announced (Redis refused or failed PUBLISH): replicas
+	// meet a penalty on their next reserve of the scope rather than at
+	// once, and keep a lifted scope's breaker open until their own copy of
+	// the penalty ends.
+	ErrNotAnnounced = errors.New("limiter: written to the store, not announced to the replicas")
 )
 
 func (req *Request) validate() error {

@@ -227,7 +227,7 @@ func lift(ctx context.Context, c *common, provider, scope string, yes bool, stdi
 				"Nothing was removed, nothing announced; run lift again to decide on this one.\n", scope, provider, describe(*changed.Now))
 		}
 		return &activeError{msg: "not lifted: the penalty changed"}
-	case errors.Is(err, limiter.ErrLiftNotAnnounced):
+	case errors.Is(err, limiter.ErrNotAnnounced):
 		what := "There was no penalty key to delete"
 		if removed {
 			what = fmt.Sprintf("Deleted the penalty on %s of %s (%s)", scope, provider, describe(*found))
