@@ -49,7 +49,6 @@ func (l *redisLimiter) announceLift(ctx context.Context, group, scope string) er
 	return nil
 }
 
-
 // ErrPenaltyChanged is wrapped by a *PenaltyChangedError.
 var ErrPenaltyChanged = errors.New("limiter: the penalty changed since it was read")
 
