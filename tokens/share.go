@@ -219,6 +219,15 @@ func (s *Sharer) exchange(base http.RoundTripper, ex *exchange, req *http.Reques
 			return s.unshare(base, sent, ctx)
 		}
 		if got {
+			// The answer may have been kept between the read above and
+			// the lease: read again before fetching.
+			if v, err := s.rdb.Get(ctx, key).Bytes(); err == nil {
+				if resp, ok := s.answer(req, ex, k, key, v); ok {
+					s.rdb.Eval(ctx, releaseLua, []string{key + ":lock"}, lock)
+					s.shared.Add(1)
+					return resp, nil
+				}
+			}
 			return s.fetch(base, sent, ex, k, key, lock)
 		}
 		// Another replica is fetching: its answer comes within its lease,
