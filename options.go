@@ -39,6 +39,7 @@ type config struct {
 	retry       RetryPolicy
 	fallback    FallbackPolicy
 	apps        *apps.Book // WithApps
+	noShare     bool       // WithoutSharedTokens (tokens.go)
 	errs        []error
 }
 

@@ -86,6 +86,7 @@ func Build(opts ...Option) (*Transport, error) {
 		return nil, err
 	}
 	t := &Transport{base: c.base, maxWait: c.maxWait, bg: newBackground(), apps: c.apps}
+	t.base = shareTokens(&c, t.base) // token exchanges shared by the fleet (tokens.go)
 	if t.apps != nil {
 		t.base = t.apps.Observe(t.base) // learn from the token exchanges sent
 	}
