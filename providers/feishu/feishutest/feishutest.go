@@ -158,6 +158,7 @@ type Server struct {
 	patterns []pattern
 	apis     *emulator.Templates // the emulator's own copy of Feishu's API templates
 	em       *emulator.Core[Request]
+	issued   map[string]issuedToken // the token each owner's exchange returns (tokens.go)
 
 	// Guarded by em's lock.
 	windows  map[key]*window
@@ -391,9 +392,9 @@ func (s *Server) tokenLocked(body []byte, rec *Request, emu time.Time) reply {
 		}
 	}
 	rec.App = req.AppID
-	tok := s.em.IssueLocked(req.AppID, emu)
+	tok, left := s.reuseLocked(req.AppID, emu)
 	return reply{status: http.StatusOK, body: fmt.Sprintf(`{"code":0,"msg":"ok","tenant_access_token":%q,"expire":%d}`,
-		tok, int(s.em.TokenTTL()/time.Second))}
+		tok, left)}
 }
 
 // chargeLocked counts one call, or answers the limit it hits.
@@ -469,14 +470,13 @@ func (s *Server) storeTokenLocked(path string, body []byte, rec *Request, emu ti
 		TenantKey string `json:"tenant_key"`
 	}
 	_ = json.Unmarshal(body, &req)
-	ttl := int(s.em.TokenTTL() / time.Second)
 	if path == "/open-apis/auth/v3/app_access_token" {
 		if req.AppID == "" || (s.opts.Apps != nil && s.opts.Apps[req.AppID] != req.AppSecret) {
 			return errReply(http.StatusBadRequest, CodeInvalidSecret, "app secret invalid")
 		}
 		rec.App = req.AppID
-		tok := s.em.IssueLocked(appOwner+req.AppID, emu)
-		return reply{status: http.StatusOK, body: fmt.Sprintf(`{"code":0,"msg":"ok","app_access_token":%q,"expire":%d}`, tok, ttl)}
+		tok, left := s.reuseLocked(appOwner+req.AppID, emu)
+		return reply{status: http.StatusOK, body: fmt.Sprintf(`{"code":0,"msg":"ok","app_access_token":%q,"expire":%d}`, tok, left)}
 	}
 	owner, st := s.em.CheckLocked(req.AppToken, emu)
 	app, isApp := strings.CutPrefix(owner, appOwner)
@@ -484,8 +484,8 @@ func (s *Server) storeTokenLocked(path string, body []byte, rec *Request, emu ti
 		return errReply(http.StatusBadRequest, CodeTokenInvalid, "invalid app_access_token or tenant_key")
 	}
 	rec.App = app + "@" + req.TenantKey
-	tok := s.em.IssueLocked(rec.App, emu)
-	return reply{status: http.StatusOK, body: fmt.Sprintf(`{"code":0,"msg":"ok","tenant_access_token":%q,"expire":%d}`, tok, ttl)}
+	tok, left := s.reuseLocked(rec.App, emu)
+	return reply{status: http.StatusOK, body: fmt.Sprintf(`{"code":0,"msg":"ok","tenant_access_token":%q,"expire":%d}`, tok, left)}
 }
 
 // appOwner prefixes the owner of a store app's own token, which calls no
