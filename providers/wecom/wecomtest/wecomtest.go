@@ -131,6 +131,7 @@ type Server struct {
 	windows  map[key]*window
 	blocked  map[key]time.Time      // emulated end of a block
 	issued   map[string]issuedToken // the token each owner's exchange returns (tokens.go)
+	revoked  map[string]bool        // tokens Revoke invalidated
 	inflight map[key]int
 }
 
@@ -250,6 +251,9 @@ func (s *Server) answerLocked(r *http.Request, rec *Request, emu time.Time) (sta
 	} else {
 		var st emulator.TokenState
 		corp, st = s.em.CheckLocked(q.Get("access_token"), emu)
+		if st == emulator.TokenValid && s.revoked[q.Get("access_token")] {
+			st = emulator.TokenUnknown
+		}
 		switch st {
 		case emulator.TokenMissing:
 			rec.Code = CodeTokenMissing
@@ -280,7 +284,7 @@ func (s *Server) answerLocked(r *http.Request, rec *Request, emu time.Time) (sta
 		}
 	}
 	if r.URL.Path == "/cgi-bin/gettoken" {
-		tok, left := s.reuseLocked(corp, emu)
+		tok, left := s.reuseLocked(corp+"\x00"+q.Get("corpsecret"), corp, emu)
 		return http.StatusOK, fmt.Sprintf(`{"errcode":0,"errmsg":"ok","access_token":%q,"expires_in":%d}`,
 			tok, left), release
 	}
@@ -404,7 +408,7 @@ func (s *Server) thirdPartyLocked(r *http.Request, rec *Request, emu time.Time) 
 			rec.Code = CodeInvalidCorpID
 			return http.StatusOK, errBody(40082, "invalid suite_id", rec.IP), nil
 		}
-		tok, left := s.reuseLocked(suiteOwner+body.SuiteID, emu)
+		tok, left := s.reuseLocked(suiteOwner+body.SuiteID, suiteOwner+body.SuiteID, emu)
 		rec.App = suiteOwner + body.SuiteID
 		return http.StatusOK, fmt.Sprintf(`{"errcode":0,"errmsg":"ok","suite_access_token":%q,"expires_in":%d}`, tok, left), nil
 	}
@@ -413,7 +417,7 @@ func (s *Server) thirdPartyLocked(r *http.Request, rec *Request, emu time.Time) 
 		rec.Code = 42009
 		return http.StatusOK, errBody(42009, "suite_access_token expired or invalid", rec.IP), nil
 	}
-	tok, left := s.reuseLocked(body.AuthCorpID, emu)
+	tok, left := s.reuseLocked(body.AuthCorpID, body.AuthCorpID, emu)
 	rec.App = body.AuthCorpID
 	return http.StatusOK, fmt.Sprintf(`{"errcode":0,"errmsg":"ok","access_token":%q,"expires_in":%d}`, tok, left), nil
 }
