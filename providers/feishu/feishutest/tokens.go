@@ -1,6 +1,9 @@
 package feishutest
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // issuedToken is the token an exchange of one owner last returned.
 type issuedToken struct {
@@ -26,4 +29,32 @@ func (s *Server) reuseLocked(owner string, emu time.Time) (string, int) {
 	}
 	s.issued[owner] = issuedToken{tok: tok, expires: emu.Add(s.em.TokenTTL())}
 	return tok, int(s.em.TokenTTL() / time.Second)
+}
+
+// Revoke makes tok invalid at once (a secret reset in the console): calls
+// with it answer 99991663, and the next exchange issues a new token.
+func (s *Server) Revoke(tok string) {
+	s.em.Lock()
+	defer s.em.Unlock()
+	if s.revoked == nil {
+		s.revoked = map[string]bool{}
+	}
+	s.revoked[tok] = true
+	for k, t := range s.issued {
+		if t.tok == tok {
+			delete(s.issued, k)
+		}
+	}
+}
+
+// Fetches returns how many tenant_access_token exchanges of app were
+// answered with a token.
+func (s *Server) Fetches(app string) int {
+	n := 0
+	for _, r := range s.Requests() {
+		if r.App == app && strings.Contains(r.Path, "tenant_access_token") && r.Code == 0 {
+			n++
+		}
+	}
+	return n
 }

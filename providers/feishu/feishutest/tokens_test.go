@@ -44,3 +44,45 @@ func TestSecondExchange(t *testing.T) {
 		t.Fatalf("29 minutes left: %q with %d s, want a new token", tok, left)
 	}
 }
+
+// A revoked token answers 99991663 at once; the next exchange issues
+// another.
+func TestRevoke(t *testing.T) {
+	s := NewServer(Options{})
+	defer s.Close()
+	fetch := func() string {
+		resp, err := http.Post(s.URL+"/open-apis/auth/v3/tenant_access_token/internal", "application/json",
+			strings.NewReader(`{"app_id":"cli_a","app_secret":"s"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var a struct {
+			Token string `json:"tenant_access_token"`
+		}
+		_ = json.NewDecoder(resp.Body).Decode(&a)
+		return a.Token
+	}
+	tok := fetch()
+	s.Revoke(tok)
+	req, _ := http.NewRequest("GET", s.URL+"/open-apis/contact/v3/users/ou_1", nil)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a struct {
+		Code int `json:"code"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&a)
+	resp.Body.Close()
+	if a.Code != CodeTokenInvalid {
+		t.Fatalf("revoked token: code %d, want %d", a.Code, CodeTokenInvalid)
+	}
+	if next := fetch(); next == tok || next == "" {
+		t.Fatalf("exchange after a revocation: %q", next)
+	}
+	if n := s.Fetches("cli_a"); n != 2 {
+		t.Fatalf("Fetches = %d, want 2", n)
+	}
+}
