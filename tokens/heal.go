@@ -59,7 +59,8 @@ return 0`
 
 // invalidToken reports whether an answer says the token it was sent with is
 // invalid or expired: WeChat and WeCom 40001, 42001, 40014; DingTalk 40014
-// (old API) or HTTP 401 InvalidAuthentication (new API); Feishu 99991663.
+// (old API) or HTTP 401 InvalidAuthentication (new API); Feishu 99991663
+// (invalid) and 99991677 (expired).
 func invalidToken(provider string, status int, body []byte) bool {
 	var a struct {
 		ErrCode int             `json:"errcode"`
@@ -74,7 +75,7 @@ func invalidToken(provider string, status int, body []byte) bool {
 	case dingtalk:
 		return a.ErrCode == 40014 || (status == http.StatusUnauthorized && string(a.Code) == `"InvalidAuthentication"`)
 	case feishu:
-		return string(a.Code) == "99991663"
+		return string(a.Code) == "99991663" || string(a.Code) == "99991677"
 	}
 	return false
 }
