@@ -17,6 +17,7 @@ SOAK ?= 60s
 # package:target for every fuzz target.
 FUZZ_TARGETS = \
 	./apps:FuzzAnnouncement \
+	./tokens:FuzzCountDown \
 	./limiter/rule:FuzzNew \
 	./limiter:FuzzParseAnnouncement \
 	.:FuzzBuild \

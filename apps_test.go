@@ -117,6 +117,15 @@ func TestCredentialsStayOutOfRedisAndTelemetry(t *testing.T) {
 		tokenOf(send(clients[0], "POST", "/service/get_corp_token?accessKey=suiteS&timestamp=1&suiteTicket="+suiteTicket+"&signature=sig",
 			`{"auth_corpid":"corp2"}`, nil)),
 	}
+	// The second replica's exchanges are answered from what the first
+	// fetched, kept in Redis encrypted (package tokens): scanned below.
+	if tok := tokenOf(send(clients[1], "GET", "/gettoken?appkey=dingA&appsecret="+appSecret, "", nil)); tok != tokens[0] {
+		t.Errorf("the second replica's gettoken was not shared: %q, want %q", tok, tokens[0])
+	}
+	if tok := tokenOf(send(clients[1], "POST", "/v1.0/oauth2/corpAccessToken",
+		`{"suiteKey":"suiteS","suiteSecret":"`+suiteSecret+`","authCorpId":"corp1","suiteTicket":"`+suiteTicket+`"}`, nil)); tok != tokens[2] {
+		t.Errorf("the second replica's corpAccessToken was not shared: %q, want %q", tok, tokens[2])
+	}
 	// Both replicas call with every token, the second one learning them
 	// from Redis; then a quota error in corp1, and an unknown token.
 	for _, c := range clients {
@@ -155,13 +164,19 @@ penalised:
 	if err != nil || len(keys) == 0 {
 		t.Fatalf("keys: %v, %v", keys, err)
 	}
-	learned := 0
+	learned, shared := 0, 0
 	for _, k := range keys {
 		places = append(places, "key "+k)
 		if strings.Contains(k, ":app:") {
 			learned++
 		}
+		if strings.Contains(k, ":token:") {
+			shared++
+		}
 		places = append(places, redisValue(t, rdb, k))
+	}
+	if shared != 3 {
+		t.Errorf("%d shared exchanges in Redis, want 3 (gettoken, accessToken, corpAccessToken)", shared)
 	}
 	if learned != len(tokens) {
 		t.Errorf("%d learned tokens in Redis, want %d", learned, len(tokens))

@@ -37,6 +37,7 @@ type config struct {
 	telemetry telemetryConfig
 	retry     RetryPolicy
 	apps      *apps.Book // WithApps
+	noShare   bool       // WithoutSharedTokens (tokens.go)
 	errs      []error
 }
 

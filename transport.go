@@ -73,9 +73,6 @@ func New(opts ...Option) (*Transport, error) {
 		return nil, err
 	}
 	t := &Transport{base: c.base, maxWait: c.maxWait, bg: newBackground(), apps: c.apps}
-	if t.apps != nil {
-		t.base = t.apps.Observe(t.base) // learn from the token exchanges sent
-	}
 	t.tel = newTelemetry(&c)
 	for _, p := range c.profiles {
 		if p.DefaultPenalty == 0 {
@@ -97,6 +94,10 @@ func New(opts ...Option) (*Transport, error) {
 	}
 	if err := t.buildLimiter(&c); err != nil {
 		return nil, err
+	}
+	t.base = shareTokens(&c, t.shared, t.base) // token exchanges shared by the fleet (tokens.go)
+	if t.apps != nil {
+		t.base = t.apps.Observe(t.base) // learn from the token exchanges sent
 	}
 	t.retry = newRetrier(c.retry)
 	t.startQuotaWatch(&c)

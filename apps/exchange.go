@@ -2,9 +2,12 @@ package apps
 
 import (
 	"encoding/json"
+	"net/http"
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/quotaware/throttle/providers"
 )
 
 // Provider names, the presets' profile names.
@@ -29,6 +32,9 @@ type grant struct {
 type exchange struct {
 	provider string
 	read     func(path string, q url.Values, reqBody, respBody []byte, lookup func(string) (App, bool)) []grant
+	// names reads the app (and org) from the request alone, before it is
+	// sent, so that the exchange is charged to the app it names.
+	names func(path string, q url.Values, reqBody []byte, lookup func(string) (App, bool)) (app, org string)
 }
 
 // exchangeFor returns the exchange a request path is, or nil. Paths are
@@ -164,7 +170,7 @@ func parseBody(b []byte) body {
 
 var (
 	// GET oapi.dingtalk.com/gettoken?appkey=&appsecret= (legacy corpid=&corpsecret=).
-	dingtalkGettoken = exchange{DingTalk, func(_ string, q url.Values, _, resp []byte, _ func(string) (App, bool)) []grant {
+	dingtalkGettoken = exchange{provider: DingTalk, read: func(_ string, q url.Values, _, resp []byte, _ func(string) (App, bool)) []grant {
 		a, ok := parseAnswer(resp, true)
 		if !ok {
 			return nil
@@ -177,7 +183,7 @@ var (
 	}}
 	// POST /v1.0/oauth2/accessToken {appKey}; /v1.0/oauth2/{corpId}/token
 	// {client_id}; ISV /v1.0/oauth2/corpAccessToken {suiteKey, authCorpId}.
-	dingtalkOAuth = exchange{DingTalk, func(path string, _ url.Values, req, resp []byte, _ func(string) (App, bool)) []grant {
+	dingtalkOAuth = exchange{provider: DingTalk, read: func(path string, _ url.Values, req, resp []byte, _ func(string) (App, bool)) []grant {
 		a, ok := parseAnswer(resp, false)
 		if !ok {
 			return nil
@@ -196,7 +202,7 @@ var (
 		return one(DingTalk, a.accessToken(), b.ClientID, corp, a.ttl())
 	}}
 	// POST oapi.dingtalk.com/service/get_corp_token?accessKey=<suiteKey> {auth_corpid}.
-	dingtalkCorpToken = exchange{DingTalk, func(_ string, q url.Values, req, resp []byte, _ func(string) (App, bool)) []grant {
+	dingtalkCorpToken = exchange{provider: DingTalk, read: func(_ string, q url.Values, req, resp []byte, _ func(string) (App, bool)) []grant {
 		a, ok := parseAnswer(resp, true)
 		if !ok {
 			return nil
@@ -204,7 +210,7 @@ var (
 		return one(DingTalk, a.accessToken(), q.Get("accessKey"), parseBody(req).AuthCorpID2, a.ttl())
 	}}
 	// GET /cgi-bin/token?appid=; POST /cgi-bin/stable_token {appid}.
-	wechatToken = exchange{WeChat, func(_ string, q url.Values, req, resp []byte, _ func(string) (App, bool)) []grant {
+	wechatToken = exchange{provider: WeChat, read: func(_ string, q url.Values, req, resp []byte, _ func(string) (App, bool)) []grant {
 		a, ok := parseAnswer(resp, false)
 		if !ok {
 			return nil
@@ -217,7 +223,7 @@ var (
 	}}
 	// GET qyapi.weixin.qq.com/cgi-bin/gettoken?corpid=&corpsecret=: the
 	// company is what WeCom limits, so the corp is the app.
-	wecomGettoken = exchange{WeCom, func(_ string, q url.Values, _, resp []byte, _ func(string) (App, bool)) []grant {
+	wecomGettoken = exchange{provider: WeCom, read: func(_ string, q url.Values, _, resp []byte, _ func(string) (App, bool)) []grant {
 		a, ok := parseAnswer(resp, true)
 		if !ok {
 			return nil
@@ -226,7 +232,7 @@ var (
 	}}
 	// POST /cgi-bin/service/get_suite_token {suite_id}: the suite's own
 	// token, which later names the suite of get_corp_token.
-	wecomSuiteToken = exchange{WeCom, func(_ string, _ url.Values, req, resp []byte, _ func(string) (App, bool)) []grant {
+	wecomSuiteToken = exchange{provider: WeCom, read: func(_ string, _ url.Values, req, resp []byte, _ func(string) (App, bool)) []grant {
 		a, ok := parseAnswer(resp, false)
 		if !ok {
 			return nil
@@ -235,7 +241,7 @@ var (
 	}}
 	// POST /cgi-bin/service/get_corp_token?suite_access_token= {auth_corpid}:
 	// a third-party app's token for one authorised company.
-	wecomCorpToken = exchange{WeCom, func(_ string, q url.Values, req, resp []byte, lookup func(string) (App, bool)) []grant {
+	wecomCorpToken = exchange{provider: WeCom, read: func(_ string, q url.Values, req, resp []byte, lookup func(string) (App, bool)) []grant {
 		a, ok := parseAnswer(resp, false)
 		if !ok {
 			return nil
@@ -250,7 +256,7 @@ var (
 	// POST /open-apis/auth/v3/{tenant,app}_access_token[/internal]: the
 	// internal forms name the app (app_id); the store app's tenant form
 	// names it by its app_access_token and the tenant by tenant_key.
-	feishuToken = exchange{Feishu, func(path string, _ url.Values, req, resp []byte, lookup func(string) (App, bool)) []grant {
+	feishuToken = exchange{provider: Feishu, read: func(path string, _ url.Values, req, resp []byte, lookup func(string) (App, bool)) []grant {
 		a, ok := parseAnswer(resp, true)
 		if !ok {
 			return nil
@@ -271,3 +277,114 @@ var (
 		return gs
 	}}
 )
+
+// maxNamesBody bounds the body ExchangeApp peeks at: an exchange's request
+// is a few hundred bytes, its naming members come first or close to it.
+const maxNamesBody = 4 << 10
+
+// ExchangeApp returns the app (and org or tenant) a token exchange of
+// provider names in its query or body, and whether req is such an exchange
+// naming one. The body is peeked at (providers.PeekRequestBody) and replays
+// whole for the caller. The Book resolves a token the request carries (a
+// WeCom suite token, a Feishu app token); a nil Book resolves none.
+//
+// An exchange carries no access token of its own, so without this it lands
+// in the preset's unknown scope: WeChat's daily /cgi-bin/token quota of
+// every account would be one shared count.
+func (b *Book) ExchangeApp(req *http.Request, provider string) (App, bool) {
+	ex := exchangeFor(req.Method, req.URL.Path)
+	if ex == nil || ex.provider != provider || ex.names == nil {
+		return App{}, false
+	}
+	ctx := req.Context()
+	lookup := func(tok string) (App, bool) {
+		if b == nil || tok == "" {
+			return App{}, false
+		}
+		return b.Lookup(ctx, tok)
+	}
+	var body []byte
+	if req.Method != http.MethodGet {
+		body, _ = providers.PeekRequestBody(req, maxNamesBody)
+	}
+	id, org := ex.names(req.URL.Path, req.URL.Query(), body, lookup)
+	app := App{Provider: provider, ID: id, Org: org}
+	if id == "" || checkIdentity(app) != nil {
+		return App{}, false
+	}
+	return app, true
+}
+
+// Names of the app in each exchange's request; read uses them too.
+
+func dingtalkGettokenNames(_ string, q url.Values, _ []byte, _ func(string) (App, bool)) (string, string) {
+	if app := q.Get("appkey"); app != "" {
+		return app, ""
+	}
+	return q.Get("corpid"), ""
+}
+
+func dingtalkOAuthNames(path string, _ url.Values, req []byte, _ func(string) (App, bool)) (string, string) {
+	b := parseBody(req)
+	switch path {
+	case "/v1.0/oauth2/accessToken":
+		return b.AppKey, ""
+	case "/v1.0/oauth2/corpAccessToken":
+		return b.SuiteKey, b.AuthCorpID
+	}
+	corp := strings.TrimSuffix(strings.TrimPrefix(path, "/v1.0/oauth2/"), "/token")
+	if strings.Contains(corp, "/") {
+		return "", ""
+	}
+	return b.ClientID, corp
+}
+
+func dingtalkCorpTokenNames(_ string, q url.Values, req []byte, _ func(string) (App, bool)) (string, string) {
+	return q.Get("accessKey"), parseBody(req).AuthCorpID2
+}
+
+func wechatTokenNames(_ string, q url.Values, req []byte, _ func(string) (App, bool)) (string, string) {
+	if app := q.Get("appid"); app != "" {
+		return app, ""
+	}
+	return parseBody(req).AppID, ""
+}
+
+func wecomGettokenNames(_ string, q url.Values, _ []byte, _ func(string) (App, bool)) (string, string) {
+	return q.Get("corpid"), ""
+}
+
+func wecomSuiteTokenNames(_ string, _ url.Values, req []byte, _ func(string) (App, bool)) (string, string) {
+	return parseBody(req).SuiteID, ""
+}
+
+func wecomCorpTokenNames(_ string, q url.Values, req []byte, lookup func(string) (App, bool)) (string, string) {
+	suite := "suite"
+	if s, ok := lookup(q.Get("suite_access_token")); ok {
+		suite = s.ID
+	}
+	return suite, parseBody(req).AuthCorpID2
+}
+
+func feishuTokenNames(_ string, _ url.Values, req []byte, lookup func(string) (App, bool)) (string, string) {
+	b := parseBody(req)
+	app, tenant := b.FeishuAppID, ""
+	if app == "" && b.AppToken != "" {
+		if s, ok := lookup(b.AppToken); ok {
+			app = s.ID
+		}
+		tenant = b.TenantKey
+	}
+	return app, tenant
+}
+
+func init() {
+	dingtalkGettoken.names = dingtalkGettokenNames
+	dingtalkOAuth.names = dingtalkOAuthNames
+	dingtalkCorpToken.names = dingtalkCorpTokenNames
+	wechatToken.names = wechatTokenNames
+	wecomGettoken.names = wecomGettokenNames
+	wecomSuiteToken.names = wecomSuiteTokenNames
+	wecomCorpToken.names = wecomCorpTokenNames
+	feishuToken.names = feishuTokenNames
+}

@@ -12,6 +12,7 @@ require (
 	github.com/hugozhu/godingtalk v1.0.6
 	github.com/larksuite/oapi-sdk-go/v3 v3.4.20
 	github.com/quotaware/throttle v0.0.0
+	github.com/redis/go-redis/v9 v9.23.0
 	github.com/royeo/dingrobot v1.0.0
 	github.com/silenceper/wechat/v2 v2.1.9
 	github.com/xen0n/go-workwx v1.6.0
@@ -43,7 +44,6 @@ require (
 	github.com/modern-go/concurrent v0.0.0-20180306012644-bacd9c7ef1dd // indirect
 	github.com/modern-go/reflect2 v1.0.2 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
-	github.com/redis/go-redis/v9 v9.23.0 // indirect
 	github.com/sirupsen/logrus v1.9.0 // indirect
 	github.com/sony/gobreaker/v2 v2.4.0 // indirect
 	github.com/spf13/cast v1.4.1 // indirect

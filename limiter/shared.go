@@ -241,6 +241,19 @@ func (s *Shared) startAnnouncements(client redis.UniversalClient, r *redisLimite
 	r.onPenalty = s.watcher.remember
 }
 
+// MustNewShared is NewShared for use in one expression, panicking when cfg
+// is invalid: a configuration error is a programming error found at
+// start-up.
+//
+//	throttle.WithLimiter(limiter.MustNewShared(rdb, limiter.SharedConfig{Prefix: "billing"}))
+func MustNewShared(client redis.UniversalClient, cfg SharedConfig) *Shared {
+	s, err := NewShared(client, cfg)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
 // background runs f in a goroutine that Close waits for.
 func (s *Shared) background(f func()) {
 	s.bgMu.Lock()

@@ -76,7 +76,20 @@ func (s *Server) issueToken(path string, c tokenRequest, rec *Record) answer {
 		return jsonAnswer(http.StatusBadRequest, "invalidClientIdOrSecret",
 			`{"code":"invalidClientIdOrSecret","message":"无效的clientId或者clientSecret","requestid":"`+requestID()+`"}`)
 	}
-	tok := requestID() + requestID()
+	// DingTalk returns the same token within its lifetime (a repeat
+	// extends it): one per app, org and API generation.
+	kind := path + "\x00" + c.key + "\x00" + c.org
+	if old {
+		kind = "old\x00" + c.key + "\x00" + c.org
+	}
+	tok, ok := s.issued[kind]
+	if !ok {
+		tok = requestID() + requestID()
+		if s.issued == nil {
+			s.issued = map[string]string{}
+		}
+		s.issued[kind] = tok
+	}
 	s.tokens[tok] = holder{app: c.key, org: c.org}
 	rec.App, rec.Org = c.key, c.org
 	if old {

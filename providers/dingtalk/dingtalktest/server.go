@@ -168,6 +168,7 @@ type Server struct {
 
 	mu        sync.Mutex
 	tokens    map[string]holder
+	issued    map[string]string // the token of each app, org and API generation
 	qpsSecond int64
 	qps       map[string]int // app + "\x00" + org + "\x00" + API, in qpsSecond
 	orgFaults map[string]*emulator.Faults[fault]

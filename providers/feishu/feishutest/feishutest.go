@@ -158,6 +158,8 @@ type Server struct {
 	patterns []pattern
 	apis     *emulator.Templates // the emulator's own copy of Feishu's API templates
 	em       *emulator.Core[Request]
+	issued   map[string]issuedToken // the token each owner's exchange returns (tokens.go)
+	revoked  map[string]bool        // tokens Revoke invalidated
 
 	// Guarded by em's lock.
 	windows  map[key]*window
@@ -323,6 +325,9 @@ func (s *Server) answerLocked(r *http.Request, body []byte, rec *Request, api st
 		tok = "" // no Bearer scheme, no token
 	}
 	app, st := s.em.CheckLocked(tok, emu)
+	if st == emulator.TokenValid && s.revoked[tok] {
+		st = emulator.TokenUnknown
+	}
 	switch st {
 	case emulator.TokenMissing:
 		return errReply(http.StatusBadRequest, CodeTokenMissing,
@@ -391,9 +396,9 @@ func (s *Server) tokenLocked(body []byte, rec *Request, emu time.Time) reply {
 		}
 	}
 	rec.App = req.AppID
-	tok := s.em.IssueLocked(req.AppID, emu)
+	tok, left := s.reuseLocked(req.AppID, emu)
 	return reply{status: http.StatusOK, body: fmt.Sprintf(`{"code":0,"msg":"ok","tenant_access_token":%q,"expire":%d}`,
-		tok, int(s.em.TokenTTL()/time.Second))}
+		tok, left)}
 }
 
 // chargeLocked counts one call, or answers the limit it hits.
@@ -469,14 +474,13 @@ func (s *Server) storeTokenLocked(path string, body []byte, rec *Request, emu ti
 		TenantKey string `json:"tenant_key"`
 	}
 	_ = json.Unmarshal(body, &req)
-	ttl := int(s.em.TokenTTL() / time.Second)
 	if path == "/open-apis/auth/v3/app_access_token" {
 		if req.AppID == "" || (s.opts.Apps != nil && s.opts.Apps[req.AppID] != req.AppSecret) {
 			return errReply(http.StatusBadRequest, CodeInvalidSecret, "app secret invalid")
 		}
 		rec.App = req.AppID
-		tok := s.em.IssueLocked(appOwner+req.AppID, emu)
-		return reply{status: http.StatusOK, body: fmt.Sprintf(`{"code":0,"msg":"ok","app_access_token":%q,"expire":%d}`, tok, ttl)}
+		tok, left := s.reuseLocked(appOwner+req.AppID, emu)
+		return reply{status: http.StatusOK, body: fmt.Sprintf(`{"code":0,"msg":"ok","app_access_token":%q,"expire":%d}`, tok, left)}
 	}
 	owner, st := s.em.CheckLocked(req.AppToken, emu)
 	app, isApp := strings.CutPrefix(owner, appOwner)
@@ -484,8 +488,8 @@ func (s *Server) storeTokenLocked(path string, body []byte, rec *Request, emu ti
 		return errReply(http.StatusBadRequest, CodeTokenInvalid, "invalid app_access_token or tenant_key")
 	}
 	rec.App = app + "@" + req.TenantKey
-	tok := s.em.IssueLocked(rec.App, emu)
-	return reply{status: http.StatusOK, body: fmt.Sprintf(`{"code":0,"msg":"ok","tenant_access_token":%q,"expire":%d}`, tok, ttl)}
+	tok, left := s.reuseLocked(rec.App, emu)
+	return reply{status: http.StatusOK, body: fmt.Sprintf(`{"code":0,"msg":"ok","tenant_access_token":%q,"expire":%d}`, tok, left)}
 }
 
 // appOwner prefixes the owner of a store app's own token, which calls no

@@ -106,6 +106,10 @@ type Options struct {
 	// TokenTTL is how long an issued access token lives (default 7200 s of
 	// emulated time).
 	TokenTTL time.Duration
+	// TokenGrace is how long a token keeps working once a fetch of
+	// /cgi-bin/token (or a forced stable_token) replaced it (default 5
+	// minutes of emulated time, as WeChat documents).
+	TokenGrace time.Duration
 }
 
 // Request is the record of one request the emulator answered.
@@ -137,6 +141,7 @@ type Server struct {
 
 	// Guarded by em's lock.
 	windows map[windowKey]*window
+	issued  tokenState // what a second exchange does (tokens.go)
 }
 
 type windowKey struct {
@@ -237,9 +242,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 type stableTokenRequest struct {
-	GrantType string `json:"grant_type"`
-	AppID     string `json:"appid"`
-	Secret    string `json:"secret"`
+	GrantType    string `json:"grant_type"`
+	AppID        string `json:"appid"`
+	Secret       string `json:"secret"`
+	ForceRefresh bool   `json:"force_refresh"`
 }
 
 // answerLocked decides one request under the lock and fills rec.App and
@@ -252,15 +258,18 @@ func (s *Server) answerLocked(r *http.Request, rec *Request, emu time.Time, stab
 	q := r.URL.Query()
 	switch r.URL.Path {
 	case "/cgi-bin/token":
-		return s.tokenLocked(rec, emu, q.Get("appid"), q.Get("secret"))
+		return s.tokenLocked(rec, emu, q.Get("appid"), q.Get("secret"), false, false)
 	case "/cgi-bin/stable_token":
 		if r.Method != http.MethodPost {
 			rec.Code = 43002
 			return http.StatusOK, errBody(43002, "require POST method")
 		}
-		return s.tokenLocked(rec, emu, stable.AppID, stable.Secret)
+		return s.tokenLocked(rec, emu, stable.AppID, stable.Secret, true, stable.ForceRefresh)
 	}
 	app, st := s.em.CheckLocked(q.Get("access_token"), emu)
+	if st == emulator.TokenValid && !s.issued.validLocked(q.Get("access_token"), emu) {
+		st = emulator.TokenUnknown // replaced past its grace, or revoked
+	}
 	switch st {
 	case emulator.TokenMissing:
 		rec.Code = CodeTokenMissing
@@ -281,7 +290,7 @@ func (s *Server) answerLocked(r *http.Request, rec *Request, emu time.Time, stab
 	return http.StatusOK, `{"errcode":0,"errmsg":"ok"}`
 }
 
-func (s *Server) tokenLocked(rec *Request, emu time.Time, app, secret string) (int, string) {
+func (s *Server) tokenLocked(rec *Request, emu time.Time, app, secret string, stable, force bool) (int, string) {
 	if app == "" {
 		rec.Code = CodeInvalidAppID
 		return http.StatusOK, errBody(CodeInvalidAppID, "invalid appid")
@@ -302,8 +311,8 @@ func (s *Server) tokenLocked(rec *Request, emu time.Time, app, secret string) (i
 		rec.Code = code
 		return http.StatusOK, errBody(code, msg)
 	}
-	tok := s.em.IssueLocked(app, emu)
-	return http.StatusOK, fmt.Sprintf(`{"access_token":%q,"expires_in":%d}`, tok, int(s.em.TokenTTL()/time.Second))
+	tok, left := s.issueLocked(app, emu, stable, force)
+	return http.StatusOK, fmt.Sprintf(`{"access_token":%q,"expires_in":%d}`, tok, int(left/time.Second))
 }
 
 // chargeLocked counts one call of app to path, or names the limit it

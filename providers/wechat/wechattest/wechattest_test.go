@@ -16,6 +16,7 @@ type answer struct {
 	Errcode     int    `json:"errcode"`
 	Errmsg      string `json:"errmsg"`
 	AccessToken string `json:"access_token"`
+	ExpiresIn   int    `json:"expires_in"`
 }
 
 func call(t *testing.T, s *Server, method, path string, q url.Values, body string) answer {

@@ -137,7 +137,9 @@ type Server struct {
 
 	// Guarded by em's lock.
 	windows  map[key]*window
-	blocked  map[key]time.Time // emulated end of a block
+	blocked  map[key]time.Time      // emulated end of a block
+	issued   map[string]issuedToken // the token each owner's exchange returns (tokens.go)
+	revoked  map[string]bool        // tokens Revoke invalidated
 	inflight map[key]int
 }
 
@@ -257,6 +259,9 @@ func (s *Server) answerLocked(r *http.Request, rec *Request, emu time.Time) (sta
 	} else {
 		var st emulator.TokenState
 		corp, st = s.em.CheckLocked(q.Get("access_token"), emu)
+		if st == emulator.TokenValid && s.revoked[q.Get("access_token")] {
+			st = emulator.TokenUnknown
+		}
 		switch st {
 		case emulator.TokenMissing:
 			rec.Code = CodeTokenMissing
@@ -287,9 +292,9 @@ func (s *Server) answerLocked(r *http.Request, rec *Request, emu time.Time) (sta
 		}
 	}
 	if r.URL.Path == "/cgi-bin/gettoken" {
-		tok := s.em.IssueLocked(corp, emu)
+		tok, left := s.reuseLocked(corp+"\x00"+q.Get("corpsecret"), corp, emu)
 		return http.StatusOK, fmt.Sprintf(`{"errcode":0,"errmsg":"ok","access_token":%q,"expires_in":%d}`,
-			tok, int(s.em.TokenTTL()/time.Second)), release
+			tok, left), release
 	}
 	return http.StatusOK, `{"errcode":0,"errmsg":"ok"}`, release
 }
@@ -406,24 +411,23 @@ func (s *Server) thirdPartyLocked(r *http.Request, rec *Request, emu time.Time) 
 		AuthCorpID string `json:"auth_corpid"`
 	}
 	_ = json.NewDecoder(io.LimitReader(r.Body, 64<<10)).Decode(&body)
-	ttl := int(s.em.TokenTTL() / time.Second)
 	if r.URL.Path == "/cgi-bin/service/get_suite_token" {
 		if body.SuiteID == "" {
 			rec.Code = CodeInvalidCorpID
 			return http.StatusOK, errBody(40082, "invalid suite_id", rec.IP), nil
 		}
-		tok := s.em.IssueLocked(suiteOwner+body.SuiteID, emu)
+		tok, left := s.reuseLocked(suiteOwner+body.SuiteID, suiteOwner+body.SuiteID, emu)
 		rec.App = suiteOwner + body.SuiteID
-		return http.StatusOK, fmt.Sprintf(`{"errcode":0,"errmsg":"ok","suite_access_token":%q,"expires_in":%d}`, tok, ttl), nil
+		return http.StatusOK, fmt.Sprintf(`{"errcode":0,"errmsg":"ok","suite_access_token":%q,"expires_in":%d}`, tok, left), nil
 	}
 	owner, st := s.em.CheckLocked(r.URL.Query().Get("suite_access_token"), emu)
 	if st != emulator.TokenValid || !strings.HasPrefix(owner, suiteOwner) || body.AuthCorpID == "" {
 		rec.Code = 42009
 		return http.StatusOK, errBody(42009, "suite_access_token expired or invalid", rec.IP), nil
 	}
-	tok := s.em.IssueLocked(body.AuthCorpID, emu)
+	tok, left := s.reuseLocked(body.AuthCorpID, body.AuthCorpID, emu)
 	rec.App = body.AuthCorpID
-	return http.StatusOK, fmt.Sprintf(`{"errcode":0,"errmsg":"ok","access_token":%q,"expires_in":%d}`, tok, ttl), nil
+	return http.StatusOK, fmt.Sprintf(`{"errcode":0,"errmsg":"ok","access_token":%q,"expires_in":%d}`, tok, left), nil
 }
 
 // suiteOwner prefixes the owner of a suite's own token.

@@ -1,0 +1,57 @@
+package wechattest
+
+import (
+	"net/http"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/quotaware/throttle/providers/internal/emulator"
+)
+
+// A second /cgi-bin/token fetch issues a new token; the previous one keeps
+// working through the grace period, then answers 40001. stable_token
+// returns the same token until a forced refresh replaces it. A revoked
+// token answers 40001 at once.
+func TestSecondExchange(t *testing.T) {
+	clock := emulator.NewManualClock(time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC))
+	s := NewServer(Options{Clock: clock.Now})
+	defer s.Close()
+	q := url.Values{"appid": {"wxapp1"}, "secret": {"s"}}
+	first := call(t, s, http.MethodGet, "/cgi-bin/token", q, "").AccessToken
+	second := call(t, s, http.MethodGet, "/cgi-bin/token", q, "").AccessToken
+	if first == "" || first == second {
+		t.Fatalf("second fetch: %q after %q, want a new token", second, first)
+	}
+	if code := api(t, s, first, "/cgi-bin/user/info"); code != 0 {
+		t.Fatalf("replaced token within its grace: errcode %d, want 0", code)
+	}
+	clock.Add(defaultGrace)
+	if code := api(t, s, first, "/cgi-bin/user/info"); code != CodeInvalidToken {
+		t.Fatalf("replaced token after its grace: errcode %d, want %d", code, CodeInvalidToken)
+	}
+	if code := api(t, s, second, "/cgi-bin/user/info"); code != 0 {
+		t.Fatalf("newest token: errcode %d, want 0", code)
+	}
+	if n := s.Fetches("wxapp1", "/cgi-bin/token"); n != 2 {
+		t.Fatalf("Fetches = %d, want 2", n)
+	}
+
+	body := `{"grant_type":"client_credential","appid":"wxapp1","secret":"s"}`
+	st1 := call(t, s, http.MethodPost, "/cgi-bin/stable_token", nil, body)
+	clock.Add(time.Hour)
+	st2 := call(t, s, http.MethodPost, "/cgi-bin/stable_token", nil, body)
+	if st1.AccessToken != st2.AccessToken || st2.ExpiresIn != 3600 {
+		t.Fatalf("stable_token an hour on: %+v after %+v, want the same token with 3600 s left", st2, st1)
+	}
+	forced := call(t, s, http.MethodPost, "/cgi-bin/stable_token", nil,
+		`{"grant_type":"client_credential","appid":"wxapp1","secret":"s","force_refresh":true}`)
+	if forced.AccessToken == st1.AccessToken {
+		t.Fatal("forced stable_token returned the same token")
+	}
+
+	s.Revoke(second)
+	if code := api(t, s, second, "/cgi-bin/user/info"); code != CodeInvalidToken {
+		t.Fatalf("revoked token: errcode %d, want %d", code, CodeInvalidToken)
+	}
+}

@@ -1,0 +1,43 @@
+// Package tokens shares the providers' token exchanges between the replicas
+// of a service through Redis: one exchange per credential per token
+// lifetime for the whole fleet, whatever SDK makes it.
+//
+// Every SDK fetches its own access token (DingTalk gettoken, WeChat
+// /cgi-bin/token and stable_token, WeCom gettoken and the suite's tokens,
+// Feishu tenant_access_token) and keeps it in its own process. Replicas
+// that each fetch one spend the exchange's own limits and, on WeChat, whose
+// /cgi-bin/token issues a new token on every fetch and invalidates the
+// previous one, invalidate one another's tokens.
+//
+// Sharer.Wrap returns a RoundTripper that recognises those exchanges. The
+// first replica to ask fetches; the provider's answer is kept in Redis
+// encrypted (AES-256-GCM) under keys derived (HKDF-SHA256) from the
+// credential the exchange presents (the app secret; the suite secret and
+// org; the permanent code) and the host it went to, so that Redis never
+// holds a token in clear and a caller without the secret can neither find
+// nor read it. Every other exchange of that credential, on any replica, is
+// answered from it: the provider's body as it was sent, with only its
+// lifetime member (expires_in, expireIn, expire) counted down to what is
+// left, so each SDK caches it for the right time. An answer is kept until
+// Margin before its end (default 5 minutes): after that the next exchange
+// fetches anew. Concurrent exchanges of one credential wait for the one in
+// flight, polling Redis, bounded by their context; a replica that dies
+// while fetching holds the others no longer than a short lease (SET NX PX).
+//
+// Only answers that pass the provider's checks are kept (HTTP 200, a JSON
+// body under 16 KiB, the provider's success code, a token of sane form, a
+// lifetime between one second and a day longer than Margin). WeChat's
+// stable_token with force_refresh is never answered from Redis; its answer
+// replaces the one kept.
+//
+// Healing: when an API answers a token this replica handed out with the
+// provider's invalid or expired code (WeChat and WeCom 40001, 42001, 40014;
+// DingTalk 40014 or HTTP 401 InvalidAuthentication; Feishu 99991663 and
+// 99991677), the
+// kept answer whose token that was is deleted from Redis, compared on the
+// token's keyed hash so that a newer answer another replica stored stays.
+// The SDK's next exchange then fetches once for the fleet.
+//
+// When Redis fails, each exchange is sent as it came: every replica
+// exchanges for itself, as without the package.
+package tokens

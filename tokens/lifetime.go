@@ -1,0 +1,69 @@
+package tokens
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+)
+
+// countDown returns answer with its lifetime member (expires_in, expireIn
+// or expire, at the top level) set to left seconds and every other byte as
+// the provider sent it, so that an SDK caches a kept token for the time it
+// has left. ok is false when answer has no such member holding a number.
+func countDown(answer []byte, left int64) (out []byte, ok bool) {
+	dec := json.NewDecoder(bytes.NewReader(answer))
+	dec.UseNumber()
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil, false
+	}
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, false
+		}
+		key, isKey := tok.(string)
+		if !isKey {
+			return nil, false // the closing brace: no lifetime
+		}
+		if key != "expires_in" && key != "expireIn" && key != "expire" {
+			if !skipValue(dec) {
+				return nil, false
+			}
+			continue
+		}
+		tok, err = dec.Token()
+		n, isNum := tok.(json.Number)
+		if err != nil || !isNum {
+			return nil, false
+		}
+		end := int(dec.InputOffset())
+		start := end - len(n)
+		if start < 0 || string(answer[start:end]) != string(n) {
+			return nil, false
+		}
+		out = make([]byte, 0, len(answer)+4)
+		out = append(out, answer[:start]...)
+		out = strconv.AppendInt(out, left, 10)
+		return append(out, answer[end:]...), true
+	}
+}
+
+// skipValue reads one value, however nested.
+func skipValue(dec *json.Decoder) bool {
+	depth := 0
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		switch tok {
+		case json.Delim('{'), json.Delim('['):
+			depth++
+		case json.Delim('}'), json.Delim(']'):
+			depth--
+		}
+		if depth == 0 {
+			return true
+		}
+	}
+}

@@ -1,0 +1,367 @@
+package tokens
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/quotaware/throttle/providers"
+)
+
+// Bounds of what an exchange buffers: its request and answer are a few
+// hundred bytes; anything longer is not a token call and is sent as it came.
+const (
+	maxRequestBody = 16 << 10
+	maxAnswer      = 16 << 10
+)
+
+// Sharer shares token exchanges through Redis; see the package doc. Build
+// it with New and wrap the transport the exchanges go through with Wrap.
+type Sharer struct {
+	rdb    redis.UniversalClient
+	prefix string
+	margin time.Duration
+	lease  time.Duration
+	poll   time.Duration
+	now    func() time.Time
+
+	mu     sync.Mutex
+	handed map[string]handed // tokens this replica fetched or handed out
+	nHand  atomic.Int32      // len(handed), read without the lock
+
+	fetched, shared, waited, healed, unshared atomic.Int64
+}
+
+// handed is what healing needs of a token this replica handed out: where
+// its answer is kept and the hash the value starts with.
+type handed struct {
+	provider string
+	key      string
+	tag      []byte
+	until    time.Time
+}
+
+// maxHanded bounds the tokens remembered for healing: a service holds one
+// per app and org, a few thousand at most.
+const maxHanded = 1 << 16
+
+// Stats counts what a Sharer did.
+type Stats struct {
+	Fetched  int64 // exchanges sent to the provider whose answer was kept
+	Shared   int64 // exchanges answered from Redis
+	Waited   int64 // exchanges that waited for one in flight
+	Healed   int64 // kept answers deleted because the provider refused their token
+	Unshared int64 // exchanges sent as they came because Redis failed
+}
+
+// Option configures a Sharer.
+type Option func(*config)
+
+type config struct {
+	prefix string
+	margin time.Duration
+	lease  time.Duration
+	poll   time.Duration
+	now    func() time.Time
+	err    error
+}
+
+// WithPrefix sets the prefix of the Redis keys (default "throttle"): keys
+// are "<prefix>:token:<hex>" and "<prefix>:token:<hex>:lock".
+func WithPrefix(p string) Option {
+	return func(c *config) {
+		if p == "" {
+			c.err = errors.New("tokens: WithPrefix: prefix must not be empty")
+		}
+		c.prefix = p
+	}
+}
+
+// WithMargin sets how long before its end a kept token stops being handed
+// out (default 5 minutes): the next exchange then fetches a new one, so no
+// SDK gets a token about to expire.
+func WithMargin(d time.Duration) Option {
+	return func(c *config) {
+		if d < 0 {
+			c.err = fmt.Errorf("tokens: WithMargin: margin %v must not be negative", d)
+		}
+		c.margin = d
+	}
+}
+
+// WithLease sets how long an exchange in flight holds the others of its
+// credential (default 3 s): a replica that dies while fetching delays them
+// by no more.
+func WithLease(d time.Duration) Option {
+	return func(c *config) {
+		if d <= 0 {
+			c.err = fmt.Errorf("tokens: WithLease: lease %v must be positive", d)
+		}
+		c.lease = d
+	}
+}
+
+// WithClock sets the source of time (default time.Now), for tests.
+func WithClock(now func() time.Time) Option {
+	return func(c *config) {
+		if now == nil {
+			c.err = errors.New("tokens: WithClock: clock must not be nil")
+		}
+		c.now = now
+	}
+}
+
+// New returns a Sharer on rdb.
+func New(rdb redis.UniversalClient, opts ...Option) (*Sharer, error) {
+	if rdb == nil {
+		return nil, errors.New("tokens: New: Redis client must not be nil")
+	}
+	c := config{prefix: "throttle", margin: 5 * time.Minute, lease: 3 * time.Second, poll: 20 * time.Millisecond, now: time.Now}
+	for _, o := range opts {
+		if o != nil {
+			o(&c)
+		}
+	}
+	if c.err != nil {
+		return nil, c.err
+	}
+	return &Sharer{rdb: rdb, prefix: c.prefix, margin: c.margin, lease: c.lease, poll: c.poll, now: c.now,
+		handed: map[string]handed{}}, nil
+}
+
+// Stats returns the counts so far.
+func (s *Sharer) Stats() Stats {
+	return Stats{Fetched: s.fetched.Load(), Shared: s.shared.Load(), Waited: s.waited.Load(),
+		Healed: s.healed.Load(), Unshared: s.unshared.Load()}
+}
+
+// Wrap returns a RoundTripper that sends through base, answering token
+// exchanges from Redis when another replica fetched them, and watching
+// the answers to tokens it handed out for the provider's invalid-token
+// codes. Other requests pass at the cost of a path comparison while no
+// token was handed out, and of a map lookup after.
+func (s *Sharer) Wrap(base http.RoundTripper) http.RoundTripper {
+	return &roundTripper{s: s, base: base}
+}
+
+type roundTripper struct {
+	s    *Sharer
+	base http.RoundTripper
+}
+
+func (r *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	if ex := exchangeFor(req.Method, req.URL.Path); ex != nil {
+		return r.s.exchange(r.base, ex, req)
+	}
+	if r.s.nHand.Load() == 0 {
+		return r.base.RoundTrip(req)
+	}
+	return r.s.watch(r.base, req)
+}
+
+// exchange answers one token exchange: from Redis, by fetching it for the
+// fleet, or, when the request presents no credential or Redis fails, by
+// sending it as it came.
+func (s *Sharer) exchange(base http.RoundTripper, ex *exchange, req *http.Request) (*http.Response, error) {
+	sent := req
+	var b body
+	if req.Body != nil && req.Body != http.NoBody {
+		// RoundTrip must not modify req: peek at a copy, whose body
+		// replays what was read.
+		sent = req.Clone(req.Context())
+		raw, complete := providers.PeekRequestBody(sent, maxRequestBody)
+		if !complete {
+			return base.RoundTrip(sent)
+		}
+		_ = json.Unmarshal(raw, &b)
+	}
+	cred, force := ex.credential(req.URL.Path, req.URL.Query(), b)
+	if cred == nil {
+		return base.RoundTrip(sent)
+	}
+	k, err := derive(ex.provider, req.URL.Host, req.URL.Path, cred)
+	if err != nil {
+		return base.RoundTrip(sent)
+	}
+	key := s.prefix + ":token:" + k.name
+	if force {
+		// A forced refresh asks for a new token: never answered from
+		// Redis, its answer replaces the one kept.
+		return s.fetch(base, sent, ex, k, key, "")
+	}
+	ctx := req.Context()
+	var timer *time.Timer
+	for waited := false; ; {
+		v, err := s.rdb.Get(ctx, key).Bytes()
+		switch {
+		case err == nil:
+			if resp, ok := s.answer(req, ex, k, key, v); ok {
+				s.shared.Add(1)
+				return resp, nil
+			}
+		case !errors.Is(err, redis.Nil):
+			return s.unshare(base, sent, ctx)
+		}
+		lock := nonce()
+		got, err := s.rdb.SetNX(ctx, key+":lock", lock, s.lease).Result()
+		if err != nil {
+			return s.unshare(base, sent, ctx)
+		}
+		if got {
+			// The answer may have been kept between the read above and
+			// the lease: read again before fetching.
+			if v, err := s.rdb.Get(ctx, key).Bytes(); err == nil {
+				if resp, ok := s.answer(req, ex, k, key, v); ok {
+					s.rdb.Eval(ctx, releaseLua, []string{key + ":lock"}, lock)
+					s.shared.Add(1)
+					return resp, nil
+				}
+			}
+			return s.fetch(base, sent, ex, k, key, lock)
+		}
+		// Another replica is fetching: its answer comes within its lease,
+		// or the lease ends and this one takes over.
+		if !waited {
+			waited = true
+			s.waited.Add(1)
+			timer = time.NewTimer(s.poll)
+			defer timer.Stop()
+		} else {
+			timer.Reset(s.poll)
+		}
+		select {
+		case <-ctx.Done():
+			closeBody(sent)
+			return nil, ctx.Err()
+		case <-timer.C:
+		}
+	}
+}
+
+// unshare sends an exchange as it came, when Redis fails (or ctx ended
+// during a Redis call, which the send then reports).
+func (s *Sharer) unshare(base http.RoundTripper, sent *http.Request, ctx context.Context) (*http.Response, error) {
+	if ctx.Err() == nil {
+		s.unshared.Add(1)
+	}
+	return base.RoundTrip(sent)
+}
+
+// fetch sends the exchange and keeps its answer when it passes the checks;
+// lock, when not empty, is the lease released afterwards.
+func (s *Sharer) fetch(base http.RoundTripper, sent *http.Request, ex *exchange, k *keys, key, lock string) (*http.Response, error) {
+	// Redis writes outlive a caller that gives up: the answer is the
+	// fleet's, and the lease must not wait for its end.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(sent.Context()), s.lease)
+	defer cancel()
+	if lock != "" {
+		defer s.rdb.Eval(ctx, releaseLua, []string{key + ":lock"}, lock)
+	}
+	resp, err := base.RoundTrip(sent)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return resp, err
+	}
+	fetched := s.now()
+	raw, err := providers.PeekBody(resp, maxAnswer)
+	if err != nil || len(raw) >= maxAnswer {
+		return resp, nil
+	}
+	tok, life, ok := ex.check(raw)
+	keep := time.Duration(life)*time.Second - s.margin
+	if !ok || keep < time.Second {
+		return resp, nil
+	}
+	v, err := k.seal(key, tok, fetched, raw)
+	if err != nil {
+		return resp, nil
+	}
+	if err := s.rdb.Set(ctx, key, v, keep).Err(); err != nil {
+		s.unshared.Add(1)
+		return resp, nil
+	}
+	s.fetched.Add(1)
+	s.remember(tok, handed{provider: ex.provider, key: key, tag: k.tagOf(tok), until: fetched.Add(keep)})
+	return resp, nil
+}
+
+// answer builds the response to an exchange from the value kept, with its
+// lifetime counted down; ok is false when the value does not open, fails
+// the checks, or has less than the margin left.
+func (s *Sharer) answer(req *http.Request, ex *exchange, k *keys, key string, v []byte) (*http.Response, bool) {
+	fetched, raw, err := k.open(key, v)
+	if err != nil {
+		return nil, false
+	}
+	tok, life, ok := ex.check(raw)
+	if !ok {
+		return nil, false
+	}
+	now := s.now()
+	left := life - int64(now.Sub(fetched)/time.Second)
+	if time.Duration(left)*time.Second < s.margin || left < 1 || left > life {
+		return nil, false
+	}
+	out, ok := countDown(raw, left)
+	if !ok {
+		return nil, false
+	}
+	s.remember(tok, handed{provider: ex.provider, key: key, tag: k.tagOf(tok), until: fetched.Add(time.Duration(life)*time.Second - s.margin)})
+	closeBody(req)
+	return &http.Response{
+		Status:        "200 OK",
+		StatusCode:    http.StatusOK,
+		Proto:         "HTTP/1.1",
+		ProtoMajor:    1,
+		ProtoMinor:    1,
+		Header:        http.Header{"Content-Type": {"application/json; charset=utf-8"}},
+		Body:          io.NopCloser(bytes.NewReader(out)),
+		ContentLength: int64(len(out)),
+		Request:       req,
+	}, true
+}
+
+// remember keeps tok for healing, forgetting the tokens past their end
+// when the map is full.
+func (s *Sharer) remember(tok string, h handed) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.handed) >= maxHanded {
+		now := s.now()
+		for t, e := range s.handed {
+			if now.After(e.until) {
+				delete(s.handed, t)
+			}
+		}
+		if len(s.handed) >= maxHanded {
+			return
+		}
+	}
+	s.handed[tok] = h
+	s.nHand.Store(int32(len(s.handed)))
+}
+
+// releaseLua deletes the lease only while it is still this replica's.
+const releaseLua = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`
+
+func nonce() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func closeBody(req *http.Request) {
+	if req.Body != nil {
+		req.Body.Close()
+	}
+}

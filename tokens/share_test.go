@@ -1,0 +1,339 @@
+package tokens
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/quotaware/throttle/internal/redistest"
+	"github.com/quotaware/throttle/providers/wechat/wechattest"
+)
+
+const secret = "APPSECRET-7f3e9a"
+
+// fleet is n replicas, each with its own Redis client and Sharer, on one
+// Redis, calling one WeChat emulator.
+type fleet struct {
+	emu     *wechattest.Server
+	rdb     *redis.Client
+	sharers []*Sharer
+	clients []*http.Client
+	prefix  string
+}
+
+func newFleet(t *testing.T, n int, opts ...Option) *fleet {
+	t.Helper()
+	srv := redistest.Start(t)
+	f := &fleet{rdb: srv.Client(t), prefix: "tok" + strings.ReplaceAll(t.Name(), "/", "_")}
+	f.emu = wechattest.NewServer(wechattest.Options{Apps: map[string]string{"wxA": secret, "wxB": secret}})
+	t.Cleanup(f.emu.Close)
+	for range n {
+		s, err := New(srv.Client(t), append([]Option{WithPrefix(f.prefix)}, opts...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.sharers = append(f.sharers, s)
+		f.clients = append(f.clients, &http.Client{Transport: s.Wrap(http.DefaultTransport)})
+	}
+	return f
+}
+
+type tokenAnswer struct {
+	ErrCode     int    `json:"errcode"`
+	AccessToken string `json:"access_token"`
+	ExpiresIn   int64  `json:"expires_in"`
+	raw         []byte
+}
+
+func (f *fleet) fetch(t *testing.T, replica int, app string) tokenAnswer {
+	t.Helper()
+	resp, err := f.clients[replica].Get(f.emu.URL + "/cgi-bin/token?grant_type=client_credential&appid=" + app + "&secret=" + secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var a tokenAnswer
+	a.raw, _ = io.ReadAll(resp.Body)
+	if err := json.Unmarshal(a.raw, &a); err != nil {
+		t.Fatalf("%s: %v", a.raw, err)
+	}
+	return a
+}
+
+func (f *fleet) call(t *testing.T, replica int, tok string) int {
+	t.Helper()
+	resp, err := f.clients[replica].Post(f.emu.URL+"/cgi-bin/user/info?access_token="+url.QueryEscape(tok), "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var a tokenAnswer
+	_ = json.NewDecoder(resp.Body).Decode(&a)
+	return a.ErrCode
+}
+
+// Six replicas exchanging the credentials of two accounts at once cause
+// one fetch per account; every replica gets that token, and every call
+// with it succeeds.
+func TestOneExchangePerCredential(t *testing.T) {
+	f := newFleet(t, 6)
+	var mu sync.Mutex
+	got := map[string]map[string]bool{}
+	var wg sync.WaitGroup
+	for r := range 6 {
+		for _, app := range []string{"wxA", "wxB"} {
+			for range 3 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					a := f.fetch(t, r, app)
+					mu.Lock()
+					defer mu.Unlock()
+					if got[app] == nil {
+						got[app] = map[string]bool{}
+					}
+					got[app][a.AccessToken] = true
+				}()
+			}
+		}
+	}
+	wg.Wait()
+	for _, app := range []string{"wxA", "wxB"} {
+		if n := f.emu.Fetches(app, "/cgi-bin/token"); n != 1 {
+			t.Errorf("%s: %d fetches at the emulator, want 1", app, n)
+		}
+		if len(got[app]) != 1 {
+			t.Errorf("%s: replicas got %d tokens, want 1", app, len(got[app]))
+		}
+		for tok := range got[app] {
+			for r := range 6 {
+				if code := f.call(t, r, tok); code != 0 {
+					t.Errorf("%s replica %d: errcode %d", app, r, code)
+				}
+			}
+		}
+	}
+	var st Stats
+	for _, s := range f.sharers {
+		x := s.Stats()
+		st.Fetched += x.Fetched
+		st.Shared += x.Shared
+		st.Waited += x.Waited
+	}
+	t.Logf("36 exchanges: %+v", st)
+	if st.Fetched != 2 || st.Shared != 34 {
+		t.Errorf("stats %+v, want 2 fetched and 34 shared", st)
+	}
+}
+
+// An answer from Redis is the provider's body byte for byte, but for its
+// lifetime counted down to what is left.
+func TestSharedAnswerCountsDown(t *testing.T) {
+	now := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	f := newFleet(t, 2, WithClock(clock))
+	first := f.fetch(t, 0, "wxA")
+	mu.Lock()
+	now = now.Add(1000 * time.Second)
+	mu.Unlock()
+	second := f.fetch(t, 1, "wxA")
+	want := bytes.Replace(first.raw, []byte(`"expires_in":7200`), []byte(`"expires_in":6200`), 1)
+	if !bytes.Equal(second.raw, want) {
+		t.Fatalf("shared answer %s, want %s", second.raw, want)
+	}
+	// Within the margin of its end the token is not handed out: fetched anew.
+	mu.Lock()
+	now = now.Add(6200*time.Second - 5*time.Minute + time.Second)
+	mu.Unlock()
+	third := f.fetch(t, 1, "wxA")
+	if third.AccessToken == first.AccessToken || third.ExpiresIn != 7200 {
+		t.Fatalf("near its end: %s, want a new token", third.raw)
+	}
+}
+
+// A token revoked at the provider heals with one fetch for the fleet:
+// every replica sees 40001, the kept answer is deleted once, and the
+// replicas' next exchanges share one new token.
+func TestInvalidTokenHealsOnce(t *testing.T) {
+	f := newFleet(t, 6)
+	var toks []string
+	for r := range 6 {
+		toks = append(toks, f.fetch(t, r, "wxA").AccessToken)
+	}
+	f.emu.Revoke(toks[0])
+	var wg sync.WaitGroup
+	for r := range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if code := f.call(t, r, toks[r]); code != wechattest.CodeInvalidToken {
+				t.Errorf("replica %d: errcode %d, want 40001", r, code)
+			}
+			a := f.fetch(t, r, "wxA")
+			if a.AccessToken == toks[0] {
+				t.Errorf("replica %d got the revoked token again", r)
+			}
+			if code := f.call(t, r, a.AccessToken); code != 0 {
+				t.Errorf("replica %d after healing: errcode %d", r, code)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := f.emu.Fetches("wxA", "/cgi-bin/token"); n != 2 {
+		t.Fatalf("%d fetches at the emulator, want 2 (the first and one to heal)", n)
+	}
+	healed := int64(0)
+	for _, s := range f.sharers {
+		healed += s.Stats().Healed
+	}
+	if healed != 1 {
+		t.Fatalf("healed %d times, want 1", healed)
+	}
+}
+
+// Error answers are never kept; forced stable_token refreshes are never
+// answered from Redis.
+func TestOnlyGoodAnswersKept(t *testing.T) {
+	f := newFleet(t, 2)
+	for r := range 2 {
+		resp, err := f.clients[r].Get(f.emu.URL + "/cgi-bin/token?grant_type=client_credential&appid=wxA&secret=wrong-secret")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(b), "40125") {
+			t.Fatalf("wrong secret: %s", b)
+		}
+	}
+	if n := len(f.emu.Requests()); n != 2 {
+		t.Fatalf("%d requests at the emulator, want 2: an error answer was shared", n)
+	}
+	stable := func(r int, force bool) string {
+		body := fmt.Sprintf(`{"grant_type":"client_credential","appid":"wxA","secret":%q,"force_refresh":%v}`, secret, force)
+		resp, err := f.clients[r].Post(f.emu.URL+"/cgi-bin/stable_token", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var a tokenAnswer
+		_ = json.NewDecoder(resp.Body).Decode(&a)
+		return a.AccessToken
+	}
+	a := stable(0, false)
+	if b := stable(1, false); b != a {
+		t.Fatalf("stable token not shared: %q, %q", a, b)
+	}
+	forced := stable(1, true)
+	if forced == a || f.emu.Fetches("wxA", "/cgi-bin/stable_token") != 2 {
+		t.Fatalf("forced refresh answered from Redis")
+	}
+	if b := stable(0, false); b != forced {
+		t.Fatalf("after a forced refresh the fleet shares %q, want the forced %q", b, forced)
+	}
+}
+
+// A replica that took the lease and died holds the others no longer than
+// the lease: the next exchange fetches once it has passed.
+func TestDeadFetcherHoldsOnlyItsLease(t *testing.T) {
+	f := newFleet(t, 1, WithLease(300*time.Millisecond))
+	k, err := derive(wechat, strings.TrimPrefix(f.emu.URL, "http://"), "/cgi-bin/token", []string{"wxA", secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lockKey := f.prefix + ":token:" + k.name + ":lock"
+	if err := f.rdb.Set(context.Background(), lockKey, "dead-replica", 300*time.Millisecond).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if a := f.fetch(t, 0, "wxA"); a.AccessToken == "" {
+		t.Fatalf("no token: %s", a.raw)
+	}
+	if st := f.sharers[0].Stats(); st.Waited != 1 || st.Fetched != 1 {
+		t.Fatalf("stats %+v, want one wait, then one fetch", st)
+	}
+	// Bounded by the caller's context as well.
+	if err := f.rdb.Set(context.Background(), lockKey, "dead-replica", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	f.rdb.Del(context.Background(), f.prefix+":token:"+k.name)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", f.emu.URL+"/cgi-bin/token?grant_type=client_credential&appid=wxA&secret="+secret, nil)
+	if _, err := f.clients[0].Do(req); err == nil || ctx.Err() == nil {
+		t.Fatalf("a wait past the caller's deadline: err %v", err)
+	}
+}
+
+// With Redis down each exchange is sent as it came.
+func TestRedisDownExchangesAlone(t *testing.T) {
+	emu := wechattest.NewServer(wechattest.Options{})
+	defer emu.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
+	defer rdb.Close()
+	s, err := New(rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &http.Client{Transport: s.Wrap(http.DefaultTransport)}
+	for range 2 {
+		resp, err := c.Get(emu.URL + "/cgi-bin/token?grant_type=client_credential&appid=wxA&secret=x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	if n := emu.Fetches("wxA", "/cgi-bin/token"); n != 2 || s.Stats().Unshared != 2 {
+		t.Fatalf("%d fetches, stats %+v; want 2 sent as they came", n, s.Stats())
+	}
+}
+
+// Redis never holds a token or a secret in clear, in any key or value.
+func TestRedisHoldsNoTokenInClear(t *testing.T) {
+	f := newFleet(t, 2)
+	tok := f.fetch(t, 0, "wxA").AccessToken
+	f.fetch(t, 1, "wxA")
+	ctx := context.Background()
+	keys, err := f.rdb.Keys(ctx, "*").Result()
+	if err != nil || len(keys) == 0 {
+		t.Fatalf("keys %v, %v", keys, err)
+	}
+	for _, k := range keys {
+		v, _ := f.rdb.Get(ctx, k).Result()
+		for _, s := range []string{tok, secret, "wxA"} {
+			if strings.Contains(k, s) || strings.Contains(v, s) {
+				t.Errorf("Redis key %q or its value holds %q in clear", k, s)
+			}
+		}
+	}
+}
+
+func TestOptionsNameTheirField(t *testing.T) {
+	srv := redistest.Start(t)
+	for _, tc := range []struct {
+		opt  Option
+		want string
+	}{
+		{WithPrefix(""), "WithPrefix"},
+		{WithMargin(-time.Second), "WithMargin"},
+		{WithLease(0), "WithLease"},
+		{WithClock(nil), "WithClock"},
+	} {
+		if _, err := New(srv.Client(t), tc.opt); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("error %v, want one naming %s", err, tc.want)
+		}
+	}
+	if _, err := New(nil); err == nil {
+		t.Error("New(nil) succeeded")
+	}
+}

@@ -1,0 +1,167 @@
+package throttle_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quotaware/throttle"
+	"github.com/quotaware/throttle/internal/redistest"
+	"github.com/quotaware/throttle/limiter"
+	"github.com/quotaware/throttle/limiter/limitertest"
+	"github.com/quotaware/throttle/providers/wechat"
+	"github.com/quotaware/throttle/providers/wechat/wechattest"
+)
+
+// tokenFleet is replicas of a service calling two WeChat accounts, each
+// through its own Transport on one Redis.
+type tokenFleet struct {
+	emu     *wechattest.Server
+	clients []*http.Client
+}
+
+const fleetSecret = "FLEETSECRET-61c0d2"
+
+var fleetApps = []string{"wx1000000000000001", "wx2000000000000002"}
+
+func newTokenFleet(t *testing.T, replicas int, opts ...throttle.Option) *tokenFleet {
+	t.Helper()
+	srv := redistest.Shared(t)
+	prefix := limitertest.Group(t)
+	// A replaced token stops working at once after the fetch that replaced
+	// it: WeChat's 5 minutes, shortened so that replicas fetching for
+	// themselves invalidate one another within the test.
+	f := &tokenFleet{emu: wechattest.NewServer(wechattest.Options{
+		Apps:       map[string]string{fleetApps[0]: fleetSecret, fleetApps[1]: fleetSecret},
+		TokenGrace: time.Nanosecond,
+	})}
+	t.Cleanup(f.emu.Close)
+	u, _ := url.Parse(f.emu.URL)
+	set := wechat.MustApps(wechat.AppsConfig{
+		Shared: wechat.Config{Hosts: []string{u.Hostname()}},
+		Apps:   []wechat.Config{{AppID: fleetApps[0]}, {AppID: fleetApps[1]}},
+	})
+	for range replicas {
+		tr := throttle.MustNew(append([]throttle.Option{throttle.WithLimiter(limiter.MustNewShared(srv.Client(t), limiter.SharedConfig{Prefix: prefix})),
+			throttle.WithProfiles(set.Profile())}, opts...)...)
+		t.Cleanup(func() { tr.Close() })
+		f.clients = append(f.clients, &http.Client{Transport: tr})
+	}
+	return f
+}
+
+// sdk is what an SDK does with a fresh per-process cache: fetch a token,
+// call with it, and fetch again when the provider calls it invalid.
+func (f *tokenFleet) sdk(t *testing.T, replica int, app string, calls int) (invalid int) {
+	get := func(u string, v any) {
+		resp, err := f.clients[replica].Get(u)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if err := json.Unmarshal(b, v); err != nil {
+			t.Errorf("%s: %v", b, err)
+		}
+	}
+	var tok struct {
+		AccessToken string `json:"access_token"`
+	}
+	get(f.emu.URL+"/cgi-bin/token?grant_type=client_credential&appid="+app+"&secret="+fleetSecret, &tok)
+	for range calls {
+		var a struct {
+			ErrCode int `json:"errcode"`
+		}
+		get(f.emu.URL+"/cgi-bin/user/info?openid=o1&access_token="+url.QueryEscape(tok.AccessToken), &a)
+		if a.ErrCode == wechattest.CodeInvalidToken {
+			invalid++
+			get(f.emu.URL+"/cgi-bin/token?grant_type=client_credential&appid="+app+"&secret="+fleetSecret, &tok)
+		}
+	}
+	return invalid
+}
+
+// restart runs rounds of every replica recreating its SDK client for both
+// accounts, staggered as rolling restarts are, and returns the
+// invalid-token answers.
+func (f *tokenFleet) restart(t *testing.T, rounds int) int {
+	var mu sync.Mutex
+	invalid := 0
+	for range rounds {
+		var wg sync.WaitGroup
+		for r := range f.clients {
+			for _, app := range fleetApps {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					n := f.sdk(t, r, app, 3)
+					mu.Lock()
+					invalid += n
+					mu.Unlock()
+				}()
+			}
+		}
+		wg.Wait()
+	}
+	return invalid
+}
+
+// Six replicas restarting ten times each, two accounts: one exchange per
+// account at the provider for the fleet, and no invalid-token answer. A
+// token revoked at the provider then heals with one fetch for the fleet.
+// Each replica fetching for itself (before): a fetch per replica and
+// restart, and replicas invalidating one another's tokens.
+func TestSharedTokensAcrossReplicas(t *testing.T) {
+	f := newTokenFleet(t, 6)
+	start := time.Now()
+	if n := f.restart(t, 10); n != 0 {
+		t.Errorf("%d invalid-token answers, want 0", n)
+	}
+	for _, app := range fleetApps {
+		if n := f.emu.Fetches(app, "/cgi-bin/token"); n != 1 {
+			t.Errorf("%s: %d token fetches at the provider, want 1", app, n)
+		}
+	}
+	t.Logf("6 replicas x 10 restarts x 2 accounts: fetches %d + %d, %v",
+		f.emu.Fetches(fleetApps[0], "/cgi-bin/token"), f.emu.Fetches(fleetApps[1], "/cgi-bin/token"), time.Since(start).Round(time.Millisecond))
+
+	// Revoke the first account's token: every replica sees 40001 once,
+	// and the fleet fetches one new token.
+	var tok struct {
+		AccessToken string `json:"access_token"`
+	}
+	resp, err := f.clients[0].Get(f.emu.URL + "/cgi-bin/token?grant_type=client_credential&appid=" + fleetApps[0] + "&secret=" + fleetSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&tok)
+	resp.Body.Close()
+	f.emu.Revoke(tok.AccessToken)
+	invalid := f.restart(t, 3)
+	t.Logf("after a revocation: %d invalid-token answers, fetches %d", invalid, f.emu.Fetches(fleetApps[0], "/cgi-bin/token"))
+	if n := f.emu.Fetches(fleetApps[0], "/cgi-bin/token"); n != 2 {
+		t.Errorf("after a revocation: %d fetches, want 2 (one to heal)", n)
+	}
+	if invalid == 0 || invalid > 12 {
+		t.Errorf("after a revocation: %d invalid-token answers, want 1 to 12 (one per replica's SDK client at most)", invalid)
+	}
+	if n := f.emu.Fetches(fleetApps[1], "/cgi-bin/token"); n != 1 {
+		t.Errorf("the other account: %d fetches, want 1", n)
+	}
+}
+
+// WithoutSharedTokens turns the sharing off: every replica fetches.
+func TestWithoutSharedTokens(t *testing.T) {
+	f := newTokenFleet(t, 2, throttle.WithoutSharedTokens())
+	for r := range 2 {
+		f.sdk(t, r, fleetApps[0], 0)
+	}
+	if n := f.emu.Fetches(fleetApps[0], "/cgi-bin/token"); n != 2 {
+		t.Fatalf("%d fetches, want 2", n)
+	}
+}
