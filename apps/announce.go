@@ -48,7 +48,7 @@ type listener struct {
 	b    *Book
 	ps   *redis.PubSub
 	mu   sync.Mutex
-	todo map[tokenHash]struct{}
+	todo map[tokenHash]int64 // queued hashes, with how many messages named each
 	wake chan struct{}
 	done sync.WaitGroup
 	once sync.Once
@@ -60,7 +60,7 @@ type listener struct {
 // after a reconnect.
 func (b *Book) listen() *listener {
 	l := &listener{b: b, ps: b.cfg.rdb.Subscribe(context.Background(), b.channel()),
-		todo: make(map[tokenHash]struct{}), wake: make(chan struct{}, 1)}
+		todo: make(map[tokenHash]int64), wake: make(chan struct{}, 1)}
 	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.redisTimeout)
 	_, _ = l.ps.Receive(ctx)
 	cancel()
@@ -83,7 +83,7 @@ func (l *listener) receive() {
 		_, queued := l.todo[h]
 		full := !queued && len(l.todo) >= maxUnconfirmed
 		if !full {
-			l.todo[h] = struct{}{}
+			l.todo[h]++ // messages of one hash share a read, each counted
 		}
 		l.mu.Unlock()
 		if full {
@@ -105,18 +105,20 @@ func (l *listener) confirm() {
 	for range l.wake {
 		l.mu.Lock()
 		batch := l.todo
-		l.todo = make(map[tokenHash]struct{}, len(batch))
+		l.todo = make(map[tokenHash]int64, len(batch))
 		l.mu.Unlock()
 		if len(batch) == 0 {
 			continue
 		}
 		hs := make([]tokenHash, 0, len(batch))
+		msgs := make([]int64, 0, len(batch))
 		gets := make([]*redis.StringCmd, 0, len(batch))
 		ttls := make([]*redis.DurationCmd, 0, len(batch))
 		ctx, cancel := context.WithTimeout(context.Background(), b.cfg.redisTimeout)
 		pipe := b.cfg.rdb.Pipeline()
-		for h := range batch {
+		for h, n := range batch {
 			hs = append(hs, h)
+			msgs = append(msgs, n)
 			gets = append(gets, pipe.Get(ctx, b.redisKey(h)))
 			ttls = append(ttls, pipe.PTTL(ctx, b.redisKey(h)))
 		}
@@ -129,16 +131,16 @@ func (l *listener) confirm() {
 				if err != redis.Nil {
 					b.redisErrors.Add(1)
 				}
-				b.rejected.Add(1)
+				b.rejected.Add(msgs[i])
 				continue
 			}
 			r := readStored(v, ttls[i].Val())
 			if !r.found {
-				b.rejected.Add(1)
+				b.rejected.Add(msgs[i])
 				continue
 			}
 			b.keep(h, r, now)
-			b.heardCount.Add(1)
+			b.heardCount.Add(msgs[i])
 		}
 	}
 }
