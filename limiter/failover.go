@@ -583,6 +583,10 @@ func (f *failover) requeue(id penaltyID, p Penalty) {
 // close stops retrying the kept penalties and waits for the background
 // writes.
 func (f *failover) close() {
-	f.stopOnce.Do(func() { close(f.stop) })
+	f.stopAsync()
 	f.bg.Wait()
 }
+
+// stopAsync stops retrying the kept penalties without waiting for a write
+// in progress (bounded by its own timeout).
+func (f *failover) stopAsync() { f.stopOnce.Do(func() { close(f.stop) }) }
