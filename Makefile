@@ -18,6 +18,7 @@ SOAK ?= 60s
 FUZZ_TARGETS = \
 	./limiter/rule:FuzzNew \
 	./limiter:FuzzParseAnnouncement \
+	./limiter:FuzzParseReserve \
 	.:FuzzBuild \
 	./providers:FuzzPeekBody \
 	./providers:FuzzFoldPath \

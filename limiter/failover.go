@@ -200,8 +200,8 @@ func (f *failover) reserve(ctx context.Context, req Request) (Reservation, error
 			}
 			return f.reserveLocal(ctx, req)
 		}
-		if err == nil && res.ok {
-			f.noteHorizon(req, res)
+		if err == nil {
+			f.noteHorizon(req, res) // refusals too: see fleetHorizon
 		}
 		if err == nil || !errors.Is(err, ErrUnavailable) || ctx.Err() != nil {
 			return res, err
@@ -297,17 +297,19 @@ func (f *failover) probeOK() {
 	f.nextProbe.Store(min(f.nextProbe.Load(), now+min(int64(f.cfg.Probe), f.recover.Load()/4+1)))
 }
 
-// noteHorizon keeps the latest slot the primary has booked, for this replica
-// or, as far as this reservation shows, for any: an evenly paced rule's state
-// after booking is its latest slot plus one interval, whoever booked it.
-// (A rule with a burst runs its state ahead of the real sends, so only its
-// own slot counts.)
+// noteHorizon keeps the latest slot the primary has booked, for this
+// replica or, as far as this answer shows, for any (see fleetHorizon), and
+// the hold of each long window rule: a replica whose requests were all
+// refused learns from the refusals alone how far ahead the others booked.
 func (f *failover) noteHorizon(req Request, res Reservation) {
-	at := res.SendAt().UnixMicro()
-	if len(res.booked) == len(req.Rules) {
+	at := fleetHorizon(&req, &res)
+	states := res.booked
+	if !res.ok {
+		states = res.fleet
+	}
+	if len(states) == len(req.Rules) {
 		for i := range req.Rules {
 			if r := core(&req.Rules[i]); r.Kind == rulecore.Paced && r.Burst == 1 {
-				at = max(at, res.booked[i]-r.IntervalUs)
 				if p := int64(min(r.Period, maxHold) / time.Microsecond); p > f.period.Load() {
 					f.period.Store(p) // racy max: any recent value will do
 				}
@@ -316,13 +318,41 @@ func (f *failover) noteHorizon(req Request, res Reservation) {
 	}
 	for old := f.lastSlot.Load(); at > old && !f.lastSlot.CompareAndSwap(old, at); old = f.lastSlot.Load() {
 	}
-	if len(res.booked) == len(req.Rules) {
+	if len(states) == len(req.Rules) {
 		for i := range req.Rules {
-			if r := core(&req.Rules[i]); r.Kind == rulecore.Window && r.Period > maxHold {
-				f.noteWindow(req.Group, r, res.booked[i]+int64(r.Period/time.Microsecond))
+			if r := core(&req.Rules[i]); r.Kind == rulecore.Window && r.Period > maxHold && states[i] > 0 {
+				f.noteWindow(req.Group, r, states[i]+int64(r.Period/time.Microsecond))
 			}
 		}
 	}
+}
+
+// fleetHorizon is the latest slot (µs) res shows booked: its own slot, and
+// an evenly paced rule's latest slot whoever booked it (its state after
+// booking is that slot plus one interval; a rule with a burst runs its state
+// ahead of the real sends, so only its own slot counts). A refusal from Redis
+// carries the rules' state as well (reserve.lua): the paced rules' latest
+// slots and the window rules' latest sends.
+func fleetHorizon(req *Request, res *Reservation) (at int64) {
+	states := res.booked
+	if res.ok {
+		at = res.SendAt().UnixMicro()
+	} else {
+		states = res.fleet
+	}
+	if len(states) != len(req.Rules) {
+		return at
+	}
+	for i := range req.Rules {
+		switch r := core(&req.Rules[i]); {
+		case r.Kind == rulecore.Paced && r.Burst == 1:
+			at = max(at, states[i]-r.IntervalUs)
+		case r.Kind == rulecore.Window && !res.ok:
+			// An admitted send is at or after the window's latest.
+			at = max(at, states[i])
+		}
+	}
+	return at
 }
 
 // maxWindowHolds bounds windowHolds; past it, holds already over are
