@@ -303,11 +303,9 @@ func (f *failover) probeOK() {
 // refused learns from the refusals alone how far ahead the others booked.
 func (f *failover) noteHorizon(req Request, res Reservation) {
 	at := fleetHorizon(&req, &res)
-	states := res.booked
-	if !res.ok {
-		states = res.fleet
-	}
-	if len(states) == len(req.Rules) {
+	var buf [4]int64
+	states := res.states(buf[:0], len(req.Rules))
+	if states != nil {
 		for i := range req.Rules {
 			if r := core(&req.Rules[i]); r.Kind == rulecore.Paced && r.Burst == 1 {
 				if p := int64(min(r.Period, maxHold) / time.Microsecond); p > f.period.Load() {
@@ -318,7 +316,7 @@ func (f *failover) noteHorizon(req Request, res Reservation) {
 	}
 	for old := f.lastSlot.Load(); at > old && !f.lastSlot.CompareAndSwap(old, at); old = f.lastSlot.Load() {
 	}
-	if len(states) == len(req.Rules) {
+	if states != nil {
 		for i := range req.Rules {
 			if r := core(&req.Rules[i]); r.Kind == rulecore.Window && r.Period > maxHold && states[i] > 0 {
 				f.noteWindow(req.Group, r, states[i]+int64(r.Period/time.Microsecond))
@@ -334,13 +332,12 @@ func (f *failover) noteHorizon(req Request, res Reservation) {
 // carries the rules' state as well (reserve.lua): the paced rules' latest
 // slots and the window rules' latest sends.
 func fleetHorizon(req *Request, res *Reservation) (at int64) {
-	states := res.booked
 	if res.ok {
 		at = res.SendAt().UnixMicro()
-	} else {
-		states = res.fleet
 	}
-	if len(states) != len(req.Rules) {
+	var buf [4]int64
+	states := res.states(buf[:0], len(req.Rules))
+	if states == nil {
 		return at
 	}
 	for i := range req.Rules {

@@ -373,17 +373,13 @@ func parseReserve(reqs []Request, reply string, out []Reservation) (flags replyF
 			}
 		case 1:
 			res.retryAfter = d
-			// What the fleet booked (see reserve.lua), when the reply says.
+			// What the fleet booked (see reserve.lua), when the reply says:
+			// checked here, kept as the reply's text (refusals are the hot
+			// key's common answer, and a slice would cost an allocation).
 			if fields != "" && len(req.Rules) > 0 {
-				res.fleet = make([]int64, len(req.Rules))
-				for i := range res.fleet {
-					var field string
-					field, fields, _ = strings.Cut(fields, " ")
-					b, err := strconv.ParseInt(field, 10, 64)
-					if err != nil {
-						return flags, malformed()
-					}
-					res.fleet[i] = b
+				var buf [4]int64
+				if len(res.withFleet(fields).states(buf[:0], len(req.Rules))) != len(req.Rules) {
+					return flags, malformed()
 				}
 			}
 		case 2:
@@ -408,6 +404,38 @@ func parseReserve(reqs []Request, reply string, out []Reservation) (flags replyF
 		out[r] = res
 	}
 	return flags, nil
+}
+
+// withFleet records fleet, a refusal's states of the rules, in res.
+func (res *Reservation) withFleet(fleet string) *Reservation {
+	res.fleet = fleet
+	return res
+}
+
+// states returns the state of each of the n rules that res carries (the
+// booked ones of a slot, what the fleet booked for a refusal from Redis),
+// appended to buf, or nil when it carries none for n rules.
+func (res *Reservation) states(buf []int64, n int) []int64 {
+	if res.ok {
+		if len(res.booked) == n {
+			return res.booked
+		}
+		return nil
+	}
+	rest := res.fleet
+	for range n {
+		if rest == "" {
+			return nil
+		}
+		var field string
+		field, rest, _ = strings.Cut(rest, " ")
+		v, err := strconv.ParseInt(field, 10, 64)
+		if err != nil {
+			return nil
+		}
+		buf = append(buf, v)
+	}
+	return buf
 }
 
 // maxReplyMicros caps a wait or penalty read from a reply: 100 years, far

@@ -39,8 +39,9 @@ func FuzzParseReserve(f *testing.F) {
 			if res.ok && len(res.booked) != len(rules) {
 				t.Fatalf("admitted with %d booked states for %d rules", len(res.booked), len(rules))
 			}
-			if !res.ok && res.fleet != nil && len(res.fleet) != len(rules) {
-				t.Fatalf("refused with %d fleet states for %d rules", len(res.fleet), len(rules))
+			var buf [4]int64
+			if st := res.states(buf[:0], len(rules)); !res.ok && res.fleet != "" && len(rules) > 0 && len(st) != len(rules) {
+				t.Fatalf("refused with fleet states %q that do not read as %d rules'", res.fleet, len(rules))
 			}
 			if res.delay < 0 || res.retryAfter < 0 {
 				t.Fatalf("negative wait: %v %v", res.delay, res.retryAfter)
