@@ -292,6 +292,7 @@ end
 
 local last = {} -- per rule: the state to write, once something was booked
 local booked_hi = {} -- per calendar rule: the end of its latest booked window
+local fleet = false -- a refusal's states of the rules, once formatted
 
 for r = 1, n do
   local s, bind = now, 0
@@ -367,20 +368,26 @@ for r = 1, n do
   end
 
   if refused then
-    local parts = {refused}
-    for i = 1, nr do
-      a = at[i]
-      local kind = ARGV[a]
-      if kind == 'p' then
-        parts[i + 1] = string.format('%d', vals[np + i])
-      elseif kind == 'w' and win[i].hi > 0 then
-        parts[i + 1] = string.format('%d', win[i].ts[win[i].hi])
-      else
-        parts[i + 1] = '0'
+    -- The state is the same for every refusal until a request books, so
+    -- a hot key's batch of refusals formats it once.
+    if not fleet then
+      local parts = {}
+      for i = 1, nr do
+        a = at[i]
+        local kind = ARGV[a]
+        if kind == 'p' then
+          parts[i] = string.format('%d', vals[np + i])
+        elseif kind == 'w' and win[i].hi > 0 then
+          parts[i] = string.format('%d', win[i].ts[win[i].hi])
+        else
+          parts[i] = '0'
+        end
       end
+      fleet = ' ' .. table.concat(parts, ' ')
     end
-    out[r + 1] = table.concat(parts, ' ')
+    out[r + 1] = refused .. fleet
   else
+    fleet = false
     local line = wait == 0 and '0 0 0' or string.format('0 %d %d', wait, bind)
     for i = 1, nr do
       a = at[i]
