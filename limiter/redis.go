@@ -406,38 +406,6 @@ func parseReserve(reqs []Request, reply string, out []Reservation) (flags replyF
 	return flags, nil
 }
 
-// withFleet records fleet, a refusal's states of the rules, in res.
-func (res *Reservation) withFleet(fleet string) *Reservation {
-	res.fleet = fleet
-	return res
-}
-
-// states returns the state of each of the n rules that res carries (the
-// booked ones of a slot, what the fleet booked for a refusal from Redis),
-// appended to buf, or nil when it carries none for n rules.
-func (res *Reservation) states(buf []int64, n int) []int64 {
-	if res.ok {
-		if len(res.booked) == n {
-			return res.booked
-		}
-		return nil
-	}
-	rest := res.fleet
-	for range n {
-		if rest == "" {
-			return nil
-		}
-		var field string
-		field, rest, _ = strings.Cut(rest, " ")
-		v, err := strconv.ParseInt(field, 10, 64)
-		if err != nil {
-			return nil
-		}
-		buf = append(buf, v)
-	}
-	return buf
-}
-
 // maxReplyMicros caps a wait or penalty read from a reply: 100 years, far
 // below the ~292 years a time.Duration holds.
 const maxReplyMicros = 100 * 365 * 24 * int64(time.Hour/time.Microsecond)
