@@ -20,6 +20,7 @@ FUZZ_TARGETS = \
 	./tokens:FuzzCountDown \
 	./limiter/rule:FuzzNew \
 	./limiter:FuzzParseAnnouncement \
+	./limiter:FuzzParseReserve \
 	.:FuzzBuild \
 	./providers:FuzzPeekBody \
 	./providers:FuzzFoldPath \

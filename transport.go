@@ -221,17 +221,51 @@ func contextTimeouts(c redis.UniversalClient) bool {
 // registry beat and penalty watcher. Requests in flight finish; the base
 // transport is left alone. A Transport dropped without Close stops that work
 // once it is garbage collected.
+//
+// Close returns within backgroundDrain (2s) whatever Redis does: the drain,
+// then the shared limiter's stop with the time left (see
+// limiter.Shared.Shutdown). Work still waiting on a Redis that does not
+// answer then ends on its own timeout, and Close returns an error saying so.
 func (t *Transport) Close() error {
-	t.bg.close(backgroundDrain)
-	if t.gauges != nil {
-		t.gauges()
+	ctx, cancel := context.WithTimeout(context.Background(), backgroundDrain)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		t.bg.close(backgroundDrain)
+		if t.gauges != nil {
+			t.gauges()
+		}
+		t.quota.close()
+		if t.shared != nil {
+			t.unlisten()
+			// What the drain left of the time.
+			done <- t.shared.Shutdown(ctx)
+			return
+		}
+		done <- nil
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("throttle: Close: %w", err)
+		}
+		return nil
+	case <-ctx.Done():
+		select {
+		case err := <-done: // the limiter's own answer says more
+			if err != nil {
+				return fmt.Errorf("throttle: Close: %w", err)
+			}
+			return nil
+		default:
+		}
+		// The drain (its workers cut short) or unregistering the gauges
+		// outlived the time: they end on their own timeouts.
+		if t.shared != nil {
+			_ = t.shared.Shutdown(ctx) // tell its background work to stop
+		}
+		return fmt.Errorf("throttle: Close: background work still waiting after %v: %w", backgroundDrain, context.Cause(ctx))
 	}
-	t.quota.close()
-	if t.shared != nil {
-		t.unlisten()
-		return t.shared.Close()
-	}
-	return nil
 }
 
 // Limiter returns the limiter the Transport reserves slots from.

@@ -412,12 +412,24 @@ func (w *watcher) reject(reason string) {
 
 // stop ends the watch and waits for its goroutines.
 func (w *watcher) stop() {
+	w.stopAsync()
+	w.done.Wait()
+}
+
+// stopAsync ends the watch without waiting. Closing the subscription waits
+// for a receive in progress, which holds it while (re)subscribing to a Redis
+// that does not answer, for up to the client's read timeout: it is closed on
+// a goroutine of its own, counted in done.
+func (w *watcher) stopAsync() {
 	w.once.Do(func() {
 		w.stopped.Store(true)
 		close(w.quit)
-		w.ps.Close()
+		w.done.Add(1)
+		go func() {
+			defer w.done.Done()
+			w.ps.Close()
+		}()
 	})
-	w.done.Wait()
 }
 
 // penaltyEnd reads a penalty key's value, "<end µs>|<code>".

@@ -200,8 +200,8 @@ func (f *failover) reserve(ctx context.Context, req Request) (Reservation, error
 			}
 			return f.reserveLocal(ctx, req)
 		}
-		if err == nil && res.ok {
-			f.noteHorizon(req, res)
+		if err == nil {
+			f.noteHorizon(req, res) // refusals too: see fleetHorizon
 		}
 		if err == nil || !errors.Is(err, ErrUnavailable) || ctx.Err() != nil {
 			return res, err
@@ -295,73 +295,6 @@ func (f *failover) probeOK() {
 	// Probe again soon, so that the switch happens once Recover is over,
 	// not up to a probe interval later.
 	f.nextProbe.Store(min(f.nextProbe.Load(), now+min(int64(f.cfg.Probe), f.recover.Load()/4+1)))
-}
-
-// noteHorizon keeps the latest slot the primary has booked, for this replica
-// or, as far as this reservation shows, for any: an evenly paced rule's state
-// after booking is its latest slot plus one interval, whoever booked it.
-// (A rule with a burst runs its state ahead of the real sends, so only its
-// own slot counts.)
-func (f *failover) noteHorizon(req Request, res Reservation) {
-	at := res.SendAt().UnixMicro()
-	if len(res.booked) == len(req.Rules) {
-		for i := range req.Rules {
-			if r := core(&req.Rules[i]); r.Kind == rulecore.Paced && r.Burst == 1 {
-				at = max(at, res.booked[i]-r.IntervalUs)
-				if p := int64(min(r.Period, maxHold) / time.Microsecond); p > f.period.Load() {
-					f.period.Store(p) // racy max: any recent value will do
-				}
-			}
-		}
-	}
-	for old := f.lastSlot.Load(); at > old && !f.lastSlot.CompareAndSwap(old, at); old = f.lastSlot.Load() {
-	}
-	if len(res.booked) == len(req.Rules) {
-		for i := range req.Rules {
-			if r := core(&req.Rules[i]); r.Kind == rulecore.Window && r.Period > maxHold {
-				f.noteWindow(req.Group, r, res.booked[i]+int64(r.Period/time.Microsecond))
-			}
-		}
-	}
-}
-
-// maxWindowHolds bounds windowHolds; past it, holds already over are
-// dropped, and a new one is not kept when none is.
-const maxWindowHolds = 4096
-
-func (f *failover) noteWindow(group string, r *rulecore.Rule, hold int64) {
-	id := group + "\x00" + r.Key
-	f.windowMu.Lock()
-	defer f.windowMu.Unlock()
-	if f.windowHolds == nil {
-		f.windowHolds = make(map[string]int64)
-	}
-	if _, ok := f.windowHolds[id]; !ok && len(f.windowHolds) >= maxWindowHolds {
-		now := time.Now().UnixMicro()
-		for k, h := range f.windowHolds {
-			if h <= now {
-				delete(f.windowHolds, k)
-			}
-		}
-		if len(f.windowHolds) >= maxWindowHolds {
-			return
-		}
-	}
-	if hold > f.windowHolds[id] {
-		f.windowHolds[id] = hold
-	}
-}
-
-// windowHold is when the local share of req's window rules may start.
-func (f *failover) windowHold(req *Request) (hold int64) {
-	for i := range req.Rules {
-		if r := core(&req.Rules[i]); r.Kind == rulecore.Window && r.Period > maxHold {
-			f.windowMu.Lock()
-			hold = max(hold, f.windowHolds[req.Group+"\x00"+r.Key])
-			f.windowMu.Unlock()
-		}
-	}
-	return hold
 }
 
 // probeDue lets one request at a time try the primary while it is down.
@@ -583,6 +516,10 @@ func (f *failover) requeue(id penaltyID, p Penalty) {
 // close stops retrying the kept penalties and waits for the background
 // writes.
 func (f *failover) close() {
-	f.stopOnce.Do(func() { close(f.stop) })
+	f.stopAsync()
 	f.bg.Wait()
 }
+
+// stopAsync stops retrying the kept penalties without waiting for a write
+// in progress (bounded by its own timeout).
+func (f *failover) stopAsync() { f.stopOnce.Do(func() { close(f.stop) }) }

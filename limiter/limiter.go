@@ -69,6 +69,11 @@ type Reservation struct {
 	// booked is the state each rule moved to; cancel uses it to tell
 	// whether the slot is still the last one booked.
 	booked []int64
+	// fleet is, for a refusal from Redis, each rule's state as Redis held
+	// it, as the reply wrote them (see reserve.lua and states): how far
+	// ahead the fleet booked, which a replica all of whose requests are
+	// refused learns only from it.
+	fleet string
 
 	// from gave the slot, and takes it back; group and rules are what
 	// it needs of the request to do so.

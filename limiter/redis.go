@@ -232,21 +232,11 @@ func (l *redisLimiter) reserveN(ctx context.Context, reqs []Request, out []Reser
 	if err != nil {
 		return err
 	}
-	// The latest slot booked, by this replica or (as an evenly paced
-	// rule's state shows) by any.
+	// The latest slot booked, by this replica or (as the rules' state
+	// shows, refusals included) by any.
 	var horizon int64
 	for i := range out {
-		if !out[i].ok {
-			continue
-		}
-		horizon = max(horizon, out[i].SendAt().UnixMicro())
-		if len(out[i].booked) == len(req.Rules) {
-			for j := range req.Rules {
-				if r := core(&req.Rules[j]); r.Kind == rulecore.Paced && r.Burst == 1 {
-					horizon = max(horizon, out[i].booked[j]-r.IntervalUs)
-				}
-			}
-		}
+		horizon = max(horizon, fleetHorizon(req, &out[i]))
 	}
 	if l.onPenalty != nil && out[0].penalty != nil {
 		l.onPenalty(req.Group, *out[0].penalty)
@@ -364,8 +354,8 @@ func parseReserve(reqs []Request, reply string, out []Reservation) (flags replyF
 		// A stored penalty end can be anything a hostile or garbled writer
 		// put there: cap the wait so that the nanosecond Duration cannot
 		// overflow into the past (the Transport clamps it further to the
-		// profile's MaxPenalty).
-		d := time.Duration(min(amount, maxReplyMicros)) * time.Microsecond
+		// profile's MaxPenalty), and never below zero.
+		d := time.Duration(min(max(amount, 0), maxReplyMicros)) * time.Microsecond
 		switch status {
 		case 0:
 			res.ok, res.delay = true, d
@@ -383,6 +373,15 @@ func parseReserve(reqs []Request, reply string, out []Reservation) (flags replyF
 			}
 		case 1:
 			res.retryAfter = d
+			// What the fleet booked (see reserve.lua), when the reply says:
+			// checked here, kept as the reply's text (refusals are the hot
+			// key's common answer, and a slice would cost an allocation).
+			if fields != "" && len(req.Rules) > 0 {
+				var buf [4]int64
+				if len(res.withFleet(fields).states(buf[:0], len(req.Rules))) != len(req.Rules) {
+					return flags, malformed()
+				}
+			}
 		case 2:
 			penalised = true
 			res.retryAfter, res.ruleIndex = d, -1

@@ -40,6 +40,9 @@ type registry struct {
 	stop      chan struct{}
 	done      chan struct{}
 	closeOnce sync.Once
+	// leave bounds the last beat, which takes the replica out of the
+	// registry: set before stop is closed.
+	leave context.Context
 }
 
 // startRegistry registers a new replica under prefix and beats every
@@ -67,18 +70,18 @@ func (r *registry) run() {
 	ticker := time.NewTicker(r.every)
 	defer ticker.Stop()
 	for {
-		r.beat(false)
+		r.beat(context.Background(), false)
 		select {
 		case <-r.stop:
-			r.beat(true)
+			r.beat(r.leave, true)
 			return
 		case <-ticker.C:
 		}
 	}
 }
 
-func (r *registry) beat(leave bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), r.every)
+func (r *registry) beat(parent context.Context, leave bool) {
+	ctx, cancel := context.WithTimeout(parent, r.every)
 	defer cancel()
 	flag := "0"
 	if leave {
@@ -106,12 +109,19 @@ func (r *registry) Live() int { return int(r.live.Load()) }
 // Share is this replica's fair share of a rule: 1 / Live.
 func (r *registry) Share() float64 { return 1 / float64(r.Live()) }
 
-// stopAsync asks the beat to leave the registry and stop, without waiting.
-func (r *registry) stopAsync() { r.closeOnce.Do(func() { close(r.stop) }) }
+// stopAsync asks the beat to leave the registry and stop, without waiting;
+// the leave gives up when ctx ends (a replica that could not leave drops
+// out three beats later).
+func (r *registry) stopAsync(ctx context.Context) {
+	r.closeOnce.Do(func() {
+		r.leave = ctx
+		close(r.stop)
+	})
+}
 
 // close leaves the registry and stops beating; it waits for the last beat
 // (at most one beat interval, the beat's own timeout).
 func (r *registry) close() {
-	r.stopAsync()
+	r.stopAsync(context.Background())
 	<-r.done
 }

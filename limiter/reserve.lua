@@ -31,7 +31,12 @@
 -- reads as absent and is replaced), then one line per
 -- request of space-separated integers:
 --   admitted:  "0 <delay µs> <binding rule, 0 = none> <booked state per rule>..."
---   refused:   "1 <retry-after µs> <binding rule>"
+--   refused:   "1 <retry-after µs> <binding rule> <state per rule>..."
+-- where a refusal's state is what the fleet has booked, charged by nobody:
+-- a paced rule's theoretical arrival time, a window rule's latest send (0
+-- when none), 0 for the other kinds. A replica all of whose requests are
+-- refused learns from it how far ahead the others' slots go, and holds its
+-- own local slots back past them should Redis go away (failover.go).
 -- or, when a penalty refuses them all, a single line
 --   penalised: "2 <penalty left µs> <penalty key index> <stored value>"
 --
@@ -190,10 +195,10 @@ end
 -- A send goes no earlier than the latest booked and a period after the
 -- limit-th most recent; a group counts all its sends at its latest time,
 -- so merging sends into groups can only delay, never over-admit.
-local win_slot, win_book, win_store
+local win, win_slot, win_book, win_store
 if has_w then
   local max_groups = 128 -- windowMaxGroups in window.go
-  local win = {}
+  win = {}
   for i = 1, nr do
     a = at[i]
     if ARGV[a] == 'w' then
@@ -287,6 +292,7 @@ end
 
 local last = {} -- per rule: the state to write, once something was booked
 local booked_hi = {} -- per calendar rule: the end of its latest booked window
+local fleet = false -- a refusal's states of the rules, once formatted
 
 for r = 1, n do
   local s, bind = now, 0
@@ -362,8 +368,26 @@ for r = 1, n do
   end
 
   if refused then
-    out[r + 1] = refused
+    -- The state is the same for every refusal until a request books, so
+    -- a hot key's batch of refusals formats it once.
+    if not fleet then
+      local parts = {}
+      for i = 1, nr do
+        a = at[i]
+        local kind = ARGV[a]
+        if kind == 'p' then
+          parts[i] = string.format('%d', vals[np + i])
+        elseif kind == 'w' and win[i].hi > 0 then
+          parts[i] = string.format('%d', win[i].ts[win[i].hi])
+        else
+          parts[i] = '0'
+        end
+      end
+      fleet = ' ' .. table.concat(parts, ' ')
+    end
+    out[r + 1] = refused .. fleet
   else
+    fleet = false
     local line = wait == 0 and '0 0 0' or string.format('0 %d %d', wait, bind)
     for i = 1, nr do
       a = at[i]

@@ -109,6 +109,7 @@ type Shared struct {
 	bgMu      sync.Mutex    // orders background's Add before Close's Wait
 	closed    bool          // guarded by bgMu: no background work after Close
 	closeOnce sync.Once
+	finished  chan struct{} // closed once the background work has ended
 
 	// described holds, per calendar rule met, when to record it in the
 	// catalogue again (unix nanos): once per window, for throttlectl.
@@ -151,7 +152,8 @@ func NewShared(client redis.UniversalClient, cfg SharedConfig) (*Shared, error) 
 	if err != nil {
 		return nil, err
 	}
-	s := &Shared{redis: r, cfg: cfg, log: newLogLimiter(cfg.Logger), described: make(map[stateKey]*atomic.Int64), stop: make(chan struct{})}
+	s := &Shared{redis: r, cfg: cfg, log: newLogLimiter(cfg.Logger), described: make(map[stateKey]*atomic.Int64), stop: make(chan struct{}),
+		finished: make(chan struct{})}
 	r.timeout = cfg.Timeout
 	r.report = s.report
 	fc := failoverConfig{
@@ -373,22 +375,61 @@ func (s *Shared) Inspect(ctx context.Context, groups ...string) (inspect.State, 
 
 // Close stops the background work (the registry beat, the announcement
 // watch, writes of penalties kept during an outage) and waits for it, at
-// most about a beat. It does not close the Redis client. Requests may still
-// be reserved afterwards; they get no announcements.
+// most closeWait; see Shutdown. It does not close the Redis client.
+// Requests may still be reserved afterwards; they get no announcements.
 func (s *Shared) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), closeWait)
+	defer cancel()
+	return s.Shutdown(ctx)
+}
+
+// closeWait bounds Close: about a beat, the longest a healthy Redis makes
+// the replica wait to leave the registry.
+const closeWait = defaultBeat
+
+// Shutdown stops the background work (the registry beat, the announcement
+// watch, writes of penalties kept during an outage) and waits for it until
+// ctx ends, whatever Redis does: each piece is told to stop at once, the
+// replica's last beat (leaving the registry) gives up when ctx ends, and
+// work still waiting on a Redis that does not answer is left to end by its
+// own timeout (a call's timeout, or the client's read timeout when it
+// ignores context deadlines). It then returns an error wrapping ctx's. A
+// replica that could not leave the registry drops out of it three beats
+// later. It does not close the Redis client; calling it again waits again.
+func (s *Shared) Shutdown(ctx context.Context) error {
 	s.closeOnce.Do(func() {
 		s.bgMu.Lock()
 		s.closed = true
 		close(s.stop)
 		s.bgMu.Unlock()
+		// Every piece stops at once, so that a slow one does not hold back
+		// the others' ends; then wait for them all.
 		if s.registry != nil {
-			s.registry.close()
+			s.registry.stopAsync(ctx)
 		}
-		s.watcher.stop()
-		s.failover.close()
-		s.bg.Wait()
+		s.watcher.stopAsync()
+		s.failover.stopAsync()
+		go func() {
+			defer close(s.finished)
+			if s.registry != nil {
+				s.registry.close()
+			}
+			s.watcher.stop()
+			s.failover.close()
+			s.bg.Wait()
+		}()
 	})
-	return nil
+	select {
+	case <-s.finished:
+		return nil
+	case <-ctx.Done():
+		select {
+		case <-s.finished: // both ready: the work did end
+			return nil
+		default:
+		}
+		return fmt.Errorf("limiter: Shutdown: background work still waiting on Redis: %w", context.Cause(ctx))
+	}
 }
 
 // logLimiter logs each kind of event at most once a minute per group, so a

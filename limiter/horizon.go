@@ -1,0 +1,141 @@
+package limiter
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/quotaware/throttle/limiter/internal/rulecore"
+)
+
+// The horizon: how far ahead Redis has booked, as this replica last saw it,
+// from its own slots and from the rules' state in every answer, refusals
+// included. At the switch to local limits the local slots start one period
+// past it (see failover.go), so a replica whose requests were all refused
+// does not send into the windows the others' Redis slots still fill.
+
+// noteHorizon keeps the latest slot the primary has booked, for this
+// replica or, as far as this answer shows, for any (see fleetHorizon), and
+// the hold of each long window rule: a replica whose requests were all
+// refused learns from the refusals alone how far ahead the others booked.
+func (f *failover) noteHorizon(req Request, res Reservation) {
+	at := fleetHorizon(&req, &res)
+	var buf [4]int64
+	states := res.states(buf[:0], len(req.Rules))
+	if states != nil {
+		for i := range req.Rules {
+			if r := core(&req.Rules[i]); r.Kind == rulecore.Paced && r.Burst == 1 {
+				if p := int64(min(r.Period, maxHold) / time.Microsecond); p > f.period.Load() {
+					f.period.Store(p) // racy max: any recent value will do
+				}
+			}
+		}
+	}
+	for old := f.lastSlot.Load(); at > old && !f.lastSlot.CompareAndSwap(old, at); old = f.lastSlot.Load() {
+	}
+	if states != nil {
+		for i := range req.Rules {
+			if r := core(&req.Rules[i]); r.Kind == rulecore.Window && r.Period > maxHold && states[i] > 0 {
+				f.noteWindow(req.Group, r, states[i]+int64(r.Period/time.Microsecond))
+			}
+		}
+	}
+}
+
+// fleetHorizon is the latest slot (µs) res shows booked: its own slot, and
+// an evenly paced rule's latest slot whoever booked it (its state after
+// booking is that slot plus one interval; a rule with a burst runs its state
+// ahead of the real sends, so only its own slot counts). A refusal from Redis
+// carries the rules' state as well (reserve.lua): the paced rules' latest
+// slots and the window rules' latest sends.
+func fleetHorizon(req *Request, res *Reservation) (at int64) {
+	if res.ok {
+		at = res.SendAt().UnixMicro()
+	}
+	var buf [4]int64
+	states := res.states(buf[:0], len(req.Rules))
+	if states == nil {
+		return at
+	}
+	for i := range req.Rules {
+		switch r := core(&req.Rules[i]); {
+		case r.Kind == rulecore.Paced && r.Burst == 1:
+			at = max(at, states[i]-r.IntervalUs)
+		case r.Kind == rulecore.Window && !res.ok:
+			// An admitted send is at or after the window's latest.
+			at = max(at, states[i])
+		}
+	}
+	return at
+}
+
+// maxWindowHolds bounds windowHolds; past it, holds already over are
+// dropped, and a new one is not kept when none is.
+const maxWindowHolds = 4096
+
+func (f *failover) noteWindow(group string, r *rulecore.Rule, hold int64) {
+	id := group + "\x00" + r.Key
+	f.windowMu.Lock()
+	defer f.windowMu.Unlock()
+	if f.windowHolds == nil {
+		f.windowHolds = make(map[string]int64)
+	}
+	if _, ok := f.windowHolds[id]; !ok && len(f.windowHolds) >= maxWindowHolds {
+		now := time.Now().UnixMicro()
+		for k, h := range f.windowHolds {
+			if h <= now {
+				delete(f.windowHolds, k)
+			}
+		}
+		if len(f.windowHolds) >= maxWindowHolds {
+			return
+		}
+	}
+	if hold > f.windowHolds[id] {
+		f.windowHolds[id] = hold
+	}
+}
+
+// windowHold is when the local share of req's window rules may start.
+func (f *failover) windowHold(req *Request) (hold int64) {
+	for i := range req.Rules {
+		if r := core(&req.Rules[i]); r.Kind == rulecore.Window && r.Period > maxHold {
+			f.windowMu.Lock()
+			hold = max(hold, f.windowHolds[req.Group+"\x00"+r.Key])
+			f.windowMu.Unlock()
+		}
+	}
+	return hold
+}
+
+// withFleet records fleet, a refusal's states of the rules, in res.
+func (res *Reservation) withFleet(fleet string) *Reservation {
+	res.fleet = fleet
+	return res
+}
+
+// states returns the state of each of the n rules that res carries (the
+// booked ones of a slot, what the fleet booked for a refusal from Redis),
+// appended to buf, or nil when it carries none for n rules.
+func (res *Reservation) states(buf []int64, n int) []int64 {
+	if res.ok {
+		if len(res.booked) == n {
+			return res.booked
+		}
+		return nil
+	}
+	rest := res.fleet
+	for range n {
+		if rest == "" {
+			return nil
+		}
+		var field string
+		field, rest, _ = strings.Cut(rest, " ")
+		v, err := strconv.ParseInt(field, 10, 64)
+		if err != nil {
+			return nil
+		}
+		buf = append(buf, v)
+	}
+	return buf
+}
