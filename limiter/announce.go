@@ -105,6 +105,16 @@ func parseAnnouncement(s string) (a announcement, ok bool) {
 	return a, true
 }
 
+// announcePenalty announces a penalty already written, again: the message
+// penalize.lua sends, which watchers confirm against the key as always.
+func (l *redisLimiter) announcePenalty(ctx context.Context, group string, p Penalty) error {
+	msg := penaltyHeader(group, p.Scope) + strconv.FormatInt(p.Until.UnixMicro(), 10) + "\n" + p.Code
+	if err := l.client.Publish(ctx, l.channel(), msg).Err(); err != nil {
+		return unavailable("publish", err)
+	}
+	return nil
+}
+
 // legacyBack is an earlier release's "Redis is back" message.
 const legacyBack = "\x00back"
 

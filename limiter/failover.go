@@ -470,6 +470,7 @@ func (f *failover) flushPenalties() {
 			f.penalties = make(map[penaltyID]Penalty)
 			f.penMu.Unlock()
 			failed := false
+			var written map[penaltyID]Penalty
 			for id, p := range batch {
 				if !p.Until.After(time.Now()) {
 					continue // over already
@@ -484,7 +485,18 @@ func (f *failover) flushPenalties() {
 				if errors.Is(err, ErrUnavailable) {
 					failed = true
 					f.requeue(id, p)
+					continue
 				}
+				if written == nil {
+					written = make(map[penaltyID]Penalty)
+				}
+				written[id] = p
+			}
+			if len(written) > 0 && !f.announceAgain(written) {
+				f.penMu.Lock()
+				f.flushing = false
+				f.penMu.Unlock()
+				return
 			}
 			if failed {
 				select {
@@ -499,6 +511,38 @@ func (f *failover) flushPenalties() {
 		}
 	}()
 }
+
+// announceAgain announces the penalties just written once more after
+// reannounceAfter: Redis answering again does not
+// mean every replica has subscribed again, and an announcement missed while
+// a replica reconnects is not replayed (the key still refuses its next
+// reserve, but its requests already waiting for a slot would go out). It
+// reports false when the failover is stopping.
+func (f *failover) announceAgain(written map[penaltyID]Penalty) bool {
+	select {
+	case <-f.stop:
+		return false
+	case <-time.After(reannounceAfter):
+	}
+	a, ok := f.primary.(interface {
+		announcePenalty(ctx context.Context, group string, p Penalty) error
+	})
+	if !ok {
+		return true
+	}
+	for id, p := range written {
+		if p.Until.After(time.Now()) {
+			ctx, cancel := context.WithTimeout(context.Background(), max(f.cfg.Timeout, defaultTimeout))
+			_ = a.announcePenalty(ctx, id.group, p)
+			cancel()
+		}
+	}
+	return true
+}
+
+// reannounceAfter is when a penalty written after an outage is announced
+// again, for the replicas that were still resubscribing the first time.
+const reannounceAfter = time.Second
 
 // penaltyRetry bounds how long a penalty kept during an outage waits once
 // the primary answers again.
