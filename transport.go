@@ -32,6 +32,7 @@ type Transport struct {
 	bg       *background     // give-backs, releases and penalty writes
 	gauges   func()          // takes the Transport out of the gauges
 	quota    *quotaWatch
+	head     *headroomLoop // measured latency allowances (headroom.go)
 
 	apps *apps.Book // WithApps: learns which app each token belongs to
 }
@@ -42,6 +43,7 @@ type profile struct {
 	providers.Profile
 	breakers *circuit.Set
 	tel      *telemetry
+	head     *headroom // nil unless the profile's allowance is measured
 }
 
 // bound clamps a penalty's end to MaxPenalty from now. A longer penalty is
@@ -109,6 +111,9 @@ func Build(opts ...Option) (*Transport, error) {
 		t.profiles = append(t.profiles, profile{Profile: p, breakers: b, tel: t.tel})
 	}
 	if err := t.buildLimiter(&c); err != nil {
+		return nil, err
+	}
+	if err := t.startHeadroom(&c); err != nil {
 		return nil, err
 	}
 	t.retry = newRetrier(c.retry)
@@ -209,6 +214,7 @@ func (t *Transport) Close() error {
 		t.gauges()
 	}
 	t.quota.close()
+	t.head.close()
 	if t.shared != nil {
 		return t.shared.Close()
 	}
@@ -328,6 +334,10 @@ func (c *call) reserveAndSend(req *http.Request) (*http.Response, error) {
 		closeBody(req)
 		return nil, err
 	}
+	var slot time.Time // when the slot was booked for: latency is measured from it
+	if c.p.head != nil {
+		slot = time.Now().Add(res.Delay())
+	}
 	if d := res.Delay(); d > 0 {
 		if err := res.Wait(ctx); err != nil {
 			// The slot will not be used: give it back so the next caller
@@ -348,6 +358,9 @@ func (c *call) reserveAndSend(req *http.Request) (*http.Response, error) {
 		}
 	}
 	resp, err := c.t.base.RoundTrip(req)
+	if c.p.head != nil && err == nil {
+		c.p.head.observe(slot)
+	}
 	if c.route.HasConcurrency() {
 		// The answer is here (or never will be): end the in-flight lease,
 		// off the request path.

@@ -37,6 +37,9 @@ type Profile struct {
 	// value read back from Redis. A longer one is clamped to it and logged
 	// once (default DefaultMaxPenalty, a calendar month).
 	MaxPenalty time.Duration
+	// Headroom, when not nil, lets the Transport widen the rules' windows
+	// by an allowance measured from latency (see Headroom).
+	Headroom *Headroom
 }
 
 // Validate reports a profile that cannot be used, naming the field.

@@ -227,7 +227,12 @@ func (c *Config) validate() error {
 func (c *Config) hasLevel(n int) bool { _, ok := c.Levels[n]; return ok }
 
 // Profile builds the Feishu profile, or reports the Config field at fault.
-func Profile(cfg Config) (providers.Profile, error) {
+func Profile(cfg Config) (providers.Profile, error) { return profile(cfg, nil) }
+
+// profile builds the profile; a profile rebuilt for a new latency
+// allowance passes on the memory of message chats of the one it replaces.
+func profile(cfg Config, messages *messageChats) (providers.Profile, error) {
+	measured, chosen := cfg, cfg.Jitter != 0
 	cfg.setDefaults()
 	if err := cfg.validate(); err != nil {
 		return providers.Profile{}, err
@@ -276,14 +281,27 @@ func Profile(cfg Config) (providers.Profile, error) {
 	}
 	p.appScope = scopekind.Of(scopekind.App, cfg.AppID)
 	p.chatScopePrefix = p.chatScope("")
-	p.messages = newMessageChats(messageMemory)
-	return providers.Profile{
+	p.messages = messages
+	if p.messages == nil {
+		p.messages = newMessageChats(messageMemory)
+	}
+	prof := providers.Profile{
 		Name:           Name,
 		Match:          p.match,
 		Route:          p.route,
 		Classify:       p.classify,
 		DefaultPenalty: cfg.DefaultPenalty,
-	}, nil
+	}
+	if !chosen {
+		// No Jitter chosen: the Transport measures the allowance, starting
+		// from the old default, and rebuilds the rules with it.
+		prof.Headroom = &providers.Headroom{Initial: DefaultJitter, Rebuild: func(a time.Duration) (providers.Profile, error) {
+			next := measured
+			next.Jitter = max(a, time.Microsecond) // never 0, which would mean "choose"
+			return profile(next, p.messages)
+		}}
+	}
+	return prof, nil
 }
 
 // MustProfile is Profile for configs known to be valid; it panics on error.
