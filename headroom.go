@@ -123,6 +123,13 @@ func (h *headroom) wrap(p *providers.Profile) {
 	h.cur.Store(&orig)
 	h.allowance.Store(int64(h.spec.Initial))
 	p.Route = func(req *http.Request) (providers.Route, error) { return h.cur.Load().Route(req) }
+	if orig.Lower != nil {
+		p.Lower = func(l providers.Learned) {
+			if lower := h.cur.Load().Lower; lower != nil {
+				lower(l)
+			}
+		}
+	}
 	if orig.Classify != nil {
 		p.Classify = func(req *http.Request, resp *http.Response, r *providers.Route) providers.Verdict {
 			if c := h.cur.Load().Classify; c != nil {
@@ -157,16 +164,22 @@ func (h *headroom) apply(a, spread time.Duration, shared bool, log *slog.Logger)
 // Transport's profiles. It holds neither the Transport nor its profiles'
 // breakers, so a dropped Transport can be collected.
 type headroomLoop struct {
-	heads   []*headroom
-	rdb     redis.UniversalClient // nil: this replica's own estimate
-	keys    []string
-	replica string
-	log     *slog.Logger
-	stop    chan struct{}
-	done    chan struct{}
-	once    sync.Once
-	gauge   metric.Registration
-	report  func(error)
+	heads    []*headroom
+	learners []learner
+	reading  atomic.Bool           // a read of the learned limits is under way
+	rdb      redis.UniversalClient // nil: this replica's own estimate
+	prefix   string
+	keys     []string
+	replica  string
+	log      *slog.Logger
+	// The rounds run on a timer re-armed by each, not on a goroutine of
+	// their own: an idle or dropped Transport holds no goroutine.
+	mu     sync.Mutex // guards timer and closed
+	timer  *time.Timer
+	closed bool
+	busy   sync.Mutex // held by a round; close waits for it
+	gauge  metric.Registration
+	report func(error)
 }
 
 // startHeadroom wraps the profiles that ask for a measured allowance and
@@ -187,42 +200,60 @@ func (t *Transport) startHeadroom(c *config) error {
 		p.head = h
 		heads = append(heads, h)
 	}
-	if len(heads) == 0 {
+	var learners []learner
+	for i := range t.profiles {
+		if p := &t.profiles[i]; p.Lower != nil {
+			learners = append(learners, learner{name: p.Name, lower: p.Lower})
+		}
+	}
+	if len(heads) == 0 && len(learners) == 0 {
 		return nil
 	}
 	id := make([]byte, 8)
 	_, _ = rand.Read(id)
-	l := &headroomLoop{heads: heads, replica: hex.EncodeToString(id), log: c.logger,
-		stop: make(chan struct{}), done: make(chan struct{}), report: t.tel.report}
-	if t.shared != nil {
+	l := &headroomLoop{heads: heads, learners: learners, replica: hex.EncodeToString(id), log: c.logger,
+		report: t.tel.report, prefix: c.redisPrefix}
+	if c.redis != nil && c.limiter == nil { // the limiter will be on this Redis
 		l.rdb = c.redis
 		for _, h := range heads {
 			l.keys = append(l.keys, "{"+c.redisPrefix+":"+h.name+"}:headroom")
 		}
 	}
-	if !t.tel.disabled {
+	if !t.tel.disabled && len(heads) > 0 {
 		l.gauge = registerHeadroomGauge(t.tel.meterProvider, heads, t.tel.report)
 	}
 	t.head = l
-	go l.run()
+	l.timer = time.AfterFunc(headroomEvery, l.tick)
 	runtime.AddCleanup(t, func(l *headroomLoop) { go l.close() }, l)
 	return nil
 }
 
-func (l *headroomLoop) run() {
-	defer close(l.done)
-	tick := time.NewTicker(headroomEvery)
-	defer tick.Stop()
-	for {
-		select {
-		case <-l.stop:
-			return
-		case <-tick.C:
-		}
-		for i := range l.heads {
-			l.round(i)
-		}
+// tick is one round for every profile, then the timer is re-armed.
+func (l *headroomLoop) tick() {
+	l.busy.Lock()
+	for i := range l.heads {
+		l.round(i)
 	}
+	l.readLearned()
+	l.busy.Unlock()
+	l.mu.Lock()
+	if !l.closed {
+		l.timer.Reset(headroomEvery)
+	}
+	l.mu.Unlock()
+}
+
+// pokeLearned reads the learned limits now, off the caller (a penalty was
+// announced, and the replica refused wrote its learned limit first); at
+// most one such read runs at a time.
+func (l *headroomLoop) pokeLearned() {
+	if l == nil || l.rdb == nil || len(l.learners) == 0 || !l.reading.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer l.reading.Store(false)
+		l.readLearned()
+	}()
 }
 
 // round estimates, shares and applies the allowance of one profile.
@@ -257,13 +288,19 @@ func (l *headroomLoop) close() {
 	if l == nil {
 		return
 	}
-	l.once.Do(func() {
-		close(l.stop)
-		<-l.done
-		if l.gauge != nil {
-			l.report(l.gauge.Unregister())
-		}
-	})
+	l.mu.Lock()
+	was := l.closed
+	l.closed = true
+	l.timer.Stop()
+	l.mu.Unlock()
+	if was {
+		return
+	}
+	l.busy.Lock() // a round under way ends first
+	l.busy.Unlock()
+	if l.gauge != nil {
+		l.report(l.gauge.Unregister())
+	}
 }
 
 // registerHeadroomGauge observes throttle.headroom.allowance, seconds, by

@@ -32,7 +32,7 @@ type Transport struct {
 	bg       *background     // give-backs, releases and penalty writes
 	gauges   func()          // takes the Transport out of the gauges
 	quota    *quotaWatch
-	head     *headroomLoop // measured latency allowances (headroom.go)
+	head     *headroomLoop // measured latency allowances and learned limits (headroom.go, learned.go)
 
 	apps *apps.Book // WithApps: learns which app each token belongs to
 }
@@ -110,10 +110,11 @@ func Build(opts ...Option) (*Transport, error) {
 		}
 		t.profiles = append(t.profiles, profile{Profile: p, breakers: b, tel: t.tel})
 	}
-	if err := t.buildLimiter(&c); err != nil {
+	// Before the limiter: its watcher reads the profiles' Lower.
+	if err := t.startHeadroom(&c); err != nil {
 		return nil, err
 	}
-	if err := t.startHeadroom(&c); err != nil {
+	if err := t.buildLimiter(&c); err != nil {
 		return nil, err
 	}
 	t.retry = newRetrier(c.retry)
@@ -157,7 +158,7 @@ func (t *Transport) buildLimiter(c *config) error {
 		Probe:     c.fallback.Probe,
 		Recover:   c.fallback.Recover,
 		OnSwitch:  func(down bool, err error) { tel.fallbackSwitch(down, mode, err) },
-		OnPenalty: penaltyRouter(t.profiles),
+		OnPenalty: penaltyRouter(t.profiles, t.head),
 		OnLift:    liftRouter(t.profiles, c.logger),
 		OnEvent:   limiterEvents(c),
 		Logger:    c.logger,
@@ -176,7 +177,7 @@ func (t *Transport) buildLimiter(c *config) error {
 // wrote, as soon as Redis announces it: a request that booked its slot
 // before the penalty then never sends inside it. It holds the breakers, not
 // the Transport, so an unreferenced Transport can still be collected.
-func penaltyRouter(profiles []profile) func(group string, p limiter.Penalty) {
+func penaltyRouter(profiles []profile, learned *headroomLoop) func(group string, p limiter.Penalty) {
 	byName := make(map[string]*profile, len(profiles))
 	for i := range profiles {
 		byName[profiles[i].Name] = &profiles[i]
@@ -184,6 +185,11 @@ func penaltyRouter(profiles []profile) func(group string, p limiter.Penalty) {
 	return func(group string, p limiter.Penalty) {
 		if prof := byName[group]; prof != nil {
 			prof.breakers.Penalize(p.Scope, prof.bound(p.Until, p.Code, "announcement"), p.Code)
+			if prof.Lower != nil {
+				// The replica that was refused wrote the limit it learned
+				// before the penalty: read it while the penalty holds.
+				learned.pokeLearned()
+			}
 		}
 	}
 }
@@ -537,8 +543,14 @@ func (c *call) penalize(ctx context.Context) {
 	// written, off the request path.
 	c.p.breakers.Penalize(v.Scope, v.Until, v.Code)
 	c.t.tel.penalty(ctx, c)
+	learned := c.learn()
 	lim, tel, name, pen := c.t.limiter, c.t.tel, c.p.Name, limiter.Penalty{Scope: v.Scope, Until: v.Until, Code: v.Code}
-	c.t.bg.do(ctx, func(ctx context.Context) error { return lim.Penalize(ctx, name, pen) }, func(err error) {
+	c.t.bg.do(ctx, func(ctx context.Context) error {
+		// The learned limit first: the penalty's announcement tells the
+		// other replicas to read it.
+		learned(ctx)
+		return lim.Penalize(ctx, name, pen)
+	}, func(err error) {
 		if err != nil {
 			tel.log.Warn("throttle: could not share a penalty", "provider", name,
 				"scope_kind", scopeKind(pen.Scope), "error", err)

@@ -40,6 +40,10 @@ type Profile struct {
 	// Headroom, when not nil, lets the Transport widen the rules' windows
 	// by an allowance measured from latency (see Headroom).
 	Headroom *Headroom
+	// Lower, when not nil, applies a limit learned from an answer
+	// (Verdict.Learned), by this replica or another: the API's rules are
+	// lowered to it until it lapses. It must never raise a limit.
+	Lower func(Learned)
 }
 
 // Validate reports a profile that cannot be used, naming the field.
@@ -150,4 +154,6 @@ type Verdict struct {
 	// on the call (a quota rejection, "system busy"), so even a
 	// non-idempotent request may be sent again.
 	NotProcessed bool
+	// Learned is a lower limit the answer states for the API, if any.
+	Learned *Learned
 }

@@ -227,11 +227,12 @@ func (c *Config) validate() error {
 func (c *Config) hasLevel(n int) bool { _, ok := c.Levels[n]; return ok }
 
 // Profile builds the Feishu profile, or reports the Config field at fault.
-func Profile(cfg Config) (providers.Profile, error) { return profile(cfg, nil) }
+func Profile(cfg Config) (providers.Profile, error) { return profile(cfg, nil, nil) }
 
 // profile builds the profile; a profile rebuilt for a new latency
-// allowance passes on the memory of message chats of the one it replaces.
-func profile(cfg Config, messages *messageChats) (providers.Profile, error) {
+// allowance passes on the memory of message chats and the learned levels
+// of the one it replaces.
+func profile(cfg Config, messages *messageChats, learned *learnedLimits) (providers.Profile, error) {
 	measured, chosen := cfg, cfg.Jitter != 0
 	cfg.setDefaults()
 	if err := cfg.validate(); err != nil {
@@ -285,11 +286,15 @@ func profile(cfg Config, messages *messageChats) (providers.Profile, error) {
 	if p.messages == nil {
 		p.messages = newMessageChats(messageMemory)
 	}
+	if p.learned = learned; p.learned == nil {
+		p.learned = &learnedLimits{}
+	}
 	prof := providers.Profile{
 		Name:           Name,
 		Match:          p.match,
 		Route:          p.route,
 		Classify:       p.classify,
+		Lower:          p.lower,
 		DefaultPenalty: cfg.DefaultPenalty,
 	}
 	if !chosen {
@@ -298,7 +303,7 @@ func profile(cfg Config, messages *messageChats) (providers.Profile, error) {
 		prof.Headroom = &providers.Headroom{Initial: DefaultJitter, Rebuild: func(a time.Duration) (providers.Profile, error) {
 			next := measured
 			next.Jitter = max(a, time.Microsecond) // never 0, which would mean "choose"
-			return profile(next, p.messages)
+			return profile(next, p.messages, p.learned)
 		}}
 	}
 	return prof, nil
@@ -320,6 +325,7 @@ type preset struct {
 	extra    *catalog.Catalog       // Config.APIs the catalog lacks, searched first
 	listed   map[string][]rule.Rule // rules of Config.APIs, by name; read-only after Profile
 	routes   sync.Map               // API name -> *providers.Route, without the chat; bounded by the catalogs
+	learned  *learnedLimits         // levels learned from 99991400s (learned.go)
 	defaults []rule.Rule            // templates of DefaultLevel; nil for none
 	// defaultPrefixes start the keys of defaults, one per template.
 	defaultPrefixes []string
@@ -399,8 +405,10 @@ func uncatalogued(method string) string {
 // shared: their slices must not be modified.
 func (p *preset) route(r *http.Request) (providers.Route, error) {
 	name, known := p.apiOf(r)
-	var rt providers.Route
-	if cached, ok := p.routes.Load(name); ok {
+	rt, lowered := p.learnedRoute(name)
+	if lowered {
+		rt.Uncatalogued = !known
+	} else if cached, ok := p.routes.Load(name); ok {
 		rt = *cached.(*providers.Route)
 	} else {
 		built, err := p.buildRoute(name)
