@@ -124,10 +124,11 @@ func (h *headroom) wrap(p *providers.Profile) {
 	h.allowance.Store(int64(h.spec.Initial))
 	p.Route = func(req *http.Request) (providers.Route, error) { return h.cur.Load().Route(req) }
 	if orig.Lower != nil {
-		p.Lower = func(l providers.Learned) {
+		p.Lower = func(l providers.Learned) bool {
 			if lower := h.cur.Load().Lower; lower != nil {
-				lower(l)
+				return lower(l)
 			}
+			return false
 		}
 	}
 	if orig.Classify != nil {
@@ -203,7 +204,8 @@ func (t *Transport) startHeadroom(c *config) error {
 	var learners []learner
 	for i := range t.profiles {
 		if p := &t.profiles[i]; p.Lower != nil {
-			learners = append(learners, learner{name: p.Name, lower: p.Lower})
+			learners = append(learners, learner{name: p.Name, lower: p.Lower, lowered: p.lowered,
+				mu: new(sync.Mutex), seen: map[string]string{}})
 		}
 	}
 	if len(heads) == 0 && len(learners) == 0 {

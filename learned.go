@@ -4,6 +4,8 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/quotaware/throttle/providers"
@@ -21,8 +23,15 @@ import (
 
 // learner is a profile that applies learned limits.
 type learner struct {
-	name  string
-	lower func(providers.Learned)
+	name    string
+	lower   func(providers.Learned) bool
+	lowered *atomic.Int64 // the profile's count of rules lowered
+	// seen holds the stored values this Transport applied, by field: a new
+	// one makes its waiting requests book again even when the profile,
+	// shared with another Transport of the process, lowered its rule
+	// already.
+	mu   *sync.Mutex
+	seen map[string]string
 }
 
 // maxLearned bounds how far ahead a stored learned limit may lapse: one
@@ -38,7 +47,8 @@ func (c *call) learn() func(context.Context) {
 	if l == nil || c.p.Lower == nil || len(l.Window) > 8 || l.Limit <= 0 {
 		return func(context.Context) {}
 	}
-	c.p.Lower(*l)
+	c.p.Lower(*l) // false when a Transport sharing the profile lowered it first
+	c.p.lowered.Add(1)
 	c.t.tel.log.Info("throttle: the provider stated a lower limit than the profile's; the API's rule is lowered on every replica",
 		"provider", c.p.Name, "api", l.API, "window", l.Window, "limit", l.Limit, "until", l.Until)
 	loop, name, learned := c.t.head, c.p.Name, *l
@@ -72,14 +82,27 @@ func (l *headroomLoop) readLearned() {
 		}
 		now := time.Now()
 		var lapsed []string
+		lr.mu.Lock()
 		for field, v := range all {
 			learned, ok := parseLearned(field, v)
 			if !ok || !now.Before(learned.Until) || learned.Until.After(now.Add(maxLearned)) {
 				lapsed = append(lapsed, field)
 				continue
 			}
-			lr.lower(learned)
+			if lr.seen[field] == v {
+				continue
+			}
+			lr.seen[field] = v
+			if lr.lower(learned) {
+				l.log.Info("throttle: a lower limit learned by another replica lowers the API's rule", "provider", lr.name,
+					"api", learned.API, "window", learned.Window, "limit", learned.Limit, "until", learned.Until)
+			}
+			lr.lowered.Add(1)
 		}
+		for _, f := range lapsed {
+			delete(lr.seen, f)
+		}
+		lr.mu.Unlock()
 		if len(lapsed) > 0 {
 			l.rdb.HDel(ctx, learnedKey(l.prefix, lr.name), lapsed...)
 		}

@@ -44,6 +44,9 @@ type profile struct {
 	breakers *circuit.Set
 	tel      *telemetry
 	head     *headroom // nil unless the profile's allowance is measured
+	// lowered counts the learned limits that lowered a rule of the
+	// profile: a request that waited across one books again.
+	lowered *atomic.Int64
 }
 
 // bound clamps a penalty's end to MaxPenalty from now. A longer penalty is
@@ -108,7 +111,7 @@ func Build(opts ...Option) (*Transport, error) {
 		if err != nil {
 			return nil, fmt.Errorf("throttle: %w", err)
 		}
-		t.profiles = append(t.profiles, profile{Profile: p, breakers: b, tel: t.tel})
+		t.profiles = append(t.profiles, profile{Profile: p, breakers: b, tel: t.tel, lowered: new(atomic.Int64)})
 	}
 	// Before the limiter: its watcher reads the profiles' Lower.
 	if err := t.startHeadroom(&c); err != nil {
@@ -333,8 +336,9 @@ func (c *call) attempt(req *http.Request) (*http.Response, error) {
 
 func (c *call) reserveAndSend(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
-	budget := c.budget(ctx)
-	lreq := limiter.Request{Group: c.p.Name, Rules: c.route.Rules, Scopes: c.route.Scopes, MaxWait: budget}
+rebooked:
+	gen := c.p.lowered.Load()
+	lreq := limiter.Request{Group: c.p.Name, Rules: c.route.Rules, Scopes: c.route.Scopes, MaxWait: c.budget(ctx)}
 	res, err := c.reserve(ctx, &lreq)
 	if err != nil {
 		closeBody(req)
@@ -361,6 +365,16 @@ func (c *call) reserveAndSend(req *http.Request) (*http.Response, error) {
 			closeBody(req)
 			c.outcome = outcomePenalized
 			return nil, pe
+		}
+		// A rule was lowered to a limit the provider stated while this
+		// request waited: its slot was booked at the old pace, so it
+		// books again under the new rules (learned.go).
+		if c.p.lowered.Load() != gen {
+			if rt, err := c.p.Route(req); err == nil {
+				c.giveBack(ctx, res)
+				c.route = rt
+				goto rebooked
+			}
 		}
 	}
 	resp, err := c.t.base.RoundTrip(req)

@@ -42,8 +42,9 @@ type Profile struct {
 	Headroom *Headroom
 	// Lower, when not nil, applies a limit learned from an answer
 	// (Verdict.Learned), by this replica or another: the API's rules are
-	// lowered to it until it lapses. It must never raise a limit.
-	Lower func(Learned)
+	// lowered to it until it lapses. It reports whether a rule was lowered
+	// (false for a limit already in force); it must never raise one.
+	Lower func(Learned) bool
 }
 
 // Validate reports a profile that cannot be used, naming the field.

@@ -82,10 +82,10 @@ func (p *preset) learnedFrom(h http.Header, api string, now time.Time) *provider
 
 // lower applies a learned limit, from this replica's answer or another's.
 // It only ever lowers: a limit at or above the level in force is ignored.
-func (p *preset) lower(l providers.Learned) {
+func (p *preset) lower(l providers.Learned) bool {
 	now := p.cfg.Clock()
 	if !now.Before(l.Until) || l.Limit <= 0 || l.API == "" {
-		return
+		return false
 	}
 	lvl := p.current(l.API, now)
 	switch {
@@ -94,11 +94,11 @@ func (p *preset) lower(l providers.Learned) {
 	case l.Window == learnedMinute && (lvl.PerMinute == 0 || l.Limit < lvl.PerMinute):
 		lvl.PerMinute = l.Limit
 	default:
-		return
+		return false
 	}
 	rules, _, err := p.levelRules(lvl, l.API)
 	if err != nil {
-		return
+		return false
 	}
 	rules = append(rules[:len(rules):len(rules)], p.month...)
 	e := &learnedEntry{level: lvl, until: l.Until, route: providers.Route{API: l.API,
@@ -106,6 +106,7 @@ func (p *preset) lower(l providers.Learned) {
 	if _, had := p.learned.m.Swap(l.API, e); !had {
 		p.learned.n.Add(1)
 	}
+	return true
 }
 
 // learnedRoute is the route of an API whose level was learned, while it
