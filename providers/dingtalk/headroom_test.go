@@ -77,3 +77,42 @@ func TestHeadroomFollowsLatencySpread(t *testing.T) {
 		})
 	}
 }
+
+// The latency's spread grows mid-run from 0-10 ms to 0-40 ms: the
+// allowance follows within a round or two of the loop, and nothing is
+// refused after the first window (the 20 s the estimate looks back on)
+// past the change; in practice nothing at all.
+func TestHeadroomFollowsAGrowingSpread(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs for 24 s")
+	}
+	const replicas = 4
+	f := headroomFleet(t, replicas, 10*time.Millisecond)
+	start := time.Now()
+	grow := start.Add(8 * time.Second)
+	end := grow.Add(16 * time.Second)
+	time.AfterFunc(time.Until(grow), func() { f.emu.SetLatencyMax(40 * time.Millisecond) })
+	f.runFor(end, both)
+	tl := f.tally()
+	t.Logf("callers: %+v", tl)
+	var refused []time.Duration
+	for _, r := range f.emu.Requests() {
+		if r.Code != "" {
+			refused = append(refused, r.At.Sub(grow).Round(time.Millisecond))
+		}
+	}
+	t.Logf("refused at %v after the spread grew", refused)
+	for _, d := range refused {
+		if d < 0 || d > 2*time.Second {
+			t.Errorf("refused %v after the spread grew, want nothing before it nor past the first rounds", d)
+		}
+	}
+	for _, api := range []string{oldAPI, newAPI} {
+		from := grow.Add(4 * time.Second)
+		got := loadtest.Measure(arrivals(f.emu.Requests(), succeeded(api, from, end)), end.Sub(from))
+		t.Logf("%-34s latency 0-40ms after the growth: %.2f/s = %.1f%% of the published %.0f/s", api, got.Rate, 100*got.Rate/published, published)
+		if got.Rate < 0.94*published {
+			t.Errorf("%s: %.2f/s after the growth, want at least 94%% of %.0f/s", api, got.Rate, published)
+		}
+	}
+}
