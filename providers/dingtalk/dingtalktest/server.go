@@ -164,11 +164,11 @@ type Stats struct {
 type Server struct {
 	*httptest.Server
 	opts    Options
-	metered map[string]bool     // by API
+	metered map[string]bool // by API
 	// latMax overrides Options.LatencyMax once SetLatencyMax was called
 	// (ns; -1 until then): a spread that grows mid-run.
 	latMax atomic.Int64
-	apis    *emulator.Templates // the emulator's own copy of DingTalk's API templates
+	apis   *emulator.Templates // the emulator's own copy of DingTalk's API templates
 
 	mu        sync.Mutex
 	tokens    map[string]holder
