@@ -19,6 +19,7 @@ FUZZ_TARGETS = \
 	./limiter/rule:FuzzNew \
 	./limiter:FuzzParseAnnouncement \
 	.:FuzzBuild \
+	.:FuzzParseLearned \
 	./providers:FuzzPeekBody \
 	./providers:FuzzFoldPath \
 	./providers/internal/jsoncode:FuzzParse \
