@@ -39,7 +39,7 @@ const (
 	headroomSamples = 1024             // the ring: the latest answers of the profile
 	headroomWindow  = 20 * time.Second // samples older than this are ignored
 	headroomMin     = 32               // fewer samples estimate nothing
-	headroomEvery   = 2 * time.Second  // how often the estimate is shared
+	headroomEvery   = time.Second      // how often the estimate is shared
 	headroomTTL     = 5 * headroomEvery
 	headroomLowQ    = 0.02
 	headroomHighQ   = 0.98

@@ -27,7 +27,7 @@ func headroomFleet(t *testing.T, n int, spread time.Duration) *fleet {
 }
 
 // settle is how long the replicas measure before the share is counted: a
-// few rounds of the allowance's loop (2 s each) after the first answers.
+// few rounds of the allowance's loop (1 s each) after the first answers.
 const settle = 8 * time.Second
 
 // Four replicas at five times the published rate, with no Jitter set: the
