@@ -22,6 +22,7 @@ FUZZ_TARGETS = \
 	./limiter:FuzzParseAnnouncement \
 	./limiter:FuzzParseReserve \
 	.:FuzzBuild \
+	.:FuzzParseLearned \
 	./providers:FuzzPeekBody \
 	./providers:FuzzFoldPath \
 	./providers/internal/jsoncode:FuzzParse \

@@ -33,6 +33,7 @@ type Transport struct {
 	bg       *background     // give-backs, releases and penalty writes
 	gauges   func()          // takes the Transport out of the gauges
 	quota    *quotaWatch
+	head     *headroomLoop // measured latency allowances and learned limits (headroom.go, learned.go)
 
 	apps *apps.Book // WithApps: learns which app each token belongs to
 }
@@ -43,6 +44,10 @@ type profile struct {
 	providers.Profile
 	breakers *circuit.Set
 	tel      *telemetry
+	head     *headroom // nil unless the profile's allowance is measured
+	// lowered counts the learned limits that lowered a rule of the
+	// profile: a request that waited across one books again.
+	lowered *atomic.Int64
 }
 
 // stop opens this process's breaker for a penalty, wherever it came from
@@ -90,7 +95,11 @@ func New(opts ...Option) (*Transport, error) {
 		if err != nil {
 			return nil, fmt.Errorf("throttle: %w", err)
 		}
-		t.profiles = append(t.profiles, profile{Profile: p, breakers: b, tel: t.tel})
+		t.profiles = append(t.profiles, profile{Profile: p, breakers: b, tel: t.tel, lowered: new(atomic.Int64)})
+	}
+	// Before the limiter: its watcher reads the profiles' Lower.
+	if err := t.startHeadroom(&c); err != nil {
+		return nil, err
 	}
 	if err := t.buildLimiter(&c); err != nil {
 		return nil, err
@@ -163,7 +172,7 @@ func (t *Transport) wireShared(s *limiter.Shared, c *config) {
 	tel, mode := t.tel, outageModeName(s.Config().Mode)
 	stop := s.Listen(limiter.Listener{
 		Switch:  func(down bool, err error) { tel.fallbackSwitch(down, mode, err) },
-		Penalty: penaltyRouter(t.profiles),
+		Penalty: penaltyRouter(t.profiles, t.head),
 		Lift:    liftRouter(t.profiles, c.logger),
 		Event:   limiterEvents(c),
 	})
@@ -189,7 +198,7 @@ func outageModeName(m limiter.OutageMode) string {
 // wrote, as soon as Redis announces it: a request that booked its slot
 // before the penalty then never sends inside it. It holds the breakers, not
 // the Transport, so an unreferenced Transport can still be collected.
-func penaltyRouter(profiles []profile) func(group string, p limiter.Penalty) {
+func penaltyRouter(profiles []profile, learned *headroomLoop) func(group string, p limiter.Penalty) {
 	byName := make(map[string]*profile, len(profiles))
 	for i := range profiles {
 		byName[profiles[i].Name] = &profiles[i]
@@ -197,6 +206,11 @@ func penaltyRouter(profiles []profile) func(group string, p limiter.Penalty) {
 	return func(group string, p limiter.Penalty) {
 		if prof := byName[group]; prof != nil {
 			prof.stop(p.Scope, p.Until, p.Code, "announcement")
+			if prof.Lower != nil {
+				// The replica that was refused wrote the limit it learned
+				// before the penalty: read it while the penalty holds.
+				learned.pokeLearned()
+			}
 		}
 	}
 }
@@ -236,6 +250,7 @@ func (t *Transport) Close() error {
 			t.gauges()
 		}
 		t.quota.close()
+		t.head.close()
 		if t.shared != nil {
 			t.unlisten()
 			// What the drain left of the time.
@@ -373,12 +388,17 @@ func (c *call) attempt(req *http.Request) (*http.Response, error) {
 
 func (c *call) reserveAndSend(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
-	budget := c.budget(ctx)
-	lreq := limiter.Request{Group: c.p.Name, Rules: c.route.Rules, Scopes: c.route.Scopes, MaxWait: budget}
+rebooked:
+	gen := c.p.lowered.Load()
+	lreq := limiter.Request{Group: c.p.Name, Rules: c.route.Rules, Scopes: c.route.Scopes, MaxWait: c.budget(ctx)}
 	res, err := c.reserve(ctx, &lreq)
 	if err != nil {
 		closeBody(req)
 		return nil, err
+	}
+	var slot time.Time // when the slot was booked for: latency is measured from it
+	if c.p.head != nil {
+		slot = time.Now().Add(res.Delay())
 	}
 	if d := res.Delay(); d > 0 {
 		if err := res.Wait(ctx); err != nil {
@@ -398,8 +418,21 @@ func (c *call) reserveAndSend(req *http.Request) (*http.Response, error) {
 			c.outcome = outcomePenalized
 			return nil, pe
 		}
+		// A rule was lowered to a limit the provider stated while this
+		// request waited: its slot was booked at the old pace, so it
+		// books again under the new rules (learned.go).
+		if c.p.lowered.Load() != gen {
+			if rt, err := c.p.Route(req); err == nil {
+				c.giveBack(ctx, res)
+				c.route = rt
+				goto rebooked
+			}
+		}
 	}
 	resp, err := c.t.base.RoundTrip(req)
+	if c.p.head != nil && err == nil {
+		c.p.head.observe(slot)
+	}
 	if c.route.HasConcurrency() {
 		// The answer is here (or never will be): end the in-flight lease,
 		// off the request path.
@@ -574,8 +607,14 @@ func (c *call) penalize(ctx context.Context) {
 	// written, off the request path.
 	v.Until = c.p.stop(v.Scope, v.Until, v.Code, "answer")
 	c.t.tel.penalty(ctx, c)
+	learned := c.learn()
 	lim, tel, name, pen := c.t.limiter, c.t.tel, c.p.Name, limiter.Penalty{Scope: v.Scope, Until: v.Until, Code: v.Code}
-	c.t.bg.do(ctx, func(ctx context.Context) error { return lim.Penalize(ctx, name, pen) }, func(err error) {
+	c.t.bg.do(ctx, func(ctx context.Context) error {
+		// The learned limit first: the penalty's announcement tells the
+		// other replicas to read it.
+		learned(ctx)
+		return lim.Penalize(ctx, name, pen)
+	}, func(err error) {
 		if err != nil {
 			tel.log.Warn("throttle: could not share a penalty", "provider", name,
 				"scope_kind", scopeKind(pen.Scope), "error", err)

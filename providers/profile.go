@@ -37,6 +37,14 @@ type Profile struct {
 	// value read back from Redis. A longer one is clamped to it and logged
 	// once (default DefaultMaxPenalty, a calendar month).
 	MaxPenalty time.Duration
+	// Headroom, when not nil, lets the Transport widen the rules' windows
+	// by an allowance measured from latency (see Headroom).
+	Headroom *Headroom
+	// Lower, when not nil, applies a limit learned from an answer
+	// (Verdict.Learned), by this replica or another: the API's rules are
+	// lowered to it until it lapses. It reports whether a rule was lowered
+	// (false for a limit already in force); it must never raise one.
+	Lower func(Learned) bool
 }
 
 // Validate reports a profile that cannot be used, naming the field.
@@ -147,4 +155,6 @@ type Verdict struct {
 	// on the call (a quota rejection, "system busy"), so even a
 	// non-idempotent request may be sent again.
 	NotProcessed bool
+	// Learned is a lower limit the answer states for the API, if any.
+	Learned *Learned
 }

@@ -51,13 +51,23 @@ func Profile(cfg Config) (providers.Profile, error) {
 	if err != nil {
 		return providers.Profile{}, err
 	}
-	return providers.Profile{
+	prof := providers.Profile{
 		Name:           Name,
 		Match:          p.match,
 		Route:          p.route,
 		Classify:       p.classify,
 		DefaultPenalty: c.DefaultPenalty,
-	}, nil
+	}
+	if cfg.Jitter == 0 {
+		// No Jitter chosen: the Transport measures the allowance, starting
+		// from the old default, and rebuilds the rules with it.
+		prof.Headroom = &providers.Headroom{Initial: DefaultJitter, Rebuild: func(a time.Duration) (providers.Profile, error) {
+			next := cfg
+			next.Jitter = max(a, time.Microsecond) // never 0, which would mean "choose"
+			return Profile(next)
+		}}
+	}
+	return prof, nil
 }
 
 // MustProfile is Profile that panics on an invalid config, for configs

@@ -67,6 +67,7 @@ func (p *preset) classify(req *http.Request, resp *http.Response, route *provide
 		v.Kind, v.NotProcessed = providers.Quota, true
 		v.Scope = route.Scope(scopekind.API)
 		v.Until = p.resetOr(resp.Header, now, penaltytime.NextSecond(now))
+		v.Learned = p.learnedFrom(resp.Header, route.API, now)
 	case code == codeMonthlyQuota:
 		// The tenant's monthly quota: every API of the app is refused
 		// until the 1st, whatever the 429 seems to promise.

@@ -234,7 +234,13 @@ func (c *Config) validate() error {
 func (c *Config) hasLevel(n int) bool { _, ok := c.Levels[n]; return ok }
 
 // Profile builds the Feishu profile, or reports the Config field at fault.
-func Profile(cfg Config) (providers.Profile, error) {
+func Profile(cfg Config) (providers.Profile, error) { return profile(cfg, nil, nil) }
+
+// profile builds the profile; a profile rebuilt for a new latency
+// allowance passes on the memory of message chats and the learned levels
+// of the one it replaces.
+func profile(cfg Config, messages *messageChats, learned *learnedLimits) (providers.Profile, error) {
+	measured, chosen := cfg, cfg.Jitter != 0
 	cfg.setDefaults()
 	if err := cfg.validate(); err != nil {
 		return providers.Profile{}, err
@@ -283,15 +289,32 @@ func Profile(cfg Config) (providers.Profile, error) {
 	}
 	p.appScope = scopekind.Of(scopekind.App, cfg.AppID)
 	p.chatScopePrefix = p.chatScope("")
-	p.messages = newMessageChats(messageMemory)
+	p.messages = messages
+	if p.messages == nil {
+		p.messages = newMessageChats(messageMemory)
+	}
+	if p.learned = learned; p.learned == nil {
+		p.learned = &learnedLimits{}
+	}
 	p.entities = entityhash.New(cfg.EntityKey, cfg.AppID)
-	return providers.Profile{
+	prof := providers.Profile{
 		Name:           Name,
 		Match:          p.match,
 		Route:          p.route,
 		Classify:       p.classify,
+		Lower:          p.lower,
 		DefaultPenalty: cfg.DefaultPenalty,
-	}, nil
+	}
+	if !chosen {
+		// No Jitter chosen: the Transport measures the allowance, starting
+		// from the old default, and rebuilds the rules with it.
+		prof.Headroom = &providers.Headroom{Initial: DefaultJitter, Rebuild: func(a time.Duration) (providers.Profile, error) {
+			next := measured
+			next.Jitter = max(a, time.Microsecond) // never 0, which would mean "choose"
+			return profile(next, p.messages, p.learned)
+		}}
+	}
+	return prof, nil
 }
 
 // MustProfile is Profile for configs known to be valid; it panics on error.
@@ -310,6 +333,7 @@ type preset struct {
 	extra    *catalog.Catalog       // Config.APIs the catalog lacks, searched first
 	listed   map[string][]rule.Rule // rules of Config.APIs, by name; read-only after Profile
 	routes   sync.Map               // API name -> *providers.Route, without the chat; bounded by the catalogs
+	learned  *learnedLimits         // levels learned from 99991400s (learned.go)
 	defaults []rule.Rule            // templates of DefaultLevel; nil for none
 	// defaultPrefixes start the keys of defaults, one per template.
 	defaultPrefixes []string
@@ -390,8 +414,10 @@ func uncatalogued(method string) string {
 // shared: their slices must not be modified.
 func (p *preset) route(r *http.Request) (providers.Route, error) {
 	name, known := p.apiOf(r)
-	var rt providers.Route
-	if cached, ok := p.routes.Load(name); ok {
+	rt, lowered := p.learnedRoute(name)
+	if lowered {
+		rt.Uncatalogued = !known
+	} else if cached, ok := p.routes.Load(name); ok {
 		rt = *cached.(*providers.Route)
 	} else {
 		built, err := p.buildRoute(name)

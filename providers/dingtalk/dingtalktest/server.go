@@ -18,6 +18,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/quotaware/throttle/providers/dingtalk"
@@ -163,8 +164,11 @@ type Stats struct {
 type Server struct {
 	*httptest.Server
 	opts    Options
-	metered map[string]bool     // by API
-	apis    *emulator.Templates // the emulator's own copy of DingTalk's API templates
+	metered map[string]bool // by API
+	// latMax overrides Options.LatencyMax once SetLatencyMax was called
+	// (ns; -1 until then): a spread that grows mid-run.
+	latMax atomic.Int64
+	apis   *emulator.Templates // the emulator's own copy of DingTalk's API templates
 
 	mu        sync.Mutex
 	tokens    map[string]holder
@@ -215,9 +219,15 @@ func New(opts Options) *Server {
 	for tok, app := range opts.Tokens {
 		s.tokens[tok] = holder{app: app}
 	}
+	s.latMax.Store(-1)
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	return s
 }
+
+// SetLatencyMax changes the upper bound of the latency added to each
+// request from now on: a network whose latency spread grows (or shrinks)
+// mid-run.
+func (s *Server) SetLatencyMax(d time.Duration) { s.latMax.Store(int64(d)) }
 
 // Host is the emulator's "host:port", for dingtalk.Config.Hosts.
 func (s *Server) Host() string {
@@ -296,7 +306,11 @@ type answer struct {
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
-	if !emulator.Delay(r, s.opts.LatencyMin, s.opts.LatencyMax) {
+	latMax := s.opts.LatencyMax
+	if d := s.latMax.Load(); d >= 0 {
+		latMax = max(time.Duration(d), s.opts.LatencyMin)
+	}
+	if !emulator.Delay(r, s.opts.LatencyMin, latMax) {
 		return
 	}
 	a := s.decide(r)

@@ -225,13 +225,17 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	// Token requests carry their credentials in the body; read it before
 	// taking the lock.
 	var stable stableTokenRequest
-	if r.URL.Path == "/cgi-bin/stable_token" {
+	var quota quotaRequest
+	switch r.URL.Path {
+	case "/cgi-bin/stable_token":
 		_ = json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&stable)
+	case QuotaGetPath:
+		_ = json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&quota)
 	}
 	s.em.Lock()
 	wall, emu := s.em.Times()
 	rec := Request{At: wall, Emulated: emu, Method: r.Method, Path: r.URL.Path, API: s.apis.API(r.Method, r.URL.Path)}
-	status, body := s.answerLocked(r, &rec, emu, stable)
+	status, body := s.answerLocked(r, &rec, emu, stable, quota)
 	rec.Status = status
 	s.em.RecordLocked(rec, rec.Code)
 	s.em.Unlock()
@@ -250,7 +254,7 @@ type stableTokenRequest struct {
 
 // answerLocked decides one request under the lock and fills rec.App and
 // rec.Code.
-func (s *Server) answerLocked(r *http.Request, rec *Request, emu time.Time, stable stableTokenRequest) (int, string) {
+func (s *Server) answerLocked(r *http.Request, rec *Request, emu time.Time, stable stableTokenRequest, quota quotaRequest) (int, string) {
 	if in, ok := s.em.NextFaultLocked(); ok {
 		rec.Code = emulator.Errcode(in.Body)
 		return in.Status, in.Body
@@ -286,6 +290,9 @@ func (s *Server) answerLocked(r *http.Request, rec *Request, emu time.Time, stab
 	if code, msg := s.chargeLocked(app, rec.API, emu); code != 0 {
 		rec.Code = code
 		return http.StatusOK, errBody(code, msg)
+	}
+	if r.URL.Path == QuotaGetPath {
+		return s.quotaLocked(rec, app, quota.CGIPath, emu)
 	}
 	return http.StatusOK, `{"errcode":0,"errmsg":"ok"}`
 }
@@ -369,4 +376,63 @@ func (s *Server) chargeLocked(app, path string, emu time.Time) (int, string) {
 func errBody(code int, msg string) string {
 	rid := fmt.Sprintf("%08x-%08x-%08x", rand.Uint32(), rand.Uint32(), rand.Uint32())
 	return fmt.Sprintf(`{"errcode":%d,"errmsg":%q}`, code, msg+" rid: "+rid)
+}
+
+// QuotaGetPath is WeChat's quota query: POST {"cgi_path": ...} answers the
+// API's daily quota, the calls counted today and what remains. The query
+// itself is counted like any API (a Daily or PerMinute limit on this path
+// applies to it).
+const QuotaGetPath = "/cgi-bin/openapi/quota/get"
+
+// CodeQuotaBadPath answers a quota query for a path without a daily quota.
+const CodeQuotaBadPath = 76021
+
+type quotaRequest struct {
+	CGIPath string `json:"cgi_path"`
+}
+
+// quotaLocked answers a quota query from the emulator's own counts: the
+// app's daily limit of the path and today's count (Asia/Shanghai), which
+// includes the calls Spend recorded for other clients.
+func (s *Server) quotaLocked(rec *Request, app, path string, emu time.Time) (int, string) {
+	lim := s.opts.Limits
+	if l, ok := s.opts.AppLimits[app]; ok {
+		lim = l
+	}
+	limit := lim.Daily[path]
+	if path == "" || limit <= 0 {
+		rec.Code = CodeQuotaBadPath
+		return http.StatusOK, errBody(CodeQuotaBadPath, "invalid cgi_path")
+	}
+	used := 0
+	if w := s.windows[windowKey{app: app, path: path, kind: 'd'}]; w != nil && w.start.Equal(beijingDay(emu)) {
+		used = w.n
+	}
+	return http.StatusOK, fmt.Sprintf(`{"errcode":0,"errmsg":"ok","quota":{"daily_limit":%d,"used":%d,"remain":%d},"rate_limit":{"call_count":%d,"refresh_second":60}}`,
+		limit, used, max(limit-used, 0), lim.PerMinute[path])
+}
+
+// Spend counts n calls of appID to path today as made by another client
+// sharing the AppID (up to the daily quota): calls the Transport under test
+// never saw, which quota/get reports and the daily quota refuses.
+func (s *Server) Spend(appID, path string, n int) {
+	s.em.Lock()
+	defer s.em.Unlock()
+	_, emu := s.em.Times()
+	k := windowKey{app: appID, path: path, kind: 'd'}
+	w := s.windows[k]
+	if w == nil {
+		w = &window{}
+		s.windows[k] = w
+	}
+	if day := beijingDay(emu); !w.start.Equal(day) {
+		w.start, w.n = day, 0
+	}
+	w.n += n
+}
+
+// beijingDay is the start of t's calendar day in Asia/Shanghai.
+func beijingDay(t time.Time) time.Time {
+	y, m, d := t.In(Beijing).Date()
+	return time.Date(y, m, d, 0, 0, 0, 0, Beijing)
 }

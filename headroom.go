@@ -1,0 +1,339 @@
+package throttle
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/quotaware/throttle/limiter"
+	"github.com/quotaware/throttle/providers"
+)
+
+// Headroom from measurement (providers.Headroom): each replica records the
+// time from the moment a call's slot was booked for to the answer's
+// headers, for every call of a profile that asks for it (from the slot, not
+// from the send: a replica that wakes late for its slot, on a busy machine,
+// crowds the provider's window as surely as the network does), in a ring of recent samples written without a lock.
+// Every headroomEvery a goroutine of the Transport's own estimates the
+// spread (the distance between the 2nd and 98th percentiles of the last
+// headroomWindow), writes it to the group's hash in Redis under the
+// replica's own field with an expiry, and reads back the largest live
+// estimate: every replica of a rule then derives the same allowance, so the
+// shared rule's arithmetic stays consistent (up to one round of the loop
+// while the estimates move). The high quantile follows a spread that grows
+// within a round; one that shrinks is followed once the old samples leave
+// the window.
+const (
+	headroomSamples = 1024             // the ring: the latest answers of the profile
+	headroomWindow  = 20 * time.Second // samples older than this are ignored
+	headroomMin     = 32               // fewer samples estimate nothing
+	headroomEvery   = time.Second      // how often the estimate is shared
+	headroomTTL     = 5 * headroomEvery
+	headroomLowQ    = 0.02
+	headroomHighQ   = 0.98
+)
+
+// headroomScript records a replica's estimate (ARGV[2] µs, "-" for none
+// yet) under its field with an expiry (ARGV[3] ms) and returns the largest
+// estimate of the fields still live, dropping the lapsed ones. Redis's TIME
+// is the clock, as everywhere in the limiter.
+var headroomScript = redis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local ttl = tonumber(ARGV[3])
+if ARGV[2] ~= '-' then
+  redis.call('HSET', KEYS[1], ARGV[1], ARGV[2] .. ':' .. (now + ttl))
+end
+local all = redis.call('HGETALL', KEYS[1])
+local best = -1
+for i = 1, #all, 2 do
+  local v = all[i + 1]
+  local c = string.find(v, ':', 1, true)
+  local est, exp = tonumber(string.sub(v, 1, (c or 1) - 1)), tonumber(string.sub(v, (c or 0) + 1))
+  if not c or not est or not exp or exp <= now then
+    redis.call('HDEL', KEYS[1], all[i])
+  elseif est > best then
+    best = est
+  end
+end
+if #all > 0 then redis.call('PEXPIRE', KEYS[1], ttl * 2) end
+return best
+`)
+
+// headroom is one profile's measurement and current allowance.
+type headroom struct {
+	spec  providers.Headroom
+	name  string
+	epoch time.Time
+
+	// Each sample packs the milliseconds since epoch (upper 40 bits) and
+	// the latency in µs (lower 24 bits, capped at 16.7 s).
+	samples [headroomSamples]atomic.Uint64
+	next    atomic.Uint64
+
+	cur       atomic.Pointer[providers.Profile] // built with allowance
+	allowance atomic.Int64                      // ns
+}
+
+// observe records one answer's latency: the only work on the request path.
+func (h *headroom) observe(sent time.Time) {
+	now := time.Now()
+	us := min(uint64(max(now.Sub(sent), 0)/time.Microsecond), 1<<24-1)
+	ms := uint64(now.Sub(h.epoch) / time.Millisecond)
+	h.samples[h.next.Add(1)%headroomSamples].Store(ms<<24 | us)
+}
+
+// spread estimates the latency's spread from the samples of the last
+// window; ok is false when there are too few.
+func (h *headroom) spread(now time.Time) (d time.Duration, n int, ok bool) {
+	since := now.Add(-headroomWindow).Sub(h.epoch) / time.Millisecond
+	lat := make([]int64, 0, headroomSamples)
+	for i := range h.samples {
+		v := h.samples[i].Load()
+		if v == 0 || int64(v>>24) < int64(since) {
+			continue
+		}
+		lat = append(lat, int64(v&(1<<24-1)))
+	}
+	if len(lat) < headroomMin {
+		return 0, len(lat), false
+	}
+	slices.Sort(lat)
+	lo := lat[int(headroomLowQ*float64(len(lat)-1))]
+	hi := lat[int(headroomHighQ*float64(len(lat)-1)+0.5)]
+	return time.Duration(hi-lo) * time.Microsecond, len(lat), true
+}
+
+// wrap makes p follow the allowance: its Route and Classify are those of
+// the profile last built.
+func (h *headroom) wrap(p *providers.Profile) {
+	orig := *p
+	h.cur.Store(&orig)
+	h.allowance.Store(int64(h.spec.Initial))
+	p.Route = func(req *http.Request) (providers.Route, error) { return h.cur.Load().Route(req) }
+	if orig.Lower != nil {
+		p.Lower = func(l providers.Learned) bool {
+			if lower := h.cur.Load().Lower; lower != nil {
+				return lower(l)
+			}
+			return false
+		}
+	}
+	if orig.Classify != nil {
+		p.Classify = func(req *http.Request, resp *http.Response, r *providers.Route) providers.Verdict {
+			if c := h.cur.Load().Classify; c != nil {
+				return c(req, resp, r)
+			}
+			return providers.Verdict{}
+		}
+	}
+}
+
+// apply moves the allowance to a, rebuilding the profile's rules, when it
+// differs from the current one by a step or more (two steps downwards, so
+// an estimate on the edge of a step does not flap).
+func (h *headroom) apply(a, spread time.Duration, shared bool, log *slog.Logger) {
+	old := time.Duration(h.allowance.Load())
+	if a == old || (a < old && old-a < 2*providers.HeadroomStep) {
+		return
+	}
+	p, err := h.spec.Rebuild(a)
+	if err != nil {
+		log.Warn("throttle: could not rebuild the rules for a new latency allowance", "provider", h.name,
+			"allowance", a, "error", err)
+		return
+	}
+	h.cur.Store(&p)
+	h.allowance.Store(int64(a))
+	log.Info("throttle: latency allowance changed", "provider", h.name, "from", old, "to", a,
+		"spread", spread, "shared", shared)
+}
+
+// headroomLoop shares the estimates and applies the allowances of a
+// Transport's profiles. It holds neither the Transport nor its profiles'
+// breakers, so a dropped Transport can be collected.
+type headroomLoop struct {
+	heads    []*headroom
+	learners []learner
+	reading  atomic.Bool           // a read of the learned limits is under way
+	rdb      redis.UniversalClient // nil: this replica's own estimate
+	prefix   string
+	keys     []string
+	replica  string
+	log      *slog.Logger
+	// The rounds run on a timer re-armed by each, not on a goroutine of
+	// their own: an idle or dropped Transport holds no goroutine.
+	mu     sync.Mutex // guards timer and closed
+	timer  *time.Timer
+	closed bool
+	busy   sync.Mutex // held by a round; close waits for it
+	gauge  metric.Registration
+	report func(error)
+}
+
+// startHeadroom wraps the profiles that ask for a measured allowance and
+// starts the loop that keeps it.
+func (t *Transport) startHeadroom(c *config) error {
+	var heads []*headroom
+	for i := range t.profiles {
+		p := &t.profiles[i]
+		if p.Headroom == nil {
+			continue
+		}
+		spec, err := p.Headroom.Normalized()
+		if err != nil {
+			return fmt.Errorf("throttle: profile %q: %w", p.Name, err)
+		}
+		h := &headroom{spec: spec, name: p.Name, epoch: time.Now().Add(-time.Millisecond)}
+		h.wrap(&p.Profile)
+		p.head = h
+		heads = append(heads, h)
+	}
+	var learners []learner
+	for i := range t.profiles {
+		if p := &t.profiles[i]; p.Lower != nil {
+			learners = append(learners, learner{name: p.Name, lower: p.Lower, lowered: p.lowered,
+				mu: new(sync.Mutex), seen: map[string]string{}})
+		}
+	}
+	if len(heads) == 0 && len(learners) == 0 {
+		return nil
+	}
+	id := make([]byte, 8)
+	_, _ = rand.Read(id)
+	// The Redis the shared limiter will be on, whichever way it is given.
+	var rdb redis.UniversalClient
+	prefix := limiter.DefaultSharedConfig().Prefix
+	if s, ok := c.limiter.(*limiter.Shared); ok {
+		rdb, prefix = s.Client(), s.Config().Prefix
+	} else if c.redis != nil {
+		rdb = c.redis
+	}
+	l := &headroomLoop{heads: heads, learners: learners, replica: hex.EncodeToString(id), log: c.logger,
+		report: t.tel.report, prefix: prefix}
+	if rdb != nil {
+		l.rdb = rdb
+		for _, h := range heads {
+			l.keys = append(l.keys, "{"+prefix+":"+h.name+"}:headroom")
+		}
+	}
+	if !t.tel.disabled && len(heads) > 0 {
+		l.gauge = registerHeadroomGauge(t.tel.meterProvider, heads, t.tel.report)
+	}
+	t.head = l
+	l.timer = time.AfterFunc(headroomEvery, l.tick)
+	runtime.AddCleanup(t, func(l *headroomLoop) { go l.close() }, l)
+	return nil
+}
+
+// tick is one round for every profile, then the timer is re-armed.
+func (l *headroomLoop) tick() {
+	l.busy.Lock()
+	for i := range l.heads {
+		l.round(i)
+	}
+	l.readLearned()
+	l.busy.Unlock()
+	l.mu.Lock()
+	if !l.closed {
+		l.timer.Reset(headroomEvery)
+	}
+	l.mu.Unlock()
+}
+
+// pokeLearned reads the learned limits now, off the caller (a penalty was
+// announced, and the replica refused wrote its learned limit first); at
+// most one such read runs at a time.
+func (l *headroomLoop) pokeLearned() {
+	if l == nil || l.rdb == nil || len(l.learners) == 0 || !l.reading.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer l.reading.Store(false)
+		l.readLearned()
+	}()
+}
+
+// round estimates, shares and applies the allowance of one profile.
+func (l *headroomLoop) round(i int) {
+	h := l.heads[i]
+	spread, _, ok := h.spread(time.Now())
+	shared := false
+	if l.rdb != nil {
+		arg := "-"
+		if ok {
+			arg = strconv.FormatInt(int64(spread/time.Microsecond), 10)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		best, err := headroomScript.Run(ctx, l.rdb, []string{l.keys[i]}, l.replica, arg, headroomTTL.Milliseconds()).Int64()
+		cancel()
+		switch {
+		case err != nil:
+			// Redis is away: keep the allowance in force; the limiter's
+			// own fallback decides what the rules mean meanwhile.
+			l.log.Debug("throttle: could not share the latency estimate", "provider", h.name, "error", err)
+			return
+		case best >= 0:
+			spread, ok, shared = time.Duration(best)*time.Microsecond, true, true
+		}
+	}
+	if ok {
+		h.apply(h.spec.Allowance(spread), spread, shared, l.log)
+	}
+}
+
+func (l *headroomLoop) close() {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	was := l.closed
+	l.closed = true
+	l.timer.Stop()
+	l.mu.Unlock()
+	if was {
+		return
+	}
+	l.busy.Lock() // a round under way ends first
+	l.busy.Unlock()
+	if l.gauge != nil {
+		l.report(l.gauge.Unregister())
+	}
+}
+
+// registerHeadroomGauge observes throttle.headroom.allowance, seconds, by
+// provider.
+func registerHeadroomGauge(mp metric.MeterProvider, heads []*headroom, report func(error)) metric.Registration {
+	m := mp.Meter(instrumentationName)
+	g, err := m.Float64ObservableGauge("throttle.headroom.allowance", metric.WithUnit("s"),
+		metric.WithDescription("The allowance for latency that widens the provider's rule windows, measured and shared by the replicas."))
+	report(err)
+	if g == nil {
+		return nil
+	}
+	sets := make([]metric.ObserveOption, len(heads))
+	for i, h := range heads {
+		sets[i] = metric.WithAttributeSet(attribute.NewSet(attribute.String("provider", h.name)))
+	}
+	reg, err := m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		for i, h := range heads {
+			o.ObserveFloat64(g, time.Duration(h.allowance.Load()).Seconds(), sets[i])
+		}
+		return nil
+	}, g)
+	report(err)
+	return reg
+}

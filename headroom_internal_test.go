@@ -1,0 +1,169 @@
+package throttle
+
+import (
+	"log/slog"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/quotaware/throttle/internal/redistest"
+	"github.com/quotaware/throttle/providers"
+)
+
+// testHeadroom is a headroom whose Rebuild records the allowances asked for.
+func testHeadroom(t *testing.T, name string) (*headroom, *[]time.Duration) {
+	t.Helper()
+	var built []time.Duration
+	spec, err := providers.Headroom{Initial: 50 * time.Millisecond, Rebuild: func(a time.Duration) (providers.Profile, error) {
+		built = append(built, a)
+		return providers.Profile{Name: name, Route: func(*http.Request) (providers.Route, error) {
+			return providers.Route{API: a.String()}, nil
+		}}, nil
+	}}.Normalized()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &headroom{spec: spec, name: name, epoch: time.Now().Add(-time.Second)}
+	p := providers.Profile{Name: name, Route: func(*http.Request) (providers.Route, error) { return providers.Route{API: "initial"}, nil }}
+	h.wrap(&p)
+	return h, &built
+}
+
+// fill records n answers whose latencies, measured from their slots, are
+// spread evenly over [base, base+spread].
+func fill(h *headroom, n int, base, spread time.Duration) {
+	for i := range n {
+		h.observe(time.Now().Add(-base - spread*time.Duration(i)/time.Duration(n-1)))
+	}
+}
+
+func TestHeadroomSpreadIsBetweenQuantiles(t *testing.T) {
+	h, _ := testHeadroom(t, "p")
+	fill(h, headroomMin-1, 0, 0)
+	if _, n, ok := h.spread(time.Now()); ok {
+		t.Fatalf("%d samples gave an estimate, want none under %d", n, headroomMin)
+	}
+	h, _ = testHeadroom(t, "p")
+	fill(h, 1000, 100*time.Millisecond, 40*time.Millisecond)
+	d, n, ok := h.spread(time.Now())
+	// The 2nd to 98th percentiles of an even spread of 40 ms: 38.4 ms,
+	// plus the clock reads between the samples (well under a millisecond).
+	if !ok || n != 1000 || d < 37*time.Millisecond || d > 40*time.Millisecond {
+		t.Fatalf("spread = %v over %d samples (ok %v), want about 38.4ms over 1000", d, n, ok)
+	}
+	// Samples older than the window are ignored.
+	if _, n, ok := h.spread(time.Now().Add(headroomWindow + time.Second)); ok || n != 0 {
+		t.Fatalf("%d samples counted a window later, want 0", n)
+	}
+}
+
+func TestHeadroomAllowanceBoundedAndQuantised(t *testing.T) {
+	spec, _ := providers.Headroom{Rebuild: func(time.Duration) (providers.Profile, error) { return providers.Profile{}, nil }}.Normalized()
+	for _, c := range []struct{ spread, want time.Duration }{
+		{0, 6 * time.Millisecond},                        // the 5 ms margin, up to the step
+		{9500 * time.Microsecond, 16 * time.Millisecond}, // 14.5 ms rounded up to the 2 ms step
+		{38 * time.Millisecond, 44 * time.Millisecond},   // 43 ms, up to 44
+		{time.Second, providers.DefaultHeadroomCeiling},
+	} {
+		if got := spec.Allowance(c.spread); got != c.want {
+			t.Errorf("Allowance(%v) = %v, want %v", c.spread, got, c.want)
+		}
+	}
+	for _, bad := range []providers.Headroom{
+		{},
+		{Floor: -1, Rebuild: spec.Rebuild},
+		{Floor: 10 * time.Millisecond, Ceiling: 5 * time.Millisecond, Rebuild: spec.Rebuild},
+		{Initial: time.Second, Rebuild: spec.Rebuild},
+	} {
+		if _, err := bad.Normalized(); err == nil {
+			t.Errorf("Normalized(%+v) accepted it", bad)
+		}
+	}
+}
+
+// Two replicas on one Redis: the one that measured nothing yet and the one
+// that measured a small spread both take the largest live estimate, and the
+// profile's Route follows the rebuilt profile.
+func TestHeadroomSharedLargestLiveEstimate(t *testing.T) {
+	rdb := redistest.Start(t).Client(t)
+	quiet := slog.New(slog.DiscardHandler)
+	key := "{throttle-test:p}:headroom"
+	mk := func(id string) (*headroomLoop, *headroom, *[]time.Duration) {
+		h, built := testHeadroom(t, "p")
+		return &headroomLoop{heads: []*headroom{h}, rdb: rdb, keys: []string{key}, replica: id, log: quiet}, h, built
+	}
+	a, ha, builtA := mk("a")
+	b, hb, builtB := mk("b")
+	c, hc, _ := mk("c")
+	fill(ha, 200, time.Millisecond, 30*time.Millisecond)
+	fill(hb, 200, time.Millisecond, 5*time.Millisecond)
+	a.round(0)
+	b.round(0)
+	c.round(0) // nothing measured: reads only
+	want := ha.spec.Allowance(time.Duration(ha.must(t)) * time.Microsecond)
+	for name, h := range map[string]*headroom{"a": ha, "b": hb, "c": hc} {
+		if got := time.Duration(h.allowance.Load()); got != want {
+			t.Errorf("replica %s: allowance %v, want the largest estimate's %v", name, got, want)
+		}
+		r, _ := h.cur.Load().Route(nil)
+		if r.API != want.String() {
+			t.Errorf("replica %s: Route is the profile built for %q, want %v", name, r.API, want)
+		}
+	}
+	if len(*builtA) != 1 || len(*builtB) != 1 {
+		t.Errorf("rebuilt %d and %d times, want once each", len(*builtA), len(*builtB))
+	}
+	// A replica's entry lapses: set a's to have expired, and b's smaller
+	// estimate (two steps below and more) takes over.
+	if err := rdb.HSet(t.Context(), key, "a", "30000:1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	b.round(0)
+	if n, _ := rdb.HLen(t.Context(), key).Result(); n != 1 {
+		t.Errorf("the hash holds %d entries after a lapsed one was read, want 1 (b's)", n)
+	}
+	if got, want := time.Duration(hb.allowance.Load()), hb.spec.Allowance(5*time.Millisecond); got > want+providers.HeadroomStep {
+		t.Errorf("b's allowance %v after a's estimate lapsed, want about %v", got, want)
+	}
+}
+
+// must is h's spread in µs, failing t when there is none.
+func (h *headroom) must(t *testing.T) int64 {
+	d, _, ok := h.spread(time.Now())
+	if !ok {
+		t.Fatal("no estimate")
+	}
+	return int64(d / time.Microsecond)
+}
+
+// BenchmarkHeadroomObserve is the cost a measured allowance adds to a
+// request: one clock read and one atomic store.
+func BenchmarkHeadroomObserve(b *testing.B) {
+	h := &headroom{epoch: time.Now()}
+	slot := time.Now()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			h.observe(slot)
+		}
+	})
+}
+
+// FuzzParseLearned: a stored learned limit is read from Redis, where
+// anything may be written; it is either dropped or a limit that can only
+// lower a rule.
+func FuzzParseLearned(f *testing.F) {
+	f.Add("s GET /open-apis/contact/v3/users/:user_id", "10:1795670375557")
+	f.Add("m POST /x", "100:0")
+	f.Add("", ":")
+	f.Add("toolongwindow GET /x", "10:1")
+	f.Fuzz(func(t *testing.T, field, v string) {
+		l, ok := parseLearned(field, v)
+		if !ok {
+			return
+		}
+		if l.Limit <= 0 || l.Window == "" || len(l.Window) > 8 || l.API == "" {
+			t.Fatalf("parseLearned(%q, %q) = %+v, accepted", field, v, l)
+		}
+	})
+}

@@ -1,0 +1,127 @@
+package throttle
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/quotaware/throttle/providers"
+)
+
+// Limits learned from answers (providers.Learned): a Classify that reads a
+// lower limit in an answer (Feishu's x-ogw-ratelimit-limit) returns it in
+// the verdict. The replica that got it lowers the API's rule at once; it
+// writes the limit to the group's hash in Redis, field "<window> <API>",
+// value "<limit>:<until, Unix ms>", before the penalty of the same answer,
+// so that the other replicas, told of the penalty at once, read it while
+// the penalty holds and are lowered before the API is called again. Every
+// round of the loop reads the hash again (a replica started later, a lost
+// announcement) and drops the lapsed fields.
+
+// learner is a profile that applies learned limits.
+type learner struct {
+	name    string
+	lower   func(providers.Learned) bool
+	lowered *atomic.Int64 // the profile's count of rules lowered
+	// seen holds the stored values this Transport applied, by field: a new
+	// one makes its waiting requests book again even when the profile,
+	// shared with another Transport of the process, lowered its rule
+	// already.
+	mu   *sync.Mutex
+	seen map[string]string
+}
+
+// maxLearned bounds how far ahead a stored learned limit may lapse: one
+// further is garbled, and is dropped rather than kept for good.
+const maxLearned = 31 * 24 * time.Hour
+
+func learnedKey(prefix, group string) string { return "{" + prefix + ":" + group + "}:learned" }
+
+// learn applies the verdict's learned limit to this replica, logs it, and
+// returns the write that shares it (a no-op without one or without Redis).
+func (c *call) learn() func(context.Context) {
+	l := c.verdict.Learned
+	if l == nil || c.p.Lower == nil || len(l.Window) > 8 || l.Limit <= 0 {
+		return func(context.Context) {}
+	}
+	c.p.Lower(*l) // false when a Transport sharing the profile lowered it first
+	c.p.lowered.Add(1)
+	c.t.tel.log.Info("throttle: the provider stated a lower limit than the profile's; the API's rule is lowered on every replica",
+		"provider", c.p.Name, "api", l.API, "window", l.Window, "limit", l.Limit, "until", l.Until)
+	loop, name, learned := c.t.head, c.p.Name, *l
+	if loop == nil || loop.rdb == nil {
+		return func(context.Context) {}
+	}
+	return func(ctx context.Context) {
+		key := learnedKey(loop.prefix, name)
+		val := strconv.Itoa(learned.Limit) + ":" + strconv.FormatInt(learned.Until.UnixMilli(), 10)
+		pipe := loop.rdb.TxPipeline()
+		pipe.HSet(ctx, key, learned.Window+" "+learned.API, val)
+		pipe.PExpire(ctx, key, time.Until(learned.Until))
+		if _, err := pipe.Exec(ctx); err != nil {
+			loop.log.Warn("throttle: could not share a learned limit", "provider", name, "api", learned.API, "error", err)
+		}
+	}
+}
+
+// readLearned applies the learned limits stored by every replica.
+func (l *headroomLoop) readLearned() {
+	if l.rdb == nil {
+		return
+	}
+	for _, lr := range l.learners {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		all, err := l.rdb.HGetAll(ctx, learnedKey(l.prefix, lr.name)).Result()
+		if err != nil {
+			cancel()
+			l.log.Debug("throttle: could not read the learned limits", "provider", lr.name, "error", err)
+			continue
+		}
+		now := time.Now()
+		var lapsed []string
+		lr.mu.Lock()
+		for field, v := range all {
+			learned, ok := parseLearned(field, v)
+			if !ok || !now.Before(learned.Until) || learned.Until.After(now.Add(maxLearned)) {
+				lapsed = append(lapsed, field)
+				continue
+			}
+			if lr.seen[field] == v {
+				continue
+			}
+			lr.seen[field] = v
+			if lr.lower(learned) {
+				l.log.Info("throttle: a lower limit learned by another replica lowers the API's rule", "provider", lr.name,
+					"api", learned.API, "window", learned.Window, "limit", learned.Limit, "until", learned.Until)
+			}
+			lr.lowered.Add(1)
+		}
+		for _, f := range lapsed {
+			delete(lr.seen, f)
+		}
+		lr.mu.Unlock()
+		if len(lapsed) > 0 {
+			l.rdb.HDel(ctx, learnedKey(l.prefix, lr.name), lapsed...)
+		}
+		cancel()
+	}
+}
+
+// parseLearned reads one field of the learned hash; a garbled one is
+// dropped rather than trusted.
+func parseLearned(field, v string) (providers.Learned, bool) {
+	window, api, ok := strings.Cut(field, " ")
+	limit, until, ok2 := strings.Cut(v, ":")
+	if !ok || !ok2 || window == "" || len(window) > 8 || api == "" {
+		return providers.Learned{}, false
+	}
+	n, err := strconv.Atoi(limit)
+	ms, err2 := strconv.ParseInt(until, 10, 64)
+	if err != nil || err2 != nil || n <= 0 {
+		return providers.Learned{}, false
+	}
+	return providers.Learned{API: api, Window: window, Limit: n, Until: time.UnixMilli(ms)}, true
+}

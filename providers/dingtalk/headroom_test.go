@@ -1,0 +1,118 @@
+package dingtalk_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/quotaware/throttle"
+	"github.com/quotaware/throttle/internal/loadtest"
+	"github.com/quotaware/throttle/limiter/limitertest"
+	"github.com/quotaware/throttle/providers/dingtalk"
+	"github.com/quotaware/throttle/providers/dingtalk/dingtalktest"
+)
+
+// headroomFleet is newFleet with the emulator's latency varying in
+// [0, spread] and the preset's default config: no Jitter, so the allowance
+// is measured.
+func headroomFleet(t *testing.T, n int, spread time.Duration) *fleet {
+	t.Helper()
+	app := "ding" + limitertest.Group(t)
+	f := &fleet{token: "tok-" + app}
+	f.emu = dingtalktest.New(dingtalktest.Options{Tokens: map[string]string{f.token: app}, LatencyMax: spread})
+	t.Cleanup(f.emu.Close)
+	profile := dingtalk.MustProfile(dingtalk.Config{AppKey: app, Hosts: []string{f.emu.Host()}})
+	f.clients = loadtest.Replicas(t, n, throttle.WithProfiles(profile))
+	return f
+}
+
+// settle is how long the replicas measure before the share is counted: a
+// few rounds of the allowance's loop (1 s each) after the first answers.
+const settle = 8 * time.Second
+
+// Four replicas at five times the published rate, with no Jitter set: the
+// allowance follows the measured spread of the latency, with no quota error
+// from the first call on. The targets are 98% of the published rate for a
+// spread of 0-10 ms and 95% for 0-40 ms; the shares asserted leave room for
+// the test machine's own scheduling delays, which a loaded 2-core machine
+// adds to the emulated spread (and which the allowance rightly follows).
+// The fixed 50 ms of before gave 95.2% whatever the spread.
+func TestHeadroomFollowsLatencySpread(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs for 40 s")
+	}
+	for _, tc := range []struct {
+		spread time.Duration
+		share  float64
+	}{
+		{10 * time.Millisecond, 0.965},
+		{40 * time.Millisecond, 0.94},
+	} {
+		t.Run(fmt.Sprintf("spread_%v", tc.spread), func(t *testing.T) {
+			const replicas, measured = 4, 12 * time.Second
+			f := headroomFleet(t, replicas, tc.spread)
+			start := time.Now()
+			from := start.Add(settle)
+			end := from.Add(measured)
+			f.runFor(end, both)
+			st := f.emu.Stats()
+			tl := f.tally()
+			t.Logf("callers: %+v", tl)
+			if st.Rejected != 0 || st.Bans != 0 {
+				t.Errorf("the emulator rejected %d calls and banned the IP %d times, want none", st.Rejected, st.Bans)
+			}
+			tl.ExpectClean(t)
+			for _, r := range f.emu.Requests() {
+				if r.Code != "" {
+					t.Logf("rejected: %s %s at +%v with %s", r.Method, r.Path, r.At.Sub(start).Round(time.Millisecond), r.Code)
+				}
+			}
+			for _, api := range []string{oldAPI, newAPI} {
+				got := loadtest.Measure(arrivals(f.emu.Requests(), succeeded(api, from, end)), measured)
+				t.Logf("%-34s latency 0-%v: %.2f/s = %.1f%% of the published %.0f/s", api, tc.spread, got.Rate, 100*got.Rate/published, published)
+				if got.Rate < tc.share*published {
+					t.Errorf("%s: %.2f/s, want at least %.0f%% of %.0f/s", api, got.Rate, 100*tc.share, published)
+				}
+			}
+		})
+	}
+}
+
+// The latency's spread grows mid-run from 0-10 ms to 0-40 ms: the
+// allowance follows within a round or two of the loop, and nothing is
+// refused after the first window (the 20 s the estimate looks back on)
+// past the change; in practice nothing at all.
+func TestHeadroomFollowsAGrowingSpread(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs for 24 s")
+	}
+	const replicas = 4
+	f := headroomFleet(t, replicas, 10*time.Millisecond)
+	start := time.Now()
+	grow := start.Add(8 * time.Second)
+	end := grow.Add(16 * time.Second)
+	time.AfterFunc(time.Until(grow), func() { f.emu.SetLatencyMax(40 * time.Millisecond) })
+	f.runFor(end, both)
+	tl := f.tally()
+	t.Logf("callers: %+v", tl)
+	var refused []time.Duration
+	for _, r := range f.emu.Requests() {
+		if r.Code != "" {
+			refused = append(refused, r.At.Sub(grow).Round(time.Millisecond))
+		}
+	}
+	t.Logf("refused at %v after the spread grew", refused)
+	for _, d := range refused {
+		if d < 0 || d > 2*time.Second {
+			t.Errorf("refused %v after the spread grew, want nothing before it nor past the first rounds", d)
+		}
+	}
+	for _, api := range []string{oldAPI, newAPI} {
+		from := grow.Add(4 * time.Second)
+		got := loadtest.Measure(arrivals(f.emu.Requests(), succeeded(api, from, end)), end.Sub(from))
+		t.Logf("%-34s latency 0-40ms after the growth: %.2f/s = %.1f%% of the published %.0f/s", api, got.Rate, 100*got.Rate/published, published)
+		if got.Rate < 0.94*published {
+			t.Errorf("%s: %.2f/s after the growth, want at least 94%% of %.0f/s", api, got.Rate, published)
+		}
+	}
+}

@@ -1,0 +1,84 @@
+package feishu
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quotaware/throttle/providers"
+)
+
+// throttled is Feishu's 99991400 with its headers.
+func throttled(limit, reset string) *http.Response {
+	h := http.Header{"Content-Type": {"application/json; charset=utf-8"}}
+	if limit != "" {
+		h.Set("X-Ogw-Ratelimit-Limit", limit)
+	}
+	if reset != "" {
+		h.Set("X-Ogw-Ratelimit-Reset", reset)
+	}
+	return &http.Response{StatusCode: http.StatusTooManyRequests, Header: h, ContentLength: -1,
+		Body: io.NopCloser(strings.NewReader(`{"code":99991400,"msg":"request trigger frequency limit"}`))}
+}
+
+func TestLearnedLimitOnlyEverLowers(t *testing.T) {
+	const api = "GET /open-apis/contact/v3/users/:user_id"
+	now := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	prof, err := Profile(Config{AppID: "cli_a", Jitter: 10 * time.Millisecond, APIs: map[string]int{api: 4}, Clock: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := httptest.NewRequest(http.MethodGet, "https://open.feishu.cn/open-apis/contact/v3/users/ou_1", nil)
+	limits := func() (perSecond, perMinute int) {
+		rt, err := prof.Route(req)
+		if err != nil || len(rt.Rules) != 2 {
+			t.Fatalf("route: %v, %d rules, want 2", err, len(rt.Rules))
+		}
+		return rt.Rules[0].Limit(), rt.Rules[1].Limit()
+	}
+	if s, m := limits(); s != 50 || m != 1000 {
+		t.Fatalf("level 4 from the table: %d/s and %d/min, want 50 and 1000", s, m)
+	}
+	rt, _ := prof.Route(req)
+	for _, c := range []struct{ limit, reset string }{
+		{"50", "1"}, {"80", "1"}, // the table's, and above it: never raised
+		{"1000", "30"}, {"5000", "30"},
+		{"", "1"}, {"x", "1"}, {"-3", "1"}, {"0", "1"}, // garbled
+	} {
+		if v := prof.Classify(req, throttled(c.limit, c.reset), &rt); v.Learned != nil {
+			t.Errorf("limit %q reset %q: learned %+v, want nothing", c.limit, c.reset, *v.Learned)
+		}
+	}
+	// 20/s: the per-second cap is lowered, the minute's kept.
+	v := prof.Classify(req, throttled("20", "1"), &rt)
+	if v.Learned == nil || v.Learned.Window != "s" || v.Learned.Limit != 20 || !v.Learned.Until.Equal(now.Add(LearnedTTL)) {
+		t.Fatalf("learned %+v, want 20 per second for a day", v.Learned)
+	}
+	if !prof.Lower(*v.Learned) {
+		t.Fatal("Lower did not lower")
+	}
+	if s, m := limits(); s != 20 || m != 1000 {
+		t.Fatalf("after learning 20/s: %d/s and %d/min, want 20 and 1000", s, m)
+	}
+	// A stored limit above the one in force (another replica's older
+	// answer) does not raise it back.
+	if prof.Lower(providers.Learned{API: api, Window: "s", Limit: 40, Until: now.Add(time.Hour)}) {
+		t.Error("Lower raised 20/s to 40/s")
+	}
+	// A reset over a second names the minute.
+	v = prof.Classify(req, throttled("100", "42"), &rt)
+	if v.Learned == nil || v.Learned.Window != "m" || !prof.Lower(*v.Learned) {
+		t.Fatalf("learned %+v, want 100 per minute", v.Learned)
+	}
+	if s, m := limits(); s != 20 || m != 100 {
+		t.Fatalf("after learning 100/min: %d/s and %d/min, want 20 and 100", s, m)
+	}
+	// Lapsed: the table's level again.
+	now = now.Add(LearnedTTL)
+	if s, m := limits(); s != 50 || m != 1000 {
+		t.Fatalf("a day later: %d/s and %d/min, want the table's 50 and 1000", s, m)
+	}
+}

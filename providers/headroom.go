@@ -1,0 +1,85 @@
+package providers
+
+import (
+	"fmt"
+	"time"
+)
+
+// Headroom lets the Transport choose a profile's allowance for latency from
+// measurement instead of a fixed guess. Providers count arrivals in fixed
+// wall-clock windows; sends spread over a rule's Period reach the provider
+// spread by the latency too, so a rule that keeps its limit in any window
+// of Period+J is safe when the latency varies by at most J. J costs
+// throughput (DingTalk's 20/s paced over 1.05 s is 19.05/s), so it should
+// be as small as the latency's spread allows and no smaller.
+//
+// A preset sets Headroom when its config leaves Jitter unset; an explicit
+// Jitter always wins. The Transport measures the spread of the time from
+// sending to the answer's headers, shares the largest recent estimate of
+// the live replicas through Redis so that every replica paces the shared
+// rules with one allowance, and, when that allowance moves by a step,
+// replaces the profile's Route and Classify with those of Rebuild(allowance).
+type Headroom struct {
+	// Floor and Ceiling bound the allowance (defaults DefaultHeadroomFloor
+	// and DefaultHeadroomCeiling).
+	Floor, Ceiling time.Duration
+	// Initial is the allowance until enough answers were measured: the
+	// preset's old fixed default, safe for most networks.
+	Initial time.Duration
+	// Rebuild returns the profile with every window widened by allowance
+	// instead of Jitter. It is called off the request path, rarely (the
+	// allowance is quantised to Step). The rebuilt profile's Match,
+	// DefaultPenalty and MaxPenalty are not used: the original's stay.
+	Rebuild func(allowance time.Duration) (Profile, error)
+}
+
+// Defaults of Headroom. The step quantises the allowance so that rules are
+// rebuilt only when it moves by a few milliseconds; the ceiling is the
+// largest allowance a preset will choose on its own (a network whose
+// latency varies more than that wants its Jitter set).
+const (
+	DefaultHeadroomFloor   = 5 * time.Millisecond
+	DefaultHeadroomCeiling = 150 * time.Millisecond
+	HeadroomStep           = 2 * time.Millisecond
+	// HeadroomMargin is added to the measured spread: the quantiles leave
+	// out the tail of the latency, and a replica's timers and scheduler add
+	// a few milliseconds of their own to when a send leaves (measured: with
+	// the spread alone, a latency varying by 0-10 ms on a loaded 2-core
+	// machine was answered with a rejection now and then).
+	HeadroomMargin = 5 * time.Millisecond
+)
+
+// Normalized returns h with its defaults filled in, or an error naming the
+// field at fault.
+func (h Headroom) Normalized() (Headroom, error) {
+	if h.Floor == 0 {
+		h.Floor = DefaultHeadroomFloor
+	}
+	if h.Ceiling == 0 {
+		h.Ceiling = DefaultHeadroomCeiling
+	}
+	if h.Initial == 0 {
+		h.Initial = h.Ceiling
+	}
+	switch {
+	case h.Rebuild == nil:
+		return h, fmt.Errorf("providers: Headroom.Rebuild must not be nil")
+	case h.Floor < 0:
+		return h, fmt.Errorf("providers: Headroom.Floor must not be negative, got %v", h.Floor)
+	case h.Ceiling < h.Floor:
+		return h, fmt.Errorf("providers: Headroom.Ceiling (%v) must not be below Headroom.Floor (%v)", h.Ceiling, h.Floor)
+	case h.Initial < h.Floor || h.Initial > h.Ceiling:
+		return h, fmt.Errorf("providers: Headroom.Initial must be within [Floor, Ceiling], got %v", h.Initial)
+	}
+	return h, nil
+}
+
+// Allowance turns a measured spread into the allowance: the spread plus
+// HeadroomMargin, rounded up to the step and held within [Floor, Ceiling].
+func (h Headroom) Allowance(spread time.Duration) time.Duration {
+	a := spread + HeadroomMargin
+	if r := a % HeadroomStep; r != 0 {
+		a += HeadroomStep - r
+	}
+	return min(max(a, h.Floor), h.Ceiling)
+}
