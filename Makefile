@@ -14,6 +14,10 @@ FUZZTIME ?= 60s
 # make soak: 8 replicas, one Redis restart; CI runs a 10 s version in make test.
 SOAK ?= 60s
 
+# Tests that measure shares against a latency spread run alone (see
+# internal/loadtest.Alone): other packages' load widens the spread they measure.
+ALONE_TESTS = TestHeadroomFollows|TestAcceptanceFeishuLearns
+
 # package:target for every fuzz target.
 FUZZ_TARGETS = \
 	./apps:FuzzAnnouncement \
@@ -61,6 +65,8 @@ test: check-redis
 	@$(MAKE) --no-print-directory vet
 	@echo "==> [2/4] go test -race ./... against real redis-server processes, with a 10 s soak (the longest stage)"
 	THROTTLE_REQUIRE_REDIS=1 THROTTLE_SOAK=10s $(GO) test -race -count=1 ./...
+	@echo "==> [2/4] the acceptance tests that measure shares against a latency spread, one package at a time"
+	THROTTLE_REQUIRE_REDIS=1 THROTTLE_ALONE=1 $(GO) test -race -count=1 -p 1 -run '$(ALONE_TESTS)' ./providers/dingtalk ./providers/feishu
 	@echo "==> [3/4] every fuzz target for $(FUZZ_SHORT) executions"
 	@$(MAKE) --no-print-directory fuzz-short
 	@echo "==> [4/4] the operator's kit: dashboard and alert rules against a real scrape (and promtool when installed)"

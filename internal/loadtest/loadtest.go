@@ -399,3 +399,17 @@ var IDs = []string{
 	"zhangsan", "liSiSi", "iSbBkOmHmRLXxDsiPiSdUyQiEiE", "manager4220",
 	"550e8400-e29b-41d4-a716-446655440000", "dGhpcyBpcyBiYXNlNjQ", "user@example.com", "张三",
 }
+
+// AloneEnv names the variable that runs the tests that measure shares of
+// a rate against a latency spread: make test runs them in a stage of their
+// own, one package at a time, because the load of other packages' tests
+// on a 2-core machine widens the very spread they measure.
+const AloneEnv = "THROTTLE_ALONE"
+
+// Alone skips t, saying how to run it, unless AloneEnv is set.
+func Alone(t *testing.T) {
+	t.Helper()
+	if os.Getenv(AloneEnv) == "" {
+		t.Skipf("measures shares against a latency spread: runs alone in make test's stage for it (%s=1 go test -p 1 -run %s)", AloneEnv, t.Name())
+	}
+}

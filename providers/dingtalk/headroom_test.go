@@ -38,6 +38,7 @@ const settle = 8 * time.Second
 // adds to the emulated spread (and which the allowance rightly follows).
 // The fixed 50 ms of before gave 95.2% whatever the spread.
 func TestHeadroomFollowsLatencySpread(t *testing.T) {
+	loadtest.Alone(t)
 	if testing.Short() {
 		t.Skip("runs for 40 s")
 	}
@@ -83,6 +84,7 @@ func TestHeadroomFollowsLatencySpread(t *testing.T) {
 // refused after the first window (the 20 s the estimate looks back on)
 // past the change; in practice nothing at all.
 func TestHeadroomFollowsAGrowingSpread(t *testing.T) {
+	loadtest.Alone(t)
 	if testing.Short() {
 		t.Skip("runs for 24 s")
 	}

@@ -20,6 +20,7 @@ import (
 // came (those within the penalty's one second); the API then gets at least
 // 90% of its true rate.
 func TestAcceptanceFeishuLearnsALowerLevel(t *testing.T) {
+	loadtest.Alone(t)
 	const api, tableLevel, trueLevel = "GET /open-apis/contact/v3/users/:user_id", 8, 7
 	f := newAccFleet(t, feishu.Config{APIs: map[string]int{api: tableLevel}}, feishutest.Options{APIs: map[string]int{api: trueLevel}})
 	trueRate := float64(feishu.LevelTable()[trueLevel].PerSecond)
