@@ -183,36 +183,7 @@ func (l *redisLimiter) reserveN(ctx context.Context, reqs []Request, out []Reser
 		waitUs = max(waitUs, w)
 		a.list = append(a.list, boxInt64(w), boxInt64(reqs[i].notBefore))
 	}
-	var clock time.Time
-	markerTTL := int64(time.Second / time.Millisecond)
-	for i := range req.Rules {
-		r := core(&req.Rules[i])
-		switch r.Kind {
-		case rulecore.Paced:
-			// The booked time lies at most MaxWait + tolerance + T ahead,
-			// so the key can go that long after its last booking.
-			ttl := (waitUs+r.ToleranceUs+r.IntervalUs)/1000 + 1
-			markerTTL = max(markerTTL, ttl)
-			a.list = append(a.list, boxedPaced, r.ArgT, r.ArgTol, ttlArg(ttl))
-			continue
-		case rulecore.Concurrency:
-			a.list = append(a.list, boxedConcurrency, boxInt64(r.Limit), r.ArgT, boxInt64(newLeaseID()))
-			continue
-		case rulecore.Window:
-			a.list = appendWindowArgs(a.list, r)
-			continue
-		}
-		if clock.IsZero() {
-			clock = time.Now()
-		}
-		b := r.Windows(clock)
-		a.list = append(a.list, boxedCalendar, boxInt64(r.Limit), boxInt64(b[0]), boxInt64(b[1]), boxInt64(b[2]), boxInt64(b[3]))
-	}
-	for i := range req.Rules {
-		if r := core(&req.Rules[i]); r.AheadCapped {
-			a.list = append(a.list, boxInt(i+1), r.ArgAhead)
-		}
-	}
+	markerTTL := appendRuleArgs(a, req, waitUs)
 	a.list[counts] = markerArg(len(req.Scopes)+1, markerTTL)
 	// What this replica knew of the group's state when it sent the call:
 	// every reply to a call sent before it learnt of a loss is affected,
@@ -259,6 +230,43 @@ func (l *redisLimiter) reserveN(ctx context.Context, reqs []Request, out []Reser
 		}
 	}
 	return nil
+}
+
+// appendRuleArgs appends each rule's arguments to the script's, then the
+// book-ahead caps, and returns how long the epoch marker must live (ms): at
+// least as long as the longest-lived paced key.
+func appendRuleArgs(a *scriptArgs, req *Request, waitUs int64) (markerTTL int64) {
+	var clock time.Time
+	markerTTL = int64(time.Second / time.Millisecond)
+	for i := range req.Rules {
+		r := core(&req.Rules[i])
+		switch r.Kind {
+		case rulecore.Paced:
+			// The booked time lies at most MaxWait + tolerance + T ahead,
+			// so the key can go that long after its last booking.
+			ttl := (waitUs+r.ToleranceUs+r.IntervalUs)/1000 + 1
+			markerTTL = max(markerTTL, ttl)
+			a.list = append(a.list, boxedPaced, r.ArgT, r.ArgTol, ttlArg(ttl))
+			continue
+		case rulecore.Concurrency:
+			a.list = append(a.list, boxedConcurrency, boxInt64(r.Limit), r.ArgT, boxInt64(newLeaseID()))
+			continue
+		case rulecore.Window:
+			a.list = appendWindowArgs(a.list, r)
+			continue
+		}
+		if clock.IsZero() {
+			clock = time.Now()
+		}
+		b := r.Windows(clock)
+		a.list = append(a.list, boxedCalendar, boxInt64(r.Limit), boxInt64(b[0]), boxInt64(b[1]), boxInt64(b[2]), boxInt64(b[3]))
+	}
+	for i := range req.Rules {
+		if r := core(&req.Rules[i]); r.AheadCapped {
+			a.list = append(a.list, boxInt(i+1), r.ArgAhead)
+		}
+	}
+	return markerTTL
 }
 
 // epochOf returns what this replica knows of group's state.
@@ -308,26 +316,12 @@ type replyFlags struct {
 // allocating beyond the Reservations' own fields.
 func parseReserve(reqs []Request, reply string, out []Reservation) (flags replyFlags, err error) {
 	malformed := func() error { return fmt.Errorf("%w: reserve: malformed reply %q", ErrUnavailable, reply) }
-	line, rest, _ := strings.Cut(reply, "\n")
-	secs, line, _ := strings.Cut(line, " ")
-	usecs, line, _ := strings.Cut(line, " ")
-	sec, err1 := strconv.ParseInt(secs, 10, 64)
-	usec, err2 := strconv.ParseInt(usecs, 10, 64)
-	if err1 != nil || err2 != nil {
+	flags, rest, ok := parseReplyHead(reply)
+	if !ok {
 		return flags, malformed()
 	}
-	for line != "" {
-		var field string
-		field, line, _ = strings.Cut(line, " ")
-		switch {
-		case field == "c":
-			flags.corrupt = true
-		case strings.HasPrefix(field, "e"):
-			flags.epoch, _ = strconv.ParseInt(field[1:], 10, 64)
-		}
-	}
-	now := time.Unix(sec, usec*int64(time.Microsecond))
-	flags.now = sec*1e6 + usec
+	now := time.UnixMicro(flags.now)
+	var line string
 	penalised := false
 	for r := range reqs {
 		// A penalty refuses every request of the call: its line comes once.
@@ -359,17 +353,9 @@ func parseReserve(reqs []Request, reply string, out []Reservation) (flags replyF
 		switch status {
 		case 0:
 			res.ok, res.delay = true, d
-			if len(req.Rules) > 0 {
-				res.booked = make([]int64, len(req.Rules))
-			}
-			for i := range res.booked {
-				var field string
-				field, fields, _ = strings.Cut(fields, " ")
-				b, err := strconv.ParseInt(field, 10, 64)
-				if err != nil {
-					return flags, malformed()
-				}
-				res.booked[i] = b
+			var ok bool
+			if res.booked, ok = parseBooked(fields, len(req.Rules)); !ok {
+				return flags, malformed()
 			}
 		case 1:
 			res.retryAfter = d
@@ -404,6 +390,51 @@ func parseReserve(reqs []Request, reply string, out []Reservation) (flags replyF
 		out[r] = res
 	}
 	return flags, nil
+}
+
+// parseBooked reads the state each of n rules moved to, from an admitted
+// line's fields; nil when n is 0.
+func parseBooked(fields string, n int) ([]int64, bool) {
+	if n == 0 {
+		return nil, true
+	}
+	booked := make([]int64, n)
+	for i := range booked {
+		var field string
+		field, fields, _ = strings.Cut(fields, " ")
+		b, err := strconv.ParseInt(field, 10, 64)
+		if err != nil {
+			return nil, false
+		}
+		booked[i] = b
+	}
+	return booked, true
+}
+
+// parseReplyHead reads a reserve reply's first line, "<sec> <µs>[ c][
+// e<epoch>]": Redis's time, whether a corrupt value was replaced, and the
+// group's epoch. rest is the reply after it.
+func parseReplyHead(reply string) (flags replyFlags, rest string, ok bool) {
+	line, rest, _ := strings.Cut(reply, "\n")
+	secs, line, _ := strings.Cut(line, " ")
+	usecs, line, _ := strings.Cut(line, " ")
+	sec, err1 := strconv.ParseInt(secs, 10, 64)
+	usec, err2 := strconv.ParseInt(usecs, 10, 64)
+	if err1 != nil || err2 != nil {
+		return flags, rest, false
+	}
+	for line != "" {
+		var field string
+		field, line, _ = strings.Cut(line, " ")
+		switch {
+		case field == "c":
+			flags.corrupt = true
+		case strings.HasPrefix(field, "e"):
+			flags.epoch, _ = strconv.ParseInt(field[1:], 10, 64)
+		}
+	}
+	flags.now = sec*1e6 + usec
+	return flags, rest, true
 }
 
 // maxReplyMicros caps a wait or penalty read from a reply: 100 years, far
