@@ -60,6 +60,7 @@ func Replicas(t *testing.T, n int, opts ...throttle.Option) []*http.Client {
 // go-redis client and key prefix).
 func ReplicasWith(t *testing.T, n int, each func(i int, rdb *redis.Client, prefix string) []throttle.Option, opts ...throttle.Option) []*http.Client {
 	t.Helper()
+	SkipShort(t)
 	rdb := redistest.Shared(t)
 	prefix := limitertest.Group(t)
 	quiet := slog.New(slog.DiscardHandler)
@@ -398,6 +399,15 @@ func (c *Concurrency) ExpectAtLeast(t testing.TB, n int) {
 var IDs = []string{
 	"zhangsan", "liSiSi", "iSbBkOmHmRLXxDsiPiSdUyQiEiE", "manager4220",
 	"550e8400-e29b-41d4-a716-446655440000", "dGhpcyBpcyBiYXNlNjQ", "user@example.com", "张三",
+}
+
+// SkipShort skips an acceptance test (replicas under load for seconds) in
+// -short mode: make test-short is the edit-test loop, make test runs them.
+func SkipShort(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("an acceptance test under load: make test runs it, make test-short does not")
+	}
 }
 
 // AloneEnv names the variable that runs the tests that measure shares of

@@ -33,6 +33,7 @@ type Waits struct {
 // w tells each call's scheduled wait.
 func TracedReplicas(t *testing.T, n int, opts ...throttle.Option) (clients []*http.Client, w *Waits) {
 	t.Helper()
+	SkipShort(t)
 	w = &Waits{spans: tracetest.NewInMemoryExporter()}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(w.spans))
 	w.tracer = tp.Tracer("loadtest")

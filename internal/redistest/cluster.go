@@ -57,6 +57,9 @@ type clusterNode struct {
 // Without redis-server the test is skipped, or fails under
 // THROTTLE_REQUIRE_REDIS=1.
 func StartCluster(tb testing.TB, masters, replicasPerMaster int) *Cluster {
+	if testing.Short() {
+		tb.Skip("a Redis Cluster takes seconds to start: make test runs it, make test-short does not")
+	}
 	tb.Helper()
 	if masters < 1 || replicasPerMaster < 0 {
 		tb.Fatalf("redistest: StartCluster(%d, %d): want at least one master and no negative replica count", masters, replicasPerMaster)
