@@ -47,14 +47,7 @@ func newEmulator(t *testing.T) *wecomtest.Server {
 func transport(emu *wecomtest.Server, opts ...throttle.Option) *throttle.Transport {
 	opts = append(opts,
 		throttle.WithBase(sdktest.Redirect(emu.URL)),
-		throttle.WithProfiles(wecom.MustProfile(wecom.Config{
-			CorpID:        corpID,
-			CorpPerMinute: perMinute / timeScale,
-			CorpPerHour:   wecom.DefaultCorpPerHour / timeScale,
-			IPPerMinute:   wecom.DefaultIPPerMinute / timeScale,
-			IPPerHour:     wecom.DefaultIPPerHour / timeScale,
-			TimeScale:     timeScale,
-		})),
+		throttle.WithProfiles(wecom.MustNew(wecom.Config{IPPerMinute: wecom.DefaultIPPerMinute / timeScale, IPPerHour: wecom.DefaultIPPerHour / timeScale, TimeScale: timeScale, Apps: []wecom.App{{CorpID: corpID, CorpPerMinute: perMinute / timeScale, CorpPerHour: wecom.DefaultCorpPerHour / timeScale}}}).Profile()),
 	)
 	return throttle.MustNew(opts...)
 }

@@ -182,4 +182,4 @@ func report(c config, res results, charts []chart, root string) string {
 }
 
 // dingtalkJitter is the preset's default allowance, stated in the report.
-const dingtalkJitter = dingtalk.DefaultJitter
+const dingtalkJitter = 50*time.Millisecond
