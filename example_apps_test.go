@@ -23,7 +23,14 @@ func Example_severalApps() {
 
 	// One Book per replica; every replica shares the key (keep it with the apps' secrets).
 	book := apps.MustNew(apps.WithRedis(rdb, hmacKey))
-	dt := dingtalk.MustNew(dingtalk.Config{Apps: []dingtalk.App{{AppKey: "dingStandard"}, {AppKey: "dingPro", Edition: dingtalk.Professional}, {AppKey: "suiteKey", ISV: true}}})
+	dt := dingtalk.MustNew(dingtalk.Config{
+		Apps: []dingtalk.App{
+			{AppKey: "dingStandard"},
+			{AppKey: "dingPro", Edition: dingtalk.Professional},
+			{AppKey: "suiteKey", ISV: true}, // its customer orgs are learned from their tokens
+		},
+		// Default: "dingStandard", // unknown tokens: this app; empty: a shared conservative scope
+	})
 	client := &http.Client{Transport: throttle.MustNew(
 		throttle.WithRedis(rdb),
 		throttle.WithApps(book),

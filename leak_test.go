@@ -471,7 +471,7 @@ func TestLeakIdleKeysExpire(t *testing.T) {
 	// The calendar key lives exactly until its window ends: the 1st of next
 	// month, Beijing time, plus the preset's grace.
 	pttl := rdb.PTTL(ctx, monthKey).Val()
-	want := time.Until(nextMonth(time.Now()).Add(5*time.Second))
+	want := time.Until(nextMonth(time.Now()).Add(5 * time.Second))
 	t.Logf("calendar key %s expires in %v; its window ends in %v", monthKey, pttl.Round(time.Second), want.Round(time.Second))
 	if d := pttl - want; d < -2*time.Second || d > 2*time.Second {
 		t.Errorf("calendar key expires in %v, want at the end of its window, in %v", pttl, want)

@@ -103,7 +103,7 @@ func TestPresetsAcceptHostsAndPorts(t *testing.T) {
 	}
 }
 
-// A nil *Apps (a NewApps error ignored) answers errors, never panics.
+// A nil *Preset (a New error ignored) answers errors, never panics.
 func TestNilAppsDoNotPanic(t *testing.T) {
 	for name, a := range map[string]interface {
 		Profile() providers.Profile
@@ -113,7 +113,7 @@ func TestNilAppsDoNotPanic(t *testing.T) {
 	} {
 		p := a.Profile()
 		if err := p.Validate(); err == nil {
-			t.Errorf("%s: the profile of a nil *Apps validates", name)
+			t.Errorf("%s: the profile of a nil *Preset validates", name)
 		}
 	}
 	for name, err := range map[string]error{
@@ -122,8 +122,8 @@ func TestNilAppsDoNotPanic(t *testing.T) {
 		"wechat":   (*wechat.Preset)(nil).Add(wechat.App{AppID: "wx1"}),
 		"wecom":    (*wecom.Preset)(nil).Add(wecom.App{CorpID: "ww1"}),
 	} {
-		if err == nil || !strings.Contains(err.Error(), "nil *Apps") {
-			t.Errorf("%s: Add on a nil *Apps: %v", name, err)
+		if err == nil || !strings.Contains(err.Error(), "nil *Preset") {
+			t.Errorf("%s: Add on a nil *Preset: %v", name, err)
 		}
 	}
 }

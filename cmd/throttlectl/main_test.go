@@ -229,7 +229,7 @@ func TestStatusAndLiftOnThreeReplicas(t *testing.T) {
 	if month == nil || month.Used != int64(meteredSeen) || month.Limit != 5000 || month.Window != "month" {
 		t.Fatalf("month rule %+v, want %d / %d this month", month, meteredSeen, 5000)
 	}
-	if want := nextMonth(st.Now).Add(5*time.Second); !month.ResetsAt.Equal(want) {
+	if want := nextMonth(st.Now).Add(5 * time.Second); !month.ResetsAt.Equal(want) {
 		t.Errorf("month resets %v, want %v", month.ResetsAt, want)
 	}
 	// The egress and two per-API rules are paced.

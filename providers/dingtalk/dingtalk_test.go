@@ -69,7 +69,7 @@ func TestConfigValidation(t *testing.T) {
 func TestMustProfilePanics(t *testing.T) {
 	defer func() {
 		if recover() == nil {
-			t.Fatal("MustProfile accepted an empty AppKey")
+			t.Fatal("MustNew accepted an empty AppKey")
 		}
 	}()
 	MustNew(Config{Apps: []App{{}}}).Profile()

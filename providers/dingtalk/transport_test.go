@@ -377,7 +377,7 @@ func TestIPBanStopsEveryAPIOnEveryReplica(t *testing.T) {
 		ban      = 2 * time.Second
 	)
 	// The emulator's 5-minute ban is scaled to 2 s, and the preset told so.
-	f := newFleet(t, replicas, dingtalktest.Options{TimeScale: float64(5*time.Minute/ban)},
+	f := newFleet(t, replicas, dingtalktest.Options{TimeScale: float64(5 * time.Minute / ban)},
 		dingtalk.Config{IPBanPenalty: ban, Apps: []dingtalk.App{{}}})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

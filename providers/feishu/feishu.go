@@ -257,7 +257,6 @@ type settings struct {
 	Clock func() time.Time
 }
 
-
 // merge returns app a's settings in the deployment c, before defaults.
 func (c *Config) merge(a App) settings {
 	s := settings{

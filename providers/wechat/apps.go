@@ -2,6 +2,7 @@ package wechat
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/quotaware/throttle/apps"
 	"github.com/quotaware/throttle/providers"
@@ -26,8 +27,11 @@ type Preset struct {
 // New builds the preset of a Config listing one account or many, naming
 // the entry and field of a config that cannot work.
 func New(c Config) (*Preset, error) {
-	if _, err := profileOf(c.merge(App{AppID: unknownApp})); err != nil {
-		return nil, err // a deployment-wide field, whatever the account
+	if c.Unknown.AppID != "" {
+		return nil, errors.New("wechat: Config.Unknown.AppID must be empty: Unknown is every account Apps does not list")
+	}
+	if _, err := profileOf(c.merge(c.unknown(unknownApp))); err != nil {
+		return nil, fmt.Errorf("wechat: Config.Unknown: %w", err)
 	}
 	p := &Preset{cfg: c}
 	spec := appset.Spec[App]{
@@ -37,11 +41,11 @@ func New(c Config) (*Preset, error) {
 		ID:      func(a App) string { return a.AppID },
 		Build:   func(a App) (providers.Profile, error) { return profileOf(c.merge(a)) },
 		Default: c.Default,
-		Unknown: func([]App) (providers.Profile, error) { return profileOf(c.merge(App{AppID: unknownApp})) },
+		Unknown: func([]App) (providers.Profile, error) { return profileOf(c.merge(c.unknown(unknownApp))) },
 	}
 	if !c.Unlisted {
 		spec.Learn = func(app apps.App) (providers.Profile, string, error) {
-			pr, err := profileOf(c.merge(App{AppID: app.ID}))
+			pr, err := profileOf(c.merge(c.unknown(app.ID)))
 			return pr, app.ID, err
 		}
 	}
@@ -82,6 +86,13 @@ func (p *Preset) Profile() providers.Profile {
 		return appset.Nil(Name)
 	}
 	return p.set.Profile()
+}
+
+// unknown is Config.Unknown's quotas for one account.
+func (c *Config) unknown(id string) App {
+	a := c.Unknown
+	a.AppID = id
+	return a
 }
 
 // hostsOr is hosts, or the default hosts when nil.

@@ -71,10 +71,16 @@ type Config struct {
 	Apps []App
 	// Default is the AppID a request of an unknown account is charged to.
 	// Empty: the one account when Apps lists one, else a shared scope
-	// "unknown" with a new account's quotas (the lowest WeChat grants).
+	// "unknown" with Unknown's quotas.
 	Default string
+	// Unknown holds the quotas of the accounts Apps does not list: the
+	// shared scope of requests of unknown accounts (when Default is empty),
+	// and each AppID learned from a token but not listed (unless
+	// Unlisted). Zero fields take App's defaults, a new account's quotas
+	// (the lowest WeChat grants); its AppID must be empty.
+	Unknown App
 	// Unlisted treats a learned AppID not in Apps as unknown; false (the
-	// default) gives it a new account's quotas under its own AppID.
+	// default) gives it Unknown's quotas under its own AppID.
 	Unlisted bool
 
 	// Hosts the preset handles (default api.weixin.qq.com, api2, and the

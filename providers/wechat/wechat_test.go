@@ -242,7 +242,7 @@ func TestConfigValidation(t *testing.T) {
 			}
 			defer func() {
 				if recover() == nil {
-					t.Error("MustProfile did not panic")
+					t.Error("MustNew did not panic")
 				}
 			}()
 			MustNew(tc.cfg).Profile()

@@ -175,7 +175,7 @@ func TestAcceptanceIDsOfEveryShapeAreOneAPI(t *testing.T) {
 // its limit.
 func TestAcceptanceOneMemberAtFiveTimesItsLimit(t *testing.T) {
 	const perMinute, perHour = 30, 1000
-	cfg := wecom.Config{Jitter: accTimeScale * (50*time.Millisecond), Apps: []wecom.App{{PerMemberPerMinute: perMinute * accTimeScale, PerMemberPerHour: perHour * accTimeScale}}}
+	cfg := wecom.Config{Jitter: accTimeScale * (50 * time.Millisecond), Apps: []wecom.App{{PerMemberPerMinute: perMinute * accTimeScale, PerMemberPerHour: perHour * accTimeScale}}}
 	def := wecomtest.DefaultLimits()
 	f := newAccFleet(t, cfg, wecomtest.Limits{
 		CorpPerMinute: def.CorpPerMinute / accTimeScale, CorpPerHour: def.CorpPerHour / accTimeScale,

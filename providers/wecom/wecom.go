@@ -280,7 +280,6 @@ type settings struct {
 	Clock func() time.Time
 }
 
-
 // merge returns company a's settings in the deployment c, before defaults.
 func (c *Config) merge(a App) settings {
 	s := settings{

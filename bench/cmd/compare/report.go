@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/quotaware/throttle/providers/dingtalk"
 )
 
 // report renders BENCHMARKS.md. root is the directory the report lives in,

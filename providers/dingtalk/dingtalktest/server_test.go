@@ -329,7 +329,7 @@ func TestPresetReadsEmulator(t *testing.T) {
 		{"GET", "/department/list", "", "", time.Time{}},
 		{"GET", "/department/list", "api:app:/department/list", "90018", nextSec},
 		{"GET", "/v1.0/contact/users/manager4220", "monthly:app", "Forbidden.AccessDenied.ApiCountLimitForOrg",
-			penaltytime.NextMonth(c.Now()).Add(5*time.Second)},
+			penaltytime.NextMonth(c.Now()).Add(5 * time.Second)},
 		{"POST", "/v1.0/robot/oToMessages/batchSend", "", "", time.Time{}},
 		{"POST", "/v1.0/robot/oToMessages/batchSend", "api:app:POST /v1.0/robot/oToMessages/batchSend", "Forbidden.AccessDenied.QpsLimitForAppkeyAndApi", nextSec},
 	}

@@ -16,7 +16,7 @@ import (
 // routed and classified by the profile of its app, told by the App the
 // Transport attached to its context (apps.FromContext); a request of no
 // known app goes to the fallback profile. Presets build one from a config
-// per app (e.g. wechat.NewApps); apps may be added while requests flow.
+// per app (e.g. wechat.New, through Build); apps may be added while requests flow.
 // Safe for concurrent use.
 type Set struct {
 	name     string

@@ -85,7 +85,7 @@ func Build[A any](s Spec[A]) (*Set, error) {
 }
 
 // ErrNil is Add's answer on a nil preset (a New error ignored).
-var ErrNil = errors.New("Add on a nil preset (New failed?)")
+var ErrNil = errors.New("Add on a nil *Preset (New failed?)")
 
 // Nil is the profile of a nil preset: Validate names its missing Match.
 func Nil(name string) providers.Profile { return providers.Profile{Name: name} }
