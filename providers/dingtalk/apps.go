@@ -32,10 +32,9 @@ func New(c Config) (*Preset, error) {
 	}
 	p := &Preset{cfg: c}
 	spec := appset.Spec[App]{
-		Name:  Name,
-		Match: providers.MatchHosts(cmpHosts(c.Hosts)...),
-		Apps:  c.Apps,
-		ID:    func(a App) string { return a.AppKey },
+		Name: Name,
+		Apps: c.Apps,
+		ID:   func(a App) string { return a.AppKey },
 		Build: func(a App) (providers.Profile, error) {
 			pr, err := c.build(a)
 			if err != nil {
@@ -155,12 +154,4 @@ func (p *preset) profile() providers.Profile {
 		Classify:       p.classify,
 		DefaultPenalty: p.cfg.DefaultPenalty,
 	}
-}
-
-// cmpHosts is hosts, or the default hosts when nil.
-func cmpHosts(hosts []string) []string {
-	if hosts == nil {
-		return defaultHosts
-	}
-	return hosts
 }

@@ -39,7 +39,6 @@ func New(c Config) (*Preset, error) {
 	p := &Preset{cfg: c}
 	spec := appset.Spec[App]{
 		Name:    Name,
-		Match:   providers.MatchHosts(hostsOr(c.Hosts)...),
 		Apps:    c.Apps,
 		ID:      func(a App) string { return a.AppID },
 		Build:   c.profile,
@@ -120,12 +119,4 @@ func (c *Config) unknown(id string) App {
 	a := c.Unknown
 	a.AppID = id
 	return a
-}
-
-// hostsOr is hosts, or the default hosts when nil.
-func hostsOr(hosts []string) []string {
-	if hosts == nil {
-		return defaultHosts
-	}
-	return hosts
 }

@@ -323,7 +323,7 @@ func (c *settings) validate() error {
 	case c.AppID == "" || len(c.AppID) > maxAppID || strings.ContainsAny(c.AppID, ": \t\r\n"):
 		return fmt.Errorf("feishu: App.AppID must be 1..%d bytes without ':' or spaces, got %q", maxAppID, c.AppID)
 	case c.DefaultLevel != -1 && !c.hasLevel(c.DefaultLevel):
-		return fmt.Errorf("feishu: Config.defaultLevel %d is not in Config.Levels (use -1 for none)", c.DefaultLevel)
+		return fmt.Errorf("feishu: App.DefaultLevel %d is not in App.Levels (NoDefaultLevel: none)", c.DefaultLevel)
 	case c.PerChat < -1:
 		return fmt.Errorf("feishu: App.PerChat must be positive, got %d", c.PerChat)
 	case c.ChatPeekLimit < 64 || c.ChatPeekLimit > 16<<20:

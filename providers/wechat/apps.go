@@ -36,7 +36,6 @@ func New(c Config) (*Preset, error) {
 	p := &Preset{cfg: c}
 	spec := appset.Spec[App]{
 		Name:    Name,
-		Match:   providers.MatchHosts(hostsOr(c.Hosts)...),
 		Apps:    c.Apps,
 		ID:      func(a App) string { return a.AppID },
 		Build:   func(a App) (providers.Profile, error) { return profileOf(c.merge(a)) },
@@ -93,12 +92,4 @@ func (c *Config) unknown(id string) App {
 	a := c.Unknown
 	a.AppID = id
 	return a
-}
-
-// hostsOr is hosts, or the default hosts when nil.
-func hostsOr(hosts []string) []string {
-	if hosts == nil {
-		return defaultHosts
-	}
-	return hosts
 }

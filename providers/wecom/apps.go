@@ -40,7 +40,6 @@ func New(c Config) (*Preset, error) {
 	p := &Preset{cfg: c}
 	spec := appset.Spec[App]{
 		Name:       Name,
-		Match:      providers.MatchHosts(hostsOr(c.Hosts)...),
 		Apps:       c.Apps,
 		ID:         func(a App) string { return a.CorpID },
 		Build:      c.profile,
@@ -116,12 +115,4 @@ func (c *Config) unknown(corp string) App {
 	a := c.Unknown
 	a.CorpID = corp
 	return a
-}
-
-// hostsOr is hosts, or the default hosts when nil.
-func hostsOr(hosts []string) []string {
-	if hosts == nil {
-		return defaultHosts
-	}
-	return hosts
 }

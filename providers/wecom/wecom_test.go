@@ -234,8 +234,8 @@ func TestConfigValidation(t *testing.T) {
 		field string
 	}{
 		{"defaults", Config{Apps: []App{{CorpID: "ww1"}}}, ""},
-		{"no CorpID", Config{Apps: []App{{}}}, "Config.CorpID"},
-		{"CorpID with spaces", Config{Apps: []App{{CorpID: "ww 1"}}}, "Config.CorpID"},
+		{"no CorpID", Config{Apps: []App{{}}}, "App.CorpID"},
+		{"CorpID with spaces", Config{Apps: []App{{CorpID: "ww 1"}}}, "App.CorpID"},
 		{"bad egress", Config{Egress: "a:b", Apps: []App{{CorpID: "ww1"}}}, "Config.Egress"},
 		{"negative corp limit", Config{Apps: []App{{CorpID: "ww1", CorpPerMinute: -1}}}, "Config.CorpPerMinute"},
 		{"negative hour limit", Config{Apps: []App{{CorpID: "ww1", CorpPerHour: -5}}}, "Config.CorpPerHour"},

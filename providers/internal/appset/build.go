@@ -3,7 +3,6 @@ package appset
 import (
 	"errors"
 	"fmt"
-	"net/http"
 
 	"github.com/quotaware/throttle/apps"
 	"github.com/quotaware/throttle/providers"
@@ -15,8 +14,6 @@ import (
 type Spec[A any] struct {
 	// Name is the provider's profile name, and the prefix of errors.
 	Name string
-	// Match is the requests the preset handles (its hosts).
-	Match func(*http.Request) bool
 	// Apps are the listed apps; ID returns the key one is kept under.
 	Apps []A
 	ID   func(A) string
@@ -81,7 +78,9 @@ func Build[A any](s Spec[A]) (*Set, error) {
 		}
 		fb = p
 	}
-	return New(Config{Name: s.Name, Match: s.Match, Fallback: fb, Build: s.Learn, Key: s.Key}, keys, profiles)
+	// Every app of a preset shares the deployment's hosts: the fallback's
+	// Match is everyone's.
+	return New(Config{Name: s.Name, Match: fb.Match, Fallback: fb, Build: s.Learn, Key: s.Key}, keys, profiles)
 }
 
 // ErrNil is Add's answer on a nil preset (a New error ignored).
