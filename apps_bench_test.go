@@ -18,30 +18,23 @@ import (
 // whose token nobody knows (a negative cache hit, then the default app).
 func BenchmarkTransportPipelineApps(b *testing.B) {
 	const tok = "5f1e0a4c2b9d8e7f6a5b4c3d2e1f0a9b"
-	fast := dingtalk.Config{PerAPIRate: 1_000_000, Burst: 1000, MonthlyQuota: -1}
-	single := fast
-	single.AppKey = "dingbench"
-	single.EgressLimit, single.EgressPeriod = 1_000_000_000, time.Second
-	many := []dingtalk.Config{}
+	fast := dingtalk.App{PerAPIRate: 1_000_000, Burst: 1000, NoMonthlyQuota: true}
+	single := dingtalk.Config{EgressLimit: 1_000_000_000, EgressPeriod: time.Second, Apps: []dingtalk.App{fast}}
+	single.Apps[0].AppKey = "dingbench"
+	many := []dingtalk.App{}
 	for _, k := range []string{"dingbench", "dingother", "dingthird"} {
 		c := fast
 		c.AppKey = k
 		many = append(many, c)
 	}
-	set := dingtalk.MustApps(dingtalk.AppsConfig{
-		Shared: dingtalk.Config{EgressLimit: 1_000_000_000, EgressPeriod: time.Second, MonthlyQuota: -1},
-		Apps:   many,
-		// Unknown tokens go to the default app: the shared scope's burst of
-		// 1 would pace this loop, which measures the lookup.
-		Default: "dingbench",
-	})
+	set := dingtalk.MustNew(dingtalk.Config{EgressLimit: 1_000_000_000, EgressPeriod: time.Second, Apps: many, Default: "dingbench"})
 	book := apps.MustNew()
 	_ = book.Learn(context.Background(), tok, apps.App{Provider: "dingtalk", ID: "dingbench"}, time.Hour)
 	cases := []struct {
 		name, token string
 		rt          http.RoundTripper
 	}{
-		{"dingtalk preset, one app", tok, throttle.MustNew(throttle.WithBase(canned{}), throttle.WithProfiles(dingtalk.MustProfile(single)),
+		{"dingtalk preset, one app", tok, throttle.MustNew(throttle.WithBase(canned{}), throttle.WithProfiles(dingtalk.MustNew(single).Profile()),
 			throttle.WithoutTelemetry(), throttle.WithoutRetry())},
 		{"dingtalk Apps, token learned", tok, throttle.MustNew(throttle.WithBase(canned{}), throttle.WithProfiles(set.Profile()),
 			throttle.WithApps(book), throttle.WithoutTelemetry(), throttle.WithoutRetry())},

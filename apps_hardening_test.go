@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"strings"
 	"testing"
 
@@ -29,10 +28,7 @@ func TestTransportLearnsOnlyFromTheProfilesHosts(t *testing.T) {
 		_, _ = io.WriteString(w, `{"errcode":0,"access_token":"made-up-token-01","expires_in":2592000}`)
 	}))
 	defer other.Close()
-	set := dingtalk.MustApps(dingtalk.AppsConfig{
-		Shared: dingtalk.Config{Hosts: []string{emu.Host()}},
-		Apps:   []dingtalk.Config{{AppKey: "dingA"}},
-	})
+	set := dingtalk.MustNew(dingtalk.Config{Hosts: []string{emu.Host()}, Apps: []dingtalk.App{{AppKey: "dingA"}}})
 	book := apps.MustNew()
 	client := &http.Client{Transport: throttle.MustNew(throttle.WithProfiles(set.Profile()), throttle.WithApps(book), throttle.WithoutTelemetry())}
 	get := func(u string) string {
@@ -65,10 +61,7 @@ func TestTransportLearnsOnlyFromTheProfilesHosts(t *testing.T) {
 func TestTransportReadsTheLowerCaseHeader(t *testing.T) {
 	emu := dingtalktest.New(dingtalktest.Options{Apps: map[string]string{"dingA": "secretA", "dingB": "secretB"}})
 	defer emu.Close()
-	set := dingtalk.MustApps(dingtalk.AppsConfig{
-		Shared: dingtalk.Config{Hosts: []string{emu.Host()}},
-		Apps:   []dingtalk.Config{{AppKey: "dingA"}, {AppKey: "dingB"}},
-	})
+	set := dingtalk.MustNew(dingtalk.Config{Hosts: []string{emu.Host()}, Apps: []dingtalk.App{{AppKey: "dingA"}, {AppKey: "dingB"}}})
 	var routed []string
 	p := set.Profile()
 	route := p.Route
@@ -111,14 +104,24 @@ func TestTransportReadsTheLowerCaseHeader(t *testing.T) {
 	}
 }
 
-// The hosts a Book learns from without a profile are the presets' own.
+// The hosts a Book learns from without a profile are the presets' own:
+// each preset's default profile handles every one of them.
 func TestAppsDefaultHostsAreThePresets(t *testing.T) {
-	for name, want := range map[string][]string{
-		dingtalk.Name: dingtalk.DefaultHosts, wechat.Name: wechat.DefaultHosts,
-		wecom.Name: wecom.DefaultHosts, feishu.Name: feishu.DefaultHosts,
+	for name, p := range map[string]providers.Profile{
+		dingtalk.Name: dingtalk.MustNew(dingtalk.Config{Apps: []dingtalk.App{{AppKey: "a"}}}).Profile(),
+		wechat.Name:   wechat.MustNew(wechat.Config{Apps: []wechat.App{{AppID: "wx1"}}}).Profile(),
+		wecom.Name:    wecom.MustNew(wecom.Config{Apps: []wecom.App{{CorpID: "ww1"}}}).Profile(),
+		feishu.Name:   feishu.MustNew(feishu.Config{Apps: []feishu.App{{AppID: "cli_a"}}}).Profile(),
 	} {
-		if got := apps.DefaultHosts(name); !slices.Equal(got, want) {
-			t.Errorf("apps.DefaultHosts(%q) = %q, the preset's are %q", name, got, want)
+		hosts := apps.DefaultHosts(name)
+		if len(hosts) == 0 {
+			t.Errorf("apps.DefaultHosts(%q) is empty", name)
+		}
+		for _, h := range hosts {
+			req, _ := http.NewRequest(http.MethodGet, "https://"+h+"/open-apis/x", nil)
+			if !p.Match(req) {
+				t.Errorf("apps.DefaultHosts(%q) has %q, which the preset does not handle", name, h)
+			}
 		}
 	}
 }

@@ -63,10 +63,7 @@ func TestCredentialsStayOutOfRedisAndTelemetry(t *testing.T) {
 		Suites: map[string]string{"suiteS": suiteSecret},
 	})
 	defer emu.Close()
-	set := dingtalk.MustApps(dingtalk.AppsConfig{
-		Shared: dingtalk.Config{Hosts: []string{emu.Host()}},
-		Apps:   []dingtalk.Config{{AppKey: "dingA"}, {AppKey: "suiteS", ISV: true}},
-	})
+	set := dingtalk.MustNew(dingtalk.Config{Hosts: []string{emu.Host()}, Apps: []dingtalk.App{{AppKey: "dingA"}, {AppKey: "suiteS", ISV: true}}})
 	o := newObservability(t)
 	bookMetrics := sdkmetric.NewManualReader()
 	bookMeter := sdkmetric.NewMeterProvider(sdkmetric.WithReader(bookMetrics))
@@ -246,10 +243,7 @@ func redisValue(t *testing.T, rdb *redis.Client, key string) string {
 func TestWithAppOverridesLearning(t *testing.T) {
 	emu := dingtalktest.New(dingtalktest.Options{Tokens: map[string]string{"tok": "dingA"}})
 	defer emu.Close()
-	set := dingtalk.MustApps(dingtalk.AppsConfig{
-		Shared: dingtalk.Config{Hosts: []string{emu.Host()}},
-		Apps:   []dingtalk.Config{{AppKey: "dingA"}, {AppKey: "dingB"}},
-	})
+	set := dingtalk.MustNew(dingtalk.Config{Hosts: []string{emu.Host()}, Apps: []dingtalk.App{{AppKey: "dingA"}, {AppKey: "dingB"}}})
 	var routed []string
 	p := set.Profile()
 	route := p.Route

@@ -27,8 +27,7 @@ func BenchmarkTransportOverhead(b *testing.B) {
 		io.WriteString(w, `{"errcode":0,"errmsg":"ok","result":{"userid":"manager4220","name":"x"}}`)
 	}))
 	defer srv.Close()
-	ding := dingtalk.MustProfile(dingtalk.Config{AppKey: "dingbench", Hosts: []string{srv.Listener.Addr().String()},
-		PerAPIRate: 1_000_000, Burst: 1000, EgressLimit: 1_000_000_000, EgressPeriod: time.Second, MonthlyQuota: -1})
+	ding := dingtalk.MustNew(dingtalk.Config{Hosts: []string{srv.Listener.Addr().String()}, EgressLimit: 1_000_000_000, EgressPeriod: time.Second, Apps: []dingtalk.App{{AppKey: "dingbench", PerAPIRate: 1_000_000, Burst: 1000, NoMonthlyQuota: true}}}).Profile()
 	// A burst far above the concurrency, so that no request waits even a
 	// microsecond (a 1µs timer costs more than the rest of the pipeline).
 	rl := rule.Must(rule.New("r", 1_000_000_000, time.Second, rule.WithBurst(1_000_000)))
@@ -95,8 +94,7 @@ func (canned) RoundTrip(r *http.Request) (*http.Response, error) {
 // telemetry) over a base transport that costs nothing.
 func BenchmarkTransportPipeline(b *testing.B) {
 	rl := rule.Must(rule.New("r", 1_000_000_000, time.Second, rule.WithBurst(1_000_000)))
-	ding := dingtalk.MustProfile(dingtalk.Config{AppKey: "dingbench", PerAPIRate: 1_000_000, Burst: 1000,
-		EgressLimit: 1_000_000_000, EgressPeriod: time.Second, MonthlyQuota: -1})
+	ding := dingtalk.MustNew(dingtalk.Config{EgressLimit: 1_000_000_000, EgressPeriod: time.Second, Apps: []dingtalk.App{{AppKey: "dingbench", PerAPIRate: 1_000_000, Burst: 1000, NoMonthlyQuota: true}}}).Profile()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
 	defer mp.Shutdown(context.Background())
 	cases := []struct {

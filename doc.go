@@ -7,7 +7,7 @@
 //
 //	client := &http.Client{Transport: throttle.MustNew(
 //		throttle.WithRedis(rdb), // omit: in-process limiter
-//		throttle.WithProfiles(dingtalk.MustProfile(dingtalk.Config{AppKey: "ding..."})),
+//		throttle.WithProfiles(dingtalk.MustNew(dingtalk.Config{Apps: []dingtalk.App{{AppKey: "ding..."}}}).Profile()),
 //	)}
 //
 // For each request that a profile matches, the Transport

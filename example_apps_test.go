@@ -18,13 +18,13 @@ import (
 func Example_severalApps() {
 	rdb := redis.NewClient(&redis.Options{Addr: "redis:6379", ContextTimeoutEnabled: true})
 	hmacKey := []byte("the same 32 random bytes on every replica")
-	accounts := []wechat.Config{{AppID: "wx1"}, {AppID: "wx2"}}
+	accounts := []wechat.App{{AppID: "wx1"}, {AppID: "wx2"}}
 	ctx := context.Background()
 
 	// One Book per replica; every replica shares the key (keep it with the apps' secrets).
 	book := apps.MustNew(apps.WithRedis(rdb, hmacKey))
-	dt := dingtalk.MustApps(dingtalk.AppsConfig{
-		Apps: []dingtalk.Config{
+	dt := dingtalk.MustNew(dingtalk.Config{
+		Apps: []dingtalk.App{
 			{AppKey: "dingStandard"},
 			{AppKey: "dingPro", Edition: dingtalk.Professional},
 			{AppKey: "suiteKey", ISV: true}, // its customer orgs are learned from their tokens
@@ -34,9 +34,9 @@ func Example_severalApps() {
 	client := &http.Client{Transport: throttle.MustNew(
 		throttle.WithRedis(rdb),
 		throttle.WithApps(book),
-		throttle.WithProfiles(dt.Profile(), wechat.MustApps(wechat.AppsConfig{Apps: accounts}).Profile()),
+		throttle.WithProfiles(dt.Profile(), wechat.MustNew(wechat.Config{Apps: accounts}).Profile()),
 	)}
-	dt.Add(dingtalk.Config{AppKey: "dingNew"}) // while running; a new customer org needs nothing
+	dt.Add(dingtalk.App{AppKey: "dingNew"}) // while running; a new customer org needs nothing
 
 	// A caller that knows better says so; it wins over what was learned:
 	ctx = throttle.ContextWithApp(ctx, "dingPro")                 // or

@@ -32,10 +32,7 @@ func Example() {
 	defer emu.Close()
 
 	client := &http.Client{Transport: throttle.MustNew(
-		throttle.WithProfiles(dingtalk.MustProfile(dingtalk.Config{
-			AppKey: "dingapp",
-			Hosts:  []string{emu.Host()}, // in production: the default, DingTalk's hosts
-		})),
+		throttle.WithProfiles(dingtalk.MustNew(dingtalk.Config{Hosts: []string{emu.Host()}, Apps: []dingtalk.App{{AppKey: "dingapp"}}}).Profile()),
 	)}
 
 	answers := make(chan int)
@@ -71,10 +68,7 @@ func ExampleThrottledError() {
 	defer emu.Close()
 	client := &http.Client{Transport: throttle.MustNew(
 		throttle.WithMaxWait(0), // send now or fail
-		throttle.WithProfiles(dingtalk.MustProfile(dingtalk.Config{
-			AppKey: "dingapp", Hosts: []string{emu.Host()},
-			PerAPIRate: 1, // one call per second, so the second call must wait
-		})),
+		throttle.WithProfiles(dingtalk.MustNew(dingtalk.Config{Hosts: []string{emu.Host()}, Apps: []dingtalk.App{{AppKey: "dingapp", PerAPIRate: 1}}}).Profile()),
 	)}
 
 	for range 2 {
@@ -106,7 +100,7 @@ func ExamplePenaltyError() {
 	defer emu.Close()
 	client := &http.Client{Transport: throttle.MustNew(
 		throttle.WithLogger(slog.New(slog.DiscardHandler)), // the penalty is logged at Info
-		throttle.WithProfiles(dingtalk.MustProfile(dingtalk.Config{AppKey: "dingapp", Hosts: []string{emu.Host()}})),
+		throttle.WithProfiles(dingtalk.MustNew(dingtalk.Config{Hosts: []string{emu.Host()}, Apps: []dingtalk.App{{AppKey: "dingapp"}}}).Profile()),
 	)}
 
 	emu.Ban() // as if this IP had exceeded 10,000 calls in 20 s

@@ -29,11 +29,11 @@ func TestExchangeChargedToItsWeChatAccount(t *testing.T) {
 	u, _ := url.Parse(emu.URL)
 	quota := func() map[string]int { return map[string]int{"/cgi-bin/token": 3} }
 	accounts := []string{"wxA0000000000001", "wxB0000000000002", "wxC0000000000003"}
-	cfg := wechat.AppsConfig{Shared: wechat.Config{Hosts: []string{u.Hostname()}, Daily: quota(), PerMinute: map[string]int{}}}
+	cfg := wechat.Config{Hosts: []string{u.Hostname()}, Unknown: wechat.App{Daily: quota(), PerMinute: map[string]int{}}}
 	for _, a := range accounts {
-		cfg.Apps = append(cfg.Apps, wechat.Config{AppID: a, Daily: quota(), PerMinute: map[string]int{}})
+		cfg.Apps = append(cfg.Apps, wechat.App{AppID: a, Daily: quota(), PerMinute: map[string]int{}})
 	}
-	set := wechat.MustApps(cfg)
+	set := wechat.MustNew(cfg)
 	tr := throttle.MustNew(throttle.WithProfiles(set.Profile()), throttle.WithMaxWait(50*time.Millisecond))
 	defer tr.Close()
 	client := &http.Client{Transport: tr}
@@ -76,9 +76,9 @@ func TestExchangeChargedToItsWeChatAccount(t *testing.T) {
 func TestExchangeChargedToItsDingTalkOrg(t *testing.T) {
 	emu := dingtalktest.New(dingtalktest.Options{Suites: map[string]string{"suiteS": "SUITESECRET"}})
 	defer emu.Close()
-	set := dingtalk.MustApps(dingtalk.AppsConfig{
-		Shared: dingtalk.Config{Hosts: []string{emu.Host()}},
-		Apps:   []dingtalk.Config{{AppKey: "suiteS", ISV: true}},
+	set := dingtalk.MustNew(dingtalk.Config{
+		Hosts: []string{emu.Host()},
+		Apps:  []dingtalk.App{{AppKey: "suiteS", ISV: true}},
 	})
 	tr := throttle.MustNew(throttle.WithProfiles(set.Profile()), throttle.WithMaxWait(300*time.Millisecond))
 	defer tr.Close()

@@ -118,7 +118,7 @@ func TestPreset503RetriedForIdempotentMethodsOnly(t *testing.T) {
 		io.WriteString(w, "busy")
 	}}
 	srv := serve(t, rec)
-	p := dingtalk.MustProfile(dingtalk.Config{AppKey: "dingretry", Hosts: []string{strings.TrimPrefix(srv.URL, "http://")}})
+	p := dingtalk.MustNew(dingtalk.Config{Hosts: []string{strings.TrimPrefix(srv.URL, "http://")}, Apps: []dingtalk.App{{AppKey: "dingretry"}}}).Profile()
 	tr := throttle.MustNew(throttle.WithProfiles(p), throttle.WithLimiter(limiter.NewMemory()), throttle.WithoutTelemetry(),
 		throttle.WithRetry(throttle.RetryPolicy{MaxAttempts: 3, MinBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond}))
 	defer tr.Close()

@@ -134,7 +134,7 @@ func TestDingtalkYear9999EndNotTrusted(t *testing.T) {
 	srv := serve(t, &recorder{answer: func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, `{"errcode":90001,"errmsg":"您的服务器调用钉钉开放平台所有接口的请求都被暂时禁用了, 处罚将在 9999-12-31 23:59:59 结束."}`)
 	}})
-	p := dingtalk.MustProfile(dingtalk.Config{AppKey: "ding9999", Hosts: []string{strings.TrimPrefix(srv.URL, "http://")}})
+	p := dingtalk.MustNew(dingtalk.Config{Hosts: []string{strings.TrimPrefix(srv.URL, "http://")}, Apps: []dingtalk.App{{AppKey: "ding9999"}}}).Profile()
 	c := &http.Client{Transport: throttle.MustNew(throttle.WithProfiles(p), throttle.WithoutRetry(), throttle.WithoutTelemetry(),
 		throttle.WithLogger(quiet))}
 	resp, err := c.Post(srv.URL+"/topapi/v2/user/get?access_token=t", "application/json", strings.NewReader(`{}`))
@@ -280,7 +280,7 @@ func TestDingtalkProxyPageIsNotTheBan(t *testing.T) {
 	})
 	srv := serve(t, rec)
 	o := newObservability(t)
-	p := dingtalk.MustProfile(dingtalk.Config{AppKey: "dingproxy", Hosts: []string{strings.TrimPrefix(srv.URL, "http://")}})
+	p := dingtalk.MustNew(dingtalk.Config{Hosts: []string{strings.TrimPrefix(srv.URL, "http://")}, Apps: []dingtalk.App{{AppKey: "dingproxy"}}}).Profile()
 	c := &http.Client{Transport: throttle.MustNew(append([]throttle.Option{throttle.WithProfiles(p), throttle.WithLimiter(limiter.NewMemory()),
 		throttle.WithRetry(throttle.RetryPolicy{MaxAttempts: 3, MinBackoff: 10 * time.Millisecond, MaxBackoff: 20 * time.Millisecond})}, o.opts...)...)}
 	for i := range 2 {

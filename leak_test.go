@@ -55,8 +55,8 @@ func newDTTarget(t *testing.T, opts dingtalktest.Options) *dtTarget {
 // profile is the DingTalk preset for the target's app, pointed at the
 // emulator.
 func (tg *dtTarget) profile(cfg dingtalk.Config) providers.Profile {
-	cfg.AppKey, cfg.Hosts = tg.app, []string{tg.emu.Host()}
-	return dingtalk.MustProfile(cfg)
+	cfg.Apps[0].AppKey, cfg.Hosts = tg.app, []string{tg.emu.Host()}
+	return dingtalk.MustNew(cfg).Profile()
 }
 
 // call sends one DingTalk call of path through c, as an SDK would, and
@@ -142,7 +142,7 @@ func TestLeakNoGoroutineAfterClose(t *testing.T) {
 	base := &http.Transport{}
 	t.Cleanup(base.CloseIdleConnections)
 	tr := throttle.MustNew(sharedOpt(t, srv.Client(t), limiter.SharedConfig{Prefix: limitertest.Group(t)}),
-		throttle.WithProfiles(tg.profile(dingtalk.Config{})), throttle.WithBase(base),
+		throttle.WithProfiles(tg.profile(dingtalk.Config{Apps: []dingtalk.App{{}}})), throttle.WithBase(base),
 		throttle.WithMaxWait(300*time.Millisecond), throttle.WithLogger(quiet), throttle.WithoutTelemetry())
 	t.Cleanup(func() { tr.Close() })
 	if n := countRegistryBeats(); n == 0 {
@@ -166,7 +166,7 @@ func TestLeakNoGoroutineAfterDrop(t *testing.T) {
 	before := registryBeats()
 	func() {
 		tr := throttle.MustNew(sharedOpt(t, rdb, limiter.SharedConfig{Prefix: limitertest.Group(t)}),
-			throttle.WithProfiles(tg.profile(dingtalk.Config{})), throttle.WithBase(base),
+			throttle.WithProfiles(tg.profile(dingtalk.Config{Apps: []dingtalk.App{{}}})), throttle.WithBase(base),
 			throttle.WithLogger(quiet), throttle.WithoutTelemetry())
 		c := &http.Client{Transport: tr}
 		for range 3 {
@@ -311,7 +311,7 @@ func TestLeakNoGoroutineAfterRetries(t *testing.T) {
 	t.Cleanup(base.CloseIdleConnections)
 	sig := &signalling{base: base, answered: make(chan struct{}, 1)}
 	newClient := func(p throttle.RetryPolicy) *http.Client {
-		return &http.Client{Transport: throttle.MustNew(throttle.WithProfiles(tg.profile(dingtalk.Config{})),
+		return &http.Client{Transport: throttle.MustNew(throttle.WithProfiles(tg.profile(dingtalk.Config{Apps: []dingtalk.App{{}}})),
 			throttle.WithBase(sig), throttle.WithRetry(p), throttle.WithMaxWait(time.Minute),
 			throttle.WithLogger(quiet), throttle.WithoutTelemetry())}
 	}
@@ -387,8 +387,8 @@ func TestLeakIdleKeysExpire(t *testing.T) {
 	const maxWait = time.Second
 	// The per-IP rule's period is cut from 20s to 2s so the test need not
 	// wait 20s; it is still the longest paced rule.
-	cfg := dingtalk.Config{EgressLimit: 1000, EgressPeriod: 2 * time.Second}
-	longest := cfg.EgressPeriod + dingtalk.DefaultJitter
+	cfg := dingtalk.Config{EgressLimit: 1000, EgressPeriod: 2 * time.Second, Apps: []dingtalk.App{{}}}
+	longest := cfg.EgressPeriod + 50*time.Millisecond
 	var trs []*throttle.Transport
 	for range 2 {
 		base := &http.Transport{}
@@ -471,7 +471,7 @@ func TestLeakIdleKeysExpire(t *testing.T) {
 	// The calendar key lives exactly until its window ends: the 1st of next
 	// month, Beijing time, plus the preset's grace.
 	pttl := rdb.PTTL(ctx, monthKey).Val()
-	want := time.Until(nextMonth(time.Now()).Add(dingtalk.DefaultMonthGrace))
+	want := time.Until(nextMonth(time.Now()).Add(5 * time.Second))
 	t.Logf("calendar key %s expires in %v; its window ends in %v", monthKey, pttl.Round(time.Second), want.Round(time.Second))
 	if d := pttl - want; d < -2*time.Second || d > 2*time.Second {
 		t.Errorf("calendar key expires in %v, want at the end of its window, in %v", pttl, want)

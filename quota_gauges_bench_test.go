@@ -15,7 +15,7 @@ import (
 //
 //	go test -run '^$' -bench RouteObserve -benchmem .
 func BenchmarkRouteObserve(b *testing.B) {
-	p := dingtalk.MustProfile(dingtalk.Config{AppKey: "dingbench"})
+	p := dingtalk.MustNew(dingtalk.Config{Apps: []dingtalk.App{{AppKey: "dingbench"}}}).Profile()
 	req, _ := http.NewRequest(http.MethodGet, "https://api.dingtalk.com/v1.0/contact/users/manager4220", nil)
 	q := &quotaWatch{log: slog.New(slog.DiscardHandler)}
 	for _, tc := range []struct {

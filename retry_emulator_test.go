@@ -26,7 +26,7 @@ func newDingtalkRig(t *testing.T, emu dingtalktest.Options, opts ...throttle.Opt
 	emu.DefaultApp = "dingretry"
 	s := dingtalktest.New(emu)
 	t.Cleanup(s.Close)
-	p := dingtalk.MustProfile(dingtalk.Config{AppKey: "dingretry", Hosts: []string{s.Host()}})
+	p := dingtalk.MustNew(dingtalk.Config{Hosts: []string{s.Host()}, Apps: []dingtalk.App{{AppKey: "dingretry"}}}).Profile()
 	lim := &counting{Limiter: limiter.NewMemory()}
 	all := append([]throttle.Option{throttle.WithProfiles(p), throttle.WithLimiter(lim), throttle.WithoutTelemetry(),
 		throttle.WithLogger(slog.New(slog.DiscardHandler)),

@@ -127,7 +127,7 @@ func TestSoak(t *testing.T) {
 		pool := &http.Transport{MaxIdleConnsPerHost: 64}
 		bases[i] = &timedBase{base: pool, replica: i, sends: map[string][]time.Time{}}
 		tr := throttle.MustNew(sharedOpt(t, rdb, limiter.SharedConfig{Prefix: prefix, Mode: limiter.OutageLocal, Timeout: 250 * time.Millisecond, Probe: probe, Recover: recover}),
-			throttle.WithProfiles(tg.profile(dingtalk.Config{})), throttle.WithBase(bases[i]),
+			throttle.WithProfiles(tg.profile(dingtalk.Config{Apps: []dingtalk.App{{}}})), throttle.WithBase(bases[i]),
 			throttle.WithMaxWait(maxWait), throttle.WithLogger(quiet), throttle.WithoutTelemetry())
 		clients[i] = &http.Client{Transport: tr}
 		closers = append(closers, func() {

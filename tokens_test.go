@@ -41,9 +41,9 @@ func newTokenFleet(t *testing.T, replicas int, opts ...throttle.Option) *tokenFl
 	})}
 	t.Cleanup(f.emu.Close)
 	u, _ := url.Parse(f.emu.URL)
-	set := wechat.MustApps(wechat.AppsConfig{
-		Shared: wechat.Config{Hosts: []string{u.Hostname()}},
-		Apps:   []wechat.Config{{AppID: fleetApps[0]}, {AppID: fleetApps[1]}},
+	set := wechat.MustNew(wechat.Config{
+		Hosts: []string{u.Hostname()},
+		Apps:  []wechat.App{{AppID: fleetApps[0]}, {AppID: fleetApps[1]}},
 	})
 	for range replicas {
 		tr := throttle.MustNew(append([]throttle.Option{throttle.WithLimiter(limiter.MustNewShared(srv.Client(t), limiter.SharedConfig{Prefix: prefix})),

@@ -18,13 +18,7 @@ func Example() {
 	rdb := redis.NewClient(&redis.Options{Addr: "redis:6379", ContextTimeoutEnabled: true})
 	hmacKey := []byte("the same 32 random bytes on every replica") // keep it with the apps' secrets
 	book := apps.MustNew(apps.WithRedis(rdb, hmacKey))
-	set := dingtalk.MustApps(dingtalk.AppsConfig{
-		Apps: []dingtalk.Config{
-			{AppKey: "dingStandard"},
-			{AppKey: "dingPro", Edition: dingtalk.Professional},
-			{AppKey: "suiteKey", ISV: true},
-		},
-	})
+	set := dingtalk.MustNew(dingtalk.Config{Apps: []dingtalk.App{{AppKey: "dingStandard"}, {AppKey: "dingPro", Edition: dingtalk.Professional}, {AppKey: "suiteKey", ISV: true}}})
 	client := &http.Client{Transport: throttle.MustNew(
 		throttle.WithRedis(rdb),
 		throttle.WithApps(book),

@@ -18,7 +18,7 @@ import (
 type sentKey struct{}
 
 // defaultHosts are the providers' public API hosts, as the presets list
-// them (dingtalk.DefaultHosts, ...; a test keeps them equal).
+// them (a test checks that each preset handles every one).
 func defaultHosts() map[string][]string {
 	return map[string][]string{
 		DingTalk: {"oapi.dingtalk.com", "api.dingtalk.com"},

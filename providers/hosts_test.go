@@ -16,26 +16,35 @@ import (
 // presetsWithHosts builds each preset with the given Hosts.
 var presetsWithHosts = map[string]func(hosts []string) error{
 	"dingtalk": func(h []string) error {
-		_, err := dingtalk.Profile(dingtalk.Config{AppKey: "app", Hosts: h})
+		_, err := dingtalk.New(dingtalk.Config{Hosts: h, Apps: []dingtalk.App{{AppKey: "app"}}})
 		return err
 	},
-	"feishu": func(h []string) error { _, err := feishu.Profile(feishu.Config{AppID: "cli_a", Hosts: h}); return err },
-	"wechat": func(h []string) error { _, err := wechat.Profile(wechat.Config{AppID: "wx1", Hosts: h}); return err },
-	"wecom":  func(h []string) error { _, err := wecom.Profile(wecom.Config{CorpID: "ww1", Hosts: h}); return err },
+	"feishu": func(h []string) error {
+		_, err := feishu.New(feishu.Config{Hosts: h, Apps: []feishu.App{{AppID: "cli_a"}}})
+		return err
+	},
+	"wechat": func(h []string) error {
+		_, err := wechat.New(wechat.Config{Hosts: h, Apps: []wechat.App{{AppID: "wx1"}}})
+		return err
+	},
+	"wecom": func(h []string) error {
+		_, err := wecom.New(wecom.Config{Hosts: h, Apps: []wecom.App{{CorpID: "ww1"}}})
+		return err
+	},
 	"dingtalk apps": func(h []string) error {
-		_, err := dingtalk.NewApps(dingtalk.AppsConfig{Shared: dingtalk.Config{Hosts: h}, Apps: []dingtalk.Config{{AppKey: "a"}}})
+		_, err := dingtalk.New(dingtalk.Config{Hosts: h, Apps: []dingtalk.App{{AppKey: "a"}}})
 		return err
 	},
 	"feishu apps": func(h []string) error {
-		_, err := feishu.NewApps(feishu.AppsConfig{Shared: feishu.Config{Hosts: h}, Apps: []feishu.Config{{AppID: "cli_a"}}})
+		_, err := feishu.New(feishu.Config{Hosts: h, Apps: []feishu.App{{AppID: "cli_a"}}})
 		return err
 	},
 	"wechat apps": func(h []string) error {
-		_, err := wechat.NewApps(wechat.AppsConfig{Shared: wechat.Config{Hosts: h}, Apps: []wechat.Config{{AppID: "wx1"}}})
+		_, err := wechat.New(wechat.Config{Hosts: h, Apps: []wechat.App{{AppID: "wx1"}}})
 		return err
 	},
 	"wecom apps": func(h []string) error {
-		_, err := wecom.NewApps(wecom.AppsConfig{Shared: wecom.Config{Hosts: h}, Corps: []wecom.Config{{CorpID: "ww1"}}})
+		_, err := wecom.New(wecom.Config{Hosts: h, Apps: []wecom.App{{CorpID: "ww1"}}})
 		return err
 	},
 }
@@ -94,27 +103,27 @@ func TestPresetsAcceptHostsAndPorts(t *testing.T) {
 	}
 }
 
-// A nil *Apps (a NewApps error ignored) answers errors, never panics.
+// A nil *Preset (a New error ignored) answers errors, never panics.
 func TestNilAppsDoNotPanic(t *testing.T) {
 	for name, a := range map[string]interface {
 		Profile() providers.Profile
 	}{
-		"dingtalk": (*dingtalk.Apps)(nil), "feishu": (*feishu.Apps)(nil),
-		"wechat": (*wechat.Apps)(nil), "wecom": (*wecom.Apps)(nil),
+		"dingtalk": (*dingtalk.Preset)(nil), "feishu": (*feishu.Preset)(nil),
+		"wechat": (*wechat.Preset)(nil), "wecom": (*wecom.Preset)(nil),
 	} {
 		p := a.Profile()
 		if err := p.Validate(); err == nil {
-			t.Errorf("%s: the profile of a nil *Apps validates", name)
+			t.Errorf("%s: the profile of a nil *Preset validates", name)
 		}
 	}
 	for name, err := range map[string]error{
-		"dingtalk": (*dingtalk.Apps)(nil).Add(dingtalk.Config{AppKey: "a"}),
-		"feishu":   (*feishu.Apps)(nil).Add(feishu.Config{AppID: "cli_a"}),
-		"wechat":   (*wechat.Apps)(nil).Add(wechat.Config{AppID: "wx1"}),
-		"wecom":    (*wecom.Apps)(nil).Add(wecom.Config{CorpID: "ww1"}),
+		"dingtalk": (*dingtalk.Preset)(nil).Add(dingtalk.App{AppKey: "a"}),
+		"feishu":   (*feishu.Preset)(nil).Add(feishu.App{AppID: "cli_a"}),
+		"wechat":   (*wechat.Preset)(nil).Add(wechat.App{AppID: "wx1"}),
+		"wecom":    (*wecom.Preset)(nil).Add(wecom.App{CorpID: "ww1"}),
 	} {
-		if err == nil || !strings.Contains(err.Error(), "nil *Apps") {
-			t.Errorf("%s: Add on a nil *Apps: %v", name, err)
+		if err == nil || !strings.Contains(err.Error(), "nil *Preset") {
+			t.Errorf("%s: Add on a nil *Preset: %v", name, err)
 		}
 	}
 }

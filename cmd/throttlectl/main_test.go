@@ -127,7 +127,7 @@ func TestStatusAndLiftOnThreeReplicas(t *testing.T) {
 	srv := redistest.Start(t)
 	emu := dingtalktest.New(dingtalktest.Options{Tokens: map[string]string{"tok": "dingapp"}})
 	t.Cleanup(emu.Close)
-	profile := dingtalk.MustProfile(dingtalk.Config{AppKey: "dingapp", Hosts: []string{emu.Host()}})
+	profile := dingtalk.MustNew(dingtalk.Config{Hosts: []string{emu.Host()}, Apps: []dingtalk.App{{AppKey: "dingapp"}}}).Profile()
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	t.Cleanup(func() { mp.Shutdown(context.Background()) })
@@ -226,10 +226,10 @@ func TestStatusAndLiftOnThreeReplicas(t *testing.T) {
 			month = &g.Rules[i]
 		}
 	}
-	if month == nil || month.Used != int64(meteredSeen) || month.Limit != dingtalk.DefaultMonthlyQuota || month.Window != "month" {
-		t.Fatalf("month rule %+v, want %d / %d this month", month, meteredSeen, dingtalk.DefaultMonthlyQuota)
+	if month == nil || month.Used != int64(meteredSeen) || month.Limit != 5000 || month.Window != "month" {
+		t.Fatalf("month rule %+v, want %d / %d this month", month, meteredSeen, 5000)
 	}
-	if want := nextMonth(st.Now).Add(dingtalk.DefaultMonthGrace); !month.ResetsAt.Equal(want) {
+	if want := nextMonth(st.Now).Add(5 * time.Second); !month.ResetsAt.Equal(want) {
 		t.Errorf("month resets %v, want %v", month.ResetsAt, want)
 	}
 	// The egress and two per-API rules are paced.
@@ -239,8 +239,8 @@ func TestStatusAndLiftOnThreeReplicas(t *testing.T) {
 
 	// The gauges report what the emulator saw.
 	used, limit := quotaGauge(t, reader)
-	if used != int64(meteredSeen) || limit != dingtalk.DefaultMonthlyQuota {
-		t.Fatalf("gauges: used %d, limit %d; want %d, %d", used, limit, meteredSeen, dingtalk.DefaultMonthlyQuota)
+	if used != int64(meteredSeen) || limit != 5000 {
+		t.Fatalf("gauges: used %d, limit %d; want %d, %d", used, limit, meteredSeen, 5000)
 	}
 
 	// The table, and -check.

@@ -62,7 +62,7 @@ func main() {
 	flag.BoolVar(&o.dumpMetrics, "metrics", false, "print every metric the Transports recorded")
 	flag.IntVar(&o.egressLimit, "egress-limit", 1000, "the emulator's per-IP limit per 20 s (DingTalk's is 10,000; scaled down so a short run can reach it)")
 	flag.DurationVar(&o.jitter, "latency-jitter", 20*time.Millisecond, "the emulator's latency varies between 0 and this")
-	flag.DurationVar(&o.headroom, "headroom", dingtalk.DefaultJitter, "the preset's Jitter: rules keep their limit in any window of Period+headroom (negative: none)")
+	flag.DurationVar(&o.headroom, "headroom", 50*time.Millisecond, "the preset's Jitter: rules keep their limit in any window of Period+headroom (negative: none)")
 	flag.Parse()
 	if err := run(o, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
@@ -92,14 +92,15 @@ func run(o options, out io.Writer) error {
 	if tg.emu != nil {
 		defer tg.emu.Close()
 	}
-	profile, err := dingtalk.Profile(dingtalk.Config{
-		AppKey: tg.appKey, Hosts: tg.hosts,
-		EgressLimit: o.egressLimit, EgressPeriod: 20 * time.Second,
-		Jitter: o.headroom,
+	preset, err := dingtalk.New(dingtalk.Config{
+		Hosts: tg.hosts, EgressLimit: o.egressLimit, EgressPeriod: 20 * time.Second,
+		Jitter: max(o.headroom, 0), NoJitter: o.headroom < 0,
+		Apps: []dingtalk.App{{AppKey: tg.appKey}},
 	})
 	if err != nil {
 		return err
 	}
+	profile := preset.Profile()
 	var rdb *redis.Client
 	if o.redisURL != "" {
 		opt, err := redis.ParseURL(o.redisURL)

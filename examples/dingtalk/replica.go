@@ -18,7 +18,6 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/quotaware/throttle"
-	"github.com/quotaware/throttle/providers/dingtalk"
 	"github.com/quotaware/throttle/providers/dingtalk/dingtalktest"
 )
 
@@ -206,7 +205,7 @@ func summarize(out io.Writer, o options, tg *target, replicas []*replica, start 
 		if first, ok := firstBan(tg.emu.Requests()); ok {
 			lockedFrom := max(first.Sub(start), 0)
 			fmt.Fprintf(out, ": every API of the app was locked out from %.1fs on, %.1fs of this run, and for %v after the ban began",
-				lockedFrom.Seconds(), (elapsed - lockedFrom).Seconds(), dingtalk.DefaultIPBanPenalty)
+				lockedFrom.Seconds(), (elapsed - lockedFrom).Seconds(), 5*time.Minute)
 		}
 		fmt.Fprintln(out, ".")
 		// Every quota answer the callers saw is one the emulator gave: a
@@ -240,7 +239,7 @@ func summarize(out io.Writer, o options, tg *target, replicas []*replica, start 
 		st := tg.emu.Stats()
 		// With the default headroom a rejection is a failure; with another
 		// one it is what the run measures.
-		defaultHeadroom := o.headroom == 0 || o.headroom == dingtalk.DefaultJitter
+		defaultHeadroom := o.headroom == 0 || o.headroom == 50*time.Millisecond
 		if !o.naive && defaultHeadroom && (st.Rejected > 0 || st.Bans > 0 || total.quota > 0) {
 			return fmt.Errorf("%d calls rejected by the emulator, %d bans and %d quota errors with throttle on", st.Rejected, st.Bans, total.quota)
 		}

@@ -73,7 +73,7 @@ func newTransport(mp *sdkmetric.MeterProvider, host string, base http.RoundTripp
 	return throttle.New(
 		throttle.WithBase(base),
 		throttle.WithMeterProvider(mp),
-		throttle.WithProfiles(dingtalk.MustProfile(dingtalk.Config{AppKey: "dingprom", Hosts: []string{host}})),
+		throttle.WithProfiles(dingtalk.MustNew(dingtalk.Config{Hosts: []string{host}, Apps: []dingtalk.App{{AppKey: "dingprom"}}}).Profile()),
 		throttle.WithMaxWait(200*time.Millisecond), // short, so that some calls are throttled
 	)
 }

@@ -53,7 +53,7 @@ func scrape(t *testing.T) map[string]bool {
 		throttle.WithBase(offline{emu: http.DefaultTransport}),
 		throttle.WithMeterProvider(mp),
 		throttle.WithApps(book),
-		throttle.WithProfiles(dingtalk.MustApps(dingtalk.AppsConfig{Shared: dingtalk.Config{Hosts: []string{emu.Host()}}, Apps: []dingtalk.Config{{AppKey: "dingprom"}}, Default: "dingprom"}).Profile()),
+		throttle.WithProfiles(dingtalk.MustNew(dingtalk.Config{Hosts: []string{emu.Host()}, Apps: []dingtalk.App{{AppKey: "dingprom"}}, Default: "dingprom"}).Profile()),
 		throttle.WithMaxWait(100*time.Millisecond),
 		throttle.WithLogger(slog.New(slog.DiscardHandler)),
 	)

@@ -39,7 +39,10 @@ func main() {
 
 	// The heart of it: one Transport per process, handed to any client or SDK.
 	opts := []throttle.Option{
-		throttle.WithProfiles(dingtalk.MustProfile(dingtalk.Config{AppKey: *appKey, Hosts: []string{host}})),
+		throttle.WithProfiles(dingtalk.MustNew(dingtalk.Config{
+			Hosts: []string{host},
+			Apps:  []dingtalk.App{{AppKey: *appKey}}, // one app is a list of one
+		}).Profile()),
 	}
 	if *redisAddr != "" {
 		rdb := redis.NewClient(&redis.Options{Addr: *redisAddr, ContextTimeoutEnabled: true})

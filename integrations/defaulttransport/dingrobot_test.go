@@ -18,7 +18,7 @@ const webhook = "https://oapi.dingtalk.com/robot/send?access_token=" + robotToke
 // robotConfig and robotEmulator shorten DingTalk's robot window (20 in any
 // minute) to a second on both sides, so that a run above the limit lasts
 // seconds rather than minutes.
-var robotConfig = dingtalk.Config{AppKey: appKey, RobotPerMinute: 20, RobotWindow: time.Second}
+var robotConfig = dingtalk.Config{RobotPerMinute: 20, RobotWindow: time.Second, Apps: []dingtalk.App{{AppKey: appKey}}}
 
 func robotEmulator(t *testing.T) *dingtalktest.Server {
 	emu := dingtalktest.New(dingtalktest.Options{
@@ -47,11 +47,11 @@ func TestDingrobotAboveTheLimit(t *testing.T) {
 
 func TestDingrobotErrors(t *testing.T) {
 	emu := newEmulator(t)
-	install(t, emu, dingtalk.Config{AppKey: appKey}, throttle.WithMaxWait(0)) // the default 20 per minute
+	install(t, emu, dingtalk.Config{Apps: []dingtalk.App{{AppKey: appKey}}}, throttle.WithMaxWait(0)) // the default 20 per minute
 	robot := dingrobot.NewRobot(webhook)
 	sdktest.UntilThrottled(t, 1000, func() error { return robot.SendText("build passed", nil, false) })
 
-	install(t, emu, dingtalk.Config{AppKey: appKey})
+	install(t, emu, dingtalk.Config{Apps: []dingtalk.App{{AppKey: appKey}}})
 	// 410100: the robot sent too fast; the preset closes it for 10 minutes.
 	emu.FailNext(1, 200, `{"errcode":410100,"errmsg":"send too fast, exceed 20 times per minute"}`)
 	if err := robot.SendText("build passed", nil, false); err == nil || !strings.Contains(err.Error(), "send too fast") {

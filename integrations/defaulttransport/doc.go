@@ -6,7 +6,7 @@
 // is installed once, at start-up, as the process's default transport:
 //
 //	http.DefaultTransport = throttle.MustNew(
-//		throttle.WithProfiles(dingtalk.MustProfile(dingtalk.Config{AppKey: appKey})),
+//		throttle.WithProfiles(dingtalk.MustNew(dingtalk.Config{Apps: []dingtalk.App{{AppKey: appKey}}}).Profile()),
 //	)
 //
 // This is safe: New (through Build) takes http.DefaultTransport as its base

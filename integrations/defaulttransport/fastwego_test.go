@@ -53,7 +53,7 @@ func fastwegoUser(c *dingding.Client) error {
 // emulator rejects none.
 func TestFastwegoAboveTheLimit(t *testing.T) {
 	emu := newEmulator(t)
-	install(t, emu, dingtalk.Config{AppKey: appKey})
+	install(t, emu, dingtalk.Config{Apps: []dingtalk.App{{AppKey: appKey}}})
 	c := newFastwego()
 	sdktest.NoErrors(t, sdktest.Fire(60, 20, func(int) error { return fastwegoUser(c) }))
 	if st := emu.Stats(); st.Rejected != 0 || st.Bans != 0 || st.Requests != 61 {
@@ -63,11 +63,11 @@ func TestFastwegoAboveTheLimit(t *testing.T) {
 
 func TestFastwegoErrors(t *testing.T) {
 	emu := newEmulator(t)
-	install(t, emu, dingtalk.Config{AppKey: appKey}, throttle.WithMaxWait(0))
+	install(t, emu, dingtalk.Config{Apps: []dingtalk.App{{AppKey: appKey}}}, throttle.WithMaxWait(0))
 	c := newFastwego()
 	sdktest.UntilThrottled(t, 1000, func() error { return fastwegoUser(c) })
 
-	install(t, emu, dingtalk.Config{AppKey: appKey})
+	install(t, emu, dingtalk.Config{Apps: []dingtalk.App{{AppKey: appKey}}})
 	emu.Ban()
 	_ = fastwegoUser(c) // the ban page: the egress IP is penalised
 	sdktest.Penalized(t, fastwegoUser(c))

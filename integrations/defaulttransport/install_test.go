@@ -34,7 +34,7 @@ func install(t *testing.T, emu *dingtalktest.Server, cfg dingtalk.Config, opts .
 	t.Cleanup(func() { http.DefaultTransport = prev })
 	http.DefaultTransport = sdktest.Redirect(emu.URL)
 
-	http.DefaultTransport = throttle.MustNew(append(opts, throttle.WithProfiles(dingtalk.MustProfile(cfg)))...)
+	http.DefaultTransport = throttle.MustNew(append(opts, throttle.WithProfiles(dingtalk.MustNew(cfg).Profile()))...)
 }
 
 // New captures the default transport of the moment as its base: installing
@@ -46,7 +46,7 @@ func TestNewSendsThroughThePreviousDefault(t *testing.T) {
 	base := &counting{base: sdktest.Redirect(emu.URL)}
 	http.DefaultTransport = base
 
-	http.DefaultTransport = throttle.MustNew(throttle.WithProfiles(dingtalk.MustProfile(dingtalk.Config{AppKey: appKey})))
+	http.DefaultTransport = throttle.MustNew(throttle.WithProfiles(dingtalk.MustNew(dingtalk.Config{Apps: []dingtalk.App{{AppKey: appKey}}}).Profile()))
 
 	resp, err := http.Get("https://oapi.dingtalk.com/gettoken?appkey=" + appKey + "&appsecret=" + appSecret)
 	if err != nil {

@@ -29,7 +29,7 @@ func newZhaoyunxing92(t *testing.T) *sdk.DingTalk {
 // every call is answered and parsed, and the emulator rejects none.
 func TestZhaoyunxing92AboveTheLimit(t *testing.T) {
 	emu := newEmulator(t)
-	install(t, emu, dingtalk.Config{AppKey: appKey})
+	install(t, emu, dingtalk.Config{Apps: []dingtalk.App{{AppKey: appKey}}})
 	c := newZhaoyunxing92(t)
 	if _, err := c.GetAccessToken(); err != nil {
 		t.Fatal(err)
@@ -49,7 +49,7 @@ func TestZhaoyunxing92AboveTheLimit(t *testing.T) {
 
 func TestZhaoyunxing92Errors(t *testing.T) {
 	emu := newEmulator(t)
-	install(t, emu, dingtalk.Config{AppKey: appKey}, throttle.WithMaxWait(0))
+	install(t, emu, dingtalk.Config{Apps: []dingtalk.App{{AppKey: appKey}}}, throttle.WithMaxWait(0))
 	c := newZhaoyunxing92(t)
 	if _, err := c.GetAccessToken(); err != nil {
 		t.Fatal(err)
@@ -59,7 +59,7 @@ func TestZhaoyunxing92Errors(t *testing.T) {
 		return err
 	})
 
-	install(t, emu, dingtalk.Config{AppKey: appKey})
+	install(t, emu, dingtalk.Config{Apps: []dingtalk.App{{AppKey: appKey}}})
 	emu.Ban()
 	_, _ = c.GetUserDetail(request.NewUserDetail("manager4220").Build()) // the ban page: the egress IP is penalised
 	_, err := c.GetUserDetail(request.NewUserDetail("manager4220").Build())

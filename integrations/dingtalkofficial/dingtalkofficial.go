@@ -11,7 +11,7 @@
 //
 // Then give every client of the SDK a Config from this package:
 //
-//	rt := throttle.MustNew(throttle.WithProfiles(dingtalk.MustProfile(dingtalk.Config{AppKey: appKey})))
+//	rt := throttle.MustNew(throttle.WithProfiles(dingtalk.MustNew(dingtalk.Config{Apps: []dingtalk.App{{AppKey: appKey}}}).Profile()))
 //	contacts, err := contact.NewClient(dingtalkofficial.Config(rt))
 //
 // The ...WithOptions calls need a non-nil *util.RuntimeOptions (an empty one

@@ -2,7 +2,7 @@
 // whose client sends every call through its exported HTTPClient field.
 //
 //	c := godingtalk.NewClient(corpID, corpSecret, throttle.MustNew(
-//		throttle.WithProfiles(dingtalk.MustProfile(dingtalk.Config{AppKey: corpID})),
+//		throttle.WithProfiles(dingtalk.MustNew(dingtalk.Config{Apps: []dingtalk.App{{AppKey: corpID}}}).Profile()),
 //	))
 //	err := c.RefreshAccessToken(true) // the legacy gettoken?corpid=&corpsecret= form
 //

@@ -22,7 +22,7 @@ func newEmulator(t *testing.T) *dingtalktest.Server {
 func transport(emu *dingtalktest.Server, opts ...throttle.Option) *throttle.Transport {
 	opts = append(opts,
 		throttle.WithBase(sdktest.Redirect(emu.URL)),
-		throttle.WithProfiles(dingtalk.MustProfile(dingtalk.Config{AppKey: corpID})),
+		throttle.WithProfiles(dingtalk.MustNew(dingtalk.Config{Apps: []dingtalk.App{{AppKey: corpID}}}).Profile()),
 	)
 	return throttle.MustNew(opts...)
 }

@@ -60,11 +60,11 @@ func TestFleetSharesTokens(t *testing.T) {
 	apps := map[string]string{first: "FLEETSECRET-e5f1", "cli_fleet0000000b": "FLEETSECRET-0ab2"}
 	emu := feishutest.NewServer(feishutest.Options{Apps: apps})
 	defer emu.Close()
-	var cfgs []feishu.Config
+	var cfgs []feishu.App
 	for id := range apps {
-		cfgs = append(cfgs, feishu.Config{AppID: id})
+		cfgs = append(cfgs, feishu.App{AppID: id})
 	}
-	set := feishu.MustApps(feishu.AppsConfig{Apps: cfgs})
+	set := feishu.MustNew(feishu.Config{Apps: cfgs})
 	srv := redistest.Start(t)
 	prefix := "fleet" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	var transports []*throttle.Transport

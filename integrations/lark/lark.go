@@ -3,7 +3,7 @@
 // option; nothing else changes.
 //
 //	client := lark.NewClient(appID, appSecret, throttle.MustNew(
-//		throttle.WithProfiles(feishu.MustProfile(feishu.Config{AppID: appID})),
+//		throttle.WithProfiles(feishu.MustNew(feishu.Config{Apps: []feishu.App{{AppID: appID}}}).Profile()),
 //	))
 //
 // The SDK returns a call's transport error as it is, so errors.Is finds

@@ -28,7 +28,7 @@ func newEmulator(t *testing.T) *feishutest.Server {
 func transport(emu *feishutest.Server, opts ...throttle.Option) *throttle.Transport {
 	opts = append(opts,
 		throttle.WithBase(sdktest.Redirect(emu.URL)),
-		throttle.WithProfiles(feishu.MustProfile(feishu.Config{AppID: appID})),
+		throttle.WithProfiles(feishu.MustNew(feishu.Config{Apps: []feishu.App{{AppID: appID}}}).Profile()),
 	)
 	return throttle.MustNew(opts...)
 }

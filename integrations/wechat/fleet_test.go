@@ -46,14 +46,14 @@ var fleetAccounts = map[string]string{"wx1111111111111111": "FLEETSECRET-a61f", 
 // fleetTransport is one replica's Transport: the WeChat preset for both
 // accounts, on the shared Redis, sharing token exchanges by default.
 func fleetTransport(rdb redis.UniversalClient, prefix, emuURL string) *throttle.Transport {
-	var accounts []presetwechat.Config
+	var accounts []presetwechat.App
 	for id := range fleetAccounts {
-		accounts = append(accounts, presetwechat.Config{AppID: id})
+		accounts = append(accounts, presetwechat.App{AppID: id})
 	}
 	return throttle.MustNew(
 		throttle.WithLimiter(limiter.MustNewShared(rdb, limiter.SharedConfig{Prefix: prefix})),
 		throttle.WithBase(sdktest.Redirect(emuURL)),
-		throttle.WithProfiles(presetwechat.MustApps(presetwechat.AppsConfig{Apps: accounts}).Profile()),
+		throttle.WithProfiles(presetwechat.MustNew(presetwechat.Config{Apps: accounts}).Profile()),
 	)
 }
 

@@ -5,7 +5,7 @@
 // once, at start-up, for the whole process.
 //
 //	wechat.Use(throttle.MustNew(
-//		throttle.WithProfiles(wechat.MustProfile(wechat.Config{AppID: appID})),
+//		throttle.WithProfiles(wechat.MustNew(wechat.Config{Apps: []wechat.App{{AppID: appID}}}).Profile()),
 //	))
 //
 // Give that Transport a profile for every app and provider the process

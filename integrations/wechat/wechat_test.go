@@ -49,12 +49,14 @@ func newEmulator(t *testing.T) *wechattest.Server {
 func use(t *testing.T, emu *wechattest.Server, opts ...throttle.Option) {
 	opts = append(opts,
 		throttle.WithBase(sdktest.Redirect(emu.URL)),
-		throttle.WithProfiles(presetwechat.MustProfile(presetwechat.Config{
-			AppID:     appID,
-			Daily:     map[string]int{},
-			PerMinute: map[string]int{userInfo: perMinute / timeScale},
+		throttle.WithProfiles(presetwechat.MustNew(presetwechat.Config{
 			TimeScale: timeScale,
-		})),
+			Apps: []presetwechat.App{{
+				AppID:     appID,
+				Daily:     map[string]int{},
+				PerMinute: map[string]int{userInfo: perMinute / timeScale},
+			}},
+		}).Profile()),
 	)
 	wechat.Use(throttle.MustNew(opts...))
 }

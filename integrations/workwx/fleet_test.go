@@ -30,16 +30,16 @@ func TestFleetSharesTokens(t *testing.T) {
 	)
 	corps := map[string]string{"wwAAAAAAAAAAAAAAAA": "FLEETSECRET-c31e", "wwBBBBBBBBBBBBBBBB": "FLEETSECRET-d9a4"}
 	emuCorps := map[string][]string{}
-	var cfgs []wecom.Config
+	var cfgs []wecom.App
 	for id, secret := range corps {
 		emuCorps[id] = []string{secret}
-		cfgs = append(cfgs, wecom.Config{CorpID: id})
+		cfgs = append(cfgs, wecom.App{CorpID: id})
 	}
 	emu := wecomtest.NewServer(wecomtest.Options{Corps: emuCorps})
 	defer emu.Close()
 	srv := redistest.Start(t)
 	prefix := "fleet" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	set := wecom.MustApps(wecom.AppsConfig{Corps: cfgs})
+	set := wecom.MustNew(wecom.Config{Apps: cfgs})
 	var transports []*throttle.Transport
 	for range replicas + 1 { // the last one reads the token to revoke
 		tr := throttle.MustNew(throttle.WithLimiter(limiter.MustNewShared(srv.Client(t), limiter.SharedConfig{Prefix: prefix})),

@@ -3,7 +3,7 @@
 // nothing else changes.
 //
 //	app := workwx.New(corpID, throttle.MustNew(
-//		throttle.WithProfiles(wecom.MustProfile(wecom.Config{CorpID: corpID})),
+//		throttle.WithProfiles(wecom.MustNew(wecom.Config{Apps: []wecom.App{{CorpID: corpID}}}).Profile()),
 //	)).WithApp(corpSecret, agentID)
 //
 // The SDK wraps a transport error with %w ("go-workwx: failed to perform

@@ -33,9 +33,9 @@ func newEmulator(t *testing.T) *wecomtest.Server {
 		TimeScale: timeScale,
 		Limits: wecomtest.Limits{
 			CorpPerMinute: perMinute / timeScale,
-			CorpPerHour:   wecom.DefaultCorpPerHour / timeScale,
-			IPPerMinute:   wecom.DefaultIPPerMinute / timeScale,
-			IPPerHour:     wecom.DefaultIPPerHour / timeScale,
+			CorpPerHour:   150000 / timeScale,
+			IPPerMinute:   20000 / timeScale,
+			IPPerHour:     600000 / timeScale,
 		},
 	})
 	t.Cleanup(emu.Close)
@@ -47,14 +47,7 @@ func newEmulator(t *testing.T) *wecomtest.Server {
 func transport(emu *wecomtest.Server, opts ...throttle.Option) *throttle.Transport {
 	opts = append(opts,
 		throttle.WithBase(sdktest.Redirect(emu.URL)),
-		throttle.WithProfiles(wecom.MustProfile(wecom.Config{
-			CorpID:        corpID,
-			CorpPerMinute: perMinute / timeScale,
-			CorpPerHour:   wecom.DefaultCorpPerHour / timeScale,
-			IPPerMinute:   wecom.DefaultIPPerMinute / timeScale,
-			IPPerHour:     wecom.DefaultIPPerHour / timeScale,
-			TimeScale:     timeScale,
-		})),
+		throttle.WithProfiles(wecom.MustNew(wecom.Config{IPPerMinute: 20000 / timeScale, IPPerHour: 600000 / timeScale, TimeScale: timeScale, Apps: []wecom.App{{CorpID: corpID, CorpPerMinute: perMinute / timeScale, CorpPerHour: 150000 / timeScale}}}).Profile()),
 	)
 	return throttle.MustNew(opts...)
 }

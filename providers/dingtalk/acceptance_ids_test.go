@@ -23,7 +23,7 @@ import (
 // gets at least 90% of its published rate.
 func TestAcceptanceIDsOfEveryShapeAreOneAPI(t *testing.T) {
 	const api = "GET /v1.0/contact/users/{unionId}"
-	f := newFleet(t, 4, dingtalktest.Options{}, dingtalk.Config{})
+	f := newFleet(t, 4, dingtalktest.Options{}, dingtalk.Config{Apps: []dingtalk.App{{}}})
 	var inFlight loadtest.Concurrency
 	ids := loadtest.IDs
 	call := func(ctx context.Context, i, id int) loadtest.Result {

@@ -13,18 +13,12 @@ import (
 )
 
 func TestAppsRouteByTheRequestsApp(t *testing.T) {
-	cfg := dingtalk.AppsConfig{
-		Apps: []dingtalk.Config{
-			{AppKey: "dingA"},
-			{AppKey: "dingB", Edition: dingtalk.Professional},
-			{AppKey: "suiteS", ISV: true},
-		},
-	}
+	cfg := dingtalk.Config{Apps: []dingtalk.App{{AppKey: "dingA"}, {AppKey: "dingB", Edition: dingtalk.Professional}, {AppKey: "suiteS", ISV: true}}}
 	withDefault := cfg
 	withDefault.Default = "dingB"
 	cases := []struct {
 		name      string
-		cfg       dingtalk.AppsConfig
+		cfg       dingtalk.Config
 		app       *apps.App
 		wantScope string // the per-API scope, which is the per-API rule's key
 		wantRate  int
@@ -41,7 +35,7 @@ func TestAppsRouteByTheRequestsApp(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			p := dingtalk.MustApps(tc.cfg).Profile()
+			p := dingtalk.MustNew(tc.cfg).Profile()
 			ctx := context.Background()
 			if tc.app != nil {
 				ctx = apps.NewContext(ctx, *tc.app)
@@ -68,7 +62,8 @@ func TestAppsRouteByTheRequestsApp(t *testing.T) {
 }
 
 func TestAppsAddWhileRunning(t *testing.T) {
-	a := dingtalk.MustApps(dingtalk.AppsConfig{Apps: []dingtalk.Config{{AppKey: "dingA"}}, Unlisted: true})
+	// Two apps: with one, every request not of another listed app is its.
+	a := dingtalk.MustNew(dingtalk.Config{Apps: []dingtalk.App{{AppKey: "dingA"}, {AppKey: "dingB"}}, Unlisted: true})
 	p := a.Profile()
 	route := func() providers.Route {
 		ctx := apps.NewContext(context.Background(), apps.App{ID: "dingC"})
@@ -82,7 +77,7 @@ func TestAppsAddWhileRunning(t *testing.T) {
 	if r := route(); !strings.Contains(r.Scopes[0], "unknown") {
 		t.Fatalf("before Add: %q, want the unknown scope (Unlisted)", r.Scopes[0])
 	}
-	if err := a.Add(dingtalk.Config{AppKey: "dingC", Edition: dingtalk.Exclusive}); err != nil {
+	if err := a.Add(dingtalk.App{AppKey: "dingC", Edition: dingtalk.Exclusive}); err != nil {
 		t.Fatal(err)
 	}
 	if r := route(); !strings.Contains(r.Scopes[0], "dingC") || r.Rules[0].Limit() != 60 {
@@ -92,17 +87,21 @@ func TestAppsAddWhileRunning(t *testing.T) {
 
 func TestAppsConfigErrorsNameTheField(t *testing.T) {
 	cases := []struct {
-		cfg  dingtalk.AppsConfig
+		cfg  dingtalk.Config
 		want string
 	}{
-		{dingtalk.AppsConfig{}, "AppsConfig.Apps"},
-		{dingtalk.AppsConfig{Apps: []dingtalk.Config{{AppKey: "a"}, {AppKey: ""}}}, "Apps[1]: dingtalk: Config.AppKey"},
-		{dingtalk.AppsConfig{Apps: []dingtalk.Config{{AppKey: "a"}}, Default: "b"}, "AppsConfig.Default"},
-		{dingtalk.AppsConfig{Apps: []dingtalk.Config{{AppKey: "s", ISV: true}}, Default: "s"}, "AppsConfig.Default \"s\" is an ISV suite"},
-		{dingtalk.AppsConfig{Apps: []dingtalk.Config{{AppKey: "a"}}, Shared: dingtalk.Config{EgressLimit: -1}}, "AppsConfig.Shared"},
+		{dingtalk.Config{}, "Config.Apps must list"},
+		{dingtalk.Config{Apps: []dingtalk.App{{AppKey: "a"}, {AppKey: ""}}}, "Config.Apps[1]: dingtalk: App.AppKey"},
+		{dingtalk.Config{Apps: []dingtalk.App{{AppKey: "a"}}, Default: "b"}, "Config.Default"},
+		{dingtalk.Config{Apps: []dingtalk.App{{AppKey: "s", ISV: true}}, Default: "s"}, "Config.Default \"s\" is an ISV suite"},
+		{dingtalk.Config{Apps: []dingtalk.App{{AppKey: "a"}}, EgressLimit: -1}, "Config.EgressLimit"},
+		{dingtalk.Config{Apps: []dingtalk.App{{AppKey: "a", MonthlyQuota: -1}}}, "App.MonthlyQuota must not be negative (NoMonthlyQuota"},
+		{dingtalk.Config{Apps: []dingtalk.App{{AppKey: "a"}}, Jitter: -1}, "Config.Jitter must not be negative (NoJitter"},
+		{dingtalk.Config{Apps: []dingtalk.App{{AppKey: "a"}}, RobotPerMinute: -1}, "Config.RobotPerMinute must not be negative (NoRobotLimit"},
+		{dingtalk.Config{Apps: []dingtalk.App{{AppKey: "a"}}, MonthGrace: -1}, "Config.MonthGrace must not be negative (NoMonthGrace"},
 	}
 	for _, tc := range cases {
-		if _, err := dingtalk.NewApps(tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := dingtalk.New(tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("err = %v, want one naming %q", err, tc.want)
 		}
 	}
@@ -111,7 +110,7 @@ func TestAppsConfigErrorsNameTheField(t *testing.T) {
 // An ISV suite's metered calls count against each customer org's own
 // monthly quota, and a 90020 scope names that org only.
 func TestISVMonthlyQuotaPerOrg(t *testing.T) {
-	p := dingtalk.MustApps(dingtalk.AppsConfig{Apps: []dingtalk.Config{{AppKey: "suiteS", ISV: true}}}).Profile()
+	p := dingtalk.MustNew(dingtalk.Config{Apps: []dingtalk.App{{AppKey: "suiteS", ISV: true}}}).Profile()
 	keys := map[string]bool{}
 	for _, org := range []string{"corp1", "corp2"} {
 		ctx := apps.NewContext(context.Background(), apps.App{ID: "suiteS", Org: org})

@@ -9,7 +9,7 @@ import (
 )
 
 func catalogChecker(t testing.TB) *routetest.Checker {
-	return &routetest.Checker{Profile: testProfile(t, Config{}), Host: "oapi.dingtalk.com", Templates: catalogTemplates}
+	return &routetest.Checker{Profile: testProfile(t, Config{Apps: []App{{}}}), Host: "oapi.dingtalk.com", Templates: catalogTemplates}
 }
 
 // Every template of the catalog, with IDs of every shape in its
@@ -26,7 +26,7 @@ func FuzzRouteIDs(f *testing.F) { catalogChecker(f).Fuzz(f) }
 // BenchmarkRoute routes catalogued paths (with IDs) through the full
 // catalog, and one the catalog lacks.
 func BenchmarkRoute(b *testing.B) {
-	p := testProfile(b, Config{})
+	p := testProfile(b, Config{Apps: []App{{}}})
 	for _, path := range benchPaths {
 		req := &http.Request{Method: path[0], URL: &url.URL{Scheme: "https", Host: "oapi.dingtalk.com", Path: path[1]}, Header: http.Header{}}
 		b.Run(path[1], func(b *testing.B) {
@@ -49,7 +49,7 @@ var benchPaths = [][2]string{
 
 // Config.APIs and MeteredPaths the catalog lacks become APIs of their own.
 func TestRouteConfiguredAPIs(t *testing.T) {
-	p := testProfile(t, Config{APIs: []string{"GET /v9.9/new/things/{id}", "/topapi/brand/new"}, MeteredPaths: []string{"/topapi/metered/new"}})
+	p := testProfile(t, Config{Apps: []App{{APIs: []string{"GET /v9.9/new/things/{id}", "/topapi/brand/new"}, MeteredPaths: []string{"/topapi/metered/new"}}}})
 	for _, tc := range []struct{ method, path, api string }{
 		{"GET", "/v9.9/new/things/zhangsan", "GET /v9.9/new/things/{id}"},
 		{"GET", "/v9.9/new/things/liSiSi", "GET /v9.9/new/things/{id}"},
@@ -65,7 +65,7 @@ func TestRouteConfiguredAPIs(t *testing.T) {
 			t.Errorf("%s: not metered: %q", tc.path, r.Scopes)
 		}
 	}
-	if _, err := Profile(Config{AppKey: "dingapp", APIs: []string{"get /x"}}); err == nil {
+	if _, err := New(Config{Apps: []App{{AppKey: "dingapp", APIs: []string{"get /x"}}}}); err == nil {
 		t.Error("a template with a lower-case method was accepted")
 	}
 }

@@ -17,17 +17,20 @@ var now = time.Date(2025, 3, 10, 14, 30, 15, 250e6, penaltytime.Beijing())
 
 func testProfile(t testing.TB, cfg Config) providers.Profile {
 	t.Helper()
-	if cfg.AppKey == "" {
-		cfg.AppKey = "dingapp"
+	if len(cfg.Apps) == 0 {
+		cfg.Apps = []App{{}}
+	}
+	if cfg.Apps[0].AppKey == "" {
+		cfg.Apps[0].AppKey = "dingapp"
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = func() time.Time { return now }
 	}
-	p, err := Profile(cfg)
+	p, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return p
+	return p.Profile()
 }
 
 func answer(status int, ct, body string) *http.Response {
@@ -56,10 +59,10 @@ const (
 )
 
 func TestClassify(t *testing.T) {
-	p := testProfile(t, Config{})
+	p := testProfile(t, Config{Apps: []App{{}}})
 	nextSec := now.Truncate(time.Second).Add(time.Second)
 	nextMin := time.Date(2025, 3, 10, 14, 31, 0, 0, penaltytime.Beijing())
-	nextMonth := time.Date(2025, 4, 1, 0, 0, 0, 0, penaltytime.Beijing()).Add(DefaultMonthGrace)
+	nextMonth := time.Date(2025, 4, 1, 0, 0, 0, 0, penaltytime.Beijing()).Add(defaultMonthGrace)
 	stated := time.Date(2025, 3, 10, 14, 30, 17, 0, penaltytime.Beijing())
 	var (
 		apiOld    = "api:dingapp:/user/get"
@@ -69,8 +72,8 @@ func TestClassify(t *testing.T) {
 		egress    = "egress:default"
 		monthly   = "monthly:dingapp"
 		zero      time.Time
-		banUntil  = now.Add(DefaultIPBanPenalty)
-		robotUntl = now.Add(DefaultRobotPenalty)
+		banUntil  = now.Add(defaultIPBanPenalty)
+		robotUntl = now.Add(defaultRobotPenalty)
 	)
 	tests := []struct {
 		name   string
@@ -207,7 +210,7 @@ func contains(list []string, s string) bool {
 }
 
 func TestClassifyISV(t *testing.T) {
-	p := testProfile(t, Config{AppKey: "suite1", ISV: true, CorpID: "dingcorp"})
+	p := testProfile(t, Config{Apps: []App{{AppKey: "suite1", ISV: true, CorpID: "dingcorp"}}})
 	req := request("GET", oldURL)
 	for code, scope := range map[string]string{
 		"90019": "api:suite1@dingcorp:/user/get",
@@ -230,7 +233,7 @@ func TestClassifyISV(t *testing.T) {
 // machine's clock: the test clock is in 2025, so a date 30 s after it is
 // long past by time.Now and would give no hint at all.
 func TestRetryAfterDateUsesClock(t *testing.T) {
-	p := testProfile(t, Config{})
+	p := testProfile(t, Config{Apps: []App{{}}})
 	at := now.Truncate(time.Second).Add(30 * time.Second)
 	want := at.Sub(now)
 	cases := []struct {
@@ -260,7 +263,7 @@ func TestRetryAfterDateUsesClock(t *testing.T) {
 // A 2xx answer that is not JSON, HTML or text is OK without reading a
 // byte of it.
 func TestClassifyCheapOnBinary(t *testing.T) {
-	p := testProfile(t, Config{})
+	p := testProfile(t, Config{Apps: []App{{}}})
 	req := request("GET", "https://oapi.dingtalk.com/media/downloadFile")
 	body := &countingBody{r: bytes.NewReader(make([]byte, 1<<20))}
 	resp := &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/octet-stream"}}, Body: body}
@@ -299,7 +302,7 @@ func FuzzClassify(f *testing.F) {
 	for _, s := range seeds {
 		f.Add(s.status, s.ct, []byte(s.body), "/user/get")
 	}
-	p := testProfile(f, Config{})
+	p := testProfile(f, Config{Apps: []App{{}}})
 	f.Fuzz(func(t *testing.T, status int, ct string, body []byte, path string) {
 		req := request("GET", "https://oapi.dingtalk.com/")
 		req.URL.Path = path

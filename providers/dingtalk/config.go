@@ -51,12 +51,13 @@ func (e Edition) String() string {
 	return fmt.Sprintf("Edition(%d)", int(e))
 }
 
-// Defaults, from the platform's documentation unless marked as a guess.
+// Defaults, from the platform's documentation unless marked as a guess;
+// each is stated in the doc comment of the field it fills.
 const (
-	DefaultISVRate      = 40               // per suite, per customer org, per API, per second (seen in the field)
-	DefaultEgressLimit  = 10000            // calls from one egress IP ...
-	DefaultEgressPeriod = 20 * time.Second // ... in any 20 s
-	// DefaultEgressBurstShare sets EgressBurst to a fifth of EgressLimit,
+	defaultISVRate      = 40               // per suite, per customer org, per API, per second (seen in the field)
+	defaultEgressLimit  = 10000            // calls from one egress IP ...
+	defaultEgressPeriod = 20 * time.Second // ... in any 20 s
+	// defaultEgressBurstShare sets EgressBurst to a fifth of EgressLimit,
 	// which gives the per-IP rule a tolerance of a quarter of its period
 	// (5 s for 20 s). The rule is shared by every API: when one busy API
 	// books slots ahead (up to the request's wait budget), the rule's clock
@@ -64,27 +65,27 @@ const (
 	// the tolerance covers them. It costs a fifth of the per-IP sustained
 	// rate (8,001 per 20 s, 400/s), rarely what binds one deployment; the
 	// contract, at most EgressLimit in any EgressPeriod, holds either way.
-	DefaultEgressBurstShare = 5
-	DefaultMonthlyQuota     = 5000            // metered calls per org per calendar month, standard edition since 2025-11-19
-	DefaultMonthGrace       = 5 * time.Second // a new month starts this late, against clock skew
-	DefaultJitter           = 50 * time.Millisecond
-	DefaultIPBanPenalty     = 5 * time.Minute
-	DefaultRobotPerMinute   = 20 // custom group robot messages per robot per minute
-	DefaultRobotPenalty     = 10 * time.Minute
-	DefaultPeekLimit        = 8 << 10 // error bodies are small; success bodies need not be buffered whole
-	DefaultEgress           = "default"
+	defaultEgressBurstShare = 5
+	defaultMonthlyQuota     = 5000            // metered calls per org per calendar month, standard edition since 2025-11-19
+	defaultMonthGrace       = 5 * time.Second // a new month starts this late, against clock skew
+	defaultJitter           = 50 * time.Millisecond
+	defaultIPBanPenalty     = 5 * time.Minute
+	defaultRobotPerMinute   = 20 // custom group robot messages per robot per minute
+	defaultRobotPenalty     = 10 * time.Minute
+	defaultPeekLimit        = 8 << 10 // error bodies are small; success bodies need not be buffered whole
+	defaultEgress           = "default"
 )
 
-// DefaultHosts are the two API generations' hosts.
-var DefaultHosts = []string{"oapi.dingtalk.com", "api.dingtalk.com"}
+// defaultHosts are the two API generations' hosts.
+var defaultHosts = []string{"oapi.dingtalk.com", "api.dingtalk.com"}
 
-// DefaultMeteredPaths are the APIs counted against the organisation's
+// defaultMeteredPaths are the APIs counted against the organisation's
 // monthly quota. The platform does not publish the list: this is a guess
 // (reads of the address book, the calls an integration makes most), to be
-// replaced by Config.MeteredPaths when a user knows better. Each entry is
+// replaced by App.MeteredPaths when a user knows better. Each entry is
 // looked up in the API catalog (a placeholder such as {userId} matches the
 // template's parameter); one the catalog lacks becomes an API of its own.
-var DefaultMeteredPaths = []string{
+var defaultMeteredPaths = []string{
 	"/user/get",
 	"/user/getuserinfo",
 	"/department/list",
@@ -102,10 +103,89 @@ var DefaultMeteredPaths = []string{
 	"/v1.0/contact/users/{unionId}/departments",
 }
 
-// Config describes one DingTalk app. Zero fields take the defaults above;
-// for fields where zero is a meaningful setting, a negative value turns the
-// feature off, as each field says.
+// Config describes a deployment's DingTalk apps: what they share (hosts,
+// the egress IP's limits, robots, penalties, jitter) and, in Apps, what
+// each app has of its own. Pass it to New. Zero fields take the defaults
+// each states; a feature is turned off by its No... field, never by a
+// negative value.
 type Config struct {
+	// Apps are the apps (Edition, PerAPIRate ... per app) and ISV suites
+	// (ISV: true, AppKey the SuiteKey; their customer orgs need no entry:
+	// each request's org is learned from its token, see package apps).
+	// One app is a list of one.
+	Apps []App
+	// Default is the AppKey that a request is charged to when its app is
+	// not known (its token was not learned and the caller did not name the
+	// app). Empty: such requests share one conservative scope, app
+	// "unknown" at the lowest per-API rate of Apps, so that they can never
+	// exceed any app's limit, but may use less of it.
+	Default string
+	// Unlisted says what to do with a request whose learned app is not in
+	// Apps: false (the default) limits it as a new standard-edition
+	// internal app with the defaults of App; true treats it as unknown.
+	Unlisted bool
+
+	// Egress names this deployment's egress IP (default "default"): every
+	// profile that shares it shares the per-IP limit and the IP ban.
+	Egress string
+	// EgressLimit calls in any EgressPeriod leave one IP (default 10,000
+	// per 20 s); more gets the IP banned from every API for IPBanPenalty.
+	EgressLimit  int
+	EgressPeriod time.Duration
+	// EgressBurst is how many calls of any API may go back to back
+	// (default EgressLimit/5, which gives the per-IP rule a tolerance of a
+	// quarter of its period: a busy API booking slots ahead then does not
+	// hold a quiet one behind its bookings).
+	EgressBurst int
+
+	// MonthGrace starts each month this late, against clock skew
+	// (default 5 s; under a minute). NoMonthGrace: none.
+	MonthGrace   time.Duration
+	NoMonthGrace bool
+
+	// Jitter widens every paced window: rules keep Limit calls in any
+	// window of Period+Jitter, so that calls whose latency varies by up to
+	// Jitter never land more than Limit in one of the provider's wall-clock
+	// windows (default 50 ms; under a second). NoJitter: none.
+	Jitter   time.Duration
+	NoJitter bool
+
+	// DefaultPenalty applies when an error implies no end (default 5 min).
+	DefaultPenalty time.Duration
+	// IPBanPenalty is how long the egress IP is banned (default 5 min).
+	IPBanPenalty time.Duration
+
+	// RobotPerMinute limits messages per custom group robot (default 20),
+	// and RobotPenalty is how long the platform throttles a robot that
+	// sends more (error 410100, default 10 min). NoRobotLimit: robots get
+	// no rule of their own.
+	RobotPerMinute int
+	RobotPenalty   time.Duration
+	NoRobotLimit   bool
+	// RobotWindow is the window RobotPerMinute counts (default a minute);
+	// only a test against an emulator whose window is shortened changes it.
+	RobotWindow time.Duration
+
+	// Hosts are the hosts the preset handles, as "host" or "host:port"
+	// (default oapi.dingtalk.com and api.dingtalk.com). Tests point it at
+	// an emulator.
+	Hosts []string
+	// PeekLimit bounds how much of a body the classifier reads (default
+	// 8 KiB; at least 256).
+	PeekLimit int
+	// EntityKey keys the hash that names a custom robot (by its token) in
+	// rule keys and penalty scopes, which live in Redis. Every replica must
+	// use the same. Empty: a fixed key (a robot's token is random enough
+	// that its hash reveals nothing; set it anyway to keep the names
+	// unlinkable across deployments).
+	EntityKey string
+	// Clock is the time source of Classify, from which penalty ends are
+	// computed (default time.Now).
+	Clock func() time.Time
+}
+
+// App describes one DingTalk app, or one ISV suite, of a Config.
+type App struct {
 	// AppKey identifies the app (for a third-party app: its SuiteKey).
 	// Required: the access token does not reveal the app, and every
 	// per-app limit is keyed by it.
@@ -113,8 +193,8 @@ type Config struct {
 
 	// CorpID is the organisation: for an internal app, the owner of the
 	// monthly quota (default: the AppKey stands for it); for a third-party
-	// (ISV) app, the customer org whose per-org limits apply, unless
-	// OrgFromRequest says otherwise per request.
+	// (ISV) app, the customer org whose per-org limits apply to requests
+	// that name none.
 	CorpID string
 
 	// Edition sets PerAPIRate when that is zero: 20, 40 or 60 calls/s.
@@ -131,49 +211,18 @@ type Config struct {
 	// ISVRate is the per-suite, per-org, per-API limit (default 40/s).
 	ISVRate int
 	// OrgFromRequest returns the customer org of a request for an ISV app
-	// serving many orgs (e.g. from the request's context); "" falls back
-	// to CorpID. It must be cheap and must not read the body.
+	// serving many orgs, when the org learned from the token is not known
+	// (e.g. from the request's context); "" falls back to CorpID. It must
+	// be cheap and must not read the body.
 	OrgFromRequest func(*http.Request) string
 
-	// Egress names this deployment's egress IP (default "default"): every
-	// profile that shares it shares the per-IP limit and the IP ban.
-	Egress string
-	// EgressLimit calls in any EgressPeriod leave one IP (10,000 per 20 s);
-	// more gets the IP banned from every API for IPBanPenalty.
-	EgressLimit  int
-	EgressPeriod time.Duration
-	// EgressBurst is how many calls of any API may go back to back
-	// (default EgressLimit/5; see DefaultEgressBurstShare for why).
-	EgressBurst int
-
 	// MonthlyQuota is the organisation's metered calls per calendar month
-	// in Beijing time (default 5,000; negative: no monthly rule).
-	MonthlyQuota int
-	// MeteredPaths are the APIs the quota counts (nil: DefaultMeteredPaths;
-	// empty: none).
+	// in Beijing time (default 5,000). NoMonthlyQuota: no monthly rule.
+	MonthlyQuota   int
+	NoMonthlyQuota bool
+	// MeteredPaths are the APIs the quota counts (nil: a guess at the
+	// address book reads, the calls integrations make most; empty: none).
 	MeteredPaths []string
-	// MonthGrace starts each month this late (default 5 s; negative: none).
-	MonthGrace time.Duration
-
-	// Jitter widens every paced window: rules keep Limit calls in any
-	// window of Period+Jitter, so that calls whose latency varies by up to
-	// Jitter never land more than Limit in one of the provider's wall-clock
-	// windows (default 50 ms; negative: none).
-	Jitter time.Duration
-
-	// DefaultPenalty applies when an error implies no end (default 5 min).
-	DefaultPenalty time.Duration
-	// IPBanPenalty is how long the egress IP is banned (default 5 min).
-	IPBanPenalty time.Duration
-
-	// RobotPerMinute limits messages per custom group robot (default 20;
-	// negative: no robot rule), and RobotPenalty is how long the platform
-	// throttles a robot that sends more (error 410100, default 10 min).
-	RobotPerMinute int
-	RobotPenalty   time.Duration
-	// RobotWindow is the window RobotPerMinute counts (default a minute);
-	// only a test against an emulator whose window is shortened changes it.
-	RobotWindow time.Duration
 
 	// APIs are templates of APIs the built-in catalog lacks, e.g. one
 	// DingTalk published after this release: "/topapi/new/thing" (old
@@ -181,26 +230,84 @@ type Config struct {
 	// then limited on its own, rather than with every other uncatalogued
 	// path as one API.
 	APIs []string
+}
 
-	// Hosts are the hosts the profile handles, as "host" or "host:port"
-	// (default DefaultHosts). Tests point it at an emulator.
-	Hosts []string
-	// PeekLimit bounds how much of a body the classifier reads (8 KiB).
-	PeekLimit int
-	// EntityKey keys the hash that names a custom robot (by its token) in
-	// rule keys and penalty scopes, which live in Redis. Every replica must
-	// use the same, and with AppsConfig the Shared one applies to every
-	// app, as a robot belongs to no app. Empty: a fixed key (a robot's
-	// token is random enough that its hash reveals nothing; set it anyway
-	// to keep the names unlinkable across deployments).
-	EntityKey string
-	// Clock is the time source of Classify, from which penalty ends are
-	// computed (default time.Now).
-	Clock func() time.Time
+// settings is one app's Config and App merged, defaults filled: what a
+// preset is built from. A negative MonthlyQuota or RobotPerMinute means
+// the rule is off.
+type settings struct {
+	AppKey         string
+	CorpID         string
+	Edition        Edition
+	PerAPIRate     int
+	Burst          int
+	ISV            bool
+	ISVRate        int
+	OrgFromRequest func(*http.Request) string
+	Egress         string
+	EgressLimit    int
+	EgressPeriod   time.Duration
+	EgressBurst    int
+	MonthlyQuota   int
+	MeteredPaths   []string
+	MonthGrace     time.Duration
+	Jitter         time.Duration
+	DefaultPenalty time.Duration
+	IPBanPenalty   time.Duration
+	RobotPerMinute int
+	RobotPenalty   time.Duration
+	RobotWindow    time.Duration
+	APIs           []string
+	Hosts          []string
+	PeekLimit      int
+	EntityKey      string
+	Clock          func() time.Time
+}
+
+// merge returns app's settings in the deployment c, before defaults.
+func (c *Config) merge(a App) settings {
+	s := settings{
+		AppKey: a.AppKey, CorpID: a.CorpID, Edition: a.Edition, PerAPIRate: a.PerAPIRate, Burst: a.Burst,
+		ISV: a.ISV, ISVRate: a.ISVRate, OrgFromRequest: a.OrgFromRequest,
+		MonthlyQuota: a.MonthlyQuota, MeteredPaths: a.MeteredPaths, APIs: a.APIs,
+		Egress: c.Egress, EgressLimit: c.EgressLimit, EgressPeriod: c.EgressPeriod, EgressBurst: c.EgressBurst,
+		MonthGrace: c.MonthGrace, Jitter: c.Jitter, DefaultPenalty: c.DefaultPenalty, IPBanPenalty: c.IPBanPenalty,
+		RobotPerMinute: c.RobotPerMinute, RobotPenalty: c.RobotPenalty, RobotWindow: c.RobotWindow,
+		Hosts: c.Hosts, PeekLimit: c.PeekLimit, EntityKey: c.EntityKey, Clock: c.Clock,
+	}
+	if a.NoMonthlyQuota {
+		s.MonthlyQuota = -1
+	}
+	if c.NoMonthGrace {
+		s.MonthGrace = -1
+	}
+	if c.NoJitter {
+		s.Jitter = -1
+	}
+	if c.NoRobotLimit {
+		s.RobotPerMinute = -1
+	}
+	return s
+}
+
+// checkSigns rejects the negative values that used to mean "off": that is
+// what the No... fields say now.
+func (c *Config) checkSigns(a App) error {
+	switch {
+	case a.MonthlyQuota < 0:
+		return fieldErr("MonthlyQuota", "must not be negative (NoMonthlyQuota turns the rule off), got %d", a.MonthlyQuota)
+	case c.MonthGrace < 0:
+		return fieldErr("MonthGrace", "must not be negative (NoMonthGrace: none), got %v", c.MonthGrace)
+	case c.Jitter < 0:
+		return fieldErr("Jitter", "must not be negative (NoJitter: none), got %v", c.Jitter)
+	case c.RobotPerMinute < 0:
+		return fieldErr("RobotPerMinute", "must not be negative (NoRobotLimit turns the rule off), got %d", c.RobotPerMinute)
+	}
+	return nil
 }
 
 // withDefaults fills zero fields and validates the result.
-func (c Config) withDefaults() (Config, error) {
+func (c settings) withDefaults() (settings, error) {
 	setInt := func(v *int, d int) {
 		if *v == 0 {
 			*v = d
@@ -216,28 +323,28 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	setInt(&c.PerAPIRate, c.Edition.Rate())
 	setInt(&c.Burst, 1)
-	setInt(&c.ISVRate, DefaultISVRate)
+	setInt(&c.ISVRate, defaultISVRate)
 	if c.Egress == "" {
-		c.Egress = DefaultEgress
+		c.Egress = defaultEgress
 	}
-	setInt(&c.EgressLimit, DefaultEgressLimit)
-	setDur(&c.EgressPeriod, DefaultEgressPeriod)
-	setInt(&c.EgressBurst, max(1, c.EgressLimit/DefaultEgressBurstShare))
-	setInt(&c.MonthlyQuota, DefaultMonthlyQuota)
+	setInt(&c.EgressLimit, defaultEgressLimit)
+	setDur(&c.EgressPeriod, defaultEgressPeriod)
+	setInt(&c.EgressBurst, max(1, c.EgressLimit/defaultEgressBurstShare))
+	setInt(&c.MonthlyQuota, defaultMonthlyQuota)
 	if c.MeteredPaths == nil {
-		c.MeteredPaths = DefaultMeteredPaths
+		c.MeteredPaths = defaultMeteredPaths
 	}
-	setDur(&c.MonthGrace, DefaultMonthGrace)
-	setDur(&c.Jitter, DefaultJitter)
+	setDur(&c.MonthGrace, defaultMonthGrace)
+	setDur(&c.Jitter, defaultJitter)
 	setDur(&c.DefaultPenalty, 5*time.Minute)
-	setDur(&c.IPBanPenalty, DefaultIPBanPenalty)
-	setInt(&c.RobotPerMinute, DefaultRobotPerMinute)
-	setDur(&c.RobotPenalty, DefaultRobotPenalty)
+	setDur(&c.IPBanPenalty, defaultIPBanPenalty)
+	setInt(&c.RobotPerMinute, defaultRobotPerMinute)
+	setDur(&c.RobotPenalty, defaultRobotPenalty)
 	setDur(&c.RobotWindow, time.Minute)
 	if c.Hosts == nil {
-		c.Hosts = DefaultHosts
+		c.Hosts = defaultHosts
 	}
-	setInt(&c.PeekLimit, DefaultPeekLimit)
+	setInt(&c.PeekLimit, defaultPeekLimit)
 	if c.Clock == nil {
 		c.Clock = time.Now
 	}
@@ -247,7 +354,7 @@ func (c Config) withDefaults() (Config, error) {
 	return c, c.validate()
 }
 
-func (c *Config) validate() error {
+func (c *settings) validate() error {
 	switch {
 	case c.AppKey == "":
 		return fieldErr("AppKey", "is required: the access token does not reveal the app")
@@ -304,15 +411,27 @@ func (c *Config) validate() error {
 
 // apiRate is the per-API limit that applies: per customer org for an ISV
 // app, per app otherwise.
-func (c *Config) apiRate() int {
+func (c *settings) apiRate() int {
 	if c.ISV {
 		return c.ISVRate
 	}
 	return c.PerAPIRate
 }
 
+// appFields are the fields of App, which errors name as such.
+var appFields = map[string]bool{
+	"AppKey": true, "CorpID": true, "Edition": true, "PerAPIRate": true, "Burst": true, "ISV": true,
+	"ISVRate": true, "OrgFromRequest": true, "MonthlyQuota": true, "MeteredPaths": true, "APIs": true,
+}
+
+// fieldErr names the field at fault: "App.X" for an app's, "Config.X" for
+// the deployment's (Build adds which app: "Config.Apps[i]").
 func fieldErr(field, format string, args ...any) error {
-	return fmt.Errorf("dingtalk: Config.%s %s", field, fmt.Sprintf(format, args...))
+	owner := "Config"
+	if appFields[field] {
+		owner = "App"
+	}
+	return fmt.Errorf("dingtalk: %s.%s %s", owner, field, fmt.Sprintf(format, args...))
 }
 
 // validName accepts the characters of AppKeys, CorpIDs and egress names, so

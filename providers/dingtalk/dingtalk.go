@@ -40,51 +40,11 @@ const robotPath = "/robot/send"
 // APIs, ISV orgs multiply them); past this the routes are built per request.
 const maxCachedRoutes = 4096
 
-// Profile builds the DingTalk profile for one app. It fails, naming the
-// field, when the config cannot describe a working app.
-func Profile(cfg Config) (providers.Profile, error) {
-	c, err := cfg.withDefaults()
-	if err != nil {
-		return providers.Profile{}, err
-	}
-	p, err := newPreset(c)
-	if err != nil {
-		return providers.Profile{}, err
-	}
-	prof := providers.Profile{
-		Name:           Name,
-		Match:          p.match,
-		Route:          p.route,
-		Classify:       p.classify,
-		DefaultPenalty: c.DefaultPenalty,
-	}
-	if cfg.Jitter == 0 {
-		// No Jitter chosen: the Transport measures the allowance, starting
-		// from the old default, and rebuilds the rules with it.
-		prof.Headroom = &providers.Headroom{Initial: DefaultJitter, Rebuild: func(a time.Duration) (providers.Profile, error) {
-			next := cfg
-			next.Jitter = max(a, time.Microsecond) // never 0, which would mean "choose"
-			return Profile(next)
-		}}
-	}
-	return prof, nil
-}
-
-// MustProfile is Profile that panics on an invalid config, for configs
-// written as literals.
-func MustProfile(cfg Config) providers.Profile {
-	p, err := Profile(cfg)
-	if err != nil {
-		panic(err)
-	}
-	return p
-}
-
-// preset holds what Profile computed once: rule templates (rules are
+// preset holds what New computed once for one app: rule templates (rules are
 // re-keyed per request with Rule.WithKey), fixed keys and scopes, and a
 // cache of routes per API.
 type preset struct {
-	cfg   Config
+	cfg   settings
 	hosts func(*http.Request) bool
 
 	apis        *catalog.Catalog // DingTalk's APIs
@@ -102,7 +62,7 @@ type preset struct {
 	routes map[string]*providers.Route // by org + "\x00" + API
 }
 
-func newPreset(c Config) (*preset, error) {
+func newPreset(c settings) (*preset, error) {
 	p := &preset{
 		cfg:         c,
 		hosts:       providers.MatchHosts(c.Hosts...),
@@ -177,7 +137,7 @@ func (p *preset) match(req *http.Request) bool {
 }
 
 // errNoOrg reports an ISV request whose customer org is unknown.
-var errNoOrg = errors.New("dingtalk: ISV request without a customer org: set Config.CorpID or make OrgFromRequest return one")
+var errNoOrg = errors.New("dingtalk: ISV request without a customer org: set App.CorpID or make OrgFromRequest return one")
 
 // route returns the request's rules and scopes. Routes are cached per API
 // (and org): the slices are shared, capped so that an append copies them,

@@ -18,47 +18,48 @@ func TestConfigValidation(t *testing.T) {
 		cfg   Config
 		field string // "" for valid
 	}{
-		{"minimal", Config{AppKey: "dingabc"}, ""},
-		{"isv with corp", Config{AppKey: "suite", ISV: true, CorpID: "dingcorp"}, ""},
-		{"isv with org func", Config{AppKey: "suite", ISV: true, OrgFromRequest: func(*http.Request) string { return "c" }}, ""},
-		{"everything off", Config{AppKey: "a", MonthlyQuota: -1, Jitter: -1, MonthGrace: -1, RobotPerMinute: -1, MeteredPaths: []string{}}, ""},
-		{"no app key", Config{}, "AppKey"},
-		{"app key with space", Config{AppKey: "ding abc"}, "AppKey"},
-		{"app key too long", Config{AppKey: strings.Repeat("a", 65)}, "AppKey"},
-		{"bad corp", Config{AppKey: "a", CorpID: "x/y"}, "CorpID"},
-		{"isv without org", Config{AppKey: "a", ISV: true}, "CorpID"},
-		{"bad edition", Config{AppKey: "a", Edition: 7}, "Edition"},
-		{"negative rate", Config{AppKey: "a", PerAPIRate: -1}, "PerAPIRate"},
-		{"negative isv rate", Config{AppKey: "a", ISVRate: -5}, "ISVRate"},
-		{"burst over rate", Config{AppKey: "a", Burst: 21}, "Burst"},
-		{"burst over professional rate", Config{AppKey: "a", Edition: Professional, Burst: 41}, "Burst"},
-		{"negative burst", Config{AppKey: "a", Burst: -1}, "Burst"},
-		{"bad egress", Config{AppKey: "a", Egress: "10.0.0.1:80"}, "Egress"},
-		{"negative egress limit", Config{AppKey: "a", EgressLimit: -1}, "EgressLimit"},
-		{"tiny egress period", Config{AppKey: "a", EgressPeriod: time.Microsecond}, "EgressPeriod"},
-		{"egress burst over limit", Config{AppKey: "a", EgressLimit: 50, EgressBurst: 51}, "EgressBurst"},
-		{"month grace a minute", Config{AppKey: "a", MonthGrace: time.Minute}, "MonthGrace"},
-		{"jitter a second", Config{AppKey: "a", Jitter: time.Second}, "Jitter"},
-		{"negative penalty", Config{AppKey: "a", DefaultPenalty: -1}, "DefaultPenalty"},
-		{"negative ban", Config{AppKey: "a", IPBanPenalty: -1}, "IPBanPenalty"},
-		{"negative robot penalty", Config{AppKey: "a", RobotPenalty: -1}, "RobotPenalty"},
-		{"no hosts", Config{AppKey: "a", Hosts: []string{}}, "Hosts"},
-		{"tiny peek", Config{AppKey: "a", PeekLimit: 10}, "PeekLimit"},
-		{"relative metered path", Config{AppKey: "a", MeteredPaths: []string{"user/get"}}, "MeteredPaths"},
+		{"minimal", Config{Apps: []App{{AppKey: "dingabc"}}}, ""},
+		{"isv with corp", Config{Apps: []App{{AppKey: "suite", ISV: true, CorpID: "dingcorp"}}}, ""},
+		{"isv with org func", Config{Apps: []App{{AppKey: "suite", ISV: true, OrgFromRequest: func(*http.Request) string { return "c" }}}}, ""},
+		{"everything off", Config{NoJitter: true, NoMonthGrace: true, NoRobotLimit: true, Apps: []App{{AppKey: "a", NoMonthlyQuota: true, MeteredPaths: []string{}}}}, ""},
+		{"no app key", Config{Apps: []App{{}}}, "AppKey"},
+		{"app key with space", Config{Apps: []App{{AppKey: "ding abc"}}}, "AppKey"},
+		{"app key too long", Config{Apps: []App{{AppKey: strings.Repeat("a", 65)}}}, "AppKey"},
+		{"bad corp", Config{Apps: []App{{AppKey: "a", CorpID: "x/y"}}}, "CorpID"},
+		// An ISV suite's orgs are learned from its tokens: no CorpID needed.
+		{"isv without org", Config{Apps: []App{{AppKey: "a", ISV: true}}}, ""},
+		{"bad edition", Config{Apps: []App{{AppKey: "a", Edition: 7}}}, "Edition"},
+		{"negative rate", Config{Apps: []App{{AppKey: "a", PerAPIRate: -1}}}, "PerAPIRate"},
+		{"negative isv rate", Config{Apps: []App{{AppKey: "a", ISVRate: -5}}}, "ISVRate"},
+		{"burst over rate", Config{Apps: []App{{AppKey: "a", Burst: 21}}}, "Burst"},
+		{"burst over professional rate", Config{Apps: []App{{AppKey: "a", Edition: Professional, Burst: 41}}}, "Burst"},
+		{"negative burst", Config{Apps: []App{{AppKey: "a", Burst: -1}}}, "Burst"},
+		{"bad egress", Config{Egress: "10.0.0.1:80", Apps: []App{{AppKey: "a"}}}, "Egress"},
+		{"negative egress limit", Config{EgressLimit: -1, Apps: []App{{AppKey: "a"}}}, "EgressLimit"},
+		{"tiny egress period", Config{EgressPeriod: time.Microsecond, Apps: []App{{AppKey: "a"}}}, "EgressPeriod"},
+		{"egress burst over limit", Config{EgressLimit: 50, EgressBurst: 51, Apps: []App{{AppKey: "a"}}}, "EgressBurst"},
+		{"month grace a minute", Config{MonthGrace: time.Minute, Apps: []App{{AppKey: "a"}}}, "MonthGrace"},
+		{"jitter a second", Config{Jitter: time.Second, Apps: []App{{AppKey: "a"}}}, "Jitter"},
+		{"negative penalty", Config{DefaultPenalty: -1, Apps: []App{{AppKey: "a"}}}, "DefaultPenalty"},
+		{"negative ban", Config{IPBanPenalty: -1, Apps: []App{{AppKey: "a"}}}, "IPBanPenalty"},
+		{"negative robot penalty", Config{RobotPenalty: -1, Apps: []App{{AppKey: "a"}}}, "RobotPenalty"},
+		{"no hosts", Config{Hosts: []string{}, Apps: []App{{AppKey: "a"}}}, "Hosts"},
+		{"tiny peek", Config{PeekLimit: 10, Apps: []App{{AppKey: "a"}}}, "PeekLimit"},
+		{"relative metered path", Config{Apps: []App{{AppKey: "a", MeteredPaths: []string{"user/get"}}}}, "MeteredPaths"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, err := Profile(tt.cfg)
+			p, err := New(tt.cfg)
 			if tt.field == "" {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if err := p.Validate(); err != nil {
-					t.Fatal(err)
+				if prof := p.Profile(); prof.Validate() != nil {
+					t.Fatal(prof.Validate())
 				}
 				return
 			}
-			if err == nil || !strings.Contains(err.Error(), "Config."+tt.field+" ") {
+			if err == nil || !strings.Contains(err.Error(), "."+tt.field+" ") {
 				t.Fatalf("error %v, want one naming Config.%s", err, tt.field)
 			}
 		})
@@ -68,15 +69,15 @@ func TestConfigValidation(t *testing.T) {
 func TestMustProfilePanics(t *testing.T) {
 	defer func() {
 		if recover() == nil {
-			t.Fatal("MustProfile accepted an empty AppKey")
+			t.Fatal("MustNew accepted an empty AppKey")
 		}
 	}()
-	MustProfile(Config{})
+	MustNew(Config{Apps: []App{{}}}).Profile()
 }
 
 func TestMatch(t *testing.T) {
-	p := testProfile(t, Config{})
-	emu := testProfile(t, Config{Hosts: []string{"127.0.0.1:8080"}})
+	p := testProfile(t, Config{Apps: []App{{}}})
+	emu := testProfile(t, Config{Hosts: []string{"127.0.0.1:8080"}, Apps: []App{{}}})
 	tests := []struct {
 		url    string
 		p, emu bool
@@ -101,7 +102,7 @@ func TestMatch(t *testing.T) {
 }
 
 func TestRoute(t *testing.T) {
-	p := testProfile(t, Config{})
+	p := testProfile(t, Config{Apps: []App{{}}})
 	tests := []struct {
 		url    string
 		api    string
@@ -129,11 +130,11 @@ func TestRoute(t *testing.T) {
 	}
 	r, _ := p.Route(request("GET", oldURL))
 	api, egress, month := r.Rules[0], r.Rules[1], r.Rules[2]
-	if api.Limit() != 20 || api.Period() != time.Second+DefaultJitter || strings.Contains(api.String(), "burst") {
+	if api.Limit() != 20 || api.Period() != time.Second+defaultJitter || strings.Contains(api.String(), "burst") {
 		t.Errorf("per-API rule %v", api)
 	}
-	if egress.Limit() != 10000 || egress.Period() != 20*time.Second+DefaultJitter ||
-		!strings.HasSuffix(egress.String(), fmt.Sprintf(", burst %d", 10000/DefaultEgressBurstShare)) {
+	if egress.Limit() != 10000 || egress.Period() != 20*time.Second+defaultJitter ||
+		!strings.HasSuffix(egress.String(), fmt.Sprintf(", burst %d", 10000/defaultEgressBurstShare)) {
 		t.Errorf("egress rule %v", egress)
 	}
 	if month.Limit() != 5000 || month.Unit() != rule.Month ||
@@ -147,17 +148,17 @@ func TestRouteEdition(t *testing.T) {
 		cfg  Config
 		want int
 	}{
-		{Config{Edition: Professional}, 40},
-		{Config{Edition: Exclusive}, 60},
-		{Config{Edition: Exclusive, PerAPIRate: 25}, 25},
-		{Config{ISV: true, CorpID: "c"}, 40},
+		{Config{Apps: []App{{Edition: Professional}}}, 40},
+		{Config{Apps: []App{{Edition: Exclusive}}}, 60},
+		{Config{Apps: []App{{Edition: Exclusive, PerAPIRate: 25}}}, 25},
+		{Config{Apps: []App{{ISV: true, CorpID: "c"}}}, 40},
 	} {
 		r, _ := testProfile(t, tt.cfg).Route(request("GET", oldURL))
 		if r.Rules[0].Limit() != tt.want {
 			t.Errorf("%+v: per-API limit %d, want %d", tt.cfg, r.Rules[0].Limit(), tt.want)
 		}
 	}
-	r, _ := testProfile(t, Config{Jitter: -1, MonthlyQuota: -1}).Route(request("GET", oldURL))
+	r, _ := testProfile(t, Config{NoJitter: true, Apps: []App{{NoMonthlyQuota: true}}}).Route(request("GET", oldURL))
 	if r.Rules[0].Period() != time.Second || len(r.Rules) != 2 {
 		t.Errorf("with jitter and monthly quota off: %v", r.Rules)
 	}
@@ -165,8 +166,7 @@ func TestRouteEdition(t *testing.T) {
 
 func TestRouteISV(t *testing.T) {
 	type ctxKey struct{}
-	p := testProfile(t, Config{AppKey: "suite", ISV: true, CorpID: "fallback",
-		OrgFromRequest: func(r *http.Request) string { s, _ := r.Context().Value(ctxKey{}).(string); return s }})
+	p := testProfile(t, Config{Apps: []App{{AppKey: "suite", ISV: true, CorpID: "fallback", OrgFromRequest: func(r *http.Request) string { s, _ := r.Context().Value(ctxKey{}).(string); return s }}}})
 	req := request("GET", oldURL)
 	r1, _ := p.Route(req.WithContext(context.WithValue(req.Context(), ctxKey{}, "corpA")))
 	r2, _ := p.Route(req.WithContext(context.WithValue(req.Context(), ctxKey{}, "corpB")))
@@ -177,17 +177,17 @@ func TestRouteISV(t *testing.T) {
 	if !contains(r1.Scopes, "org:suite@corpA") {
 		t.Fatalf("ISV scopes %q lack the org", r1.Scopes)
 	}
-	noOrg := testProfile(t, Config{AppKey: "suite", ISV: true, OrgFromRequest: func(*http.Request) string { return "" }})
+	noOrg := testProfile(t, Config{Apps: []App{{AppKey: "suite", ISV: true, OrgFromRequest: func(*http.Request) string { return "" }}}})
 	if _, err := noOrg.Route(req); err == nil {
 		t.Fatal("an ISV request without an org was routed")
 	}
 }
 
 func TestRouteRobot(t *testing.T) {
-	p := testProfile(t, Config{})
+	p := testProfile(t, Config{Apps: []App{{}}})
 	a, _ := p.Route(request("POST", "https://oapi.dingtalk.com/robot/send?access_token=secretA"))
 	b, _ := p.Route(request("POST", "https://oapi.dingtalk.com/robot/send?access_token=secretB"))
-	if a.Rules[0].Key() == b.Rules[0].Key() || a.Rules[0].Limit() != 20 || a.Rules[0].Period() != time.Minute+DefaultJitter {
+	if a.Rules[0].Key() == b.Rules[0].Key() || a.Rules[0].Limit() != 20 || a.Rules[0].Period() != time.Minute+defaultJitter {
 		t.Fatalf("robot rules %v and %v", a.Rules[0], b.Rules[0])
 	}
 	for _, s := range append(append([]string{}, a.Scopes...), ruleKeys(a.Rules)...) {
@@ -200,7 +200,7 @@ func TestRouteRobot(t *testing.T) {
 // Keys stay within rule.MaxKeyLen and distinct whatever the path and IDs.
 func TestRouteKeysBounded(t *testing.T) {
 	long := strings.Repeat("x", 64)
-	p := testProfile(t, Config{AppKey: long, CorpID: long, ISV: true})
+	p := testProfile(t, Config{Apps: []App{{AppKey: long, CorpID: long, ISV: true}}})
 	seen := map[string]string{}
 	paths := []string{
 		"/" + strings.Repeat("segment/", 40) + "a",
@@ -234,7 +234,7 @@ func TestRouteKeysBounded(t *testing.T) {
 
 // A cached route costs no allocation for the old API's paths.
 func TestRouteAllocs(t *testing.T) {
-	p := testProfile(t, Config{})
+	p := testProfile(t, Config{Apps: []App{{}}})
 	req := request("GET", topURL)
 	if _, err := p.Route(req); err != nil {
 		t.Fatal(err)
@@ -253,7 +253,7 @@ func ruleKeys(rules []rule.Rule) []string {
 }
 
 func BenchmarkClassifyOK(b *testing.B) {
-	p := testProfile(b, Config{})
+	p := testProfile(b, Config{Apps: []App{{}}})
 	req := request("GET", oldURL)
 	body := `{"errcode":0,"errmsg":"ok","result":{"userid":"u1","name":"张三"}}`
 	b.ReportAllocs()

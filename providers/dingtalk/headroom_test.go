@@ -21,7 +21,7 @@ func headroomFleet(t *testing.T, n int, spread time.Duration) *fleet {
 	f := &fleet{token: "tok-" + app}
 	f.emu = dingtalktest.New(dingtalktest.Options{Tokens: map[string]string{f.token: app}, LatencyMax: spread})
 	t.Cleanup(f.emu.Close)
-	profile := dingtalk.MustProfile(dingtalk.Config{AppKey: app, Hosts: []string{f.emu.Host()}})
+	profile := dingtalk.MustNew(dingtalk.Config{Hosts: []string{f.emu.Host()}, Apps: []dingtalk.App{{AppKey: app}}}).Profile()
 	f.clients = loadtest.Replicas(t, n, throttle.WithProfiles(profile))
 	return f
 }

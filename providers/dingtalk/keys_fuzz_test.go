@@ -16,7 +16,7 @@ func FuzzRouteKeys(f *testing.F) {
 	f.Add("/topapi/v2/user/get", "/topapi/v2/user/list")
 	f.Add("/v1.0/contact/users/manager4220", "/v1.0/contact/users/manager4220/departments")
 	f.Add("/a/"+string(make([]byte, 600)), "/a/"+string(make([]byte, 601)))
-	p := dingtalk.MustProfile(dingtalk.Config{AppKey: "dingfuzz"})
+	p := dingtalk.MustNew(dingtalk.Config{Apps: []dingtalk.App{{AppKey: "dingfuzz"}}}).Profile()
 	f.Fuzz(func(t *testing.T, a, b string) {
 		ra, okA := route(t, p, a)
 		rb, okB := route(t, p, b)

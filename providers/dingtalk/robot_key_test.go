@@ -14,7 +14,7 @@ import (
 func TestRobotNameIsKeyed(t *testing.T) {
 	const token = "6a1b0c9d8e7f60514233241506f7e8d9c0b1a2f3e4d5c6b7a8f9e0d1c2b3a4f5"
 	robotScope := func(cfg dingtalk.Config) string {
-		p := dingtalk.MustProfile(cfg)
+		p := dingtalk.MustNew(cfg).Profile()
 		req, _ := http.NewRequest(http.MethodPost, "https://oapi.dingtalk.com/robot/send?access_token="+token, strings.NewReader(`{}`))
 		r, err := p.Route(req)
 		if err != nil {
@@ -22,9 +22,9 @@ func TestRobotNameIsKeyed(t *testing.T) {
 		}
 		return r.Scopes[0]
 	}
-	k1 := robotScope(dingtalk.Config{AppKey: "a", EntityKey: "k1"})
-	k2 := robotScope(dingtalk.Config{AppKey: "a", EntityKey: "k2"})
-	other := robotScope(dingtalk.Config{AppKey: "b", EntityKey: "k1"})
+	k1 := robotScope(dingtalk.Config{EntityKey: "k1", Apps: []dingtalk.App{{AppKey: "a"}}})
+	k2 := robotScope(dingtalk.Config{EntityKey: "k2", Apps: []dingtalk.App{{AppKey: "a"}}})
+	other := robotScope(dingtalk.Config{EntityKey: "k1", Apps: []dingtalk.App{{AppKey: "b"}}})
 	if !strings.HasPrefix(k1, "entity:robot#") || k1 == k2 || k1 != other || strings.Contains(k1, token[:16]) {
 		t.Errorf("robot scopes: k1 %q, k2 %q, another app under k1 %q", k1, k2, other)
 	}

@@ -73,8 +73,8 @@ func newFleet(t *testing.T, n int, emuOpts dingtalktest.Options, cfg dingtalk.Co
 	emuOpts.LatencyMax = latency
 	f.emu = dingtalktest.New(emuOpts)
 	t.Cleanup(f.emu.Close)
-	cfg.AppKey, cfg.Hosts = app, []string{f.emu.Host()}
-	profile := dingtalk.MustProfile(cfg)
+	cfg.Apps[0].AppKey, cfg.Hosts = app, []string{f.emu.Host()}
+	profile := dingtalk.MustNew(cfg).Profile()
 	f.clients = loadtest.Replicas(t, n, throttle.WithProfiles(profile))
 	return f
 }
@@ -179,7 +179,7 @@ func TestFourReplicasAtFiveTimesDemand(t *testing.T) {
 		replicas = 4
 		run      = 10 * time.Second
 	)
-	f := newFleet(t, replicas, dingtalktest.Options{}, dingtalk.Config{})
+	f := newFleet(t, replicas, dingtalktest.Options{}, dingtalk.Config{Apps: []dingtalk.App{{}}})
 	start := time.Now()
 	end := start.Add(run)
 	f.runFor(end, both)
@@ -263,7 +263,7 @@ const inFlight = latency + 60*time.Millisecond
 
 func testPenalty(t *testing.T, tc penaltyCase) {
 	const replicas = 4
-	f := newFleet(t, replicas, dingtalktest.Options{}, dingtalk.Config{})
+	f := newFleet(t, replicas, dingtalktest.Options{}, dingtalk.Config{Apps: []dingtalk.App{{}}})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan struct{})
@@ -377,8 +377,8 @@ func TestIPBanStopsEveryAPIOnEveryReplica(t *testing.T) {
 		ban      = 2 * time.Second
 	)
 	// The emulator's 5-minute ban is scaled to 2 s, and the preset told so.
-	f := newFleet(t, replicas, dingtalktest.Options{TimeScale: float64(dingtalk.DefaultIPBanPenalty / ban)},
-		dingtalk.Config{IPBanPenalty: ban})
+	f := newFleet(t, replicas, dingtalktest.Options{TimeScale: float64(5 * time.Minute / ban)},
+		dingtalk.Config{IPBanPenalty: ban, Apps: []dingtalk.App{{}}})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan struct{})
@@ -416,7 +416,7 @@ func TestIPBanStopsEveryAPIOnEveryReplica(t *testing.T) {
 	}
 	tl := f.tally()
 	stopped := map[int]bool{}
-	egress := scopekind.Of(scopekind.Egress, dingtalk.DefaultEgress)
+	egress := scopekind.Of(scopekind.Egress, "default")
 	for _, r := range f.results {
 		var pe *throttle.PenaltyError
 		if errors.As(r.err, &pe) && pe.Scope == egress {
@@ -463,7 +463,7 @@ func TestQuietAPINotHeldBackByABusyOne(t *testing.T) {
 		run      = 4 * time.Second
 	)
 	quiet := published / 4
-	f := newFleet(t, replicas, dingtalktest.Options{}, dingtalk.Config{})
+	f := newFleet(t, replicas, dingtalktest.Options{}, dingtalk.Config{Apps: []dingtalk.App{{}}})
 	start := time.Now()
 	f.runFor(start.Add(run), []float64{demand * published, quiet}) // oldPath busy, newPath quiet
 

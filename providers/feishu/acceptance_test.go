@@ -28,6 +28,10 @@ import (
 
 func TestMain(m *testing.M) { loadtest.Main(m) }
 
+// perChat is Feishu's documented limit of messages per second to one chat,
+// the preset's default.
+const perChat = 5
+
 // The load of the acceptance run.
 const (
 	accReplicas = 4
@@ -63,8 +67,8 @@ func newAccFleet(t *testing.T, cfg feishu.Config, emuOpts feishutest.Options) *a
 	t.Cleanup(emu.Close)
 	f := &accFleet{emu: emu, app: app, token: emu.Token(app)}
 	u, _ := url.Parse(emu.URL)
-	cfg.AppID, cfg.Hosts = app, []string{u.Hostname()}
-	profile := feishu.MustProfile(cfg)
+	cfg.Apps[0].AppID, cfg.Hosts = app, []string{u.Hostname()}
+	profile := feishu.MustNew(cfg).Profile()
 	f.clients = loadtest.Replicas(t, accReplicas, throttle.WithProfiles(profile))
 	return f
 }
@@ -102,12 +106,12 @@ func isQuotaCode(code int) bool {
 // and each API gets at least 90% of its published rate.
 func TestAcceptanceFourReplicasAtFiveTimesDemand(t *testing.T) {
 	levels := feishu.LevelTable()
-	cfg := feishu.Config{Levels: levels, APIs: map[string]int{}}
+	cfg := feishu.Config{Apps: []feishu.App{{Levels: levels, APIs: map[string]int{}}}}
 	emuOpts := feishutest.Options{APIs: map[string]int{}} // the emulator's own level table
 	published := make([]float64, len(accAPIs))
 	demand := make([]float64, len(accAPIs))
 	for i, a := range accAPIs {
-		cfg.APIs[a.pattern] = a.level
+		cfg.Apps[0].APIs[a.pattern] = a.level
 		emuOpts.APIs[a.pattern] = a.level
 		published[i] = publishedPerSecond[a.level]
 		demand[i] = accDemand * published[i]
@@ -120,7 +124,7 @@ func TestAcceptanceFourReplicasAtFiveTimesDemand(t *testing.T) {
 	for i, a := range accAPIs {
 		lv := levels[a.level]
 		t.Logf("%s (level %d: preset %d per %v, emulator %d per wall-clock second)",
-			a.pattern, a.level, lv.PerSecond, time.Second+feishu.DefaultJitter, int(published[i]))
+			a.pattern, a.level, lv.PerSecond, time.Second+(50*time.Millisecond), int(published[i]))
 		run.ExpectShare(t, a.pattern, f.successes(a.pattern, ""), published[i], time.Second, int(published[i]))
 	}
 }
@@ -143,7 +147,7 @@ func (f *accFleet) successes(api, chat string) []loadtest.Arrival {
 // API gets at least 90% of its rate.
 func TestAcceptanceIDsOfEveryShapeAreOneAPI(t *testing.T) {
 	const api, level = "GET /open-apis/contact/v3/users/:user_id", 8 // 20/s
-	f := newAccFleet(t, feishu.Config{APIs: map[string]int{api: level}}, feishutest.Options{APIs: map[string]int{api: level}})
+	f := newAccFleet(t, feishu.Config{Apps: []feishu.App{{APIs: map[string]int{api: level}}}}, feishutest.Options{APIs: map[string]int{api: level}})
 	published := publishedPerSecond[level]
 	var inFlight loadtest.Concurrency
 	ids := loadtest.IDs
@@ -176,7 +180,7 @@ func TestAcceptanceIDsOfEveryShapeAreOneAPI(t *testing.T) {
 // clocks to that slot and the other chats' messages queued behind the busy
 // one (50-65% of them delivered).
 func TestAcceptanceOneBusyChatLeavesTheOthersAlone(t *testing.T) {
-	busyChatRun(t, []float64{5 * feishu.DefaultPerChat, 3, 3, 3})
+	busyChatRun(t, []float64{5 * perChat, 3, 3, 3})
 }
 
 // Every chat under its limit (4, 3, 3 and 3 messages/s, 13/s against the
@@ -207,7 +211,7 @@ const (
 // chat's messages delivered, at least 80% to a chat under its limit, and a chat over its
 // limit at least 85% of that limit.
 func busyChatRun(t *testing.T, rates []float64) {
-	f := newAccFleet(t, feishu.Config{}, feishutest.Options{})
+	f := newAccFleet(t, feishu.Config{Apps: []feishu.App{{}}}, feishutest.Options{})
 	chats := []string{"oc_busy0a1b2c3d4e5f6a7b8c9d0e1f2a3", "oc_calm1", "oc_calm2", "ou_7d8a6e6df7621556ce0d21922b676706ccs"}
 	byChat := make([][]loadtest.Result, len(chats))
 	var mu sync.Mutex
@@ -227,7 +231,7 @@ func busyChatRun(t *testing.T, rates []float64) {
 	run.ExpectClean(t, loadtest.Answers(f.emu.Counters()), isQuotaCode)
 	for c := range chats {
 		tl := loadtest.Count(byChat[c], isQuotaCode)
-		if rates[c] < feishu.DefaultPerChat {
+		if rates[c] < perChat {
 			t.Logf("%s: %d of %d delivered (%v)", chats[c], tl.OK, tl.Calls, tl)
 			if tl.Quota != 0 || tl.Penalized != 0 || tl.OtherAnswers != 0 || tl.Failed != 0 {
 				t.Errorf("%s: %v, want no quota error, penalty or failure", chats[c], tl)
@@ -247,9 +251,9 @@ func busyChatRun(t *testing.T, rates []float64) {
 			}
 		}
 		rate := float64(busy) / accRun.Seconds()
-		t.Logf("%s: %d delivered, %.2f/s = %.0f%% of its %d/s (%v)", chats[c], busy, rate, 100*rate/feishu.DefaultPerChat, feishu.DefaultPerChat, tl)
-		if rate < 0.85*feishu.DefaultPerChat {
-			t.Errorf("%s: %.2f/s delivered, want at least 85%% of %d/s", chats[c], rate, feishu.DefaultPerChat)
+		t.Logf("%s: %d delivered, %.2f/s = %.0f%% of its %d/s (%v)", chats[c], busy, rate, 100*rate/perChat, perChat, tl)
+		if rate < 0.85*perChat {
+			t.Errorf("%s: %.2f/s delivered, want at least 85%% of %d/s", chats[c], rate, perChat)
 		}
 		if tl.Quota != 0 || tl.Penalized != 0 || tl.OtherAnswers != 0 || tl.Failed != 0 {
 			t.Errorf("%s: %v, want no quota error, penalty or failure", chats[c], tl)

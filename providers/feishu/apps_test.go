@@ -35,13 +35,10 @@ func TestAcceptanceManyAppsAndTenants(t *testing.T) {
 	emu := feishutest.NewServer(feishutest.Options{APIs: map[string]int{api.pattern: api.level}, LatencyMax: accLatency})
 	t.Cleanup(emu.Close)
 	u, _ := url.Parse(emu.URL)
-	perApp := func(id string) feishu.Config {
-		return feishu.Config{AppID: id, Levels: feishu.LevelTable(), APIs: map[string]int{api.pattern: api.level}}
+	perApp := func(id string) feishu.App {
+		return feishu.App{AppID: id, Levels: feishu.LevelTable(), APIs: map[string]int{api.pattern: api.level}}
 	}
-	set := feishu.MustApps(feishu.AppsConfig{
-		Shared: feishu.Config{Hosts: []string{u.Hostname()}},
-		Apps:   []feishu.Config{perApp("cli_alpha"), perApp("cli_beta"), perApp("cli_store")},
-	})
+	set := feishu.MustNew(feishu.Config{Hosts: []string{u.Hostname()}, Apps: []feishu.App{perApp("cli_alpha"), perApp("cli_beta"), perApp("cli_store")}})
 	clients, books := loadtest.AppReplicas(t, accReplicas, throttle.WithProfiles(set.Profile()))
 
 	post := func(c *http.Client, path, body, member string) string {

@@ -30,7 +30,7 @@ func TestRecipientHoweverTheBodyNamesIt(t *testing.T) {
 	emu := feishutest.NewServer(feishutest.Options{LatencyMax: accLatency})
 	t.Cleanup(emu.Close)
 	u, _ := url.Parse(emu.URL)
-	profile := feishu.MustProfile(feishu.Config{AppID: app, Hosts: []string{u.Hostname()}, Jitter: 100 * time.Millisecond})
+	profile := feishu.MustNew(feishu.Config{Hosts: []string{u.Hostname()}, Jitter: 100 * time.Millisecond, Apps: []feishu.App{{AppID: app}}}).Profile()
 	clients := loadtest.Replicas(t, replicas, throttle.WithProfiles(profile), throttle.WithMaxWait(20*time.Second))
 	token := emu.Token(app)
 

@@ -41,7 +41,7 @@ func TestBurstOfOneHundredMessages(t *testing.T) {
 	// emulated latency (0-20 ms) plus how late a send wakes, which under
 	// the race detector on two shared cores reaches tens of milliseconds;
 	// Feishu counts its 50/s in wall-clock seconds.
-	profile := feishu.MustProfile(feishu.Config{AppID: app, Hosts: []string{u.Hostname()}, Jitter: 100 * time.Millisecond})
+	profile := feishu.MustNew(feishu.Config{Hosts: []string{u.Hostname()}, Jitter: 100 * time.Millisecond, Apps: []feishu.App{{AppID: app}}}).Profile()
 	clients, waits := loadtest.TracedReplicas(t, replicas, throttle.WithProfiles(profile))
 	token := emu.Token(app)
 

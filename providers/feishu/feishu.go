@@ -45,8 +45,8 @@ var apiCatalog = sync.OnceValue(func() *catalog.Catalog { return catalog.MustNew
 // Name is the profile's name and limiter group.
 const Name = "feishu"
 
-// DefaultHosts are the hosts of the Feishu and Lark open platforms.
-var DefaultHosts = []string{"open.feishu.cn", "open.larksuite.com"}
+// defaultHosts are the hosts of the Feishu and Lark open platforms.
+var defaultHosts = []string{"open.feishu.cn", "open.larksuite.com"}
 
 // IMSend is the API that sends an IM message, which also carries the
 // per-chat limit.
@@ -68,32 +68,132 @@ func LevelTable() map[int]Level {
 	}
 }
 
-// DefaultAPIs returns the levels of the APIs the preset knows, written
+// defaultAPIs returns the levels of the APIs the preset knows, written
 // "METHOD /open-apis/path" with ":name" for a path parameter.
-func DefaultAPIs() map[string]int {
+func defaultAPIs() map[string]int {
 	return map[string]int{
 		IMSend: 4, // 1000/min and 50/s, plus 5/s per chat or user
 		"POST /open-apis/im/v1/messages/:message_id/reply": 4,
 	}
 }
 
-// Defaults of Config's fields.
+// Defaults of Config's and App's fields, each stated in its field's doc
+// comment.
 const (
-	DefaultLevel         = 4 // the most common level; an assumption, set yours
-	DefaultPerChat       = 5
-	DefaultMonthlyQuota  = 10000
-	DefaultJitter        = 50 * time.Millisecond
-	DefaultMonthGrace    = 5 * time.Second
-	DefaultShortPenalty  = time.Second
-	DefaultChatPeekLimit = 1 << 20
+	defaultLevel         = 4 // the most common level; an assumption, set yours
+	defaultPerChat       = 5
+	defaultMonthlyQuota  = 10000
+	defaultJitter        = 50 * time.Millisecond
+	defaultMonthGrace    = 5 * time.Second
+	defaultShortPenalty  = time.Second
+	defaultChatPeekLimit = 1 << 20
 )
 
-// Config configures the preset. Zero fields take the documented defaults.
+// Config describes a deployment's Feishu / Lark apps: what they share
+// (hosts, recipients' hashing, penalties, clock) and, in Apps, each app's
+// levels and edition. Pass it to New. Zero fields take the defaults each
+// states; a feature is turned off by its No... field, never by a negative
+// value.
 type Config struct {
+	// Apps are the apps, each with its own levels and edition. A store
+	// app serving many tenants needs one entry: its limits apply per app
+	// per tenant (as Feishu documents), each tenant learned from its
+	// tenant_access_token exchange. One app is a list of one.
+	Apps []App
+	// Default is the app_id a request of an unknown app is charged to.
+	// Empty: the one app when Apps lists one, else a shared scope
+	// "unknown" with Unknown's levels.
+	Default string
+	// Unknown holds the levels of the apps Apps does not list: the shared
+	// scope of requests of unknown apps (when Default is empty), and each
+	// app learned from a token but not listed (unless Unlisted). Zero
+	// fields take App's defaults; its AppID must be empty.
+	Unknown App
+	// Unlisted treats a learned app not in Apps as unknown.
+	Unlisted bool
+
+	// Hosts the preset handles (default open.feishu.cn and
+	// open.larksuite.com); only paths under /open-apis/ match.
+	Hosts []string
+	// ChatPeekLimit bounds how much of a send's body Route reads for its
+	// receive_id (default 1 MiB, above the 150 KB Feishu accepts for a
+	// message; bodies are usually far shorter and read whole at once). A
+	// lower limit lets a longer body that Feishu accepts go to the unknown
+	// recipient beside its chat's count: over the chat's limit.
+	ChatPeekLimit int
+	// EntityKey keys the hash that names chats and users in rule keys and
+	// penalty scopes, which live in Redis, so that a reader of Redis cannot
+	// test guesses (an email, a user_id) against them. Every replica must
+	// use the same; read it from where the app secret is kept. Empty: a key
+	// derived from each AppID, which Redis readers see (set it).
+	EntityKey string
+	// MonthGrace starts each month's quota, and ends a 99991403 penalty,
+	// this long after midnight on the 1st (default 5s, under a minute).
+	MonthGrace time.Duration
+	// ShortPenalty is how long the other rate-limit codes (1000004,
+	// 230020, ...) penalise their scope when no reset header says (default 1s).
+	ShortPenalty time.Duration
+	// Jitter widens every window: a rule keeps at most its limit in any
+	// window of its period plus Jitter, so that latency varying by up to
+	// Jitter cannot crowd one of Feishu's fixed windows (default 50ms).
+	Jitter time.Duration
+	// DefaultPenalty applies to quota errors whose end is not implied
+	// (default providers.DefaultPenalty).
+	DefaultPenalty time.Duration
+	// Clock is the time source of Classify (default time.Now).
+	Clock func() time.Time
+}
+
+// App describes one Feishu / Lark app of a Config.
+type App struct {
 	// AppID identifies the app (cli_...); required. Limits are per app, and
 	// the token does not say which app it belongs to.
 	AppID string
-	// Hosts the profile handles (default DefaultHosts); only paths under
+	// Levels is the level table (default LevelTable()); a non-nil map
+	// replaces it.
+	Levels map[int]Level
+	// Business raises level 10 to 100/s when Levels is nil.
+	Business bool
+	// APIs maps API patterns to levels (default: IMSend and the reply API
+	// at level 4); a non-nil map replaces the defaults.
+	APIs map[string]int
+	// DefaultLevel applies to APIs not in APIs (default 4, the most common
+	// level; an assumption, set yours). NoDefaultLevel gives them no rule,
+	// only a penalty scope.
+	DefaultLevel   int
+	NoDefaultLevel bool
+	// PerChat caps IM messages per second to one chat or user (default 5);
+	// NoPerChat disables the rule. Sends and forwards name the recipient by
+	// receive_id (with receive_id_type) in the body, which Route reads
+	// whole, up to Config.ChatPeekLimit bytes; every receive_id there
+	// counts, and an email address is compared without regard to case. A
+	// reply counts against the chat of the message it answers when this
+	// process has seen that message in an answer (a send, reply or
+	// forward, or a GET of the message; the last 64Ki messages are
+	// remembered) or the request's context names the chat (ReplyInChat),
+	// else against that message alone. A send whose body cannot be read
+	// whole (longer than the limit, not JSON, a read error) counts against
+	// the recipients found and one shared "unknown recipient" of the app;
+	// Feishu delivers no such body. A message held back by its recipient's
+	// limit waits for that recipient's slot without booking the app's
+	// shared rules ahead (rule.WithMaxBookAhead), so a busy chat never
+	// holds up the others.
+	PerChat   int
+	NoPerChat bool
+	// FreeEdition enforces MonthlyQuota per calendar month in Beijing.
+	FreeEdition bool
+	// MonthlyQuota is the tenant's calls per month on the free edition
+	// (default 10,000).
+	MonthlyQuota int
+}
+
+// settings is one app's Config and App merged: what a profile is built
+// from. A DefaultLevel or PerChat of -1 turns that rule off.
+type settings struct {
+	// AppID identifies the app (cli_...); required. Limits are per app, and
+	// the token does not say which app it belongs to.
+	AppID string
+	// Hosts the profile handles ((default defaultHosts)); only paths under
 	// /open-apis/ match.
 	Hosts []string
 	// Levels is the level table (default LevelTable()); a non-nil map
@@ -101,7 +201,7 @@ type Config struct {
 	Levels map[int]Level
 	// Business raises level 10 to 100/s when Levels is nil.
 	Business bool
-	// APIs maps API patterns to levels (default DefaultAPIs()); a non-nil
+	// APIs maps API patterns to levels ((default defaultAPIs())()); a non-nil
 	// map replaces the defaults.
 	APIs map[string]int
 	// DefaultLevel applies to APIs not in APIs (default 4); -1 gives them no
@@ -157,15 +257,44 @@ type Config struct {
 	Clock func() time.Time
 }
 
+// merge returns app a's settings in the deployment c, before defaults.
+func (c *Config) merge(a App) settings {
+	s := settings{
+		AppID: a.AppID, Levels: a.Levels, Business: a.Business, APIs: a.APIs, DefaultLevel: a.DefaultLevel,
+		PerChat: a.PerChat, FreeEdition: a.FreeEdition, MonthlyQuota: a.MonthlyQuota,
+		Hosts: c.Hosts, ChatPeekLimit: c.ChatPeekLimit, EntityKey: c.EntityKey, MonthGrace: c.MonthGrace,
+		ShortPenalty: c.ShortPenalty, Jitter: c.Jitter, DefaultPenalty: c.DefaultPenalty, Clock: c.Clock,
+	}
+	if a.NoDefaultLevel {
+		s.DefaultLevel = -1
+	}
+	if a.NoPerChat {
+		s.PerChat = -1
+	}
+	return s
+}
+
+// checkSigns rejects the negative values that used to mean "off": that is
+// what the No... fields say now.
+func (a *App) checkSigns() error {
+	switch {
+	case a.DefaultLevel < 0:
+		return fmt.Errorf("feishu: App.DefaultLevel must not be negative (NoDefaultLevel: no rule), got %d", a.DefaultLevel)
+	case a.PerChat < 0:
+		return fmt.Errorf("feishu: App.PerChat must not be negative (NoPerChat disables the rule), got %d", a.PerChat)
+	}
+	return nil
+}
+
 const maxAppID = 64
 
 // maxAPILen bounds a Config.APIs key, so that an API name fits the keys,
 // scopes and metric attributes it goes into.
 const maxAPILen = 128
 
-func (c *Config) setDefaults() {
+func (c *settings) setDefaults() {
 	if c.Hosts == nil {
-		c.Hosts = DefaultHosts
+		c.Hosts = defaultHosts
 	}
 	if c.Levels == nil {
 		c.Levels = LevelTable()
@@ -174,33 +303,33 @@ func (c *Config) setDefaults() {
 		}
 	}
 	if c.APIs == nil {
-		c.APIs = DefaultAPIs()
+		c.APIs = defaultAPIs()
 	}
-	c.DefaultLevel = cmp.Or(c.DefaultLevel, DefaultLevel)
-	c.PerChat = cmp.Or(c.PerChat, DefaultPerChat)
-	c.ChatPeekLimit = cmp.Or(c.ChatPeekLimit, DefaultChatPeekLimit)
-	c.MonthlyQuota = cmp.Or(c.MonthlyQuota, DefaultMonthlyQuota)
-	c.MonthGrace = cmp.Or(c.MonthGrace, DefaultMonthGrace)
-	c.ShortPenalty = cmp.Or(c.ShortPenalty, DefaultShortPenalty)
-	c.Jitter = cmp.Or(c.Jitter, DefaultJitter)
+	c.DefaultLevel = cmp.Or(c.DefaultLevel, defaultLevel)
+	c.PerChat = cmp.Or(c.PerChat, defaultPerChat)
+	c.ChatPeekLimit = cmp.Or(c.ChatPeekLimit, defaultChatPeekLimit)
+	c.MonthlyQuota = cmp.Or(c.MonthlyQuota, defaultMonthlyQuota)
+	c.MonthGrace = cmp.Or(c.MonthGrace, defaultMonthGrace)
+	c.ShortPenalty = cmp.Or(c.ShortPenalty, defaultShortPenalty)
+	c.Jitter = cmp.Or(c.Jitter, defaultJitter)
 	c.DefaultPenalty = cmp.Or(c.DefaultPenalty, providers.DefaultPenalty)
 	if c.Clock == nil {
 		c.Clock = time.Now
 	}
 }
 
-func (c *Config) validate() error {
+func (c *settings) validate() error {
 	switch {
 	case c.AppID == "" || len(c.AppID) > maxAppID || strings.ContainsAny(c.AppID, ": \t\r\n"):
-		return fmt.Errorf("feishu: Config.AppID must be 1..%d bytes without ':' or spaces, got %q", maxAppID, c.AppID)
+		return fmt.Errorf("feishu: App.AppID must be 1..%d bytes without ':' or spaces, got %q", maxAppID, c.AppID)
 	case c.DefaultLevel != -1 && !c.hasLevel(c.DefaultLevel):
-		return fmt.Errorf("feishu: Config.DefaultLevel %d is not in Config.Levels (use -1 for none)", c.DefaultLevel)
+		return fmt.Errorf("feishu: App.DefaultLevel %d is not in App.Levels (NoDefaultLevel: none)", c.DefaultLevel)
 	case c.PerChat < -1:
-		return fmt.Errorf("feishu: Config.PerChat must be positive, or -1 to disable, got %d", c.PerChat)
+		return fmt.Errorf("feishu: App.PerChat must be positive, got %d", c.PerChat)
 	case c.ChatPeekLimit < 64 || c.ChatPeekLimit > 16<<20:
 		return fmt.Errorf("feishu: Config.ChatPeekLimit must be within [64, 16MiB], got %d", c.ChatPeekLimit)
 	case c.MonthlyQuota < 1:
-		return fmt.Errorf("feishu: Config.MonthlyQuota must be at least 1, got %d", c.MonthlyQuota)
+		return fmt.Errorf("feishu: App.MonthlyQuota must be at least 1, got %d", c.MonthlyQuota)
 	case c.MonthGrace < 0 || c.MonthGrace >= time.Minute:
 		return fmt.Errorf("feishu: Config.MonthGrace must be within [0, 1m), got %v", c.MonthGrace)
 	case c.ShortPenalty < 0:
@@ -215,32 +344,26 @@ func (c *Config) validate() error {
 	}
 	for n, l := range c.Levels {
 		if l.PerSecond < 0 || l.PerMinute < 0 || l == (Level{}) {
-			return fmt.Errorf("feishu: Config.Levels[%d] must have a positive PerSecond or PerMinute and no negative one, got %+v", n, l)
+			return fmt.Errorf("feishu: App.Levels[%d] must have a positive PerSecond or PerMinute and no negative one, got %+v", n, l)
 		}
 	}
 	for name, n := range c.APIs {
 		method, path, ok := strings.Cut(name, " ")
 		if !ok || method == "" || strings.ToUpper(method) != method || !strings.HasPrefix(path, "/open-apis/") ||
 			strings.ContainsAny(path, " ?#") || len(name) > maxAPILen {
-			return fmt.Errorf("feishu: Config.APIs[%q]: the key must read \"METHOD /open-apis/...\" (at most %d bytes)", name, maxAPILen)
+			return fmt.Errorf("feishu: App.APIs[%q]: the key must read \"METHOD /open-apis/...\" (at most %d bytes)", name, maxAPILen)
 		}
 		if !c.hasLevel(n) {
-			return fmt.Errorf("feishu: Config.APIs[%q]: level %d is not in Config.Levels", name, n)
+			return fmt.Errorf("feishu: App.APIs[%q]: level %d is not in App.Levels", name, n)
 		}
 	}
 	return nil
 }
 
-func (c *Config) hasLevel(n int) bool { _, ok := c.Levels[n]; return ok }
+func (c *settings) hasLevel(n int) bool { _, ok := c.Levels[n]; return ok }
 
-// Profile builds the Feishu profile, or reports the Config field at fault.
-func Profile(cfg Config) (providers.Profile, error) { return profile(cfg, nil, nil) }
-
-// profile builds the profile; a profile rebuilt for a new latency
-// allowance passes on the memory of message chats and the learned levels
-// of the one it replaces.
-func profile(cfg Config, messages *messageChats, learned *learnedLimits) (providers.Profile, error) {
-	measured, chosen := cfg, cfg.Jitter != 0
+// profileOf builds one app's profile, or reports the field at fault.
+func profileOf(cfg settings) (providers.Profile, error) {
 	cfg.setDefaults()
 	if err := cfg.validate(); err != nil {
 		return providers.Profile{}, err
@@ -253,7 +376,7 @@ func profile(cfg Config, messages *messageChats, learned *learnedLimits) (provid
 	for name, n := range cfg.APIs {
 		rules, _, err := p.levelRules(cfg.Levels[n], name)
 		if err != nil {
-			return providers.Profile{}, fmt.Errorf("feishu: Config.APIs[%q]: %w", name, err)
+			return providers.Profile{}, fmt.Errorf("feishu: App.APIs[%q]: %w", name, err)
 		}
 		p.listed[name] = rules
 		method, path, _ := strings.Cut(name, " ")
@@ -263,11 +386,11 @@ func profile(cfg Config, messages *messageChats, learned *learnedLimits) (provid
 	}
 	slices.Sort(extra)
 	if p.extra, err = catalog.New(extra...); err != nil {
-		return providers.Profile{}, fmt.Errorf("feishu: Config.APIs: %w", err)
+		return providers.Profile{}, fmt.Errorf("feishu: App.APIs: %w", err)
 	}
 	if cfg.DefaultLevel != -1 {
 		if p.defaults, p.defaultPrefixes, err = p.levelRules(cfg.Levels[cfg.DefaultLevel], "template"); err != nil {
-			return providers.Profile{}, fmt.Errorf("feishu: Config.DefaultLevel: %w", err)
+			return providers.Profile{}, fmt.Errorf("feishu: App.DefaultLevel: %w", err)
 		}
 	}
 	if cfg.PerChat > 0 {
@@ -276,26 +399,21 @@ func profile(cfg Config, messages *messageChats, learned *learnedLimits) (provid
 		// booking the shared rules more than chatBookAhead ahead, so other
 		// chats are not held behind it.
 		if p.chat, err = rule.New("template", cfg.PerChat, time.Second+cfg.Jitter, rule.WithMaxBookAhead(chatBookAhead)); err != nil {
-			return providers.Profile{}, fmt.Errorf("feishu: Config.PerChat: %w", err)
+			return providers.Profile{}, fmt.Errorf("feishu: App.PerChat: %w", err)
 		}
 	}
 	if cfg.FreeEdition {
 		r, err := rule.NewCalendar("month:"+cfg.AppID, cfg.MonthlyQuota, rule.Month, penaltytime.Beijing(),
 			rule.WithGrace(cfg.MonthGrace))
 		if err != nil {
-			return providers.Profile{}, fmt.Errorf("feishu: Config.MonthlyQuota: %w", err)
+			return providers.Profile{}, fmt.Errorf("feishu: App.MonthlyQuota: %w", err)
 		}
 		p.month = []rule.Rule{r}
 	}
 	p.appScope = scopekind.Of(scopekind.App, cfg.AppID)
 	p.chatScopePrefix = p.chatScope("")
-	p.messages = messages
-	if p.messages == nil {
-		p.messages = newMessageChats(messageMemory)
-	}
-	if p.learned = learned; p.learned == nil {
-		p.learned = &learnedLimits{}
-	}
+	p.messages = newMessageChats(messageMemory)
+	p.learned = &learnedLimits{}
 	p.entities = entityhash.New(cfg.EntityKey, cfg.AppID)
 	prof := providers.Profile{
 		Name:           Name,
@@ -305,36 +423,18 @@ func profile(cfg Config, messages *messageChats, learned *learnedLimits) (provid
 		Lower:          p.lower,
 		DefaultPenalty: cfg.DefaultPenalty,
 	}
-	if !chosen {
-		// No Jitter chosen: the Transport measures the allowance, starting
-		// from the old default, and rebuilds the rules with it.
-		prof.Headroom = &providers.Headroom{Initial: DefaultJitter, Rebuild: func(a time.Duration) (providers.Profile, error) {
-			next := measured
-			next.Jitter = max(a, time.Microsecond) // never 0, which would mean "choose"
-			return profile(next, p.messages, p.learned)
-		}}
-	}
 	return prof, nil
 }
 
-// MustProfile is Profile for configs known to be valid; it panics on error.
-func MustProfile(cfg Config) providers.Profile {
-	p, err := Profile(cfg)
-	if err != nil {
-		panic(err)
-	}
-	return p
-}
-
 type preset struct {
-	cfg      Config
+	cfg      settings
 	hosts    func(*http.Request) bool
 	apis     *catalog.Catalog       // Feishu's APIs
 	extra    *catalog.Catalog       // Config.APIs the catalog lacks, searched first
 	listed   map[string][]rule.Rule // rules of Config.APIs, by name; read-only after Profile
 	routes   sync.Map               // API name -> *providers.Route, without the chat; bounded by the catalogs
 	learned  *learnedLimits         // levels learned from 99991400s (learned.go)
-	defaults []rule.Rule            // templates of DefaultLevel; nil for none
+	defaults []rule.Rule            // templates of defaultLevel; nil for none
 	// defaultPrefixes start the keys of defaults, one per template.
 	defaultPrefixes []string
 	chat            rule.Rule     // template of PerChat; zero when disabled

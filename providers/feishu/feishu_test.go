@@ -24,15 +24,18 @@ const app = "cli_a1b2c3d4e5f6"
 
 func testProfile(t testing.TB, cfg Config) providers.Profile {
 	t.Helper()
-	if cfg.AppID == "" {
-		cfg.AppID = app
+	if len(cfg.Apps) == 0 {
+		cfg.Apps = []App{{}}
+	}
+	if cfg.Apps[0].AppID == "" {
+		cfg.Apps[0].AppID = app
 	}
 	cfg.Clock = func() time.Time { return now }
-	p, err := Profile(cfg)
+	p, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return p
+	return p.Profile()
 }
 
 func request(method, target string) *http.Request {
@@ -53,7 +56,7 @@ func response(status int, header http.Header, body string) *http.Response {
 }
 
 func TestClassify(t *testing.T) {
-	p := testProfile(t, Config{})
+	p := testProfile(t, Config{Apps: []App{{}}})
 	const send = "https://open.feishu.cn/open-apis/im/v1/messages?receive_id_type=chat_id"
 	const sendToChat = send + "&receive_id=oc_abc"
 	apiScope := "api:" + app + ":" + IMSend
@@ -144,21 +147,21 @@ func TestRoute(t *testing.T) {
 		rules  string
 		scopes int
 	}{
-		{"IM send, no body", Config{}, "POST", "https://open.feishu.cn/open-apis/im/v1/messages?receive_id_type=chat_id", IMSend,
+		{"IM send, no body", Config{Apps: []App{{}}}, "POST", "https://open.feishu.cn/open-apis/im/v1/messages?receive_id_type=chat_id", IMSend,
 			"s:" + app + ":POST /open-apis/im/v1/messages: 50 per 1.05s | m:" + app + ":POST /open-apis/im/v1/messages: 1000 in any 1m0.05s | chat:" + app + ":unknown: 5 per 1.05s", 3},
-		{"IM send, receive_id in the query", Config{}, "POST", "https://open.larksuite.com/open-apis/im/v1/messages?receive_id_type=email&receive_id=a%40b.com", IMSend,
+		{"IM send, receive_id in the query", Config{Apps: []App{{}}}, "POST", "https://open.larksuite.com/open-apis/im/v1/messages?receive_id_type=email&receive_id=a%40b.com", IMSend,
 			"s:" + app + ":POST /open-apis/im/v1/messages: 50 per 1.05s | m:" + app + ":POST /open-apis/im/v1/messages: 1000 in any 1m0.05s | chat:" + app + ":" + hashID("email", "a@b.com") + ": 5 per 1.05s", 3},
-		{"reply", Config{}, "POST", "https://open.feishu.cn/open-apis/im/v1/messages/om_dc13264520392913993dd051dba21dcf/reply",
+		{"reply", Config{Apps: []App{{}}}, "POST", "https://open.feishu.cn/open-apis/im/v1/messages/om_dc13264520392913993dd051dba21dcf/reply",
 			"POST /open-apis/im/v1/messages/:message_id/reply",
 			"s:" + app + ":POST /open-apis/im/v1/messages/:message_id/reply: 50 per 1.05s | m:" + app + ":POST /open-apis/im/v1/messages/:message_id/reply: 1000 in any 1m0.05s | chat:" + app + ":" + hashID("message", "om_dc13264520392913993dd051dba21dcf") + ": 5 per 1.05s", 3},
-		{"unlisted API at the default level", Config{DefaultLevel: 5}, "GET", "https://open.feishu.cn/open-apis/calendar/v4/calendars", "GET /open-apis/calendar/v4/calendars",
+		{"unlisted API at the default level", Config{Apps: []App{{DefaultLevel: 5}}}, "GET", "https://open.feishu.cn/open-apis/calendar/v4/calendars", "GET /open-apis/calendar/v4/calendars",
 			"s:" + app + ":GET /open-apis/calendar/v4/calendars: 1 per 1.05s", 2},
-		{"no default level", Config{DefaultLevel: -1}, "GET", "https://open.feishu.cn/open-apis/calendar/v4/calendars", "GET /open-apis/calendar/v4/calendars", "", 2},
-		{"free edition", Config{FreeEdition: true, MonthlyQuota: 500, APIs: map[string]int{"GET /open-apis/x/:id": 1}}, "GET", "https://open.feishu.cn/open-apis/x/7",
+		{"no default level", Config{Apps: []App{{NoDefaultLevel: true}}}, "GET", "https://open.feishu.cn/open-apis/calendar/v4/calendars", "GET /open-apis/calendar/v4/calendars", "", 2},
+		{"free edition", Config{Apps: []App{{FreeEdition: true, MonthlyQuota: 500, APIs: map[string]int{"GET /open-apis/x/:id": 1}}}}, "GET", "https://open.feishu.cn/open-apis/x/7",
 			"GET /open-apis/x/:id", "m:" + app + ":GET /open-apis/x/:id: 10 in any 1m0.05s | month:" + app + ": 500 per month (Asia/Shanghai)", 2},
-		{"business edition", Config{Business: true, APIs: map[string]int{"GET /open-apis/y": 10}}, "GET", "https://open.feishu.cn/open-apis/y",
+		{"business edition", Config{Apps: []App{{Business: true, APIs: map[string]int{"GET /open-apis/y": 10}}}}, "GET", "https://open.feishu.cn/open-apis/y",
 			"GET /open-apis/y", "s:" + app + ":GET /open-apis/y: 100 per 1.05s", 2},
-		{"specific pattern first", Config{APIs: map[string]int{"GET /open-apis/z/:id": 1, "GET /open-apis/z/list": 5}}, "GET", "https://open.feishu.cn/open-apis/z/list",
+		{"specific pattern first", Config{Apps: []App{{APIs: map[string]int{"GET /open-apis/z/:id": 1, "GET /open-apis/z/list": 5}}}}, "GET", "https://open.feishu.cn/open-apis/z/list",
 			"GET /open-apis/z/list", "s:" + app + ":GET /open-apis/z/list: 1 per 1.05s", 2},
 	}
 	for _, tc := range tests {
@@ -182,7 +185,7 @@ func TestRoute(t *testing.T) {
 			}
 		})
 	}
-	p := testProfile(t, Config{})
+	p := testProfile(t, Config{Apps: []App{{}}})
 	for _, target := range []string{"https://open.feishu.cn/other/api", "https://api.weixin.qq.com/open-apis/im/v1/messages", "https://open.feishu.cn.example/open-apis/x"} {
 		if p.Match(request("GET", target)) {
 			t.Errorf("%s matched", target)
@@ -196,28 +199,28 @@ func TestConfigValidation(t *testing.T) {
 		cfg   Config
 		field string
 	}{
-		{"defaults", Config{AppID: app}, ""},
-		{"no AppID", Config{}, "Config.AppID"},
-		{"AppID with a colon", Config{AppID: "cli:1"}, "Config.AppID"},
-		{"empty host", Config{AppID: app, Hosts: []string{""}}, "Config.Hosts[0]"},
-		{"unknown default level", Config{AppID: app, DefaultLevel: 12}, "Config.DefaultLevel"},
-		{"bad level", Config{AppID: app, Levels: map[int]Level{4: {PerSecond: -1}}}, "Config.Levels[4]"},
-		{"empty level", Config{AppID: app, Levels: map[int]Level{4: {}}}, "Config.Levels[4]"},
-		{"API of an unknown level", Config{AppID: app, APIs: map[string]int{"GET /open-apis/x": 99}}, "Config.APIs"},
-		{"API without a method", Config{AppID: app, APIs: map[string]int{"/open-apis/x": 4}}, "Config.APIs"},
-		{"API with a lower-case method", Config{AppID: app, APIs: map[string]int{"get /open-apis/x": 4}}, "Config.APIs"},
-		{"API outside /open-apis", Config{AppID: app, APIs: map[string]int{"GET /x": 4}}, "Config.APIs"},
-		{"per chat", Config{AppID: app, PerChat: -2}, "Config.PerChat"},
-		{"monthly quota", Config{AppID: app, MonthlyQuota: -1}, "Config.MonthlyQuota"},
-		{"month grace", Config{AppID: app, MonthGrace: time.Minute}, "Config.MonthGrace"},
-		{"short penalty", Config{AppID: app, ShortPenalty: -1}, "Config.ShortPenalty"},
-		{"jitter", Config{AppID: app, Jitter: -1}, "Config.Jitter"},
-		{"penalty", Config{AppID: app, DefaultPenalty: -1}, "Config.DefaultPenalty"},
-		{"custom table", Config{AppID: app, Levels: map[int]Level{1: {PerSecond: 2}}, APIs: map[string]int{}, DefaultLevel: 1}, ""},
+		{"defaults", Config{Apps: []App{{AppID: app}}}, ""},
+		{"no AppID", Config{Apps: []App{{}}}, "App.AppID"},
+		{"AppID with a colon", Config{Apps: []App{{AppID: "cli:1"}}}, "App.AppID"},
+		{"empty host", Config{Hosts: []string{""}, Apps: []App{{AppID: app}}}, "Config.Hosts[0]"},
+		{"unknown default level", Config{Apps: []App{{AppID: app, DefaultLevel: 12}}}, "App.DefaultLevel"},
+		{"bad level", Config{Apps: []App{{AppID: app, Levels: map[int]Level{4: {PerSecond: -1}}}}}, "App.Levels[4]"},
+		{"empty level", Config{Apps: []App{{AppID: app, Levels: map[int]Level{4: {}}}}}, "App.Levels[4]"},
+		{"API of an unknown level", Config{Apps: []App{{AppID: app, APIs: map[string]int{"GET /open-apis/x": 99}}}}, "App.APIs"},
+		{"API without a method", Config{Apps: []App{{AppID: app, APIs: map[string]int{"/open-apis/x": 4}}}}, "App.APIs"},
+		{"API with a lower-case method", Config{Apps: []App{{AppID: app, APIs: map[string]int{"get /open-apis/x": 4}}}}, "App.APIs"},
+		{"API outside /open-apis", Config{Apps: []App{{AppID: app, APIs: map[string]int{"GET /x": 4}}}}, "App.APIs"},
+		{"per chat", Config{Apps: []App{{AppID: app, PerChat: -2}}}, "App.PerChat"},
+		{"monthly quota", Config{Apps: []App{{AppID: app, MonthlyQuota: -1}}}, "App.MonthlyQuota"},
+		{"month grace", Config{MonthGrace: time.Minute, Apps: []App{{AppID: app}}}, "Config.MonthGrace"},
+		{"short penalty", Config{ShortPenalty: -1, Apps: []App{{AppID: app}}}, "Config.ShortPenalty"},
+		{"jitter", Config{Jitter: -1, Apps: []App{{AppID: app}}}, "Config.Jitter"},
+		{"penalty", Config{DefaultPenalty: -1, Apps: []App{{AppID: app}}}, "Config.DefaultPenalty"},
+		{"custom table", Config{Apps: []App{{AppID: app, Levels: map[int]Level{1: {PerSecond: 2}}, APIs: map[string]int{}, DefaultLevel: 1}}}, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Profile(tc.cfg)
+			_, err := New(tc.cfg)
 			if tc.field == "" {
 				if err != nil {
 					t.Fatal(err)
@@ -229,10 +232,10 @@ func TestConfigValidation(t *testing.T) {
 			}
 			defer func() {
 				if recover() == nil {
-					t.Error("MustProfile did not panic")
+					t.Error("MustNew did not panic")
 				}
 			}()
-			MustProfile(tc.cfg)
+			MustNew(tc.cfg).Profile()
 		})
 	}
 	if LevelTable()[10] != (Level{PerSecond: 50}) {
@@ -246,7 +249,7 @@ func TestClassifyEmulator(t *testing.T) {
 		Levels: map[int]feishutest.Level{4: {PerSecond: 100, PerMinute: 2}}, MonthlyQuota: 3, PerChat: 1})
 	defer s.Close()
 	u, _ := url.Parse(s.URL)
-	p := testProfile(t, Config{Hosts: []string{u.Hostname()}})
+	p := testProfile(t, Config{Hosts: []string{u.Hostname()}, Apps: []App{{}}})
 	tok := s.Token(app)
 	call := func(query string) providers.Verdict {
 		req := request("POST", s.URL+"/open-apis/im/v1/messages?receive_id_type=chat_id"+query)
@@ -294,7 +297,7 @@ func TestClassifyEmulator(t *testing.T) {
 func FuzzClassify(f *testing.F) {
 	f.Add(429, "application/json", "3", []byte(`{"code":99991400,"msg":"request trigger frequency limit"}`))
 	f.Add(429, "", "", []byte(`{"code":99991403}`))
-	p := testProfile(f, Config{FreeEdition: true})
+	p := testProfile(f, Config{Apps: []App{{FreeEdition: true}}})
 	f.Fuzz(func(t *testing.T, status int, contentType, reset string, body []byte) {
 		if status < 100 || status > 999 {
 			status = 200

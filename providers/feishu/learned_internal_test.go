@@ -27,10 +27,12 @@ func throttled(limit, reset string) *http.Response {
 func TestLearnedLimitOnlyEverLowers(t *testing.T) {
 	const api = "GET /open-apis/contact/v3/users/:user_id"
 	now := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
-	prof, err := Profile(Config{AppID: "cli_a", Jitter: 10 * time.Millisecond, APIs: map[string]int{api: 4}, Clock: func() time.Time { return now }})
+	set, err := New(Config{Jitter: 10 * time.Millisecond, Clock: func() time.Time { return now },
+		Apps: []App{{AppID: "cli_a", APIs: map[string]int{api: 4}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	prof := set.Profile()
 	req := httptest.NewRequest(http.MethodGet, "https://open.feishu.cn/open-apis/contact/v3/users/ou_1", nil)
 	limits := func() (perSecond, perMinute int) {
 		rt, err := prof.Route(req)

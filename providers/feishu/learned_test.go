@@ -22,7 +22,7 @@ import (
 func TestAcceptanceFeishuLearnsALowerLevel(t *testing.T) {
 	loadtest.Alone(t)
 	const api, tableLevel, trueLevel = "GET /open-apis/contact/v3/users/:user_id", 8, 7
-	f := newAccFleet(t, feishu.Config{APIs: map[string]int{api: tableLevel}}, feishutest.Options{APIs: map[string]int{api: trueLevel}})
+	f := newAccFleet(t, feishu.Config{Apps: []feishu.App{{APIs: map[string]int{api: tableLevel}}}}, feishutest.Options{APIs: map[string]int{api: trueLevel}})
 	trueRate := float64(feishu.LevelTable()[trueLevel].PerSecond)
 	run := loadtest.Fire(accReplicas, accRun, []float64{accDemand * publishedPerSecond[tableLevel]}, func(ctx context.Context, i, _ int) loadtest.Result {
 		return f.call(ctx, i, 0)

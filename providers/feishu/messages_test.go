@@ -123,7 +123,7 @@ func TestRepliesCountAgainstTheLearnedChat(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			p := testProfile(t, Config{})
+			p := testProfile(t, Config{Apps: []App{{}}})
 			req, _ := http.NewRequest(tc.method, tc.target, strings.NewReader(tc.body))
 			if tc.body == "" {
 				req.Body = nil
@@ -154,7 +154,7 @@ func TestRepliesCountAgainstTheLearnedChat(t *testing.T) {
 	}
 	// The rule and scope of a reply to a learned message are those of a
 	// send to its chat.
-	p := testProfile(t, Config{})
+	p := testProfile(t, Config{Apps: []App{{}}})
 	send := request("POST", sendTo("chat_id", "oc_team"))
 	routedClassify(p, send, response(200, nil, answer("om_1", "oc_team", "")))
 	sent, _ := p.Route(request("POST", sendTo("chat_id", "oc_team")))
@@ -167,7 +167,7 @@ func TestRepliesCountAgainstTheLearnedChat(t *testing.T) {
 
 // No message ID reaches a key or a scope, learned or not.
 func TestRepliesKeepMessageIDsOut(t *testing.T) {
-	p := testProfile(t, Config{})
+	p := testProfile(t, Config{Apps: []App{{}}})
 	routedClassify(p, request("POST", "https://open.feishu.cn/open-apis/im/v1/messages?receive_id_type=chat_id&receive_id=oc_team"),
 		response(200, nil, answer("om_secret1", "oc_team", "")))
 	for _, id := range []string{"om_secret1", "om_secret2"} {
@@ -188,7 +188,7 @@ func TestRepliesKeepMessageIDsOut(t *testing.T) {
 // BenchmarkRouteReply routes a reply to a message whose chat an answer
 // named, and to one the preset never saw, with a full memory.
 func BenchmarkRouteReply(b *testing.B) {
-	p := testProfile(b, Config{})
+	p := testProfile(b, Config{Apps: []App{{}}})
 	for i := range messageMemory {
 		send := request("POST", "https://open.feishu.cn/open-apis/im/v1/messages?receive_id_type=chat_id&receive_id=oc_team")
 		routedClassify(p, send, response(200, nil, answer(fmt.Sprintf("om_%032x", i), "oc_team", "")))
@@ -219,7 +219,7 @@ func BenchmarkLearnFromSendAnswer(b *testing.B) {
 		name    string
 		perChat int
 	}{{"learns", 0}, {"PerChat off", -1}} {
-		p := testProfile(b, Config{PerChat: tc.perChat})
+		p := testProfile(b, Config{Apps: []App{{PerChat: tc.perChat}}})
 		route, _ := p.Route(req)
 		b.Run(tc.name, func(b *testing.B) {
 			b.ReportAllocs()
@@ -237,7 +237,7 @@ func BenchmarkLearnFromSendAnswer(b *testing.B) {
 // A reply whose context names its chat counts against that chat, unless the
 // preset learned the message's chat already.
 func TestReplyInChat(t *testing.T) {
-	p := testProfile(t, Config{})
+	p := testProfile(t, Config{Apps: []App{{}}})
 	const base = "https://open.feishu.cn/open-apis/im/v1/messages"
 	routedClassify(p, request("POST", base+"?receive_id_type=open_id&receive_id=ou_ann"), response(200, nil, answer("om_1", "oc_p2p", "")))
 	for _, tc := range []struct {
@@ -271,7 +271,7 @@ func FuzzLearn(f *testing.F) {
 		{"POST", "https://open.feishu.cn/open-apis/im/v1/messages/merge_forward?receive_id_type=chat_id&receive_id=oc_1"},
 		{"GET", "https://open.feishu.cn/open-apis/im/v1/messages/om_1"},
 	}
-	p := testProfile(f, Config{})
+	p := testProfile(f, Config{Apps: []App{{}}})
 	f.Fuzz(func(t *testing.T, target int, body []byte) {
 		tg := targets[uint(target)%uint(len(targets))]
 		resp := &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/json"}},

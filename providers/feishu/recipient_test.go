@@ -53,20 +53,20 @@ func TestRecipientsOfEveryBody(t *testing.T) {
 		body io.Reader
 		want []string
 	}{
-		{"first", Config{}, strings.NewReader(`{"receive_id":"oc_busy","msg_type":"text"}`), []string{busy}},
-		{"after 5 KiB of content", Config{}, strings.NewReader(string(late)), []string{busy}},
-		{"key in another case", Config{}, strings.NewReader(`{"Receive_ID":"oc_busy"}`), []string{busy}},
-		{"escaped key", Config{}, strings.NewReader(`{"receive\u005fid":"oc_busy"}`), []string{busy}},
-		{"twice", Config{}, strings.NewReader(`{"receive_id":"oc_other","receive_id":"oc_busy"}`), []string{other, busy}},
-		{"twice, the same", Config{}, strings.NewReader(`{"receive_id":"oc_busy","x":1,"receive_id":"oc_busy"}`), []string{busy}},
-		{"past a small limit", Config{ChatPeekLimit: 64}, strings.NewReader(`{"receive_id":"oc_busy","content":"` + strings.Repeat("y", 100) + `"}`),
+		{"first", Config{Apps: []App{{}}}, strings.NewReader(`{"receive_id":"oc_busy","msg_type":"text"}`), []string{busy}},
+		{"after 5 KiB of content", Config{Apps: []App{{}}}, strings.NewReader(string(late)), []string{busy}},
+		{"key in another case", Config{Apps: []App{{}}}, strings.NewReader(`{"Receive_ID":"oc_busy"}`), []string{busy}},
+		{"escaped key", Config{Apps: []App{{}}}, strings.NewReader(`{"receive\u005fid":"oc_busy"}`), []string{busy}},
+		{"twice", Config{Apps: []App{{}}}, strings.NewReader(`{"receive_id":"oc_other","receive_id":"oc_busy"}`), []string{other, busy}},
+		{"twice, the same", Config{Apps: []App{{}}}, strings.NewReader(`{"receive_id":"oc_busy","x":1,"receive_id":"oc_busy"}`), []string{busy}},
+		{"past a small limit", Config{ChatPeekLimit: 64, Apps: []App{{}}}, strings.NewReader(`{"receive_id":"oc_busy","content":"` + strings.Repeat("y", 100) + `"}`),
 			[]string{busy, unknownRecipient}},
-		{"cut by a read error", Config{}, io.MultiReader(strings.NewReader(`{"receive_id":"oc_busy","content":"`), iotest.ErrReader(errors.New("reset"))),
+		{"cut by a read error", Config{Apps: []App{{}}}, io.MultiReader(strings.NewReader(`{"receive_id":"oc_busy","content":"`), iotest.ErrReader(errors.New("reset"))),
 			[]string{busy, unknownRecipient}},
-		{"not JSON", Config{}, strings.NewReader(`receive_id=oc_busy`), []string{unknownRecipient}},
-		{"a number", Config{}, strings.NewReader(`{"receive_id":7}`), []string{unknownRecipient}},
-		{"none", Config{}, strings.NewReader(`{"msg_type":"text"}`), []string{unknownRecipient}},
-		{"in the query and the body", Config{}, strings.NewReader(`{"receive_id":"oc_busy"}`), []string{other, busy}},
+		{"not JSON", Config{Apps: []App{{}}}, strings.NewReader(`receive_id=oc_busy`), []string{unknownRecipient}},
+		{"a number", Config{Apps: []App{{}}}, strings.NewReader(`{"receive_id":7}`), []string{unknownRecipient}},
+		{"none", Config{Apps: []App{{}}}, strings.NewReader(`{"msg_type":"text"}`), []string{unknownRecipient}},
+		{"in the query and the body", Config{Apps: []App{{}}}, strings.NewReader(`{"receive_id":"oc_busy"}`), []string{other, busy}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -80,8 +80,8 @@ func TestRecipientsOfEveryBody(t *testing.T) {
 		})
 	}
 	// An email address names one person whatever its case.
-	a := chatKeys(t, Config{}, "https://open.feishu.cn/open-apis/im/v1/messages?receive_id_type=email", strings.NewReader(`{"receive_id":"Alice@Example.com"}`))
-	b := chatKeys(t, Config{}, "https://open.feishu.cn/open-apis/im/v1/messages?receive_id_type=email", strings.NewReader(`{"receive_id":"alice@example.com"}`))
+	a := chatKeys(t, Config{Apps: []App{{}}}, "https://open.feishu.cn/open-apis/im/v1/messages?receive_id_type=email", strings.NewReader(`{"receive_id":"Alice@Example.com"}`))
+	b := chatKeys(t, Config{Apps: []App{{}}}, "https://open.feishu.cn/open-apis/im/v1/messages?receive_id_type=email", strings.NewReader(`{"receive_id":"alice@example.com"}`))
 	if !slices.Equal(a, b) {
 		t.Errorf("Alice@Example.com %q and alice@example.com %q have different keys", a, b)
 	}
@@ -104,7 +104,7 @@ func FuzzRecipient(f *testing.F) {
 		if !utf8.ValidString(body) || json.Unmarshal([]byte(body), &m) != nil || m.ReceiveID == "" {
 			return
 		}
-		keys := chatKeys(t, Config{ChatPeekLimit: limit}, "https://open.feishu.cn/open-apis/im/v1/messages?receive_id_type=chat_id", strings.NewReader(body))
+		keys := chatKeys(t, Config{ChatPeekLimit: limit, Apps: []App{{}}}, "https://open.feishu.cn/open-apis/im/v1/messages?receive_id_type=chat_id", strings.NewReader(body))
 		if !slices.Contains(keys, hashID("chat_id", m.ReceiveID)) && !slices.Contains(keys, unknownRecipient) {
 			t.Fatalf("body %q reaches %q, charged to %q only", body, m.ReceiveID, keys)
 		}
@@ -127,9 +127,9 @@ func hashID(kind, id string) string { return entityhash.New("", app).Sum(kind, i
 func TestRecipientHashIsKeyed(t *testing.T) {
 	const target = "https://open.feishu.cn/open-apis/im/v1/messages?receive_id_type=email"
 	body := `{"receive_id":"alice@example.com"}`
-	k1 := chatKeys(t, Config{EntityKey: "k1"}, target, strings.NewReader(body))
-	k2 := chatKeys(t, Config{EntityKey: "k2"}, target, strings.NewReader(body))
-	again := chatKeys(t, Config{EntityKey: "k1"}, target, strings.NewReader(body))
+	k1 := chatKeys(t, Config{EntityKey: "k1", Apps: []App{{}}}, target, strings.NewReader(body))
+	k2 := chatKeys(t, Config{EntityKey: "k2", Apps: []App{{}}}, target, strings.NewReader(body))
+	again := chatKeys(t, Config{EntityKey: "k1", Apps: []App{{}}}, target, strings.NewReader(body))
 	if len(k1) != 1 || k1[0] == k2[0] || k1[0] != again[0] {
 		t.Fatalf("keys under k1 %q, k2 %q, k1 again %q: want one per key, stable", k1, k2, again)
 	}

@@ -34,9 +34,9 @@ func TestAcceptanceRepliesToOneChatShareItsLimit(t *testing.T) {
 		chat      = "oc_busy0a1b2c3d4e5f6a7b8c9d0e1f2a3"
 		perSender = 2
 		run       = 8 * time.Second
-		demand    = 4 * feishu.DefaultPerChat // replies/s to the chat in all
+		demand    = 4 * perChat // replies/s to the chat in all
 	)
-	f := newAccFleet(t, feishu.Config{}, feishutest.Options{})
+	f := newAccFleet(t, feishu.Config{Apps: []feishu.App{{}}}, feishutest.Options{})
 	messageID := func(data json.RawMessage) string {
 		var m struct {
 			MessageID string `json:"message_id"`
@@ -82,7 +82,7 @@ func TestAcceptanceRepliesToOneChatShareItsLimit(t *testing.T) {
 	}
 	res := loadtest.Fire(accReplicas, run, slices.Repeat([]float64{demand / float64(len(messages))}, len(messages)), reply)
 	t.Logf("%d replicas, %v, %d messages of one chat, %d replies/s to them in all (%d× the chat's %d/s)",
-		accReplicas, run, len(messages), demand, demand/feishu.DefaultPerChat, feishu.DefaultPerChat)
+		accReplicas, run, len(messages), demand, demand/perChat, perChat)
 	res.ExpectClean(t, loadtest.Answers(f.emu.Counters()), isQuotaCode)
 	f.expectChatNearItsLimit(t, res, chat)
 }
@@ -128,9 +128,9 @@ func (f *accFleet) expectChatNearItsLimit(t *testing.T, res loadtest.Run, chat s
 		}
 	}
 	rate := float64(delivered) / res.End.Sub(res.Start).Seconds()
-	t.Logf("%s: %d replies delivered, %.2f/s = %.0f%% of its %d/s", chat, delivered, rate, 100*rate/feishu.DefaultPerChat, feishu.DefaultPerChat)
-	if rate < 0.85*feishu.DefaultPerChat {
-		t.Errorf("%.2f replies/s delivered to the chat, want at least 85%% of %d/s", rate, feishu.DefaultPerChat)
+	t.Logf("%s: %d replies delivered, %.2f/s = %.0f%% of its %d/s", chat, delivered, rate, 100*rate/perChat, perChat)
+	if rate < 0.85*perChat {
+		t.Errorf("%.2f replies/s delivered to the chat, want at least 85%% of %d/s", rate, perChat)
 	}
 }
 
@@ -145,9 +145,9 @@ func TestAcceptanceRepliesToEventsNameTheirChat(t *testing.T) {
 	const (
 		chat   = "oc_busy0a1b2c3d4e5f6a7b8c9d0e1f2a3"
 		run    = 8 * time.Second
-		demand = 4 * feishu.DefaultPerChat
+		demand = 4 * perChat
 	)
-	f := newAccFleet(t, feishu.Config{}, feishutest.Options{})
+	f := newAccFleet(t, feishu.Config{Apps: []feishu.App{{}}}, feishutest.Options{})
 	var mu sync.Mutex
 	var posted []string // the users' messages, each replied to once
 	for range 2 * demand * int(run/time.Second) {
@@ -163,7 +163,7 @@ func TestAcceptanceRepliesToEventsNameTheirChat(t *testing.T) {
 	}
 	res := loadtest.Fire(accReplicas, run, []float64{demand}, reply)
 	t.Logf("%d replicas, %v, one reply to each of the messages posted to one chat, %d/s in all (%d× the chat's %d/s)",
-		accReplicas, run, demand, demand/feishu.DefaultPerChat, feishu.DefaultPerChat)
+		accReplicas, run, demand, demand/perChat, perChat)
 	res.ExpectClean(t, loadtest.Answers(f.emu.Counters()), isQuotaCode)
 	f.expectChatNearItsLimit(t, res, chat)
 }

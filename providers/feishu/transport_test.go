@@ -16,8 +16,8 @@ import (
 func newClient(t *testing.T, s *feishutest.Server, cfg feishu.Config) *http.Client {
 	t.Helper()
 	u, _ := url.Parse(s.URL)
-	cfg.AppID, cfg.Hosts = "cli_test", []string{u.Hostname()}
-	tr := throttle.MustNew(throttle.WithProfiles(feishu.MustProfile(cfg)), throttle.WithMaxWait(3*time.Second),
+	cfg.Apps[0].AppID, cfg.Hosts = "cli_test", []string{u.Hostname()}
+	tr := throttle.MustNew(throttle.WithProfiles(feishu.MustNew(cfg).Profile()), throttle.WithMaxWait(3*time.Second),
 		throttle.WithLogger(slog.New(slog.DiscardHandler)))
 	t.Cleanup(func() { tr.Close() })
 	return &http.Client{Transport: tr}
@@ -44,7 +44,7 @@ func TestTransportPacing(t *testing.T) {
 		LatencyMin: time.Millisecond, LatencyMax: 30 * time.Millisecond,
 	})
 	defer s.Close()
-	client := newClient(t, s, feishu.Config{Levels: map[int]feishu.Level{4: {PerSecond: 5, PerMinute: 1000}}})
+	client := newClient(t, s, feishu.Config{Apps: []feishu.App{{Levels: map[int]feishu.Level{4: {PerSecond: 5, PerMinute: 1000}}}}})
 	tok := s.Token("cli_test")
 	for i := range 12 {
 		if err := send(client, s, tok, "/open-apis/im/v1/messages?receive_id_type=chat_id"); err != nil {
@@ -61,7 +61,7 @@ func TestTransportPacing(t *testing.T) {
 func TestTransportMonthly(t *testing.T) {
 	s := feishutest.NewServer(feishutest.Options{MonthlyQuota: 2})
 	defer s.Close()
-	client := newClient(t, s, feishu.Config{})
+	client := newClient(t, s, feishu.Config{Apps: []feishu.App{{}}})
 	tok := s.Token("cli_test")
 	for i := range 3 { // the third answers 99991403
 		if err := send(client, s, tok, "/open-apis/im/v1/messages"); err != nil {

@@ -75,8 +75,8 @@ func newAccFleet(t *testing.T, cfg wechat.Config, emuPerMinute int) *accFleet {
 	t.Cleanup(emu.Close)
 	f := &accFleet{emu: emu, token: emu.Token(app)}
 	u, _ := url.Parse(emu.URL)
-	cfg.AppID, cfg.Hosts = app, []string{u.Hostname()}
-	profile := wechat.MustProfile(cfg)
+	cfg.Apps[0].AppID, cfg.Hosts = app, []string{u.Hostname()}
+	profile := wechat.MustNew(cfg).Profile()
 	f.clients = loadtest.Replicas(t, accReplicas, throttle.WithProfiles(profile))
 	return f
 }
@@ -106,13 +106,9 @@ func TestAcceptanceFourReplicasAtFiveTimesDemand(t *testing.T) {
 	// The preset's minutes run accTimeScale times faster too, with the
 	// emulator's limit.
 	emuPerMinute := accPerMinute / accTimeScale
-	cfg := wechat.Config{
-		Daily:     map[string]int{}, // only the per-minute limit under test
-		PerMinute: map[string]int{},
-		TimeScale: accTimeScale,
-	}
+	cfg := wechat.Config{TimeScale: accTimeScale, Apps: []wechat.App{{Daily: map[string]int{}, PerMinute: map[string]int{}}}}
 	for _, a := range accAPIs {
-		cfg.PerMinute[a.path] = emuPerMinute
+		cfg.Apps[0].PerMinute[a.path] = emuPerMinute
 	}
 	f := newAccFleet(t, cfg, emuPerMinute)
 
@@ -150,7 +146,7 @@ func TestAcceptanceIDsOfEveryShapeAreOneAPI(t *testing.T) {
 	const rate = float64(perMinute) / 60
 	// The preset's windows run as fast as the emulator's (see the run above).
 	emuPerMinute := perMinute / accTimeScale
-	cfg := wechat.Config{Daily: map[string]int{}, PerMinute: map[string]int{api: emuPerMinute}, TimeScale: accTimeScale}
+	cfg := wechat.Config{TimeScale: accTimeScale, Apps: []wechat.App{{Daily: map[string]int{}, PerMinute: map[string]int{api: emuPerMinute}}}}
 	f := newAccFleet(t, cfg, emuPerMinute)
 	var inFlight loadtest.Concurrency
 	ids := loadtest.IDs

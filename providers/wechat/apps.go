@@ -9,121 +9,87 @@ import (
 	"github.com/quotaware/throttle/providers/internal/appset"
 )
 
-// UnknownApp is the AppID of the shared scope that requests of unknown
-// accounts are charged to when AppsConfig.Default is empty.
-const UnknownApp = "unknown"
+// unknownApp is the AppID of the shared scope that requests of unknown
+// accounts are charged to when Config.Default is empty.
+const unknownApp = "unknown"
 
-// AppsConfig describes every account (AppID) a service calls as.
-type AppsConfig struct {
-	// Shared holds what every account shares: Hosts, Jitter, TimeScale, DayGrace and
-	// Clock (those fields of the Apps entries are ignored), and the quotas
-	// of the unknown accounts' shared scope: its Daily and PerMinute
-	// (default: a new account's, the lowest WeChat grants).
-	Shared Config
-	// Apps are the accounts, each with its own quotas.
-	Apps []Config
-	// Default is the AppID a request of an unknown account is charged to;
-	// empty: the shared scope UnknownApp with Shared's quotas.
-	Default string
-	// Unlisted treats a learned AppID not in Apps as unknown; false (the
-	// default) gives it Shared's quotas under its own AppID.
-	Unlisted bool
+// Preset is the WeChat preset: one profile that charges every request to
+// the quotas of its own AppID, told by the App the Transport attaches to
+// it (throttle.WithApps learns it from the token; throttle.ContextWithApp
+// gives it). Build it with New or MustNew, give its Profile to
+// throttle.WithProfiles, and Add accounts while it runs. Safe for
+// concurrent use.
+type Preset struct {
+	cfg Config
+	set *appset.Set
 }
 
-// Apps is the WeChat preset for a service that calls as several accounts:
-// one profile that charges every request to the quotas of its own AppID,
-// told by the App the Transport attaches to it (throttle.WithApps learns it
-// from the token; throttle.ContextWithApp gives it).
-type Apps struct {
-	shared Config
-	set    *appset.Set
-}
-
-// errNilApps is Add's answer on a nil *Apps (a NewApps error ignored).
-var errNilApps = errors.New("wechat: Add on a nil *Apps (NewApps failed?)")
-
-// NewApps builds the preset for many accounts, naming the entry and field
-// of a config that cannot work.
-func NewApps(c AppsConfig) (*Apps, error) {
-	if len(c.Apps) == 0 {
-		return nil, errors.New("wechat: AppsConfig.Apps must list at least one account")
+// New builds the preset of a Config listing one account or many, naming
+// the entry and field of a config that cannot work.
+func New(c Config) (*Preset, error) {
+	if c.Unknown.AppID != "" {
+		return nil, errors.New("wechat: Config.Unknown.AppID must be empty: Unknown is every account Apps does not list")
 	}
-	a := &Apps{shared: c.Shared}
-	a.shared.setDefaults()
-	keys := make([]string, 0, len(c.Apps))
-	profiles := make([]providers.Profile, 0, len(c.Apps))
-	var fallback *providers.Profile
-	for i, cfg := range c.Apps {
-		p, err := Profile(a.inherit(cfg))
-		if err != nil {
-			return nil, fmt.Errorf("wechat: AppsConfig.Apps[%d]: %w", i, err)
-		}
-		keys, profiles = append(keys, cfg.AppID), append(profiles, p)
-		if cfg.AppID == c.Default {
-			fallback = &profiles[len(profiles)-1]
-		}
+	if _, err := profileOf(c.merge(c.unknown(unknownApp))); err != nil {
+		return nil, fmt.Errorf("wechat: Config.Unknown: %w", err)
 	}
-	if c.Default != "" && fallback == nil {
-		return nil, fmt.Errorf("wechat: AppsConfig.Default %q is not one of Apps", c.Default)
+	p := &Preset{cfg: c}
+	spec := appset.Spec[App]{
+		Name:    Name,
+		Apps:    c.Apps,
+		ID:      func(a App) string { return a.AppID },
+		Build:   func(a App) (providers.Profile, error) { return profileOf(c.merge(a)) },
+		Default: c.Default,
+		Unknown: func([]App) (providers.Profile, error) { return profileOf(c.merge(c.unknown(unknownApp))) },
 	}
-	if fallback == nil {
-		unknown := a.shared
-		unknown.AppID = UnknownApp
-		p, err := Profile(unknown)
-		if err != nil {
-			return nil, fmt.Errorf("wechat: AppsConfig.Shared: %w", err)
-		}
-		fallback = &p
-	}
-	sc := appset.Config{Name: Name, Match: fallback.Match, Fallback: *fallback}
 	if !c.Unlisted {
-		sc.Build = func(app apps.App) (providers.Profile, string, error) {
-			cfg := a.shared
-			cfg.AppID = app.ID
-			p, err := Profile(cfg)
-			return p, app.ID, err
+		spec.Learn = func(app apps.App) (providers.Profile, string, error) {
+			pr, err := profileOf(c.merge(c.unknown(app.ID)))
+			return pr, app.ID, err
 		}
 	}
-	set, err := appset.New(sc, keys, profiles)
+	set, err := appset.Build(spec)
 	if err != nil {
 		return nil, err
 	}
-	a.set = set
-	return a, nil
+	p.set = set
+	return p, nil
 }
 
-// MustApps is NewApps that panics on an invalid config.
-func MustApps(c AppsConfig) *Apps {
-	a, err := NewApps(c)
+// MustNew is New that panics on an invalid config, for configs written as
+// literals.
+func MustNew(c Config) *Preset {
+	p, err := New(c)
 	if err != nil {
 		panic(err)
 	}
-	return a
+	return p
 }
 
 // Add adds or replaces an account while the service runs.
-func (a *Apps) Add(cfg Config) error {
-	if a == nil {
-		return errNilApps
+func (p *Preset) Add(a App) error {
+	if p == nil {
+		return errors.New("wechat: " + appset.ErrNil.Error())
 	}
-	p, err := Profile(a.inherit(cfg))
+	pr, err := profileOf(p.cfg.merge(a))
 	if err != nil {
 		return err
 	}
-	a.set.Add(cfg.AppID, p)
+	p.set.Add(a.AppID, pr)
 	return nil
 }
 
 // Profile returns the profile of every account, for throttle.WithProfiles.
-func (a *Apps) Profile() providers.Profile {
-	if a == nil {
-		return providers.Profile{Name: Name} // Validate names the missing Match
+func (p *Preset) Profile() providers.Profile {
+	if p == nil {
+		return appset.Nil(Name)
 	}
-	return a.set.Profile()
+	return p.set.Profile()
 }
 
-func (a *Apps) inherit(cfg Config) Config {
-	cfg.Hosts, cfg.Jitter, cfg.DayGrace, cfg.Clock = a.shared.Hosts, a.shared.Jitter, a.shared.DayGrace, a.shared.Clock
-	cfg.TimeScale = a.shared.TimeScale
-	return cfg
+// unknown is Config.Unknown's quotas for one account.
+func (c *Config) unknown(id string) App {
+	a := c.Unknown
+	a.AppID = id
+	return a
 }

@@ -41,19 +41,16 @@ func TestAcceptanceManyAccounts(t *testing.T) {
 		Apps: map[string]string{}, AppLimits: map[string]wechattest.Limits{},
 		Limits: wechattest.Limits{PerMinute: map[string]int{"/cgi-bin/token": 1000}},
 	}
-	var cfgs []wechat.Config
+	var cfgs []wechat.App
 	for _, a := range accounts {
 		emuOpts.Apps[a.appID] = a.secret
 		emuOpts.AppLimits[a.appID] = wechattest.Limits{PerMinute: map[string]int{path: a.perMinute / accTimeScale}}
-		cfgs = append(cfgs, wechat.Config{AppID: a.appID, Daily: map[string]int{}, PerMinute: map[string]int{path: a.perMinute / accTimeScale}})
+		cfgs = append(cfgs, wechat.App{AppID: a.appID, Daily: map[string]int{}, PerMinute: map[string]int{path: a.perMinute / accTimeScale}})
 	}
 	emu := wechattest.NewServer(emuOpts)
 	t.Cleanup(emu.Close)
 	u, _ := url.Parse(emu.URL)
-	set := wechat.MustApps(wechat.AppsConfig{
-		Shared: wechat.Config{Hosts: []string{u.Hostname()}, TimeScale: accTimeScale}, // windows as fast as the emulator's
-		Apps:   cfgs,
-	})
+	set := wechat.MustNew(wechat.Config{Hosts: []string{u.Hostname()}, TimeScale: accTimeScale, Apps: cfgs})
 	clients, books := loadtest.AppReplicas(t, accReplicas, throttle.WithProfiles(set.Profile()))
 
 	// Each account's token is fetched by one replica, used by all.

@@ -9,7 +9,7 @@ import (
 )
 
 func catalogChecker(t testing.TB) *routetest.Checker {
-	return &routetest.Checker{Profile: testProfile(t, Config{}), Host: "api.weixin.qq.com", Templates: catalogTemplates}
+	return &routetest.Checker{Profile: testProfile(t, Config{Apps: []App{{}}}), Host: "api.weixin.qq.com", Templates: catalogTemplates}
 }
 
 // Every template of the catalog, with IDs of every shape in its
@@ -26,7 +26,7 @@ func FuzzRouteIDs(f *testing.F) { catalogChecker(f).Fuzz(f) }
 // BenchmarkRoute routes catalogued paths (with IDs) through the full
 // catalog, and one the catalog lacks.
 func BenchmarkRoute(b *testing.B) {
-	p := testProfile(b, Config{})
+	p := testProfile(b, Config{Apps: []App{{}}})
 	for _, path := range benchPaths {
 		req := &http.Request{Method: path[0], URL: &url.URL{Scheme: "https", Host: "api.weixin.qq.com", Path: path[1]}, Header: http.Header{}}
 		b.Run(path[1], func(b *testing.B) {

@@ -31,8 +31,7 @@ func TestTransport(t *testing.T) {
 			s := wechattest.NewServer(wechattest.Options{Limits: wechattest.Limits{Daily: map[string]int{"/cgi-bin/user/info": tc.theirs}}})
 			defer s.Close()
 			u, _ := url.Parse(s.URL)
-			p := wechat.MustProfile(wechat.Config{AppID: "wxapp", Hosts: []string{u.Hostname()},
-				Daily: map[string]int{"/cgi-bin/user/info": tc.ours}})
+			p := wechat.MustNew(wechat.Config{Hosts: []string{u.Hostname()}, Apps: []wechat.App{{AppID: "wxapp", Daily: map[string]int{"/cgi-bin/user/info": tc.ours}}}}).Profile()
 			tr := throttle.MustNew(throttle.WithProfiles(p), throttle.WithMaxWait(50*time.Millisecond),
 				throttle.WithLogger(slog.New(slog.DiscardHandler)))
 			defer tr.Close()

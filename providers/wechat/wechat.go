@@ -37,15 +37,15 @@ var apiCatalog = sync.OnceValue(func() *catalog.Catalog { return catalog.MustNew
 // Name is the profile's name and limiter group.
 const Name = "wechat"
 
-// DefaultHosts are the hosts of the WeChat server API.
-var DefaultHosts = []string{
+// defaultHosts are the hosts of the WeChat server API.
+var defaultHosts = []string{
 	"api.weixin.qq.com", "api2.weixin.qq.com",
 	"sh.api.weixin.qq.com", "sz.api.weixin.qq.com", "hk.api.weixin.qq.com",
 }
 
-// DefaultDaily returns the documented daily quotas of a new account, by API
+// defaultDaily returns the documented daily quotas of a new account, by API
 // path. Real quotas vary by account; /cgi-bin/openapi/quota/get tells yours.
-func DefaultDaily() map[string]int {
+func defaultDaily() map[string]int {
 	return map[string]int{
 		"/cgi-bin/token":                2000,
 		"/cgi-bin/stable_token":         500000,
@@ -57,24 +57,35 @@ func DefaultDaily() map[string]int {
 	}
 }
 
-// DefaultPerMinute returns the documented per-minute limits, by API path.
-func DefaultPerMinute() map[string]int {
+// defaultPerMinute returns the documented per-minute limits, by API path.
+func defaultPerMinute() map[string]int {
 	return map[string]int{"/cgi-bin/stable_token": 10000}
 }
 
-// Config configures the preset. Zero fields take the documented defaults.
+// Config describes a deployment's WeChat accounts: what they share (hosts,
+// jitter, clock) and, in Apps, each account's quotas. Pass it to New. Zero
+// fields take the defaults each states.
 type Config struct {
-	// AppID identifies the account; required (the token does not say it).
-	AppID string
-	// Hosts the profile handles (default DefaultHosts). Matching ignores
-	// case and port.
+	// Apps are the accounts (AppIDs), each with its own quotas. One
+	// account is a list of one.
+	Apps []App
+	// Default is the AppID a request of an unknown account is charged to.
+	// Empty: the one account when Apps lists one, else a shared scope
+	// "unknown" with Unknown's quotas.
+	Default string
+	// Unknown holds the quotas of the accounts Apps does not list: the
+	// shared scope of requests of unknown accounts (when Default is empty),
+	// and each AppID learned from a token but not listed (unless
+	// Unlisted). Zero fields take App's defaults, a new account's quotas
+	// (the lowest WeChat grants); its AppID must be empty.
+	Unknown App
+	// Unlisted treats a learned AppID not in Apps as unknown; false (the
+	// default) gives it Unknown's quotas under its own AppID.
+	Unlisted bool
+
+	// Hosts the preset handles (default api.weixin.qq.com, api2, and the
+	// sh., sz. and hk. regional hosts). Matching ignores case and port.
 	Hosts []string
-	// Daily is each API's daily quota (default DefaultDaily()). A non-nil
-	// map replaces the defaults: copy DefaultDaily() to extend them.
-	Daily map[string]int
-	// PerMinute is each API's per-minute limit (default DefaultPerMinute()),
-	// replacing the defaults like Daily.
-	PerMinute map[string]int
 	// Jitter widens the per-minute windows: a rule keeps at most the limit
 	// in any window of one minute plus Jitter, so that latency varying by
 	// up to Jitter cannot crowd one of WeChat's minutes (default 50ms).
@@ -94,39 +105,74 @@ type Config struct {
 	Clock func() time.Time
 }
 
+// App describes one WeChat account of a Config.
+type App struct {
+	// AppID identifies the account; required (the token does not say it).
+	AppID string
+	// Daily is each API's daily quota, by path (default: a new account's,
+	// e.g. 2,000 for /cgi-bin/token; /cgi-bin/openapi/quota/get tells
+	// yours). A non-nil map replaces the defaults.
+	Daily map[string]int
+	// PerMinute is each API's per-minute limit (default 10,000 for
+	// /cgi-bin/stable_token), replacing the defaults like Daily.
+	PerMinute map[string]int
+}
+
+// settings is one account's Config and App merged: what a profile is built
+// from.
+type settings struct {
+	AppID          string
+	Hosts          []string
+	Daily          map[string]int
+	PerMinute      map[string]int
+	Jitter         time.Duration
+	TimeScale      float64
+	DayGrace       time.Duration
+	DefaultPenalty time.Duration
+	Clock          func() time.Time
+}
+
+func (c *Config) merge(a App) settings {
+	return settings{
+		AppID: a.AppID, Daily: a.Daily, PerMinute: a.PerMinute,
+		Hosts: c.Hosts, Jitter: c.Jitter, TimeScale: c.TimeScale, DayGrace: c.DayGrace,
+		DefaultPenalty: c.DefaultPenalty, Clock: c.Clock,
+	}
+}
+
 // Defaults of Config's durations.
 const (
-	DefaultJitter   = 50 * time.Millisecond
-	DefaultDayGrace = 5 * time.Second
+	defaultJitter   = 50 * time.Millisecond
+	defaultDayGrace = 5 * time.Second
 )
 
 // maxAppID bounds Config.AppID so that keys and scopes stay within
 // rule.MaxKeyLen whatever the path (AppIDs are 18 bytes).
 const maxAppID = 64
 
-func (c *Config) setDefaults() {
+func (c *settings) setDefaults() {
 	if c.Hosts == nil {
-		c.Hosts = DefaultHosts
+		c.Hosts = defaultHosts
 	}
 	if c.Daily == nil {
-		c.Daily = DefaultDaily()
+		c.Daily = defaultDaily()
 	}
 	if c.PerMinute == nil {
-		c.PerMinute = DefaultPerMinute()
+		c.PerMinute = defaultPerMinute()
 	}
-	c.Jitter = cmp.Or(c.Jitter, DefaultJitter)
+	c.Jitter = cmp.Or(c.Jitter, defaultJitter)
 	c.TimeScale = cmp.Or(c.TimeScale, 1)
-	c.DayGrace = cmp.Or(c.DayGrace, DefaultDayGrace)
+	c.DayGrace = cmp.Or(c.DayGrace, defaultDayGrace)
 	c.DefaultPenalty = cmp.Or(c.DefaultPenalty, providers.DefaultPenalty)
 	if c.Clock == nil {
 		c.Clock = time.Now
 	}
 }
 
-func (c *Config) validate() error {
+func (c *settings) validate() error {
 	switch {
 	case c.AppID == "" || len(c.AppID) > maxAppID || strings.ContainsAny(c.AppID, ": \t\r\n"):
-		return fmt.Errorf("wechat: Config.AppID must be 1..%d bytes without ':' or spaces, got %q", maxAppID, c.AppID)
+		return fmt.Errorf("wechat: App.AppID must be 1..%d bytes without ':' or spaces, got %q", maxAppID, c.AppID)
 	case c.TimeScale < 1:
 		return fmt.Errorf("wechat: Config.TimeScale must be at least 1, got %v", c.TimeScale)
 	case c.Jitter < 0 || c.Jitter > time.Minute:
@@ -142,18 +188,18 @@ func (c *Config) validate() error {
 	for field, m := range map[string]map[string]int{"Daily": c.Daily, "PerMinute": c.PerMinute} {
 		for path, n := range m {
 			if _, err := catalog.New(path); err != nil || strings.ContainsAny(path, "{}: ") || path != "/" && strings.HasSuffix(path, "/") {
-				return fmt.Errorf("wechat: Config.%s[%q]: the key must be an API path such as /cgi-bin/user/info", field, path)
+				return fmt.Errorf("wechat: App.%s[%q]: the key must be an API path such as /cgi-bin/user/info", field, path)
 			}
 			if n < 1 {
-				return fmt.Errorf("wechat: Config.%s[%q] must be at least 1, got %d (remove the key for no limit)", field, path, n)
+				return fmt.Errorf("wechat: App.%s[%q] must be at least 1, got %d (remove the key for no limit)", field, path, n)
 			}
 		}
 	}
 	return nil
 }
 
-// Profile builds the WeChat profile, or reports the Config field at fault.
-func Profile(cfg Config) (providers.Profile, error) {
+// profileOf builds one account's profile, or reports the field at fault.
+func profileOf(cfg settings) (providers.Profile, error) {
 	cfg.setDefaults()
 	if err := cfg.validate(); err != nil {
 		return providers.Profile{}, err
@@ -175,7 +221,7 @@ func Profile(cfg Config) (providers.Profile, error) {
 		r, err := rule.NewCalendar(key("day", cfg.AppID, path), n, rule.Day, penaltytime.Beijing(),
 			rule.WithGrace(cfg.DayGrace))
 		if err != nil {
-			return providers.Profile{}, fmt.Errorf("wechat: Config.Daily[%q]: %w", path, err)
+			return providers.Profile{}, fmt.Errorf("wechat: App.Daily[%q]: %w", path, err)
 		}
 		p.rules[path] = append(p.rules[path], r)
 	}
@@ -188,7 +234,7 @@ func Profile(cfg Config) (providers.Profile, error) {
 		minute := time.Duration(float64(time.Minute) / cfg.TimeScale)
 		r, err := rule.NewWindow(key("min", cfg.AppID, path), n, minute+cfg.Jitter)
 		if err != nil {
-			return providers.Profile{}, fmt.Errorf("wechat: Config.PerMinute[%q]: %w", path, err)
+			return providers.Profile{}, fmt.Errorf("wechat: App.PerMinute[%q]: %w", path, err)
 		}
 		p.rules[path] = append(p.rules[path], r)
 	}
@@ -201,17 +247,8 @@ func Profile(cfg Config) (providers.Profile, error) {
 	}, nil
 }
 
-// MustProfile is Profile for configs known to be valid; it panics on error.
-func MustProfile(cfg Config) providers.Profile {
-	p, err := Profile(cfg)
-	if err != nil {
-		panic(err)
-	}
-	return p
-}
-
 type preset struct {
-	cfg    Config
+	cfg    settings
 	hosts  func(*http.Request) bool
 	rules  map[string][]rule.Rule // by API path; read-only after Profile
 	apis   *catalog.Catalog       // WeChat's APIs

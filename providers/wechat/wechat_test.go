@@ -21,15 +21,18 @@ var now = time.Date(2025, 3, 10, 4, 34, 56, 789e6, time.UTC)
 
 func testProfile(t testing.TB, cfg Config) providers.Profile {
 	t.Helper()
-	if cfg.AppID == "" {
-		cfg.AppID = "wx1234567890abcdef"
+	if len(cfg.Apps) == 0 {
+		cfg.Apps = []App{{}}
+	}
+	if cfg.Apps[0].AppID == "" {
+		cfg.Apps[0].AppID = "wx1234567890abcdef"
 	}
 	cfg.Clock = func() time.Time { return now }
-	p, err := Profile(cfg)
+	p, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return p
+	return p.Profile()
 }
 
 func request(method, target string) *http.Request {
@@ -50,7 +53,7 @@ func response(status int, body string) *http.Response {
 }
 
 func TestClassify(t *testing.T) {
-	p := testProfile(t, Config{})
+	p := testProfile(t, Config{Apps: []App{{}}})
 	const target = "https://api.weixin.qq.com/cgi-bin/message/custom/send?access_token=TOKEN"
 	scope := "api:wx1234567890abcdef:/cgi-bin/message/custom/send"
 	midnight := time.Date(2025, 3, 11, 0, 0, 5, 0, penaltytime.Beijing()) // with DayGrace
@@ -116,7 +119,7 @@ func TestClassifyEmulator(t *testing.T) {
 	}})
 	defer s.Close()
 	u, _ := url.Parse(s.URL)
-	p := testProfile(t, Config{Hosts: []string{u.Hostname()}})
+	p := testProfile(t, Config{Hosts: []string{u.Hostname()}, Apps: []App{{}}})
 	tok := s.Token("wx1234567890abcdef")
 	s.InjectBusy(1)
 	tests := []struct {
@@ -156,7 +159,7 @@ func TestClassifyEmulator(t *testing.T) {
 }
 
 func TestRouteAndMatch(t *testing.T) {
-	p := testProfile(t, Config{PerMinute: map[string]int{"/cgi-bin/user/info": 100}})
+	p := testProfile(t, Config{Apps: []App{{PerMinute: map[string]int{"/cgi-bin/user/info": 100}}}})
 	tests := []struct {
 		target string
 		match  bool
@@ -210,24 +213,24 @@ func TestConfigValidation(t *testing.T) {
 		cfg   Config
 		field string // empty: valid
 	}{
-		{"defaults", Config{AppID: "wxabc"}, ""},
-		{"no AppID", Config{}, "Config.AppID"},
-		{"AppID with a colon", Config{AppID: "wx:1"}, "Config.AppID"},
-		{"AppID too long", Config{AppID: strings.Repeat("w", 65)}, "Config.AppID"},
-		{"empty host", Config{AppID: "wxabc", Hosts: []string{""}}, "Config.Hosts[0]"},
-		{"no hosts", Config{AppID: "wxabc", Hosts: []string{}}, "Config.Hosts"},
-		{"negative jitter", Config{AppID: "wxabc", Jitter: -1}, "Config.Jitter"},
-		{"day grace of a minute", Config{AppID: "wxabc", DayGrace: time.Minute}, "Config.DayGrace"},
-		{"negative penalty", Config{AppID: "wxabc", DefaultPenalty: -time.Second}, "Config.DefaultPenalty"},
-		{"zero daily quota", Config{AppID: "wxabc", Daily: map[string]int{"/cgi-bin/token": 0}}, "Config.Daily"},
-		{"relative path", Config{AppID: "wxabc", PerMinute: map[string]int{"cgi-bin/token": 5}}, "Config.PerMinute"},
-		{"path with a placeholder", Config{AppID: "wxabc", Daily: map[string]int{"/cgi-bin/media/{id}": 5}}, "Config.Daily"},
-		{"path with a query", Config{AppID: "wxabc", Daily: map[string]int{"/cgi-bin/media?x=1": 5}}, "Config.Daily"},
-		{"custom limits", Config{AppID: "wxabc", Daily: map[string]int{}, PerMinute: map[string]int{"/wxa/x": 1}}, ""},
+		{"defaults", Config{Apps: []App{{AppID: "wxabc"}}}, ""},
+		{"no AppID", Config{Apps: []App{{}}}, "App.AppID"},
+		{"AppID with a colon", Config{Apps: []App{{AppID: "wx:1"}}}, "App.AppID"},
+		{"AppID too long", Config{Apps: []App{{AppID: strings.Repeat("w", 65)}}}, "App.AppID"},
+		{"empty host", Config{Hosts: []string{""}, Apps: []App{{AppID: "wxabc"}}}, "Config.Hosts[0]"},
+		{"no hosts", Config{Hosts: []string{}, Apps: []App{{AppID: "wxabc"}}}, "Config.Hosts"},
+		{"negative jitter", Config{Jitter: -1, Apps: []App{{AppID: "wxabc"}}}, "Config.Jitter"},
+		{"day grace of a minute", Config{DayGrace: time.Minute, Apps: []App{{AppID: "wxabc"}}}, "Config.DayGrace"},
+		{"negative penalty", Config{DefaultPenalty: -time.Second, Apps: []App{{AppID: "wxabc"}}}, "Config.DefaultPenalty"},
+		{"zero daily quota", Config{Apps: []App{{AppID: "wxabc", Daily: map[string]int{"/cgi-bin/token": 0}}}}, "App.Daily"},
+		{"relative path", Config{Apps: []App{{AppID: "wxabc", PerMinute: map[string]int{"cgi-bin/token": 5}}}}, "App.PerMinute"},
+		{"path with a placeholder", Config{Apps: []App{{AppID: "wxabc", Daily: map[string]int{"/cgi-bin/media/{id}": 5}}}}, "App.Daily"},
+		{"path with a query", Config{Apps: []App{{AppID: "wxabc", Daily: map[string]int{"/cgi-bin/media?x=1": 5}}}}, "App.Daily"},
+		{"custom limits", Config{Apps: []App{{AppID: "wxabc", Daily: map[string]int{}, PerMinute: map[string]int{"/wxa/x": 1}}}}, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Profile(tc.cfg)
+			_, err := New(tc.cfg)
 			if tc.field == "" {
 				if err != nil {
 					t.Fatalf("unexpected error: %v", err)
@@ -239,13 +242,13 @@ func TestConfigValidation(t *testing.T) {
 			}
 			defer func() {
 				if recover() == nil {
-					t.Error("MustProfile did not panic")
+					t.Error("MustNew did not panic")
 				}
 			}()
-			MustProfile(tc.cfg)
+			MustNew(tc.cfg).Profile()
 		})
 	}
-	p := MustProfile(Config{AppID: "wxabc"})
+	p := MustNew(Config{Apps: []App{{AppID: "wxabc"}}}).Profile()
 	if err := p.Validate(); err != nil || p.Name != Name || p.DefaultPenalty != providers.DefaultPenalty {
 		t.Errorf("profile %+v: %v", p, err)
 	}
@@ -254,7 +257,7 @@ func TestConfigValidation(t *testing.T) {
 func FuzzClassify(f *testing.F) {
 	f.Add(200, "application/json", []byte(`{"errcode":45009,"errmsg":"reach max api daily quota limit rid: 1"}`))
 	f.Add(200, "", []byte(`{"errcode":-1}`))
-	p := testProfile(f, Config{})
+	p := testProfile(f, Config{Apps: []App{{}}})
 	f.Fuzz(func(t *testing.T, status int, contentType string, body []byte) {
 		if status < 100 || status > 999 {
 			status = 200

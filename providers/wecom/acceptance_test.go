@@ -72,8 +72,8 @@ func newAccFleet(t *testing.T, cfg wecom.Config, emuLimits wecomtest.Limits) *ac
 	t.Cleanup(emu.Close)
 	f := &accFleet{emu: emu, token: emu.Token(corp)}
 	u, _ := url.Parse(emu.URL)
-	cfg.CorpID, cfg.Hosts = corp, []string{u.Hostname()}
-	profile := wecom.MustProfile(cfg)
+	cfg.Apps[0].CorpID, cfg.Hosts = corp, []string{u.Hostname()}
+	profile := wecom.MustNew(cfg).Profile()
 	f.clients = loadtest.Replicas(t, accReplicas, throttle.WithProfiles(profile))
 	return f
 }
@@ -104,19 +104,10 @@ func TestAcceptanceFourReplicasAtFiveTimesDemand(t *testing.T) {
 	// emulator's limits: its sliding windows may then let a minute's
 	// allowance go at once, as they would against WeCom's real minutes.
 	emuPerMinute := accPerMinute / accTimeScale
-	cfg := wecom.Config{
-		// Every message goes to one member, at ten times WeCom's per-member
-		// limit: only the company's per-API limit is under test here.
-		PerMemberPerMinute: -1, PerMemberPerHour: -1,
-		CorpPerMinute: emuPerMinute,
-		CorpPerHour:   wecom.DefaultCorpPerHour / accTimeScale,
-		IPPerMinute:   wecom.DefaultIPPerMinute / accTimeScale,
-		IPPerHour:     wecom.DefaultIPPerHour / accTimeScale,
-		TimeScale:     accTimeScale,
-	}
+	cfg := wecom.Config{IPPerMinute: 20000 / accTimeScale, IPPerHour: 600000 / accTimeScale, TimeScale: accTimeScale, Apps: []wecom.App{{NoPerMemberLimit: true, CorpPerMinute: emuPerMinute, CorpPerHour: 150000 / accTimeScale}}}
 	emuLimits := wecomtest.Limits{
-		CorpPerMinute: cfg.CorpPerMinute,
-		CorpPerHour:   cfg.CorpPerHour,
+		CorpPerMinute: cfg.Apps[0].CorpPerMinute,
+		CorpPerHour:   cfg.Apps[0].CorpPerHour,
 		IPPerMinute:   cfg.IPPerMinute,
 		IPPerHour:     cfg.IPPerHour,
 	}
@@ -126,8 +117,8 @@ func TestAcceptanceFourReplicasAtFiveTimesDemand(t *testing.T) {
 	t.Logf("%d replicas, %v, demand %.0f calls/s per API (%d× the limit), latency 0-%v",
 		accReplicas, accRun, accDemand*accRate, accDemand, accLatency)
 	t.Logf("preset per API: company %d/min and %d/h, IP %d/min and %d/h, windows scaled 1/%d, each + %v (%.2f/s); emulator per API: %+v per emulated minute/hour of %v/%v (%.0f/s)",
-		cfg.CorpPerMinute, cfg.CorpPerHour, cfg.IPPerMinute, cfg.IPPerHour, accTimeScale, cfg.Jitter,
-		float64(cfg.CorpPerMinute)/(time.Minute/accTimeScale+cfg.Jitter).Seconds(),
+		cfg.Apps[0].CorpPerMinute, cfg.Apps[0].CorpPerHour, cfg.IPPerMinute, cfg.IPPerHour, accTimeScale, cfg.Jitter,
+		float64(cfg.Apps[0].CorpPerMinute)/(time.Minute/accTimeScale+cfg.Jitter).Seconds(),
 		emuLimits, time.Minute/accTimeScale, time.Hour/accTimeScale, accRate)
 	run.ExpectClean(t, loadtest.Answers(f.emu.Counters()), isQuotaCode)
 	for _, a := range accAPIs {
@@ -157,13 +148,9 @@ func TestAcceptanceIDsOfEveryShapeAreOneAPI(t *testing.T) {
 	const rate = float64(perMinute) / 60
 	// The preset's windows run as fast as the emulator's (see the run above).
 	emuPerMinute := perMinute / accTimeScale
-	cfg := wecom.Config{
-		CorpPerMinute: emuPerMinute, CorpPerHour: wecom.DefaultCorpPerHour / accTimeScale,
-		IPPerMinute: wecom.DefaultIPPerMinute / accTimeScale, IPPerHour: wecom.DefaultIPPerHour / accTimeScale,
-		TimeScale: accTimeScale,
-	}
+	cfg := wecom.Config{IPPerMinute: 20000 / accTimeScale, IPPerHour: 600000 / accTimeScale, TimeScale: accTimeScale, Apps: []wecom.App{{CorpPerMinute: emuPerMinute, CorpPerHour: 150000 / accTimeScale}}}
 	f := newAccFleet(t, cfg, wecomtest.Limits{
-		CorpPerMinute: cfg.CorpPerMinute, CorpPerHour: cfg.CorpPerHour,
+		CorpPerMinute: cfg.Apps[0].CorpPerMinute, CorpPerHour: cfg.Apps[0].CorpPerHour,
 		IPPerMinute: cfg.IPPerMinute, IPPerHour: cfg.IPPerHour,
 	})
 	var inFlight loadtest.Concurrency
@@ -187,9 +174,8 @@ func TestAcceptanceIDsOfEveryShapeAreOneAPI(t *testing.T) {
 // an error as WeCom does, drops none, and the member gets at least 90% of
 // its limit.
 func TestAcceptanceOneMemberAtFiveTimesItsLimit(t *testing.T) {
-	const perMinute, perHour = wecom.DefaultPerMemberPerMinute, wecom.DefaultPerMemberPerHour
-	cfg := wecom.Config{PerMemberPerMinute: perMinute * accTimeScale, PerMemberPerHour: perHour * accTimeScale,
-		Jitter: accTimeScale * wecom.DefaultJitter}
+	const perMinute, perHour = 30, 1000
+	cfg := wecom.Config{Jitter: accTimeScale * (50 * time.Millisecond), Apps: []wecom.App{{PerMemberPerMinute: perMinute * accTimeScale, PerMemberPerHour: perHour * accTimeScale}}}
 	def := wecomtest.DefaultLimits()
 	f := newAccFleet(t, cfg, wecomtest.Limits{
 		CorpPerMinute: def.CorpPerMinute / accTimeScale, CorpPerHour: def.CorpPerHour / accTimeScale,

@@ -9,99 +9,57 @@ import (
 	"github.com/quotaware/throttle/providers/internal/appset"
 )
 
-// UnknownCorp is the CorpID of the shared scope that requests of unknown
-// companies are charged to when AppsConfig.Default is empty.
-const UnknownCorp = "unknown"
+// unknownCorp is the CorpID of the shared scope that requests of unknown
+// companies are charged to when Config.Default is empty.
+const unknownCorp = "unknown"
 
-// AppsConfig describes every company a service calls: its own (internal
-// apps share their company's limits, so a company is one entry whatever
-// its apps) and, for a third-party app, each company that authorised it.
-type AppsConfig struct {
-	// Shared holds what every company's calls share: Egress, Hosts, the
-	// per-IP limits (IPPerMinute, IPPerHour, set by ThirdParty), Jitter,
-	// DayGrace, Clock and TimeScale; those fields of the Corps entries are ignored.
-	// Its company limits apply to the unknown companies' shared scope and
-	// to companies learned from tokens but not listed.
-	Shared Config
-	// Corps are the companies listed in advance, each with its own limits.
-	// A third-party app need not list the companies that authorise it:
-	// each is learned from its get_corp_token exchange and limited with
-	// Shared's company limits (WeCom documents the same per-company limits
-	// for third-party calls; an assumption where it does not).
-	Corps []Config
-	// Default is the CorpID a request of an unknown company is charged
-	// to; empty: the shared scope UnknownCorp with Shared's limits.
-	Default string
-	// Unlisted treats a learned company not in Corps as unknown.
-	Unlisted bool
+// Preset is the WeCom preset: one profile that charges every request to
+// its own company's limits, told by the App the Transport attaches to it
+// (learned from the gettoken or third-party get_corp_token exchange, or
+// given by throttle.ContextWithApp with the CorpID, or
+// throttle.ContextWithTenant with the suite and the CorpID). Build it with
+// New or MustNew, give its Profile to throttle.WithProfiles, and Add
+// companies while it runs. Safe for concurrent use.
+type Preset struct {
+	cfg Config
+	set *appset.Set
 }
 
-// Apps is the WeCom preset for a service that calls several companies:
-// one profile that charges every request to its own company's limits,
-// told by the App the Transport attaches to it (learned from the gettoken
-// or third-party get_corp_token exchange, or given by throttle.ContextWithApp with
-// the CorpID, or throttle.ContextWithTenant with the suite and the CorpID).
-type Apps struct {
-	shared Config
-	set    *appset.Set
-}
-
-// errNilApps is Add's answer on a nil *Apps (a NewApps error ignored).
-var errNilApps = errors.New("wecom: Add on a nil *Apps (NewApps failed?)")
-
-// NewApps builds the preset for many companies, naming the entry and field
-// of a config that cannot work.
-func NewApps(c AppsConfig) (*Apps, error) {
-	if len(c.Corps) == 0 && c.Default != "" {
-		return nil, errors.New("wecom: AppsConfig.Default needs Corps")
+// New builds the preset of a Config listing no company, one or many,
+// naming the entry and field of a config that cannot work.
+func New(c Config) (*Preset, error) {
+	if len(c.Apps) == 0 && c.Default != "" {
+		return nil, errors.New("wecom: Config.Default needs Apps")
 	}
-	a := &Apps{shared: c.Shared}
-	a.shared.CorpID = UnknownCorp
-	a.shared.setDefaults()
-	if err := a.shared.validate(); err != nil {
-		return nil, fmt.Errorf("wecom: AppsConfig.Shared: %w", err)
+	if c.Unknown.CorpID != "" {
+		return nil, errors.New("wecom: Config.Unknown.CorpID must be empty: Unknown is every company Apps does not list")
 	}
-	keys := make([]string, 0, len(c.Corps))
-	profiles := make([]providers.Profile, 0, len(c.Corps))
-	fallback := -1
-	for i, cfg := range c.Corps {
-		p, err := Profile(a.inherit(cfg))
-		if err != nil {
-			return nil, fmt.Errorf("wecom: AppsConfig.Corps[%d]: %w", i, err)
-		}
-		keys, profiles = append(keys, cfg.CorpID), append(profiles, p)
-		if cfg.CorpID == c.Default {
-			fallback = i
-		}
+	if _, err := c.profile(c.unknown(unknownCorp)); err != nil {
+		return nil, fmt.Errorf("wecom: Config.Unknown: %w", err)
 	}
-	var fb providers.Profile
-	switch {
-	case c.Default != "" && fallback < 0:
-		return nil, fmt.Errorf("wecom: AppsConfig.Default %q is not one of Corps", c.Default)
-	case fallback >= 0:
-		fb = profiles[fallback]
-	default:
-		p, err := Profile(a.shared)
-		if err != nil {
-			return nil, fmt.Errorf("wecom: AppsConfig.Shared: %w", err)
-		}
-		fb = p
+	p := &Preset{cfg: c}
+	spec := appset.Spec[App]{
+		Name:       Name,
+		Apps:       c.Apps,
+		ID:         func(a App) string { return a.CorpID },
+		Build:      c.profile,
+		Default:    c.Default,
+		Unknown:    func([]App) (providers.Profile, error) { return c.profile(c.unknown(unknownCorp)) },
+		Key:        corpOf,
+		AllowEmpty: true,
 	}
-	sc := appset.Config{Name: Name, Match: fb.Match, Fallback: fb, Key: corpOf}
 	if !c.Unlisted {
-		sc.Build = func(app apps.App) (providers.Profile, string, error) {
-			cfg := a.shared
-			cfg.CorpID = corpOf(app)
-			p, err := Profile(cfg)
-			return p, cfg.CorpID, err
+		spec.Learn = func(app apps.App) (providers.Profile, string, error) {
+			pr, err := c.profile(c.unknown(corpOf(app)))
+			return pr, corpOf(app), err
 		}
 	}
-	set, err := appset.New(sc, keys, profiles)
+	set, err := appset.Build(spec)
 	if err != nil {
 		return nil, err
 	}
-	a.set = set
-	return a, nil
+	p.set = set
+	return p, nil
 }
 
 // corpOf is the company whose limits a request counts against: the
@@ -113,43 +71,48 @@ func corpOf(app apps.App) string {
 	return app.ID
 }
 
-// MustApps is NewApps that panics on an invalid config.
-func MustApps(c AppsConfig) *Apps {
-	a, err := NewApps(c)
+// MustNew is New that panics on an invalid config, for configs written as
+// literals.
+func MustNew(c Config) *Preset {
+	p, err := New(c)
 	if err != nil {
 		panic(err)
 	}
-	return a
+	return p
 }
 
 // Add adds or replaces a company while the service runs.
-func (a *Apps) Add(cfg Config) error {
-	if a == nil {
-		return errNilApps
+func (p *Preset) Add(a App) error {
+	if p == nil {
+		return errors.New("wecom: " + appset.ErrNil.Error())
 	}
-	p, err := Profile(a.inherit(cfg))
+	pr, err := p.cfg.profile(a)
 	if err != nil {
 		return err
 	}
-	a.set.Add(cfg.CorpID, p)
+	p.set.Add(a.CorpID, pr)
 	return nil
 }
 
 // Profile returns the profile of every company, for throttle.WithProfiles.
-func (a *Apps) Profile() providers.Profile {
-	if a == nil {
-		return providers.Profile{Name: Name} // Validate names the missing Match
+func (p *Preset) Profile() providers.Profile {
+	if p == nil {
+		return appset.Nil(Name)
 	}
-	return a.set.Profile()
+	return p.set.Profile()
 }
 
-func (a *Apps) inherit(cfg Config) Config {
-	s := &a.shared
-	cfg.Egress, cfg.Hosts, cfg.ThirdParty = s.Egress, s.Hosts, s.ThirdParty
-	if cfg.EntityKey == "" {
-		cfg.EntityKey = s.EntityKey
+// profile builds company a's profile in the deployment c.
+func (c *Config) profile(a App) (providers.Profile, error) {
+	if err := a.checkSigns(); err != nil {
+		return providers.Profile{}, err
 	}
-	cfg.IPPerMinute, cfg.IPPerHour = s.IPPerMinute, s.IPPerHour
-	cfg.Jitter, cfg.DayGrace, cfg.Clock, cfg.TimeScale = s.Jitter, s.DayGrace, s.Clock, s.TimeScale
-	return cfg
+	return profileOf(c.merge(a))
+}
+
+// unknown is Config.Unknown's limits for one company.
+func (c *Config) unknown(corp string) App {
+	a := c.Unknown
+	a.CorpID = corp
+	return a
 }

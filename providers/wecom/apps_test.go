@@ -35,31 +35,32 @@ func TestAcceptanceManyCompanies(t *testing.T) {
 		{"wwCustomer2", 300, true},
 	}
 	// The preset's windows run as fast as the emulator's, with its limits.
+	// (WeCom's documented limits: 20,000 a minute and 600,000 an hour per
+	// IP, 150,000 an hour per company.)
 	shared := wecom.Config{
-		CorpPerMinute: 300 / accTimeScale, CorpPerHour: wecom.DefaultCorpPerHour / accTimeScale,
-		IPPerMinute: wecom.DefaultIPPerMinute / accTimeScale, IPPerHour: wecom.DefaultIPPerHour / accTimeScale,
-		TimeScale: accTimeScale,
+		IPPerMinute: 20000 / accTimeScale, IPPerHour: 600000 / accTimeScale, TimeScale: accTimeScale,
+		Unknown: wecom.App{CorpPerMinute: 300 / accTimeScale, CorpPerHour: 150000 / accTimeScale},
 	}
 	emuOpts := wecomtest.Options{
 		TimeScale: accTimeScale, LatencyMax: accLatency,
 		Limits: wecomtest.Limits{
-			CorpPerHour: wecom.DefaultCorpPerHour / accTimeScale,
-			IPPerMinute: wecom.DefaultIPPerMinute / accTimeScale, IPPerHour: wecom.DefaultIPPerHour / accTimeScale,
+			CorpPerHour: 150000 / accTimeScale,
+			IPPerMinute: 20000 / accTimeScale, IPPerHour: 600000 / accTimeScale,
 		},
 		CorpLimits: map[string]wecomtest.Limits{},
 	}
 	for _, c := range companies {
-		emuOpts.CorpLimits[c.corp] = wecomtest.Limits{CorpPerMinute: c.perMinute / accTimeScale, CorpPerHour: wecom.DefaultCorpPerHour / accTimeScale}
+		emuOpts.CorpLimits[c.corp] = wecomtest.Limits{CorpPerMinute: c.perMinute / accTimeScale, CorpPerHour: 150000 / accTimeScale}
 	}
 	emu := wecomtest.NewServer(emuOpts)
 	t.Cleanup(emu.Close)
 	u, _ := url.Parse(emu.URL)
 	shared.Hosts = []string{u.Hostname()}
-	set := wecom.MustApps(wecom.AppsConfig{
-		Shared: shared,
-		Corps: []wecom.Config{{CorpID: "wwOwnA", CorpPerMinute: 600 / accTimeScale, CorpPerHour: shared.CorpPerHour},
-			{CorpID: "wwOwnB", CorpPerMinute: 300 / accTimeScale, CorpPerHour: shared.CorpPerHour}},
-	})
+	shared.Apps = []wecom.App{
+		{CorpID: "wwOwnA", CorpPerMinute: 600 / accTimeScale, CorpPerHour: shared.Unknown.CorpPerHour},
+		{CorpID: "wwOwnB", CorpPerMinute: 300 / accTimeScale, CorpPerHour: shared.Unknown.CorpPerHour},
+	}
+	set := wecom.MustNew(shared)
 	clients, books := loadtest.AppReplicas(t, accReplicas, throttle.WithProfiles(set.Profile()))
 
 	fetch := func(c *http.Client, method, target, body, member string) string {

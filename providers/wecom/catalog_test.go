@@ -11,7 +11,7 @@ import (
 )
 
 func catalogChecker(t testing.TB) *routetest.Checker {
-	return &routetest.Checker{Profile: testProfile(t, Config{}, nil), Host: "qyapi.weixin.qq.com", Templates: catalogTemplates}
+	return &routetest.Checker{Profile: testProfile(t, Config{Apps: []App{{}}}, nil), Host: "qyapi.weixin.qq.com", Templates: catalogTemplates}
 }
 
 // Every template of the catalog, with IDs of every shape in its
@@ -28,7 +28,7 @@ func FuzzRouteIDs(f *testing.F) { catalogChecker(f).Fuzz(f) }
 // BenchmarkRoute routes catalogued paths (with IDs) through the full
 // catalog, and one the catalog lacks.
 func BenchmarkRoute(b *testing.B) {
-	p := testProfile(b, Config{}, nil)
+	p := testProfile(b, Config{Apps: []App{{}}}, nil)
 	for _, path := range benchPaths {
 		req := &http.Request{Method: path[0], URL: &url.URL{Scheme: "https", Host: "qyapi.weixin.qq.com", Path: path[1]}, Header: http.Header{}}
 		b.Run(path[1], func(b *testing.B) {
@@ -49,14 +49,14 @@ var benchPaths = [][2]string{
 
 // Config.APIs the catalog lacks become APIs of their own.
 func TestRouteConfiguredAPIs(t *testing.T) {
-	p := testProfile(t, Config{APIs: []string{"/cgi-bin/brand/new"}}, nil)
+	p := testProfile(t, Config{APIs: []string{"/cgi-bin/brand/new"}, Apps: []App{{}}}, nil)
 	for path, api := range map[string]string{"/cgi-bin/brand/new": "/cgi-bin/brand/new", "/cgi-bin/brand/other": "uncatalogued"} {
 		r, err := p.Route(&http.Request{Method: "POST", URL: &url.URL{Scheme: "https", Host: "qyapi.weixin.qq.com", Path: path}, Header: http.Header{}})
 		if err != nil || r.API != api {
 			t.Errorf("%s: %q %v, want %q", path, r.API, err, api)
 		}
 	}
-	if _, err := Profile(Config{CorpID: "ww1", APIs: []string{"/cgi-bin/{id}"}}); err == nil {
+	if _, err := New(Config{APIs: []string{"/cgi-bin/{id}"}, Apps: []App{{CorpID: "ww1"}}}); err == nil {
 		t.Error("a path with a placeholder was accepted")
 	}
 }
@@ -64,7 +64,7 @@ func TestRouteConfiguredAPIs(t *testing.T) {
 // An app message carries a rule per member named in touser (by hash), or
 // one broadcast rule; other APIs carry none.
 func TestRouteMemberRules(t *testing.T) {
-	p := testProfile(t, Config{}, nil)
+	p := testProfile(t, Config{Apps: []App{{}}}, nil)
 	route := func(path, body string) []string {
 		req, _ := http.NewRequest(http.MethodPost, "https://qyapi.weixin.qq.com"+path+"?access_token=T", strings.NewReader(body))
 		r, err := p.Route(req)

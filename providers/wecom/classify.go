@@ -101,7 +101,7 @@ func newStrikes(max int) *strikes { return &strikes{max: max, m: make(map[string
 // the penalty was known (calls in flight, other replicas): it is the same
 // incident and keeps the same end. One within EscalationWindow after the end
 // means the block outlasted our guess, so the next step applies.
-func (s *strikes) penalty(scope string, now time.Time, cfg *Config) time.Time {
+func (s *strikes) penalty(scope string, now time.Time, cfg *settings) time.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	step := 0

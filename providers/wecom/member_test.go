@@ -45,21 +45,21 @@ func TestMemberKeysOfEveryAddress(t *testing.T) {
 		body string
 		want []string
 	}{
-		{"alice", Config{}, `{"touser":"alice","agentid":1000002}`, []string{alice}},
-		{"Alice", Config{}, `{"touser":" Alice ","agentid":"1000002"}`, []string{alice}},
-		{"agentid after 5 KiB", Config{}, `{"touser":"alice","text":{"content":"` + long + `"},"agentid":1000002}`, []string{alice}},
-		{"twice", Config{}, `{"touser":"alice|ALICE","agentid":1000002}`, []string{alice}},
-		{"key in another case", Config{}, `{"ToUser":"alice","AgentID":1000002}`, []string{alice}},
-		{"@all", Config{}, `{"touser":"@all","agentid":1000002}`, []string{broadcast}},
-		{"alice and @all", Config{}, `{"touser":"alice|@all","agentid":1000002}`, []string{alice, broadcast}},
-		{"a party", Config{}, `{"touser":"alice","toparty":"7","agentid":1000002}`, []string{alice, broadcast}},
-		{"an empty tag", Config{}, `{"touser":"alice","totag":"","agentid":1000002}`, []string{alice}},
-		{"no agentid", Config{}, `{"touser":"alice"}`, []string{broadcast}},
-		{"two agentids", Config{}, `{"touser":"alice","agentid":1000002,"agentid":1000003}`, []string{broadcast}},
-		{"not read whole", Config{MemberPeekLimit: 64}, `{"touser":"alice","agentid":1000002,"text":{"content":"` + long + `"}}`,
+		{"alice", Config{Apps: []App{{}}}, `{"touser":"alice","agentid":1000002}`, []string{alice}},
+		{"Alice", Config{Apps: []App{{}}}, `{"touser":" Alice ","agentid":"1000002"}`, []string{alice}},
+		{"agentid after 5 KiB", Config{Apps: []App{{}}}, `{"touser":"alice","text":{"content":"` + long + `"},"agentid":1000002}`, []string{alice}},
+		{"twice", Config{Apps: []App{{}}}, `{"touser":"alice|ALICE","agentid":1000002}`, []string{alice}},
+		{"key in another case", Config{Apps: []App{{}}}, `{"ToUser":"alice","AgentID":1000002}`, []string{alice}},
+		{"@all", Config{Apps: []App{{}}}, `{"touser":"@all","agentid":1000002}`, []string{broadcast}},
+		{"alice and @all", Config{Apps: []App{{}}}, `{"touser":"alice|@all","agentid":1000002}`, []string{alice, broadcast}},
+		{"a party", Config{Apps: []App{{}}}, `{"touser":"alice","toparty":"7","agentid":1000002}`, []string{alice, broadcast}},
+		{"an empty tag", Config{Apps: []App{{}}}, `{"touser":"alice","totag":"","agentid":1000002}`, []string{alice}},
+		{"no agentid", Config{Apps: []App{{}}}, `{"touser":"alice"}`, []string{broadcast}},
+		{"two agentids", Config{Apps: []App{{}}}, `{"touser":"alice","agentid":1000002,"agentid":1000003}`, []string{broadcast}},
+		{"not read whole", Config{MemberPeekLimit: 64, Apps: []App{{}}}, `{"touser":"alice","agentid":1000002,"text":{"content":"` + long + `"}}`,
 			[]string{alice, broadcast}},
-		{"not JSON", Config{}, `touser=alice`, []string{broadcast}},
-		{"nine members", Config{}, `{"touser":"a|b|c|d|e|f|g|h|i","agentid":1}`, []string{broadcast}},
+		{"not JSON", Config{Apps: []App{{}}}, `touser=alice`, []string{broadcast}},
+		{"nine members", Config{Apps: []App{{}}}, `{"touser":"a|b|c|d|e|f|g|h|i","agentid":1}`, []string{broadcast}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -72,7 +72,7 @@ func TestMemberKeysOfEveryAddress(t *testing.T) {
 
 // The named members and the broadcast share one member's limits.
 func TestMemberAndBroadcastShareTheLimit(t *testing.T) {
-	p := testProfile(t, Config{}, nil)
+	p := testProfile(t, Config{Apps: []App{{}}}, nil)
 	req, _ := http.NewRequest(http.MethodPost, "https://qyapi.weixin.qq.com"+memberAPI, strings.NewReader(`{"touser":"alice|@all","agentid":1}`))
 	r, err := p.Route(req)
 	if err != nil {
@@ -87,13 +87,13 @@ func TestMemberAndBroadcastShareTheLimit(t *testing.T) {
 			perHour += rl.Limit()
 		}
 	}
-	if perMinute != DefaultPerMemberPerMinute || perHour != DefaultPerMemberPerHour {
+	if perMinute != defaultPerMemberPerMinute || perHour != defaultPerMemberPerHour {
 		t.Errorf("member + broadcast allow %d a minute and %d an hour, want %d and %d",
-			perMinute, perHour, DefaultPerMemberPerMinute, DefaultPerMemberPerHour)
+			perMinute, perHour, defaultPerMemberPerMinute, defaultPerMemberPerHour)
 	}
-	for _, c := range []Config{{BroadcastPerMinute: 30}, {BroadcastPerHour: -2}, {PerMemberPerMinute: 10, BroadcastPerMinute: 10}} {
+	for _, c := range []App{{BroadcastPerMinute: 30}, {BroadcastPerHour: -2}, {PerMemberPerMinute: 10, BroadcastPerMinute: 10}} {
 		c.CorpID = "ww1"
-		if _, err := Profile(c); err == nil || !strings.Contains(err.Error(), "Config.Broadcast") {
+		if _, err := New(Config{Apps: []App{c}}); err == nil || !strings.Contains(err.Error(), "App.Broadcast") {
 			t.Errorf("%+v: %v, want an error naming the Broadcast field", c, err)
 		}
 	}
@@ -116,7 +116,7 @@ func FuzzMemberKeys(f *testing.F) {
 		if !utf8.ValidString(body) || json.Unmarshal([]byte(body), &m) != nil || m.ToUser == "" {
 			return
 		}
-		keys := memberKeys(t, Config{MemberPeekLimit: limit}, body)
+		keys := memberKeys(t, Config{MemberPeekLimit: limit, Apps: []App{{}}}, body)
 		if slices.Contains(keys, broadcast) {
 			return
 		}
@@ -147,8 +147,8 @@ func memberHashOf(m string) string { return entityhash.New("", "ww0123456789abcd
 // SHA-256 of the UserID that a dictionary reverses.
 func TestMemberHashIsKeyed(t *testing.T) {
 	body := `{"touser":"alice","agentid":1}`
-	k1 := memberKeys(t, Config{EntityKey: "k1"}, body)
-	k2 := memberKeys(t, Config{EntityKey: "k2"}, body)
+	k1 := memberKeys(t, Config{EntityKey: "k1", Apps: []App{{}}}, body)
+	k2 := memberKeys(t, Config{EntityKey: "k2", Apps: []App{{}}}, body)
 	if len(k1) != 1 || k1[0] == k2[0] {
 		t.Fatalf("keys under k1 %q and k2 %q: want one per key", k1, k2)
 	}

@@ -41,8 +41,7 @@ func TestMemberLimitsHoweverAddressed(t *testing.T) {
 	// The preset's limits are written per real minute and hour (60 times
 	// the documented ones, 2 a minute under them for wake-up lateness), so
 	// the run does not rest on the preset's own time scaling.
-	profile := wecom.MustProfile(wecom.Config{CorpID: corp, Hosts: []string{u.Hostname()},
-		PerMemberPerMinute: 28 * scale, PerMemberPerHour: 1000 * scale, BroadcastPerMinute: 4 * scale, BroadcastPerHour: 100 * scale})
+	profile := wecom.MustNew(wecom.Config{Hosts: []string{u.Hostname()}, Apps: []wecom.App{{CorpID: corp, PerMemberPerMinute: 28 * scale, PerMemberPerHour: 1000 * scale, BroadcastPerMinute: 4 * scale, BroadcastPerHour: 100 * scale}}}).Profile()
 	clients := loadtest.Replicas(t, replicas, throttle.WithProfiles(profile), throttle.WithMaxWait(3*time.Second))
 	token := emu.Token(corp)
 

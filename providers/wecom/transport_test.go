@@ -22,7 +22,7 @@ func TestTransport(t *testing.T) {
 	s := wecomtest.NewServer(wecomtest.Options{Limits: wecomtest.Limits{CorpPerMinute: 2}})
 	defer s.Close()
 	u, _ := url.Parse(s.URL)
-	p := wecom.MustProfile(wecom.Config{CorpID: "wwcorp", Hosts: []string{u.Hostname()}})
+	p := wecom.MustNew(wecom.Config{Hosts: []string{u.Hostname()}, Apps: []wecom.App{{CorpID: "wwcorp"}}}).Profile()
 	tr := throttle.MustNew(throttle.WithProfiles(p), throttle.WithMaxWait(50*time.Millisecond),
 		throttle.WithLogger(slog.New(slog.DiscardHandler)))
 	defer tr.Close()
@@ -62,8 +62,7 @@ func TestTransportInFlightCap(t *testing.T) {
 		})
 		defer s.Close()
 		u, _ := url.Parse(s.URL)
-		p := wecom.MustProfile(wecom.Config{CorpID: "wwcorp", Hosts: []string{u.Hostname()}, MaxInFlight: maxInFlight,
-			PerMemberPerMinute: -1, PerMemberPerHour: -1}) // the calls go to one member: the member limit is not under test
+		p := wecom.MustNew(wecom.Config{Hosts: []string{u.Hostname()}, Apps: []wecom.App{{CorpID: "wwcorp", MaxInFlight: maxInFlight, NoPerMemberLimit: true}}}).Profile() // the calls go to one member: the member limit is not under test
 		lim := limiter.NewMemory()
 		tok := s.Token("wwcorp")
 		var wg sync.WaitGroup

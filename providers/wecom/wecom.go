@@ -39,45 +39,166 @@ var apiCatalog = sync.OnceValue(func() *catalog.Catalog { return catalog.MustNew
 // Name is the profile's name and limiter group.
 const Name = "wecom"
 
-// DefaultHosts are the hosts of the WeCom server API.
-var DefaultHosts = []string{"qyapi.weixin.qq.com"}
+// defaultHosts are the hosts of the WeCom server API.
+var defaultHosts = []string{"qyapi.weixin.qq.com"}
 
 // Documented limits, per API.
 const (
-	DefaultCorpPerMinute = 10000
-	DefaultCorpPerHour   = 150000
-	DefaultIPPerMinute   = 20000
-	DefaultIPPerHour     = 600000
+	defaultCorpPerMinute = 10000
+	defaultCorpPerHour   = 150000
+	defaultIPPerMinute   = 20000
+	defaultIPPerHour     = 600000
 	// Third-party providers serve many companies from one egress IP.
-	DefaultThirdPartyIPPerMinute = 40000
-	DefaultThirdPartyIPPerHour   = 1200000
+	defaultThirdPartyIPPerMinute = 40000
+	defaultThirdPartyIPPerHour   = 1200000
 )
 
-// Defaults of Config's durations and sizes.
+// Defaults of Config's and App's durations and sizes, each stated in its
+// field's doc comment.
 const (
-	DefaultJitter           = 50 * time.Millisecond
-	DefaultEscalationWindow = 10 * time.Minute
-	DefaultConcurrentRetry  = time.Second
-	DefaultInFlightLease    = 30 * time.Second
-	DefaultMaxTracked       = 1024
+	defaultJitter           = 50 * time.Millisecond
+	defaultEscalationWindow = 10 * time.Minute
+	defaultConcurrentRetry  = time.Second
+	defaultInFlightLease    = 30 * time.Second
+	defaultMaxTracked       = 1024
 	// App messages to one member: more are dropped without an error.
-	DefaultPerMemberPerMinute = 30
-	DefaultPerMemberPerHour   = 1000
-	DefaultMemberPeekLimit    = 1 << 20
+	defaultPerMemberPerMinute = 30
+	defaultPerMemberPerHour   = 1000
+	defaultMemberPeekLimit    = 1 << 20
 	// The share of a member's limits left to what the preset cannot
 	// attribute to a named member ("@all", parties, tags, ...): the
 	// members named in touser get the rest.
-	DefaultBroadcastPerMinute = 5
-	DefaultBroadcastPerHour   = 100
-	DefaultDayGrace           = 5 * time.Second
+	defaultBroadcastPerMinute = 5
+	defaultBroadcastPerHour   = 100
+	defaultDayGrace           = 5 * time.Second
 )
 
-// DefaultEscalation returns the documented block lengths of the minute and
+// defaultEscalation returns the documented block lengths of the minute and
 // hour limits, the first steps of a repeated 45009's penalty.
-func DefaultEscalation() []time.Duration { return []time.Duration{time.Minute, time.Hour} }
+func defaultEscalation() []time.Duration { return []time.Duration{time.Minute, time.Hour} }
 
-// Config configures the preset. Zero fields take the documented defaults.
+// Config describes a deployment's WeCom companies: what their calls share
+// (egress IP and its limits, hosts, escalation, clock) and, in Apps, each
+// company's own limits. Pass it to New. Zero fields take the defaults each
+// states; a feature is turned off by its No... field, never by a negative
+// value.
 type Config struct {
+	// Apps are the companies listed in advance, each with its own limits
+	// (internal apps share their company's limits, so a company is one
+	// entry whatever its apps). A third-party app need not list the
+	// companies that authorise it: each is learned from its get_corp_token
+	// exchange and limited with App's defaults (WeCom documents the same
+	// per-company limits for third-party calls; an assumption where it
+	// does not). One company is a list of one; none is allowed.
+	Apps []App
+	// Default is the CorpID a request of an unknown company is charged to.
+	// Empty: the one company when Apps lists one, else a shared scope
+	// "unknown" with Unknown's limits.
+	Default string
+	// Unknown holds the limits of the companies Apps does not list: the
+	// shared scope of requests of unknown companies (when Default is
+	// empty), and each company learned from a token but not listed (unless
+	// Unlisted). Zero fields take App's defaults; its CorpID must be empty.
+	Unknown App
+	// Unlisted treats a learned company not in Apps as unknown.
+	Unlisted bool
+
+	// ThirdParty selects the third-party provider limits per egress IP.
+	ThirdParty bool
+	// Egress names the egress IP (or NAT pool) this deployment calls from,
+	// for keys and scopes shared by every replica behind it (default
+	// "default"). Replicas behind different IPs need different names.
+	Egress string
+	// Hosts the preset handles (default qyapi.weixin.qq.com).
+	Hosts []string
+	// APIs are paths of APIs the built-in catalog lacks (e.g. one WeCom
+	// published after this release), each then limited on its own rather
+	// than with every other uncatalogued path.
+	APIs []string
+	// IPPerMinute and IPPerHour limit each API's calls from the egress IP
+	// (defaults 20,000 and 600,000; 40,000 and 1,200,000 with ThirdParty).
+	IPPerMinute, IPPerHour int
+
+	// Jitter widens every window: a rule keeps at most its limit in any
+	// window of its period plus Jitter, so that latency varying by up to
+	// Jitter cannot crowd one of WeCom's fixed windows (default 50ms).
+	Jitter time.Duration
+	// TimeScale divides the length of every minute and hour window (default
+	// 1), for tests against an emulator that runs that much faster than the
+	// wall clock. Never set it against the real platform.
+	TimeScale float64
+
+	// Escalation is how long successive 45009s of one API penalise it
+	// (default 1m, then 1h: the documented blocks of the minute and hour
+	// limits). A 45009 within EscalationWindow after the previous penalty
+	// ended takes the next step; one beyond the last step penalises until
+	// the next midnight in Beijing (plus DayGrace).
+	Escalation []time.Duration
+	// EscalationWindow is how long after a penalty a repeat counts as the
+	// same trouble (default 10m).
+	EscalationWindow time.Duration
+	// DayGrace ends a day-long penalty this long after midnight (default 5s).
+	DayGrace time.Duration
+	// MaxTracked bounds how many API scopes the escalation remembers
+	// (default 1024); the oldest are forgotten first.
+	MaxTracked int
+	// ConcurrentRetry is the RetryAfter hint of a 45033 (too many calls in
+	// flight): by then some of the others have finished (default 1s).
+	ConcurrentRetry time.Duration
+	// InFlightLease is how long a replica that crashed mid-call holds its
+	// App.MaxInFlight slot (default 30s).
+	InFlightLease time.Duration
+	// MemberPeekLimit bounds how much of a message's body Route reads for
+	// its recipients (default 1 MiB, above the largest message WeCom
+	// accepts); see App.PerMemberPerMinute.
+	MemberPeekLimit int
+	// EntityKey keys the hash that names members in rule keys, which live
+	// in Redis, so that a reader of Redis cannot test guesses of UserIDs
+	// against them. Every replica must use the same; read it from where the
+	// corp secret is kept. Empty: a key derived from each CorpID, which
+	// Redis readers see (set it).
+	EntityKey string
+	// DefaultPenalty applies to quota errors whose end is not implied
+	// (default providers.DefaultPenalty).
+	DefaultPenalty time.Duration
+	// Clock is the time source of Classify (default time.Now).
+	Clock func() time.Time
+}
+
+// App describes one company of a Config: its limits.
+type App struct {
+	// CorpID identifies the company; required.
+	CorpID string
+	// CorpPerMinute and CorpPerHour limit the company's calls to each API
+	// (defaults 10,000 and 150,000).
+	CorpPerMinute, CorpPerHour int
+	// MaxInFlight caps the company's calls to one API in flight at once,
+	// across every replica, to stay clear of 45033 (default 0: no cap;
+	// WeCom does not publish its concurrency limit).
+	MaxInFlight int
+	// PerMemberPerMinute and PerMemberPerHour cap one app's messages
+	// (/cgi-bin/message/send) to one member (defaults 30 and 1,000):
+	// WeCom drops the excess without an error. NoPerMemberLimit turns both
+	// off. Route reads touser, toparty, totag and agentid from the whole
+	// body, up to Config.MemberPeekLimit bytes; member IDs compare without
+	// regard to case, as WeCom's do. Up to 8 members listed in touser get
+	// rules of their own, allowing PerMember less Broadcast; "@all", a
+	// party, a tag, a longer list, an unknown agentid or a body not read
+	// whole are charged to the company's broadcast rules, allowing
+	// Broadcast (beside the members read, if any). So no member gets more
+	// than PerMember however it is addressed, and the app is not held to
+	// one member's rate.
+	PerMemberPerMinute, PerMemberPerHour int
+	NoPerMemberLimit                     bool
+	// BroadcastPerMinute and BroadcastPerHour are the share of a member's
+	// limits kept for messages not attributed to named members (defaults 5
+	// and 100); each must be below the PerMember limit it shares.
+	BroadcastPerMinute, BroadcastPerHour int
+}
+
+// settings is one company's Config and App merged: what a profile is
+// built from. PerMember limits of -1 turn the member rules off.
+type settings struct {
 	// CorpID identifies the company; required.
 	CorpID string
 	// ThirdParty selects the third-party provider limits per egress IP.
@@ -86,7 +207,7 @@ type Config struct {
 	// for keys and scopes shared by every replica behind it (default
 	// "default"). Replicas behind different IPs need different names.
 	Egress string
-	// Hosts the profile handles (default DefaultHosts).
+	// Hosts the profile handles (default defaultHosts).
 	Hosts []string
 	// APIs are paths of APIs the built-in catalog lacks (e.g. one WeCom
 	// published after this release), each then limited on its own rather
@@ -107,7 +228,7 @@ type Config struct {
 	TimeScale float64
 
 	// Escalation is how long successive 45009s of one API penalise it
-	// (default DefaultEscalation()). A 45009 within EscalationWindow after
+	// (default defaultEscalation()). A 45009 within EscalationWindow after
 	// the previous penalty ended takes the next step; one beyond the last
 	// step penalises until the next midnight in Beijing (plus DayGrace).
 	Escalation []time.Duration
@@ -159,55 +280,82 @@ type Config struct {
 	Clock func() time.Time
 }
 
+// merge returns company a's settings in the deployment c, before defaults.
+func (c *Config) merge(a App) settings {
+	s := settings{
+		CorpID: a.CorpID, CorpPerMinute: a.CorpPerMinute, CorpPerHour: a.CorpPerHour, MaxInFlight: a.MaxInFlight,
+		PerMemberPerMinute: a.PerMemberPerMinute, PerMemberPerHour: a.PerMemberPerHour,
+		BroadcastPerMinute: a.BroadcastPerMinute, BroadcastPerHour: a.BroadcastPerHour,
+		ThirdParty: c.ThirdParty, Egress: c.Egress, Hosts: c.Hosts, APIs: c.APIs,
+		IPPerMinute: c.IPPerMinute, IPPerHour: c.IPPerHour, Jitter: c.Jitter, TimeScale: c.TimeScale,
+		Escalation: c.Escalation, EscalationWindow: c.EscalationWindow, DayGrace: c.DayGrace,
+		MaxTracked: c.MaxTracked, ConcurrentRetry: c.ConcurrentRetry, InFlightLease: c.InFlightLease,
+		MemberPeekLimit: c.MemberPeekLimit, EntityKey: c.EntityKey, DefaultPenalty: c.DefaultPenalty, Clock: c.Clock,
+	}
+	if a.NoPerMemberLimit {
+		s.PerMemberPerMinute, s.PerMemberPerHour = -1, -1
+	}
+	return s
+}
+
+// checkSigns rejects the negative limits that used to mean "off": that is
+// what NoPerMemberLimit says now.
+func (a *App) checkSigns() error {
+	if a.PerMemberPerMinute < 0 || a.PerMemberPerHour < 0 {
+		return fmt.Errorf("wecom: App.PerMemberPerMinute and PerMemberPerHour must not be negative (NoPerMemberLimit turns them off), got %d and %d", a.PerMemberPerMinute, a.PerMemberPerHour)
+	}
+	return nil
+}
+
 const maxID = 64
 
-func (c *Config) setDefaults() {
+func (c *settings) setDefaults() {
 	def := func(p *int, v int) {
 		if *p == 0 {
 			*p = v
 		}
 	}
-	def(&c.CorpPerMinute, DefaultCorpPerMinute)
-	def(&c.CorpPerHour, DefaultCorpPerHour)
+	def(&c.CorpPerMinute, defaultCorpPerMinute)
+	def(&c.CorpPerHour, defaultCorpPerHour)
 	if c.ThirdParty {
-		def(&c.IPPerMinute, DefaultThirdPartyIPPerMinute)
-		def(&c.IPPerHour, DefaultThirdPartyIPPerHour)
+		def(&c.IPPerMinute, defaultThirdPartyIPPerMinute)
+		def(&c.IPPerHour, defaultThirdPartyIPPerHour)
 	} else {
-		def(&c.IPPerMinute, DefaultIPPerMinute)
-		def(&c.IPPerHour, DefaultIPPerHour)
+		def(&c.IPPerMinute, defaultIPPerMinute)
+		def(&c.IPPerHour, defaultIPPerHour)
 	}
-	def(&c.MaxTracked, DefaultMaxTracked)
-	def(&c.PerMemberPerMinute, DefaultPerMemberPerMinute)
-	def(&c.PerMemberPerHour, DefaultPerMemberPerHour)
-	def(&c.MemberPeekLimit, DefaultMemberPeekLimit)
-	def(&c.BroadcastPerMinute, min(DefaultBroadcastPerMinute, max(c.PerMemberPerMinute/2, 1)))
-	def(&c.BroadcastPerHour, min(DefaultBroadcastPerHour, max(c.PerMemberPerHour/2, 1)))
+	def(&c.MaxTracked, defaultMaxTracked)
+	def(&c.PerMemberPerMinute, defaultPerMemberPerMinute)
+	def(&c.PerMemberPerHour, defaultPerMemberPerHour)
+	def(&c.MemberPeekLimit, defaultMemberPeekLimit)
+	def(&c.BroadcastPerMinute, min(defaultBroadcastPerMinute, max(c.PerMemberPerMinute/2, 1)))
+	def(&c.BroadcastPerHour, min(defaultBroadcastPerHour, max(c.PerMemberPerHour/2, 1)))
 	if c.Egress == "" {
 		c.Egress = "default"
 	}
 	if c.Hosts == nil {
-		c.Hosts = DefaultHosts
+		c.Hosts = defaultHosts
 	}
-	c.Jitter = cmp.Or(c.Jitter, DefaultJitter)
+	c.Jitter = cmp.Or(c.Jitter, defaultJitter)
 	c.TimeScale = cmp.Or(c.TimeScale, 1)
 	if c.Escalation == nil {
-		c.Escalation = DefaultEscalation()
+		c.Escalation = defaultEscalation()
 	}
-	c.EscalationWindow = cmp.Or(c.EscalationWindow, DefaultEscalationWindow)
-	c.DayGrace = cmp.Or(c.DayGrace, DefaultDayGrace)
-	c.InFlightLease = cmp.Or(c.InFlightLease, DefaultInFlightLease)
-	c.ConcurrentRetry = cmp.Or(c.ConcurrentRetry, DefaultConcurrentRetry)
+	c.EscalationWindow = cmp.Or(c.EscalationWindow, defaultEscalationWindow)
+	c.DayGrace = cmp.Or(c.DayGrace, defaultDayGrace)
+	c.InFlightLease = cmp.Or(c.InFlightLease, defaultInFlightLease)
+	c.ConcurrentRetry = cmp.Or(c.ConcurrentRetry, defaultConcurrentRetry)
 	c.DefaultPenalty = cmp.Or(c.DefaultPenalty, providers.DefaultPenalty)
 	if c.Clock == nil {
 		c.Clock = time.Now
 	}
 }
 
-func (c *Config) validate() error {
+func (c *settings) validate() error {
 	badID := func(s string) bool { return s == "" || len(s) > maxID || strings.ContainsAny(s, ": \t\r\n") }
 	switch {
 	case badID(c.CorpID):
-		return fmt.Errorf("wecom: Config.CorpID must be 1..%d bytes without ':' or spaces, got %q", maxID, c.CorpID)
+		return fmt.Errorf("wecom: App.CorpID must be 1..%d bytes without ':' or spaces, got %q", maxID, c.CorpID)
 	case badID(c.Egress):
 		return fmt.Errorf("wecom: Config.Egress must be 1..%d bytes without ':' or spaces, got %q", maxID, c.Egress)
 	case c.TimeScale < 1:
@@ -223,15 +371,15 @@ func (c *Config) validate() error {
 	case c.MaxTracked < 1:
 		return fmt.Errorf("wecom: Config.MaxTracked must be at least 1, got %d", c.MaxTracked)
 	case c.PerMemberPerMinute < -1 || c.PerMemberPerMinute == -1 != (c.PerMemberPerHour == -1) || c.PerMemberPerHour < -1:
-		return fmt.Errorf("wecom: Config.PerMemberPerMinute and PerMemberPerHour must be positive, or both -1 to disable, got %d and %d", c.PerMemberPerMinute, c.PerMemberPerHour)
+		return fmt.Errorf("wecom: App.PerMemberPerMinute and PerMemberPerHour must be positive, got %d and %d", c.PerMemberPerMinute, c.PerMemberPerHour)
 	case c.MemberPeekLimit < 64 || c.MemberPeekLimit > 16<<20:
 		return fmt.Errorf("wecom: Config.MemberPeekLimit must be within [64, 16MiB], got %d", c.MemberPeekLimit)
 	case c.PerMemberPerMinute > 0 && (c.BroadcastPerMinute < 1 || c.BroadcastPerMinute >= c.PerMemberPerMinute):
-		return fmt.Errorf("wecom: Config.BroadcastPerMinute must be within [1, PerMemberPerMinute (%d)), got %d", c.PerMemberPerMinute, c.BroadcastPerMinute)
+		return fmt.Errorf("wecom: App.BroadcastPerMinute must be within [1, PerMemberPerMinute (%d)), got %d", c.PerMemberPerMinute, c.BroadcastPerMinute)
 	case c.PerMemberPerHour > 0 && (c.BroadcastPerHour < 1 || c.BroadcastPerHour >= c.PerMemberPerHour):
-		return fmt.Errorf("wecom: Config.BroadcastPerHour must be within [1, PerMemberPerHour (%d)), got %d", c.PerMemberPerHour, c.BroadcastPerHour)
+		return fmt.Errorf("wecom: App.BroadcastPerHour must be within [1, PerMemberPerHour (%d)), got %d", c.PerMemberPerHour, c.BroadcastPerHour)
 	case c.MaxInFlight < 0:
-		return fmt.Errorf("wecom: Config.MaxInFlight must not be negative, got %d", c.MaxInFlight)
+		return fmt.Errorf("wecom: App.MaxInFlight must not be negative, got %d", c.MaxInFlight)
 	case c.InFlightLease < time.Millisecond:
 		return fmt.Errorf("wecom: Config.InFlightLease must be at least 1ms, got %v", c.InFlightLease)
 	case c.ConcurrentRetry < 0:
@@ -265,8 +413,8 @@ func (c *Config) validate() error {
 	return nil
 }
 
-// Profile builds the WeCom profile, or reports the Config field at fault.
-func Profile(cfg Config) (providers.Profile, error) {
+// profileOf builds one company's profile, or reports the Config field at fault.
+func profileOf(cfg settings) (providers.Profile, error) {
 	cfg.Escalation = slices.Clone(cfg.Escalation) // the profile keeps its own copy
 	cfg.setDefaults()
 	if err := cfg.validate(); err != nil {
@@ -325,7 +473,7 @@ func Profile(cfg Config) (providers.Profile, error) {
 	if cfg.MaxInFlight > 0 {
 		r, err := rule.NewConcurrency("template", cfg.MaxInFlight, cfg.InFlightLease)
 		if err != nil {
-			return providers.Profile{}, fmt.Errorf("wecom: Config.MaxInFlight: %w", err)
+			return providers.Profile{}, fmt.Errorf("wecom: App.MaxInFlight: %w", err)
 		}
 		p.inFlight = &r
 	}
@@ -343,17 +491,8 @@ func Profile(cfg Config) (providers.Profile, error) {
 	}, nil
 }
 
-// MustProfile is Profile for configs known to be valid; it panics on error.
-func MustProfile(cfg Config) providers.Profile {
-	p, err := Profile(cfg)
-	if err != nil {
-		panic(err)
-	}
-	return p
-}
-
 type preset struct {
-	cfg       Config
+	cfg       settings
 	hosts     func(*http.Request) bool
 	templates [4]rule.Rule
 	prefixes  [4]string
@@ -449,6 +588,6 @@ func fit(prefix, api string) string {
 }
 
 // scaled is a window's length under TimeScale.
-func (c *Config) scaled(d time.Duration) time.Duration {
+func (c *settings) scaled(d time.Duration) time.Duration {
 	return time.Duration(float64(d) / c.TimeScale)
 }

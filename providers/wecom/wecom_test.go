@@ -32,15 +32,18 @@ func (c *fakeClock) Add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.U
 
 func testProfile(t testing.TB, cfg Config, clk *fakeClock) providers.Profile {
 	t.Helper()
-	if cfg.CorpID == "" {
-		cfg.CorpID = "ww0123456789abcdef"
+	if len(cfg.Apps) == 0 {
+		cfg.Apps = []App{{}}
+	}
+	if cfg.Apps[0].CorpID == "" {
+		cfg.Apps[0].CorpID = "ww0123456789abcdef"
 	}
 	cfg.Clock = clk.Now
-	p, err := Profile(cfg)
+	p, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return p
+	return p.Profile()
 }
 
 func request(method, target string) *http.Request {
@@ -96,7 +99,7 @@ func TestClassify(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			p := testProfile(t, Config{}, &fakeClock{t: t0})
+			p := testProfile(t, Config{Apps: []App{{}}}, &fakeClock{t: t0})
 			resp := response(tc.status, tc.body)
 			v := routedClassify(p, request("POST", target), resp)
 			if v.Kind != tc.kind || v.Code != tc.code || !v.Until.Equal(tc.until) || v.Scope != tc.scope || v.RetryAfter != tc.retry {
@@ -114,7 +117,7 @@ func TestClassify(t *testing.T) {
 
 func TestEscalation(t *testing.T) {
 	clk := &fakeClock{t: t0}
-	p := testProfile(t, Config{}, clk)
+	p := testProfile(t, Config{Apps: []App{{}}}, clk)
 	freq := `{"errcode":45009,"errmsg":"api freq out of limit"}`
 	classify := func(path string) time.Time {
 		v := routedClassify(p, request("POST", "https://qyapi.weixin.qq.com"+path), response(200, freq))
@@ -149,7 +152,7 @@ func TestEscalation(t *testing.T) {
 
 func TestEscalationBounded(t *testing.T) {
 	clk := &fakeClock{t: t0}
-	p := testProfile(t, Config{MaxTracked: 8}, clk)
+	p := testProfile(t, Config{MaxTracked: 8, Apps: []App{{}}}, clk)
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Go(func() {
@@ -163,7 +166,7 @@ func TestEscalationBounded(t *testing.T) {
 	wg.Wait()
 	// The memory is internal; reach it through a fresh preset to check the bound.
 	s := newStrikes(3)
-	cfg := Config{Escalation: DefaultEscalation(), EscalationWindow: time.Minute}
+	cfg := settings{Escalation: defaultEscalation(), EscalationWindow: time.Minute}
 	for i := range 10 {
 		s.penalty(fmt.Sprint("scope", i), t0, &cfg)
 		if len(s.m) > 3 {
@@ -178,12 +181,12 @@ func TestRoute(t *testing.T) {
 		cfg   Config
 		rules []string
 	}{
-		{"own app", Config{}, []string{
+		{"own app", Config{Apps: []App{{}}}, []string{
 			"corp:m:ww0123456789abcdef:/cgi-bin/user/get: 10000 in any 1m0.05s",
 			"corp:h:ww0123456789abcdef:/cgi-bin/user/get: 150000 in any 1h0m0.05s",
 			"ip:m:default:/cgi-bin/user/get: 20000 in any 1m0.05s",
 			"ip:h:default:/cgi-bin/user/get: 600000 in any 1h0m0.05s"}},
-		{"third party", Config{ThirdParty: true, Egress: "nat-a", Jitter: 100 * time.Millisecond}, []string{
+		{"third party", Config{ThirdParty: true, Egress: "nat-a", Jitter: 100 * time.Millisecond, Apps: []App{{}}}, []string{
 			"corp:m:ww0123456789abcdef:/cgi-bin/user/get: 10000 in any 1m0.1s",
 			"corp:h:ww0123456789abcdef:/cgi-bin/user/get: 150000 in any 1h0m0.1s",
 			"ip:m:nat-a:/cgi-bin/user/get: 40000 in any 1m0.1s",
@@ -212,7 +215,7 @@ func TestRoute(t *testing.T) {
 			}
 		})
 	}
-	p := testProfile(t, Config{}, &fakeClock{t: t0})
+	p := testProfile(t, Config{Apps: []App{{}}}, &fakeClock{t: t0})
 	r, err := p.Route(request("GET", "https://qyapi.weixin.qq.com/"+strings.Repeat("segment/", 40)))
 	if err != nil {
 		t.Fatal(err)
@@ -230,28 +233,28 @@ func TestConfigValidation(t *testing.T) {
 		cfg   Config
 		field string
 	}{
-		{"defaults", Config{CorpID: "ww1"}, ""},
-		{"no CorpID", Config{}, "Config.CorpID"},
-		{"CorpID with spaces", Config{CorpID: "ww 1"}, "Config.CorpID"},
-		{"bad egress", Config{CorpID: "ww1", Egress: "a:b"}, "Config.Egress"},
-		{"negative corp limit", Config{CorpID: "ww1", CorpPerMinute: -1}, "Config.CorpPerMinute"},
-		{"negative hour limit", Config{CorpID: "ww1", CorpPerHour: -5}, "Config.CorpPerHour"},
-		{"negative IP limit", Config{CorpID: "ww1", IPPerMinute: -1}, "Config.IPPerMinute"},
-		{"negative IP hour limit", Config{CorpID: "ww1", IPPerHour: -1}, "Config.IPPerHour"},
-		{"negative jitter", Config{CorpID: "ww1", Jitter: -time.Millisecond}, "Config.Jitter"},
-		{"empty escalation", Config{CorpID: "ww1", Escalation: []time.Duration{}}, "Config.Escalation"},
-		{"short escalation step", Config{CorpID: "ww1", Escalation: []time.Duration{time.Second}}, "Config.Escalation[0]"},
-		{"negative window", Config{CorpID: "ww1", EscalationWindow: -1}, "Config.EscalationWindow"},
-		{"day grace", Config{CorpID: "ww1", DayGrace: time.Hour}, "Config.DayGrace"},
-		{"max tracked", Config{CorpID: "ww1", MaxTracked: -1}, "Config.MaxTracked"},
-		{"concurrent retry", Config{CorpID: "ww1", ConcurrentRetry: -1}, "Config.ConcurrentRetry"},
-		{"penalty", Config{CorpID: "ww1", DefaultPenalty: -1}, "Config.DefaultPenalty"},
-		{"empty host", Config{CorpID: "ww1", Hosts: []string{""}}, "Config.Hosts[0]"},
-		{"hour under minute", Config{CorpID: "ww1", CorpPerMinute: 100, CorpPerHour: 50}, ""},
+		{"defaults", Config{Apps: []App{{CorpID: "ww1"}}}, ""},
+		{"no CorpID", Config{Apps: []App{{}}}, "App.CorpID"},
+		{"CorpID with spaces", Config{Apps: []App{{CorpID: "ww 1"}}}, "App.CorpID"},
+		{"bad egress", Config{Egress: "a:b", Apps: []App{{CorpID: "ww1"}}}, "Config.Egress"},
+		{"negative corp limit", Config{Apps: []App{{CorpID: "ww1", CorpPerMinute: -1}}}, "Config.CorpPerMinute"},
+		{"negative hour limit", Config{Apps: []App{{CorpID: "ww1", CorpPerHour: -5}}}, "Config.CorpPerHour"},
+		{"negative IP limit", Config{IPPerMinute: -1, Apps: []App{{CorpID: "ww1"}}}, "Config.IPPerMinute"},
+		{"negative IP hour limit", Config{IPPerHour: -1, Apps: []App{{CorpID: "ww1"}}}, "Config.IPPerHour"},
+		{"negative jitter", Config{Jitter: -time.Millisecond, Apps: []App{{CorpID: "ww1"}}}, "Config.Jitter"},
+		{"empty escalation", Config{Escalation: []time.Duration{}, Apps: []App{{CorpID: "ww1"}}}, "Config.Escalation"},
+		{"short escalation step", Config{Escalation: []time.Duration{time.Second}, Apps: []App{{CorpID: "ww1"}}}, "Config.Escalation[0]"},
+		{"negative window", Config{EscalationWindow: -1, Apps: []App{{CorpID: "ww1"}}}, "Config.EscalationWindow"},
+		{"day grace", Config{DayGrace: time.Hour, Apps: []App{{CorpID: "ww1"}}}, "Config.DayGrace"},
+		{"max tracked", Config{MaxTracked: -1, Apps: []App{{CorpID: "ww1"}}}, "Config.MaxTracked"},
+		{"concurrent retry", Config{ConcurrentRetry: -1, Apps: []App{{CorpID: "ww1"}}}, "Config.ConcurrentRetry"},
+		{"penalty", Config{DefaultPenalty: -1, Apps: []App{{CorpID: "ww1"}}}, "Config.DefaultPenalty"},
+		{"empty host", Config{Hosts: []string{""}, Apps: []App{{CorpID: "ww1"}}}, "Config.Hosts[0]"},
+		{"hour under minute", Config{Apps: []App{{CorpID: "ww1", CorpPerMinute: 100, CorpPerHour: 50}}}, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Profile(tc.cfg)
+			_, err := New(tc.cfg)
 			if tc.field == "" {
 				if err != nil {
 					t.Fatal(err)
@@ -263,10 +266,10 @@ func TestConfigValidation(t *testing.T) {
 			}
 			defer func() {
 				if recover() == nil {
-					t.Error("MustProfile did not panic")
+					t.Error("MustNew did not panic")
 				}
 			}()
-			MustProfile(tc.cfg)
+			MustNew(tc.cfg).Profile()
 		})
 	}
 }
@@ -277,7 +280,7 @@ func TestClassifyEmulator(t *testing.T) {
 	defer s.Close()
 	u, _ := url.Parse(s.URL)
 	clk := &fakeClock{t: t0}
-	p := testProfile(t, Config{Hosts: []string{u.Hostname()}}, clk)
+	p := testProfile(t, Config{Hosts: []string{u.Hostname()}, Apps: []App{{}}}, clk)
 	tok := s.Token("ww0123456789abcdef")
 	call := func() providers.Verdict {
 		req := request("GET", s.URL+"/cgi-bin/user/get?access_token="+tok)
@@ -316,7 +319,7 @@ func TestClassifyEmulator(t *testing.T) {
 func FuzzClassify(f *testing.F) {
 	f.Add(200, "application/json", []byte(`{"errcode":45009,"errmsg":"api freq out of limit"}`))
 	f.Add(200, "", []byte(`{"errcode":45033}`))
-	p := testProfile(f, Config{MaxTracked: 4}, &fakeClock{t: t0})
+	p := testProfile(f, Config{MaxTracked: 4, Apps: []App{{}}}, &fakeClock{t: t0})
 	f.Fuzz(func(t *testing.T, status int, contentType string, body []byte) {
 		if status < 100 || status > 999 {
 			status = 200

@@ -90,7 +90,7 @@ func runFidelity(ctx context.Context, addr string, d design, fc fidelityConfig, 
 			}
 			t := throttle.MustNew(
 				throttle.WithLimiter(shared),
-				throttle.WithProfiles(dingtalk.MustProfile(dingtalk.Config{AppKey: "bench", PerAPIRate: fc.limit, Hosts: []string{emu.Host()}})),
+				throttle.WithProfiles(dingtalk.MustNew(dingtalk.Config{Hosts: []string{emu.Host()}, Apps: []dingtalk.App{{AppKey: "bench", PerAPIRate: fc.limit}}}).Profile()),
 				throttle.WithMaxWait(fc.budget),
 				throttle.WithBase(base),
 				throttle.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),

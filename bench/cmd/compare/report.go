@@ -5,8 +5,6 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
-
-	"github.com/quotaware/throttle/providers/dingtalk"
 )
 
 // report renders BENCHMARKS.md. root is the directory the report lives in,
@@ -182,4 +180,4 @@ func report(c config, res results, charts []chart, root string) string {
 }
 
 // dingtalkJitter is the preset's default allowance, stated in the report.
-const dingtalkJitter = dingtalk.DefaultJitter
+const dingtalkJitter = 50 * time.Millisecond

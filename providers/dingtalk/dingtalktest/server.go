@@ -21,7 +21,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/quotaware/throttle/providers/dingtalk"
 	"github.com/quotaware/throttle/providers/internal/emulator"
 	"github.com/quotaware/throttle/providers/internal/jsoncode"
 	"github.com/quotaware/throttle/providers/internal/penaltytime"
@@ -96,6 +95,15 @@ type Options struct {
 	LatencyMin, LatencyMax time.Duration
 }
 
+// The platform's limits, as DingTalk documents them (the preset keeps its
+// own copy: the emulator is the provider, not the client).
+const (
+	egressLimit  = 10000            // calls from one egress IP ...
+	egressWindow = 20 * time.Second // ... in any 20 s
+	banDuration  = 5 * time.Minute  // an egress IP's ban (90001)
+	monthlyQuota = 5000             // metered calls per org per month, standard edition
+)
+
 func (o *Options) defaults() {
 	if o.QPS <= 0 {
 		o.QPS = 20
@@ -104,16 +112,16 @@ func (o *Options) defaults() {
 		o.ISVQPS = 40
 	}
 	if o.EgressLimit <= 0 {
-		o.EgressLimit = dingtalk.DefaultEgressLimit
+		o.EgressLimit = egressLimit
 	}
 	if o.EgressWindow <= 0 {
-		o.EgressWindow = dingtalk.DefaultEgressPeriod
+		o.EgressWindow = egressWindow
 	}
 	if o.BanDuration <= 0 {
-		o.BanDuration = dingtalk.DefaultIPBanPenalty
+		o.BanDuration = banDuration
 	}
 	if o.MonthlyQuota == 0 {
-		o.MonthlyQuota = dingtalk.DefaultMonthlyQuota
+		o.MonthlyQuota = monthlyQuota
 	}
 	if o.MeteredPaths == nil {
 		o.MeteredPaths = defaultMeteredPaths
@@ -229,7 +237,7 @@ func New(opts Options) *Server {
 // mid-run.
 func (s *Server) SetLatencyMax(d time.Duration) { s.latMax.Store(int64(d)) }
 
-// Host is the emulator's "host:port", for dingtalk.Config.Hosts.
+// Host is the emulator's "host:port", for the preset's Config.Hosts.
 func (s *Server) Host() string {
 	u, _ := url.Parse(s.URL)
 	return u.Host

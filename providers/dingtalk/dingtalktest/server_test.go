@@ -109,7 +109,7 @@ func TestEgressBan(t *testing.T) {
 				t.Fatalf("call %d refused: %s", i+1, body)
 			}
 		}
-		p := dingtalk.MustProfile(dingtalk.Config{AppKey: "app", Hosts: []string{s.Host()}, Clock: c.Now})
+		p := dingtalk.MustNew(dingtalk.Config{Hosts: []string{s.Host()}, Clock: c.Now, Apps: []dingtalk.App{{AppKey: "app"}}}).Profile()
 		check := func(path string, wantBan bool) {
 			t.Helper()
 			req, _ := http.NewRequest("GET", s.URL+path, nil)
@@ -318,7 +318,7 @@ func TestPresetReadsEmulator(t *testing.T) {
 	c := newClock()
 	s := dingtalktest.New(dingtalktest.Options{Clock: c.Now, DefaultApp: "app", QPS: 1, MonthlyQuota: 2})
 	defer s.Close()
-	p := dingtalk.MustProfile(dingtalk.Config{AppKey: "app", Hosts: []string{s.Host()}, Clock: c.Now})
+	p := dingtalk.MustNew(dingtalk.Config{Hosts: []string{s.Host()}, Clock: c.Now, Apps: []dingtalk.App{{AppKey: "app"}}}).Profile()
 	nextSec := c.Now().Truncate(time.Second).Add(time.Second)
 	tests := []struct {
 		method, path, scope, code string
@@ -329,7 +329,7 @@ func TestPresetReadsEmulator(t *testing.T) {
 		{"GET", "/department/list", "", "", time.Time{}},
 		{"GET", "/department/list", "api:app:/department/list", "90018", nextSec},
 		{"GET", "/v1.0/contact/users/manager4220", "monthly:app", "Forbidden.AccessDenied.ApiCountLimitForOrg",
-			penaltytime.NextMonth(c.Now()).Add(dingtalk.DefaultMonthGrace)},
+			penaltytime.NextMonth(c.Now()).Add(5 * time.Second)},
 		{"POST", "/v1.0/robot/oToMessages/batchSend", "", "", time.Time{}},
 		{"POST", "/v1.0/robot/oToMessages/batchSend", "api:app:POST /v1.0/robot/oToMessages/batchSend", "Forbidden.AccessDenied.QpsLimitForAppkeyAndApi", nextSec},
 	}

@@ -16,7 +16,7 @@ import (
 // routed and classified by the profile of its app, told by the App the
 // Transport attached to its context (apps.FromContext); a request of no
 // known app goes to the fallback profile. Presets build one from a config
-// per app (e.g. wechat.NewApps); apps may be added while requests flow.
+// per app (e.g. wechat.New, through Build); apps may be added while requests flow.
 // Safe for concurrent use.
 type Set struct {
 	name     string
@@ -121,5 +121,23 @@ func (s *Set) Profile() providers.Profile {
 			return providers.Verdict{}
 		},
 		DefaultPenalty: s.fallback.DefaultPenalty,
+		Lower:          s.lower,
 	}
+}
+
+// lower applies a limit learned from an answer to every profile of the
+// set that learns limits (Feishu: an API's level is the same for every
+// app). A profile built later gets it from the Transport's next reading of
+// the stored limits.
+func (s *Set) lower(l providers.Learned) bool {
+	lowered := false
+	if s.fallback.Lower != nil {
+		lowered = s.fallback.Lower(l)
+	}
+	for _, p := range *s.byID.Load() {
+		if p.Lower != nil && p.Lower(l) {
+			lowered = true
+		}
+	}
+	return lowered
 }

@@ -1,0 +1,90 @@
+package appset
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/quotaware/throttle/apps"
+	"github.com/quotaware/throttle/providers"
+)
+
+// Spec is what a preset tells Build about its apps: the one skeleton of
+// the four presets' constructors (listed apps, the default app or the
+// unknown apps' scope, apps learned but not listed).
+type Spec[A any] struct {
+	// Name is the provider's profile name, and the prefix of errors.
+	Name string
+	// Apps are the listed apps; ID returns the key one is kept under.
+	Apps []A
+	ID   func(A) string
+	// Build returns the profile of one listed app.
+	Build func(A) (providers.Profile, error)
+	// Default is Config.Default: the listed app requests of unknown apps
+	// are charged to. Empty: the one app when only one is listed (a
+	// deployment of one app charges every request to it), else Unknown's
+	// profile.
+	Default string
+	// Unknown builds the unknown apps' shared scope when Default is empty;
+	// it is given the profiles of the listed apps.
+	Unknown func(listed []A) (providers.Profile, error)
+	// CheckDefault vets the default app (nil: any listed app will do).
+	CheckDefault func(A) error
+	// Learn builds the profile of an app learned from a token but not
+	// listed (nil: such requests go to the fallback), with its key.
+	Learn func(apps.App) (providers.Profile, string, error)
+	// Key returns the key a request's app is kept under (default its ID).
+	Key func(apps.App) string
+	// AllowEmpty accepts a Config without Apps (every app learned).
+	AllowEmpty bool
+}
+
+// Build builds the Set of a preset's Config, naming the entry and field of
+// an app that cannot work ("<name>: Config.Apps[i]: ...").
+func Build[A any](s Spec[A]) (*Set, error) {
+	if len(s.Apps) == 0 && !s.AllowEmpty {
+		return nil, fmt.Errorf("%s: Config.Apps must list at least one app", s.Name)
+	}
+	keys := make([]string, 0, len(s.Apps))
+	profiles := make([]providers.Profile, 0, len(s.Apps))
+	fallback := -1
+	for i, a := range s.Apps {
+		p, err := s.Build(a)
+		if err != nil {
+			return nil, fmt.Errorf("%s: Config.Apps[%d]: %w", s.Name, i, err)
+		}
+		keys, profiles = append(keys, s.ID(a)), append(profiles, p)
+		if s.Default != "" && s.ID(a) == s.Default {
+			fallback = i
+		}
+	}
+	if s.Default == "" && len(s.Apps) == 1 {
+		fallback = 0 // one app: every request is its
+	}
+	var fb providers.Profile
+	switch {
+	case s.Default != "" && fallback < 0:
+		return nil, fmt.Errorf("%s: Config.Default %q is not one of Apps", s.Name, s.Default)
+	case fallback >= 0:
+		if s.CheckDefault != nil && s.Default != "" {
+			if err := s.CheckDefault(s.Apps[fallback]); err != nil {
+				return nil, fmt.Errorf("%s: Config.Default %q %w", s.Name, s.Default, err)
+			}
+		}
+		fb = profiles[fallback]
+	default:
+		p, err := s.Unknown(s.Apps)
+		if err != nil {
+			return nil, fmt.Errorf("%s: Config: %w", s.Name, err)
+		}
+		fb = p
+	}
+	// Every app of a preset shares the deployment's hosts: the fallback's
+	// Match is everyone's.
+	return New(Config{Name: s.Name, Match: fb.Match, Fallback: fb, Build: s.Learn, Key: s.Key}, keys, profiles)
+}
+
+// ErrNil is Add's answer on a nil preset (a New error ignored).
+var ErrNil = errors.New("Add on a nil *Preset (New failed?)")
+
+// Nil is the profile of a nil preset: Validate names its missing Match.
+func Nil(name string) providers.Profile { return providers.Profile{Name: name} }
