@@ -234,7 +234,11 @@ func (t *Transport) startHeadroom(c *config) error {
 		l.gauge = registerHeadroomGauge(t.tel.meterProvider, heads, t.tel.report)
 	}
 	t.head = l
+	// Under mu: the first tick may run before AfterFunc returns, and it
+	// re-arms the timer under mu.
+	l.mu.Lock()
 	l.timer = time.AfterFunc(headroomEvery, l.tick)
+	l.mu.Unlock()
 	runtime.AddCleanup(t, func(l *headroomLoop) { go l.close() }, l)
 	return nil
 }
