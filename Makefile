@@ -21,7 +21,7 @@ ALONE_TESTS = TestHeadroomFollows|TestAcceptanceFeishuLearns
 # package:target for every fuzz target.
 FUZZ_TARGETS = \
 	./apps:FuzzAnnouncement \
-	./tokens:FuzzCountDown \
+	./internal/tokens:FuzzCountDown \
 	./limiter/rule:FuzzNew \
 	./limiter:FuzzParseAnnouncement \
 	./limiter:FuzzParseReserve \

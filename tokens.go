@@ -4,7 +4,7 @@ import (
 	"net/http"
 
 	"github.com/quotaware/throttle/limiter"
-	"github.com/quotaware/throttle/tokens"
+	"github.com/quotaware/throttle/internal/tokens"
 )
 
 // WithoutSharedTokens turns off the sharing of token exchanges between
@@ -18,7 +18,7 @@ import (
 // Redis encrypted under keys only holders of that credential can derive,
 // with its lifetime counted down; concurrent exchanges wait for the one in
 // flight; a token the provider calls invalid is dropped once for the fleet.
-// See package tokens.
+// The README's "Tokens across replicas" says more.
 func WithoutSharedTokens() Option {
 	return optionFunc(func(c *config) { c.noShare = true })
 }
