@@ -3,8 +3,8 @@ package throttle
 import (
 	"net/http"
 
-	"github.com/quotaware/throttle/limiter"
 	"github.com/quotaware/throttle/internal/tokens"
+	"github.com/quotaware/throttle/limiter"
 )
 
 // WithoutSharedTokens turns off the sharing of token exchanges between
