@@ -455,6 +455,11 @@ func (f *failover) flushPenalties() {
 	if f.flushing || len(f.penalties) == 0 {
 		return
 	}
+	select {
+	case <-f.stop:
+		return // stopping: close may be waiting for bg already
+	default:
+	}
 	f.flushing = true
 	f.bg.Add(1)
 	go func() {
@@ -566,4 +571,12 @@ func (f *failover) close() {
 
 // stopAsync stops retrying the kept penalties without waiting for a write
 // in progress (bounded by its own timeout).
-func (f *failover) stopAsync() { f.stopOnce.Do(func() { close(f.stop) }) }
+func (f *failover) stopAsync() {
+	f.stopOnce.Do(func() {
+		// Under penMu: flushPenalties checks stop under it before bg.Add,
+		// so no writer starts once close may be waiting for bg.
+		f.penMu.Lock()
+		close(f.stop)
+		f.penMu.Unlock()
+	})
+}
