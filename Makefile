@@ -65,7 +65,7 @@ test: check-redis
 	@$(MAKE) --no-print-directory vet
 	@echo "==> [2/4] go test -race ./... against real redis-server processes, with a 10 s soak (the longest stage)"
 	THROTTLE_REQUIRE_REDIS=1 THROTTLE_SOAK=10s $(GO) test -race -count=1 ./...
-	@echo "==> [2/4] the acceptance tests that measure shares against a latency spread, one package at a time"
+	@echo "==> [2/4, continued] the acceptance tests that measure shares against a latency spread, one package at a time"
 	THROTTLE_REQUIRE_REDIS=1 THROTTLE_ALONE=1 $(GO) test -race -count=1 -p 1 -run '$(ALONE_TESTS)' ./providers/dingtalk ./providers/feishu
 	@echo "==> [3/4] every fuzz target for $(FUZZ_SHORT) executions"
 	@$(MAKE) --no-print-directory fuzz-short

@@ -102,7 +102,7 @@ func redactText(s string) string {
 			}
 			userinfo := s[last+slash+2 : i]
 			colon := strings.IndexByte(userinfo, ':')
-			if colon < 0 || strings.ContainsAny(userinfo, "/ ?#") || userinfo[colon+1:] == redactedValue {
+			if colon < 0 || strings.ContainsAny(userinfo, "/ ?#@") || userinfo[colon+1:] == redactedValue {
 				continue
 			}
 			start := last + slash + 2 + colon + 1
