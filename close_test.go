@@ -64,6 +64,9 @@ func silentListener(t *testing.T) string {
 // on it; with a client that honours context deadlines and with one that
 // does not (its read timeout is 3s).
 func TestCloseIsBoundedWhenRedisDoesNotAnswer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("seconds of Redis faults or load: make test runs it, make test-short does not")
+	}
 	cases := []struct {
 		name    string
 		stalled bool // a real Redis that stops answering after the Transport used it

@@ -45,6 +45,9 @@ func (r *replicaRecorder) between(replica string, from, to time.Time) (out []tim
 // local share of the rule; Redis comes back: the replicas share it again by
 // themselves.
 func TestRedisOutageFallsBackToLocalShare(t *testing.T) {
+	if testing.Short() {
+		t.Skip("seconds of Redis faults or load: make test runs it, make test-short does not")
+	}
 	srv := redistest.Start(t)
 	rec := &replicaRecorder{per: make(map[string][]time.Time)}
 	httpSrv := serve(t, nil)

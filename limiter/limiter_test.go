@@ -45,6 +45,9 @@ func TestRedisConformance(t *testing.T) {
 		{"uncoalesced", []limiter.RedisOption{limiter.WithoutCoalescing()}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if testing.Short() && tc.opts != nil {
+				t.Skip("one variant is enough for the edit-test loop: make test runs both")
+			}
 			limitertest.Run(t, func(t *testing.T, n int) []limiter.Limiter {
 				out := make([]limiter.Limiter, n)
 				for i := range out {
@@ -167,6 +170,9 @@ func (c *callCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 // Without coalescing that is exactly one call each; with it, requests that
 // arrive while a call is in flight share the next one.
 func TestRedisOneCallPerAdmission(t *testing.T) {
+	if testing.Short() {
+		t.Skip("seconds of Redis faults or load: make test runs it, make test-short does not")
+	}
 	for _, tc := range []struct {
 		name  string
 		opts  []limiter.RedisOption

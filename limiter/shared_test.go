@@ -255,6 +255,9 @@ func TestSharedWarnsOfEviction(t *testing.T) {
 // script write refused) keeps the replica on its local share: a few
 // switches, not one per failure.
 func TestSharedHysteresis(t *testing.T) {
+	if testing.Short() {
+		t.Skip("seconds of Redis faults or load: make test runs it, make test-short does not")
+	}
 	srv := redistest.Start(t, "--maxmemory-policy", "noeviction")
 	admin := srv.Client(t)
 	var mu sync.Mutex

@@ -20,6 +20,9 @@ import (
 // of the provider's limit holds more than the limit, counted from the times
 // the requests of both replicas were really sent.
 func TestStarvedReplicaWaitsForTheFleetAtTheSwitch(t *testing.T) {
+	if testing.Short() {
+		t.Skip("seconds of Redis faults or load: make test runs it, make test-short does not")
+	}
 	const limit = 20
 	srv := redistest.Start(t)
 	newReplica := func() *limiter.Shared {
