@@ -166,6 +166,9 @@ func NewShared(client redis.UniversalClient, cfg SharedConfig) (*Shared, error) 
 					l.Switch(down, err)
 				}
 			})
+			if down && usesTLS(client) {
+				s.background(func() { s.diagnoseTLS(client) })
+			}
 			if !down {
 				// The replicas still on their own shares would add them to
 				// the full rate this one now takes from Redis until their
