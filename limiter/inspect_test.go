@@ -92,6 +92,11 @@ func TestInspect(t *testing.T) {
 	_, until := fillGroup(t, l, group)
 	reg := limiter.StartRegistry(srv.Client(t), prefix, time.Second)
 	t.Cleanup(reg.Close)
+	// The registry's first beat is its own goroutine's: wait for it.
+	waitFor(t, 5*time.Second, "the replica's first beat", func() bool {
+		st, err := l.Inspect(ctx)
+		return err == nil && len(st.Replicas) == 1
+	})
 
 	st, err := l.Inspect(ctx, group)
 	if err != nil {
