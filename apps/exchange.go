@@ -2,6 +2,7 @@ package apps
 
 import (
 	"encoding/json"
+	"github.com/quotaware/throttle/internal/tokenform"
 	"net/http"
 	"net/url"
 	"strings"
@@ -96,33 +97,13 @@ func parseAnswer(body []byte, withCode bool) (answer, bool) {
 	return a, true
 }
 
-// Bounds of a token an answer may carry: every provider's is tens to a few
-// hundred characters of letters, digits and a little punctuation.
+// Bounds of what an answer may state (a token's form is tokenform.Sane's).
 const (
-	minTokenLen = 8
-	maxTokenLen = 1024
 	// minTokenTTL is the shortest lifetime an answer may state (providers
 	// state 7,200 s, WeChat's stable token at least 300 s; emulators scale
 	// time down): a missing, zero or negative one is not an answer to trust.
 	minTokenTTL = time.Second
 )
-
-// saneToken reports whether tok looks like a provider's access token.
-func saneToken(tok string) bool {
-	if len(tok) < minTokenLen || len(tok) > maxTokenLen {
-		return false
-	}
-	for i := 0; i < len(tok); i++ {
-		c := tok[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case strings.IndexByte("-_.~+/=:", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
-}
 
 func (a *answer) ttl() time.Duration {
 	s := max(a.ExpiresIn, a.ExpireIn, a.Expire)
@@ -139,7 +120,7 @@ func (a *answer) accessToken() string {
 // one returns a single grant when token and app are known and sane, and
 // the lifetime stated is one a provider states.
 func one(provider, token, app, org string, ttl time.Duration) []grant {
-	if !saneToken(token) || app == "" || ttl < minTokenTTL || ttl > MaxTTL {
+	if !tokenform.Sane(token) || app == "" || ttl < minTokenTTL || ttl > MaxTTL {
 		return nil
 	}
 	if checkIdentity(App{Provider: provider, ID: app, Org: org}) != nil {

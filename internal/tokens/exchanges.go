@@ -2,6 +2,7 @@ package tokens
 
 import (
 	"encoding/json"
+	"github.com/quotaware/throttle/internal/tokenform"
 	"net/url"
 	"strings"
 )
@@ -178,8 +179,6 @@ type answer struct {
 
 // Bounds of what is kept.
 const (
-	minTokenLen = 8
-	maxTokenLen = 1024
 	maxLifetime = 86400 // seconds: providers state 7,200
 )
 
@@ -207,25 +206,8 @@ func (ex *exchange) check(b []byte) (token string, lifetime int64, ok bool) {
 		}
 	}
 	token = ex.token(&a)
-	if n != 1 || lifetime < 1 || lifetime > maxLifetime || !saneToken(token) {
+	if n != 1 || lifetime < 1 || lifetime > maxLifetime || !tokenform.Sane(token) {
 		return "", 0, false
 	}
 	return token, lifetime, true
-}
-
-// saneToken reports whether tok looks like a provider's access token.
-func saneToken(tok string) bool {
-	if len(tok) < minTokenLen || len(tok) > maxTokenLen {
-		return false
-	}
-	for i := 0; i < len(tok); i++ {
-		c := tok[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case strings.IndexByte("-_.~+/=:", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
 }
