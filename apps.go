@@ -2,7 +2,10 @@ package throttle
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+
+	"go.opentelemetry.io/otel/metric/noop"
 
 	"github.com/quotaware/throttle/apps"
 )
@@ -10,18 +13,49 @@ import (
 // WithApps makes the Transport learn which app (and customer organisation)
 // each access token belongs to from the token exchanges it carries, and tag
 // every request with it before the preset routes it, so that one Transport
-// keeps each of several apps within its own limits (see package apps). Give
-// every replica a Book made with apps.WithRedis and one shared key, so that
-// a token one replica fetched is known to all. The Book records its own
-// metrics (throttle.apps.unknown, throttle.apps.learned): give it
-// apps.WithMeterProvider with the provider given to WithMeterProvider.
-func WithApps(b *apps.Book) Option {
-	return optionFunc(func(c *config) {
-		if b == nil {
-			c.fail("WithApps: book must not be nil")
+// keeps each of several apps within its own limits (see package apps).
+//
+// The Transport builds the Book from cfg, filling its zero fields with its
+// own: the Redis client and key prefix of WithRedis (or of a
+// *limiter.Shared given to WithLimiter), the meter provider of
+// WithMeterProvider, the logger of WithLogger. On Redis, give every replica
+// the same cfg.Key, so that a token one replica fetched is known to all;
+// cfg.Key is the only setting that is the Book's own. Transport.Apps returns
+// the Book (its Stats, KeyCheck); Close closes it.
+func WithApps(cfg apps.Config) Option {
+	return optionFunc(func(c *config) { c.apps = &cfg })
+}
+
+// Apps returns the Book of WithApps, or nil without it.
+func (t *Transport) Apps() *apps.Book { return t.apps }
+
+// buildApps builds the Book of WithApps on what the Transport already has.
+func (t *Transport) buildApps(c *config) error {
+	if c.apps == nil {
+		return nil
+	}
+	cfg := *c.apps
+	if cfg.Redis == nil && t.shared != nil {
+		cfg.Redis = t.shared.Client()
+		if cfg.Prefix == "" {
+			cfg.Prefix = t.shared.Config().Prefix
 		}
-		c.apps = b
-	})
+	}
+	if cfg.MeterProvider == nil {
+		cfg.MeterProvider = t.tel.meterProvider
+		if t.tel.disabled {
+			cfg.MeterProvider = noop.NewMeterProvider()
+		}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = c.logger
+	}
+	b, err := apps.New(cfg)
+	if err != nil {
+		return fmt.Errorf("throttle: WithApps: %w", err)
+	}
+	t.apps = b
+	return nil
 }
 
 // ContextWithApp returns a context whose requests are made as app (a DingTalk

@@ -28,18 +28,17 @@ func BenchmarkTransportPipelineApps(b *testing.B) {
 		many = append(many, c)
 	}
 	set := dingtalk.MustNew(dingtalk.Config{EgressLimit: 1_000_000_000, EgressPeriod: time.Second, Apps: many, Default: "dingbench"})
-	book := apps.MustNew()
-	_ = book.Learn(context.Background(), tok, apps.App{Provider: "dingtalk", ID: "dingbench"}, time.Hour)
+	learned := throttle.MustNew(throttle.WithBase(canned{}), throttle.WithProfiles(set.Profile()),
+		throttle.WithApps(apps.Config{}), throttle.WithoutTelemetry(), throttle.WithoutRetry())
+	_ = learned.Apps().Learn(context.Background(), tok, apps.App{Provider: "dingtalk", ID: "dingbench"}, time.Hour)
 	cases := []struct {
 		name, token string
 		rt          http.RoundTripper
 	}{
 		{"dingtalk preset, one app", tok, throttle.MustNew(throttle.WithBase(canned{}), throttle.WithProfiles(dingtalk.MustNew(single).Profile()),
 			throttle.WithoutTelemetry(), throttle.WithoutRetry())},
-		{"dingtalk Apps, token learned", tok, throttle.MustNew(throttle.WithBase(canned{}), throttle.WithProfiles(set.Profile()),
-			throttle.WithApps(book), throttle.WithoutTelemetry(), throttle.WithoutRetry())},
-		{"dingtalk Apps, token unknown", "unknown-token", throttle.MustNew(throttle.WithBase(canned{}), throttle.WithProfiles(set.Profile()),
-			throttle.WithApps(book), throttle.WithoutTelemetry(), throttle.WithoutRetry())},
+		{"dingtalk Apps, token learned", tok, learned},
+		{"dingtalk Apps, token unknown", "unknown-token", learned},
 	}
 	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {

@@ -13,9 +13,6 @@ import (
 	"github.com/quotaware/throttle/providers"
 	"github.com/quotaware/throttle/providers/dingtalk"
 	"github.com/quotaware/throttle/providers/dingtalk/dingtalktest"
-	"github.com/quotaware/throttle/providers/feishu"
-	"github.com/quotaware/throttle/providers/wechat"
-	"github.com/quotaware/throttle/providers/wecom"
 )
 
 // Issue 22.3 through the Transport: an exchange is learned when the
@@ -29,8 +26,8 @@ func TestTransportLearnsOnlyFromTheProfilesHosts(t *testing.T) {
 	}))
 	defer other.Close()
 	set := dingtalk.MustNew(dingtalk.Config{Hosts: []string{emu.Host()}, Apps: []dingtalk.App{{AppKey: "dingA"}}})
-	book := apps.MustNew()
-	client := &http.Client{Transport: throttle.MustNew(throttle.WithProfiles(set.Profile()), throttle.WithApps(book), throttle.WithoutTelemetry())}
+	tr := throttle.MustNew(throttle.WithProfiles(set.Profile()), throttle.WithApps(apps.Config{}), throttle.WithoutTelemetry())
+	book, client := tr.Apps(), &http.Client{Transport: tr}
 	get := func(u string) string {
 		t.Helper()
 		resp, err := client.Get(u)
@@ -72,8 +69,8 @@ func TestTransportReadsTheLowerCaseHeader(t *testing.T) {
 		}
 		return r, err
 	}
-	book := apps.MustNew()
-	client := &http.Client{Transport: throttle.MustNew(throttle.WithProfiles(p), throttle.WithApps(book), throttle.WithoutTelemetry())}
+	tr := throttle.MustNew(throttle.WithProfiles(p), throttle.WithApps(apps.Config{}), throttle.WithoutTelemetry())
+	book, client := tr.Apps(), &http.Client{Transport: tr}
 	do := func(req *http.Request) string {
 		t.Helper()
 		resp, err := client.Do(req)
@@ -101,27 +98,5 @@ func TestTransportReadsTheLowerCaseHeader(t *testing.T) {
 	do(req)
 	if s := book.Stats(); s.Unknown != 1 || s.NoToken != 1 {
 		t.Fatalf("a call with no readable token: %d unknown, %d without a token; want 1 and 1", s.Unknown, s.NoToken)
-	}
-}
-
-// The hosts a Book learns from without a profile are the presets' own:
-// each preset's default profile handles every one of them.
-func TestAppsDefaultHostsAreThePresets(t *testing.T) {
-	for name, p := range map[string]providers.Profile{
-		dingtalk.Name: dingtalk.MustNew(dingtalk.Config{Apps: []dingtalk.App{{AppKey: "a"}}}).Profile(),
-		wechat.Name:   wechat.MustNew(wechat.Config{Apps: []wechat.App{{AppID: "wx1"}}}).Profile(),
-		wecom.Name:    wecom.MustNew(wecom.Config{Apps: []wecom.App{{CorpID: "ww1"}}}).Profile(),
-		feishu.Name:   feishu.MustNew(feishu.Config{Apps: []feishu.App{{AppID: "cli_a"}}}).Profile(),
-	} {
-		hosts := apps.DefaultHosts(name)
-		if len(hosts) == 0 {
-			t.Errorf("apps.DefaultHosts(%q) is empty", name)
-		}
-		for _, h := range hosts {
-			req, _ := http.NewRequest(http.MethodGet, "https://"+h+"/open-apis/x", nil)
-			if !p.Match(req) {
-				t.Errorf("apps.DefaultHosts(%q) has %q, which the preset does not handle", name, h)
-			}
-		}
 	}
 }

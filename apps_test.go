@@ -71,11 +71,9 @@ func TestCredentialsStayOutOfRedisAndTelemetry(t *testing.T) {
 	var clients []*http.Client
 	for range 2 {
 		rdb := srv.Client(t)
-		book := apps.MustNew(apps.WithRedis(rdb, []byte("shared-key-0123456789")), apps.WithPrefix(prefix),
-			apps.WithMeterProvider(bookMeter))
-		t.Cleanup(func() { book.Close() })
 		tr := throttle.MustNew(append(o.opts, sharedOpt(t, rdb, limiter.SharedConfig{Prefix: prefix}),
-			throttle.WithProfiles(set.Profile()), throttle.WithApps(book))...)
+			throttle.WithProfiles(set.Profile()),
+			throttle.WithApps(apps.Config{Key: []byte("shared-key-0123456789"), MeterProvider: bookMeter}))...)
 		t.Cleanup(func() { tr.Close() })
 		clients = append(clients, &http.Client{Transport: tr})
 	}
@@ -254,9 +252,9 @@ func TestWithAppOverridesLearning(t *testing.T) {
 		}
 		return r, err
 	}
-	book := apps.MustNew()
-	_ = book.Learn(context.Background(), "tok", apps.App{Provider: "dingtalk", ID: "dingA"}, time.Hour)
-	client := &http.Client{Transport: throttle.MustNew(throttle.WithProfiles(p), throttle.WithApps(book), throttle.WithoutTelemetry())}
+	tr := throttle.MustNew(throttle.WithProfiles(p), throttle.WithApps(apps.Config{}), throttle.WithoutTelemetry())
+	_ = tr.Apps().Learn(context.Background(), "tok", apps.App{Provider: "dingtalk", ID: "dingA"}, time.Hour)
+	client := &http.Client{Transport: tr}
 	for _, ctx := range []context.Context{context.Background(), throttle.ContextWithApp(context.Background(), "dingB")} {
 		req, _ := http.NewRequestWithContext(ctx, "GET", emu.URL+"/user/get?access_token=tok", nil)
 		resp, err := client.Do(req)

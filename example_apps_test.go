@@ -21,8 +21,6 @@ func Example_severalApps() {
 	accounts := []wechat.App{{AppID: "wx1"}, {AppID: "wx2"}}
 	ctx := context.Background()
 
-	// One Book per replica; every replica shares the key (keep it with the apps' secrets).
-	book := apps.MustNew(apps.WithRedis(rdb, hmacKey))
 	dt := dingtalk.MustNew(dingtalk.Config{
 		Apps: []dingtalk.App{
 			{AppKey: "dingStandard"},
@@ -33,7 +31,8 @@ func Example_severalApps() {
 	})
 	client := &http.Client{Transport: throttle.MustNew(
 		throttle.WithRedis(rdb),
-		throttle.WithApps(book),
+		// Every replica shares the key (keep it with the apps' secrets).
+		throttle.WithApps(apps.Config{Key: hmacKey}),
 		throttle.WithProfiles(dt.Profile(), wechat.MustNew(wechat.Config{Apps: accounts}).Profile()),
 	)}
 	dt.Add(dingtalk.App{AppKey: "dingNew"}) // while running; a new customer org needs nothing

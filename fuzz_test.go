@@ -27,7 +27,7 @@ var nilOptions = []func() throttle.Option{
 	func() throttle.Option { var b *http.Transport; return throttle.WithBase(b) },
 	func() throttle.Option { return throttle.WithBase(nil) },
 	func() throttle.Option { var l *slog.Logger; return throttle.WithLogger(l) },
-	func() throttle.Option { var b *apps.Book; return throttle.WithApps(b) },
+	func() throttle.Option { return throttle.WithApps(apps.Config{NegativeTTL: -1}) },
 	func() throttle.Option { return throttle.WithProfiles(providers.Profile{}) },
 	func() throttle.Option { return nil },
 }

@@ -147,7 +147,7 @@ func (h *headroom) wrap(p *providers.Profile) {
 // an estimate on the edge of a step does not flap).
 func (h *headroom) apply(a, spread time.Duration, shared bool, log *slog.Logger) {
 	old := time.Duration(h.allowance.Load())
-	if a == old || (a < old && old-a < 2*providers.HeadroomStep) {
+	if a == old || (a < old && old-a < 2*h.spec.Step) {
 		return
 	}
 	p, err := h.spec.Rebuild(a)
@@ -214,13 +214,11 @@ func (t *Transport) startHeadroom(c *config) error {
 	}
 	id := make([]byte, 8)
 	_, _ = rand.Read(id)
-	// The Redis the shared limiter will be on, whichever way it is given.
+	// The Redis the shared limiter is on (WithRedis built it already).
 	var rdb redis.UniversalClient
-	prefix := limiter.DefaultSharedConfig().Prefix
+	var prefix string
 	if s, ok := c.limiter.(*limiter.Shared); ok {
 		rdb, prefix = s.Client(), s.Config().Prefix
-	} else if c.redis != nil {
-		rdb = c.redis
 	}
 	l := &headroomLoop{heads: heads, learners: learners, replica: hex.EncodeToString(id), log: c.logger,
 		report: t.tel.report, prefix: prefix}

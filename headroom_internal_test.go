@@ -63,7 +63,7 @@ func TestHeadroomAllowanceBoundedAndQuantised(t *testing.T) {
 		{0, 6 * time.Millisecond},                        // the 5 ms margin, up to the step
 		{9500 * time.Microsecond, 16 * time.Millisecond}, // 14.5 ms rounded up to the 2 ms step
 		{38 * time.Millisecond, 44 * time.Millisecond},   // 43 ms, up to 44
-		{time.Second, providers.DefaultHeadroomCeiling},
+		{time.Second, 150 * time.Millisecond},
 	} {
 		if got := spec.Allowance(c.spread); got != c.want {
 			t.Errorf("Allowance(%v) = %v, want %v", c.spread, got, c.want)
@@ -122,7 +122,7 @@ func TestHeadroomSharedLargestLiveEstimate(t *testing.T) {
 	if n, _ := rdb.HLen(t.Context(), key).Result(); n != 1 {
 		t.Errorf("the hash holds %d entries after a lapsed one was read, want 1 (b's)", n)
 	}
-	if got, want := time.Duration(hb.allowance.Load()), hb.spec.Allowance(5*time.Millisecond); got > want+providers.HeadroomStep {
+	if got, want := time.Duration(hb.allowance.Load()), hb.spec.Allowance(5*time.Millisecond); got > want+hb.spec.Step {
 		t.Errorf("b's allowance %v after a's estimate lapsed, want about %v", got, want)
 	}
 }

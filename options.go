@@ -15,9 +15,9 @@ import (
 	"github.com/quotaware/throttle/providers"
 )
 
-// DefaultMaxWait is how long a request may wait for a slot when neither
+// defaultMaxWait is how long a request may wait for a slot when neither
 // WithMaxWait nor the context deadline says less.
-const DefaultMaxWait = 5 * time.Second
+const defaultMaxWait = 5 * time.Second
 
 // Option configures a Transport.
 type Option interface{ apply(*config) }
@@ -36,17 +36,17 @@ type config struct {
 	logger    *slog.Logger
 	telemetry telemetryConfig
 	retry     RetryPolicy
-	apps      *apps.Book // WithApps
-	noShare   bool       // WithoutSharedTokens (tokens.go)
+	apps      *apps.Config // WithApps
+	noShare   bool         // WithoutSharedTokens (tokens.go)
 	errs      []error
 }
 
 func defaultConfig() config {
 	return config{
 		base:    http.DefaultTransport,
-		maxWait: DefaultMaxWait,
+		maxWait: defaultMaxWait,
 		logger:  slog.Default(),
-		retry:   DefaultRetryPolicy(),
+		retry:   RetryPolicy{}.withDefaults(),
 	}
 }
 
@@ -97,7 +97,7 @@ func WithBase(rt http.RoundTripper) Option {
 
 // WithRedis shares the limits and penalties across replicas through Redis
 // (a single node, a cluster or a failover client) with the defaults of
-// limiter.DefaultSharedConfig: key prefix "throttle", a 250ms timeout per
+// a zero limiter.SharedConfig: key prefix "throttle", a 250ms timeout per
 // Redis call, and while Redis does not answer each replica limits alone with
 // its share of every rule. It is short for
 // WithLimiter(limiter.NewShared(client, limiter.SharedConfig{})); build the
@@ -151,8 +151,7 @@ func WithProfiles(profiles ...providers.Profile) Option {
 	return optionFunc(func(c *config) { c.profiles = append(c.profiles, profiles...) })
 }
 
-// WithMaxWait caps how long a request waits for a slot (default
-// DefaultMaxWait). The context deadline, when sooner, caps it further. A
+// WithMaxWait caps how long a request waits for a slot (default 5s). The context deadline, when sooner, caps it further. A
 // request whose slot lies beyond the cap fails at once with ErrThrottled.
 // Zero means never wait: send now or fail.
 func WithMaxWait(d time.Duration) Option {

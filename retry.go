@@ -21,21 +21,35 @@ import (
 // RetryPolicy says how often and how patiently a matched request is retried.
 // Every attempt takes its own slot from the limiter and passes the breaker,
 // so retries never push a provider over its limit.
+// A zero field takes its default: the zero RetryPolicy, the Transport's
+// default, is three attempts with backoff between 200ms and 2s (DingTalk
+// advises at most three retries of "system busy").
 type RetryPolicy struct {
-	// MaxAttempts counts the first attempt: 1 disables retries.
+	// MaxAttempts counts the first attempt (default 3): 1 disables
+	// retries, as WithoutRetry does.
 	MaxAttempts int
 	// MinBackoff and MaxBackoff bound the exponential backoff (with full
-	// jitter) used when the provider gives no hint.
+	// jitter) used when the provider gives no hint (defaults 200ms and
+	// 2s).
 	MinBackoff, MaxBackoff time.Duration
 }
 
-// DefaultRetryPolicy: three attempts, backoff between 200ms and 2s. DingTalk
-// advises at most three retries of "system busy".
-func DefaultRetryPolicy() RetryPolicy {
-	return RetryPolicy{MaxAttempts: 3, MinBackoff: 200 * time.Millisecond, MaxBackoff: 2 * time.Second}
+// withDefaults fills in the zero fields.
+func (p RetryPolicy) withDefaults() RetryPolicy {
+	if p.MaxAttempts == 0 {
+		p.MaxAttempts = 3
+	}
+	if p.MinBackoff == 0 {
+		p.MinBackoff = 200 * time.Millisecond
+	}
+	if p.MaxBackoff == 0 {
+		p.MaxBackoff = max(2*time.Second, p.MinBackoff)
+	}
+	return p
 }
 
-// WithRetry sets the retry policy (default DefaultRetryPolicy).
+// WithRetry sets the retry policy; without it, the zero RetryPolicy's
+// defaults apply.
 //
 // What is retried, whatever the method: failures before the request was
 // written, and answers the profile reads as proof that the provider did not
@@ -60,7 +74,7 @@ func DefaultRetryPolicy() RetryPolicy {
 // error wraps both: errors.Is finds ErrThrottled (or ErrPenalized) and the
 // earlier failure.
 func WithRetry(p RetryPolicy) Option {
-	return optionFunc(func(c *config) { c.retry = p })
+	return optionFunc(func(c *config) { c.retry = p.withDefaults() })
 }
 
 // WithoutRetry sends each request at most once.
@@ -71,9 +85,9 @@ func WithoutRetry() Option {
 func (p RetryPolicy) validate(c *config) {
 	switch {
 	case p.MaxAttempts < 1:
-		c.fail("WithRetry: MaxAttempts must be at least 1, got %d", p.MaxAttempts)
+		c.fail("WithRetry: MaxAttempts must be at least 1 (or zero for the default), got %d", p.MaxAttempts)
 	case p.MaxAttempts > 1 && p.MinBackoff <= 0:
-		c.fail("WithRetry: MinBackoff must be positive, got %v", p.MinBackoff)
+		c.fail("WithRetry: MinBackoff must be positive (or zero for the default), got %v", p.MinBackoff)
 	case p.MaxBackoff < p.MinBackoff:
 		c.fail("WithRetry: MaxBackoff (%v) must not be below MinBackoff (%v)", p.MaxBackoff, p.MinBackoff)
 	}

@@ -77,7 +77,7 @@ func New(opts ...Option) (*Transport, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
-	t := &Transport{base: c.base, maxWait: c.maxWait, bg: newBackground(), apps: c.apps}
+	t := &Transport{base: c.base, maxWait: c.maxWait, bg: newBackground()}
 	t.tel = newTelemetry(&c)
 	for _, p := range c.profiles {
 		if p.DefaultPenalty == 0 {
@@ -97,11 +97,24 @@ func New(opts ...Option) (*Transport, error) {
 		}
 		t.profiles = append(t.profiles, profile{Profile: p, breakers: b, tel: t.tel, lowered: new(atomic.Int64)})
 	}
-	// Before the limiter: its watcher reads the profiles' Lower.
+	if c.redis != nil {
+		// WithRedis is short for WithLimiter(limiter.NewShared(...)).
+		s, err := limiter.NewShared(c.redis, limiter.SharedConfig{Logger: c.logger})
+		if err != nil {
+			return nil, fmt.Errorf("throttle: WithRedis: %w", err)
+		}
+		c.limiter = s
+	}
+	// Before the limiter is wired: its watcher reads the profiles' Lower.
 	if err := t.startHeadroom(&c); err != nil {
+		if s, ok := c.limiter.(*limiter.Shared); ok && c.redis != nil {
+			_ = s.Close() // built above for WithRedis: nobody else will
+		}
 		return nil, err
 	}
-	if err := t.buildLimiter(&c); err != nil {
+	t.buildLimiter(&c)
+	if err := t.buildApps(&c); err != nil {
+		_ = t.Close() // stops the limiter and the headroom loop started above
 		return nil, err
 	}
 	t.base = shareTokens(&c, t.shared, t.base) // token exchanges shared by the fleet (tokens.go)
@@ -136,26 +149,17 @@ func MustNew(opts ...Option) *Transport {
 	return t
 }
 
-// buildLimiter picks the limiter: the one given, a Shared one on the Redis
-// client given, or an in-process one. A Shared limiter, whether built here
-// or given, is wired the same way (wireShared).
-func (t *Transport) buildLimiter(c *config) error {
-	switch {
-	case c.redis != nil:
-		s, err := limiter.NewShared(c.redis, limiter.SharedConfig{Logger: c.logger})
-		if err != nil {
-			return fmt.Errorf("throttle: WithRedis: %w", err)
-		}
-		t.limiter = s
-	case c.limiter != nil:
-		t.limiter = c.limiter
-	default:
+// buildLimiter picks the limiter: the one given (or built for WithRedis),
+// or an in-process one. A Shared limiter, whether built here or given, is
+// wired the same way (wireShared).
+func (t *Transport) buildLimiter(c *config) {
+	t.limiter = c.limiter
+	if t.limiter == nil {
 		t.limiter = limiter.NewMemory()
 	}
 	if s, ok := t.limiter.(*limiter.Shared); ok {
 		t.wireShared(s, c)
 	}
-	return nil
 }
 
 // wireShared makes a Shared limiter's news reach this Transport: another
@@ -251,6 +255,9 @@ func (t *Transport) Close() error {
 		}
 		t.quota.close()
 		t.head.close()
+		if t.apps != nil {
+			_ = t.apps.Close()
+		}
 		if t.shared != nil {
 			t.unlisten()
 			// What the drain left of the time.
@@ -609,6 +616,14 @@ func (c *call) penalize(ctx context.Context) {
 	c.t.tel.penalty(ctx, c)
 	learned := c.learn()
 	lim, tel, name, pen := c.t.limiter, c.t.tel, c.p.Name, limiter.Penalty{Scope: v.Scope, Until: v.Until, Code: v.Code}
+	if m, ok := lim.(*limiter.Memory); ok {
+		// In process: a map write, done before the caller gets the
+		// answer, so that a LiftPenalty after it cannot come first
+		// (without Redis, the learned limit is local too).
+		learned(ctx)
+		_ = m.Penalize(ctx, name, pen)
+		return
+	}
 	c.t.bg.do(ctx, func(ctx context.Context) error {
 		// The learned limit first: the penalty's announcement tells the
 		// other replicas to read it.

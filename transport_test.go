@@ -149,7 +149,8 @@ func TestBuildRejectsBadOptions(t *testing.T) {
 		{"unnamed profile", []throttle.Option{throttle.WithProfiles(providers.Profile{Match: good.Match, Route: good.Route})}, "Name"},
 		{"profile without route", []throttle.Option{throttle.WithProfiles(providers.Profile{Name: "x", Match: good.Match})}, "Route"},
 		{"duplicate profiles", []throttle.Option{throttle.WithProfiles(good, good)}, "two profiles"},
-		{"zero attempts", []throttle.Option{throttle.WithRetry(throttle.RetryPolicy{})}, "MaxAttempts"},
+		{"negative attempts", []throttle.Option{throttle.WithRetry(throttle.RetryPolicy{MaxAttempts: -1})}, "MaxAttempts"},
+		{"negative backoff", []throttle.Option{throttle.WithRetry(throttle.RetryPolicy{MinBackoff: -time.Second})}, "MinBackoff"},
 		{"backoff upside down", []throttle.Option{throttle.WithRetry(throttle.RetryPolicy{MaxAttempts: 2, MinBackoff: time.Second, MaxBackoff: time.Millisecond})}, "MaxBackoff"},
 	}
 	for _, tc := range cases {

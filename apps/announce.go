@@ -14,7 +14,7 @@ import (
 // with it. Anyone who can PUBLISH on the server can send anything, so a
 // message is only a hint, as penalty announcements are (limiter/announce.go):
 // the listener reads the hash's entry from Redis and keeps what Redis holds
-// there, for what is left of its lifetime (at most MaxTTL). A message is
+// there, for what is left of its lifetime (at most maxTTL). A message is
 // "<32 hex digits>", optionally followed by a space and anything (an
 // earlier release's "<hash> <ttl ms> <identity>", whose rest is ignored).
 

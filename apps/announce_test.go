@@ -44,7 +44,7 @@ func TestMalformedAnnouncementsAreDropped(t *testing.T) {
 	prefix := limitertest.Group(t)
 	rdb := srv.Client(t)
 	ctx := context.Background()
-	b := apps.MustNew(apps.WithRedis(rdb, testKey), apps.WithPrefix(prefix))
+	b := apps.MustNew(apps.Config{Redis: rdb, Key: testKey, Prefix: prefix})
 	defer b.Close()
 	h := hashOf("whatever-token")
 	bad := []string{
@@ -59,7 +59,7 @@ func TestMalformedAnnouncementsAreDropped(t *testing.T) {
 		}
 	}
 	// A real announcement after them is still heard.
-	other := apps.MustNew(apps.WithRedis(rdb, testKey), apps.WithPrefix(prefix))
+	other := apps.MustNew(apps.Config{Redis: rdb, Key: testKey, Prefix: prefix})
 	defer other.Close()
 	if err := other.Learn(ctx, "a-real-token-1", apps.App{Provider: "wechat", ID: "wxA"}, time.Hour); err != nil {
 		t.Fatal(err)
@@ -81,9 +81,9 @@ func TestForgedAnnouncementIsNotTrusted(t *testing.T) {
 	prefix := limitertest.Group(t)
 	rdb := srv.Client(t)
 	ctx := context.Background()
-	learner := apps.MustNew(apps.WithRedis(rdb, testKey), apps.WithPrefix(prefix))
+	learner := apps.MustNew(apps.Config{Redis: rdb, Key: testKey, Prefix: prefix})
 	defer learner.Close()
-	other := apps.MustNew(apps.WithRedis(rdb, testKey), apps.WithPrefix(prefix))
+	other := apps.MustNew(apps.Config{Redis: rdb, Key: testKey, Prefix: prefix})
 	defer other.Close()
 	const tok = "wx-real-token-0001"
 	if err := learner.Learn(ctx, tok, apps.App{Provider: "wechat", ID: "wxA"}, time.Hour); err != nil {
@@ -103,7 +103,7 @@ func TestForgedAnnouncementIsNotTrusted(t *testing.T) {
 }
 
 // Issue 22.2: the lifetime of what a replica hears is what Redis says,
-// capped at MaxTTL, not what the message says: an entry written in Redis
+// capped at maxTTL, not what the message says: an entry written in Redis
 // for 400 days is kept 30 days at most, then read again.
 func TestHeardLifetimeIsCapped(t *testing.T) {
 	srv := redistest.Shared(t)
@@ -111,7 +111,7 @@ func TestHeardLifetimeIsCapped(t *testing.T) {
 	rdb := srv.Client(t)
 	ctx := context.Background()
 	now := time.Now()
-	b := apps.MustNew(apps.WithRedis(rdb, testKey), apps.WithPrefix(prefix), apps.WithClock(func() time.Time { return now }))
+	b := apps.MustNew(apps.WithTestClock(apps.Config{Redis: rdb, Key: testKey, Prefix: prefix}, func() time.Time { return now }))
 	defer b.Close()
 	const tok = "wx-long-lived-token"
 	h := hashOf(tok)
@@ -127,7 +127,7 @@ func TestHeardLifetimeIsCapped(t *testing.T) {
 	}
 	now = now.Add(apps.MaxTTL + time.Minute)
 	if _, ok := b.Lookup(ctx, tok); !ok || b.Stats().RedisLookups != 1 {
-		t.Fatalf("after MaxTTL: %d Redis lookups, want 1 (the heard entry outlived MaxTTL)", b.Stats().RedisLookups)
+		t.Fatalf("after maxTTL: %d Redis lookups, want 1 (the heard entry outlived maxTTL)", b.Stats().RedisLookups)
 	}
 }
 
@@ -139,7 +139,7 @@ func TestHeardAppsAreReleased(t *testing.T) {
 	prefix := limitertest.Group(t)
 	rdb := srv.Client(t)
 	ctx := context.Background()
-	b := apps.MustNew(apps.WithRedis(rdb, testKey), apps.WithPrefix(prefix))
+	b := apps.MustNew(apps.Config{Redis: rdb, Key: testKey, Prefix: prefix})
 	defer b.Close()
 	const n = 5000
 	pad := strings.Repeat("x", 1000)

@@ -14,7 +14,7 @@ import (
 // BenchmarkResolve is what tagging a request costs on the request path when
 // its token is known locally: the common case, no Redis call.
 func BenchmarkResolve(b *testing.B) {
-	book := apps.MustNew()
+	book := apps.MustNew(apps.Config{})
 	ctx := context.Background()
 	tok := "5f1e0a4c2b9d8e7f6a5b4c3d2e1f0a9b" // the length of a DingTalk token
 	_ = book.Learn(ctx, tok, apps.App{Provider: "dingtalk", ID: "dingA"}, time.Hour)
@@ -29,7 +29,7 @@ func BenchmarkResolve(b *testing.B) {
 
 // BenchmarkLookupParallel is a lookup of a known token from every core.
 func BenchmarkLookupParallel(b *testing.B) {
-	book := apps.MustNew()
+	book := apps.MustNew(apps.Config{})
 	ctx := context.Background()
 	toks := make([]string, 1024)
 	for i := range toks {
@@ -63,7 +63,7 @@ func BenchmarkMemoryPerToken(b *testing.B) {
 		var before, after runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&before)
-		book := apps.MustNew()
+		book := apps.MustNew(apps.Config{})
 		for i, tok := range toks {
 			_ = book.Learn(ctx, tok, apps.App{Provider: "dingtalk", ID: "suite", Org: "org" + strconv.Itoa(i%1000)}, time.Hour)
 		}

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"hash"
-	"log/slog"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -23,8 +22,8 @@ const (
 	// defaultTTL is a token's lifetime when its exchange states none: every
 	// provider documents about 7,200 s.
 	defaultTTL = 2 * time.Hour
-	// MaxTTL caps a stated lifetime, so a wrong answer cannot pin an entry.
-	MaxTTL = 30 * 24 * time.Hour
+	// maxTTL caps a stated lifetime, so a wrong answer cannot pin an entry.
+	maxTTL = 30 * 24 * time.Hour
 	// defaultNegativeTTL is how long a token nobody knows stays unknown
 	// before the Book asks Redis again.
 	defaultNegativeTTL = 2 * time.Second
@@ -39,7 +38,7 @@ const (
 	// defaultMaxTokens bounds the local cache; past it, expired entries go
 	// first, then arbitrary ones (they are re-read from Redis when needed).
 	defaultMaxTokens = 1 << 20
-	// minKeyLen is the shortest HMAC key WithRedis accepts.
+	// minKeyLen is the shortest HMAC key Config.Key accepts.
 	minKeyLen = 16
 )
 
@@ -93,26 +92,18 @@ type Book struct {
 	learnedCounter metric.Int64Counter
 }
 
-// New returns a Book. It fails, naming the option, when an option is invalid.
-// With WithRedis it checks that the entries in Redis were written with the
+// New returns a Book, or an error naming the Config field at fault. With
+// Redis it checks that the entries in Redis were written with the
 // same key (see KeyCheck) and starts listening to the other replicas.
-func New(opts ...Option) (*Book, error) {
-	c := defaultConfig()
-	for _, o := range opts {
-		if o != nil {
-			o.apply(&c)
-		}
+func New(cfg Config) (*Book, error) {
+	c, err := cfg.resolve()
+	if err != nil {
+		return nil, err
 	}
-	if len(c.errs) > 0 {
-		return nil, errors.Join(c.errs...)
-	}
-	if c.key == nil {
+	if len(c.key) == 0 {
 		// Local only: the hash never leaves the process, any key will do.
 		c.key = make([]byte, 32)
 		_, _ = rand.Read(c.key)
-	}
-	if c.logger == nil {
-		c.logger = slog.Default()
 	}
 	b := &Book{
 		cfg:     c,
@@ -160,9 +151,9 @@ func (b *Book) Close() error {
 	return nil
 }
 
-// MustNew is New that panics on an invalid option.
-func MustNew(opts ...Option) *Book {
-	b, err := New(opts...)
+// MustNew is New that panics on an invalid Config, for package-level use.
+func MustNew(cfg Config) *Book {
+	b, err := New(cfg)
 	if err != nil {
 		panic(err)
 	}
@@ -307,7 +298,7 @@ func (b *Book) keep(h tokenHash, r stored, now uint32) {
 }
 
 // Learn records that token belongs to app for ttl (2 hours when zero,
-// at most MaxTTL), here and, with WithRedis, for every replica. Exchanges
+// at most maxTTL), here and, with Redis, for every replica. Exchanges
 // seen by Observe are learned this way; call it yourself for tokens fetched
 // elsewhere. A token already known as another app's is trusted for
 // neither from then on: Learn returns ErrConflict, and the first conflict
@@ -322,8 +313,8 @@ func (b *Book) Learn(ctx context.Context, token string, app App, ttl time.Durati
 	switch {
 	case ttl <= 0:
 		ttl = defaultTTL
-	case ttl > MaxTTL:
-		ttl = MaxTTL
+	case ttl > maxTTL:
+		ttl = maxTTL
 	}
 	app.Learned = true
 	h := b.hash(token)

@@ -25,9 +25,9 @@ var testKey = []byte("0123456789abcdef-shared-hmac-key")
 
 // loopback lets a Book observed outside a Transport learn from exchanges
 // with the test servers, which run on loopback, not the providers' hosts.
-var loopback = []apps.Option{
-	apps.WithHosts(apps.DingTalk, "127.0.0.1"), apps.WithHosts(apps.WeChat, "127.0.0.1"),
-	apps.WithHosts(apps.WeCom, "127.0.0.1"), apps.WithHosts(apps.Feishu, "127.0.0.1"),
+func withLoopback(c apps.Config) apps.Config {
+	c.Hosts = map[string][]string{"dingtalk": {"127.0.0.1"}, "wechat": {"127.0.0.1"}, "wecom": {"127.0.0.1"}, "feishu": {"127.0.0.1"}}
+	return c
 }
 
 // exchangeServer answers every token call with the body the case gives.
@@ -75,7 +75,7 @@ func TestObserveLearnsEveryExchange(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			book := apps.MustNew(loopback...)
+			book := apps.MustNew(withLoopback(apps.Config{}))
 			srv := exchangeServer(t, tc.answer)
 			client := &http.Client{Transport: book.Observe(http.DefaultTransport)}
 			var body io.Reader
@@ -110,7 +110,7 @@ func TestObserveSendsTheBodyUnchanged(t *testing.T) {
 		_, _ = io.WriteString(w, `{"accessToken":"T","expireIn":7200}`)
 	}))
 	defer srv.Close()
-	book := apps.MustNew()
+	book := apps.MustNew(apps.Config{})
 	client := &http.Client{Transport: book.Observe(http.DefaultTransport)}
 	for _, size := range []int{10, 20 << 10} { // a token call, and a big body that is none
 		sent := `{"appKey":"k","pad":"` + strings.Repeat("x", size) + `"}`
@@ -126,7 +126,7 @@ func TestObserveSendsTheBodyUnchanged(t *testing.T) {
 }
 
 func TestObserveIgnoresErrorAnswers(t *testing.T) {
-	book := apps.MustNew(loopback...)
+	book := apps.MustNew(withLoopback(apps.Config{}))
 	srv := exchangeServer(t, `{"errcode":40089,"errmsg":"不合法的appkey或appsecret","access_token":"BADTOKEN-1"}`)
 	client := &http.Client{Transport: book.Observe(http.DefaultTransport)}
 	resp, err := client.Get(srv.URL + "/gettoken?appkey=k&appsecret=wrong")
@@ -140,7 +140,7 @@ func TestObserveIgnoresErrorAnswers(t *testing.T) {
 }
 
 func TestFeishuStoreAppTenantToken(t *testing.T) {
-	book := apps.MustNew(loopback...)
+	book := apps.MustNew(withLoopback(apps.Config{}))
 	ctx := context.Background()
 	if err := book.Learn(ctx, "a-APP-token", apps.App{Provider: "feishu", ID: "cli_store"}, time.Hour); err != nil {
 		t.Fatal(err)
@@ -186,7 +186,7 @@ func TestTokenPlaces(t *testing.T) {
 }
 
 func TestResolve(t *testing.T) {
-	book := apps.MustNew()
+	book := apps.MustNew(apps.Config{})
 	ctx := context.Background()
 	_ = book.Learn(ctx, "known", apps.App{Provider: "dingtalk", ID: "dingA"}, time.Hour)
 	get := func(ctx context.Context, tok string) *http.Request {
@@ -216,7 +216,7 @@ func TestResolve(t *testing.T) {
 func TestEntriesExpireWithTheToken(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	clock := func() time.Time { return now }
-	book := apps.MustNew(apps.WithClock(clock))
+	book := apps.MustNew(apps.WithTestClock(apps.Config{}, clock))
 	ctx := context.Background()
 	_ = book.Learn(ctx, "tok", apps.App{Provider: "wechat", ID: "wxA"}, 10*time.Second)
 	now = now.Add(9 * time.Second)
@@ -230,7 +230,7 @@ func TestEntriesExpireWithTheToken(t *testing.T) {
 }
 
 func TestMaxTokensBoundsTheCache(t *testing.T) {
-	book := apps.MustNew(apps.WithMaxTokens(160))
+	book := apps.MustNew(apps.Config{MaxTokens: 160})
 	ctx := context.Background()
 	for i := range 5000 {
 		_ = book.Learn(ctx, "tok"+string(rune('a'+i%26))+time.Duration(i).String(), apps.App{Provider: "wechat", ID: "wxA"}, time.Hour)
@@ -240,24 +240,24 @@ func TestMaxTokensBoundsTheCache(t *testing.T) {
 	}
 }
 
-func TestOptionErrorsNameTheOption(t *testing.T) {
+func TestConfigErrorsNameTheField(t *testing.T) {
+	rdb := redistest.Shared(t).Client(t)
 	cases := []struct {
-		opt  apps.Option
+		cfg  apps.Config
 		want string
 	}{
-		{apps.WithRedis(nil, testKey), "WithRedis"},
-		{apps.WithPrefix(""), "WithPrefix"},
-		{apps.WithNegativeTTL(0), "WithNegativeTTL"},
-		{apps.WithRedisTimeout(-1), "WithRedisTimeout"},
-		{apps.WithMaxTokens(0), "WithMaxTokens"},
+		{apps.Config{Redis: rdb}, "Config.Key"},
+		{apps.Config{Redis: rdb, Key: []byte("short")}, "Config.Key"},
+		{apps.Config{NegativeTTL: -1}, "Config.NegativeTTL"},
+		{apps.Config{RedisTimeout: -1}, "Config.RedisTimeout"},
+		{apps.Config{MaxTokens: -1}, "Config.MaxTokens"},
+		{apps.Config{Hosts: map[string][]string{"dingtalk": nil}}, "Config.Hosts"},
+		{apps.Config{Hosts: map[string][]string{"slack": {"a"}}}, "Config.Hosts"},
+		{apps.Config{Hosts: map[string][]string{"wechat": {"http://a"}}}, "Config.Hosts"},
 	}
 	for _, tc := range cases {
-		if _, err := apps.New(tc.opt); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: err = %v, want one naming it", tc.want, err)
+		if _, err := apps.New(tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: err = %v, want one naming %s", tc.cfg, err, tc.want)
 		}
-	}
-	rdb := redistest.Shared(t).Client(t)
-	if _, err := apps.New(apps.WithRedis(rdb, []byte("short"))); err == nil || !strings.Contains(err.Error(), "key") {
-		t.Errorf("short key: err = %v, want one about the key", err)
 	}
 }

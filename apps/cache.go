@@ -76,7 +76,7 @@ func (b *Book) claim(h tokenHash, app App, exp, now uint32) (conflict bool) {
 
 // putLocked is put with the shard locked. When the shard has grown to its
 // sweep mark, expired entries go first; when it is still at its share of
-// WithMaxTokens, arbitrary ones (Go's map order is random) make room. Every
+// Config.MaxTokens, arbitrary ones (Go's map order is random) make room. Every
 // entry removed or replaced releases its identity.
 func (b *Book) putLocked(sh *shard, h tokenHash, app App, mark uint32, exp, now uint32) {
 	limit := max(1, b.cfg.maxTokens/nShards)

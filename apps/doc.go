@@ -15,14 +15,14 @@
 // are tagged with the app (NewContext) before the preset routes them
 // (Resolve).
 //
-// What one replica learns, the others read from Redis (WithRedis), under a
+// What one replica learns, the others read from Redis (Config.Redis), under a
 // keyed hash of the token (HMAC-SHA256 with a key every replica shares,
 // truncated to 128 bits) that expires with the token: neither a token nor a
 // secret is ever written to Redis, a metric, a span or a log line. Each
 // replica caches what it learned or read in memory with its expiry, so the
 // common request costs one HMAC and a map lookup and no Redis call; a token
 // Redis does not know is remembered as unknown for a short while
-// (WithNegativeTTL) so that it costs at most one Redis call per replica per
+// (Config.NegativeTTL) so that it costs at most one Redis call per replica per
 // while.
 //
 // A token the Book does not know leaves the request untagged and is counted

@@ -17,11 +17,10 @@ import (
 func Example() {
 	rdb := redis.NewClient(&redis.Options{Addr: "redis:6379", ContextTimeoutEnabled: true})
 	hmacKey := []byte("the same 32 random bytes on every replica") // keep it with the apps' secrets
-	book := apps.MustNew(apps.WithRedis(rdb, hmacKey))
 	set := dingtalk.MustNew(dingtalk.Config{Apps: []dingtalk.App{{AppKey: "dingStandard"}, {AppKey: "dingPro", Edition: dingtalk.Professional}, {AppKey: "suiteKey", ISV: true}}})
 	client := &http.Client{Transport: throttle.MustNew(
 		throttle.WithRedis(rdb),
-		throttle.WithApps(book),
+		throttle.WithApps(apps.Config{Key: hmacKey}), // on the Transport's Redis
 		throttle.WithProfiles(set.Profile()),
 	)}
 	_ = client // hand it to the SDKs

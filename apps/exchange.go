@@ -120,7 +120,7 @@ func (a *answer) accessToken() string {
 // one returns a single grant when token and app are known and sane, and
 // the lifetime stated is one a provider states.
 func one(provider, token, app, org string, ttl time.Duration) []grant {
-	if !tokenform.Sane(token) || app == "" || ttl < minTokenTTL || ttl > MaxTTL {
+	if !tokenform.Sane(token) || app == "" || ttl < minTokenTTL || ttl > maxTTL {
 		return nil
 	}
 	if checkIdentity(App{Provider: provider, ID: app, Org: org}) != nil {

@@ -21,7 +21,7 @@ import (
 // those given with WithHosts) are learned from.
 func TestExchangesOnOtherHostsAreNotLearned(t *testing.T) {
 	srv := exchangeServer(t, `{"errcode":0,"access_token":"made-up-token-1","expires_in":2592000}`)
-	book := apps.MustNew()
+	book := apps.MustNew(apps.Config{})
 	client := &http.Client{Transport: book.Observe(http.DefaultTransport)}
 	resp, err := client.Get(srv.URL + "/gettoken?appkey=made-up&appsecret=x")
 	if err != nil {
@@ -32,7 +32,7 @@ func TestExchangesOnOtherHostsAreNotLearned(t *testing.T) {
 		t.Fatalf("learned %+v from an exchange with a host that is not DingTalk's", app)
 	}
 	// The same host given as DingTalk's is learned from.
-	book = apps.MustNew(apps.WithHosts(apps.DingTalk, srv.Listener.Addr().String()))
+	book = apps.MustNew(apps.Config{Hosts: map[string][]string{apps.DingTalk: {srv.Listener.Addr().String()}}})
 	client = &http.Client{Transport: book.Observe(http.DefaultTransport)}
 	resp, err = client.Get(srv.URL + "/gettoken?appkey=dingA&appsecret=x")
 	if err != nil {
@@ -62,7 +62,7 @@ func TestExchangeAnswersAreChecked(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			book := apps.MustNew(loopback...)
+			book := apps.MustNew(withLoopback(apps.Config{}))
 			srv := exchangeServer(t, tc.answer)
 			client := &http.Client{Transport: book.Observe(http.DefaultTransport)}
 			method := "GET"
@@ -94,8 +94,7 @@ func TestTokenClaimedForTwoAppsIsTrustedForNeither(t *testing.T) {
 	ctx := context.Background()
 	var logs bytes.Buffer
 	book := func() *apps.Book {
-		b := apps.MustNew(append(loopback, apps.WithRedis(srv.Client(t), testKey), apps.WithPrefix(prefix),
-			apps.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))...)
+		b := apps.MustNew(withLoopback(apps.Config{Redis: srv.Client(t), Key: testKey, Prefix: prefix, Logger: slog.New(slog.NewTextHandler(&logs, nil))}))
 		t.Cleanup(func() { b.Close() })
 		return b
 	}
@@ -143,14 +142,14 @@ func TestKeyMismatchIsReportedAtStart(t *testing.T) {
 	prefix := limitertest.Group(t)
 	var logs bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&logs, nil))
-	a := apps.MustNew(apps.WithRedis(srv.Client(t), testKey), apps.WithPrefix(prefix), apps.WithLogger(logger))
+	a := apps.MustNew(apps.Config{Redis: srv.Client(t), Key: testKey, Prefix: prefix, Logger: logger})
 	defer a.Close()
-	same := apps.MustNew(apps.WithRedis(srv.Client(t), testKey), apps.WithPrefix(prefix), apps.WithLogger(logger))
+	same := apps.MustNew(apps.Config{Redis: srv.Client(t), Key: testKey, Prefix: prefix, Logger: logger})
 	defer same.Close()
 	if a.KeyCheck() != nil || same.KeyCheck() != nil || logs.Len() != 0 {
 		t.Fatalf("replicas with one key: %v, %v, logs %q", a.KeyCheck(), same.KeyCheck(), logs.String())
 	}
-	other, err := apps.New(apps.WithRedis(srv.Client(t), []byte("another-key-0123456789")), apps.WithPrefix(prefix), apps.WithLogger(logger))
+	other, err := apps.New(apps.Config{Redis: srv.Client(t), Key: []byte("another-key-0123456789"), Prefix: prefix, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +157,7 @@ func TestKeyMismatchIsReportedAtStart(t *testing.T) {
 	if err := other.KeyCheck(); !errors.Is(err, apps.ErrKeyMismatch) || !other.Stats().KeyMismatch {
 		t.Fatalf("KeyCheck = %v, Stats.KeyMismatch = %v; want ErrKeyMismatch", err, other.Stats().KeyMismatch)
 	}
-	if !strings.Contains(logs.String(), "level=ERROR") || !strings.Contains(logs.String(), "key differs") ||
+	if !strings.Contains(logs.String(), "level=ERROR") || !strings.Contains(logs.String(), "Key differs") ||
 		strings.Contains(logs.String(), "another-key") || strings.Contains(logs.String(), string(testKey)) {
 		t.Fatalf("the log: %q; want one error naming the mismatch, no key", logs.String())
 	}

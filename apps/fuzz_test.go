@@ -10,7 +10,7 @@ import (
 // FuzzAnnouncement feeds the apps channel's message format and what Redis
 // holds for an entry (both written by anyone who can reach the server)
 // through their parsers: never a panic, and what is accepted is exactly a
-// 128-bit hash, a bounded identity, a lifetime within MaxTTL.
+// 128-bit hash, a bounded identity, a lifetime within maxTTL.
 func FuzzAnnouncement(f *testing.F) {
 	h := strings.Repeat("ab", 16)
 	for _, s := range []string{h, h + " 7200000 wechat\x1fwxA\x1f", strings.Repeat("ab", 17), strings.Repeat("ab", 64),
@@ -28,7 +28,7 @@ func FuzzAnnouncement(f *testing.F) {
 		if !r.found {
 			return
 		}
-		if r.ttl <= 0 || r.ttl > MaxTTL {
+		if r.ttl <= 0 || r.ttl > maxTTL {
 			t.Fatalf("%q: lifetime %v accepted", msg, r.ttl)
 		}
 		if !r.conflict {

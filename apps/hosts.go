@@ -11,7 +11,7 @@ import (
 // exchange is learned only when it went to its provider: either the
 // Transport matched it to the provider's profile (Resolve marks it,
 // sentKey), or its host is one of the provider's (the public hosts, and
-// those given with WithHosts).
+// those given in Config.Hosts).
 
 // sentKey marks a request's context with the name of the profile the
 // Transport matched it to, for exchanges only.
@@ -27,10 +27,6 @@ func defaultHosts() map[string][]string {
 		Feishu:   {"open.feishu.cn", "open.larksuite.com"},
 	}
 }
-
-// DefaultHosts returns the public hosts whose exchanges a Book learns from
-// for provider without a profile's word (see WithHosts).
-func DefaultHosts(provider string) []string { return defaultHosts()[provider] }
 
 // hostSet is a set of lower-cased "host" (any port) or "host:port".
 type hostSet map[string]bool

@@ -15,7 +15,7 @@ const maxExchangeBody = 16 << 10
 // Observe returns a RoundTripper that sends through base and learns from
 // the token exchanges it carries to their providers: those the Transport
 // matched to the provider's profile, or sent to the provider's public hosts
-// or those given with WithHosts. An answer is learned only when it passes
+// or those given in Config.Hosts. An answer is learned only when it passes
 // the provider's checks (HTTP 200, its success code, a token and lifetime
 // of sane form). Other requests pass untouched, at the cost of a path
 // comparison. The Transport wraps its base transport with it

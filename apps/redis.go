@@ -83,13 +83,13 @@ func (b *Book) channel() string { return b.cfg.prefix + ":apps" }
 // stored is what Redis holds for a token.
 type stored struct {
 	app      App
-	ttl      time.Duration // what is left, at most MaxTTL
+	ttl      time.Duration // what is left, at most maxTTL
 	found    bool          // an identity or the conflict marker
 	conflict bool
 }
 
 // fetch reads a token another replica learned, with what is left of its
-// lifetime (at most MaxTTL, whatever Redis says).
+// lifetime (at most maxTTL, whatever Redis says).
 func (b *Book) fetch(ctx context.Context, h tokenHash) (stored, error) {
 	b.redisLookups.Add(1)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cfg.redisTimeout)
@@ -119,7 +119,7 @@ func readStored(v string, ttl time.Duration) stored {
 	if ttl <= 0 {
 		return stored{}
 	}
-	ttl = min(ttl, MaxTTL)
+	ttl = min(ttl, maxTTL)
 	if v == conflictValue {
 		return stored{found: true, conflict: true, ttl: ttl}
 	}
@@ -137,7 +137,7 @@ func readStored(v string, ttl time.Duration) stored {
 
 // ErrKeyMismatch is KeyCheck's answer when the entries in Redis were
 // written with another key than this Book's.
-var ErrKeyMismatch = errors.New("apps: the entries in Redis were written with another WithRedis key: " +
+var ErrKeyMismatch = errors.New("apps: the entries in Redis were written with another Config.Key: " +
 	"this replica finds none of the tokens the others learned, and they none of its")
 
 func (b *Book) fingerprintKey() string { return b.cfg.prefix + ":apps:key" }
@@ -173,7 +173,7 @@ func (b *Book) sameKey(inRedis string) {
 	}
 	err := ErrKeyMismatch
 	if b.keyErr.CompareAndSwap(nil, &err) {
-		b.cfg.logger.Error("apps: this replica's WithRedis key differs from the one the entries in Redis were written with: "+
+		b.cfg.logger.Error("apps: this replica's Config.Key differs from the one the entries in Redis were written with: "+
 			"tokens learned by one replica are unknown to the others (charged to the preset's default app or shared scope); "+
 			"give every replica the same key", "prefix", b.cfg.prefix)
 	}

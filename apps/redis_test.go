@@ -22,7 +22,7 @@ func TestReplicasShareWhatTheyLearn(t *testing.T) {
 	prefix := limitertest.Group(t)
 	ctx := context.Background()
 	book := func() *apps.Book {
-		b := apps.MustNew(append(loopback, apps.WithRedis(srv.Client(t), testKey), apps.WithPrefix(prefix))...)
+		b := apps.MustNew(withLoopback(apps.Config{Redis: srv.Client(t), Key: testKey, Prefix: prefix}))
 		t.Cleanup(func() { b.Close() })
 		return b
 	}
@@ -92,8 +92,8 @@ func TestAnotherKeyReadsNothing(t *testing.T) {
 	srv := redistest.Shared(t)
 	prefix := limitertest.Group(t)
 	ctx := context.Background()
-	a := apps.MustNew(apps.WithRedis(srv.Client(t), testKey), apps.WithPrefix(prefix))
-	b := apps.MustNew(apps.WithRedis(srv.Client(t), []byte("another-key-0123456789")), apps.WithPrefix(prefix))
+	a := apps.MustNew(apps.Config{Redis: srv.Client(t), Key: testKey, Prefix: prefix})
+	b := apps.MustNew(apps.Config{Redis: srv.Client(t), Key: []byte("another-key-0123456789"), Prefix: prefix})
 	defer a.Close()
 	defer b.Close()
 	if err := a.Learn(ctx, "tok", apps.App{Provider: "wechat", ID: "wxA"}, time.Hour); err != nil {
@@ -108,7 +108,7 @@ func TestAnotherKeyReadsNothing(t *testing.T) {
 // negative TTL.
 func TestUnknownTokenAsksRedisOnce(t *testing.T) {
 	srv := redistest.Shared(t)
-	b := apps.MustNew(apps.WithRedis(srv.Client(t), testKey), apps.WithPrefix(limitertest.Group(t)), apps.WithNegativeTTL(time.Minute))
+	b := apps.MustNew(apps.Config{Redis: srv.Client(t), Key: testKey, Prefix: limitertest.Group(t), NegativeTTL: time.Minute})
 	defer b.Close()
 	for range 100 {
 		if _, ok := b.Lookup(context.Background(), "nobody-knows"); ok {
@@ -126,8 +126,7 @@ func TestUnknownTokenAsksRedisOnce(t *testing.T) {
 func TestRedisDown(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
-	b := apps.MustNew(apps.WithRedis(rdb, testKey), apps.WithPrefix(limitertest.Group(t)),
-		apps.WithRedisTimeout(100*time.Millisecond), apps.WithNegativeTTL(time.Minute))
+	b := apps.MustNew(apps.Config{Redis: rdb, Key: testKey, Prefix: limitertest.Group(t), RedisTimeout: 100 * time.Millisecond, NegativeTTL: time.Minute})
 	defer b.Close()
 	srv.Stop()
 	ctx := context.Background()

@@ -17,7 +17,7 @@ func processed(b *apps.Book) int64 { s := b.Stats(); return s.Heard + s.Rejected
 func checkReleased(t *testing.T, b *apps.Book) {
 	t.Helper()
 	now := time.Now()
-	local := apps.MustNew(apps.WithClock(func() time.Time { return now }))
+	local := apps.MustNew(apps.WithTestClock(apps.Config{}, func() time.Time { return now }))
 	ctx := context.Background()
 	for i := range 1000 {
 		_ = local.Learn(ctx, "token-"+strconv.Itoa(i), apps.App{Provider: "wechat", ID: "wx" + strconv.Itoa(i)}, time.Minute)

@@ -57,7 +57,7 @@ func TestTokenWhereSDKsPutIt(t *testing.T) {
 // access_token as a form field) is read by Resolve, and the body is left
 // for the request to send.
 func TestResolveReadsTheFormField(t *testing.T) {
-	book := apps.MustNew()
+	book := apps.MustNew(apps.Config{})
 	ctx := context.Background()
 	_ = book.Learn(ctx, "form-token-0001", apps.App{Provider: "dingtalk", ID: "dingA"}, time.Hour)
 	body := "access_token=form-token-0001&userid=u1"
@@ -77,7 +77,7 @@ func TestResolveReadsTheFormField(t *testing.T) {
 // the Book can read is counted as unknown (Stats.Unknown, NoToken), never
 // silent; webhooks, exchanges and suite-token calls need none.
 func TestUnreadableTokenIsCounted(t *testing.T) {
-	book := apps.MustNew()
+	book := apps.MustNew(apps.Config{})
 	cases := []struct {
 		provider, method, url string
 		counted               bool

@@ -10,16 +10,16 @@ import (
 )
 
 // A rule of at most 2 requests in any second, 2 of them back to back, kept
-// by the in-memory limiter on a clock that stands still: two go now, the
-// third is booked a second ahead (never 3 in one second), and a fourth that
-// may not wait is refused, with how long until a request could go at once.
+// by the in-memory limiter: two go now, the third is booked a second ahead
+// (never 3 in one second), and a fourth that may not wait is refused, with
+// how long until a request could go at once. (Durations are rounded to
+// 100ms: the calls themselves take a little time.)
 func ExampleNewMemory() {
 	rl, err := rule.New("api:app1:/v1/users", 2, time.Second, rule.WithBurst(2))
 	if err != nil {
 		panic(err)
 	}
-	now := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
-	l := limiter.NewMemory(limiter.WithClock(func() time.Time { return now }))
+	l := limiter.NewMemory()
 	ctx := context.Background()
 
 	for i, maxWait := range []time.Duration{time.Second, time.Second, time.Second, 0} {
@@ -28,9 +28,9 @@ func ExampleNewMemory() {
 			panic(err)
 		}
 		if res.OK() {
-			fmt.Printf("request %d: send in %v\n", i+1, res.Delay())
+			fmt.Printf("request %d: send in %v\n", i+1, res.Delay().Round(100*time.Millisecond))
 		} else {
-			fmt.Printf("request %d: refused, retry in %v\n", i+1, res.RetryAfter())
+			fmt.Printf("request %d: refused, retry in %v\n", i+1, res.RetryAfter().Round(100*time.Millisecond))
 		}
 	}
 	// Output:
@@ -44,13 +44,12 @@ func ExampleNewMemory() {
 // caller gives up first, Cancel so the next request gets the slot.
 func ExampleReservation_Cancel() {
 	rl := rule.Must(rule.New("api:app1:/v1/users", 1, time.Second))
-	now := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
-	l := limiter.NewMemory(limiter.WithClock(func() time.Time { return now }))
+	l := limiter.NewMemory()
 	req := limiter.Request{Group: "example", Rules: []rule.Rule{rl}, MaxWait: 5 * time.Second}
 	ctx := context.Background()
 
 	first, _ := l.Reserve(ctx, req)
-	fmt.Println("first: send in", first.Delay())
+	fmt.Println("first: send in", first.Delay().Round(100*time.Millisecond))
 
 	second, _ := l.Reserve(ctx, req)
 	gaveUp, cancel := context.WithCancel(ctx)
@@ -61,7 +60,7 @@ func ExampleReservation_Cancel() {
 	}
 
 	third, _ := l.Reserve(ctx, req)
-	fmt.Println("third: send in", third.Delay(), "(the slot the second gave back)")
+	fmt.Println("third: send in", third.Delay().Round(100*time.Millisecond), "(the slot the second gave back)")
 	// Output:
 	// first: send in 0s
 	// second: wait ended: context canceled

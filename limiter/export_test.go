@@ -112,3 +112,11 @@ func (s *Shared) SetClock(now func() time.Time) { s.redis.now = now }
 
 // ReplicaID names the replica in its fault key.
 func (s *Shared) ReplicaID() string { return s.faults.key[strings.LastIndexByte(s.faults.key, ':')+1:] }
+
+// NewMemoryWithClock returns a Memory limiter reading now instead of
+// time.Now, so tests can step through calendar boundaries.
+func NewMemoryWithClock(now func() time.Time) *Memory {
+	m := NewMemory()
+	m.now = now
+	return m
+}

@@ -85,7 +85,7 @@ func TestMemoryCalendarBoundaries(t *testing.T) {
 		t.Run(tc.unit.String()+" "+tc.now.Format(time.DateTime), func(t *testing.T) {
 			var now atomic.Pointer[time.Time]
 			now.Store(&tc.now)
-			m := limiter.NewMemory(limiter.WithClock(func() time.Time { return *now.Load() }))
+			m := limiter.NewMemoryWithClock(func() time.Time { return *now.Load() })
 			r := rule.Must(rule.NewCalendar("q", 3, tc.unit, shanghai))
 			req := limiter.Request{Group: "g", Rules: []rule.Rule{r}}
 			for i := 0; i < 3; i++ {
@@ -115,7 +115,7 @@ func TestMemoryForgetsIdleKeys(t *testing.T) {
 	var now atomic.Pointer[time.Time]
 	t0 := time.Unix(1_800_000_000, 0)
 	now.Store(&t0)
-	m := limiter.NewMemory(limiter.WithClock(func() time.Time { return *now.Load() }))
+	m := limiter.NewMemoryWithClock(func() time.Time { return *now.Load() })
 	base := rule.Must(rule.New("k", 10, time.Second))
 	for i := 0; i < 1000; i++ {
 		r, _ := base.WithKey("path/" + time.Duration(i).String())
@@ -350,7 +350,7 @@ func TestOutsideLimiterConformance(t *testing.T) {
 func TestMemoryDelayCountsDown(t *testing.T) {
 	var now atomic.Int64
 	now.Store(time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC).UnixNano())
-	m := limiter.NewMemory(limiter.WithClock(func() time.Time { return time.Unix(0, now.Load()) }))
+	m := limiter.NewMemoryWithClock(func() time.Time { return time.Unix(0, now.Load()) })
 	req := limiter.Request{Group: "g", Rules: []rule.Rule{rule.Must(rule.New("r", 1, time.Second))}, MaxWait: 2 * time.Second}
 	if res, _ := m.Reserve(context.Background(), req); !res.OK() || res.Delay() != 0 {
 		t.Fatalf("first: %+v", res)

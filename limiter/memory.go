@@ -32,21 +32,8 @@ type calendarState struct {
 	expireUs int64           // end of the latest booked window
 }
 
-// MemoryOption configures a Memory limiter.
-type MemoryOption interface{ applyMemory(*Memory) }
-
-type memoryOptionFunc func(*Memory)
-
-func (f memoryOptionFunc) applyMemory(m *Memory) { f(m) }
-
-// WithClock sets the clock a Memory limiter reads (default time.Now), so
-// tests can step through calendar boundaries.
-func WithClock(now func() time.Time) MemoryOption {
-	return memoryOptionFunc(func(m *Memory) { m.now = now })
-}
-
 // NewMemory returns an in-process Limiter.
-func NewMemory(opts ...MemoryOption) *Memory {
+func NewMemory() *Memory {
 	m := &Memory{
 		now:       time.Now,
 		paced:     make(map[stateKey]int64),
@@ -54,9 +41,6 @@ func NewMemory(opts ...MemoryOption) *Memory {
 		calendar:  make(map[stateKey]*calendarState),
 		leases:    make(map[stateKey]map[int64]int64),
 		penalties: make(map[stateKey]Penalty),
-	}
-	for _, o := range opts {
-		o.applyMemory(m)
 	}
 	return m
 }

@@ -18,9 +18,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Defaults of a Shared limiter, in one place; DefaultSharedConfig
-// returns them.
+// Defaults of a Shared limiter, in one place: a zero SharedConfig field
+// stands for them (see resolve).
 const (
+	defaultPrefix  = "throttle"
 	defaultTimeout = 250 * time.Millisecond
 	defaultProbe   = time.Second
 	defaultRecover = 5 * time.Second
@@ -29,16 +30,11 @@ const (
 	defaultBeat = 2 * time.Second
 )
 
-// DefaultSharedConfig is the configuration a zero SharedConfig stands
-// for: prefix "throttle", local limiting with 1/live replicas of each rule
-// during an outage, a 250ms timeout per Redis call, a probe a second while
-// Redis is away, and 5s of good probes before using it again.
-func DefaultSharedConfig() SharedConfig {
-	return SharedConfig{Prefix: "throttle", Mode: OutageLocal, Timeout: defaultTimeout, Probe: defaultProbe, Recover: defaultRecover}
-}
-
-// SharedConfig configures a Shared limiter. Zero fields take the values
-// of DefaultSharedConfig.
+// SharedConfig configures a Shared limiter. Zero fields take the defaults
+// each field states: the zero SharedConfig is prefix "throttle", local
+// limiting with 1/live replicas of each rule during an outage, a 250ms
+// timeout per Redis call, a probe a second while Redis is away, and 5s of
+// good probes before using it again.
 type SharedConfig struct {
 	// Prefix of every key and of the announcement channel (default
 	// "throttle"); replicas with the same prefix share their limits.
@@ -122,23 +118,24 @@ type Shared struct {
 // NewShared returns a Shared limiter on client (a single node, a cluster,
 // a ring or a failover client) and starts its background work.
 func NewShared(client redis.UniversalClient, cfg SharedConfig) (*Shared, error) {
-	def := DefaultSharedConfig()
 	if cfg.Prefix == "" {
-		cfg.Prefix = def.Prefix
+		cfg.Prefix = defaultPrefix
 	}
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = def.Timeout
+	if cfg.Timeout == 0 {
+		cfg.Timeout = defaultTimeout
 	}
-	if cfg.Probe <= 0 {
-		cfg.Probe = def.Probe
+	if cfg.Probe == 0 {
+		cfg.Probe = defaultProbe
 	}
-	if cfg.Recover <= 0 {
-		cfg.Recover = def.Recover
+	if cfg.Recover == 0 {
+		cfg.Recover = defaultRecover
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
 	switch {
+	case cfg.Timeout < 0 || cfg.Probe < 0 || cfg.Recover < 0:
+		return nil, fmt.Errorf("limiter: NewShared: Timeout, Probe and Recover must not be negative, got %v, %v, %v", cfg.Timeout, cfg.Probe, cfg.Recover)
 	case cfg.Mode < OutageLocal || cfg.Mode > OutageAdmit:
 		return nil, fmt.Errorf("limiter: NewShared: Mode must be OutageLocal, OutageRefuse or OutageAdmit, got %d", int(cfg.Mode))
 	case cfg.Share < 0 || cfg.Share > 1:

@@ -20,9 +20,19 @@ import (
 // rules with one allowance, and, when that allowance moves by a step,
 // replaces the profile's Route and Classify with those of Rebuild(allowance).
 type Headroom struct {
-	// Floor and Ceiling bound the allowance (defaults DefaultHeadroomFloor
-	// and DefaultHeadroomCeiling).
+	// Floor and Ceiling bound the allowance (defaults 5 ms and 150 ms: the
+	// ceiling is the largest allowance a preset will choose on its own; a
+	// network whose latency varies more than that wants its Jitter set).
 	Floor, Ceiling time.Duration
+	// Step quantises the allowance (default 2 ms), so that rules are
+	// rebuilt only when it moves by a few milliseconds.
+	Step time.Duration
+	// Margin is added to the measured spread (default 5 ms): the quantiles
+	// leave out the tail of the latency, and a replica's timers and
+	// scheduler add a few milliseconds of their own to when a send leaves
+	// (measured: with the spread alone, a latency varying by 0-10 ms on a
+	// loaded 2-core machine was answered with a rejection now and then).
+	Margin time.Duration
 	// Initial is the allowance until enough answers were measured: the
 	// preset's old fixed default, safe for most networks.
 	Initial time.Duration
@@ -33,30 +43,28 @@ type Headroom struct {
 	Rebuild func(allowance time.Duration) (Profile, error)
 }
 
-// Defaults of Headroom. The step quantises the allowance so that rules are
-// rebuilt only when it moves by a few milliseconds; the ceiling is the
-// largest allowance a preset will choose on its own (a network whose
-// latency varies more than that wants its Jitter set).
+// Defaults of Headroom, stated in its fields' docs.
 const (
-	DefaultHeadroomFloor   = 5 * time.Millisecond
-	DefaultHeadroomCeiling = 150 * time.Millisecond
-	HeadroomStep           = 2 * time.Millisecond
-	// HeadroomMargin is added to the measured spread: the quantiles leave
-	// out the tail of the latency, and a replica's timers and scheduler add
-	// a few milliseconds of their own to when a send leaves (measured: with
-	// the spread alone, a latency varying by 0-10 ms on a loaded 2-core
-	// machine was answered with a rejection now and then).
-	HeadroomMargin = 5 * time.Millisecond
+	defaultHeadroomFloor   = 5 * time.Millisecond
+	defaultHeadroomCeiling = 150 * time.Millisecond
+	defaultHeadroomStep    = 2 * time.Millisecond
+	defaultHeadroomMargin  = 5 * time.Millisecond
 )
 
 // Normalized returns h with its defaults filled in, or an error naming the
 // field at fault.
 func (h Headroom) Normalized() (Headroom, error) {
 	if h.Floor == 0 {
-		h.Floor = DefaultHeadroomFloor
+		h.Floor = defaultHeadroomFloor
 	}
 	if h.Ceiling == 0 {
-		h.Ceiling = DefaultHeadroomCeiling
+		h.Ceiling = defaultHeadroomCeiling
+	}
+	if h.Step == 0 {
+		h.Step = defaultHeadroomStep
+	}
+	if h.Margin == 0 {
+		h.Margin = defaultHeadroomMargin
 	}
 	if h.Initial == 0 {
 		h.Initial = h.Ceiling
@@ -64,6 +72,8 @@ func (h Headroom) Normalized() (Headroom, error) {
 	switch {
 	case h.Rebuild == nil:
 		return h, fmt.Errorf("providers: Headroom.Rebuild must not be nil")
+	case h.Step < 0 || h.Margin < 0:
+		return h, fmt.Errorf("providers: Headroom.Step and Headroom.Margin must not be negative, got %v and %v", h.Step, h.Margin)
 	case h.Floor < 0:
 		return h, fmt.Errorf("providers: Headroom.Floor must not be negative, got %v", h.Floor)
 	case h.Ceiling < h.Floor:
@@ -75,11 +85,14 @@ func (h Headroom) Normalized() (Headroom, error) {
 }
 
 // Allowance turns a measured spread into the allowance: the spread plus
-// HeadroomMargin, rounded up to the step and held within [Floor, Ceiling].
+// Margin, rounded up to Step and held within [Floor, Ceiling]. Call it on
+// a Normalized Headroom.
 func (h Headroom) Allowance(spread time.Duration) time.Duration {
-	a := spread + HeadroomMargin
-	if r := a % HeadroomStep; r != 0 {
-		a += HeadroomStep - r
+	a := spread + h.Margin
+	if h.Step > 0 {
+		if r := a % h.Step; r != 0 {
+			a += h.Step - r
+		}
 	}
 	return min(max(a, h.Floor), h.Ceiling)
 }

@@ -45,14 +45,10 @@ func scrape(t *testing.T) map[string]bool {
 	// and penalties follow.
 	emu := dingtalktest.New(dingtalktest.Options{DefaultApp: "dingprom", QPS: 10})
 	t.Cleanup(emu.Close)
-	book, err := apps.New(apps.WithMeterProvider(mp))
-	if err != nil {
-		t.Fatal(err)
-	}
 	tr, err := throttle.New(
 		throttle.WithBase(offline{emu: http.DefaultTransport}),
 		throttle.WithMeterProvider(mp),
-		throttle.WithApps(book),
+		throttle.WithApps(apps.Config{}), // its counters go to the Transport's meter provider
 		throttle.WithProfiles(dingtalk.MustNew(dingtalk.Config{Hosts: []string{emu.Host()}, Apps: []dingtalk.App{{AppKey: "dingprom"}}, Default: "dingprom"}).Profile()),
 		throttle.WithMaxWait(100*time.Millisecond),
 		throttle.WithLogger(slog.New(slog.DiscardHandler)),

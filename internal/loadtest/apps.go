@@ -16,19 +16,19 @@ import (
 var appsKey = []byte("test-key-0123456789abcdef0123456")
 
 // AppReplicas is Replicas where each replica also learns the apps of the
-// tokens it carries (throttle.WithApps) with a Book of its own on the
-// replica's go-redis client and key prefix, all sharing one key, so that a
-// token one replica fetched is known to all. It returns the Books too, for
-// ExpectAllKnown.
+// tokens it carries (throttle.WithApps) with a Book the Transport builds on
+// the replica's go-redis client and key prefix, all sharing one key, so
+// that a token one replica fetched is known to all. It returns the Books
+// too, for ExpectAllKnown.
 func AppReplicas(t *testing.T, n int, opts ...throttle.Option) ([]*http.Client, []*apps.Book) {
 	t.Helper()
-	books := make([]*apps.Book, n)
-	clients := ReplicasWith(t, n, func(i int, rdb *redis.Client, prefix string) []throttle.Option {
-		book := apps.MustNew(apps.WithRedis(rdb, appsKey), apps.WithPrefix(prefix))
-		t.Cleanup(func() { book.Close() })
-		books[i] = book
-		return []throttle.Option{throttle.WithApps(book)}
+	clients := ReplicasWith(t, n, func(int, *redis.Client, string) []throttle.Option {
+		return []throttle.Option{throttle.WithApps(apps.Config{Key: appsKey})}
 	}, opts...)
+	books := make([]*apps.Book, n)
+	for i, c := range clients {
+		books[i] = c.Transport.(*throttle.Transport).Apps()
+	}
 	return clients, books
 }
 

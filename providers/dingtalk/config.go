@@ -13,8 +13,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/quotaware/throttle/providers"
 	"github.com/quotaware/throttle/providers/internal/catalog"
+	"github.com/quotaware/throttle/providers/internal/hostcheck"
 )
 
 // Edition is the customer's DingTalk edition, which sets the per-app,
@@ -393,7 +393,7 @@ func (c *settings) validate() error {
 	case c.PeekLimit < 256:
 		return fieldErr("PeekLimit", "must be at least 256 bytes, got %d", c.PeekLimit)
 	}
-	if err := providers.CheckHosts("Config.Hosts", c.Hosts); err != nil {
+	if err := hostcheck.All("Config.Hosts", c.Hosts); err != nil {
 		return fmt.Errorf("dingtalk: %w", err)
 	}
 	for _, p := range c.MeteredPaths {

@@ -35,6 +35,7 @@ import (
 	"github.com/quotaware/throttle/providers"
 	"github.com/quotaware/throttle/providers/internal/catalog"
 	"github.com/quotaware/throttle/providers/internal/entityhash"
+	"github.com/quotaware/throttle/providers/internal/hostcheck"
 	"github.com/quotaware/throttle/providers/internal/penaltytime"
 	"github.com/quotaware/throttle/providers/internal/scopekind"
 )
@@ -339,7 +340,7 @@ func (c *settings) validate() error {
 	case c.DefaultPenalty < 0:
 		return fmt.Errorf("feishu: Config.DefaultPenalty must not be negative, got %v", c.DefaultPenalty)
 	}
-	if err := providers.CheckHosts("Config.Hosts", c.Hosts); err != nil {
+	if err := hostcheck.All("Config.Hosts", c.Hosts); err != nil {
 		return fmt.Errorf("feishu: %w", err)
 	}
 	for n, l := range c.Levels {

@@ -27,6 +27,7 @@ import (
 	"github.com/quotaware/throttle/limiter/rule"
 	"github.com/quotaware/throttle/providers"
 	"github.com/quotaware/throttle/providers/internal/catalog"
+	"github.com/quotaware/throttle/providers/internal/hostcheck"
 	"github.com/quotaware/throttle/providers/internal/penaltytime"
 	"github.com/quotaware/throttle/providers/internal/scopekind"
 )
@@ -182,7 +183,7 @@ func (c *settings) validate() error {
 	case c.DefaultPenalty < 0:
 		return fmt.Errorf("wechat: Config.DefaultPenalty must not be negative, got %v", c.DefaultPenalty)
 	}
-	if err := providers.CheckHosts("Config.Hosts", c.Hosts); err != nil {
+	if err := hostcheck.All("Config.Hosts", c.Hosts); err != nil {
 		return fmt.Errorf("wechat: %w", err)
 	}
 	for field, m := range map[string]map[string]int{"Daily": c.Daily, "PerMinute": c.PerMinute} {

@@ -44,8 +44,8 @@ var fatalCodes = map[string]bool{
 	"60020": true, // caller IP not allowed
 }
 
-// ConcurrentHint is the Message of a 45033 verdict.
-const ConcurrentHint = "too many concurrent calls to this API by the company: lower the number in flight"
+// concurrentHint is the Message of a 45033 verdict.
+const concurrentHint = "too many concurrent calls to this API by the company: lower the number in flight"
 
 func (p *preset) classify(_ *http.Request, resp *http.Response, route *providers.Route) providers.Verdict {
 	if resp.StatusCode >= 500 {
@@ -71,7 +71,7 @@ func (p *preset) classify(_ *http.Request, resp *http.Response, route *providers
 	case code == codeConcurrent:
 		v.Kind, v.NotProcessed = providers.Transient, true
 		v.RetryAfter = p.cfg.ConcurrentRetry
-		v.Message = ConcurrentHint + " (" + msg + ")"
+		v.Message = concurrentHint + " (" + msg + ")"
 	case code == codeBusy || retryCodes[code]:
 		v.Kind, v.NotProcessed = providers.Transient, true
 	case fatalCodes[code]:

@@ -30,6 +30,7 @@ import (
 	"github.com/quotaware/throttle/providers"
 	"github.com/quotaware/throttle/providers/internal/catalog"
 	"github.com/quotaware/throttle/providers/internal/entityhash"
+	"github.com/quotaware/throttle/providers/internal/hostcheck"
 	"github.com/quotaware/throttle/providers/internal/scopekind"
 )
 
@@ -387,7 +388,7 @@ func (c *settings) validate() error {
 	case c.DefaultPenalty < 0:
 		return fmt.Errorf("wecom: Config.DefaultPenalty must not be negative, got %v", c.DefaultPenalty)
 	}
-	if err := providers.CheckHosts("Config.Hosts", c.Hosts); err != nil {
+	if err := hostcheck.All("Config.Hosts", c.Hosts); err != nil {
 		return fmt.Errorf("wecom: %w", err)
 	}
 	for i, path := range c.APIs {

@@ -1,0 +1,99 @@
+// Package hostcheck checks the host entries of a preset's configuration
+// when it is built: an entry written as a URL ("https://api.dingtalk.com")
+// would match no request and turn the preset's protection off without a
+// word.
+package hostcheck
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+)
+
+// Check reports why h cannot be an entry of providers.MatchHosts, or nil: the
+// host alone, "host" or "host:port" ("[::1]:8080" for IPv6), never a URL.
+// A scheme, path, query, user, space or empty entry would match no request
+// and turn the profile's protection off without a word, so presets reject
+// them when built. The error quotes the entry and, for a URL, the host it
+// holds.
+func Check(h string) error {
+	if h == "" {
+		return errors.New("must not be empty")
+	}
+	if i := strings.Index(h, "://"); i >= 0 {
+		if u, err := url.Parse(strings.TrimSpace(h)); err == nil && u.Host != "" {
+			return fmt.Errorf("is a URL, got %q: write the host alone, %q", h, u.Host)
+		}
+		return fmt.Errorf("is a URL, got %q: write the host alone", h)
+	}
+	for i := 0; i < len(h); i++ {
+		switch c := h[i]; {
+		case c <= ' ' || c == 0x7f:
+			return fmt.Errorf("must not hold spaces or control characters, got %q", h)
+		case c == '/' || c == '?' || c == '#' || c == '\\':
+			return fmt.Errorf("must be a host without a path or query, got %q", h)
+		case c == '@':
+			return fmt.Errorf("must be a host without a user, got %q", h)
+		case c >= 0x80:
+			return fmt.Errorf("must be written in ASCII (punycode for an international name), got %q", h)
+		}
+	}
+	host, port := h, ""
+	if strings.HasPrefix(h, "[") {
+		end := strings.IndexByte(h, ']')
+		if end < 0 || (end+1 < len(h) && h[end+1] != ':') {
+			return fmt.Errorf("must read \"[IPv6]\" or \"[IPv6]:port\", got %q", h)
+		}
+		host, port = h[1:end], strings.TrimPrefix(h[end+1:], ":")
+		if net.ParseIP(host) == nil {
+			return fmt.Errorf("must hold an IPv6 address in brackets, got %q", h)
+		}
+		if end+1 < len(h) && port == "" {
+			return fmt.Errorf("has an empty port, got %q", h)
+		}
+	} else if i := strings.IndexByte(h, ':'); i >= 0 {
+		if strings.Count(h, ":") > 1 {
+			return fmt.Errorf("must write an IPv6 address in brackets, got %q", h)
+		}
+		host, port = h[:i], h[i+1:]
+		if port == "" {
+			return fmt.Errorf("has an empty port, got %q", h)
+		}
+	}
+	if port != "" {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || port[0] == '+' {
+			return fmt.Errorf("has a port that is not a number in 1..65535, got %q", h)
+		}
+	}
+	if host == "" {
+		return fmt.Errorf("has no host name, got %q", h)
+	}
+	if h[0] != '[' {
+		for i := 0; i < len(host); i++ {
+			c := host[i]
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '-' || c == '_') {
+				return fmt.Errorf("must be a host name or address, got %q", h)
+			}
+		}
+	}
+	return nil
+}
+
+// All checks every entry of a preset's Hosts with Check, and
+// that there is at least one. The error names the field and the entry,
+// e.g. `Config.Hosts[0] is a URL, got "https://api.dingtalk.com": write
+// the host alone, "api.dingtalk.com"`; field is how the preset names it.
+func All(field string, hosts []string) error {
+	if len(hosts) == 0 {
+		return fmt.Errorf("%s must name at least one host", field)
+	}
+	for i, h := range hosts {
+		if err := Check(h); err != nil {
+			return fmt.Errorf("%s[%d] %w", field, i, err)
+		}
+	}
+	return nil
+}
