@@ -16,6 +16,7 @@ import (
 	"github.com/quotaware/throttle/providers/internal/catalog"
 	"github.com/quotaware/throttle/providers/internal/entityhash"
 	"github.com/quotaware/throttle/providers/internal/penaltytime"
+	"github.com/quotaware/throttle/providers/internal/routecache"
 	"github.com/quotaware/throttle/providers/internal/scopekind"
 )
 
@@ -36,13 +37,9 @@ const Name = "dingtalk"
 // access_token), not per app.
 const robotPath = "/robot/send"
 
-// maxCachedRoutes bounds the per-API route cache (the catalog bounds the
-// APIs, ISV orgs multiply them); past this the routes are built per request.
-const maxCachedRoutes = 4096
-
 // preset holds what New computed once for one app: rule templates (rules are
 // re-keyed per request with Rule.WithKey), fixed keys and scopes, and a
-// cache of routes per API.
+// cache of routes per API (and org).
 type preset struct {
 	cfg   settings
 	hosts func(*http.Request) bool
@@ -57,9 +54,7 @@ type preset struct {
 	appScope    string
 	egressScope string
 	robots      *entityhash.Hasher // names robots by their tokens
-
-	mu     sync.RWMutex
-	routes map[string]*providers.Route // by org + "\x00" + API
+	routes      routecache.Cache   // by org + "\x00" + API
 }
 
 func newPreset(c settings) (*preset, error) {
@@ -70,7 +65,6 @@ func newPreset(c settings) (*preset, error) {
 		appScope:    boundKey(scopekind.Of(scopekind.App, c.AppKey)),
 		egressScope: scopekind.Of(scopekind.Egress, c.Egress),
 		robots:      entityhash.New(c.EntityKey, "dingtalk robots"),
-		routes:      make(map[string]*providers.Route),
 		apis:        apiCatalog(),
 	}
 	extra := slices.Clone(c.APIs)
@@ -163,35 +157,17 @@ func (p *preset) route(req *http.Request) (providers.Route, error) {
 	if org != "" {
 		cacheKey = org + "\x00" + api
 	}
-	p.mu.RLock()
-	r, ok := p.routes[cacheKey]
-	p.mu.RUnlock()
-	if ok {
-		return *r, nil
-	}
-	built, err := p.buildRoute(api, org)
-	if err != nil {
-		return providers.Route{}, err
-	}
-	built.Uncatalogued = !known
-	p.mu.Lock()
-	if len(p.routes) < maxCachedRoutes {
-		p.routes[cacheKey] = &built
-	}
-	p.mu.Unlock()
-	return built, nil
+	return p.routes.Get(cacheKey, func() (providers.Route, error) {
+		built, err := p.buildRoute(api, org)
+		built.Uncatalogued = !known
+		return built, err
+	})
 }
 
 // apiOf returns the API a request calls, or catalog.Uncatalogued and false:
 // every path the catalogs do not know is one API, so IDs never make many.
 func (p *preset) apiOf(req *http.Request) (string, bool) {
-	if a := p.extra.Lookup(req.Method, req.URL.Path); a != nil {
-		return a.Name, true
-	}
-	if a := p.apis.Lookup(req.Method, req.URL.Path); a != nil {
-		return a.Name, true
-	}
-	return catalog.Uncatalogued, false
+	return catalog.Find(req.Method, req.URL.Path, p.extra, p.apis)
 }
 
 func (p *preset) buildRoute(api, org string) (providers.Route, error) {

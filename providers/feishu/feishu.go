@@ -37,6 +37,7 @@ import (
 	"github.com/quotaware/throttle/providers/internal/entityhash"
 	"github.com/quotaware/throttle/providers/internal/hostcheck"
 	"github.com/quotaware/throttle/providers/internal/penaltytime"
+	"github.com/quotaware/throttle/providers/internal/routecache"
 	"github.com/quotaware/throttle/providers/internal/scopekind"
 )
 
@@ -433,7 +434,7 @@ type preset struct {
 	apis     *catalog.Catalog       // Feishu's APIs
 	extra    *catalog.Catalog       // Config.APIs the catalog lacks, searched first
 	listed   map[string][]rule.Rule // rules of Config.APIs, by name; read-only after Profile
-	routes   sync.Map               // API name -> *providers.Route, without the chat; bounded by the catalogs
+	routes   routecache.Cache       // by API name, without the chat
 	learned  *learnedLimits         // levels learned from 99991400s (learned.go)
 	defaults []rule.Rule            // templates of defaultLevel; nil for none
 	// defaultPrefixes start the keys of defaults, one per template.
@@ -483,11 +484,8 @@ func (p *preset) match(r *http.Request) bool {
 // apiOf returns the API a request calls, or "METHOD uncatalogued" and
 // false.
 func (p *preset) apiOf(r *http.Request) (string, bool) {
-	if a := p.extra.Lookup(r.Method, r.URL.Path); a != nil {
-		return a.Name, true
-	}
-	if a := p.apis.Lookup(r.Method, r.URL.Path); a != nil {
-		return a.Name, true
+	if name, known := catalog.Find(r.Method, r.URL.Path, p.extra, p.apis); known {
+		return name, true
 	}
 	return uncatalogued(r.Method), false
 }
@@ -518,16 +516,16 @@ func (p *preset) route(r *http.Request) (providers.Route, error) {
 	rt, lowered := p.learnedRoute(name)
 	if lowered {
 		rt.Uncatalogued = !known
-	} else if cached, ok := p.routes.Load(name); ok {
-		rt = *cached.(*providers.Route)
 	} else {
-		built, err := p.buildRoute(name)
+		var err error
+		rt, err = p.routes.Get(name, func() (providers.Route, error) {
+			built, err := p.buildRoute(name)
+			built.Uncatalogued = !known
+			return built, err
+		})
 		if err != nil {
 			return providers.Route{}, err
 		}
-		built.Uncatalogued = !known
-		p.routes.Store(name, &built)
-		rt = built
 	}
 	for _, chat := range p.chatsOf(name, r) {
 		rl, err := p.chat.WithKey("chat:" + p.cfg.AppID + ":" + chat)

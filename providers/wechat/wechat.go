@@ -29,6 +29,7 @@ import (
 	"github.com/quotaware/throttle/providers/internal/catalog"
 	"github.com/quotaware/throttle/providers/internal/hostcheck"
 	"github.com/quotaware/throttle/providers/internal/penaltytime"
+	"github.com/quotaware/throttle/providers/internal/routecache"
 	"github.com/quotaware/throttle/providers/internal/scopekind"
 )
 
@@ -254,7 +255,7 @@ type preset struct {
 	rules  map[string][]rule.Rule // by API path; read-only after Profile
 	apis   *catalog.Catalog       // WeChat's APIs
 	extra  *catalog.Catalog       // listed paths apis lacks, searched first
-	routes sync.Map               // API name -> *providers.Route; bounded by the catalogs
+	routes routecache.Cache       // by API name
 }
 
 func (p *preset) match(r *http.Request) bool {
@@ -264,25 +265,10 @@ func (p *preset) match(r *http.Request) bool {
 // route names the request's API by the catalogs. Routes are built once per
 // API and shared: their slices must not be modified.
 func (p *preset) route(r *http.Request) (providers.Route, error) {
-	api, known := p.apiOf(r)
-	if rt, ok := p.routes.Load(api); ok {
-		return *rt.(*providers.Route), nil
-	}
-	rt := &providers.Route{API: api, Uncatalogued: !known, Rules: p.rules[api], Scopes: []string{p.apiScope(api)}}
-	p.routes.Store(api, rt)
-	return *rt, nil
-}
-
-// apiOf returns the API a request calls, or catalog.Uncatalogued and false.
-// WeChat names its APIs by path alone, whatever the method.
-func (p *preset) apiOf(r *http.Request) (string, bool) {
-	if a := p.extra.Lookup(r.Method, r.URL.Path); a != nil {
-		return a.Name, true
-	}
-	if a := p.apis.Lookup(r.Method, r.URL.Path); a != nil {
-		return a.Name, true
-	}
-	return catalog.Uncatalogued, false
+	api, known := catalog.Find(r.Method, r.URL.Path, p.extra, p.apis) // by path alone, whatever the method
+	return p.routes.Get(api, func() (providers.Route, error) {
+		return providers.Route{API: api, Uncatalogued: !known, Rules: p.rules[api], Scopes: []string{p.apiScope(api)}}, nil
+	})
 }
 
 // apiScope is the penalty scope of one API of the account. Catalog names

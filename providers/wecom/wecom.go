@@ -31,6 +31,7 @@ import (
 	"github.com/quotaware/throttle/providers/internal/catalog"
 	"github.com/quotaware/throttle/providers/internal/entityhash"
 	"github.com/quotaware/throttle/providers/internal/hostcheck"
+	"github.com/quotaware/throttle/providers/internal/routecache"
 	"github.com/quotaware/throttle/providers/internal/scopekind"
 )
 
@@ -506,7 +507,7 @@ type preset struct {
 	strikes                        *strikes
 	apis                           *catalog.Catalog // WeCom's APIs
 	extra                          *catalog.Catalog // Config.APIs, searched first
-	routes                         sync.Map         // API name -> *providers.Route; bounded by the catalogs
+	routes                         routecache.Cache // by API name
 }
 
 func (p *preset) match(r *http.Request) bool {
@@ -516,16 +517,15 @@ func (p *preset) match(r *http.Request) bool {
 // route names the request's API by the catalogs. Routes are built once per
 // API and shared: their slices must not be modified.
 func (p *preset) route(r *http.Request) (providers.Route, error) {
-	api, known := p.apiOf(r)
-	if rt, ok := p.routes.Load(api); ok {
-		return p.withMembers(r, api, *rt.(*providers.Route))
-	}
-	rt, err := p.buildRoute(api)
+	api, known := catalog.Find(r.Method, r.URL.Path, p.extra, p.apis) // by path alone, whatever the method
+	rt, err := p.routes.Get(api, func() (providers.Route, error) {
+		rt, err := p.buildRoute(api)
+		rt.Uncatalogued = !known
+		return rt, err
+	})
 	if err != nil {
 		return providers.Route{}, err
 	}
-	rt.Uncatalogued = !known
-	p.routes.Store(api, &rt)
 	return p.withMembers(r, api, rt)
 }
 
@@ -540,18 +540,6 @@ func (p *preset) withMembers(r *http.Request, api string, rt providers.Route) (p
 	}
 	rt.Rules = append(rt.Rules[:len(rt.Rules):len(rt.Rules)], rules...)
 	return rt, nil
-}
-
-// apiOf returns the API a request calls, or catalog.Uncatalogued and false.
-// WeCom names its APIs by path alone, whatever the method.
-func (p *preset) apiOf(r *http.Request) (string, bool) {
-	if a := p.extra.Lookup(r.Method, r.URL.Path); a != nil {
-		return a.Name, true
-	}
-	if a := p.apis.Lookup(r.Method, r.URL.Path); a != nil {
-		return a.Name, true
-	}
-	return catalog.Uncatalogued, false
 }
 
 func (p *preset) buildRoute(api string) (providers.Route, error) {

@@ -169,3 +169,16 @@ func (n *node) api(method string) *API {
 // holds, so a new API is over-throttled a little rather than IDs making
 // many APIs of one.
 const Uncatalogued = "uncatalogued"
+
+// Find names the API of method and path in the first of cats that knows
+// it (a preset's configured APIs first, then the provider's), or returns
+// Uncatalogued and false: every path no catalog knows is one API, so IDs in
+// paths never make many.
+func Find(method, path string, cats ...*Catalog) (string, bool) {
+	for _, c := range cats {
+		if a := c.Lookup(method, path); a != nil {
+			return a.Name, true
+		}
+	}
+	return Uncatalogued, false
+}

@@ -1,0 +1,41 @@
+package hostcheck
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestCheck(t *testing.T) {
+	for _, h := range []string{"api.dingtalk.com", "127.0.0.1", "127.0.0.1:8080", "[::1]", "[::1]:443", "my_gateway.internal"} {
+		if err := Check(h); err != nil {
+			t.Errorf("Check(%q) = %v, want nil", h, err)
+		}
+	}
+	for h, want := range map[string]string{
+		"":                         "empty",
+		"https://api.dingtalk.com": `"api.dingtalk.com"`,
+		"api.dingtalk.com/v1.0":    "path",
+		"user@host":                "user",
+		"a b":                      "spaces",
+		"host:":                    "empty port",
+		"host:0":                   "port",
+		"host:99999":               "port",
+		"::1":                      "brackets",
+		"[::1":                     "[IPv6]",
+		"钉钉.com":                   "ASCII",
+	} {
+		if err := Check(h); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Check(%q) = %v, want an error saying %q", h, err, want)
+		}
+	}
+}
+
+func TestAllNamesTheFieldAndEntry(t *testing.T) {
+	if err := All("Config.Hosts", nil); err == nil || !strings.Contains(err.Error(), "Config.Hosts") {
+		t.Errorf("no hosts: %v", err)
+	}
+	err := All("Config.Hosts", []string{"api.dingtalk.com", "https://oapi.dingtalk.com"})
+	if err == nil || !strings.Contains(err.Error(), "Config.Hosts[1]") || !strings.Contains(err.Error(), `"oapi.dingtalk.com"`) {
+		t.Errorf("a URL entry: %v", err)
+	}
+}
