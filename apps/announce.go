@@ -7,6 +7,8 @@ import (
 	"sync"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/quotaware/throttle/internal/heard"
 )
 
 // Announcements: a replica that learns a token publishes its hash on
@@ -47,9 +49,7 @@ const maxUnconfirmed = 256
 type listener struct {
 	b    *Book
 	ps   *redis.PubSub
-	mu   sync.Mutex
-	todo map[tokenHash]int64 // queued hashes, with how many messages named each
-	wake chan struct{}
+	todo *heard.Queue[tokenHash, int64] // queued hashes, with how many messages named each
 	done sync.WaitGroup
 	once sync.Once
 }
@@ -60,7 +60,7 @@ type listener struct {
 // after a reconnect.
 func (b *Book) listen() *listener {
 	l := &listener{b: b, ps: b.cfg.rdb.Subscribe(context.Background(), b.channel()),
-		todo: make(map[tokenHash]int64), wake: make(chan struct{}, 1)}
+		todo: heard.New[tokenHash, int64](maxUnconfirmed)}
 	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.redisTimeout)
 	_, _ = l.ps.Receive(ctx)
 	cancel()
@@ -72,27 +72,12 @@ func (b *Book) listen() *listener {
 
 func (l *listener) receive() {
 	defer l.done.Done()
-	defer close(l.wake)
+	defer l.todo.Close()
 	for m := range l.ps.Channel() {
 		h, ok := parseAnnouncement(m.Payload)
-		if !ok {
+		// Messages of one hash share a read, each counted.
+		if !ok || !l.todo.Add(h, func(n int64, _ bool) int64 { return n + 1 }) {
 			l.b.rejected.Add(1)
-			continue
-		}
-		l.mu.Lock()
-		_, queued := l.todo[h]
-		full := !queued && len(l.todo) >= maxUnconfirmed
-		if !full {
-			l.todo[h]++ // messages of one hash share a read, each counted
-		}
-		l.mu.Unlock()
-		if full {
-			l.b.rejected.Add(1)
-			continue
-		}
-		select {
-		case l.wake <- struct{}{}:
-		default:
 		}
 	}
 }
@@ -102,13 +87,10 @@ func (l *listener) receive() {
 func (l *listener) confirm() {
 	defer l.done.Done()
 	b := l.b
-	for range l.wake {
-		l.mu.Lock()
-		batch := l.todo
-		l.todo = make(map[tokenHash]int64, len(batch))
-		l.mu.Unlock()
-		if len(batch) == 0 {
-			continue
+	for {
+		batch, ok := l.todo.Next()
+		if !ok {
+			return
 		}
 		hs := make([]tokenHash, 0, len(batch))
 		msgs := make([]int64, 0, len(batch))

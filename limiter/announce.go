@@ -10,8 +10,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/quotaware/throttle/limiter/internal/rulecore"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/quotaware/throttle/internal/heard"
+	"github.com/quotaware/throttle/limiter/internal/rulecore"
 )
 
 // Announcements: penalize.lua publishes every penalty it records, and
@@ -153,9 +155,7 @@ type watcher struct {
 	cfg watcherConfig
 	ps  *redis.PubSub
 
-	mu      sync.Mutex
-	pending map[penaltyID]string // scope -> the type to confirm
-	wake    chan struct{}
+	pending *heard.Queue[penaltyID, string] // scope -> the type to confirm
 	done    sync.WaitGroup
 	once    sync.Once
 	quit    chan struct{}
@@ -187,7 +187,7 @@ const maxKnown = 1024
 // replayed.
 func (l *redisLimiter) watch(cfg watcherConfig) *watcher {
 	w := &watcher{l: l, cfg: cfg, ps: l.client.Subscribe(context.Background(), l.channel()),
-		pending: make(map[penaltyID]string), wake: make(chan struct{}, 1), quit: make(chan struct{}),
+		pending: heard.New[penaltyID, string](maxUnconfirmed), quit: make(chan struct{}),
 		known: make(map[penaltyID]time.Time)}
 	w.done.Add(3)
 	go w.listen()
@@ -201,7 +201,7 @@ func (l *redisLimiter) watch(cfg watcherConfig) *watcher {
 // user without SUBSCRIBE or the channel) is reported and asked again.
 func (w *watcher) listen() {
 	defer w.done.Done()
-	defer close(w.wake)
+	defer w.pending.Close()
 	ctx := context.Background()
 	for {
 		msg, err := w.ps.ReceiveTimeout(ctx, pingEvery)
@@ -341,21 +341,9 @@ func (w *watcher) hear(payload string) {
 			w.cfg.onBack()
 		}
 	case a.kind == penaltyType || a.kind == liftType:
-		w.mu.Lock()
-		id := penaltyID{a.group, a.scope}
-		_, queued := w.pending[id]
-		full := !queued && len(w.pending) >= maxUnconfirmed
-		if !full {
-			w.pending[id] = a.kind
-		}
-		w.mu.Unlock()
-		if full {
+		// The last word on a scope is the one to confirm.
+		if !w.pending.Add(penaltyID{a.group, a.scope}, func(string, bool) string { return a.kind }) {
 			w.reject("queue full")
-			return
-		}
-		select {
-		case w.wake <- struct{}{}:
-		default:
 		}
 	}
 }
@@ -364,13 +352,10 @@ func (w *watcher) hear(payload string) {
 // trip per batch, and passes on what they confirm.
 func (w *watcher) confirm() {
 	defer w.done.Done()
-	for range w.wake {
-		w.mu.Lock()
-		batch := w.pending
-		w.pending = make(map[penaltyID]string, len(batch))
-		w.mu.Unlock()
-		if len(batch) == 0 {
-			continue
+	for {
+		batch, ok := w.pending.Next()
+		if !ok {
+			return
 		}
 		ids := make([]penaltyID, 0, len(batch))
 		cmds := make([]*redis.StringCmd, 0, len(batch))
