@@ -38,6 +38,7 @@ type ThrottledError struct {
 	Budget time.Duration
 }
 
+// Error implements error.
 func (e *ThrottledError) Error() string {
 	return fmt.Sprintf("throttle: %s %s: rate limited by %s: next slot in %v, budget %v",
 		e.Provider, e.API, e.Rule, e.RetryAfter.Round(time.Microsecond), e.Budget.Round(time.Microsecond))
@@ -58,6 +59,7 @@ type PenaltyError struct {
 	Code string
 }
 
+// Error implements error.
 func (e *PenaltyError) Error() string {
 	return fmt.Sprintf("throttle: %s %s: scope %s penalized (code %s) until %s",
 		e.Provider, e.API, e.Scope, e.Code, e.Until.Format(time.RFC3339Nano))

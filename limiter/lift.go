@@ -60,6 +60,7 @@ type PenaltyChangedError struct {
 	Now *inspect.PenaltyState
 }
 
+// Error implements error.
 func (e *PenaltyChangedError) Error() string {
 	if e.Now == nil {
 		return fmt.Sprintf("%v: the penalty on %s of %s is gone", ErrPenaltyChanged, e.Scope, e.Group)
@@ -68,6 +69,7 @@ func (e *PenaltyChangedError) Error() string {
 		e.Scope, e.Group, e.Now.Code, e.Now.Until.UTC().Format("2006-01-02 15:04:05.000000 MST"))
 }
 
+// Unwrap lets errors.Is and errors.As see the cause.
 func (e *PenaltyChangedError) Unwrap() error { return ErrPenaltyChanged }
 
 // liftIfScript deletes a penalty key only while it holds ARGV[1], the value

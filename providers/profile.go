@@ -124,6 +124,7 @@ const (
 	Fatal
 )
 
+// String implements fmt.Stringer.
 func (k Kind) String() string {
 	switch k {
 	case OK:

@@ -25,6 +25,7 @@ const (
 	Month
 )
 
+// String implements fmt.Stringer.
 func (u Unit) String() string { return rulecore.Unit(u).String() }
 
 // Rule is one limit a provider enforces. It is immutable and valid once built
@@ -90,6 +91,7 @@ type Error struct {
 	Reason string
 }
 
+// Error implements error.
 func (e *Error) Error() string {
 	return fmt.Sprintf("rule %q: %s %s", e.Key, e.Field, e.Reason)
 }
@@ -195,6 +197,7 @@ func (r Rule) MaxBookAhead() (d time.Duration, capped bool) {
 // IsConcurrency reports whether the rule caps requests in flight.
 func (r Rule) IsConcurrency() bool { return r.c.Kind == rulecore.Concurrency }
 
+// String implements fmt.Stringer.
 func (r Rule) String() string {
 	c := &r.c
 	switch c.Kind {

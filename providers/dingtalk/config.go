@@ -39,6 +39,7 @@ func (e Edition) Rate() int {
 	return 20
 }
 
+// String implements fmt.Stringer.
 func (e Edition) String() string {
 	switch e {
 	case Standard:
