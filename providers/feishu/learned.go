@@ -11,10 +11,10 @@ import (
 	"github.com/quotaware/throttle/providers"
 )
 
-// LearnedTTL is how long a level learned from a 99991400 holds before the
+// learnedTTL is how long a level learned from a 99991400 holds before the
 // table's applies again. A lowered API is not refused again, so nothing
 // renews it: a day bounds how long a level Feishu raised since stays low.
-const LearnedTTL = 24 * time.Hour
+const learnedTTL = 24 * time.Hour
 
 // Windows of a learned limit (providers.Learned.Window).
 const (
@@ -69,7 +69,7 @@ func (p *preset) learnedFrom(h http.Header, api string, now time.Time) *provider
 	}
 	reset, _ := strconv.Atoi(strings.TrimSpace(h.Get("X-Ogw-Ratelimit-Reset")))
 	lvl := p.current(api, now)
-	l := &providers.Learned{API: api, Window: learnedSecond, Limit: limit, Until: now.Add(LearnedTTL)}
+	l := &providers.Learned{API: api, Window: learnedSecond, Limit: limit, Until: now.Add(learnedTTL)}
 	have := lvl.PerSecond
 	if reset > 1 {
 		l.Window, have = learnedMinute, lvl.PerMinute

@@ -56,7 +56,7 @@ func TestLearnedLimitOnlyEverLowers(t *testing.T) {
 	}
 	// 20/s: the per-second cap is lowered, the minute's kept.
 	v := prof.Classify(req, throttled("20", "1"), &rt)
-	if v.Learned == nil || v.Learned.Window != "s" || v.Learned.Limit != 20 || !v.Learned.Until.Equal(now.Add(LearnedTTL)) {
+	if v.Learned == nil || v.Learned.Window != "s" || v.Learned.Limit != 20 || !v.Learned.Until.Equal(now.Add(learnedTTL)) {
 		t.Fatalf("learned %+v, want 20 per second for a day", v.Learned)
 	}
 	if !prof.Lower(*v.Learned) {
@@ -79,7 +79,7 @@ func TestLearnedLimitOnlyEverLowers(t *testing.T) {
 		t.Fatalf("after learning 100/min: %d/s and %d/min, want 20 and 100", s, m)
 	}
 	// Lapsed: the table's level again.
-	now = now.Add(LearnedTTL)
+	now = now.Add(learnedTTL)
 	if s, m := limits(); s != 50 || m != 1000 {
 		t.Fatalf("a day later: %d/s and %d/min, want the table's 50 and 1000", s, m)
 	}
