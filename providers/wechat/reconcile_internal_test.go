@@ -53,8 +53,8 @@ func TestReadQuota(t *testing.T) {
 	for body, want := range map[string]int{
 		`{"errcode":0,"errmsg":"ok","quota":{"daily_limit":300,"used":120,"remain":180}}`: 300,
 		`{"errcode":76021,"errmsg":"cgi_path not found rid: x"}`:                          -1,
-		`{"errcode":0,"quota":{"used":1}}`:                                                 -1,
-		`not json`:                                                                         -1,
+		`{"errcode":0,"quota":{"used":1}}`:                                                -1,
+		`not json`:                                                                        -1,
 	} {
 		r, err := readQuota(&http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader(body))})
 		if want < 0 && err == nil || want > 0 && (err != nil || r.Limit != want || r.Used != 120) {
