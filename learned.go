@@ -8,14 +8,18 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/quotaware/throttle/providers"
 )
 
 // Limits learned from answers (providers.Learned): a Classify that reads a
 // lower limit in an answer (Feishu's x-ogw-ratelimit-limit) returns it in
 // the verdict. The replica that got it lowers the API's rule at once; it
-// writes the limit to the group's hash in Redis, field "<window> <API>",
-// value "<limit>:<until, Unix ms>", before the penalty of the same answer,
+// writes the limit to the group's hash in Redis, field "<window> <API>"
+// ("<window>@<app> <API>" for one app's limit, read from a quota endpoint:
+// quota_check.go), value "<limit>:<until, Unix ms>", before the penalty of
+// the same answer,
 // so that the other replicas, told of the penalty at once, read it while
 // the penalty holds and are lowered before the API is called again. Every
 // round of the loop reads the hash again (a replica started later, a lost
@@ -56,15 +60,34 @@ func (c *call) learn() func(context.Context) {
 		return func(context.Context) {}
 	}
 	return func(ctx context.Context) {
-		key := learnedKey(loop.prefix, name)
-		val := strconv.Itoa(learned.Limit) + ":" + strconv.FormatInt(learned.Until.UnixMilli(), 10)
-		pipe := loop.rdb.TxPipeline()
-		pipe.HSet(ctx, key, learned.Window+" "+learned.API, val)
-		pipe.PExpire(ctx, key, time.Until(learned.Until))
-		if _, err := pipe.Exec(ctx); err != nil {
+		if err := shareLearned(ctx, loop.rdb, loop.prefix, name, learned); err != nil {
 			loop.log.Warn("throttle: could not share a learned limit", "provider", name, "api", learned.API, "error", err)
 		}
 	}
+}
+
+// learnedField and learnedValue are a learned limit's field and value in
+// the group's hash.
+func learnedField(l providers.Learned) string {
+	if l.App != "" {
+		return l.Window + "@" + l.App + " " + l.API
+	}
+	return l.Window + " " + l.API
+}
+
+func learnedValue(l providers.Learned) string {
+	return strconv.Itoa(l.Limit) + ":" + strconv.FormatInt(l.Until.UnixMilli(), 10)
+}
+
+// shareLearned writes a learned limit for the other replicas, which read it
+// within a round of their loop.
+func shareLearned(ctx context.Context, rdb redis.UniversalClient, prefix, group string, l providers.Learned) error {
+	key := learnedKey(prefix, group)
+	pipe := rdb.TxPipeline()
+	pipe.HSet(ctx, key, learnedField(l), learnedValue(l))
+	pipe.PExpire(ctx, key, time.Until(l.Until))
+	_, err := pipe.Exec(ctx)
+	return err
 }
 
 // readLearned applies the learned limits stored by every replica.
@@ -94,8 +117,13 @@ func (l *headroomLoop) readLearned() {
 			}
 			lr.seen[field] = v
 			if lr.lower(learned) {
-				l.log.Info("throttle: a lower limit learned by another replica lowers the API's rule", "provider", lr.name,
-					"api", learned.API, "window", learned.Window, "limit", learned.Limit, "until", learned.Until)
+				if learned.App != "" {
+					l.log.Info("throttle: a limit another replica read from the provider's quota endpoint applies", "provider", lr.name,
+						"app", learned.App, "api", learned.API, "window", learned.Window, "limit", learned.Limit, "until", learned.Until)
+				} else {
+					l.log.Info("throttle: a lower limit learned by another replica lowers the API's rule", "provider", lr.name,
+						"api", learned.API, "window", learned.Window, "limit", learned.Limit, "until", learned.Until)
+				}
 			}
 			lr.lowered.Add(1)
 		}
@@ -114,8 +142,9 @@ func (l *headroomLoop) readLearned() {
 // dropped rather than trusted.
 func parseLearned(field, v string) (providers.Learned, bool) {
 	window, api, ok := strings.Cut(field, " ")
+	window, app, withApp := strings.Cut(window, "@")
 	limit, until, ok2 := strings.Cut(v, ":")
-	if !ok || !ok2 || window == "" || len(window) > 8 || api == "" {
+	if !ok || !ok2 || window == "" || len(window) > 8 || api == "" || withApp && (app == "" || len(app) > 64) {
 		return providers.Learned{}, false
 	}
 	n, err := strconv.Atoi(limit)
@@ -123,5 +152,5 @@ func parseLearned(field, v string) (providers.Learned, bool) {
 	if err != nil || err2 != nil || n <= 0 {
 		return providers.Learned{}, false
 	}
-	return providers.Learned{API: api, Window: window, Limit: n, Until: time.UnixMilli(ms)}, true
+	return providers.Learned{API: api, App: app, Window: window, Limit: n, Until: time.UnixMilli(ms)}, true
 }

@@ -123,6 +123,7 @@ func New(opts ...Option) (*Transport, error) {
 	}
 	t.retry = newRetrier(c.retry)
 	t.startQuotaWatch(&c)
+	t.startQuotaCheck(&c) // quotas reconciled with the provider's count (quota_check.go)
 	if !t.tel.disabled && len(t.profiles) > 0 {
 		src := &gaugeSource{fallback: &t.tel.fallbackOn}
 		for i := range t.profiles {

@@ -43,8 +43,13 @@ type Profile struct {
 	// Lower, when not nil, applies a limit learned from an answer
 	// (Verdict.Learned), by this replica or another: the API's rules are
 	// lowered to it until it lapses. It reports whether a rule was lowered
-	// (false for a limit already in force); it must never raise one.
+	// (false for a limit already in force); it must never raise one, but
+	// for a Learned with App set, which the provider's quota endpoint
+	// stated (QuotaCheck).
 	Lower func(Learned) bool
+	// QuotaCheck, when not nil, lets the Transport reconcile the profile's
+	// calendar quotas with the provider's own count (see QuotaCheck).
+	QuotaCheck *QuotaCheck
 }
 
 // Validate reports a profile that cannot be used, naming the field.

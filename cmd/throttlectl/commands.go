@@ -97,14 +97,20 @@ func status(ctx context.Context, c *common, provider string, jsonOut, check bool
 	if err != nil {
 		return err
 	}
+	learned := readLearned(ctx, l, st)
 	if jsonOut {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		if err := enc.Encode(st); err != nil {
+		// The snapshot's fields as before, and the learned limits beside.
+		out := struct {
+			inspect.State
+			Learned map[string][]learnedLimit `json:"learned,omitempty"`
+		}{st, learned}
+		if err := enc.Encode(out); err != nil {
 			return err
 		}
 	} else {
-		render(stdout, st)
+		render(stdout, st, learned)
 	}
 	return verdict(st, check)
 }
@@ -160,7 +166,7 @@ func watch(ctx context.Context, c *common, provider string, count int, stdout io
 			}
 			fmt.Fprintf(&b, "%s  error: %v\n", time.Now().Format(time.DateTime), err)
 		} else {
-			render(&b, st)
+			render(&b, st, readLearned(ctx, l, st))
 		}
 		if tty {
 			fmt.Fprint(stdout, "\x1b[H\x1b[2J"+b.String())
@@ -266,7 +272,7 @@ func describe(p inspect.PenaltyState) string {
 const timeLayout = "2006-01-02 15:04:05 MST"
 
 // render writes the state as readable tables.
-func render(w io.Writer, st inspect.State) {
+func render(w io.Writer, st inspect.State, learned map[string][]learnedLimit) {
 	fmt.Fprintf(w, "prefix %q at %s (Redis clock)\n", st.Prefix, st.Now.Local().Format(timeLayout))
 	ids := make([]string, 0, len(st.Replicas))
 	for _, r := range st.Replicas {
@@ -317,6 +323,7 @@ func render(w io.Writer, st inspect.State) {
 			}
 		}
 		tw.Flush()
+		renderLearned(w, st.Now, learned[g.Group])
 		if g.Truncated {
 			fmt.Fprintf(w, "  (more than %d rule keys: the rule list is cut; every penalty is shown above)\n", inspect.MaxKeys)
 		}

@@ -84,7 +84,9 @@ func (p *Preset) Profile() providers.Profile {
 	if p == nil {
 		return appset.Nil(Name)
 	}
-	return p.set.Profile()
+	pr := p.set.Profile()
+	pr.QuotaCheck = p.cfg.quotaCheck()
+	return pr
 }
 
 // unknown is Config.Unknown's quotas for one account.

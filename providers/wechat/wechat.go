@@ -18,10 +18,12 @@ package wechat
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/quotaware/throttle/limiter/rule"
@@ -105,6 +107,29 @@ type Config struct {
 	DefaultPenalty time.Duration
 	// Clock is the time source of Classify (default time.Now).
 	Clock func() time.Time
+
+	// Reconcile reads each account's quota of every daily-quota API it
+	// calls from WeChat's /cgi-bin/openapi/quota/get, in the background
+	// soon after the first call and then every ReconcileEvery, one replica
+	// of the fleet at a time, and applies it to every replica: the daily
+	// limit WeChat grants (raised or lowered: WeChat is the authority on
+	// it, unlike the defaults or Daily) and the day's count, which includes
+	// the calls of other systems using the same AppID (never lowering what
+	// the fleet booked). It is off by default because it costs what you
+	// did not ask for: each reading spends a call of quota/get's own daily
+	// quota (QuotaGetDaily, kept by its own rule) with the access token the
+	// account's last request carried (held in memory, never logged or
+	// stored). Turn it on when another system calls with the same AppID,
+	// or when WeChat granted your account quotas other than a new
+	// account's. The counts need the shared limiter (throttle.WithRedis).
+	Reconcile bool
+	// ReconcileEvery is how often one account's API is read again
+	// (default 15 minutes; at least a second).
+	ReconcileEvery time.Duration
+	// QuotaGetDaily is the daily quota of /cgi-bin/openapi/quota/get
+	// itself that Reconcile keeps within, for accounts whose Daily does not
+	// list that path (default 1,000; WeChat publishes no figure).
+	QuotaGetDaily int
 }
 
 // App describes one WeChat account of a Config.
@@ -132,6 +157,9 @@ type settings struct {
 	DayGrace       time.Duration
 	DefaultPenalty time.Duration
 	Clock          func() time.Time
+	Reconcile      bool
+	ReconcileEvery time.Duration
+	QuotaGetDaily  int
 }
 
 func (c *Config) merge(a App) settings {
@@ -139,13 +167,16 @@ func (c *Config) merge(a App) settings {
 		AppID: a.AppID, Daily: a.Daily, PerMinute: a.PerMinute,
 		Hosts: c.Hosts, Jitter: c.Jitter, TimeScale: c.TimeScale, DayGrace: c.DayGrace,
 		DefaultPenalty: c.DefaultPenalty, Clock: c.Clock,
+		Reconcile: c.Reconcile, ReconcileEvery: c.ReconcileEvery, QuotaGetDaily: c.QuotaGetDaily,
 	}
 }
 
-// Defaults of Config's durations.
+// Defaults of Config's durations and counts.
 const (
-	defaultJitter   = 50 * time.Millisecond
-	defaultDayGrace = 5 * time.Second
+	defaultJitter         = 50 * time.Millisecond
+	defaultDayGrace       = 5 * time.Second
+	defaultReconcileEvery = 15 * time.Minute
+	defaultQuotaGetDaily  = 1000
 )
 
 // maxAppID bounds Config.AppID so that keys and scopes stay within
@@ -169,6 +200,15 @@ func (c *settings) setDefaults() {
 	if c.Clock == nil {
 		c.Clock = time.Now
 	}
+	c.ReconcileEvery = cmp.Or(c.ReconcileEvery, defaultReconcileEvery)
+	c.QuotaGetDaily = cmp.Or(c.QuotaGetDaily, defaultQuotaGetDaily)
+	if _, listed := c.Daily[QuotaGetPath]; c.Reconcile && !listed {
+		// The readings' own quota: a copy, so a caller's map is not changed.
+		d := make(map[string]int, len(c.Daily)+1)
+		maps.Copy(d, c.Daily)
+		d[QuotaGetPath] = c.QuotaGetDaily
+		c.Daily = d
+	}
 }
 
 func (c *settings) validate() error {
@@ -183,6 +223,10 @@ func (c *settings) validate() error {
 		return fmt.Errorf("wechat: Config.DayGrace must be within [0, 1m), got %v", c.DayGrace)
 	case c.DefaultPenalty < 0:
 		return fmt.Errorf("wechat: Config.DefaultPenalty must not be negative, got %v", c.DefaultPenalty)
+	case c.ReconcileEvery < time.Second:
+		return fmt.Errorf("wechat: Config.ReconcileEvery must be at least 1s, got %v", c.ReconcileEvery)
+	case c.QuotaGetDaily < 1:
+		return fmt.Errorf("wechat: Config.QuotaGetDaily must be at least 1, got %d", c.QuotaGetDaily)
 	}
 	if err := hostcheck.All("Config.Hosts", c.Hosts); err != nil {
 		return fmt.Errorf("wechat: %w", err)
@@ -206,7 +250,7 @@ func profileOf(cfg settings) (providers.Profile, error) {
 	if err := cfg.validate(); err != nil {
 		return providers.Profile{}, err
 	}
-	p := &preset{cfg: cfg, hosts: providers.MatchHosts(cfg.Hosts...), rules: map[string][]rule.Rule{}, apis: apiCatalog()}
+	p := &preset{cfg: cfg, hosts: providers.MatchHosts(cfg.Hosts...), base: map[string][]rule.Rule{}, apis: apiCatalog()}
 	// Listed paths the catalog does not know are APIs too.
 	var extra []string
 	for _, m := range []map[string]int{cfg.Daily, cfg.PerMinute} {
@@ -225,7 +269,7 @@ func profileOf(cfg settings) (providers.Profile, error) {
 		if err != nil {
 			return providers.Profile{}, fmt.Errorf("wechat: App.Daily[%q]: %w", path, err)
 		}
-		p.rules[path] = append(p.rules[path], r)
+		p.base[path] = append(p.base[path], r)
 	}
 	for path, n := range cfg.PerMinute {
 		// A sliding window, not calendar minutes: a calendar minute would
@@ -238,23 +282,33 @@ func profileOf(cfg settings) (providers.Profile, error) {
 		if err != nil {
 			return providers.Profile{}, fmt.Errorf("wechat: App.PerMinute[%q]: %w", path, err)
 		}
-		p.rules[path] = append(p.rules[path], r)
+		p.base[path] = append(p.base[path], r)
 	}
+	p.state.Store(&rules{byAPI: p.base})
 	return providers.Profile{
 		Name:           Name,
 		Match:          p.match,
 		Route:          p.route,
 		Classify:       p.classify,
 		DefaultPenalty: cfg.DefaultPenalty,
+		Lower:          p.lower,
 	}, nil
 }
 
 type preset struct {
-	cfg    settings
-	hosts  func(*http.Request) bool
-	rules  map[string][]rule.Rule // by API path; read-only after Profile
-	apis   *catalog.Catalog       // WeChat's APIs
-	extra  *catalog.Catalog       // listed paths apis lacks, searched first
+	cfg   settings
+	hosts func(*http.Request) bool
+	base  map[string][]rule.Rule // by API path, as configured; read-only after Profile
+	state atomic.Pointer[rules]  // the rules in force: base, or with reconciled daily limits
+	apis  *catalog.Catalog       // WeChat's APIs
+	extra *catalog.Catalog       // listed paths apis lacks, searched first
+}
+
+// rules are the rules in force and the routes built from them, replaced
+// whole when a reconciled limit changes one (reconcile.go).
+type rules struct {
+	byAPI  map[string][]rule.Rule // read-only
+	until  map[string]time.Time   // when each reconciled limit lapses, by API; read-only
 	routes routecache.Cache       // by API name
 }
 
@@ -266,8 +320,12 @@ func (p *preset) match(r *http.Request) bool {
 // API and shared: their slices must not be modified.
 func (p *preset) route(r *http.Request) (providers.Route, error) {
 	api, known := catalog.Find(r.Method, r.URL.Path, p.extra, p.apis) // by path alone, whatever the method
-	return p.routes.Get(api, func() (providers.Route, error) {
-		return providers.Route{API: api, Uncatalogued: !known, Rules: p.rules[api], Scopes: []string{p.apiScope(api)}}, nil
+	st := p.state.Load()
+	if len(st.until) > 0 {
+		st = p.lapse(st, api)
+	}
+	return st.routes.Get(api, func() (providers.Route, error) {
+		return providers.Route{API: api, Uncatalogued: !known, Rules: st.byAPI[api], Scopes: []string{p.apiScope(api)}}, nil
 	})
 }
 

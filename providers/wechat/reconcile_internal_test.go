@@ -1,0 +1,64 @@
+package wechat
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quotaware/throttle/providers"
+)
+
+// A reconciled limit raises or lowers this account's daily rule (same key),
+// ignores other accounts' and Feishu-style limits, and lapses at Until.
+func TestReconciledLimitAppliesToItsAccount(t *testing.T) {
+	now := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
+	const api = "/cgi-bin/message/custom/send"
+	pr, err := profileOf(settings{AppID: "wxa", Daily: map[string]int{api: 100}, Clock: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	limit := func() int {
+		req := httptest.NewRequest(http.MethodPost, "https://api.weixin.qq.com"+api, nil)
+		r, _ := pr.Route(req)
+		return r.Rules[dailyIndex(r.Rules)].Limit()
+	}
+	until := now.Add(time.Hour)
+	for _, l := range []providers.Learned{
+		{API: api, App: "wxb", Window: LearnedDaily, Limit: 7, Until: until}, // another account
+		{API: api, Window: LearnedDaily, Limit: 7, Until: until},             // no account
+		{API: api, App: "wxa", Window: "s", Limit: 7, Until: until},          // not a day
+	} {
+		if pr.Lower(l) || limit() != 100 {
+			t.Fatalf("%+v applied: limit %d", l, limit())
+		}
+	}
+	if !pr.Lower(providers.Learned{API: api, App: "wxa", Window: LearnedDaily, Limit: 250, Until: until}) || limit() != 250 {
+		t.Fatalf("raise to 250: limit %d", limit())
+	}
+	if pr.Lower(providers.Learned{API: api, App: "wxa", Window: LearnedDaily, Limit: 250, Until: until}) {
+		t.Fatal("the same limit again reported a change")
+	}
+	now = until
+	if limit() != 100 {
+		t.Fatalf("after Until: limit %d, want the configured 100", limit())
+	}
+}
+
+// readQuota reads the documented answer and refuses errcodes and garbage
+// with ErrQuotaAnswer.
+func TestReadQuota(t *testing.T) {
+	for body, want := range map[string]int{
+		`{"errcode":0,"errmsg":"ok","quota":{"daily_limit":300,"used":120,"remain":180}}`: 300,
+		`{"errcode":76021,"errmsg":"cgi_path not found rid: x"}`:                          -1,
+		`{"errcode":0,"quota":{"used":1}}`:                                                -1,
+		`not json`:                                                                        -1,
+	} {
+		r, err := readQuota(&http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader(body))})
+		if want < 0 && err == nil || want > 0 && (err != nil || r.Limit != want || r.Used != 120) {
+			t.Errorf("%s: %+v, %v", body, r, err)
+		}
+	}
+}
