@@ -43,8 +43,13 @@ func (c *keyCache) get(prefix string, tag byte, group, name string) any {
 }
 
 // scriptArgs is a reusable argument list: go-redis does not keep it once
-// the call returns.
-type scriptArgs struct{ list []any }
+// the call returns. keys and argv are scratch for a batch of segments,
+// whose keys must all come before their arguments; segs holds where each
+// segment ends.
+type scriptArgs struct {
+	list, keys, argv []any
+	segs             []int
+}
 
 var argsPool = sync.Pool{New: func() any { return &scriptArgs{list: make([]any, 0, 32)} }}
 
@@ -52,12 +57,17 @@ func (a *scriptArgs) begin(s *script, numKeys int) {
 	a.list = append(a.list[:0], evalshaName, s.sha, boxInt(numKeys))
 }
 
+// maxPooledArgs bounds the lists kept for reuse: a full batch fits.
+const maxPooledArgs = 4096
+
 func (a *scriptArgs) release() {
-	if cap(a.list) > 256 {
+	if cap(a.list) > maxPooledArgs || cap(a.keys) > maxPooledArgs || cap(a.argv) > maxPooledArgs {
 		return
 	}
 	clear(a.list)
-	a.list = a.list[:0]
+	clear(a.keys)
+	clear(a.argv)
+	a.list, a.keys, a.argv, a.segs = a.list[:0], a.keys[:0], a.argv[:0], a.segs[:0]
 	argsPool.Put(a)
 }
 

@@ -2,30 +2,34 @@ package limiter
 
 import (
 	"context"
-	"hash/maphash"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/quotaware/throttle/limiter/internal/rulecore"
-	"github.com/quotaware/throttle/limiter/rule"
 )
 
-// Coalescing: while a replica's script call for some rules is in flight,
-// further requests for the same rules queue, and one background call then
-// reserves all of them in order. Redis spends most of a reservation on the
-// call itself (reading its clock, the state, writing it back), so a call
-// that reserves many requests costs little more than one that reserves one,
-// and the replica needs fewer round trips than requests under load. Each
-// request still gets its own answer, exactly as if it had made its own call
-// at that instant; without load every request makes its own call at once.
+// Coalescing: while a replica's script call for a group (one hash tag, so
+// one Redis Cluster slot) is in flight, further requests of that group
+// queue, whatever their rules, and one background call then reserves all
+// of them in arrival order. Redis spends most of a reservation on the call
+// itself (the round trip, reading its clock), so a call that reserves many
+// requests costs little more than one that reserves one, and the replica
+// needs fewer round trips than requests under load. The call runs each
+// request as if it had made its own call at that instant, seeing what the
+// requests before it booked: consecutive requests with the same rules and
+// scopes share one segment of the script, others each have their own.
+// Without load every request makes its own call at once.
 
-// maxBatch bounds the requests of one call, so that one script never holds
-// Redis for long.
-const maxBatch = 64
+// maxBatch bounds the requests of one call, and maxBatchBytes the size of
+// their keys and arguments, so that one script never holds Redis for long.
+const (
+	maxBatch      = 64
+	maxBatchBytes = 64 << 10
+)
 
-// maxLanes bounds the distinct rule sets that coalesce; requests for rule
-// sets beyond it make their own calls.
+// maxLanes bounds the groups that coalesce; requests of groups beyond it
+// make their own calls.
 const maxLanes = 4096
 
 // onQueued, when set (by tests), is called each time a request joins a
@@ -38,20 +42,17 @@ func withoutCoalescing() redisOption {
 	return redisOptionFunc(func(r *redisLimiter) { r.lanes.off = true })
 }
 
-// lanes finds the lane of a request's rules and scopes.
+// lanes finds the lane of a request's group.
 type lanes struct {
-	off  bool
-	seed maphash.Seed
-	mu   sync.RWMutex
-	m    map[uint64]*lane
+	off bool
+	mu  sync.RWMutex
+	m   map[string]*lane
 }
 
-// lane queues the requests of one rule set while a call for it is in
-// flight. Requests with a concurrency rule never share a call: each takes
-// its own lease id.
+// lane queues the requests of one group while a call for it is in flight.
+// Requests with a concurrency rule never share a call: each takes its own
+// lease id.
 type lane struct {
-	proto Request // group, rules and scopes of every request in the lane
-
 	mu    sync.Mutex
 	busy  bool       // a call for this lane is in flight
 	queue []*pending // requests waiting for the next call, in arrival order
@@ -90,47 +91,25 @@ func (ls *lanes) get(req *Request) *lane {
 			return nil
 		}
 	}
-	var h maphash.Hash
-	h.SetSeed(ls.seed)
-	h.WriteString(req.Group)
-	h.WriteByte(0)
-	for i := range req.Rules {
-		h.WriteString(req.Rules[i].Key())
-		h.WriteByte(0)
-	}
-	h.WriteByte(1)
-	for _, s := range req.Scopes {
-		h.WriteString(s)
-		h.WriteByte(0)
-	}
-	id := h.Sum64()
 	ls.mu.RLock()
-	ln := ls.m[id]
+	ln := ls.m[req.Group]
 	ls.mu.RUnlock()
-	if ln != nil && ln.proto.sameShape(req) {
+	if ln != nil {
 		return ln
 	}
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	switch ln = ls.m[id]; {
-	case ln != nil && ln.proto.sameShape(req):
+	if ln = ls.m[req.Group]; ln != nil {
 		return ln
-	case ln != nil && !ln.idle():
-		// Another rule set with the same keys (rules rebuilt with other
-		// limits) is in use: make this call alone.
-		return nil
-	case ln == nil && len(ls.m) >= maxLanes:
+	}
+	if len(ls.m) >= maxLanes {
 		ls.evictIdle()
 		if len(ls.m) >= maxLanes {
 			return nil
 		}
 	}
-	ln = &lane{proto: Request{
-		Group:  req.Group,
-		Rules:  append([]rule.Rule(nil), req.Rules...),
-		Scopes: append([]string(nil), req.Scopes...),
-	}}
-	ls.m[id] = ln
+	ln = &lane{}
+	ls.m[req.Group] = ln
 	return ln
 }
 
@@ -150,8 +129,8 @@ func (ln *lane) idle() bool {
 	return !ln.busy && len(ln.queue) == 0
 }
 
-// sameShape reports whether req has exactly the lane's group, rules and
-// scopes, so that one call can reserve both.
+// sameShape reports whether req has exactly p's group, rules and scopes,
+// so that one segment of a call can reserve both.
 func (p *Request) sameShape(req *Request) bool {
 	if p.Group != req.Group || len(p.Rules) != len(req.Rules) || len(p.Scopes) != len(req.Scopes) {
 		return false
@@ -250,8 +229,8 @@ func (ln *lane) handOver(l *redisLimiter) {
 	go ln.flush(l)
 }
 
-// flush reserves the queued requests, up to maxBatch per call, until the
-// queue is empty.
+// flush reserves the queued requests, up to maxBatch and maxBatchBytes per
+// call, until the queue is empty.
 func (ln *lane) flush(l *redisLimiter) {
 	var (
 		batch []*pending
@@ -261,13 +240,14 @@ func (ln *lane) flush(l *redisLimiter) {
 	for {
 		ln.mu.Lock()
 		batch = batch[:0]
-		n := 0
+		n, size := 0, 0
 		for _, p := range ln.queue {
-			if len(batch) == maxBatch {
+			if n > 0 || len(batch) == maxBatch || len(batch) > 0 && size+p.req.argBytes() > maxBatchBytes {
 				ln.queue[n] = p
 				n++
 				continue
 			}
+			size += p.req.argBytes()
 			p.sent = true
 			batch = append(batch, p)
 		}
@@ -319,16 +299,25 @@ func (ln *lane) flush(l *redisLimiter) {
 	}
 }
 
-// giveBack cancels, in one call, the slots booked for requests whose
-// requesters gave up while their call was in flight, and recycles them.
+// giveBack cancels the slots booked for requests whose requesters gave up
+// while their call was in flight, and recycles them: one call per run of
+// requests with the same rules, the newest run first, since a slot comes
+// back only while nothing was booked after it.
 func (l *redisLimiter) giveBack(ps []*pending) {
-	rs := make([]Reservation, len(ps))
-	for i, p := range ps {
-		rs[i] = p.res
-	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ps[0].ctx), time.Second)
-	_ = l.cancelAll(ctx, ps[0].req, rs)
-	cancel()
+	defer cancel()
+	for end := len(ps); end > 0; {
+		start := end - 1
+		for start > 0 && ps[start-1].req.sameShape(&ps[end-1].req) {
+			start--
+		}
+		rs := make([]Reservation, 0, end-start)
+		for _, p := range ps[start:end] {
+			rs = append(rs, p.res)
+		}
+		_ = l.cancelAll(ctx, ps[start].req, rs)
+		end = start
+	}
 	for _, p := range ps {
 		p.recycle()
 	}
@@ -348,4 +337,17 @@ func batchContext(batch []*pending) (context.Context, context.CancelFunc) {
 		}
 	}
 	return context.WithDeadline(context.WithoutCancel(batch[0].ctx), latest)
+}
+
+// argBytes estimates the bytes a request adds to a call: its keys (each
+// with the group's hash tag) and its arguments.
+func (p *Request) argBytes() int {
+	n := 64 + len(p.Group)
+	for i := range p.Rules {
+		n += 48 + len(p.Group) + len(p.Rules[i].Key())
+	}
+	for _, s := range p.Scopes {
+		n += 16 + len(p.Group) + len(s)
+	}
+	return n
 }

@@ -40,9 +40,7 @@ func (g *gate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		}
 		switch args[1] {
 		case limiter.ReserveSHA:
-			// "evalsha sha numkeys keys... n ...": n is the first argument.
-			numKeys, _ := strconv.Atoi(args[2].(string))
-			n, _ := strconv.Atoi(args[3+numKeys].(string))
+			n := reservedBy(args)
 			// Held once Redis has answered: the call has its instant.
 			err := next(ctx, cmd)
 			g.held <- n
@@ -57,6 +55,27 @@ func (g *gate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		}
 		return next(ctx, cmd)
 	}
+}
+
+// reservedBy counts the requests of a reserve call: "evalsha sha numkeys
+// keys... n ..." with one segment, "evalsha sha numkeys keys... m
+// <segments> (<keys> <args> n ...)..." with several.
+func reservedBy(args []any) int {
+	numKeys, _ := strconv.Atoi(args[2].(string))
+	argv := args[3+numKeys:]
+	if argv[0] != "m" {
+		n, _ := strconv.Atoi(argv[0].(string))
+		return n
+	}
+	segs, _ := strconv.Atoi(argv[1].(string))
+	total, at := 0, 2
+	for range segs {
+		na, _ := strconv.Atoi(argv[at+1].(string))
+		n, _ := strconv.Atoi(argv[at+2].(string))
+		total += n
+		at += 2 + na
+	}
+	return total
 }
 
 func (g *gate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {

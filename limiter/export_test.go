@@ -120,3 +120,6 @@ func NewMemoryWithClock(now func() time.Time) *Memory {
 	m.now = now
 	return m
 }
+
+// MaxBatchBytes bounds the size of one coalesced call.
+const MaxBatchBytes = maxBatchBytes

@@ -5,7 +5,6 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"strconv"
 	"strings"
 	"sync"
@@ -42,7 +41,7 @@ var evalshaName, evalName any = "evalsha", "eval"
 
 // Redis is a Limiter whose state lives in Redis, shared by every replica that
 // uses the same client, prefix and keys. Each Reserve takes at most one
-// script call; under load, concurrent requests for the same rules share one.
+// script call; under load, concurrent requests of the same group share one.
 type redisLimiter struct {
 	client redis.UniversalClient
 	prefix string
@@ -95,7 +94,7 @@ func newRedis(client redis.UniversalClient, opts ...redisOption) (*redisLimiter,
 		return nil, fmt.Errorf("limiter: NewShared: client must not be nil")
 	}
 	r := &redisLimiter{client: client, prefix: "throttle", keys: keyCache{m: make(map[keyID]any)},
-		lanes: lanes{seed: maphash.MakeSeed(), m: make(map[uint64]*lane)}, epochs: make(map[string]epochState), now: time.Now}
+		lanes: lanes{m: make(map[string]*lane)}, epochs: make(map[string]epochState), now: time.Now}
 	for _, o := range opts {
 		o.applyRedis(r)
 	}
@@ -128,9 +127,9 @@ func redisKey(prefix string, tag byte, group, name string) string {
 	return "{" + prefix + ":" + group + "}:" + string(tag) + ":" + name
 }
 
-// Reserve implements Limiter in one script call. Requests with the same
-// rules and scopes that arrive while a call for them is in flight go
-// together in the next call (see SharedConfig.NoCoalescing).
+// Reserve implements Limiter in one script call. Requests of the same
+// group that arrive while a call for it is in flight go together in the
+// next call, whatever their rules (see SharedConfig.NoCoalescing).
 func (l *redisLimiter) Reserve(ctx context.Context, req Request) (Reservation, error) {
 	if err := req.validate(); err != nil {
 		return Reservation{}, err
@@ -160,35 +159,31 @@ func (l *redisLimiter) Reserve(ctx context.Context, req Request) (Reservation, e
 	return out[0], nil
 }
 
-// reserveN reserves reqs, which carry the same group, rules and scopes, in
-// one script call, in order, as if each were its own call at the same
-// instant; out receives one Reservation per request.
+// reserveN reserves reqs, which all carry the same group, in one script
+// call, in order, each as if it were its own call at the same instant; out
+// receives one Reservation per request. Each run of consecutive requests
+// with the same rules and scopes is one segment of the call (reserve.lua).
 func (l *redisLimiter) reserveN(ctx context.Context, reqs []Request, out []Reservation) error {
-	req := &reqs[0]
 	a := argsPool.Get().(*scriptArgs)
 	defer a.release()
-	a.begin(reserveScript, len(req.Scopes)+1+len(req.Rules))
-	for _, s := range req.Scopes {
-		a.list = append(a.list, l.keys.get(l.prefix, penaltyTag, req.Group, s))
+	for i := 1; i <= len(reqs); i++ {
+		if i == len(reqs) || !reqs[i-1].sameShape(&reqs[i]) {
+			a.segs = append(a.segs, i)
+		}
 	}
-	a.list = append(a.list, l.keys.get(l.prefix, epochTag, req.Group, ""))
-	for i := range req.Rules {
-		a.list = append(a.list, l.keys.get(l.prefix, ruleTag, req.Group, req.Rules[i].Key()))
+	if len(a.segs) == 1 {
+		// The common case, as one segment: keys, then arguments.
+		req := &reqs[0]
+		a.begin(reserveScript, len(req.Scopes)+1+len(req.Rules))
+		a.list = l.appendSegmentKeys(a.list, req)
+		a.list = appendSegmentArgs(a.list, reqs)
+	} else {
+		l.appendBatch(a, reqs)
 	}
-	a.list = append(a.list, boxInt(len(reqs)), nil) // the marker's count, below
-	counts := len(a.list) - 1
-	var waitUs int64
-	for i := range reqs {
-		w := int64(reqs[i].MaxWait / time.Microsecond)
-		waitUs = max(waitUs, w)
-		a.list = append(a.list, boxInt64(w), boxInt64(reqs[i].notBefore))
-	}
-	markerTTL := appendRuleArgs(a, req, waitUs)
-	a.list[counts] = markerArg(len(req.Scopes)+1, markerTTL)
 	// What this replica knew of the group's state when it sent the call:
 	// every reply to a call sent before it learnt of a loss is affected,
 	// not only the first one to arrive.
-	known := l.epochOf(req.Group)
+	known := l.epochOf(reqs[0].Group)
 	reply, err := l.run(ctx, reserveScript, a.list).Text()
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil {
@@ -199,6 +194,80 @@ func (l *redisLimiter) reserveN(ctx context.Context, reqs []Request, out []Reser
 		return unavailable("reserve", err)
 	}
 	answered := time.Now()
+	if len(a.segs) == 1 {
+		return l.settleSegment(reqs, reply, out, known, answered)
+	}
+	start, rest := 0, reply
+	for _, end := range a.segs {
+		size, r, _ := strings.Cut(rest, "\n")
+		n, err := strconv.Atoi(size)
+		if err != nil || n < 0 || n > len(r) {
+			return fmt.Errorf("%w: reserve: malformed batch reply %q", ErrUnavailable, reply)
+		}
+		if err := l.settleSegment(reqs[start:end], r[:n], out[start:end], known, answered); err != nil {
+			return err
+		}
+		start, rest = end, r[n:]
+	}
+	return nil
+}
+
+// appendBatch builds a call of several segments (reserve.lua's 'm' form):
+// every segment's keys, then "m <segments>" and, per segment, its counts
+// of keys and arguments and its arguments.
+func (l *redisLimiter) appendBatch(a *scriptArgs, reqs []Request) {
+	a.argv = append(a.argv, batchArg, boxInt(len(a.segs)))
+	start := 0
+	for _, end := range a.segs {
+		nk, na := len(a.keys), len(a.argv)
+		a.keys = l.appendSegmentKeys(a.keys, &reqs[start])
+		a.argv = append(a.argv, nil, nil)
+		a.argv = appendSegmentArgs(a.argv, reqs[start:end])
+		a.argv[na] = boxInt(len(a.keys) - nk)
+		a.argv[na+1] = boxInt(len(a.argv) - na - 2)
+		start = end
+	}
+	a.begin(reserveScript, len(a.keys))
+	a.list = append(a.list, a.keys...)
+	a.list = append(a.list, a.argv...)
+}
+
+var batchArg any = "m"
+
+// appendSegmentKeys appends the keys of one segment: the penalty keys, the
+// epoch marker, one key per rule.
+func (l *redisLimiter) appendSegmentKeys(list []any, req *Request) []any {
+	for _, s := range req.Scopes {
+		list = append(list, l.keys.get(l.prefix, penaltyTag, req.Group, s))
+	}
+	list = append(list, l.keys.get(l.prefix, epochTag, req.Group, ""))
+	for i := range req.Rules {
+		list = append(list, l.keys.get(l.prefix, ruleTag, req.Group, req.Rules[i].Key()))
+	}
+	return list
+}
+
+// appendSegmentArgs appends the arguments of one segment, whose requests
+// share their rules and scopes (see reserve.lua).
+func appendSegmentArgs(list []any, reqs []Request) []any {
+	req := &reqs[0]
+	list = append(list, boxInt(len(reqs)), nil) // the marker's count, below
+	counts := len(list) - 1
+	var waitUs int64
+	for i := range reqs {
+		w := int64(reqs[i].MaxWait / time.Microsecond)
+		waitUs = max(waitUs, w)
+		list = append(list, boxInt64(w), boxInt64(reqs[i].notBefore))
+	}
+	list, markerTTL := appendRuleArgs(list, req, waitUs)
+	list[counts] = markerArg(len(req.Scopes)+1, markerTTL)
+	return list
+}
+
+// settleSegment reads one segment's reply into out and notes what it says
+// of the group's state: penalties, a lost state, corrupt values.
+func (l *redisLimiter) settleSegment(reqs []Request, reply string, out []Reservation, known epochState, answered time.Time) error {
+	req := &reqs[0]
 	flags, err := parseReserve(reqs, reply, out)
 	if err != nil {
 		return err
@@ -235,7 +304,7 @@ func (l *redisLimiter) reserveN(ctx context.Context, reqs []Request, out []Reser
 // appendRuleArgs appends each rule's arguments to the script's, then the
 // book-ahead caps, and returns how long the epoch marker must live (ms): at
 // least as long as the longest-lived paced key.
-func appendRuleArgs(a *scriptArgs, req *Request, waitUs int64) (markerTTL int64) {
+func appendRuleArgs(list []any, req *Request, waitUs int64) (_ []any, markerTTL int64) {
 	var clock time.Time
 	markerTTL = int64(time.Second / time.Millisecond)
 	for i := range req.Rules {
@@ -246,27 +315,27 @@ func appendRuleArgs(a *scriptArgs, req *Request, waitUs int64) (markerTTL int64)
 			// so the key can go that long after its last booking.
 			ttl := (waitUs+r.ToleranceUs+r.IntervalUs)/1000 + 1
 			markerTTL = max(markerTTL, ttl)
-			a.list = append(a.list, boxedPaced, r.ArgT, r.ArgTol, ttlArg(ttl))
+			list = append(list, boxedPaced, r.ArgT, r.ArgTol, ttlArg(ttl))
 			continue
 		case rulecore.Concurrency:
-			a.list = append(a.list, boxedConcurrency, boxInt64(r.Limit), r.ArgT, boxInt64(newLeaseID()))
+			list = append(list, boxedConcurrency, boxInt64(r.Limit), r.ArgT, boxInt64(newLeaseID()))
 			continue
 		case rulecore.Window:
-			a.list = appendWindowArgs(a.list, r)
+			list = appendWindowArgs(list, r)
 			continue
 		}
 		if clock.IsZero() {
 			clock = time.Now()
 		}
 		b := r.Windows(clock)
-		a.list = append(a.list, boxedCalendar, boxInt64(r.Limit), boxInt64(b[0]), boxInt64(b[1]), boxInt64(b[2]), boxInt64(b[3]))
+		list = append(list, boxedCalendar, boxInt64(r.Limit), boxInt64(b[0]), boxInt64(b[1]), boxInt64(b[2]), boxInt64(b[3]))
 	}
 	for i := range req.Rules {
 		if r := core(&req.Rules[i]); r.AheadCapped {
-			a.list = append(a.list, boxInt(i+1), r.ArgAhead)
+			list = append(list, boxInt(i+1), r.ArgAhead)
 		}
 	}
-	return markerTTL
+	return list, markerTTL
 }
 
 // epochOf returns what this replica knows of group's state.

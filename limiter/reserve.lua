@@ -48,409 +48,437 @@
 
 local t = redis.call('TIME')
 local now = t[1] * 1000000 + t[2]
-local out = {t[1] .. ' ' .. t[2]}
 
-local n = ARGV[1] == '1' and 1 or tonumber(ARGV[1])
-local base = 3 + 2 * n
+-- One segment: requests of the same rules and scopes, decided as above.
+-- KEYS and ARGV are the segment's own.
+local function reserve(KEYS, ARGV)
+  local out = {t[1] .. ' ' .. t[2]}
 
--- One read for every penalty and paced rule; a calendar or concurrency key
--- reads as false with MGET (GET would fail on it), and GET costs less.
-local vals
-local corrupt = false
-if #KEYS == 1 and ARGV[base] ~= 'c' and ARGV[base] ~= 'k' then
-  local v = redis.pcall('GET', KEYS[1])
-  if type(v) == 'table' then v, corrupt = false, true end -- another type
-  vals = {v}
-else
-  vals = redis.call('MGET', unpack(KEYS))
-end
+  local n = ARGV[1] == '1' and 1 or tonumber(ARGV[1])
+  local base = 3 + 2 * n
 
-local np = 0
-if ARGV[2] ~= '0' then
-  -- The epoch marker holds when the group's state began ("e<µs>"): a
-  -- replica that sees it change knows the state was lost (FLUSHALL,
-  -- eviction) and holds its new slots back past those it knew of.
-  local count, mttl = string.match(ARGV[2], '^(%d+)e(%d+)$')
-  np = tonumber(count or ARGV[2])
-  -- Its value is "e<epoch µs>:<expiry ms>"; it is renewed for mttl ms
-  -- (ARGV[2] is then "<np>e<mttl>") once half of that is gone.
-  if count then
-    local v = vals[np]
-    local e, x = string.match(v or '', '^(e%d+):(%d+)$')
-    if not e then
-      e, x = 'e' .. t[1] .. string.format('%06d', t[2]), 0
-    end
-    local nowms = math.floor(now / 1000)
-    mttl = tonumber(mttl)
-    if tonumber(x) < nowms + mttl / 2 then
-      redis.call('SET', KEYS[np], string.format('%s:%d', e, nowms + mttl), 'PX', mttl)
-    end
-    out[1] = out[1] .. ' ' .. e
-    vals[np] = false
-  end
-  local best, best_until, best_value = 0, 0, false
-  for i = 1, np do
-    local v = vals[i]
-    if v then
-      local sep = string.find(v, '|', 1, true)
-      local u = tonumber(sep and string.sub(v, 1, sep - 1) or v)
-      if u and u > now and u > best_until then
-        best, best_until, best_value = i, u, v
-      elseif not u then
-        redis.call('DEL', KEYS[i])
-        corrupt = true
-      end
-    end
-  end
-  if best > 0 then
-    if corrupt then out[1] = out[1] .. ' c' end
-    out[2] = string.format('2 %d %d ', best_until - now, best) .. best_value
-    return table.concat(out, '\n')
-  end
-end
-
--- Per rule: where its arguments start, and for a paced rule its current
--- theoretical arrival time (tat) in vals.
-local nr = #KEYS - np
-local at = {}
-local has_c, has_k, has_w = false, false, false
-local a = base
-for i = 1, nr do
-  at[i] = a
-  local kind = ARGV[a]
-  if kind == 'p' then
-    local tat = vals[np + i]
-    if tat then
-      tat = tonumber(tat)
-      if not tat then tat, corrupt = now, true end -- rewritten when booked
-      if tat < now then tat = now end
-    else
-      tat = now
-    end
-    vals[np + i] = tat
-    a = a + 4
-  elseif kind == 'c' then
-    has_c = true
-    a = a + 6
-  elseif kind == 'w' then
-    has_w = true
-    a = a + 4
+  -- One read for every penalty and paced rule; a calendar or concurrency key
+  -- reads as false with MGET (GET would fail on it), and GET costs less.
+  local vals
+  local corrupt = false
+  if #KEYS == 1 and ARGV[base] ~= 'c' and ARGV[base] ~= 'k' then
+    local v = redis.pcall('GET', KEYS[1])
+    if type(v) == 'table' then v, corrupt = false, true end -- another type
+    vals = {v}
   else
-    has_k = true
-    a = a + 4
+    vals = redis.call('MGET', unpack(KEYS))
   end
-end
 
--- Caps on booking ahead, by rule index; none on the common path.
-local cap
-if ARGV[a] then
-  cap = {}
-  while ARGV[a] do
-    cap[tonumber(ARGV[a])] = tonumber(ARGV[a + 1])
-    a = a + 2
-  end
-end
-
--- Calendar rules: the count of each window, read once and then kept here,
--- and the window holding time x among a rule's four starts: its position j
--- (0..2), start and end; false if unknown.
-local counts, window, count
-if has_c then
-  counts = {}
-  window = function(a, x)
-    for j = 0, 2 do
-      local lo, hi = tonumber(ARGV[a + 2 + j]), tonumber(ARGV[a + 3 + j])
-      if x >= lo and x < hi then return j, lo, hi end
-    end
-    return false
-  end
-  count = function(i, j)
-    local c = counts[i]
-    if not c then
-      c = {}
-      counts[i] = c
-    end
-    if not c[j] then
-      local k, f = KEYS[np + i], ARGV[at[i] + 2 + j]
-      local v = redis.pcall('HGET', k, f)
-      if type(v) == 'table' then -- another type: start afresh
-        redis.call('DEL', k)
-        v, corrupt = false, true
+  local np = 0
+  if ARGV[2] ~= '0' then
+    -- The epoch marker holds when the group's state began ("e<µs>"): a
+    -- replica that sees it change knows the state was lost (FLUSHALL,
+    -- eviction) and holds its new slots back past those it knew of.
+    local count, mttl = string.match(ARGV[2], '^(%d+)e(%d+)$')
+    np = tonumber(count or ARGV[2])
+    -- Its value is "e<epoch µs>:<expiry ms>"; it is renewed for mttl ms
+    -- (ARGV[2] is then "<np>e<mttl>") once half of that is gone.
+    if count then
+      local v = vals[np]
+      local e, x = string.match(v or '', '^(e%d+):(%d+)$')
+      if not e then
+        e, x = 'e' .. t[1] .. string.format('%06d', t[2]), 0
       end
-      c[j] = tonumber(v or 0)
-      if not c[j] then
-        redis.call('HDEL', k, f)
-        c[j], corrupt = 0, true
+      local nowms = math.floor(now / 1000)
+      mttl = tonumber(mttl)
+      if tonumber(x) < nowms + mttl / 2 then
+        redis.call('SET', KEYS[np], string.format('%s:%d', e, nowms + mttl), 'PX', mttl)
       end
+      out[1] = out[1] .. ' ' .. e
+      vals[np] = false
     end
-    return c[j]
-  end
-end
-
--- Window rules ('w'): at most limit sends in any window of length period,
--- exactly, with a burst admitted as soon as the window has room (window.go
--- describes the log; Memory runs the same steps). The key is a string of
--- groups "<latest send µs>:<count>", oldest first, separated by spaces,
--- each time after the first written as its distance from the one before.
--- A send goes no earlier than the latest booked and a period after the
--- limit-th most recent; a group counts all its sends at its latest time,
--- so merging sends into groups can only delay, never over-admit.
-local win, win_slot, win_book, win_store
-if has_w then
-  local max_groups = 128 -- windowMaxGroups in window.go
-  win = {}
-  for i = 1, nr do
-    a = at[i]
-    if ARGV[a] == 'w' then
-      local period = tonumber(ARGV[a + 2])
-      local ts, ns, hi = {}, {}, 0
-      local v = vals[np + i]
+    local best, best_until, best_value = 0, 0, false
+    for i = 1, np do
+      local v = vals[i]
       if v then
-        local t = 0
-        for d, c in string.gmatch(v, '(%d+):(%d+)') do
-          t = t + d
-          -- A group a period old can never bind again.
-          if t > now - period then
-            hi = hi + 1
-            ts[hi], ns[hi] = t, tonumber(c)
+        local sep = string.find(v, '|', 1, true)
+        local u = tonumber(sep and string.sub(v, 1, sep - 1) or v)
+        if u and u > now and u > best_until then
+          best, best_until, best_value = i, u, v
+        elseif not u then
+          redis.call('DEL', KEYS[i])
+          corrupt = true
+        end
+      end
+    end
+    if best > 0 then
+      if corrupt then out[1] = out[1] .. ' c' end
+      out[2] = string.format('2 %d %d ', best_until - now, best) .. best_value
+      return table.concat(out, '\n')
+    end
+  end
+
+  -- Per rule: where its arguments start, and for a paced rule its current
+  -- theoretical arrival time (tat) in vals.
+  local nr = #KEYS - np
+  local at = {}
+  local has_c, has_k, has_w = false, false, false
+  local a = base
+  for i = 1, nr do
+    at[i] = a
+    local kind = ARGV[a]
+    if kind == 'p' then
+      local tat = vals[np + i]
+      if tat then
+        tat = tonumber(tat)
+        if not tat then tat, corrupt = now, true end -- rewritten when booked
+        if tat < now then tat = now end
+      else
+        tat = now
+      end
+      vals[np + i] = tat
+      a = a + 4
+    elseif kind == 'c' then
+      has_c = true
+      a = a + 6
+    elseif kind == 'w' then
+      has_w = true
+      a = a + 4
+    else
+      has_k = true
+      a = a + 4
+    end
+  end
+
+  -- Caps on booking ahead, by rule index; none on the common path.
+  local cap
+  if ARGV[a] then
+    cap = {}
+    while ARGV[a] do
+      cap[tonumber(ARGV[a])] = tonumber(ARGV[a + 1])
+      a = a + 2
+    end
+  end
+
+  -- Calendar rules: the count of each window, read once and then kept here,
+  -- and the window holding time x among a rule's four starts: its position j
+  -- (0..2), start and end; false if unknown.
+  local counts, window, count
+  if has_c then
+    counts = {}
+    window = function(a, x)
+      for j = 0, 2 do
+        local lo, hi = tonumber(ARGV[a + 2 + j]), tonumber(ARGV[a + 3 + j])
+        if x >= lo and x < hi then return j, lo, hi end
+      end
+      return false
+    end
+    count = function(i, j)
+      local c = counts[i]
+      if not c then
+        c = {}
+        counts[i] = c
+      end
+      if not c[j] then
+        local k, f = KEYS[np + i], ARGV[at[i] + 2 + j]
+        local v = redis.pcall('HGET', k, f)
+        if type(v) == 'table' then -- another type: start afresh
+          redis.call('DEL', k)
+          v, corrupt = false, true
+        end
+        c[j] = tonumber(v or 0)
+        if not c[j] then
+          redis.call('HDEL', k, f)
+          c[j], corrupt = 0, true
+        end
+      end
+      return c[j]
+    end
+  end
+
+  -- Window rules ('w'): at most limit sends in any window of length period,
+  -- exactly, with a burst admitted as soon as the window has room (window.go
+  -- describes the log; Memory runs the same steps). The key is a string of
+  -- groups "<latest send µs>:<count>", oldest first, separated by spaces,
+  -- each time after the first written as its distance from the one before.
+  -- A send goes no earlier than the latest booked and a period after the
+  -- limit-th most recent; a group counts all its sends at its latest time,
+  -- so merging sends into groups can only delay, never over-admit.
+  local win, win_slot, win_book, win_store
+  if has_w then
+    local max_groups = 128 -- windowMaxGroups in window.go
+    win = {}
+    for i = 1, nr do
+      a = at[i]
+      if ARGV[a] == 'w' then
+        local period = tonumber(ARGV[a + 2])
+        local ts, ns, hi = {}, {}, 0
+        local v = vals[np + i]
+        if v then
+          local t = 0
+          for d, c in string.gmatch(v, '(%d+):(%d+)') do
+            t = t + d
+            -- A group a period old can never bind again.
+            if t > now - period then
+              hi = hi + 1
+              ts[hi], ns[hi] = t, tonumber(c)
+            end
+          end
+        end
+        local w = {ts = ts, ns = ns, hi = hi, period = period,
+          limit = tonumber(ARGV[a + 1]), res = tonumber(ARGV[a + 3])}
+        -- j: the group holding the limit-th most recent send; ex: how many
+        -- sends from j on are beyond the limit (0 <= ex < ns[j]).
+        local sum = 0
+        for x = hi, 1, -1 do
+          sum = sum + ns[x]
+          if sum >= w.limit then
+            w.j, w.ex = x, sum - w.limit
+            break
+          end
+        end
+        w.total = sum
+        win[i] = w
+      end
+    end
+    -- The earliest slot at or after s that every window rule allows, and
+    -- the latest slot hu of a capped rule hr beyond its cap (hr 0: none).
+    win_slot = function(s, bind, hu, hr)
+      for i, w in pairs(win) do
+        if w.hi > 0 then
+          local e = w.ts[w.hi]
+          if w.j then
+            local x = w.ts[w.j] + w.period
+            if x > e then e = x end
+          end
+          if e > s then s, bind = e, i end
+          if cap and cap[i] and e - now > cap[i] and e > hu then hu, hr = e, i end
+        end
+      end
+      return s, bind, hu, hr
+    end
+    -- Record a send at s (never before the latest booked) for rule i.
+    win_book = function(i, s)
+      local w = win[i]
+      local hi = w.hi
+      if hi > 0 and math.floor(w.ts[hi] / w.res) == math.floor(s / w.res) then
+        w.ts[hi], w.ns[hi] = s, w.ns[hi] + 1
+      else
+        hi = hi + 1
+        w.hi, w.ts[hi], w.ns[hi] = hi, s, 1
+      end
+      if w.j then
+        w.ex = w.ex + 1
+        while w.ex >= w.ns[w.j] do
+          w.ex = w.ex - w.ns[w.j]
+          w.j = w.j + 1
+        end
+      else
+        w.total = w.total + 1
+        if w.total >= w.limit then w.j, w.ex = 1, 0 end
+      end
+      return string.format('%d', s)
+    end
+    -- Write rule i's log, its oldest groups merged into the next (later, so
+    -- again only delaying) beyond max_groups; the key lives until its latest
+    -- send is a period old.
+    win_store = function(i, k)
+      local w = win[i]
+      local lo, hi = 1, w.hi
+      while hi - lo + 1 > max_groups do
+        w.ns[lo + 1] = w.ns[lo + 1] + w.ns[lo]
+        lo = lo + 1
+      end
+      local parts, prev = {}, 0
+      for x = lo, hi do
+        parts[#parts + 1] = string.format('%d:%d', w.ts[x] - prev, w.ns[x])
+        prev = w.ts[x]
+      end
+      local ttl = math.floor((w.ts[hi] + w.period - now) / 1000) + 1
+      redis.call('SET', k, table.concat(parts, ' '), 'PX', ttl)
+    end
+  end
+
+  local last = {} -- per rule: the state to write, once something was booked
+  local booked_hi = {} -- per calendar rule: the end of its latest booked window
+  local fleet = false -- a refusal's states of the rules, once formatted
+
+  for r = 1, n do
+    local s, bind = now, 0
+    local nb = ARGV[2 + 2 * r]
+    if nb ~= '0' then
+      nb = nb + 0
+      if nb > s then s = nb end
+    end
+    -- hu, hr: the latest own slot of a rule capped by WithMaxBookAhead that
+    -- lies beyond its cap, and that rule (0: none).
+    local hu, hr = 0, 0
+    for i = 1, nr do
+      a = at[i]
+      if ARGV[a] == 'p' then
+        local allow = vals[np + i] - ARGV[a + 2]
+        if allow > s then s, bind = allow, i end
+        if cap and cap[i] and allow - now > cap[i] and allow > hu then hu, hr = allow, i end
+      end
+    end
+    if has_w then s, bind, hu, hr = win_slot(s, bind, hu, hr) end
+
+    -- A capped rule that would book too far ahead refuses before anything
+    -- is charged: the broader rules stay free for other requests meanwhile.
+    local refused = false
+    if hr > 0 then refused = string.format('1 %d %d', hu - now, hr) end
+
+    -- Calendar rules may push s into a later window; a later s never breaks a
+    -- paced or window rule, so repeat until every calendar window has room.
+    local moved = has_c and not refused
+    while moved do
+      moved = false
+      for i = 1, nr do
+        a = at[i]
+        if ARGV[a] == 'c' then
+          local j, _, hi = window(a, s)
+          if not j then
+            refused = string.format('1 %d %d', ARGV[a + 5] - now, i)
+            break
+          end
+          if count(i, j) >= tonumber(ARGV[a + 1]) then
+            s, bind, moved = hi, i, true
           end
         end
       end
-      local w = {ts = ts, ns = ns, hi = hi, period = period,
-        limit = tonumber(ARGV[a + 1]), res = tonumber(ARGV[a + 3])}
-      -- j: the group holding the limit-th most recent send; ex: how many
-      -- sends from j on are beyond the limit (0 <= ex < ns[j]).
-      local sum = 0
-      for x = hi, 1, -1 do
-        sum = sum + ns[x]
-        if sum >= w.limit then
-          w.j, w.ex = x, sum - w.limit
-          break
+      if refused then break end
+    end
+
+    local wait = s - now
+    if not refused and wait > 0 and wait > tonumber(ARGV[1 + 2 * r]) then
+      refused = string.format('1 %d %d', wait, bind)
+    end
+
+    -- Concurrency rules: a free lease now, or ask again when one may be free
+    -- (leases end when answers arrive, which no limiter can foresee).
+    if has_k and not refused then
+      for i = 1, nr do
+        a = at[i]
+        if ARGV[a] == 'k' then
+          local k = KEYS[np + i]
+          if type(redis.pcall('ZREMRANGEBYSCORE', k, '-inf', string.format('%d', now))) == 'table' then
+            redis.call('DEL', k) -- another type: start afresh
+            corrupt = true
+          end
+          if redis.call('ZCARD', k) >= tonumber(ARGV[a + 1]) then
+            local first = redis.call('ZRANGE', k, 0, 0, 'WITHSCORES')
+            local w = tonumber(first[2]) - now
+            if w <= 0 or w > 20000 then w = 20000 end
+            refused = string.format('1 %d %d', w, i)
+            break
+          end
         end
       end
-      w.total = sum
-      win[i] = w
     end
-  end
-  -- The earliest slot at or after s that every window rule allows, and
-  -- the latest slot hu of a capped rule hr beyond its cap (hr 0: none).
-  win_slot = function(s, bind, hu, hr)
-    for i, w in pairs(win) do
-      if w.hi > 0 then
-        local e = w.ts[w.hi]
-        if w.j then
-          local x = w.ts[w.j] + w.period
-          if x > e then e = x end
+
+    if refused then
+      -- The state is the same for every refusal until a request books, so
+      -- a hot key's batch of refusals formats it once.
+      if not fleet then
+        local parts = {}
+        for i = 1, nr do
+          a = at[i]
+          local kind = ARGV[a]
+          if kind == 'p' then
+            parts[i] = string.format('%d', vals[np + i])
+          elseif kind == 'w' and win[i].hi > 0 then
+            parts[i] = string.format('%d', win[i].ts[win[i].hi])
+          else
+            parts[i] = '0'
+          end
         end
-        if e > s then s, bind = e, i end
-        if cap and cap[i] and e - now > cap[i] and e > hu then hu, hr = e, i end
+        fleet = ' ' .. table.concat(parts, ' ')
       end
-    end
-    return s, bind, hu, hr
-  end
-  -- Record a send at s (never before the latest booked) for rule i.
-  win_book = function(i, s)
-    local w = win[i]
-    local hi = w.hi
-    if hi > 0 and math.floor(w.ts[hi] / w.res) == math.floor(s / w.res) then
-      w.ts[hi], w.ns[hi] = s, w.ns[hi] + 1
+      out[r + 1] = refused .. fleet
     else
-      hi = hi + 1
-      w.hi, w.ts[hi], w.ns[hi] = hi, s, 1
-    end
-    if w.j then
-      w.ex = w.ex + 1
-      while w.ex >= w.ns[w.j] do
-        w.ex = w.ex - w.ns[w.j]
-        w.j = w.j + 1
-      end
-    else
-      w.total = w.total + 1
-      if w.total >= w.limit then w.j, w.ex = 1, 0 end
-    end
-    return string.format('%d', s)
-  end
-  -- Write rule i's log, its oldest groups merged into the next (later, so
-  -- again only delaying) beyond max_groups; the key lives until its latest
-  -- send is a period old.
-  win_store = function(i, k)
-    local w = win[i]
-    local lo, hi = 1, w.hi
-    while hi - lo + 1 > max_groups do
-      w.ns[lo + 1] = w.ns[lo + 1] + w.ns[lo]
-      lo = lo + 1
-    end
-    local parts, prev = {}, 0
-    for x = lo, hi do
-      parts[#parts + 1] = string.format('%d:%d', w.ts[x] - prev, w.ns[x])
-      prev = w.ts[x]
-    end
-    local ttl = math.floor((w.ts[hi] + w.period - now) / 1000) + 1
-    redis.call('SET', k, table.concat(parts, ' '), 'PX', ttl)
-  end
-end
-
-local last = {} -- per rule: the state to write, once something was booked
-local booked_hi = {} -- per calendar rule: the end of its latest booked window
-local fleet = false -- a refusal's states of the rules, once formatted
-
-for r = 1, n do
-  local s, bind = now, 0
-  local nb = ARGV[2 + 2 * r]
-  if nb ~= '0' then
-    nb = nb + 0
-    if nb > s then s = nb end
-  end
-  -- hu, hr: the latest own slot of a rule capped by WithMaxBookAhead that
-  -- lies beyond its cap, and that rule (0: none).
-  local hu, hr = 0, 0
-  for i = 1, nr do
-    a = at[i]
-    if ARGV[a] == 'p' then
-      local allow = vals[np + i] - ARGV[a + 2]
-      if allow > s then s, bind = allow, i end
-      if cap and cap[i] and allow - now > cap[i] and allow > hu then hu, hr = allow, i end
-    end
-  end
-  if has_w then s, bind, hu, hr = win_slot(s, bind, hu, hr) end
-
-  -- A capped rule that would book too far ahead refuses before anything
-  -- is charged: the broader rules stay free for other requests meanwhile.
-  local refused = false
-  if hr > 0 then refused = string.format('1 %d %d', hu - now, hr) end
-
-  -- Calendar rules may push s into a later window; a later s never breaks a
-  -- paced or window rule, so repeat until every calendar window has room.
-  local moved = has_c and not refused
-  while moved do
-    moved = false
-    for i = 1, nr do
-      a = at[i]
-      if ARGV[a] == 'c' then
-        local j, _, hi = window(a, s)
-        if not j then
-          refused = string.format('1 %d %d', ARGV[a + 5] - now, i)
-          break
-        end
-        if count(i, j) >= tonumber(ARGV[a + 1]) then
-          s, bind, moved = hi, i, true
-        end
-      end
-    end
-    if refused then break end
-  end
-
-  local wait = s - now
-  if not refused and wait > 0 and wait > tonumber(ARGV[1 + 2 * r]) then
-    refused = string.format('1 %d %d', wait, bind)
-  end
-
-  -- Concurrency rules: a free lease now, or ask again when one may be free
-  -- (leases end when answers arrive, which no limiter can foresee).
-  if has_k and not refused then
-    for i = 1, nr do
-      a = at[i]
-      if ARGV[a] == 'k' then
-        local k = KEYS[np + i]
-        if type(redis.pcall('ZREMRANGEBYSCORE', k, '-inf', string.format('%d', now))) == 'table' then
-          redis.call('DEL', k) -- another type: start afresh
-          corrupt = true
-        end
-        if redis.call('ZCARD', k) >= tonumber(ARGV[a + 1]) then
-          local first = redis.call('ZRANGE', k, 0, 0, 'WITHSCORES')
-          local w = tonumber(first[2]) - now
-          if w <= 0 or w > 20000 then w = 20000 end
-          refused = string.format('1 %d %d', w, i)
-          break
-        end
-      end
-    end
-  end
-
-  if refused then
-    -- The state is the same for every refusal until a request books, so
-    -- a hot key's batch of refusals formats it once.
-    if not fleet then
-      local parts = {}
+      fleet = false
+      local line = wait == 0 and '0 0 0' or string.format('0 %d %d', wait, bind)
       for i = 1, nr do
         a = at[i]
         local kind = ARGV[a]
+        local v
         if kind == 'p' then
-          parts[i] = string.format('%d', vals[np + i])
-        elseif kind == 'w' and win[i].hi > 0 then
-          parts[i] = string.format('%d', win[i].ts[win[i].hi])
+          local tat = vals[np + i]
+          if s > tat then tat = s end
+          tat = tat + ARGV[a + 1]
+          vals[np + i] = tat
+          -- '%d': Lua's own number formatting would round a microsecond
+          -- timestamp to 14 significant digits.
+          v = string.format('%d', tat)
+          last[i] = v
+        elseif kind == 'w' then
+          v = win_book(i, s)
+          last[i] = v
+        elseif kind == 'k' then
+          local exp = s + ARGV[a + 2]
+          v = ARGV[a + 3]
+          local k = KEYS[np + i]
+          redis.call('ZADD', k, string.format('%d', exp), v)
+          local ttl = math.floor((exp - now) / 1000) + 1
+          if redis.call('PTTL', k) < ttl then redis.call('PEXPIRE', k, ttl) end
         else
-          parts[i] = '0'
+          local j, _, hi = window(a, s)
+          counts[i][j] = counts[i][j] + 1
+          v = ARGV[a + 2 + j]
+          local d = last[i] or {}
+          d[j] = (d[j] or 0) + 1
+          last[i] = d
+          if not booked_hi[i] or hi > booked_hi[i] then booked_hi[i] = hi end
         end
+        line = line .. ' ' .. v
       end
-      fleet = ' ' .. table.concat(parts, ' ')
+      out[r + 1] = line
     end
-    out[r + 1] = refused .. fleet
-  else
-    fleet = false
-    local line = wait == 0 and '0 0 0' or string.format('0 %d %d', wait, bind)
-    for i = 1, nr do
-      a = at[i]
-      local kind = ARGV[a]
-      local v
-      if kind == 'p' then
-        local tat = vals[np + i]
-        if s > tat then tat = s end
-        tat = tat + ARGV[a + 1]
-        vals[np + i] = tat
-        -- '%d': Lua's own number formatting would round a microsecond
-        -- timestamp to 14 significant digits.
-        v = string.format('%d', tat)
-        last[i] = v
-      elseif kind == 'w' then
-        v = win_book(i, s)
-        last[i] = v
-      elseif kind == 'k' then
-        local exp = s + ARGV[a + 2]
-        v = ARGV[a + 3]
-        local k = KEYS[np + i]
-        redis.call('ZADD', k, string.format('%d', exp), v)
-        local ttl = math.floor((exp - now) / 1000) + 1
-        if redis.call('PTTL', k) < ttl then redis.call('PEXPIRE', k, ttl) end
-      else
-        local j, _, hi = window(a, s)
-        counts[i][j] = counts[i][j] + 1
-        v = ARGV[a + 2 + j]
-        local d = last[i] or {}
-        d[j] = (d[j] or 0) + 1
-        last[i] = d
-        if not booked_hi[i] or hi > booked_hi[i] then booked_hi[i] = hi end
-      end
-      line = line .. ' ' .. v
-    end
-    out[r + 1] = line
   end
+
+  -- Write what was booked: a paced key can go once its time has passed (an
+  -- absent key means idle); a calendar key keeps its current and later
+  -- windows until the end of the latest booked one.
+  for i = 1, nr do
+    local v = last[i]
+    if v then
+      a = at[i]
+      local k = KEYS[np + i]
+      if ARGV[a] == 'p' then
+        redis.call('SET', k, v, 'PX', ARGV[a + 3])
+      elseif ARGV[a] == 'w' then
+        win_store(i, k)
+      elseif ARGV[a] == 'c' then
+        for j, d in pairs(v) do
+          redis.call('HINCRBY', k, ARGV[a + 2 + j], d)
+        end
+        for old = 0, 2 do
+          if now < tonumber(ARGV[a + 3 + old]) then break end
+          redis.call('HDEL', k, ARGV[a + 2 + old])
+        end
+        local ttl = math.floor((booked_hi[i] - now) / 1000) + 1
+        if redis.call('PTTL', k) < ttl then redis.call('PEXPIRE', k, ttl) end
+      end
+    end
+  end
+  if corrupt then out[1] = out[1] .. ' c' end
+  return table.concat(out, '\n')
 end
 
--- Write what was booked: a paced key can go once its time has passed (an
--- absent key means idle); a calendar key keeps its current and later
--- windows until the end of the latest booked one.
-for i = 1, nr do
-  local v = last[i]
-  if v then
-    a = at[i]
-    local k = KEYS[np + i]
-    if ARGV[a] == 'p' then
-      redis.call('SET', k, v, 'PX', ARGV[a + 3])
-    elseif ARGV[a] == 'w' then
-      win_store(i, k)
-    elseif ARGV[a] == 'c' then
-      for j, d in pairs(v) do
-        redis.call('HINCRBY', k, ARGV[a + 2 + j], d)
-      end
-      for old = 0, 2 do
-        if now < tonumber(ARGV[a + 3 + old]) then break end
-        redis.call('HDEL', k, ARGV[a + 2 + old])
-      end
-      local ttl = math.floor((booked_hi[i] - now) / 1000) + 1
-      if redis.call('PTTL', k) < ttl then redis.call('PEXPIRE', k, ttl) end
-    end
-  end
+if ARGV[1] ~= 'm' then return reserve(KEYS, ARGV) end
+
+-- A batch of segments (one group, several rule sets): ARGV[2] segments,
+-- each led by its count of keys and of arguments, then its arguments as
+-- above; KEYS holds each segment's keys in the same order. The segments
+-- run in order, each seeing what the ones before it wrote, so every
+-- request is decided as if it had made its own call, in arrival order.
+-- Reply: each segment's reply as above, led by its length in bytes and
+-- a newline.
+local replies = {}
+local ki, ai = 0, 3
+for s = 1, tonumber(ARGV[2]) do
+  local nk, na = tonumber(ARGV[ai]), tonumber(ARGV[ai + 1])
+  ai = ai + 2
+  local k, a = {}, {}
+  for i = 1, nk do k[i] = KEYS[ki + i] end
+  for i = 1, na do a[i] = ARGV[ai + i - 1] end
+  ki, ai = ki + nk, ai + na
+  local r = reserve(k, a)
+  replies[s] = #r .. '\n' .. r
 end
-if corrupt then out[1] = out[1] .. ' c' end
-return table.concat(out, '\n')
+return table.concat(replies)

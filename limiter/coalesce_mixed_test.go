@@ -1,0 +1,113 @@
+package limiter_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quotaware/throttle/limiter"
+	"github.com/quotaware/throttle/limiter/rule"
+)
+
+// Requests of one group with different rules that arrive while a call is in
+// flight go together in the next call, each decided as if it had made its
+// own call, in arrival order: a rule two of them share is charged in that
+// order, a refusal in the middle charges nothing, and a rule set seen twice
+// sees what the requests between booked.
+func TestRedisCoalescedMixedRuleSets(t *testing.T) {
+	l, g, req, queued := coalescing(t)
+	ctx := context.Background()
+	shared := req.Rules[0] // 10/min: T = 6 s
+	a := rule.Must(rule.New("a", 10, time.Minute))
+	b := rule.Must(rule.New("b", 5, time.Minute)) // T = 12 s
+	with := func(maxWait time.Duration, rs ...rule.Rule) limiter.Request {
+		r := req
+		r.Rules, r.MaxWait = rs, maxWait
+		return r
+	}
+
+	first := reserveAsync(ctx, l, with(time.Hour, shared))
+	if n := <-g.held; n != 1 {
+		t.Fatalf("first call reserves %d requests, want 1", n)
+	}
+	var waiting []<-chan outcome
+	for _, r := range []limiter.Request{
+		with(time.Hour, shared, a), // shared's next slot, 6 s after the first
+		with(0, shared, b),         // refused: shared is booked 12 s ahead
+		with(time.Hour, b),         // b alone is free: at once
+		with(time.Hour, shared, b), // b's next slot, 12 s after the one before
+	} {
+		waiting = append(waiting, reserveAsync(ctx, l, r))
+		<-queued // one at a time, so the queue keeps this order
+	}
+	g.release <- struct{}{}
+	o1 := <-first
+	if o1.err != nil || !o1.res.OK() {
+		t.Fatalf("first: %+v %v", o1.res, o1.err)
+	}
+	if n := <-g.held; n != 4 {
+		t.Fatalf("second call reserves %d requests, want the 4 queued", n)
+	}
+	g.release <- struct{}{}
+	var got [4]outcome
+	for i, ch := range waiting {
+		if got[i] = <-ch; got[i].err != nil {
+			t.Fatal(got[i].err)
+		}
+	}
+	if !got[0].res.OK() || got[1].res.OK() || !got[2].res.OK() || !got[3].res.OK() {
+		t.Fatalf("admitted %v %v %v %v, want the MaxWait-0 request alone refused",
+			got[0].res.OK(), got[1].res.OK(), got[2].res.OK(), got[3].res.OK())
+	}
+	base := o1.res.SendAt()
+	if d := got[0].res.SendAt().Sub(base); d != 6*time.Second {
+		t.Errorf("shared rule's second slot %v after the first, want 6s", d)
+	}
+	if at := got[1].res.SendAt().Add(got[1].res.RetryAfter()); !at.Equal(base.Add(12 * time.Second)) {
+		t.Errorf("refusal's retry-after points %v after the first slot, want 12s", at.Sub(base))
+	}
+	if d := got[2].res.Delay(); d > 0 {
+		t.Errorf("b alone: booked %v ahead, want at once", d)
+	}
+	if d := got[3].res.SendAt().Sub(got[2].res.SendAt()); d != 12*time.Second {
+		t.Errorf("b's second slot %v after its first, want 12s", d)
+	}
+}
+
+// A batch is bounded in bytes as well as in requests: requests with long
+// keys that would make one call too large go in the calls after it, in
+// order.
+func TestRedisCoalescedBatchBytes(t *testing.T) {
+	l, g, req, queued := coalescing(t)
+	ctx := context.Background()
+	first := reserveAsync(ctx, l, req)
+	<-g.held
+	long := req
+	// Scopes of the longest length a key may have, a third of the bound
+	// in all: two requests fit in one call, three do not.
+	for i := range limiter.MaxBatchBytes / 3 / 256 {
+		long.Scopes = append(long.Scopes, fmt.Sprintf("%03d", i)+strings.Repeat("s", 250))
+	}
+	var waiting []<-chan outcome
+	for range 3 {
+		waiting = append(waiting, reserveAsync(ctx, l, long))
+		<-queued
+	}
+	g.release <- struct{}{}
+	if o := <-first; o.err != nil {
+		t.Fatal(o.err)
+	}
+	for _, want := range []int{2, 1} {
+		if n := <-g.held; n != want {
+			t.Fatalf("a call reserves %d requests of a third of the byte bound each, want %d", n, want)
+		}
+		g.release <- struct{}{}
+	}
+	for _, ch := range waiting {
+		if o := <-ch; o.err != nil || !o.res.OK() {
+			t.Fatalf("%+v %v", o.res, o.err)
+		}
+	}
+}
