@@ -21,16 +21,17 @@ import (
 // for the script (SLOWLOG with every command logged, and INFO
 // commandstats), so the client's load does not count.
 func BenchmarkRedisLargestBatch(b *testing.B) {
-	for _, keyLen := range []int{0, 200} {
-		name := "short keys"
-		if keyLen > 0 {
-			name = "long keys"
-		}
-		b.Run(name, func(b *testing.B) { benchLargestBatch(b, keyLen) })
-	}
+	b.Run("short keys", func(b *testing.B) { benchLargestBatch(b, 0, false) })
+	b.Run("long keys", func(b *testing.B) { benchLargestBatch(b, 200, false) })
+	// For comparison: one paced rule per request, distinct (a segment
+	// per request) or the same (one segment).
+	b.Run("one rule each", func(b *testing.B) { benchLargestBatch(b, 0, true) })
 }
 
-func benchLargestBatch(b *testing.B, keyLen int) {
+// BenchmarkRedisOneSegment is a full batch of one rule set: one segment.
+func BenchmarkRedisOneSegment(b *testing.B) { benchLargestBatch(b, -1, true) }
+
+func benchLargestBatch(b *testing.B, keyLen int, single bool) {
 	srv := redistest.Start(b)
 	c := srv.Client(b)
 	ctx := context.Background()
@@ -38,7 +39,7 @@ func benchLargestBatch(b *testing.B, keyLen int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	pad := strings.Repeat("k", keyLen)
+	pad := strings.Repeat("k", max(0, keyLen))
 	hot := func(key string) rule.Rule {
 		return rule.Must(rule.New(key+pad, 1_000_000_000, time.Second, rule.WithBurst(1_000_000)))
 	}
@@ -48,6 +49,12 @@ func benchLargestBatch(b *testing.B, keyLen int) {
 	for i := range maxBatch {
 		r := Request{Group: "dingtalk", Rules: []rule.Rule{hot("api" + strconv.Itoa(i)), app, hot("egress" + strconv.Itoa(i))},
 			Scopes: []string{"api:" + strconv.Itoa(i) + pad, "app" + pad, "egress:" + strconv.Itoa(i) + pad}}
+		switch {
+		case single && keyLen < 0:
+			r = Request{Group: "dingtalk", Rules: []rule.Rule{app}}
+		case single:
+			r = Request{Group: "dingtalk", Rules: []rule.Rule{hot("api" + strconv.Itoa(i))}}
+		}
 		if size += r.argBytes(); size > maxBatchBytes {
 			break
 		}

@@ -111,3 +111,43 @@ func TestRedisCoalescedBatchBytes(t *testing.T) {
 		}
 	}
 }
+
+// A window rule shared by the segments of one call: each sees the sends
+// the segments before it booked.
+func TestRedisCoalescedMixedWindow(t *testing.T) {
+	l, g, req, queued := coalescing(t)
+	ctx := context.Background()
+	w := rule.Must(rule.NewWindow("w", 2, time.Minute))
+	a := rule.Must(rule.New("a", 10, time.Minute))
+	with := func(rs ...rule.Rule) limiter.Request {
+		r := req
+		r.Rules, r.MaxWait = rs, 0
+		return r
+	}
+	first := reserveAsync(ctx, l, with(w))
+	<-g.held
+	var waiting []<-chan outcome
+	for _, r := range []limiter.Request{with(w), with(w, a), with(w)} {
+		waiting = append(waiting, reserveAsync(ctx, l, r))
+		<-queued
+	}
+	g.release <- struct{}{}
+	if o := <-first; o.err != nil || !o.res.OK() {
+		t.Fatalf("first: %+v %v", o.res, o.err)
+	}
+	if n := <-g.held; n != 3 {
+		t.Fatalf("second call reserves %d requests, want 3", n)
+	}
+	g.release <- struct{}{}
+	var ok []bool
+	for _, ch := range waiting {
+		o := <-ch
+		if o.err != nil {
+			t.Fatal(o.err)
+		}
+		ok = append(ok, o.res.OK())
+	}
+	if !ok[0] || ok[1] || ok[2] {
+		t.Fatalf("admitted %v, want the second send of the window alone (limit 2)", ok)
+	}
+}
