@@ -49,36 +49,6 @@
 local t = redis.call('TIME')
 local now = t[1] * 1000000 + t[2]
 
--- Within one call, the segments (below) read and write string keys through
--- cache: each key's value as the requests before saw or booked it (false:
--- absent, or not a string). A paced or window key booked is written once,
--- at the end of the call, with its latest value and TTL (pend: TTL ms by
--- key); every key is read at most once. epochs: the epoch marker's epoch
--- and expiry (ms) once read.
-local cache, pend, epochs = {}, {}, {}
-
--- read returns the values of keys (one MGET of those not yet read).
-local function read(keys)
-  local vals, miss = {}, {}
-  for i = 1, #keys do
-    local v = cache[keys[i]]
-    if v == nil then miss[#miss + 1] = i else vals[i] = v end
-  end
-  if #miss == #keys then
-    vals = redis.call('MGET', unpack(keys))
-    for i = 1, #keys do cache[keys[i]] = vals[i] end
-  elseif #miss > 0 then
-    local mk = {}
-    for j = 1, #miss do mk[j] = keys[miss[j]] end
-    local got = redis.call('MGET', unpack(mk))
-    for j = 1, #miss do
-      vals[miss[j]] = got[j]
-      cache[mk[j]] = got[j]
-    end
-  end
-  return vals
-end
-
 -- One segment: requests of the same rules and scopes, decided as above.
 -- KEYS and ARGV are the segment's own.
 local function reserve(KEYS, ARGV)
@@ -91,13 +61,12 @@ local function reserve(KEYS, ARGV)
   -- reads as false with MGET (GET would fail on it), and GET costs less.
   local vals
   local corrupt = false
-  if #KEYS == 1 and ARGV[base] ~= 'c' and ARGV[base] ~= 'k' and cache[KEYS[1]] == nil then
+  if #KEYS == 1 and ARGV[base] ~= 'c' and ARGV[base] ~= 'k' then
     local v = redis.pcall('GET', KEYS[1])
     if type(v) == 'table' then v, corrupt = false, true end -- another type
-    cache[KEYS[1]] = v
     vals = {v}
   else
-    vals = read(KEYS)
+    vals = redis.call('MGET', unpack(KEYS))
   end
 
   local np = 0
@@ -110,23 +79,16 @@ local function reserve(KEYS, ARGV)
     -- Its value is "e<epoch µs>:<expiry ms>"; it is renewed for mttl ms
     -- (ARGV[2] is then "<np>e<mttl>") once half of that is gone.
     if count then
-      local mk = KEYS[np]
-      local ex = epochs[mk]
-      if not ex then
-        local e, x = string.match(vals[np] or '', '^(e%d+):(%d+)$')
-        if not e then
-          e, x = 'e' .. t[1] .. string.format('%06d', t[2]), 0
-        end
-        ex = {e, tonumber(x)}
-        epochs[mk] = ex
+      local v = vals[np]
+      local e, x = string.match(v or '', '^(e%d+):(%d+)$')
+      if not e then
+        e, x = 'e' .. t[1] .. string.format('%06d', t[2]), 0
       end
       local nowms = math.floor(now / 1000)
       mttl = tonumber(mttl)
-      if ex[2] < nowms + mttl / 2 then
-        ex[2] = nowms + mttl
-        redis.call('SET', mk, string.format('%s:%d', ex[1], ex[2]), 'PX', mttl)
+      if tonumber(x) < nowms + mttl / 2 then
+        redis.call('SET', KEYS[np], string.format('%s:%d', e, nowms + mttl), 'PX', mttl)
       end
-      local e = ex[1]
       out[1] = out[1] .. ' ' .. e
       vals[np] = false
     end
@@ -140,7 +102,6 @@ local function reserve(KEYS, ARGV)
           best, best_until, best_value = i, u, v
         elseif not u then
           redis.call('DEL', KEYS[i])
-          cache[KEYS[i]] = false
           corrupt = true
         end
       end
@@ -329,7 +290,7 @@ local function reserve(KEYS, ARGV)
         prev = w.ts[x]
       end
       local ttl = math.floor((w.ts[hi] + w.period - now) / 1000) + 1
-      cache[k], pend[k] = table.concat(parts, ' '), ttl
+      redis.call('SET', k, table.concat(parts, ' '), 'PX', ttl)
     end
   end
 
@@ -479,7 +440,7 @@ local function reserve(KEYS, ARGV)
       a = at[i]
       local k = KEYS[np + i]
       if ARGV[a] == 'p' then
-        cache[k], pend[k] = v, ARGV[a + 3]
+        redis.call('SET', k, v, 'PX', ARGV[a + 3])
       elseif ARGV[a] == 'w' then
         win_store(i, k)
       elseif ARGV[a] == 'c' then
@@ -499,18 +460,7 @@ local function reserve(KEYS, ARGV)
   return table.concat(out, '\n')
 end
 
--- write makes the writes the segments left pending.
-local function write()
-  for k, ttl in pairs(pend) do
-    redis.call('SET', k, cache[k], 'PX', ttl)
-  end
-end
-
-if ARGV[1] ~= 'm' then
-  local r = reserve(KEYS, ARGV)
-  write()
-  return r
-end
+if ARGV[1] ~= 'm' then return reserve(KEYS, ARGV) end
 
 -- A batch of segments (one group, several rule sets): ARGV[2] segments,
 -- each led by its count of keys and of arguments, then its arguments as
@@ -519,9 +469,6 @@ end
 -- request is decided as if it had made its own call, in arrival order.
 -- Reply: each segment's reply as above, led by its length in bytes and
 -- a newline.
--- Every key of the call is read at once: one MGET rather than one per
--- segment.
-read(KEYS)
 local replies = {}
 local ki, ai = 0, 3
 for s = 1, tonumber(ARGV[2]) do
@@ -534,5 +481,4 @@ for s = 1, tonumber(ARGV[2]) do
   local r = reserve(k, a)
   replies[s] = #r .. '\n' .. r
 end
-write()
 return table.concat(replies)
