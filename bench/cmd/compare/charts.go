@@ -36,6 +36,12 @@ func drawCharts(c config, res results) ([]chart, error) {
 		}
 		out = append(out, chart{chartFidelity, "Utilization against violations per design"})
 	}
+	if len(res.keyCurve) > 0 {
+		if err := keyCurveChart(filepath.Join(c.docs, chartKeys), c, res); err != nil {
+			return nil, err
+		}
+		out = append(out, chart{chartKeys, "Decisions per second against distinct keys"})
+	}
 	return out, nil
 }
 

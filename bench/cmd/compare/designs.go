@@ -53,6 +53,18 @@ type params struct {
 	// to the limit, as redis_rate.PerSecond does, so requests decided in
 	// the same instant all admit.
 	burst int
+	// keys is how many distinct keys (this project: rule sets of one
+	// group) the decisions go to in turn (0: 1), for the designs that
+	// support it (keyCurve).
+	keys int
+}
+
+// next returns the index of the next key among n, in turn.
+func next(seq *atomic.Uint64, n int) int {
+	if n <= 1 {
+		return 0
+	}
+	return int(seq.Add(1) % uint64(n))
 }
 
 // gate is one replica's limiter.
@@ -171,8 +183,10 @@ func designs() []design {
 // ---- this project ----
 
 type ours struct {
-	l   *limiter.Shared
-	req limiter.Request
+	l    *limiter.Shared
+	req  limiter.Request
+	reqs []limiter.Request // with params.keys > 1: one rule set per key
+	seq  atomic.Uint64
 }
 
 func newOurs(p params, n int, separate bool) (gate, error) {
@@ -195,11 +209,26 @@ func newOurs(p params, n int, separate bool) (gate, error) {
 		req.Rules = append(req.Rules, app, egress)
 		req.Scopes = []string{"api:x", "app:x", "egress:default"}
 	}
-	return &ours{l: l, req: req}, nil
+	o := &ours{l: l, req: req}
+	if p.keys > 1 {
+		o.reqs = make([]limiter.Request, p.keys)
+		for i := range o.reqs {
+			r, err := rule.New("api"+strconv.Itoa(i), p.limit, p.period, rule.WithBurst(burst))
+			if err != nil {
+				return nil, err
+			}
+			o.reqs[i] = limiter.Request{Group: p.key, Rules: append([]rule.Rule{r}, req.Rules[1:]...), Scopes: req.Scopes}
+		}
+	}
+	return o, nil
 }
 
 func (o *ours) try(ctx context.Context) (bool, time.Duration, error) {
-	res, err := o.l.Reserve(ctx, o.req)
+	req := o.req
+	if o.reqs != nil {
+		req = o.reqs[next(&o.seq, len(o.reqs))]
+	}
+	res, err := o.l.Reserve(ctx, req)
 	if err != nil {
 		return false, 0, err
 	}
@@ -230,6 +259,8 @@ func (o *ours) acquire(ctx context.Context, deadline time.Time) (grant, error) {
 type redisRate struct {
 	l     *redis_rate.Limiter
 	key   string
+	keys  []string // with params.keys > 1
+	seq   atomic.Uint64
 	limit redis_rate.Limit
 }
 
@@ -238,11 +269,27 @@ func newRedisRate(p params) (gate, error) {
 	if p.period != time.Second {
 		lim = redis_rate.Limit{Rate: p.limit, Burst: p.limit, Period: p.period}
 	}
-	return &redisRate{l: redis_rate.NewLimiter(p.rdb), key: p.key, limit: lim}, nil
+	return &redisRate{l: redis_rate.NewLimiter(p.rdb), key: p.key, keys: manyKeys(p), limit: lim}, nil
+}
+
+// manyKeys names params.keys keys after p.key, or none for one key.
+func manyKeys(p params) []string {
+	if p.keys <= 1 {
+		return nil
+	}
+	out := make([]string, p.keys)
+	for i := range out {
+		out[i] = p.key + ":" + strconv.Itoa(i)
+	}
+	return out
 }
 
 func (r *redisRate) try(ctx context.Context) (bool, time.Duration, error) {
-	res, err := r.l.Allow(ctx, r.key, r.limit)
+	key := r.key
+	if r.keys != nil {
+		key = r.keys[next(&r.seq, len(r.keys))]
+	}
+	res, err := r.l.Allow(ctx, key, r.limit)
 	if err != nil {
 		return false, 0, err
 	}
@@ -406,18 +453,26 @@ var noopScript = redis.NewScript("return 1")
 
 type ceiling struct {
 	rdb  *redis.Client
-	keys []string
+	keys [][]string // one key per call, in turn
+	seq  atomic.Uint64
 }
 
 func newCeiling(p params) (gate, error) {
 	if err := noopScript.Load(context.Background(), p.rdb).Err(); err != nil {
 		return nil, fmt.Errorf("load: %w", err)
 	}
-	return &ceiling{rdb: p.rdb, keys: []string{"noop:{" + p.key + "}"}}, nil
+	c := &ceiling{rdb: p.rdb, keys: [][]string{{"noop:{" + p.key + "}"}}}
+	for _, k := range manyKeys(p) {
+		c.keys = append(c.keys, []string{"noop:{" + k + "}"})
+	}
+	if len(c.keys) > 1 {
+		c.keys = c.keys[1:]
+	}
+	return c, nil
 }
 
 func (c *ceiling) try(ctx context.Context) (bool, time.Duration, error) {
-	return true, 0, noopScript.EvalSha(ctx, c.rdb, c.keys).Err()
+	return true, 0, noopScript.EvalSha(ctx, c.rdb, c.keys[next(&c.seq, len(c.keys))]).Err()
 }
 
 func (c *ceiling) acquire(ctx context.Context, deadline time.Time) (grant, error) {

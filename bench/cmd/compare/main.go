@@ -94,6 +94,7 @@ type results struct {
 	bursty     []bursty
 	hotKeys    []hotKey
 	keyBytes   []keyBytes
+	keyCurve   []keyPoint
 }
 
 func run(c config) error {
@@ -224,6 +225,12 @@ func run(c config) error {
 			return err
 		}
 		if res.keyBytes, err = runKeyBytes(ctx, srv.Addr); err != nil {
+			return err
+		}
+	}
+
+	if c.want(7) {
+		if res.keyCurve, err = runKeyCurve(ctx, srv.Addr, c); err != nil {
 			return err
 		}
 	}

@@ -43,7 +43,7 @@ func report(c config, res results, charts []chart, root string) string {
 		w("%d goroutines of one replica decide on one hot key of a limit far above the load (1,000,000/s, burst\n", c.workers)
 		w("1,000,000, as redis_rate.PerSecond gives), so every decision admits and runs the whole write path.\n")
 		w("This project's rows differ in how decisions reach Redis: by default the requests that arrive while a\n")
-		w("call for the same rules is in flight share the next call (coalescing); \"one call each\" turns that off.\n")
+		w("call for the same group is in flight share the next call (coalescing); \"one call each\" turns that off.\n")
 		w("%v measured per design after %v of warm-up, %d interleaved rounds,\n", c.tputDur, c.tputWarmup, c.rounds)
 		w("the best round kept. Latency is one decision as its caller sees it. Allocations are the whole\n")
 		w("process's heap allocations per decision (client included).\n\n%s\n\n", mline)
@@ -170,6 +170,9 @@ func report(c config, res results, charts []chart, root string) string {
 	}
 	if len(res.keyBytes) > 0 {
 		reportKeyBytes(w, res.keyBytes)
+	}
+	if len(res.keyCurve) > 0 {
+		reportKeyCurve(w, c, res.keyCurve, mline)
 	}
 
 	w("## Where this project is first, tied, or not first\n\n")
