@@ -55,7 +55,11 @@ func benchLargestBatch(b *testing.B, keyLen int, single bool) {
 		case single:
 			r = Request{Group: "dingtalk", Rules: []rule.Rule{hot("api" + strconv.Itoa(i))}}
 		}
-		if size += r.argBytes(); size > maxBatchBytes {
+		var prev *Request
+		if len(reqs) > 0 {
+			prev = &reqs[len(reqs)-1]
+		}
+		if size += r.addsBytes(prev); size > maxBatchBytes {
 			break
 		}
 		reqs = append(reqs, r)

@@ -25,7 +25,8 @@ import (
 // their keys and arguments, so that one script never holds Redis for long.
 const (
 	maxBatch      = 64
-	maxBatchBytes = 64 << 10
+	maxBatchBytes = 8 << 10
+	segmentBytes  = 32
 )
 
 // maxLanes bounds the groups that coalesce; requests of groups beyond it
@@ -242,12 +243,17 @@ func (ln *lane) flush(l *redisLimiter) {
 		batch = batch[:0]
 		n, size := 0, 0
 		for _, p := range ln.queue {
-			if n > 0 || len(batch) == maxBatch || len(batch) > 0 && size+p.req.argBytes() > maxBatchBytes {
+			var prev *Request
+			if len(batch) > 0 {
+				prev = &batch[len(batch)-1].req
+			}
+			add := p.req.addsBytes(prev)
+			if n > 0 || len(batch) == maxBatch || len(batch) > 0 && size+add > maxBatchBytes {
 				ln.queue[n] = p
 				n++
 				continue
 			}
-			size += p.req.argBytes()
+			size += add
 			p.sent = true
 			batch = append(batch, p)
 		}
@@ -339,8 +345,11 @@ func batchContext(batch []*pending) (context.Context, context.CancelFunc) {
 	return context.WithDeadline(context.WithoutCancel(batch[0].ctx), latest)
 }
 
-// argBytes estimates the bytes a request adds to a call: its keys (each
-// with the group's hash tag) and its arguments.
+// argBytes estimates the bytes a request that starts a segment adds to a
+// call: its keys (each with the group's hash tag) and its arguments. A
+// request in the same segment as the one before adds segmentBytes: its own
+// two arguments. Redis's time for a call follows the same shape: a segment
+// costs about as much as a call of its own, a request in it far less.
 func (p *Request) argBytes() int {
 	n := 64 + len(p.Group)
 	for i := range p.Rules {
@@ -350,4 +359,12 @@ func (p *Request) argBytes() int {
 		n += 16 + len(p.Group) + len(s)
 	}
 	return n
+}
+
+// addsBytes is what p adds to a call after prev (nil: p is the first).
+func (p *Request) addsBytes(prev *Request) int {
+	if prev != nil && prev.sameShape(p) {
+		return segmentBytes
+	}
+	return p.argBytes()
 }

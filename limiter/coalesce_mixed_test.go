@@ -84,15 +84,20 @@ func TestRedisCoalescedBatchBytes(t *testing.T) {
 	ctx := context.Background()
 	first := reserveAsync(ctx, l, req)
 	<-g.held
-	long := req
 	// Scopes of the longest length a key may have, a third of the bound
-	// in all: two requests fit in one call, three do not.
-	for i := range limiter.MaxBatchBytes / 3 / 256 {
-		long.Scopes = append(long.Scopes, fmt.Sprintf("%03d", i)+strings.Repeat("s", 250))
+	// in all: two requests fit in one call, three do not. Each request
+	// has scopes of its own (a segment of its own): a request in the
+	// segment of the one before adds only its own arguments.
+	long := func(j int) limiter.Request {
+		r := req
+		for i := range limiter.MaxBatchBytes / 3 / 256 {
+			r.Scopes = append(r.Scopes, fmt.Sprintf("%d-%03d", j, i)+strings.Repeat("s", 248))
+		}
+		return r
 	}
 	var waiting []<-chan outcome
-	for range 3 {
-		waiting = append(waiting, reserveAsync(ctx, l, long))
+	for j := range 3 {
+		waiting = append(waiting, reserveAsync(ctx, l, long(j)))
 		<-queued
 	}
 	g.release <- struct{}{}
