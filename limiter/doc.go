@@ -21,10 +21,10 @@
 // returning once it has answered for a while; penalty announcements
 // confirmed against Redis; lost state and corrupt keys noticed and healed),
 // built by one call to [NewShared] and stopped by Close. Requests of one
-// replica for the same rules that arrive while a call for them is in flight
-// share the next call, each with its own answer; under load a replica thus
-// needs fewer calls than requests (SharedConfig.NoCoalescing turns this
-// off). [Memory] keeps the same contract in one process. Package limitertest
+// replica and one group that arrive while a call for the group is in
+// flight share the next call, whatever their rules, each with its own
+// answer; under load a replica thus needs fewer calls than requests
+// (SharedConfig.NoCoalescing turns this off). [Memory] keeps the same contract in one process. Package limitertest
 // holds the conformance suite both pass, and any Limiter implemented
 // elsewhere (answering with [Admit] and [Refuse]) can run.
 package limiter

@@ -58,9 +58,9 @@ type SharedConfig struct {
 	// Redis keeps failing soon after coming back.
 	Recover time.Duration
 	// NoCoalescing makes every Reserve its own script call. By default,
-	// requests with the same rules and scopes that arrive while a call for
-	// them is in flight go together in the next call (BENCHMARKS.md shows
-	// what that buys under contention); this is for measuring it.
+	// requests of one group that arrive while a call for the group is in
+	// flight go together in the next call, whatever their rules
+	// (BENCHMARKS.md shows what that buys); this is for measuring it.
 	NoCoalescing bool
 	// Logger logs events, at most once a minute per kind and group
 	// (default slog.Default()).
