@@ -2,6 +2,7 @@ package limiter_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -154,5 +155,49 @@ func TestRedisCoalescedMixedWindow(t *testing.T) {
 	}
 	if !ok[0] || ok[1] || ok[2] {
 		t.Fatalf("admitted %v, want the second send of the window alone (limit 2)", ok)
+	}
+}
+
+// Requests of different rule sets that give up while their shared call is
+// in flight get their slots back, one cancel call per rule set, the newest
+// first: a rule they share steps back past both.
+func TestRedisCoalescedMixedCancelGivesSlotsBack(t *testing.T) {
+	l, g, req, queued := coalescing(t)
+	bg := context.Background()
+	shared := req.Rules[0] // 10/min: T = 6 s
+	other := req
+	other.Rules = []rule.Rule{shared, rule.Must(rule.New("b", 10, time.Minute))}
+
+	first := reserveAsync(bg, l, req)
+	<-g.held
+	sentCtx, cancelSent := context.WithCancel(bg)
+	late1 := reserveAsync(sentCtx, l, req)
+	<-queued
+	late2 := reserveAsync(sentCtx, l, other)
+	<-queued
+	g.release <- struct{}{}
+	o1 := <-first
+	if o1.err != nil || !o1.res.OK() {
+		t.Fatalf("first: %+v %v", o1.res, o1.err)
+	}
+	if n := <-g.held; n != 2 {
+		t.Fatalf("second call reserves %d requests, want 2", n)
+	}
+	cancelSent()
+	for _, ch := range []<-chan outcome{late1, late2} {
+		if o := <-ch; !errors.Is(o.err, context.Canceled) {
+			t.Fatalf("cancelled in flight: %+v %v, want context.Canceled", o.res, o.err)
+		}
+	}
+	g.release <- struct{}{}
+	<-g.cancelled
+	<-g.cancelled
+	g.open.Store(true)
+	next, err := l.Reserve(bg, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := next.SendAt().Sub(o1.res.SendAt()); d != 6*time.Second {
+		t.Fatalf("next slot %v after the first, want T = 6s (both abandoned slots given back)", d)
 	}
 }
