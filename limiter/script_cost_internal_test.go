@@ -1,0 +1,76 @@
+package limiter
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/quotaware/throttle/internal/redistest"
+	"github.com/quotaware/throttle/limiter/rule"
+	"github.com/redis/go-redis/v9"
+)
+
+// What the one-call path costs Redis, piece by piece: Redis's own time per
+// call of reserve.lua for one request of one paced rule (INFO
+// commandstats, one caller, so the client's load does not count), beside
+// the same call without the epoch marker and scripts that make only the
+// calls into Redis a GCRA needs, or nothing at all with the same
+// arguments. The differences say what each part costs on the common path.
+func BenchmarkRedisScriptCost(b *testing.B) {
+	srv := redistest.Start(b)
+	c := srv.Client(b)
+	l, err := newRedis(c)
+	if err != nil {
+		b.Fatal(err)
+	}
+	req := Request{Group: "cost", Rules: []rule.Rule{rule.Must(rule.New("api", 1_000_000_000, time.Second, rule.WithBurst(1_000_000)))}}
+	keys := l.appendSegmentKeys(nil, &req, true)
+	args, _ := appendSegmentArgs(nil, []Request{req}, true)
+	noMarker := append([]any(nil), args...)
+	noMarker[1] = "0"
+	floor := "local t = redis.call('TIME') local v = redis.call('GET', KEYS[1]) " +
+		"redis.call('SET', KEYS[1], '1764000000000000', 'PX', 1001) return 1"
+	floorMGET := "local t = redis.call('TIME') local v = redis.call('MGET', KEYS[1], KEYS[2]) " +
+		"redis.call('SET', KEYS[2], '1764000000000000', 'PX', 1001) return 1"
+	for _, v := range []struct {
+		name, src  string
+		keys, args []any
+	}{
+		{"reserve", reserveSource, keys, args},
+		{"reserve without the epoch marker", reserveSource, keys[1:], noMarker},
+		{"TIME GET SET", floor, keys[1:], nil},
+		{"TIME MGET(2) SET", floorMGET, keys, nil},
+		{"return 1, the same arguments", "return 1", keys, args},
+		{"return 1, no arguments", "return 1", nil, nil},
+	} {
+		b.Run(v.name, func(b *testing.B) { benchScriptCost(b, c, v.src, v.keys, v.args) })
+	}
+}
+
+func benchScriptCost(b *testing.B, c *redis.Client, src string, keys, args []any) {
+	ctx := context.Background()
+	sha, err := c.ScriptLoad(ctx, src).Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	call := append([]any{"evalsha", sha, len(keys)}, keys...)
+	call = append(call, args...)
+	if err := c.Do(ctx, call...).Err(); err != nil && err != redis.Nil {
+		b.Fatal(err)
+	}
+	if err := c.ConfigResetStat(ctx).Err(); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for range b.N {
+		if err := c.Do(ctx, call...).Err(); err != nil && err != redis.Nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	info, err := c.Info(ctx, "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(perCall(info, "cmdstat_evalsha"), "redis-µs/call")
+}
