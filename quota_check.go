@@ -87,10 +87,6 @@ func (t *Transport) startQuotaCheck(c *config) {
 		if p.QuotaCheck == nil {
 			continue
 		}
-		if err := p.QuotaCheck.Validate(); err != nil {
-			c.logger.Warn("throttle: quotas are not reconciled with the provider", "provider", p.Name, "error", err)
-			continue
-		}
 		route, check := p.Route, p.QuotaCheck
 		p.Route = func(req *http.Request) (providers.Route, error) {
 			r, err := route(req)

@@ -291,9 +291,6 @@ func (t *Transport) Close() error {
 	}
 }
 
-// Limiter returns the limiter the Transport reserves slots from.
-func (t *Transport) Limiter() limiter.Limiter { return t.limiter }
-
 // RoundTrip implements http.RoundTripper.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	p := t.match(req)
@@ -441,7 +438,7 @@ rebooked:
 	if c.p.head != nil && err == nil {
 		c.p.head.observe(slot)
 	}
-	if c.route.HasConcurrency() {
+	if hasConcurrency(c.route.Rules) {
 		// The answer is here (or never will be): end the in-flight lease,
 		// off the request path.
 		// Copies, so that only this branch moves them to the heap.
@@ -648,4 +645,15 @@ func closeBody(req *http.Request) {
 	if req.Body != nil {
 		req.Body.Close()
 	}
+}
+
+// hasConcurrency reports whether a rule caps requests in flight, so that
+// the lease must be released when the answer arrives.
+func hasConcurrency(rules []rule.Rule) bool {
+	for i := range rules {
+		if rules[i].IsConcurrency() {
+			return true
+		}
+	}
+	return false
 }

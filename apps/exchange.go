@@ -13,10 +13,10 @@ import (
 
 // Provider names, the presets' profile names.
 const (
-	DingTalk = "dingtalk"
-	WeChat   = "wechat"
-	WeCom    = "wecom"
-	Feishu   = "feishu"
+	nameDingTalk = "dingtalk"
+	nameWeChat   = "wechat"
+	nameWeCom    = "wecom"
+	nameFeishu   = "feishu"
 )
 
 // grant is one token an exchange handed out, and whose it is.
@@ -151,7 +151,7 @@ func parseBody(b []byte) body {
 
 var (
 	// GET oapi.dingtalk.com/gettoken?appkey=&appsecret= (legacy corpid=&corpsecret=).
-	dingtalkGettoken = exchange{provider: DingTalk, read: func(_ string, q url.Values, _, resp []byte, _ func(string) (App, bool)) []grant {
+	dingtalkGettoken = exchange{provider: nameDingTalk, read: func(_ string, q url.Values, _, resp []byte, _ func(string) (App, bool)) []grant {
 		a, ok := parseAnswer(resp, true)
 		if !ok {
 			return nil
@@ -160,11 +160,11 @@ var (
 		if app == "" {
 			app = q.Get("corpid")
 		}
-		return one(DingTalk, a.accessToken(), app, "", a.ttl())
+		return one(nameDingTalk, a.accessToken(), app, "", a.ttl())
 	}}
 	// POST /v1.0/oauth2/accessToken {appKey}; /v1.0/oauth2/{corpId}/token
 	// {client_id}; ISV /v1.0/oauth2/corpAccessToken {suiteKey, authCorpId}.
-	dingtalkOAuth = exchange{provider: DingTalk, read: func(path string, _ url.Values, req, resp []byte, _ func(string) (App, bool)) []grant {
+	dingtalkOAuth = exchange{provider: nameDingTalk, read: func(path string, _ url.Values, req, resp []byte, _ func(string) (App, bool)) []grant {
 		a, ok := parseAnswer(resp, false)
 		if !ok {
 			return nil
@@ -172,26 +172,26 @@ var (
 		b := parseBody(req)
 		switch path {
 		case "/v1.0/oauth2/accessToken":
-			return one(DingTalk, a.accessToken(), b.AppKey, "", a.ttl())
+			return one(nameDingTalk, a.accessToken(), b.AppKey, "", a.ttl())
 		case "/v1.0/oauth2/corpAccessToken":
-			return one(DingTalk, a.accessToken(), b.SuiteKey, b.AuthCorpID, a.ttl())
+			return one(nameDingTalk, a.accessToken(), b.SuiteKey, b.AuthCorpID, a.ttl())
 		}
 		corp := strings.TrimSuffix(strings.TrimPrefix(path, "/v1.0/oauth2/"), "/token")
 		if strings.Contains(corp, "/") {
 			return nil
 		}
-		return one(DingTalk, a.accessToken(), b.ClientID, corp, a.ttl())
+		return one(nameDingTalk, a.accessToken(), b.ClientID, corp, a.ttl())
 	}}
 	// POST oapi.dingtalk.com/service/get_corp_token?accessKey=<suiteKey> {auth_corpid}.
-	dingtalkCorpToken = exchange{provider: DingTalk, read: func(_ string, q url.Values, req, resp []byte, _ func(string) (App, bool)) []grant {
+	dingtalkCorpToken = exchange{provider: nameDingTalk, read: func(_ string, q url.Values, req, resp []byte, _ func(string) (App, bool)) []grant {
 		a, ok := parseAnswer(resp, true)
 		if !ok {
 			return nil
 		}
-		return one(DingTalk, a.accessToken(), q.Get("accessKey"), parseBody(req).AuthCorpID2, a.ttl())
+		return one(nameDingTalk, a.accessToken(), q.Get("accessKey"), parseBody(req).AuthCorpID2, a.ttl())
 	}}
 	// GET /cgi-bin/token?appid=; POST /cgi-bin/stable_token {appid}.
-	wechatToken = exchange{provider: WeChat, read: func(_ string, q url.Values, req, resp []byte, _ func(string) (App, bool)) []grant {
+	wechatToken = exchange{provider: nameWeChat, read: func(_ string, q url.Values, req, resp []byte, _ func(string) (App, bool)) []grant {
 		a, ok := parseAnswer(resp, false)
 		if !ok {
 			return nil
@@ -200,29 +200,29 @@ var (
 		if app == "" {
 			app = parseBody(req).AppID
 		}
-		return one(WeChat, a.accessToken(), app, "", a.ttl())
+		return one(nameWeChat, a.accessToken(), app, "", a.ttl())
 	}}
 	// GET qyapi.weixin.qq.com/cgi-bin/gettoken?corpid=&corpsecret=: the
 	// company is what WeCom limits, so the corp is the app.
-	wecomGettoken = exchange{provider: WeCom, read: func(_ string, q url.Values, _, resp []byte, _ func(string) (App, bool)) []grant {
+	wecomGettoken = exchange{provider: nameWeCom, read: func(_ string, q url.Values, _, resp []byte, _ func(string) (App, bool)) []grant {
 		a, ok := parseAnswer(resp, true)
 		if !ok {
 			return nil
 		}
-		return one(WeCom, a.accessToken(), q.Get("corpid"), "", a.ttl())
+		return one(nameWeCom, a.accessToken(), q.Get("corpid"), "", a.ttl())
 	}}
 	// POST /cgi-bin/service/get_suite_token {suite_id}: the suite's own
 	// token, which later names the suite of get_corp_token.
-	wecomSuiteToken = exchange{provider: WeCom, read: func(_ string, _ url.Values, req, resp []byte, _ func(string) (App, bool)) []grant {
+	wecomSuiteToken = exchange{provider: nameWeCom, read: func(_ string, _ url.Values, req, resp []byte, _ func(string) (App, bool)) []grant {
 		a, ok := parseAnswer(resp, false)
 		if !ok {
 			return nil
 		}
-		return one(WeCom, a.SuiteAccessToken, parseBody(req).SuiteID, "", a.ttl())
+		return one(nameWeCom, a.SuiteAccessToken, parseBody(req).SuiteID, "", a.ttl())
 	}}
 	// POST /cgi-bin/service/get_corp_token?suite_access_token= {auth_corpid}:
 	// a third-party app's token for one authorised company.
-	wecomCorpToken = exchange{provider: WeCom, read: func(_ string, q url.Values, req, resp []byte, lookup func(string) (App, bool)) []grant {
+	wecomCorpToken = exchange{provider: nameWeCom, read: func(_ string, q url.Values, req, resp []byte, lookup func(string) (App, bool)) []grant {
 		a, ok := parseAnswer(resp, false)
 		if !ok {
 			return nil
@@ -232,12 +232,12 @@ var (
 		if s, ok := lookup(q.Get("suite_access_token")); ok {
 			suite = s.ID
 		}
-		return one(WeCom, a.accessToken(), suite, corp, a.ttl())
+		return one(nameWeCom, a.accessToken(), suite, corp, a.ttl())
 	}}
 	// POST /open-apis/auth/v3/{tenant,app}_access_token[/internal]: the
 	// internal forms name the app (app_id); the store app's tenant form
 	// names it by its app_access_token and the tenant by tenant_key.
-	feishuToken = exchange{provider: Feishu, read: func(path string, _ url.Values, req, resp []byte, lookup func(string) (App, bool)) []grant {
+	feishuToken = exchange{provider: nameFeishu, read: func(path string, _ url.Values, req, resp []byte, lookup func(string) (App, bool)) []grant {
 		a, ok := parseAnswer(resp, true)
 		if !ok {
 			return nil
@@ -251,30 +251,24 @@ var (
 			tenant = b.TenantKey
 		}
 		var gs []grant
-		gs = append(gs, one(Feishu, a.TenantAccessToken, app, tenant, a.ttl())...)
+		gs = append(gs, one(nameFeishu, a.TenantAccessToken, app, tenant, a.ttl())...)
 		if strings.Contains(path, "app_access_token") {
-			gs = append(gs, one(Feishu, a.AppAccessToken, app, "", a.ttl())...)
+			gs = append(gs, one(nameFeishu, a.AppAccessToken, app, "", a.ttl())...)
 		}
 		return gs
 	}}
 )
 
-// maxNamesBody bounds the body ExchangeApp peeks at: an exchange's request
+// maxNamesBody bounds the body Resolve peeks at: an exchange's request
 // is a few hundred bytes, its naming members come first or close to it.
 const maxNamesBody = 4 << 10
 
-// ExchangeApp returns the app (and org or tenant) a token exchange of
-// provider names in its query or body, and whether req is such an exchange
-// naming one. The body is peeked at (providers.PeekRequestBody) and replays
-// whole for the caller. The Book resolves a token the request carries (a
-// WeCom suite token, a Feishu app token); a nil Book resolves none.
-//
-// An exchange carries no access token of its own, so without this it lands
-// in the preset's unknown scope: WeChat's daily /cgi-bin/token quota of
-// every account would be one shared count.
-func (b *Book) ExchangeApp(req *http.Request, provider string) (App, bool) {
-	ex := exchangeFor(req.Method, req.URL.Path)
-	if ex == nil || ex.provider != provider || ex.names == nil {
+// exchangeApp returns the app (and org or tenant) the exchange ex names
+// in req's query or body, and whether it names one. The Book resolves a
+// token the request carries (a WeCom suite token, a Feishu app token); a
+// nil Book resolves none.
+func (b *Book) exchangeApp(req *http.Request, ex *exchange) (App, bool) {
+	if ex.names == nil {
 		return App{}, false
 	}
 	ctx := req.Context()
@@ -289,7 +283,7 @@ func (b *Book) ExchangeApp(req *http.Request, provider string) (App, bool) {
 		body, _ = providers.PeekRequestBody(req, maxNamesBody)
 	}
 	id, org := ex.names(req.URL.Path, req.URL.Query(), body, lookup)
-	app := App{Provider: provider, ID: id, Org: org}
+	app := App{Provider: ex.provider, ID: id, Org: org}
 	if id == "" || checkIdentity(app) != nil {
 		return App{}, false
 	}

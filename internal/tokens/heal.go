@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 
-	"github.com/quotaware/throttle/apps"
+	"github.com/quotaware/throttle/internal/tokenform"
 	"github.com/quotaware/throttle/providers"
 )
 
@@ -17,7 +17,7 @@ const maxErrorBody = 4 << 10
 // out and the provider answers that the token is invalid or expired,
 // deletes the kept answer it came from.
 func (s *Sharer) watch(base http.RoundTripper, req *http.Request) (*http.Response, error) {
-	tok := apps.Token(req)
+	tok := tokenform.FromRequest(req)
 	if tok == "" {
 		return base.RoundTrip(req)
 	}

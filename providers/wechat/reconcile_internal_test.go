@@ -27,18 +27,18 @@ func TestReconciledLimitAppliesToItsAccount(t *testing.T) {
 	}
 	until := now.Add(time.Hour)
 	for _, l := range []providers.Learned{
-		{API: api, App: "wxb", Window: LearnedDaily, Limit: 7, Until: until}, // another account
-		{API: api, Window: LearnedDaily, Limit: 7, Until: until},             // no account
+		{API: api, App: "wxb", Window: learnedDaily, Limit: 7, Until: until}, // another account
+		{API: api, Window: learnedDaily, Limit: 7, Until: until},             // no account
 		{API: api, App: "wxa", Window: "s", Limit: 7, Until: until},          // not a day
 	} {
 		if pr.Lower(l) || limit() != 100 {
 			t.Fatalf("%+v applied: limit %d", l, limit())
 		}
 	}
-	if !pr.Lower(providers.Learned{API: api, App: "wxa", Window: LearnedDaily, Limit: 250, Until: until}) || limit() != 250 {
+	if !pr.Lower(providers.Learned{API: api, App: "wxa", Window: learnedDaily, Limit: 250, Until: until}) || limit() != 250 {
 		t.Fatalf("raise to 250: limit %d", limit())
 	}
-	if pr.Lower(providers.Learned{API: api, App: "wxa", Window: LearnedDaily, Limit: 250, Until: until}) {
+	if pr.Lower(providers.Learned{API: api, App: "wxa", Window: learnedDaily, Limit: 250, Until: until}) {
 		t.Fatal("the same limit again reported a change")
 	}
 	now = until
@@ -48,7 +48,7 @@ func TestReconciledLimitAppliesToItsAccount(t *testing.T) {
 }
 
 // readQuota reads the documented answer and refuses errcodes and garbage
-// with ErrQuotaAnswer.
+// with errQuotaAnswer.
 func TestReadQuota(t *testing.T) {
 	for body, want := range map[string]int{
 		`{"errcode":0,"errmsg":"ok","quota":{"daily_limit":300,"used":120,"remain":180}}`: 300,

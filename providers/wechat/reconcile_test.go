@@ -63,7 +63,7 @@ func recRunFleet(t *testing.T, reconcile bool, presetDaily, emuDaily, spent int,
 func recCount(emu *wechattest.Server) (ok, daily, reads int) {
 	for _, r := range emu.Requests() {
 		switch {
-		case r.Path == wechat.QuotaGetPath:
+		case r.Path == "/cgi-bin/openapi/quota/get":
 			reads++
 		case r.Path == recAPI && r.Code == 0:
 			ok++
