@@ -96,14 +96,20 @@ func (p *preset) lower(l providers.Learned) bool {
 	default:
 		return false
 	}
-	rules, _, err := p.levelRules(lvl, l.API)
+	return p.setLearned(l.API, lvl, l.Until)
+}
+
+// setLearned puts api at level lvl until the given time, building its rules
+// with this preset's allowance.
+func (p *preset) setLearned(api string, lvl Level, until time.Time) bool {
+	rules, _, err := p.levelRules(lvl, api)
 	if err != nil {
 		return false
 	}
 	rules = append(rules[:len(rules):len(rules)], p.month...)
-	e := &learnedEntry{level: lvl, until: l.Until, route: providers.Route{API: l.API,
-		Rules: rules[:len(rules):len(rules)], Scopes: []string{p.apiScope(l.API), p.appScope}}}
-	if _, had := p.learned.m.Swap(l.API, e); !had {
+	e := &learnedEntry{level: lvl, until: until, route: providers.Route{API: api,
+		Rules: rules[:len(rules):len(rules)], Scopes: []string{p.apiScope(api), p.appScope}}}
+	if _, had := p.learned.m.Swap(api, e); !had {
 		p.learned.n.Add(1)
 	}
 	return true
