@@ -121,24 +121,14 @@ func (p *Preset) Profile() providers.Profile {
 	prof := p.set.Profile()
 	if p.cfg.Jitter == 0 && !p.cfg.NoJitter {
 		// No Jitter chosen: the Transport measures the allowance, starting
-		// from the old default, and rebuilds the rules with it.
-		prof.Headroom = &providers.Headroom{Initial: defaultJitter, Rebuild: p.withJitter}
+		// from the old default, and rebuilds the preset with it.
+		prof.Headroom = p.rebuilds.Headroom(defaultJitter, func(j time.Duration) (*Preset, error) {
+			next := p.cfg
+			next.Jitter = j
+			return New(next)
+		}, func(np *Preset) providers.Profile { return np.set.Profile() })
 	}
 	return prof
-}
-
-// withJitter is the profile of this preset, the apps added since included,
-// with every window widened by a instead of the default.
-func (p *Preset) withJitter(a time.Duration) (providers.Profile, error) {
-	np, err := p.rebuilds.Rebuild(func() (*Preset, error) {
-		next := p.cfg
-		next.Jitter = max(a, time.Microsecond) // never 0, which would mean "choose"
-		return New(next)
-	})
-	if err != nil {
-		return providers.Profile{}, err
-	}
-	return np.set.Profile(), nil
 }
 
 // build merges one app into the deployment, fills the defaults and builds

@@ -1,6 +1,11 @@
 package appset
 
-import "sync"
+import (
+	"sync"
+	"time"
+
+	"github.com/quotaware/throttle/providers"
+)
 
 // Rebuilds is what a preset keeps to rebuild itself with another latency
 // allowance (providers.Headroom.Rebuild): the apps added since New, which
@@ -42,4 +47,19 @@ func (r *Rebuilds[A, P]) Rebuild(build func() (P, error)) (P, error) {
 	}
 	r.live, r.hasLive = np, true
 	return np, nil
+}
+
+// Headroom asks the Transport for a measured latency allowance, starting
+// at initial: each new allowance rebuilds the preset with build (given a
+// Jitter of at least 1µs, as 0 means "choose" to a preset), replays the
+// added apps, and the Transport routes by profile of the rebuild.
+func (r *Rebuilds[A, P]) Headroom(initial time.Duration, build func(jitter time.Duration) (P, error),
+	profile func(P) providers.Profile) *providers.Headroom {
+	return &providers.Headroom{Initial: initial, Rebuild: func(a time.Duration) (providers.Profile, error) {
+		np, err := r.Rebuild(func() (P, error) { return build(max(a, time.Microsecond)) })
+		if err != nil {
+			return providers.Profile{}, err
+		}
+		return profile(np), nil
+	}}
 }
