@@ -171,8 +171,8 @@ func (q *quotaChecker) read(tr *Transport, e *quotaEntry) {
 	ctx, cancel := context.WithTimeout(q.done, quotaReadTimeout)
 	defer cancel()
 	group := e.key.group
+	lease := "{" + q.prefix + ":" + group + "}:qc:" + t.App + " " + t.API
 	if q.rdb != nil {
-		lease := "{" + q.prefix + ":" + group + "}:qc:" + t.App + " " + t.API
 		ok, err := q.rdb.SetNX(ctx, lease, "1", every).Result()
 		if err != nil {
 			e.next = time.Now().Add(min(quotaRetry, every))
@@ -192,6 +192,13 @@ func (q *quotaChecker) read(tr *Transport, e *quotaEntry) {
 	reading, err := q.ask(ctx, tr, e.check, t)
 	if err != nil {
 		e.next = time.Now().Add(min(quotaRetry, every))
+		if q.rdb != nil {
+			// Give the period's lease back, or the retry (this replica's
+			// or another's) would wait for it to lapse: a whole Every.
+			dctx, dcancel := context.WithTimeout(q.done, quotaReadTimeout)
+			q.rdb.Del(dctx, lease)
+			dcancel()
+		}
 		q.log.Warn("throttle: could not read a quota from the provider", "provider", group, "quota", t.String(),
 			"error", RedactError(err))
 		return

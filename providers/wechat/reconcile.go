@@ -49,7 +49,9 @@ func (c *Config) quotaCheck() *providers.QuotaCheck {
 	}
 	return &providers.QuotaCheck{
 		Every:  cmp.Or(c.ReconcileEvery, defaultReconcileEvery),
-		Target: quotaTarget,
+		Target: func(req *http.Request, r *providers.Route) (providers.QuotaTarget, bool) {
+			return quotaTarget(req, r, len(c.Apps) == 1)
+		},
 		Query:  quotaQuery,
 		Read:   readQuota,
 	}
@@ -57,10 +59,12 @@ func (c *Config) quotaCheck() *providers.QuotaCheck {
 
 // quotaTarget names the daily quota a routed request counts against, with
 // the token it carries. The account is the one in the rule's key
-// ("day:<AppID>:<path>"); a request of another account charged to it
-// (Config.Default) or of the shared unknown scope names none, since its
-// token would read another account's quota.
-func quotaTarget(req *http.Request, r *providers.Route) (providers.QuotaTarget, bool) {
+// ("day:<AppID>:<path>"); the request must be tagged with that account
+// (learned from its token, or given by the caller), or the preset must
+// list only that one: an untagged request charged to an account
+// (Config.Default) may carry another account's token, which would read
+// that account's quota onto this one. The shared unknown scope names none.
+func quotaTarget(req *http.Request, r *providers.Route, single bool) (providers.QuotaTarget, bool) {
 	for i := range r.Rules {
 		rl := r.Rules[i]
 		if rl.Unit() != rule.Day || !strings.HasPrefix(rl.Key(), "day:") {
@@ -70,7 +74,7 @@ func quotaTarget(req *http.Request, r *providers.Route) (providers.QuotaTarget, 
 		if !ok || app == unknownApp || path != r.API || path == quotaGetPath {
 			return providers.QuotaTarget{}, false
 		}
-		if a, tagged := apps.FromContext(req.Context()); tagged && a.ID != app {
+		if a, tagged := apps.FromContext(req.Context()); (tagged && a.ID != app) || (!tagged && !single) {
 			return providers.QuotaTarget{}, false
 		}
 		tok := req.URL.Query().Get("access_token")

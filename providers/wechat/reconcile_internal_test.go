@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quotaware/throttle/apps"
+	"github.com/quotaware/throttle/limiter/rule"
 	"github.com/quotaware/throttle/providers"
 )
 
@@ -59,6 +61,35 @@ func TestReadQuota(t *testing.T) {
 		r, err := readQuota(&http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader(body))})
 		if want < 0 && err == nil || want > 0 && (err != nil || r.Limit != want || r.Used != 120) {
 			t.Errorf("%s: %+v, %v", body, r, err)
+		}
+	}
+}
+
+// A quota is read with a request's token only when the token is that
+// account's: tagged with it, or the preset lists that account alone. An
+// untagged request charged to the Default account of several may carry
+// another account's token.
+func TestQuotaTargetNeedsTheAccountsToken(t *testing.T) {
+	const api = "/cgi-bin/message/custom/send"
+	day := rule.Must(rule.NewCalendar("day:wxa:"+api, 100, rule.Day, time.UTC))
+	route := &providers.Route{API: api, Rules: []rule.Rule{day}}
+	req := httptest.NewRequest(http.MethodPost, "https://api.weixin.qq.com"+api+"?access_token=tok-of-someone", nil)
+	tagged := func(id string) *http.Request {
+		return req.WithContext(apps.NewContext(req.Context(), apps.App{Provider: Name, ID: id}))
+	}
+	for _, c := range []struct {
+		name   string
+		req    *http.Request
+		single bool
+		want   bool
+	}{
+		{"untagged, one account listed", req, true, true},
+		{"untagged, several listed", req, false, false},
+		{"tagged with the account", tagged("wxa"), false, true},
+		{"tagged with another", tagged("wxb"), true, false},
+	} {
+		if _, ok := quotaTarget(c.req, route, c.single); ok != c.want {
+			t.Errorf("%s: target %v, want %v", c.name, ok, c.want)
 		}
 	}
 }
