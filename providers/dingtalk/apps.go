@@ -32,7 +32,7 @@ func New(c Config) (*Preset, error) {
 	if _, err := c.build(App{AppKey: unknownApp}); err != nil {
 		return nil, err // a deployment-wide field, whatever the app
 	}
-	p := &Preset{cfg: c, rebuilds: new(appset.Rebuilds[App, *Preset])}
+	p := &Preset{cfg: c, rebuilds: &appset.Rebuilds[App, *Preset]{ID: func(a App) string { return a.AppKey }}}
 	spec := appset.Spec[App]{
 		Name: Name,
 		Apps: c.Apps,

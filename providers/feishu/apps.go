@@ -44,7 +44,7 @@ func newPreset(c Config, mem *memories) (*Preset, error) {
 	for _, a := range c.Apps {
 		listed[a.AppID] = a
 	}
-	p := &Preset{cfg: c, memory: mem, rebuilds: new(appset.Rebuilds[App, *Preset])}
+	p := &Preset{cfg: c, memory: mem, rebuilds: &appset.Rebuilds[App, *Preset]{ID: func(a App) string { return a.AppID }}}
 	spec := appset.Spec[App]{
 		Name:    Name,
 		Apps:    c.Apps,

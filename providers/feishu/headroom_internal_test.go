@@ -73,3 +73,26 @@ func TestRebuildForAnAllowanceKeepsWhatWasLearned(t *testing.T) {
 		t.Errorf("added after the rebuild: %d/s, want level 6's %d/s", rt.Rules[0].Limit(), LevelTable()[6].PerSecond)
 	}
 }
+
+// An app added again with a lower level keeps only what was learned below
+// its new level: a level learned under the old table never raises the new
+// one (20/s learned at level 4, then level 6's 5/s: 5/s, and no minute
+// rule, which level 6 lacks).
+func TestReAddedAppKeepsNoLevelAboveItsConfig(t *testing.T) {
+	const api = "GET /open-apis/contact/v3/users/:user_id"
+	now := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	set := MustNew(Config{Clock: func() time.Time { return now }, Apps: []App{{AppID: "cli_a", APIs: map[string]int{api: 4}}}})
+	prof := set.Profile()
+	req := httptest.NewRequest(http.MethodGet, "https://open.feishu.cn/open-apis/contact/v3/users/ou_1", nil)
+	req = req.WithContext(apps.NewContext(req.Context(), apps.App{ID: "cli_a"}))
+	if !prof.Lower(providers.Learned{API: api, Window: learnedSecond, Limit: 20, Until: now.Add(time.Hour)}) {
+		t.Fatal("Lower did not lower")
+	}
+	if err := set.Add(App{AppID: "cli_a", APIs: map[string]int{api: 6}}); err != nil {
+		t.Fatal(err)
+	}
+	rt, err := prof.Route(req)
+	if err != nil || len(rt.Rules) != 1 || rt.Rules[0].Limit() != 5 {
+		t.Fatalf("after re-adding at level 6: %v, %v; want one rule of 5/s", rt.Rules, err)
+	}
+}

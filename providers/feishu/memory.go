@@ -5,8 +5,8 @@ import "sync"
 // memories keeps, per app (and tenant), the preset that last served it, so
 // that a preset rebuilt for a new latency allowance (providers.Headroom)
 // keeps what the old one learned: the chats of the messages seen in
-// answers, and the levels learned from 99991400s, whose rules are built
-// again with the new allowance.
+// answers, and the limits learned from 99991400s, applied to the new
+// preset's own table (so never above its config) with its allowance.
 type memories struct {
 	mu sync.Mutex         // makes taking over a preset's memories one step
 	m  map[string]*preset // by AppID (app@tenant for a store app's tenant)
@@ -30,10 +30,9 @@ func (m *memories) adopt(p *preset) {
 		return
 	}
 	p.messages = o.messages
-	now := p.cfg.Clock()
-	o.learned.m.Range(func(api, v any) bool {
-		if e := v.(*learnedEntry); now.Before(e.until) {
-			p.setLearned(api.(string), e.level, e.until)
+	o.learned.m.Range(func(_, v any) bool {
+		for _, l := range v.(*learnedEntry).from {
+			p.lower(l) // against p's own table: never above its config
 		}
 		return true
 	})

@@ -16,10 +16,14 @@ type fakePreset struct {
 
 func (f *fakePreset) Add(a string) error { f.apps = append(f.apps, a); return nil }
 
-// A rebuild replays the apps added before it; an app added after it
-// reaches the live rebuild; the rebuild never gets a Jitter of 0.
+// A rebuild replays the apps added before it (one entry per app); an app
+// added after it reaches the live rebuild of every Transport's Headroom; the
+// rebuild never gets a Jitter of 0.
 func TestRebuildsReplayAndForward(t *testing.T) {
-	var r Rebuilds[string, *fakePreset]
+	r := Rebuilds[string, *fakePreset]{ID: func(a string) string { return a }}
+	if err := r.Added("before"); err != nil {
+		t.Fatal(err)
+	}
 	if err := r.Added("before"); err != nil {
 		t.Fatal(err)
 	}
@@ -34,10 +38,18 @@ func TestRebuildsReplayAndForward(t *testing.T) {
 	if live.jitter <= 0 {
 		t.Errorf("rebuilt with Jitter %v, want above 0", live.jitter)
 	}
+	first := live
+	other := r.Headroom(50*time.Millisecond, func(j time.Duration) (*fakePreset, error) {
+		live = &fakePreset{jitter: j}
+		return live, nil
+	}, func(*fakePreset) providers.Profile { return providers.Profile{} })
+	if _, err := other.Rebuild(7 * time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
 	if err := r.Added("after"); err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"before", "after"}; !slices.Equal(live.apps, want) {
-		t.Errorf("live rebuild holds %q, want %q", live.apps, want)
+	if want := []string{"before", "after"}; !slices.Equal(first.apps, want) || !slices.Equal(live.apps, want) {
+		t.Errorf("live rebuilds hold %q and %q, want %q in each", first.apps, live.apps, want)
 	}
 }
