@@ -48,12 +48,12 @@ func (c *Config) quotaCheck() *providers.QuotaCheck {
 		return nil
 	}
 	return &providers.QuotaCheck{
-		Every:  cmp.Or(c.ReconcileEvery, defaultReconcileEvery),
+		Every: cmp.Or(c.ReconcileEvery, defaultReconcileEvery),
 		Target: func(req *http.Request, r *providers.Route) (providers.QuotaTarget, bool) {
 			return quotaTarget(req, r, len(c.Apps) == 1)
 		},
-		Query:  quotaQuery,
-		Read:   readQuota,
+		Query: quotaQuery,
+		Read:  readQuota,
 	}
 }
 
