@@ -1,6 +1,7 @@
 package throttle
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -351,21 +352,11 @@ const (
 // headroomSpec returns a profile's Headroom with its defaults (stated in the
 // fields' docs) filled in, or an error naming the field at fault.
 func headroomSpec(h providers.Headroom) (providers.Headroom, error) {
-	if h.Floor == 0 {
-		h.Floor = headroomDefaultFloor
-	}
-	if h.Ceiling == 0 {
-		h.Ceiling = headroomDefaultCeiling
-	}
-	if h.Step == 0 {
-		h.Step = headroomDefaultStep
-	}
-	if h.Margin == 0 {
-		h.Margin = headroomDefaultMargin
-	}
-	if h.Initial == 0 {
-		h.Initial = h.Ceiling
-	}
+	h.Floor = cmp.Or(h.Floor, headroomDefaultFloor)
+	h.Ceiling = cmp.Or(h.Ceiling, headroomDefaultCeiling)
+	h.Step = cmp.Or(h.Step, headroomDefaultStep)
+	h.Margin = cmp.Or(h.Margin, headroomDefaultMargin)
+	h.Initial = cmp.Or(h.Initial, h.Ceiling)
 	switch {
 	case h.Rebuild == nil:
 		return h, fmt.Errorf("Headroom.Rebuild must not be nil")
