@@ -4,7 +4,6 @@ import (
 	"net/http"
 
 	"github.com/quotaware/throttle/internal/tokens"
-	"github.com/quotaware/throttle/limiter"
 )
 
 // WithoutSharedTokens turns off the sharing of token exchanges between
@@ -23,20 +22,43 @@ func WithoutSharedTokens() Option {
 	return optionFunc(func(c *config) { c.noShare = true })
 }
 
-// shareTokens wraps base with the exchange sharing of package tokens when
+// shareTokens wraps t.base with the exchange sharing of package tokens when
 // the Transport has a shared limiter on Redis (from WithRedis or given with
 // WithLimiter) and sharing is not turned off; it uses the limiter's client
 // and key prefix. It sits under the app learning (apps.Book.Observe), which
-// so learns from shared answers too.
-func shareTokens(c *config, shared *limiter.Shared, base http.RoundTripper) http.RoundTripper {
-	if shared == nil || c.noShare {
-		return base
+// so learns from the answers fetched for the fleet; RoundTrip answers the
+// exchanges whose answer is kept before the limiter (storedExchange).
+func (t *Transport) shareTokens(c *config) {
+	if t.shared == nil || c.noShare {
+		return
 	}
-	s, err := tokens.New(shared.Client(), tokens.WithPrefix(shared.Config().Prefix))
+	s, err := tokens.New(t.shared.Client(), tokens.WithPrefix(t.shared.Config().Prefix))
 	if err != nil {
 		// Only a bad option fails New, and these are valid: exchange
 		// alone rather than fail the Transport.
-		return base
+		return
 	}
-	return s.Wrap(base)
+	t.tokens = s
+	t.base = s.Wrap(t.base)
 }
+
+// storedExchange answers a token exchange the profile p matched from the
+// answer another replica fetched, kept in Redis, before the limiter: only
+// exchanges sent to the provider take a slot of the exchange's rules. resp
+// is nil when the request is to be sent on, as sent (req, or a copy whose
+// body replays what was read); err when the caller gave up while an
+// exchange in flight was awaited.
+func (t *Transport) storedExchange(req *http.Request, p *profile) (resp *http.Response, sent *http.Request, err error) {
+	resp, sent, err = t.tokens.Stored(req, p.Name)
+	if resp == nil || t.apps == nil {
+		return resp, sent, err
+	}
+	// The app book learns from a shared answer as from one it saw fetched.
+	resp, err = t.apps.Observe(answered{resp}).RoundTrip(sent)
+	return resp, sent, err
+}
+
+// answered is a RoundTripper whose answer is already known.
+type answered struct{ resp *http.Response }
+
+func (a answered) RoundTrip(*http.Request) (*http.Response, error) { return a.resp, nil }

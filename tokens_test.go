@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -163,5 +164,43 @@ func TestWithoutSharedTokens(t *testing.T) {
 	}
 	if n := f.emu.Fetches(fleetApps[0], "/cgi-bin/token"); n != 2 {
 		t.Fatalf("%d fetches, want 2", n)
+	}
+}
+
+// An exchange answered from Redis takes no slot of the exchange's own
+// rules: with /cgi-bin/token quotas of 2 a day per account, two replicas
+// exchange 20 times for one account (one fetch at WeChat, the rest shared)
+// and none is refused. Charged a slot each (before), the third exchange was
+// refused while WeChat had counted one.
+func TestSharedExchangeTakesNoSlot(t *testing.T) {
+	srv := redistest.Shared(t)
+	prefix := limitertest.Group(t)
+	emu := wechattest.NewServer(wechattest.Options{Apps: map[string]string{fleetApps[0]: fleetSecret}})
+	defer emu.Close()
+	u, _ := url.Parse(emu.URL)
+	quota := func() map[string]int { return map[string]int{"/cgi-bin/token": 2} }
+	set := wechat.MustNew(wechat.Config{Hosts: []string{u.Hostname()},
+		Unknown: wechat.App{Daily: quota(), PerMinute: map[string]int{}},
+		Apps:    []wechat.App{{AppID: fleetApps[0], Daily: quota(), PerMinute: map[string]int{}}}})
+	var clients []*http.Client
+	for range 2 {
+		tr := throttle.MustNew(throttle.WithLimiter(limiter.MustNewShared(srv.Client(t), limiter.SharedConfig{Prefix: prefix})),
+			throttle.WithProfiles(set.Profile()), throttle.WithMaxWait(50*time.Millisecond))
+		t.Cleanup(func() { tr.Close() })
+		clients = append(clients, &http.Client{Transport: tr})
+	}
+	for i := range 20 {
+		resp, err := clients[i%2].Get(emu.URL + "/cgi-bin/token?grant_type=client_credential&appid=" + fleetApps[0] + "&secret=" + fleetSecret)
+		if err != nil {
+			t.Fatalf("exchange %d refused: %v", i+1, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(b), `"access_token"`) {
+			t.Fatalf("exchange %d: %s", i+1, b)
+		}
+	}
+	if n := emu.Fetches(fleetApps[0], "/cgi-bin/token"); n != 1 {
+		t.Fatalf("%d fetches at WeChat, want 1", n)
 	}
 }

@@ -170,32 +170,104 @@ func (r *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	return r.s.watch(r.base, req)
 }
 
-// exchange answers one token exchange: from Redis, by fetching it for the
-// fleet, or, when the request presents no credential or Redis fails, by
-// sending it as it came.
-func (s *Sharer) exchange(base http.RoundTripper, ex *exchange, req *http.Request) (*http.Response, error) {
-	sent := req
+// prepared is an exchange's request as the Sharer reads it: the request to
+// send (req, or a copy whose body replays what was read), and the keys of
+// the credential it presents.
+type prepared struct {
+	sent  *http.Request
+	k     *keys
+	key   string // the Redis key of the kept answer
+	force bool   // a forced refresh: never answered from Redis
+}
+
+// prepare reads an exchange; ok is false when it presents no credential or
+// its body was not read whole: p.sent is then to be sent as it came.
+func (s *Sharer) prepare(req *http.Request, ex *exchange) (p prepared, ok bool) {
+	p.sent = req
 	var b body
 	if req.Body != nil && req.Body != http.NoBody {
 		// RoundTrip must not modify req: peek at a copy, whose body
 		// replays what was read.
-		sent = req.Clone(req.Context())
-		raw, complete := providers.PeekRequestBody(sent, maxRequestBody)
+		p.sent = req.Clone(req.Context())
+		raw, complete := providers.PeekRequestBody(p.sent, maxRequestBody)
 		if !complete {
-			return base.RoundTrip(sent)
+			return p, false
 		}
 		_ = json.Unmarshal(raw, &b)
 	}
 	cred, force := ex.credential(req.URL.Path, req.URL.Query(), b)
 	if cred == nil {
-		return base.RoundTrip(sent)
+		return p, false
 	}
 	k, err := derive(ex.provider, req.URL.Host, req.URL.Path, cred)
 	if err != nil {
-		return base.RoundTrip(sent)
+		return p, false
 	}
-	key := s.prefix + ":token:" + k.name
-	if force {
+	p.k, p.key, p.force = k, s.prefix+":token:"+k.name, force
+	return p, true
+}
+
+// Stored answers a token exchange of provider (the profile the request
+// matched) from the answer kept in Redis, waiting for an exchange of the
+// same credential in flight on any replica, bounded by req's context. The
+// Transport calls it before its limiter, so that only exchanges sent to the
+// provider are charged to the exchange's rules.
+//
+// resp is nil when no answer is kept, the request is not an exchange of
+// provider, or Redis fails: sent (req, or a copy whose body replays what
+// was read) is then to be sent on. err is the context's when it ended
+// while waiting; req's body is then closed.
+func (s *Sharer) Stored(req *http.Request, provider string) (resp *http.Response, sent *http.Request, err error) {
+	ex := exchangeFor(req.Method, req.URL.Path)
+	if ex == nil || ex.provider != provider {
+		return nil, req, nil
+	}
+	p, ok := s.prepare(req, ex)
+	if !ok || p.force {
+		return nil, p.sent, nil
+	}
+	ctx := req.Context()
+	var timer *time.Timer
+	for {
+		v, err := s.rdb.Get(ctx, p.key).Bytes()
+		switch {
+		case err == nil:
+			if resp, ok := s.answer(req, ex, p.k, p.key, v); ok {
+				s.shared.Add(1)
+				return resp, p.sent, nil
+			}
+		case !errors.Is(err, redis.Nil):
+			return nil, p.sent, nil
+		}
+		if n, err := s.rdb.Exists(ctx, p.key+":lock").Result(); err != nil || n == 0 {
+			return nil, p.sent, nil // nobody fetching: this one is sent
+		}
+		if timer == nil {
+			s.waited.Add(1)
+			timer = time.NewTimer(s.poll)
+			defer timer.Stop()
+		} else {
+			timer.Reset(s.poll)
+		}
+		select {
+		case <-ctx.Done():
+			closeBody(p.sent)
+			return nil, p.sent, ctx.Err()
+		case <-timer.C:
+		}
+	}
+}
+
+// exchange answers one token exchange: from Redis, by fetching it for the
+// fleet, or, when the request presents no credential or Redis fails, by
+// sending it as it came.
+func (s *Sharer) exchange(base http.RoundTripper, ex *exchange, req *http.Request) (*http.Response, error) {
+	p, ok := s.prepare(req, ex)
+	if !ok {
+		return base.RoundTrip(p.sent)
+	}
+	sent, k, key := p.sent, p.k, p.key
+	if p.force {
 		// A forced refresh asks for a new token: never answered from
 		// Redis, its answer replaces the one kept.
 		return s.fetch(base, sent, ex, k, key, "")

@@ -337,3 +337,58 @@ func TestOptionsNameTheirField(t *testing.T) {
 		t.Error("New(nil) succeeded")
 	}
 }
+
+// Stored answers an exchange whose answer is kept, and only that: nothing
+// kept, another provider's profile, or a forced refresh go on as sent, a
+// POST's body replayed whole; an exchange in flight is awaited.
+func TestStored(t *testing.T) {
+	f := newFleet(t, 2)
+	s := f.sharers[1]
+	tokenURL := f.emu.URL + "/cgi-bin/token?grant_type=client_credential&appid=wxA&secret=" + secret
+	get, _ := http.NewRequest(http.MethodGet, tokenURL, nil)
+	if resp, sent, err := s.Stored(get, "wechat"); resp != nil || sent != get || err != nil {
+		t.Fatalf("nothing kept: %v %v, want the request sent on", resp, err)
+	}
+	first := f.fetch(t, 0, "wxA")
+	for _, provider := range []string{"wecom", "dingtalk"} {
+		if resp, sent, _ := s.Stored(get, provider); resp != nil || sent != get {
+			t.Fatalf("matched to %s: answered", provider)
+		}
+	}
+	resp, _, err := s.Stored(get, "wechat")
+	if err != nil || resp == nil {
+		t.Fatalf("kept: %v %v, want an answer", resp, err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	if !bytes.Contains(b, []byte(first.AccessToken)) {
+		t.Fatalf("answered %s, want the token kept", b)
+	}
+	if st := s.Stats(); st.Shared != 1 {
+		t.Fatalf("stats %+v, want 1 shared", st)
+	}
+
+	// A forced refresh goes on, its body whole.
+	body := `{"grant_type":"client_credential","appid":"wxA","secret":"` + secret + `","force_refresh":true}`
+	post, _ := http.NewRequest(http.MethodPost, f.emu.URL+"/cgi-bin/stable_token", strings.NewReader(body))
+	resp, sent, err := s.Stored(post, "wechat")
+	if resp != nil || err != nil {
+		t.Fatalf("forced refresh answered from Redis")
+	}
+	if got, _ := io.ReadAll(sent.Body); string(got) != body {
+		t.Fatalf("body sent on %q, want %q", got, body)
+	}
+
+	// Another replica fetching: Stored waits for its lease, here until
+	// the caller gives up.
+	other, _ := http.NewRequest(http.MethodGet, strings.Replace(tokenURL, "wxA", "wxB", 1), nil)
+	p, _ := s.prepare(other, &wechatToken)
+	f.rdb.Set(context.Background(), p.key+":lock", "x", time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if _, _, err := s.Stored(other.WithContext(ctx), "wechat"); err != context.DeadlineExceeded {
+		t.Fatalf("waiting for a fetch in flight: %v, want the context's error", err)
+	}
+	if st := s.Stats(); st.Waited != 1 {
+		t.Fatalf("stats %+v, want 1 waited", st)
+	}
+}
