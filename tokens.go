@@ -1,7 +1,11 @@
 package throttle
 
 import (
+	"context"
 	"net/http"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/quotaware/throttle/internal/tokens"
 )
@@ -32,7 +36,8 @@ func (t *Transport) shareTokens(c *config) {
 	if t.shared == nil || c.noShare {
 		return
 	}
-	s, err := tokens.New(t.shared.Client(), tokens.WithPrefix(t.shared.Config().Prefix))
+	s, err := tokens.New(t.shared.Client(), tokens.WithPrefix(t.shared.Config().Prefix),
+		tokens.WithObserver(t.tokenMetric()))
 	if err != nil {
 		// Only a bad option fails New, and these are valid: exchange
 		// alone rather than fail the Transport.
@@ -40,6 +45,37 @@ func (t *Transport) shareTokens(c *config) {
 	}
 	t.tokens = s
 	t.base = s.Wrap(t.base)
+}
+
+// tokenMetric returns what counts the shared exchanges in the metric
+// throttle.tokens.exchanges{provider, result}, or nil without telemetry.
+// Its attributes are the provider and the result (fetched, shared, waited,
+// healed, unshared): never a token, a secret or an app.
+func (t *Transport) tokenMetric() func(provider, result string) {
+	if t.tel.disabled {
+		return nil
+	}
+	counter, err := t.tel.meterProvider.Meter(instrumentationName).Int64Counter("throttle.tokens.exchanges",
+		metric.WithUnit("{exchange}"),
+		metric.WithDescription("Token exchanges shared by the fleet through Redis, by result: fetched (sent to the provider, answer kept), "+
+			"shared (answered from Redis), waited (for another replica's fetch), healed (a kept token the provider refused, dropped), "+
+			"unshared (sent alone: Redis failed)."))
+	t.tel.report(err)
+	if err != nil {
+		return nil
+	}
+	type key struct{ provider, result string }
+	sets := map[key]metric.MeasurementOption{}
+	for _, p := range []string{"dingtalk", "wechat", "wecom", "feishu"} {
+		for _, r := range []string{tokens.Fetched, tokens.Shared, tokens.Waited, tokens.Healed, tokens.Unshared} {
+			sets[key{p, r}] = metric.WithAttributeSet(attribute.NewSet(attribute.String("provider", p), attribute.String("result", r)))
+		}
+	}
+	return func(provider, result string) {
+		if set, ok := sets[key{provider, result}]; ok {
+			counter.Add(context.Background(), 1, set)
+		}
+	}
 }
 
 // storedExchange answers a token exchange the profile p matched from the

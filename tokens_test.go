@@ -3,12 +3,15 @@ package throttle_test
 import (
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/quotaware/throttle"
 	"github.com/quotaware/throttle/internal/redistest"
@@ -202,5 +205,47 @@ func TestSharedExchangeTakesNoSlot(t *testing.T) {
 	}
 	if n := emu.Fetches(fleetApps[0], "/cgi-bin/token"); n != 1 {
 		t.Fatalf("%d fetches at WeChat, want 1", n)
+	}
+}
+
+// throttle.tokens.exchanges counts the fleet's exchanges by provider and
+// result: a fetch, an answer from Redis, a token the provider refused
+// (healed) and the fetch that replaced it. No attribute holds a token or
+// a secret.
+func TestTokenExchangesMetric(t *testing.T) {
+	o := newObservability(t)
+	f := newTokenFleet(t, 2, o.opts...)
+	f.sdk(t, 0, fleetApps[0], 0) // fetched
+	f.sdk(t, 1, fleetApps[0], 0) // shared
+	var tok struct {
+		AccessToken string `json:"access_token"`
+	}
+	resp, err := f.clients[1].Get(f.emu.URL + "/cgi-bin/token?grant_type=client_credential&appid=" + fleetApps[0] + "&secret=" + fleetSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&tok) // shared
+	resp.Body.Close()
+	f.emu.Revoke(tok.AccessToken)
+	if n := f.sdk(t, 1, fleetApps[0], 1); n != 1 { // shared, healed, fetched
+		t.Fatalf("%d invalid-token answers, want 1", n)
+	}
+	m, ok := o.metrics(t)["throttle.tokens.exchanges"]
+	if !ok || m.Unit != "{exchange}" || m.Description == "" {
+		t.Fatalf("throttle.tokens.exchanges: %+v", m)
+	}
+	want := map[string]int64{"fetched": 2, "shared": 3, "healed": 1}
+	if got := counts(t, m, "result"); !maps.Equal(got, want) {
+		t.Fatalf("throttle.tokens.exchanges by result = %v, want %v", got, want)
+	}
+	if got := counts(t, m, "provider"); len(got) != 1 || got["wechat"] != 6 {
+		t.Fatalf("throttle.tokens.exchanges by provider = %v, want wechat: 6", got)
+	}
+	for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+		for _, kv := range dp.Attributes.ToSlice() {
+			if v := kv.Value.Emit(); strings.Contains(v, tok.AccessToken) || strings.Contains(v, fleetSecret) || strings.Contains(v, fleetApps[0]) {
+				t.Fatalf("attribute %s=%q holds a credential", kv.Key, v)
+			}
+		}
 	}
 }

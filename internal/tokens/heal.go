@@ -48,7 +48,7 @@ func (s *Sharer) heal(ctx context.Context, tok string, h handed) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.lease)
 	defer cancel()
 	if n, err := s.rdb.Eval(ctx, healLua, []string{h.key}, h.tag).Int(); err == nil && n == 1 {
-		s.healed.Add(1)
+		s.count(h.provider, Healed)
 	}
 }
 

@@ -36,6 +36,8 @@ type Sharer struct {
 	poll   time.Duration
 	now    func() time.Time
 
+	observe func(provider, result string) // WithObserver; nil: none
+
 	mu     sync.Mutex
 	handed map[string]handed // tokens this replica fetched or handed out
 	nHand  atomic.Int32      // len(handed), read without the lock
@@ -65,6 +67,35 @@ type Stats struct {
 	Unshared int64 // exchanges sent as they came because Redis failed
 }
 
+// Results of the Sharer's work, as Stats counts them and an observer
+// (WithObserver) hears them.
+const (
+	Fetched  = "fetched"  // an exchange sent to the provider, its answer kept
+	Shared   = "shared"   // an exchange answered from Redis
+	Waited   = "waited"   // an exchange that waited for one in flight (then shared or fetched too)
+	Healed   = "healed"   // a kept answer deleted because the provider refused its token
+	Unshared = "unshared" // an exchange sent as it came because Redis failed
+)
+
+// count counts one result of provider's exchanges.
+func (s *Sharer) count(provider, result string) {
+	switch result {
+	case Fetched:
+		s.fetched.Add(1)
+	case Shared:
+		s.shared.Add(1)
+	case Waited:
+		s.waited.Add(1)
+	case Healed:
+		s.healed.Add(1)
+	case Unshared:
+		s.unshared.Add(1)
+	}
+	if s.observe != nil {
+		s.observe(provider, result)
+	}
+}
+
 // Option configures a Sharer.
 type Option func(*config)
 
@@ -74,6 +105,7 @@ type config struct {
 	lease  time.Duration
 	poll   time.Duration
 	now    func() time.Time
+	obs    func(provider, result string)
 	err    error
 }
 
@@ -112,6 +144,13 @@ func WithLease(d time.Duration) Option {
 	}
 }
 
+// WithObserver has f hear every result counted (Fetched, Shared, ...)
+// with the provider of the exchange ("dingtalk", "wechat", "wecom",
+// "feishu"), for metrics; f must not block.
+func WithObserver(f func(provider, result string)) Option {
+	return func(c *config) { c.obs = f }
+}
+
 // WithClock sets the source of time (default time.Now), for tests.
 func WithClock(now func() time.Time) Option {
 	return func(c *config) {
@@ -137,7 +176,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Sharer, error) {
 		return nil, c.err
 	}
 	return &Sharer{rdb: rdb, prefix: c.prefix, margin: c.margin, lease: c.lease, poll: c.poll, now: c.now,
-		handed: map[string]handed{}}, nil
+		observe: c.obs, handed: map[string]handed{}}, nil
 }
 
 // Stats returns the counts so far.
@@ -233,7 +272,7 @@ func (s *Sharer) Stored(req *http.Request, provider string) (resp *http.Response
 		switch {
 		case err == nil:
 			if resp, ok := s.answer(req, ex, p.k, p.key, v); ok {
-				s.shared.Add(1)
+				s.count(ex.provider, Shared)
 				return resp, p.sent, nil
 			}
 		case !errors.Is(err, redis.Nil):
@@ -243,7 +282,7 @@ func (s *Sharer) Stored(req *http.Request, provider string) (resp *http.Response
 			return nil, p.sent, nil // nobody fetching: this one is sent
 		}
 		if timer == nil {
-			s.waited.Add(1)
+			s.count(ex.provider, Waited)
 			timer = time.NewTimer(s.poll)
 			defer timer.Stop()
 		} else {
@@ -279,16 +318,16 @@ func (s *Sharer) exchange(base http.RoundTripper, ex *exchange, req *http.Reques
 		switch {
 		case err == nil:
 			if resp, ok := s.answer(req, ex, k, key, v); ok {
-				s.shared.Add(1)
+				s.count(ex.provider, Shared)
 				return resp, nil
 			}
 		case !errors.Is(err, redis.Nil):
-			return s.unshare(base, sent, ctx)
+			return s.unshare(base, sent, ctx, ex.provider)
 		}
 		lock := nonce()
 		got, err := s.rdb.SetNX(ctx, key+":lock", lock, s.lease).Result()
 		if err != nil {
-			return s.unshare(base, sent, ctx)
+			return s.unshare(base, sent, ctx, ex.provider)
 		}
 		if got {
 			// The answer may have been kept between the read above and
@@ -296,7 +335,7 @@ func (s *Sharer) exchange(base http.RoundTripper, ex *exchange, req *http.Reques
 			if v, err := s.rdb.Get(ctx, key).Bytes(); err == nil {
 				if resp, ok := s.answer(req, ex, k, key, v); ok {
 					s.rdb.Eval(ctx, releaseLua, []string{key + ":lock"}, lock)
-					s.shared.Add(1)
+					s.count(ex.provider, Shared)
 					return resp, nil
 				}
 			}
@@ -306,7 +345,7 @@ func (s *Sharer) exchange(base http.RoundTripper, ex *exchange, req *http.Reques
 		// or the lease ends and this one takes over.
 		if !waited {
 			waited = true
-			s.waited.Add(1)
+			s.count(ex.provider, Waited)
 			timer = time.NewTimer(s.poll)
 			defer timer.Stop()
 		} else {
@@ -323,9 +362,9 @@ func (s *Sharer) exchange(base http.RoundTripper, ex *exchange, req *http.Reques
 
 // unshare sends an exchange as it came, when Redis fails (or ctx ended
 // during a Redis call, which the send then reports).
-func (s *Sharer) unshare(base http.RoundTripper, sent *http.Request, ctx context.Context) (*http.Response, error) {
+func (s *Sharer) unshare(base http.RoundTripper, sent *http.Request, ctx context.Context, provider string) (*http.Response, error) {
 	if ctx.Err() == nil {
-		s.unshared.Add(1)
+		s.count(provider, Unshared)
 	}
 	return base.RoundTrip(sent)
 }
@@ -359,10 +398,10 @@ func (s *Sharer) fetch(base http.RoundTripper, sent *http.Request, ex *exchange,
 		return resp, nil
 	}
 	if err := s.rdb.Set(ctx, key, v, keep).Err(); err != nil {
-		s.unshared.Add(1)
+		s.count(ex.provider, Unshared)
 		return resp, nil
 	}
-	s.fetched.Add(1)
+	s.count(ex.provider, Fetched)
 	s.remember(tok, handed{provider: ex.provider, key: key, tag: k.tagOf(tok), until: fetched.Add(keep)})
 	return resp, nil
 }
