@@ -89,8 +89,9 @@ func (t *Transport) storedExchange(req *http.Request, p *profile) (resp *http.Re
 	if resp == nil || t.apps == nil {
 		return resp, sent, err
 	}
-	// The app book learns from a shared answer as from one it saw fetched.
-	resp, err = t.apps.Observe(answered{resp}).RoundTrip(sent)
+	// The app book learns from a shared answer as from one it saw fetched
+	// (Resolve marks the exchange as sent to the provider's profile).
+	resp, err = t.apps.Observe(answered{resp}).RoundTrip(t.apps.Resolve(sent, p.Name))
 	return resp, sent, err
 }
 

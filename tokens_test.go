@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/quotaware/throttle"
+	"github.com/quotaware/throttle/apps"
 	"github.com/quotaware/throttle/internal/redistest"
 	"github.com/quotaware/throttle/limiter"
 	"github.com/quotaware/throttle/limiter/limitertest"
@@ -247,5 +248,21 @@ func TestTokenExchangesMetric(t *testing.T) {
 				t.Fatalf("attribute %s=%q holds a credential", kv.Key, v)
 			}
 		}
+	}
+}
+
+// The app book of a replica whose exchange was answered from Redis learns
+// the token as if it had seen the fetch: before the limiter, the answer
+// still goes through the book, marked as sent to the preset's profile.
+func TestSharedAnswerIsLearned(t *testing.T) {
+	f := newTokenFleet(t, 2, throttle.WithApps(apps.Config{Key: []byte("0123456789abcdef0123456789abcdef")}))
+	f.sdk(t, 0, fleetApps[0], 0) // fetched by replica 0
+	f.sdk(t, 1, fleetApps[0], 0) // answered from Redis on replica 1
+	if n := f.emu.Fetches(fleetApps[0], "/cgi-bin/token"); n != 1 {
+		t.Fatalf("%d fetches, want 1", n)
+	}
+	st := f.clients[1].Transport.(*throttle.Transport).Apps().Stats()
+	if st.Learned != 1 || st.Refused != 0 {
+		t.Fatalf("replica 1's book: learned %d, refused %d; want 1 and 0", st.Learned, st.Refused)
 	}
 }
