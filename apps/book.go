@@ -186,7 +186,7 @@ func (b *Book) Stats() Stats {
 // provider's profile, which is what lets Observe learn from it.
 func (b *Book) Resolve(req *http.Request, provider string) *http.Request {
 	ctx := req.Context()
-	if ex := exchangeFor(req.Method, req.URL.Path); ex != nil && ex.provider == provider {
+	if ex := exchangeFor(req.Method, req.URL.Path); ex != nil && ex.Provider == provider {
 		// Exchanges carry no app token (or one naming a suite, which the
 		// exchange itself reads): mark, never count.
 		return req.WithContext(context.WithValue(ctx, sentKey{}, provider))

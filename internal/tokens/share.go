@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/quotaware/throttle/internal/exchanges"
 	"github.com/quotaware/throttle/providers"
 )
 
@@ -223,22 +223,22 @@ type prepared struct {
 // its body was not read whole: p.sent is then to be sent as it came.
 func (s *Sharer) prepare(req *http.Request, ex *exchange) (p prepared, ok bool) {
 	p.sent = req
-	var b body
+	var raw []byte
 	if req.Body != nil && req.Body != http.NoBody {
 		// RoundTrip must not modify req: peek at a copy, whose body
 		// replays what was read.
 		p.sent = req.Clone(req.Context())
-		raw, complete := providers.PeekRequestBody(p.sent, maxRequestBody)
+		var complete bool
+		raw, complete = providers.PeekRequestBody(p.sent, maxRequestBody)
 		if !complete {
 			return p, false
 		}
-		_ = json.Unmarshal(raw, &b)
 	}
-	cred, force := ex.credential(req.URL.Path, req.URL.Query(), b)
+	cred, force := ex.Credential(req.Method, req.URL.Path, req.URL.Query(), exchanges.ParseRequest(raw))
 	if cred == nil {
 		return p, false
 	}
-	k, err := derive(ex.provider, req.URL.Host, req.URL.Path, cred)
+	k, err := derive(ex.Provider, req.URL.Host, req.URL.Path, cred)
 	if err != nil {
 		return p, false
 	}
@@ -258,7 +258,7 @@ func (s *Sharer) prepare(req *http.Request, ex *exchange) (p prepared, ok bool) 
 // while waiting; req's body is then closed.
 func (s *Sharer) Stored(req *http.Request, provider string) (resp *http.Response, sent *http.Request, err error) {
 	ex := exchangeFor(req.Method, req.URL.Path)
-	if ex == nil || ex.provider != provider {
+	if ex == nil || ex.Provider != provider {
 		return nil, req, nil
 	}
 	p, ok := s.prepare(req, ex)
@@ -272,7 +272,7 @@ func (s *Sharer) Stored(req *http.Request, provider string) (resp *http.Response
 		switch {
 		case err == nil:
 			if resp, ok := s.answer(req, ex, p.k, p.key, v); ok {
-				s.count(ex.provider, Shared)
+				s.count(ex.Provider, Shared)
 				return resp, p.sent, nil
 			}
 		case !errors.Is(err, redis.Nil):
@@ -282,7 +282,7 @@ func (s *Sharer) Stored(req *http.Request, provider string) (resp *http.Response
 			return nil, p.sent, nil // nobody fetching: this one is sent
 		}
 		if timer == nil {
-			s.count(ex.provider, Waited)
+			s.count(ex.Provider, Waited)
 			timer = time.NewTimer(s.poll)
 			defer timer.Stop()
 		} else {
@@ -318,16 +318,16 @@ func (s *Sharer) exchange(base http.RoundTripper, ex *exchange, req *http.Reques
 		switch {
 		case err == nil:
 			if resp, ok := s.answer(req, ex, k, key, v); ok {
-				s.count(ex.provider, Shared)
+				s.count(ex.Provider, Shared)
 				return resp, nil
 			}
 		case !errors.Is(err, redis.Nil):
-			return s.unshare(base, sent, ctx, ex.provider)
+			return s.unshare(base, sent, ctx, ex.Provider)
 		}
 		lock := nonce()
 		got, err := s.rdb.SetNX(ctx, key+":lock", lock, s.lease).Result()
 		if err != nil {
-			return s.unshare(base, sent, ctx, ex.provider)
+			return s.unshare(base, sent, ctx, ex.Provider)
 		}
 		if got {
 			// The answer may have been kept between the read above and
@@ -335,7 +335,7 @@ func (s *Sharer) exchange(base http.RoundTripper, ex *exchange, req *http.Reques
 			if v, err := s.rdb.Get(ctx, key).Bytes(); err == nil {
 				if resp, ok := s.answer(req, ex, k, key, v); ok {
 					s.rdb.Eval(ctx, releaseLua, []string{key + ":lock"}, lock)
-					s.count(ex.provider, Shared)
+					s.count(ex.Provider, Shared)
 					return resp, nil
 				}
 			}
@@ -345,7 +345,7 @@ func (s *Sharer) exchange(base http.RoundTripper, ex *exchange, req *http.Reques
 		// or the lease ends and this one takes over.
 		if !waited {
 			waited = true
-			s.count(ex.provider, Waited)
+			s.count(ex.Provider, Waited)
 			timer = time.NewTimer(s.poll)
 			defer timer.Stop()
 		} else {
@@ -388,7 +388,7 @@ func (s *Sharer) fetch(base http.RoundTripper, sent *http.Request, ex *exchange,
 	if err != nil || len(raw) >= maxAnswer {
 		return resp, nil
 	}
-	tok, life, ok := ex.check(raw)
+	tok, life, ok := check(ex, sent.URL.Path, raw)
 	keep := time.Duration(life)*time.Second - s.margin
 	if !ok || keep < time.Second {
 		return resp, nil
@@ -398,11 +398,11 @@ func (s *Sharer) fetch(base http.RoundTripper, sent *http.Request, ex *exchange,
 		return resp, nil
 	}
 	if err := s.rdb.Set(ctx, key, v, keep).Err(); err != nil {
-		s.count(ex.provider, Unshared)
+		s.count(ex.Provider, Unshared)
 		return resp, nil
 	}
-	s.count(ex.provider, Fetched)
-	s.remember(tok, handed{provider: ex.provider, key: key, tag: k.tagOf(tok), until: fetched.Add(keep)})
+	s.count(ex.Provider, Fetched)
+	s.remember(tok, handed{provider: ex.Provider, key: key, tag: k.tagOf(tok), until: fetched.Add(keep)})
 	return resp, nil
 }
 
@@ -414,7 +414,7 @@ func (s *Sharer) answer(req *http.Request, ex *exchange, k *keys, key string, v 
 	if err != nil {
 		return nil, false
 	}
-	tok, life, ok := ex.check(raw)
+	tok, life, ok := check(ex, req.URL.Path, raw)
 	if !ok {
 		return nil, false
 	}
@@ -427,7 +427,7 @@ func (s *Sharer) answer(req *http.Request, ex *exchange, k *keys, key string, v 
 	if !ok {
 		return nil, false
 	}
-	s.remember(tok, handed{provider: ex.provider, key: key, tag: k.tagOf(tok), until: fetched.Add(time.Duration(life)*time.Second - s.margin)})
+	s.remember(tok, handed{provider: ex.Provider, key: key, tag: k.tagOf(tok), until: fetched.Add(time.Duration(life)*time.Second - s.margin)})
 	closeBody(req)
 	return &http.Response{
 		Status:        "200 OK",

@@ -381,7 +381,7 @@ func TestStored(t *testing.T) {
 	// Another replica fetching: Stored waits for its lease, here until
 	// the caller gives up.
 	other, _ := http.NewRequest(http.MethodGet, strings.Replace(tokenURL, "wxA", "wxB", 1), nil)
-	p, _ := s.prepare(other, &wechatToken)
+	p, _ := s.prepare(other, exchangeFor("GET", "/cgi-bin/token"))
 	f.rdb.Set(context.Background(), p.key+":lock", "x", time.Minute)
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
