@@ -137,7 +137,7 @@ type Server struct {
 
 	// Guarded by em's lock.
 	windows  map[key]*window
-	blocked  map[key]time.Time      // emulated end of a block
+	blocked  map[key]time.Time // emulated end of a block
 	inflight map[key]int
 }
 
