@@ -50,7 +50,7 @@ func (t *Transport) shareTokens(c *config) {
 // tokenMetric returns what counts the shared exchanges in the metric
 // throttle.tokens.exchanges{provider, result}, or nil without telemetry.
 // Its attributes are the provider and the result (fetched, shared, waited,
-// healed, unshared): never a token, a secret or an app.
+// healed, capped, unshared): never a token, a secret or an app.
 func (t *Transport) tokenMetric() func(provider, result string) {
 	if t.tel.disabled {
 		return nil
@@ -59,7 +59,7 @@ func (t *Transport) tokenMetric() func(provider, result string) {
 		metric.WithUnit("{exchange}"),
 		metric.WithDescription("Token exchanges shared by the fleet through Redis, by result: fetched (sent to the provider, answer kept), "+
 			"shared (answered from Redis), waited (for another replica's fetch), healed (a kept token the provider refused, dropped), "+
-			"unshared (sent alone: Redis failed)."))
+			"capped (a heal refused: one per credential in 30 s, 20 a day), unshared (sent alone: Redis failed)."))
 	t.tel.report(err)
 	if err != nil {
 		return nil
@@ -67,7 +67,7 @@ func (t *Transport) tokenMetric() func(provider, result string) {
 	type key struct{ provider, result string }
 	sets := map[key]metric.MeasurementOption{}
 	for _, p := range []string{"dingtalk", "wechat", "wecom", "feishu"} {
-		for _, r := range []string{tokens.Fetched, tokens.Shared, tokens.Waited, tokens.Healed, tokens.Unshared} {
+		for _, r := range []string{tokens.Fetched, tokens.Shared, tokens.Waited, tokens.Healed, tokens.Capped, tokens.Unshared} {
 			sets[key{p, r}] = metric.WithAttributeSet(attribute.NewSet(attribute.String("provider", p), attribute.String("result", r)))
 		}
 	}

@@ -36,13 +36,16 @@ type Sharer struct {
 	poll   time.Duration
 	now    func() time.Time
 
+	healGap     time.Duration // WithHealLimits
+	healsPerDay int
+
 	observe func(provider, result string) // WithObserver; nil: none
 
 	mu     sync.Mutex
 	handed map[string]handed // tokens this replica fetched or handed out
 	nHand  atomic.Int32      // len(handed), read without the lock
 
-	fetched, shared, waited, healed, unshared atomic.Int64
+	fetched, shared, waited, healed, capped, unshared atomic.Int64
 }
 
 // handed is what healing needs of a token this replica handed out: where
@@ -64,6 +67,7 @@ type Stats struct {
 	Shared   int64 // exchanges answered from Redis
 	Waited   int64 // exchanges that waited for one in flight
 	Healed   int64 // kept answers deleted because the provider refused their token
+	Capped   int64 // heals refused by the credential's caps (WithHealLimits)
 	Unshared int64 // exchanges sent as they came because Redis failed
 }
 
@@ -74,6 +78,7 @@ const (
 	Shared   = "shared"   // an exchange answered from Redis
 	Waited   = "waited"   // an exchange that waited for one in flight (then shared or fetched too)
 	Healed   = "healed"   // a kept answer deleted because the provider refused its token
+	Capped   = "capped"   // a heal refused by the credential's caps (WithHealLimits)
 	Unshared = "unshared" // an exchange sent as it came because Redis failed
 )
 
@@ -88,6 +93,8 @@ func (s *Sharer) count(provider, result string) {
 		s.waited.Add(1)
 	case Healed:
 		s.healed.Add(1)
+	case Capped:
+		s.capped.Add(1)
 	case Unshared:
 		s.unshared.Add(1)
 	}
@@ -106,6 +113,8 @@ type config struct {
 	poll   time.Duration
 	now    func() time.Time
 	obs    func(provider, result string)
+	gap    time.Duration
+	perDay int
 	err    error
 }
 
@@ -151,6 +160,18 @@ func WithObserver(f func(provider, result string)) Option {
 	return func(c *config) { c.obs = f }
 }
 
+// WithHealLimits caps the heals of one credential for the whole fleet: at
+// most one in gap and perDay in a day (default 30 s and 20, WeChat's cap on
+// a stable_token's forced refreshes); 0 lifts a cap.
+func WithHealLimits(gap time.Duration, perDay int) Option {
+	return func(c *config) {
+		if gap < 0 || perDay < 0 {
+			c.err = fmt.Errorf("tokens: WithHealLimits: gap %v and perDay %d must not be negative", gap, perDay)
+		}
+		c.gap, c.perDay = gap, perDay
+	}
+}
+
 // WithClock sets the source of time (default time.Now), for tests.
 func WithClock(now func() time.Time) Option {
 	return func(c *config) {
@@ -166,7 +187,8 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Sharer, error) {
 	if rdb == nil {
 		return nil, errors.New("tokens: New: Redis client must not be nil")
 	}
-	c := config{prefix: "throttle", margin: 5 * time.Minute, lease: 3 * time.Second, poll: 20 * time.Millisecond, now: time.Now}
+	c := config{prefix: "throttle", margin: 5 * time.Minute, lease: 3 * time.Second, poll: 20 * time.Millisecond, now: time.Now,
+		gap: 30 * time.Second, perDay: 20}
 	for _, o := range opts {
 		if o != nil {
 			o(&c)
@@ -176,13 +198,13 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Sharer, error) {
 		return nil, c.err
 	}
 	return &Sharer{rdb: rdb, prefix: c.prefix, margin: c.margin, lease: c.lease, poll: c.poll, now: c.now,
-		observe: c.obs, handed: map[string]handed{}}, nil
+		healGap: c.gap, healsPerDay: c.perDay, observe: c.obs, handed: map[string]handed{}}, nil
 }
 
 // Stats returns the counts so far.
 func (s *Sharer) Stats() Stats {
 	return Stats{Fetched: s.fetched.Load(), Shared: s.shared.Load(), Waited: s.waited.Load(),
-		Healed: s.healed.Load(), Unshared: s.unshared.Load()}
+		Healed: s.healed.Load(), Capped: s.capped.Load(), Unshared: s.unshared.Load()}
 }
 
 // Wrap returns a RoundTripper that sends through base, answering token

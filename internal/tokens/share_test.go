@@ -392,3 +392,53 @@ func TestStored(t *testing.T) {
 		t.Fatalf("stats %+v, want 1 waited", st)
 	}
 }
+
+// Heals of one credential are capped for the fleet: a token invalidated
+// again within the gap is not healed (the kept answer stays, no fetch),
+// and past the day's count none is; each refusal is counted.
+func TestHealsAreCapped(t *testing.T) {
+	f := newFleet(t, 2, WithHealLimits(time.Hour, 2))
+	revokeAndCall := func() (fetches int) {
+		tok := f.fetch(t, 0, "wxA").AccessToken
+		f.fetch(t, 1, "wxA") // shared: replica 1 watches the token
+		f.emu.Revoke(tok)
+		if code := f.call(t, 1, tok); code != wechattest.CodeInvalidToken {
+			t.Fatalf("call with the revoked token: errcode %d", code)
+		}
+		f.fetch(t, 1, "wxA")
+		return f.emu.Fetches("wxA", "/cgi-bin/token")
+	}
+	if n := revokeAndCall(); n != 2 {
+		t.Fatalf("first invalidation: %d fetches, want 2 (one to heal)", n)
+	}
+	if n := revokeAndCall(); n != 2 {
+		t.Fatalf("second invalidation within the gap: %d fetches, want still 2", n)
+	}
+	if st := f.sharers[1].Stats(); st.Healed != 1 || st.Capped != 1 {
+		t.Fatalf("stats %+v, want 1 healed and 1 capped", st)
+	}
+	// The day's count: the gap lifted, the third heal of the day is refused.
+	f.rdb.Del(context.Background(), f.prefix+":token:"+f.keys(t, "wxA").name+":healed")
+	if n := revokeAndCall(); n != 3 {
+		t.Fatalf("after the gap: %d fetches, want 3", n)
+	}
+	f.rdb.Del(context.Background(), f.prefix+":token:"+f.keys(t, "wxA").name+":healed")
+	if n := revokeAndCall(); n != 3 {
+		t.Fatalf("past the day's 2 heals: %d fetches, want still 3", n)
+	}
+	if st := f.sharers[1].Stats(); st.Healed != 2 || st.Capped != 2 {
+		t.Fatalf("stats %+v, want 2 healed and 2 capped", st)
+	}
+}
+
+// keys derives the keys of app's /cgi-bin/token credential on the fleet's
+// emulator.
+func (f *fleet) keys(t *testing.T, app string) *keys {
+	t.Helper()
+	u, _ := url.Parse(f.emu.URL)
+	k, err := derive(wechat, u.Host, "/cgi-bin/token", []string{app, secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
