@@ -10,11 +10,11 @@ import (
 	oauth2 "github.com/alibabacloud-go/dingtalk/oauth2_1_0"
 	util "github.com/alibabacloud-go/tea-utils/v2/service"
 
-	"github.com/quotaware/throttle"
+	"github.com/redis/go-redis/v9"
+
 	"github.com/quotaware/throttle/integrations/dingtalkofficial"
 	"github.com/quotaware/throttle/integrations/internal/sdktest"
 	"github.com/quotaware/throttle/internal/redistest"
-	"github.com/quotaware/throttle/limiter"
 	"github.com/quotaware/throttle/providers/dingtalk"
 	"github.com/quotaware/throttle/providers/dingtalk/dingtalktest"
 )
@@ -43,6 +43,22 @@ func (c fleetCreds) token(rt http.RoundTripper) (string, error) {
 		return "", err
 	}
 	return *r.Body.AccessToken, nil
+}
+
+// restart is what one replica does with c at a restart: new clients, a
+// token fetched, one call with it (errors are counted at the emulator).
+func (c fleetCreds) restart(t *testing.T, rt http.RoundTripper) {
+	tok, err := c.token(rt)
+	if err != nil {
+		return
+	}
+	contacts, err := contact.NewClient(dingtalkofficial.Config(rt))
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	_, _ = contacts.GetUserWithOptions(ptr("manager4220"),
+		&contact.GetUserHeaders{XAcsDingtalkAccessToken: ptr(tok)}, &util.RuntimeOptions{})
 }
 
 // Six replicas of a service using the official SDK through the adapter
@@ -77,31 +93,13 @@ func TestFleetSharesTokens(t *testing.T) {
 		{AppKey: creds[0].key, Edition: dingtalk.Exclusive}, {AppKey: creds[1].key, Edition: dingtalk.Exclusive},
 		{AppKey: suite, ISV: true}}})
 	fleet := sdktest.Fleet{Replicas: 6, Rounds: 10, Period: 200 * time.Millisecond}
-	var transports []*throttle.Transport
-	for range fleet.Replicas + 1 { // the last one reads the tokens to revoke
-		opts := append([]throttle.Option{
-			throttle.WithLimiter(limiter.MustNewShared(srv.Client(t), limiter.SharedConfig{Prefix: prefix})),
-			throttle.WithBase(sdktest.Redirect(emu.URL)), throttle.WithProfiles(set.Profile()),
-		}, sdktest.FleetOptions()...)
-		tr := throttle.MustNew(opts...)
-		t.Cleanup(func() { tr.Close() })
-		transports = append(transports, tr)
-	}
+	// The last Transport reads the tokens to revoke.
+	transports := sdktest.Transports(t, fleet.Replicas+1, func() redis.UniversalClient { return srv.Client(t) }, prefix, emu.URL, set.Profile())
 
 	start := time.Now()
 	revokedAt := fleet.Run(func(r int) {
 		for _, c := range creds { // a restart: new clients, no token
-			tok, err := c.token(transports[r])
-			if err != nil {
-				continue // counted at the emulator
-			}
-			contacts, err := contact.NewClient(dingtalkofficial.Config(transports[r]))
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			_, _ = contacts.GetUserWithOptions(ptr("manager4220"),
-				&contact.GetUserHeaders{XAcsDingtalkAccessToken: ptr(tok)}, &util.RuntimeOptions{})
+			c.restart(t, transports[r])
 		}
 	}, func() {
 		for _, c := range revoke {
@@ -113,17 +111,9 @@ func TestFleetSharesTokens(t *testing.T) {
 			emu.Revoke(tok)
 		}
 	})
-
-	invalidBefore, invalidAfter := 0, 0
-	for _, r := range emu.Requests() {
-		if r.Code == "40014" || r.Code == "InvalidAuthentication" {
-			if r.At.Before(revokedAt) {
-				invalidBefore++
-			} else {
-				invalidAfter++
-			}
-		}
-	}
+	invalidBefore, invalidAfter := sdktest.Split(emu.Requests(), revokedAt, func(r dingtalktest.Record) (time.Time, bool) {
+		return r.At, r.Code == "40014" || r.Code == "InvalidAuthentication"
+	})
 	fetches := map[string]int{}
 	for _, c := range creds {
 		fetches[c.key+"/"+c.org] = emu.Fetches(c.key, c.org)

@@ -1,17 +1,16 @@
 package godingtalk_test
 
 import (
-	"encoding/json"
 	"net/http"
 	"strconv"
 	"testing"
 	"time"
 
-	"github.com/quotaware/throttle"
+	"github.com/redis/go-redis/v9"
+
 	"github.com/quotaware/throttle/integrations/godingtalk"
 	"github.com/quotaware/throttle/integrations/internal/sdktest"
 	"github.com/quotaware/throttle/internal/redistest"
-	"github.com/quotaware/throttle/limiter"
 	"github.com/quotaware/throttle/providers/dingtalk"
 	"github.com/quotaware/throttle/providers/dingtalk/dingtalktest"
 )
@@ -38,16 +37,8 @@ func TestFleetSharesTokens(t *testing.T) {
 	set := dingtalk.MustNew(dingtalk.Config{Apps: []dingtalk.App{
 		{AppKey: first, Edition: dingtalk.Exclusive}, {AppKey: second, Edition: dingtalk.Exclusive}}})
 	fleet := sdktest.Fleet{Replicas: 6, Rounds: 10, Period: 200 * time.Millisecond}
-	var transports []*throttle.Transport
-	for range fleet.Replicas + 1 { // the last one reads the token to revoke
-		opts := append([]throttle.Option{
-			throttle.WithLimiter(limiter.MustNewShared(srv.Client(t), limiter.SharedConfig{Prefix: prefix})),
-			throttle.WithBase(sdktest.Redirect(emu.URL)), throttle.WithProfiles(set.Profile()),
-		}, sdktest.FleetOptions()...)
-		tr := throttle.MustNew(opts...)
-		t.Cleanup(func() { tr.Close() })
-		transports = append(transports, tr)
-	}
+	// The last Transport reads the token to revoke.
+	transports := sdktest.Transports(t, fleet.Replicas+1, func() redis.UniversalClient { return srv.Client(t) }, prefix, emu.URL, set.Profile())
 
 	start := time.Now()
 	revokedAt := fleet.Run(func(r int) {
@@ -59,30 +50,12 @@ func TestFleetSharesTokens(t *testing.T) {
 			_, _ = c.UserInfoByUserId("manager4220") // errors are counted at the emulator
 		}
 	}, func() {
-		resp, err := (&http.Client{Transport: transports[fleet.Replicas]}).Get(
-			"https://oapi.dingtalk.com/gettoken?corpid=" + first + "&corpsecret=" + apps[first])
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		var tok struct {
-			AccessToken string `json:"access_token"`
-		}
-		_ = json.NewDecoder(resp.Body).Decode(&tok)
-		resp.Body.Close()
-		emu.Revoke(tok.AccessToken)
+		req, _ := http.NewRequest(http.MethodGet, "https://oapi.dingtalk.com/gettoken?corpid="+first+"&corpsecret="+apps[first], nil)
+		emu.Revoke(sdktest.Token(t, transports[fleet.Replicas], req, "access_token"))
 	})
-
-	invalidBefore, invalidAfter := 0, 0
-	for _, r := range emu.Requests() {
-		if r.Code == "40014" || r.Code == "InvalidAuthentication" {
-			if r.At.Before(revokedAt) {
-				invalidBefore++
-			} else {
-				invalidAfter++
-			}
-		}
-	}
+	invalidBefore, invalidAfter := sdktest.Split(emu.Requests(), revokedAt, func(r dingtalktest.Record) (time.Time, bool) {
+		return r.At, r.Code == "40014" || r.Code == "InvalidAuthentication"
+	})
 	t.Logf("%d replicas x %d restarts x %d apps in %v (shared tokens %v): gettoken %s %d, %s %d; invalid-token answers %d before the revocation, %d after",
 		fleet.Replicas, fleet.Rounds, len(apps), time.Since(start).Round(time.Millisecond), !sdktest.Unshared(),
 		first, emu.Fetches(first, ""), second, emu.Fetches(second, ""), invalidBefore, invalidAfter)

@@ -2,7 +2,6 @@ package wechat_test
 
 import (
 	"context"
-	"encoding/json"
 	"maps"
 	"net/http"
 	"os"
@@ -101,52 +100,23 @@ func runFleet(t *testing.T, kind string) {
 	prefix := "fleet" + strconv.FormatInt(time.Now().UnixNano(), 36)
 
 	start := time.Now()
-	var wg sync.WaitGroup
-	for i := range fleetReplicas {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			cmd := exec.Command(os.Args[0], "-test.run=^TestFleetReplica$", "-test.count=1")
-			cmd.Env = append(os.Environ(), envReplica+"="+strconv.Itoa(i), envEmu+"="+emu.URL,
-				envRedis+"="+srv.Addr, envPrefix+"="+prefix, envKind+"="+kind)
-			if out, err := cmd.CombinedOutput(); err != nil {
-				t.Errorf("replica %d: %v\n%s", i, err, out)
-			}
-		}()
-	}
-
+	wg := startReplicas(t, emu.URL, srv.Addr, prefix, kind)
 	// Mid-run, revoke the token the fleet shares for the first account, as
 	// a reset in WeChat's console does. The token is read as any replica
 	// would: an exchange through a Transport on the fleet's Redis.
-	var revoked string
 	rdb := srv.Client(t)
-	c := &http.Client{Transport: fleetTransport(rdb, prefix, emu.URL, kind)}
+	tr := fleetTransport(rdb, prefix, emu.URL, kind)
+	defer tr.Close()
 	time.Sleep(fleetRounds / 2 * fleetPeriod) // pacing the run, not synchronisation
 	revokedAt := time.Now()
-	resp, err := c.Get("https://api.weixin.qq.com/cgi-bin/token?grant_type=client_credential&appid=" + first + "&secret=" + accounts[first])
-	if err != nil {
-		t.Fatal(err)
-	}
-	var tok struct {
-		AccessToken string `json:"access_token"`
-	}
-	_ = json.NewDecoder(resp.Body).Decode(&tok)
-	resp.Body.Close()
-	revoked = tok.AccessToken
+	req, _ := http.NewRequest(http.MethodGet, "https://api.weixin.qq.com/cgi-bin/token?grant_type=client_credential&appid="+first+"&secret="+accounts[first], nil)
+	revoked := sdktest.Token(t, tr, req, "access_token")
 	emu.Revoke(revoked)
 	wg.Wait()
 	took := time.Since(start)
-
-	invalidBefore, invalidAfter := 0, 0
-	for _, r := range emu.Requests() {
-		if r.Code == wechattest.CodeInvalidToken || r.Code == wechattest.CodeExpiredToken {
-			if r.At.Before(revokedAt) {
-				invalidBefore++
-			} else {
-				invalidAfter++
-			}
-		}
-	}
+	invalidBefore, invalidAfter := sdktest.Split(emu.Requests(), revokedAt, func(r wechattest.Request) (time.Time, bool) {
+		return r.At, r.Code == wechattest.CodeInvalidToken || r.Code == wechattest.CodeExpiredToken
+	})
 	t.Logf("%d replicas x %d restarts x %d %s accounts in %v (shared tokens %v): fetches %s %d, %s %d; invalid-token answers %d before the revocation, %d after",
 		fleetReplicas, fleetRounds, len(accounts), kind, took.Round(time.Millisecond), !sdktest.Unshared(),
 		first, emu.Fetches(first, "/cgi-bin/token"), second, emu.Fetches(second, "/cgi-bin/token"),
@@ -163,14 +133,38 @@ func runFleet(t *testing.T, kind string) {
 	if n := emu.Fetches(second, "/cgi-bin/token"); n != 1 {
 		t.Errorf("%s: %d token fetches, want 1", second, n)
 	}
-	// Nothing in Redis holds a token or a secret in clear.
+	noCredentialInRedis(t, rdb, prefix, revoked, accounts[first], accounts[second])
+}
+
+// startReplicas starts the fleet's replicas, each a process running
+// TestFleetReplica; wait for them on the group returned.
+func startReplicas(t *testing.T, emuURL, redisAddr, prefix, kind string) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	for i := range fleetReplicas {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cmd := exec.Command(os.Args[0], "-test.run=^TestFleetReplica$", "-test.count=1")
+			cmd.Env = append(os.Environ(), envReplica+"="+strconv.Itoa(i), envEmu+"="+emuURL,
+				envRedis+"="+redisAddr, envPrefix+"="+prefix, envKind+"="+kind)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Errorf("replica %d: %v\n%s", i, err, out)
+			}
+		}()
+	}
+	return &wg
+}
+
+// noCredentialInRedis fails the test when a key or value under prefix
+// holds one of secrets in clear.
+func noCredentialInRedis(t *testing.T, rdb redis.UniversalClient, prefix string, secrets ...string) {
 	keys, err := rdb.Keys(context.Background(), prefix+"*").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, k := range keys {
 		v, _ := rdb.Dump(context.Background(), k).Result()
-		for _, s := range []string{revoked, accounts[first], accounts[second]} {
+		for _, s := range secrets {
 			if s != "" && (strings.Contains(k, s) || strings.Contains(v, s)) {
 				t.Errorf("Redis key %q holds a credential in clear", k)
 			}

@@ -1,11 +1,18 @@
 package sdktest
 
 import (
+	"encoding/json"
+	"net/http"
 	"os"
 	"sync"
+	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/quotaware/throttle"
+	"github.com/quotaware/throttle/limiter"
+	"github.com/quotaware/throttle/providers"
 )
 
 // EnvUnshared, set to any value, makes the fleet tests measure the fleet
@@ -61,4 +68,52 @@ func (f Fleet) Run(restart func(replica int), mid func()) (midAt time.Time) {
 	}
 	wg.Wait()
 	return midAt
+}
+
+// Transports builds n Transports, replicas of one service: each on its
+// own limiter over the Redis client gives (key prefix prefix), sending to
+// the emulator at emuURL with profile p, plus FleetOptions. They are
+// closed when the test ends.
+func Transports(t testing.TB, n int, client func() redis.UniversalClient, prefix, emuURL string, p providers.Profile) []*throttle.Transport {
+	var out []*throttle.Transport
+	for range n {
+		tr := throttle.MustNew(append([]throttle.Option{
+			throttle.WithLimiter(limiter.MustNewShared(client(), limiter.SharedConfig{Prefix: prefix})),
+			throttle.WithBase(Redirect(emuURL)), throttle.WithProfiles(p),
+		}, FleetOptions()...)...)
+		t.Cleanup(func() { tr.Close() })
+		out = append(out, tr)
+	}
+	return out
+}
+
+// Token sends req through rt and returns the JSON member of the answer
+// that holds the token (access_token, tenant_access_token, ...): the
+// token a replica would get, read to revoke it at the emulator.
+func Token(t testing.TB, rt http.RoundTripper, req *http.Request, member string) string {
+	t.Helper()
+	resp, err := (&http.Client{Transport: rt}).Do(req)
+	if err != nil {
+		t.Error(err)
+		return ""
+	}
+	defer resp.Body.Close()
+	var a map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&a)
+	tok, _ := a[member].(string)
+	return tok
+}
+
+// Split counts the records that match, before at and from at on.
+func Split[R any](records []R, at time.Time, match func(R) (time.Time, bool)) (before, after int) {
+	for _, r := range records {
+		if when, ok := match(r); ok {
+			if when.Before(at) {
+				before++
+			} else {
+				after++
+			}
+		}
+	}
+	return before, after
 }
