@@ -85,6 +85,11 @@ func (t *Transport) tokenMetric() func(provider, result string) {
 // body replays what was read); err when the caller gave up while an
 // exchange in flight was awaited.
 func (t *Transport) storedExchange(req *http.Request, p *profile) (resp *http.Response, sent *http.Request, err error) {
+	if t.tel.fallbackOn.Load() == 1 {
+		// The limiter finds Redis down: no call before it; the base's
+		// exchange sends it as it came.
+		return nil, req, nil
+	}
 	resp, sent, err = t.tokens.Stored(req, p.Name)
 	if resp == nil || t.apps == nil {
 		return resp, sent, err

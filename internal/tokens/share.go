@@ -290,17 +290,17 @@ func (s *Sharer) Stored(req *http.Request, provider string) (resp *http.Response
 	ctx := req.Context()
 	var timer *time.Timer
 	for {
-		v, err := s.rdb.Get(ctx, p.key).Bytes()
-		switch {
-		case err == nil:
+		v, held, err := s.peek(ctx, p.key)
+		if err != nil {
+			return nil, p.sent, nil // the base's exchange decides, as without Stored
+		}
+		if v != nil {
 			if resp, ok := s.answer(req, ex, p.k, p.key, v); ok {
 				s.count(ex.Provider, Shared)
 				return resp, p.sent, nil
 			}
-		case !errors.Is(err, redis.Nil):
-			return nil, p.sent, nil
 		}
-		if n, err := s.rdb.Exists(ctx, p.key+":lock").Result(); err != nil || n == 0 {
+		if !held {
 			return nil, p.sent, nil // nobody fetching: this one is sent
 		}
 		if timer == nil {
@@ -317,6 +317,28 @@ func (s *Sharer) Stored(req *http.Request, provider string) (resp *http.Response
 		case <-timer.C:
 		}
 	}
+}
+
+// peekTimeout bounds each of Stored's Redis calls: a Redis that does not
+// answer delays an exchange by no more before it goes on to the limiter
+// (whose own calls are bounded alike).
+const peekTimeout = 250 * time.Millisecond
+
+// peek reads the answer kept at key and, when none is, whether an
+// exchange of it is in flight (its lease held): one round trip when an
+// answer is kept, the common case, two otherwise.
+func (s *Sharer) peek(ctx context.Context, key string) (v []byte, held bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, peekTimeout)
+	defer cancel()
+	v, err = s.rdb.Get(ctx, key).Bytes()
+	switch {
+	case err == nil:
+		return v, false, nil
+	case !errors.Is(err, redis.Nil):
+		return nil, false, err
+	}
+	n, err := s.rdb.Exists(ctx, key+":lock").Result()
+	return nil, n > 0, err
 }
 
 // exchange answers one token exchange: from Redis, by fetching it for the

@@ -442,3 +442,18 @@ func (f *fleet) keys(t *testing.T, app string) *keys {
 	}
 	return k
 }
+
+// With Redis down, Stored answers nothing and sends the request on, at
+// once and without an error.
+func TestStoredRedisDown(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
+	defer rdb.Close()
+	s, err := New(rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodGet, "http://api.weixin.qq.com/cgi-bin/token?grant_type=client_credential&appid=wxA&secret=x", nil)
+	if resp, sent, err := s.Stored(req, "wechat"); resp != nil || sent != req || err != nil {
+		t.Fatalf("Redis down: %v %v, want the request sent on", resp, err)
+	}
+}
