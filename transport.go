@@ -14,6 +14,7 @@ import (
 
 	"github.com/quotaware/throttle/apps"
 	"github.com/quotaware/throttle/internal/circuit"
+	"github.com/quotaware/throttle/internal/tokens"
 	"github.com/quotaware/throttle/limiter"
 	"github.com/quotaware/throttle/limiter/rule"
 	"github.com/quotaware/throttle/providers"
@@ -35,7 +36,8 @@ type Transport struct {
 	quota    *quotaWatch
 	head     *headroomLoop // measured latency allowances and learned limits (headroom.go, learned.go)
 
-	apps *apps.Book // WithApps: learns which app each token belongs to
+	apps   *apps.Book     // WithApps: learns which app each token belongs to
+	tokens *tokens.Sharer // token exchanges shared by the fleet (tokens.go); nil without Redis
 }
 
 // profile is a providers.Profile with its defaults resolved and its own
@@ -117,7 +119,7 @@ func New(opts ...Option) (*Transport, error) {
 		_ = t.Close() // stops the limiter and the headroom loop started above
 		return nil, err
 	}
-	t.base = shareTokens(&c, t.shared, t.base) // token exchanges shared by the fleet (tokens.go)
+	t.shareTokens(&c) // token exchanges shared by the fleet (tokens.go)
 	if t.apps != nil {
 		t.base = t.apps.Observe(t.base) // learn from the token exchanges sent
 	}
@@ -297,6 +299,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if p == nil {
 		t.tel.unmatched.record(req, t.tel.log)
 		return t.base.RoundTrip(req)
+	}
+	if t.tokens != nil {
+		resp, sent, err := t.storedExchange(req, p)
+		if resp != nil || err != nil {
+			return resp, err
+		}
+		req = sent
 	}
 	req = t.resolveApp(req, p)
 	route, err := p.Route(req)

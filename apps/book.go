@@ -194,7 +194,7 @@ func (b *Book) Stats() Stats {
 // A nil Book does only this.
 func (b *Book) Resolve(req *http.Request, provider string) *http.Request {
 	ctx := req.Context()
-	if ex := exchangeFor(req.Method, req.URL.Path); ex != nil && ex.provider == provider {
+	if ex := exchangeFor(req.Method, req.URL.Path); ex != nil && ex.Provider == provider {
 		if _, tagged := FromContext(ctx); !tagged {
 			if app, ok := b.exchangeApp(req, ex); ok {
 				ctx = NewContext(ctx, app)

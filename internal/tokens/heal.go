@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"time"
 
 	"github.com/quotaware/throttle/internal/tokenform"
 	"github.com/quotaware/throttle/providers"
@@ -39,7 +40,12 @@ func (s *Sharer) watch(base http.RoundTripper, req *http.Request) (*http.Respons
 }
 
 // heal deletes the kept answer of tok, compared on the token's hash: a
-// newer answer another replica stored in the meantime stays.
+// newer answer another replica stored in the meantime stays. Heals of one
+// credential are capped for the fleet (WithHealLimits: by default one in
+// 30 s and 20 a day, WeChat's cap on forced refreshes), so that a service
+// outside the fleet that keeps invalidating the token cannot turn healing
+// into a storm of fetches: past the cap, the kept answer stays until it
+// ends or the cap allows.
 func (s *Sharer) heal(ctx context.Context, tok string, h handed) {
 	s.mu.Lock()
 	delete(s.handed, tok)
@@ -47,15 +53,67 @@ func (s *Sharer) heal(ctx context.Context, tok string, h handed) {
 	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.lease)
 	defer cancel()
-	if n, err := s.rdb.Eval(ctx, healLua, []string{h.key}, h.tag).Int(); err == nil && n == 1 {
-		s.healed.Add(1)
+	// Only a kept answer of this token is healed: read it before spending
+	// the cap (the delete compares again).
+	v, err := s.rdb.Get(ctx, h.key).Bytes()
+	if err != nil || len(v) < len(h.tag) || string(v[:len(h.tag)]) != string(h.tag) {
+		return
 	}
+	// Another replica healing this very token (healSame) may not have
+	// deleted it yet: delete it here too, before the SDK exchanges again.
+	if s.mayHeal(ctx, h) == healCapped {
+		s.count(h.provider, Capped)
+		return
+	}
+	if n, err := s.rdb.Eval(ctx, healLua, []string{h.key}, h.tag).Int(); err == nil && n == 1 {
+		s.count(h.provider, Healed)
+	}
+}
+
+// What mayHeal decides.
+const (
+	healOK     = iota
+	healSame   // another replica is healing the same token
+	healCapped // a cap refuses it
+)
+
+// mayHeal takes one heal of the credential whose answer of h's token is
+// kept from its caps: the gap since the last heal (a SET NX PX holding the
+// hash of the token healed, so that replicas reporting the same token are
+// told apart from a second invalidation) and the heals of the day (a
+// counter that expires a day after the first).
+func (s *Sharer) mayHeal(ctx context.Context, h handed) int {
+	if s.healGap > 0 {
+		ok, err := s.rdb.SetNX(ctx, h.key+":healed", h.tag, s.healGap).Result()
+		if err != nil {
+			return healCapped
+		}
+		if !ok {
+			if last, err := s.rdb.Get(ctx, h.key+":healed").Bytes(); err == nil && string(last) == string(h.tag) {
+				return healSame
+			}
+			return healCapped
+		}
+	}
+	if s.healsPerDay > 0 {
+		n, err := s.rdb.Eval(ctx, countLua, []string{h.key + ":heals"}, (24 * time.Hour).Milliseconds()).Int()
+		if err != nil || n > s.healsPerDay {
+			return healCapped
+		}
+	}
+	return healOK
 }
 
 // healLua deletes a kept answer whose value starts with the token's hash.
 const healLua = `local v = redis.call('GET', KEYS[1])
 if v and string.sub(v, 1, 16) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0`
+
+// countLua counts one more in a counter that expires ARGV[1] ms after its
+// first count.
+const countLua = `local n = redis.call('INCR', KEYS[1])
+if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
+return n`
 
 // invalidToken reports whether an answer says the token it was sent with is
 // invalid or expired: WeChat and WeCom 40001, 42001, 40014; DingTalk 40014
