@@ -1,7 +1,9 @@
 package throttle_test
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"maps"
 	"net/http"
@@ -264,5 +266,88 @@ func TestSharedAnswerIsLearned(t *testing.T) {
 	st := f.clients[1].Transport.(*throttle.Transport).Apps().Stats()
 	if st.Learned != 1 || st.Refused != 0 {
 		t.Fatalf("replica 1's book: learned %d, refused %d; want 1 and 0", st.Learned, st.Refused)
+	}
+}
+
+// Neither an app secret nor an access token is ever in clear in a Redis
+// key or value, a Pub/Sub message, a log line, a span or a metric, through
+// exchanges fetched, shared, healed and the calls made with their tokens,
+// with apps learned and shared through Redis.
+func TestNoCredentialAnywhere(t *testing.T) {
+	o := newObservability(t)
+	srv := redistest.Shared(t)
+	sub := srv.Client(t).PSubscribe(context.Background(), "*")
+	t.Cleanup(func() { sub.Close() })
+	if _, err := sub.Receive(context.Background()); err != nil { // the subscription's confirmation
+		t.Fatal(err)
+	}
+	// Redis delivers a subscription's messages in the order it ran the
+	// PUBLISHes: once a sentinel published at the end arrives, every
+	// announcement made before it has.
+	sentinel := "sentinel-" + limitertest.Group(t)
+	var published strings.Builder
+	done := make(chan struct{})
+	go func() {
+		for m := range sub.Channel() {
+			if m.Channel == sentinel {
+				close(done)
+				return
+			}
+			published.WriteString(m.Channel + " " + m.Payload + "\n")
+		}
+	}()
+	f := newTokenFleet(t, 3, append(o.opts, throttle.WithApps(apps.Config{Key: []byte("0123456789abcdef0123456789abcdef")}))...)
+	current := func() string {
+		var tok struct {
+			AccessToken string `json:"access_token"`
+		}
+		resp, err := f.clients[2].Get(f.emu.URL + "/cgi-bin/token?grant_type=client_credential&appid=" + fleetApps[0] + "&secret=" + fleetSecret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		_ = json.NewDecoder(resp.Body).Decode(&tok)
+		return tok.AccessToken
+	}
+	f.restart(t, 2)
+	revoked := current()
+	f.emu.Revoke(revoked)
+	f.restart(t, 1) // heals
+	tokens := []string{revoked, current()}
+	if tokens[0] == "" || tokens[0] == tokens[1] {
+		t.Fatalf("tokens %q: want two, before and after the heal", tokens)
+	}
+
+	var seen strings.Builder
+	rdb := srv.Client(t)
+	keys, err := rdb.Keys(context.Background(), "*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		v, _ := rdb.Dump(context.Background(), k).Result()
+		seen.WriteString("redis " + k + " " + v + "\n")
+	}
+	for _, s := range o.spans.GetSpans() {
+		fmt.Fprintf(&seen, "span %s %v %v %v\n", s.Name, s.Attributes, s.Events, s.Status)
+	}
+	fmt.Fprintf(&seen, "metrics %+v\n", o.metrics(t))
+	seen.WriteString(o.logs.String())
+	if err := rdb.Publish(context.Background(), sentinel, "end").Err(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+		seen.WriteString(published.String())
+	case <-time.After(10 * time.Second):
+		t.Fatal("the sentinel message never arrived")
+	}
+	for _, secret := range append(tokens, fleetSecret) {
+		if i := strings.Index(seen.String(), secret); i >= 0 {
+			t.Fatalf("%q in clear: %s", secret, seen.String()[max(0, i-200):min(seen.Len(), i+100)])
+		}
+	}
+	if len(keys) == 0 || len(o.spans.GetSpans()) == 0 || !strings.Contains(seen.String(), "throttle.tokens.exchanges") {
+		t.Fatalf("nothing was written or exported, so the check proves nothing")
 	}
 }
