@@ -1,6 +1,7 @@
 package tokens
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -120,6 +121,11 @@ return n`
 // (old API) or HTTP 401 InvalidAuthentication (new API); Feishu 99991663
 // (invalid) and 99991677 (expired).
 func invalidToken(provider string, status int, body []byte) bool {
+	// Most answers are successes: only one naming an invalid-token code
+	// is decoded, so a normal call costs a scan, not a JSON decode.
+	if !mentionsInvalidToken(body) {
+		return false
+	}
 	var a struct {
 		ErrCode int             `json:"errcode"`
 		Code    json.RawMessage `json:"code"`
@@ -134,6 +140,21 @@ func invalidToken(provider string, status int, body []byte) bool {
 		return a.ErrCode == 40014 || (status == http.StatusUnauthorized && string(a.Code) == `"InvalidAuthentication"`)
 	case feishu:
 		return string(a.Code) == "99991663" || string(a.Code) == "99991677"
+	}
+	return false
+}
+
+// invalidTokenCodes are the codes invalidToken looks for, as they appear
+// in an answer's text.
+var invalidTokenCodes = [][]byte{[]byte("40001"), []byte("42001"), []byte("40014"),
+	[]byte("InvalidAuthentication"), []byte("99991663"), []byte("99991677")}
+
+// mentionsInvalidToken reports whether body holds one of the codes.
+func mentionsInvalidToken(body []byte) bool {
+	for _, c := range invalidTokenCodes {
+		if bytes.Contains(body, c) {
+			return true
+		}
 	}
 	return false
 }
