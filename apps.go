@@ -73,19 +73,9 @@ func ContextWithTenant(ctx context.Context, app, org string) context.Context {
 	return apps.NewContext(ctx, apps.App{ID: app, Org: org})
 }
 
-// resolveApp tags req with its app for profile p; see WithApps.
-// A token exchange is charged to the app it names (its query or body), with
-// or without a Book: it carries no token of its own, and would otherwise
-// land in the preset's unknown scope, where every account's exchanges share
-// one quota.
+// resolveApp tags req with its app for profile p (see WithApps and
+// apps.Book.Resolve). A token exchange is charged to the app it names, with
+// or without a Book.
 func (t *Transport) resolveApp(req *http.Request, p *profile) *http.Request {
-	if _, tagged := apps.FromContext(req.Context()); !tagged {
-		if app, ok := t.apps.ExchangeApp(req, p.Name); ok {
-			req = req.WithContext(apps.NewContext(req.Context(), app))
-		}
-	}
-	if t.apps == nil {
-		return req
-	}
 	return t.apps.Resolve(req, p.Name)
 }

@@ -1,6 +1,7 @@
 package throttle
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -193,7 +194,7 @@ func (t *Transport) startHeadroom(c *config) error {
 		if p.Headroom == nil {
 			continue
 		}
-		spec, err := p.Headroom.Normalized()
+		spec, err := headroomSpec(*p.Headroom)
 		if err != nil {
 			return fmt.Errorf("throttle: profile %q: %w", p.Name, err)
 		}
@@ -293,7 +294,7 @@ func (l *headroomLoop) round(i int) {
 		}
 	}
 	if ok {
-		h.apply(h.spec.Allowance(spread), spread, shared, l.log)
+		h.apply(allowanceFor(h.spec, spread), spread, shared, l.log)
 	}
 }
 
@@ -338,4 +339,48 @@ func registerHeadroomGauge(mp metric.MeterProvider, heads []*headroom, report fu
 	}, g)
 	report(err)
 	return reg
+}
+
+// Defaults of Headroom, stated in its fields' docs.
+const (
+	headroomDefaultFloor   = 5 * time.Millisecond
+	headroomDefaultCeiling = 150 * time.Millisecond
+	headroomDefaultStep    = 2 * time.Millisecond
+	headroomDefaultMargin  = 5 * time.Millisecond
+)
+
+// headroomSpec returns a profile's Headroom with its defaults (stated in the
+// fields' docs) filled in, or an error naming the field at fault.
+func headroomSpec(h providers.Headroom) (providers.Headroom, error) {
+	h.Floor = cmp.Or(h.Floor, headroomDefaultFloor)
+	h.Ceiling = cmp.Or(h.Ceiling, headroomDefaultCeiling)
+	h.Step = cmp.Or(h.Step, headroomDefaultStep)
+	h.Margin = cmp.Or(h.Margin, headroomDefaultMargin)
+	h.Initial = cmp.Or(h.Initial, h.Ceiling)
+	switch {
+	case h.Rebuild == nil:
+		return h, fmt.Errorf("Headroom.Rebuild must not be nil")
+	case h.Step < 0 || h.Margin < 0:
+		return h, fmt.Errorf("Headroom.Step and Headroom.Margin must not be negative, got %v and %v", h.Step, h.Margin)
+	case h.Floor < 0:
+		return h, fmt.Errorf("Headroom.Floor must not be negative, got %v", h.Floor)
+	case h.Ceiling < h.Floor:
+		return h, fmt.Errorf("Headroom.Ceiling (%v) must not be below Headroom.Floor (%v)", h.Ceiling, h.Floor)
+	case h.Initial < h.Floor || h.Initial > h.Ceiling:
+		return h, fmt.Errorf("Headroom.Initial must be within [Floor, Ceiling], got %v", h.Initial)
+	}
+	return h, nil
+}
+
+// allowanceFor turns a measured spread into the allowance: the spread plus
+// Margin, rounded up to Step and held within [Floor, Ceiling]. Call it on
+// a headroomSpec.
+func allowanceFor(h providers.Headroom, spread time.Duration) time.Duration {
+	a := spread + h.Margin
+	if h.Step > 0 {
+		if r := a % h.Step; r != 0 {
+			a += h.Step - r
+		}
+	}
+	return min(max(a, h.Floor), h.Ceiling)
 }

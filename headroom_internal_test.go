@@ -14,12 +14,12 @@ import (
 func testHeadroom(t *testing.T, name string) (*headroom, *[]time.Duration) {
 	t.Helper()
 	var built []time.Duration
-	spec, err := providers.Headroom{Initial: 50 * time.Millisecond, Rebuild: func(a time.Duration) (providers.Profile, error) {
+	spec, err := headroomSpec(providers.Headroom{Initial: 50 * time.Millisecond, Rebuild: func(a time.Duration) (providers.Profile, error) {
 		built = append(built, a)
 		return providers.Profile{Name: name, Route: func(*http.Request) (providers.Route, error) {
 			return providers.Route{API: a.String()}, nil
 		}}, nil
-	}}.Normalized()
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,14 +58,14 @@ func TestHeadroomSpreadIsBetweenQuantiles(t *testing.T) {
 }
 
 func TestHeadroomAllowanceBoundedAndQuantised(t *testing.T) {
-	spec, _ := providers.Headroom{Rebuild: func(time.Duration) (providers.Profile, error) { return providers.Profile{}, nil }}.Normalized()
+	spec, _ := headroomSpec(providers.Headroom{Rebuild: func(time.Duration) (providers.Profile, error) { return providers.Profile{}, nil }})
 	for _, c := range []struct{ spread, want time.Duration }{
 		{0, 6 * time.Millisecond},                        // the 5 ms margin, up to the step
 		{9500 * time.Microsecond, 16 * time.Millisecond}, // 14.5 ms rounded up to the 2 ms step
 		{38 * time.Millisecond, 44 * time.Millisecond},   // 43 ms, up to 44
 		{time.Second, 150 * time.Millisecond},
 	} {
-		if got := spec.Allowance(c.spread); got != c.want {
+		if got := allowanceFor(spec, c.spread); got != c.want {
 			t.Errorf("Allowance(%v) = %v, want %v", c.spread, got, c.want)
 		}
 	}
@@ -75,8 +75,8 @@ func TestHeadroomAllowanceBoundedAndQuantised(t *testing.T) {
 		{Floor: 10 * time.Millisecond, Ceiling: 5 * time.Millisecond, Rebuild: spec.Rebuild},
 		{Initial: time.Second, Rebuild: spec.Rebuild},
 	} {
-		if _, err := bad.Normalized(); err == nil {
-			t.Errorf("Normalized(%+v) accepted it", bad)
+		if _, err := headroomSpec(bad); err == nil {
+			t.Errorf("headroomSpec(%+v) accepted it", bad)
 		}
 	}
 }
@@ -100,7 +100,7 @@ func TestHeadroomSharedLargestLiveEstimate(t *testing.T) {
 	a.round(0)
 	b.round(0)
 	c.round(0) // nothing measured: reads only
-	want := ha.spec.Allowance(time.Duration(ha.must(t)) * time.Microsecond)
+	want := allowanceFor(ha.spec, time.Duration(ha.must(t))*time.Microsecond)
 	for name, h := range map[string]*headroom{"a": ha, "b": hb, "c": hc} {
 		if got := time.Duration(h.allowance.Load()); got != want {
 			t.Errorf("replica %s: allowance %v, want the largest estimate's %v", name, got, want)
@@ -122,7 +122,7 @@ func TestHeadroomSharedLargestLiveEstimate(t *testing.T) {
 	if n, _ := rdb.HLen(t.Context(), key).Result(); n != 1 {
 		t.Errorf("the hash holds %d entries after a lapsed one was read, want 1 (b's)", n)
 	}
-	if got, want := time.Duration(hb.allowance.Load()), hb.spec.Allowance(5*time.Millisecond); got > want+hb.spec.Step {
+	if got, want := time.Duration(hb.allowance.Load()), allowanceFor(hb.spec, 5*time.Millisecond); got > want+hb.spec.Step {
 		t.Errorf("b's allowance %v after a's estimate lapsed, want about %v", got, want)
 	}
 }

@@ -7,10 +7,6 @@ import (
 	"log/slog"
 )
 
-// ErrLiftUnsupported is returned by LiftPenalty when the Transport's limiter
-// (one given with WithLimiter) cannot lift a shared penalty.
-var ErrLiftUnsupported = errors.New("throttle: the limiter cannot lift a penalty")
-
 // penaltyLifter is a limiter that can end a shared penalty:
 // limiter.Memory and limiter.Shared.
 type penaltyLifter interface {
@@ -24,6 +20,9 @@ type penaltyLifter interface {
 // breaker too. A scope that the provider really penalises will answer with
 // a quota error again and be penalised again. The throttlectl tool does the
 // same from outside a service: throttlectl lift SCOPE -provider NAME.
+// A limiter given with WithLimiter that cannot lift a penalty (neither
+// limiter.Memory nor limiter.Shared) gives an error that is
+// errors.ErrUnsupported.
 func (t *Transport) LiftPenalty(ctx context.Context, provider, scope string) error {
 	var p *profile
 	for i := range t.profiles {
@@ -39,7 +38,7 @@ func (t *Transport) LiftPenalty(ctx context.Context, provider, scope string) err
 	}
 	l, ok := t.limiter.(penaltyLifter)
 	if !ok {
-		return fmt.Errorf("%w: %T", ErrLiftUnsupported, t.limiter)
+		return fmt.Errorf("throttle: LiftPenalty: %w by the limiter %T", errors.ErrUnsupported, t.limiter)
 	}
 	p.breakers.Lift(scope)
 	if _, err := l.LiftPenalty(ctx, provider, scope); err != nil {

@@ -136,8 +136,8 @@ func quotaPoints(t *testing.T, reader *sdkmetric.ManualReader) map[string]int64 
 func TestLiftPenaltyUnsupported(t *testing.T) {
 	tr := throttle.MustNew(throttle.WithProfiles(dailyProfile(t, "x")), throttle.WithLimiter(plainLimiter{limiter.NewMemory()}),
 		throttle.WithoutTelemetry())
-	if err := tr.LiftPenalty(context.Background(), "daily", "org:1"); !errors.Is(err, throttle.ErrLiftUnsupported) {
-		t.Fatalf("LiftPenalty: %v, want ErrLiftUnsupported", err)
+	if err := tr.LiftPenalty(context.Background(), "daily", "org:1"); !errors.Is(err, errors.ErrUnsupported) {
+		t.Fatalf("LiftPenalty: %v, want errors.ErrUnsupported", err)
 	}
 }
 

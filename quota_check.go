@@ -87,10 +87,6 @@ func (t *Transport) startQuotaCheck(c *config) {
 		if p.QuotaCheck == nil {
 			continue
 		}
-		if err := p.QuotaCheck.Validate(); err != nil {
-			c.logger.Warn("throttle: quotas are not reconciled with the provider", "provider", p.Name, "error", err)
-			continue
-		}
 		route, check := p.Route, p.QuotaCheck
 		p.Route = func(req *http.Request) (providers.Route, error) {
 			r, err := route(req)
@@ -175,8 +171,8 @@ func (q *quotaChecker) read(tr *Transport, e *quotaEntry) {
 	ctx, cancel := context.WithTimeout(q.done, quotaReadTimeout)
 	defer cancel()
 	group := e.key.group
+	lease := "{" + q.prefix + ":" + group + "}:qc:" + t.App + " " + t.API
 	if q.rdb != nil {
-		lease := "{" + q.prefix + ":" + group + "}:qc:" + t.App + " " + t.API
 		ok, err := q.rdb.SetNX(ctx, lease, "1", every).Result()
 		if err != nil {
 			e.next = time.Now().Add(min(quotaRetry, every))
@@ -196,6 +192,13 @@ func (q *quotaChecker) read(tr *Transport, e *quotaEntry) {
 	reading, err := q.ask(ctx, tr, e.check, t)
 	if err != nil {
 		e.next = time.Now().Add(min(quotaRetry, every))
+		if q.rdb != nil {
+			// Give the period's lease back, or the retry (this replica's
+			// or another's) would wait for it to lapse: a whole Every.
+			dctx, dcancel := context.WithTimeout(q.done, quotaReadTimeout)
+			q.rdb.Del(dctx, lease)
+			dcancel()
+		}
 		q.log.Warn("throttle: could not read a quota from the provider", "provider", group, "quota", t.String(),
 			"error", RedactError(err))
 		return

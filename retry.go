@@ -127,10 +127,15 @@ func (r *retrier) do(req *http.Request, c *call) (*http.Response, error) {
 		return nil, err
 	}
 	// Observe whether each attempt's request was written: a failure before
-	// that is always safe to retry.
-	traced := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		WroteRequest: func(httptrace.WroteRequestInfo) { c.wrote.Store(true) },
-	})
+	// that is always safe to retry. An idempotent request is retried after
+	// an ambiguous failure either way, so it goes without the trace (three
+	// allocations a call).
+	traced := ctx
+	if !idempotent(req) {
+		traced = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+			WroteRequest: func(httptrace.WroteRequestInfo) { c.wrote.Store(true) },
+		})
+	}
 	var (
 		resp *http.Response
 		prev error // why the attempt before the last did not do

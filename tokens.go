@@ -1,10 +1,13 @@
 package throttle
 
 import (
+	"context"
 	"net/http"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
 	"github.com/quotaware/throttle/internal/tokens"
-	"github.com/quotaware/throttle/limiter"
 )
 
 // WithoutSharedTokens turns off the sharing of token exchanges between
@@ -23,20 +26,81 @@ func WithoutSharedTokens() Option {
 	return optionFunc(func(c *config) { c.noShare = true })
 }
 
-// shareTokens wraps base with the exchange sharing of package tokens when
+// shareTokens wraps t.base with the exchange sharing of package tokens when
 // the Transport has a shared limiter on Redis (from WithRedis or given with
 // WithLimiter) and sharing is not turned off; it uses the limiter's client
 // and key prefix. It sits under the app learning (apps.Book.Observe), which
-// so learns from shared answers too.
-func shareTokens(c *config, shared *limiter.Shared, base http.RoundTripper) http.RoundTripper {
-	if shared == nil || c.noShare {
-		return base
+// so learns from the answers fetched for the fleet; RoundTrip answers the
+// exchanges whose answer is kept before the limiter (storedExchange).
+func (t *Transport) shareTokens(c *config) {
+	if t.shared == nil || c.noShare {
+		return
 	}
-	s, err := tokens.New(shared.Client(), tokens.WithPrefix(shared.Config().Prefix))
+	s, err := tokens.New(t.shared.Client(), tokens.WithPrefix(t.shared.Config().Prefix),
+		tokens.WithObserver(t.tokenMetric()))
 	if err != nil {
 		// Only a bad option fails New, and these are valid: exchange
 		// alone rather than fail the Transport.
-		return base
+		return
 	}
-	return s.Wrap(base)
+	t.tokens = s
+	t.base = s.Wrap(t.base)
 }
+
+// tokenMetric returns what counts the shared exchanges in the metric
+// throttle.tokens.exchanges{provider, result}, or nil without telemetry.
+// Its attributes are the provider and the result (fetched, shared, waited,
+// healed, capped, unshared): never a token, a secret or an app.
+func (t *Transport) tokenMetric() func(provider, result string) {
+	if t.tel.disabled {
+		return nil
+	}
+	counter, err := t.tel.meterProvider.Meter(instrumentationName).Int64Counter("throttle.tokens.exchanges",
+		metric.WithUnit("{exchange}"),
+		metric.WithDescription("Token exchanges shared by the fleet through Redis, by result: fetched (sent to the provider, answer kept), "+
+			"shared (answered from Redis), waited (for another replica's fetch), healed (a kept token the provider refused, dropped), "+
+			"capped (a heal refused: one per credential in 30 s, 20 a day), unshared (sent alone: Redis failed)."))
+	t.tel.report(err)
+	if err != nil {
+		return nil
+	}
+	type key struct{ provider, result string }
+	sets := map[key]metric.MeasurementOption{}
+	for _, p := range []string{"dingtalk", "wechat", "wecom", "feishu"} {
+		for _, r := range []string{tokens.Fetched, tokens.Shared, tokens.Waited, tokens.Healed, tokens.Capped, tokens.Unshared} {
+			sets[key{p, r}] = metric.WithAttributeSet(attribute.NewSet(attribute.String("provider", p), attribute.String("result", r)))
+		}
+	}
+	return func(provider, result string) {
+		if set, ok := sets[key{provider, result}]; ok {
+			counter.Add(context.Background(), 1, set)
+		}
+	}
+}
+
+// storedExchange answers a token exchange the profile p matched from the
+// answer another replica fetched, kept in Redis, before the limiter: only
+// exchanges sent to the provider take a slot of the exchange's rules. resp
+// is nil when the request is to be sent on, as sent (req, or a copy whose
+// body replays what was read); err when the caller gave up while an
+// exchange in flight was awaited.
+func (t *Transport) storedExchange(req *http.Request, p *profile) (resp *http.Response, sent *http.Request, err error) {
+	if t.tel.fallbackOn.Load() == 1 {
+		// The limiter finds Redis down: no call before it; the base's
+		// exchange sends it as it came.
+		return nil, req, nil
+	}
+	resp, sent, err = t.tokens.Stored(req, p.Name)
+	if resp == nil || t.apps == nil {
+		return resp, sent, err
+	}
+	// The app book learns from a shared answer as from one it saw fetched
+	// (Resolve marks the exchange as sent to the provider's profile).
+	resp, err = t.apps.Observe(answered{resp}).RoundTrip(t.apps.Resolve(sent, p.Name))
+	return resp, sent, err
+}
+
+// answered is a RoundTripper whose answer is already known.
+type answered struct{ resp *http.Response }
+
+func (a answered) RoundTrip(*http.Request) (*http.Response, error) { return a.resp, nil }

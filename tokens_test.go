@@ -1,15 +1,22 @@
 package throttle_test
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
 	"github.com/quotaware/throttle"
+	"github.com/quotaware/throttle/apps"
 	"github.com/quotaware/throttle/internal/redistest"
 	"github.com/quotaware/throttle/limiter"
 	"github.com/quotaware/throttle/limiter/limitertest"
@@ -163,5 +170,184 @@ func TestWithoutSharedTokens(t *testing.T) {
 	}
 	if n := f.emu.Fetches(fleetApps[0], "/cgi-bin/token"); n != 2 {
 		t.Fatalf("%d fetches, want 2", n)
+	}
+}
+
+// An exchange answered from Redis takes no slot of the exchange's own
+// rules: with /cgi-bin/token quotas of 2 a day per account, two replicas
+// exchange 20 times for one account (one fetch at WeChat, the rest shared)
+// and none is refused. Charged a slot each (before), the third exchange was
+// refused while WeChat had counted one.
+func TestSharedExchangeTakesNoSlot(t *testing.T) {
+	srv := redistest.Shared(t)
+	prefix := limitertest.Group(t)
+	emu := wechattest.NewServer(wechattest.Options{Apps: map[string]string{fleetApps[0]: fleetSecret}})
+	defer emu.Close()
+	u, _ := url.Parse(emu.URL)
+	quota := func() map[string]int { return map[string]int{"/cgi-bin/token": 2} }
+	set := wechat.MustNew(wechat.Config{Hosts: []string{u.Hostname()},
+		Unknown: wechat.App{Daily: quota(), PerMinute: map[string]int{}},
+		Apps:    []wechat.App{{AppID: fleetApps[0], Daily: quota(), PerMinute: map[string]int{}}}})
+	var clients []*http.Client
+	for range 2 {
+		tr := throttle.MustNew(throttle.WithLimiter(limiter.MustNewShared(srv.Client(t), limiter.SharedConfig{Prefix: prefix})),
+			throttle.WithProfiles(set.Profile()), throttle.WithMaxWait(50*time.Millisecond))
+		t.Cleanup(func() { tr.Close() })
+		clients = append(clients, &http.Client{Transport: tr})
+	}
+	for i := range 20 {
+		resp, err := clients[i%2].Get(emu.URL + "/cgi-bin/token?grant_type=client_credential&appid=" + fleetApps[0] + "&secret=" + fleetSecret)
+		if err != nil {
+			t.Fatalf("exchange %d refused: %v", i+1, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(b), `"access_token"`) {
+			t.Fatalf("exchange %d: %s", i+1, b)
+		}
+	}
+	if n := emu.Fetches(fleetApps[0], "/cgi-bin/token"); n != 1 {
+		t.Fatalf("%d fetches at WeChat, want 1", n)
+	}
+}
+
+// throttle.tokens.exchanges counts the fleet's exchanges by provider and
+// result: a fetch, an answer from Redis, a token the provider refused
+// (healed) and the fetch that replaced it. No attribute holds a token or
+// a secret.
+func TestTokenExchangesMetric(t *testing.T) {
+	o := newObservability(t)
+	f := newTokenFleet(t, 2, o.opts...)
+	f.sdk(t, 0, fleetApps[0], 0) // fetched
+	f.sdk(t, 1, fleetApps[0], 0) // shared
+	var tok struct {
+		AccessToken string `json:"access_token"`
+	}
+	resp, err := f.clients[1].Get(f.emu.URL + "/cgi-bin/token?grant_type=client_credential&appid=" + fleetApps[0] + "&secret=" + fleetSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&tok) // shared
+	resp.Body.Close()
+	f.emu.Revoke(tok.AccessToken)
+	if n := f.sdk(t, 1, fleetApps[0], 1); n != 1 { // shared, healed, fetched
+		t.Fatalf("%d invalid-token answers, want 1", n)
+	}
+	m, ok := o.metrics(t)["throttle.tokens.exchanges"]
+	if !ok || m.Unit != "{exchange}" || m.Description == "" {
+		t.Fatalf("throttle.tokens.exchanges: %+v", m)
+	}
+	want := map[string]int64{"fetched": 2, "shared": 3, "healed": 1}
+	if got := counts(t, m, "result"); !maps.Equal(got, want) {
+		t.Fatalf("throttle.tokens.exchanges by result = %v, want %v", got, want)
+	}
+	if got := counts(t, m, "provider"); len(got) != 1 || got["wechat"] != 6 {
+		t.Fatalf("throttle.tokens.exchanges by provider = %v, want wechat: 6", got)
+	}
+	for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+		for _, kv := range dp.Attributes.ToSlice() {
+			if v := kv.Value.Emit(); strings.Contains(v, tok.AccessToken) || strings.Contains(v, fleetSecret) || strings.Contains(v, fleetApps[0]) {
+				t.Fatalf("attribute %s=%q holds a credential", kv.Key, v)
+			}
+		}
+	}
+}
+
+// The app book of a replica whose exchange was answered from Redis learns
+// the token as if it had seen the fetch: before the limiter, the answer
+// still goes through the book, marked as sent to the preset's profile.
+func TestSharedAnswerIsLearned(t *testing.T) {
+	f := newTokenFleet(t, 2, throttle.WithApps(apps.Config{Key: []byte("0123456789abcdef0123456789abcdef")}))
+	f.sdk(t, 0, fleetApps[0], 0) // fetched by replica 0
+	f.sdk(t, 1, fleetApps[0], 0) // answered from Redis on replica 1
+	if n := f.emu.Fetches(fleetApps[0], "/cgi-bin/token"); n != 1 {
+		t.Fatalf("%d fetches, want 1", n)
+	}
+	st := f.clients[1].Transport.(*throttle.Transport).Apps().Stats()
+	if st.Learned != 1 || st.Refused != 0 {
+		t.Fatalf("replica 1's book: learned %d, refused %d; want 1 and 0", st.Learned, st.Refused)
+	}
+}
+
+// Neither an app secret nor an access token is ever in clear in a Redis
+// key or value, a Pub/Sub message, a log line, a span or a metric, through
+// exchanges fetched, shared, healed and the calls made with their tokens,
+// with apps learned and shared through Redis.
+func TestNoCredentialAnywhere(t *testing.T) {
+	o := newObservability(t)
+	srv := redistest.Shared(t)
+	sub := srv.Client(t).PSubscribe(context.Background(), "*")
+	t.Cleanup(func() { sub.Close() })
+	if _, err := sub.Receive(context.Background()); err != nil { // the subscription's confirmation
+		t.Fatal(err)
+	}
+	// Redis delivers a subscription's messages in the order it ran the
+	// PUBLISHes: once a sentinel published at the end arrives, every
+	// announcement made before it has.
+	sentinel := "sentinel-" + limitertest.Group(t)
+	var published strings.Builder
+	done := make(chan struct{})
+	go func() {
+		for m := range sub.Channel() {
+			if m.Channel == sentinel {
+				close(done)
+				return
+			}
+			published.WriteString(m.Channel + " " + m.Payload + "\n")
+		}
+	}()
+	f := newTokenFleet(t, 3, append(o.opts, throttle.WithApps(apps.Config{Key: []byte("0123456789abcdef0123456789abcdef")}))...)
+	current := func() string {
+		var tok struct {
+			AccessToken string `json:"access_token"`
+		}
+		resp, err := f.clients[2].Get(f.emu.URL + "/cgi-bin/token?grant_type=client_credential&appid=" + fleetApps[0] + "&secret=" + fleetSecret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		_ = json.NewDecoder(resp.Body).Decode(&tok)
+		return tok.AccessToken
+	}
+	f.restart(t, 2)
+	revoked := current()
+	f.emu.Revoke(revoked)
+	f.restart(t, 1) // heals
+	tokens := []string{revoked, current()}
+	if tokens[0] == "" || tokens[0] == tokens[1] {
+		t.Fatalf("tokens %q: want two, before and after the heal", tokens)
+	}
+
+	var seen strings.Builder
+	rdb := srv.Client(t)
+	keys, err := rdb.Keys(context.Background(), "*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		v, _ := rdb.Dump(context.Background(), k).Result()
+		seen.WriteString("redis " + k + " " + v + "\n")
+	}
+	for _, s := range o.spans.GetSpans() {
+		fmt.Fprintf(&seen, "span %s %v %v %v\n", s.Name, s.Attributes, s.Events, s.Status)
+	}
+	fmt.Fprintf(&seen, "metrics %+v\n", o.metrics(t))
+	seen.WriteString(o.logs.String())
+	if err := rdb.Publish(context.Background(), sentinel, "end").Err(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+		seen.WriteString(published.String())
+	case <-time.After(10 * time.Second):
+		t.Fatal("the sentinel message never arrived")
+	}
+	for _, secret := range append(tokens, fleetSecret) {
+		if i := strings.Index(seen.String(), secret); i >= 0 {
+			t.Fatalf("%q in clear: %s", secret, seen.String()[max(0, i-200):min(seen.Len(), i+100)])
+		}
+	}
+	if len(keys) == 0 || len(o.spans.GetSpans()) == 0 || !strings.Contains(seen.String(), "throttle.tokens.exchanges") {
+		t.Fatalf("nothing was written or exported, so the check proves nothing")
 	}
 }

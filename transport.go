@@ -14,6 +14,7 @@ import (
 
 	"github.com/quotaware/throttle/apps"
 	"github.com/quotaware/throttle/internal/circuit"
+	"github.com/quotaware/throttle/internal/tokens"
 	"github.com/quotaware/throttle/limiter"
 	"github.com/quotaware/throttle/limiter/rule"
 	"github.com/quotaware/throttle/providers"
@@ -35,7 +36,8 @@ type Transport struct {
 	quota    *quotaWatch
 	head     *headroomLoop // measured latency allowances and learned limits (headroom.go, learned.go)
 
-	apps *apps.Book // WithApps: learns which app each token belongs to
+	apps   *apps.Book     // WithApps: learns which app each token belongs to
+	tokens *tokens.Sharer // token exchanges shared by the fleet (tokens.go); nil without Redis
 }
 
 // profile is a providers.Profile with its defaults resolved and its own
@@ -117,7 +119,7 @@ func New(opts ...Option) (*Transport, error) {
 		_ = t.Close() // stops the limiter and the headroom loop started above
 		return nil, err
 	}
-	t.base = shareTokens(&c, t.shared, t.base) // token exchanges shared by the fleet (tokens.go)
+	t.shareTokens(&c) // token exchanges shared by the fleet (tokens.go)
 	if t.apps != nil {
 		t.base = t.apps.Observe(t.base) // learn from the token exchanges sent
 	}
@@ -291,15 +293,19 @@ func (t *Transport) Close() error {
 	}
 }
 
-// Limiter returns the limiter the Transport reserves slots from.
-func (t *Transport) Limiter() limiter.Limiter { return t.limiter }
-
 // RoundTrip implements http.RoundTripper.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	p := t.match(req)
 	if p == nil {
 		t.tel.unmatched.record(req, t.tel.log)
 		return t.base.RoundTrip(req)
+	}
+	if t.tokens != nil {
+		resp, sent, err := t.storedExchange(req, p)
+		if resp != nil || err != nil {
+			return resp, err
+		}
+		req = sent
 	}
 	req = t.resolveApp(req, p)
 	route, err := p.Route(req)
@@ -441,7 +447,7 @@ rebooked:
 	if c.p.head != nil && err == nil {
 		c.p.head.observe(slot)
 	}
-	if c.route.HasConcurrency() {
+	if hasConcurrency(c.route.Rules) {
 		// The answer is here (or never will be): end the in-flight lease,
 		// off the request path.
 		// Copies, so that only this branch moves them to the heap.
@@ -648,4 +654,15 @@ func closeBody(req *http.Request) {
 	if req.Body != nil {
 		req.Body.Close()
 	}
+}
+
+// hasConcurrency reports whether a rule caps requests in flight, so that
+// the lease must be released when the answer arrives.
+func hasConcurrency(rules []rule.Rule) bool {
+	for i := range rules {
+		if rules[i].IsConcurrency() {
+			return true
+		}
+	}
+	return false
 }

@@ -15,7 +15,8 @@ import "context"
 type App struct {
 	// Provider is the profile name the identity was learned for
 	// ("dingtalk", "wechat", ...); "" when the caller named the app without
-	// saying which provider, which every preset accepts.
+	// saying which provider, which every preset accepts (a preset uses an
+	// identity with its own name or none).
 	Provider string
 	// ID is the app (for an ISV: its suite).
 	ID string
@@ -24,11 +25,6 @@ type App struct {
 	// Learned is true when the identity came from the token the request
 	// carries, false when the caller gave it.
 	Learned bool
-}
-
-// For reports whether a preset named provider may use the identity.
-func (a App) For(provider string) bool {
-	return a.ID != "" && (a.Provider == "" || a.Provider == provider)
 }
 
 type appKey struct{}

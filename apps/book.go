@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/quotaware/throttle/internal/tokenform"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
 )
@@ -182,19 +183,32 @@ func (b *Book) Stats() Stats {
 // a preset named provider to route. A request the caller tagged already
 // (throttle.ContextWithApp) is returned as it is; so is one whose token is unknown,
 // or that carries none the Book can read while provider needs one, which is
-// counted as unknown. A token exchange of provider is marked as sent to the
-// provider's profile, which is what lets Observe learn from it.
+// counted as unknown.
+//
+// A token exchange of provider carries no access token of its own: it is
+// tagged with the app (and org or tenant) it names in its query or body
+// (the body is peeked at and replays whole), so that it is charged to that
+// app rather than the preset's unknown scope, where every account's WeChat
+// token quota would be one shared count; and it is marked as sent to the
+// provider's profile, which is what lets Observe learn from its answer.
+// A nil Book does only this.
 func (b *Book) Resolve(req *http.Request, provider string) *http.Request {
 	ctx := req.Context()
-	if ex := exchangeFor(req.Method, req.URL.Path); ex != nil && ex.provider == provider {
-		// Exchanges carry no app token (or one naming a suite, which the
-		// exchange itself reads): mark, never count.
+	if ex := exchangeFor(req.Method, req.URL.Path); ex != nil && ex.Provider == provider {
+		if _, tagged := FromContext(ctx); !tagged {
+			if app, ok := b.exchangeApp(req, ex); ok {
+				ctx = NewContext(ctx, app)
+			}
+		}
 		return req.WithContext(context.WithValue(ctx, sentKey{}, provider))
+	}
+	if b == nil {
+		return req
 	}
 	if _, ok := FromContext(ctx); ok {
 		return req
 	}
-	tok := Token(req)
+	tok := tokenform.FromRequest(req)
 	if tok == "" {
 		tok = bodyToken(req, provider)
 	}

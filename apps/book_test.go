@@ -13,6 +13,7 @@ import (
 
 	"github.com/quotaware/throttle/apps"
 	"github.com/quotaware/throttle/internal/redistest"
+	"github.com/quotaware/throttle/internal/tokenform"
 )
 
 func TestMain(m *testing.M) {
@@ -178,7 +179,7 @@ func TestTokenPlaces(t *testing.T) {
 			if tc.header != "" {
 				req.Header.Set(tc.header, tc.value)
 			}
-			if got := apps.Token(req); got != tc.want {
+			if got := tokenform.FromRequest(req); got != tc.want {
 				t.Fatalf("Token = %q, want %q", got, tc.want)
 			}
 		})

@@ -114,7 +114,7 @@ func (c Config) resolve() (config, error) {
 	}
 	for provider, hosts := range c.Hosts {
 		if _, ok := r.hosts[provider]; !ok {
-			fail("Hosts: provider must be one of %q, %q, %q, %q; got %q", DingTalk, WeChat, WeCom, Feishu, provider)
+			fail("Hosts: provider must be one of %q, %q, %q, %q; got %q", nameDingTalk, nameWeChat, nameWeCom, nameFeishu, provider)
 			continue
 		}
 		if len(hosts) == 0 {

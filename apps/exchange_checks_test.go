@@ -32,7 +32,7 @@ func TestExchangesOnOtherHostsAreNotLearned(t *testing.T) {
 		t.Fatalf("learned %+v from an exchange with a host that is not DingTalk's", app)
 	}
 	// The same host given as DingTalk's is learned from.
-	book = apps.MustNew(apps.Config{Hosts: map[string][]string{apps.DingTalk: {srv.Listener.Addr().String()}}})
+	book = apps.MustNew(apps.Config{Hosts: map[string][]string{"dingtalk": {srv.Listener.Addr().String()}}})
 	client = &http.Client{Transport: book.Observe(http.DefaultTransport)}
 	resp, err = client.Get(srv.URL + "/gettoken?appkey=dingA&appsecret=x")
 	if err != nil {

@@ -21,10 +21,10 @@ type sentKey struct{}
 // them (a test checks that each preset handles every one).
 func defaultHosts() map[string][]string {
 	return map[string][]string{
-		DingTalk: {"oapi.dingtalk.com", "api.dingtalk.com"},
-		WeChat:   {"api.weixin.qq.com", "api2.weixin.qq.com", "sh.api.weixin.qq.com", "sz.api.weixin.qq.com", "hk.api.weixin.qq.com"},
-		WeCom:    {"qyapi.weixin.qq.com"},
-		Feishu:   {"open.feishu.cn", "open.larksuite.com"},
+		nameDingTalk: {"oapi.dingtalk.com", "api.dingtalk.com"},
+		nameWeChat:   {"api.weixin.qq.com", "api2.weixin.qq.com", "sh.api.weixin.qq.com", "sz.api.weixin.qq.com", "hk.api.weixin.qq.com"},
+		nameWeCom:    {"qyapi.weixin.qq.com"},
+		nameFeishu:   {"open.feishu.cn", "open.larksuite.com"},
 	}
 }
 
@@ -72,20 +72,20 @@ func (b *Book) fromProvider(req *http.Request, provider string) bool {
 func needsToken(provider string, req *http.Request) bool {
 	p := req.URL.Path
 	switch provider {
-	case DingTalk:
+	case nameDingTalk:
 		// The ISV's /service/ calls sign with the suite's key; /v1.0/oauth2/
 		// holds the exchanges of user and app tokens.
 		return p != dingtalkRobot && !strings.HasPrefix(p, "/service/") && !strings.HasPrefix(p, "/v1.0/oauth2/")
-	case WeCom:
+	case nameWeCom:
 		if strings.HasPrefix(p, "/cgi-bin/webhook/") {
 			return false
 		}
 		fallthrough
-	case WeChat:
+	case nameWeChat:
 		q := req.URL.RawQuery
 		return !strings.Contains(q, "suite_access_token=") && !strings.Contains(q, "provider_access_token=") &&
 			!strings.Contains(q, "component_access_token=")
-	case Feishu:
+	case nameFeishu:
 		return !strings.HasPrefix(p, "/open-apis/bot/v2/hook/") && !strings.HasPrefix(p, "/open-apis/auth/")
 	}
 	return false

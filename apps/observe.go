@@ -35,7 +35,7 @@ func (o *observer) RoundTrip(req *http.Request) (*http.Response, error) {
 	if ex == nil {
 		return o.base.RoundTrip(req)
 	}
-	if !o.book.fromProvider(req, ex.provider) {
+	if !o.book.fromProvider(req, ex.Provider) {
 		// A token path on a host that is not the provider's: anything
 		// could answer there. Sent untouched, learned from never.
 		o.book.refused.Add(1)
@@ -77,7 +77,7 @@ func (o *observer) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return o.book.Lookup(ctx, tok)
 	}
-	grants := ex.read(req.URL.Path, req.URL.Query(), reqBody, respBody, lookup)
+	grants := read(ex, req.URL.Path, req.URL.Query(), reqBody, respBody, lookup)
 	if len(grants) == 0 {
 		// An error answer, or one that fails the provider's checks.
 		o.book.refused.Add(1)

@@ -2,73 +2,11 @@ package apps
 
 import (
 	"net/http"
-	"net/url"
 	"strings"
 
+	"github.com/quotaware/throttle/internal/tokenform"
 	"github.com/quotaware/throttle/providers"
 )
-
-// Header names the tokens travel in, canonical and as SDKs that set the
-// header map directly write them (DingTalk's official SDK, darabonba/tea:
-// Header["x-acs-dingtalk-access-token"] = ..., which Header.Get misses).
-const (
-	dingtalkHeader      = "X-Acs-Dingtalk-Access-Token"
-	dingtalkHeaderLower = "x-acs-dingtalk-access-token"
-)
-
-// Token returns the access token a request carries where the providers put
-// it: the header x-acs-dingtalk-access-token (DingTalk's new API), an
-// Authorization: Bearer header (Feishu), header names in any case (as set
-// through the header map, bypassing canonicalisation), or the query
-// parameter access_token (DingTalk's old API, WeChat, WeCom). It reads no
-// body; Resolve also reads DingTalk's documented form field.
-func Token(req *http.Request) string {
-	if tok := headerToken(req.Header, dingtalkHeader, "Authorization"); tok != "" {
-		return tok
-	}
-	if req.URL != nil {
-		if tok := queryValue(req.URL.RawQuery, "access_token"); tok != "" {
-			return tok
-		}
-	}
-	// The rare header set in another case: one pass over the keys, only
-	// for requests nothing above named.
-	for k, v := range req.Header {
-		if len(v) == 0 || (k != dingtalkHeaderLower && k != "authorization" && !strings.EqualFold(k, dingtalkHeader) &&
-			!strings.EqualFold(k, "Authorization")) {
-			continue
-		}
-		if tok := headerValue(k, v[0]); tok != "" {
-			return tok
-		}
-	}
-	return ""
-}
-
-// headerToken reads the token from the canonical keys.
-func headerToken(h http.Header, keys ...string) string {
-	for _, k := range keys {
-		if v := h[k]; len(v) > 0 {
-			if tok := headerValue(k, v[0]); tok != "" {
-				return tok
-			}
-		}
-	}
-	return ""
-}
-
-// headerValue is the token in the value of header k: the whole value of
-// DingTalk's header, the credentials of a Bearer Authorization.
-func headerValue(k, v string) string {
-	if strings.EqualFold(k, "Authorization") {
-		tok, ok := cutPrefixFold(v, "Bearer ")
-		if !ok {
-			return ""
-		}
-		return strings.TrimSpace(tok)
-	}
-	return strings.TrimSpace(v)
-}
 
 // maxFormPeek bounds what Resolve reads of a form body for its token: the
 // field is documented among a call's first few.
@@ -78,37 +16,10 @@ const maxFormPeek = 4 << 10
 // (documented as a query parameter or, for some calls, a form field), from
 // a bounded prefix of the body, leaving the body as it was.
 func bodyToken(req *http.Request, provider string) string {
-	if provider != DingTalk || req.Body == nil || req.Body == http.NoBody ||
+	if provider != nameDingTalk || req.Body == nil || req.Body == http.NoBody ||
 		!strings.HasPrefix(strings.ToLower(req.Header.Get("Content-Type")), "application/x-www-form-urlencoded") {
 		return ""
 	}
 	prefix, _ := providers.PeekRequestBody(req, maxFormPeek)
-	return queryValue(string(prefix), "access_token")
-}
-
-// queryValue finds one parameter without parsing the whole query (which
-// allocates a map per request).
-func queryValue(q, name string) string {
-	for q != "" {
-		var kv string
-		kv, q, _ = strings.Cut(q, "&")
-		k, v, _ := strings.Cut(kv, "=")
-		if k != name {
-			continue
-		}
-		if strings.ContainsAny(v, "%+") {
-			if u, err := url.QueryUnescape(v); err == nil {
-				return u
-			}
-		}
-		return v
-	}
-	return ""
-}
-
-func cutPrefixFold(s, prefix string) (string, bool) {
-	if len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix) {
-		return s[len(prefix):], true
-	}
-	return "", false
+	return tokenform.QueryValue(string(prefix), "access_token")
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/quotaware/throttle/apps"
+	"github.com/quotaware/throttle/internal/tokenform"
 )
 
 // Issue 21.2: tokens are read wherever SDKs put them. DingTalk's official
@@ -46,7 +47,7 @@ func TestTokenWhereSDKsPutIt(t *testing.T) {
 			for k, v := range tc.header {
 				req.Header[k] = v
 			}
-			if got := apps.Token(req); got != tc.want {
+			if got := tokenform.FromRequest(req); got != tc.want {
 				t.Fatalf("Token = %q, want %q", got, tc.want)
 			}
 		})

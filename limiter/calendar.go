@@ -24,7 +24,12 @@ import (
 // absent) is taken to include none of the calls booked before it: a call
 // booked but not yet arrived would otherwise be counted by nobody, and
 // another client's calls are first learned then; later reports correct
-// only for the calls booked while they were asked. It returns the count in
+// only for the calls booked while they were asked. That is conservative on
+// purpose: it never trips the provider's quota, at the cost of counting
+// twice the calls booked between the window's start and its first report
+// (WeChat's readings come every 15 minutes: those of the day's first
+// quarter hour at most; a reconciliation turned on mid-day: the day's
+// calls so far, once). It returns the count in
 // force. The marker field is not a number, so readers of counts skip it.
 var calendarUsedScript = redis.NewScript(`
 local t = redis.call('TIME')

@@ -98,15 +98,21 @@ func (m *Memory) Reserve(ctx context.Context, req Request) (Reservation, error) 
 
 // penalty is the request's shared penalty that ends last, or nil.
 func (m *Memory) penalty(req Request, now int64) *Penalty {
-	var pen *Penalty
+	var pen Penalty
+	found := false
 	for _, s := range req.Scopes {
+		// The latest penalty is copied out, so only a request that is
+		// refused allocates one (taking &p here allocated every scope's).
 		if p, ok := m.penalties[stateKey{req.Group, s}]; ok && p.Until.UnixMicro() > now {
-			if pen == nil || p.Until.After(pen.Until) {
-				pen = &p
+			if !found || p.Until.After(pen.Until) {
+				pen, found = p, true
 			}
 		}
 	}
-	return pen
+	if !found {
+		return nil
+	}
+	return &pen
 }
 
 // earliest is the earliest send time that every paced and window rule

@@ -375,7 +375,7 @@ func (s *Shared) Inspect(ctx context.Context, groups ...string) (inspect.State, 
 
 // Close stops the background work (the registry beat, the announcement
 // watch, writes of penalties kept during an outage) and waits for it, at
-// most closeWait; see Shutdown. It does not close the Redis client.
+// most 2 s (closeWait); see Shutdown. It does not close the Redis client.
 // Requests may still be reserved afterwards; they get no announcements.
 func (s *Shared) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), closeWait)

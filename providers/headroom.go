@@ -1,9 +1,6 @@
 package providers
 
-import (
-	"fmt"
-	"time"
-)
+import "time"
 
 // Headroom lets the Transport choose a profile's allowance for latency from
 // measurement instead of a fixed guess. Providers count arrivals in fixed
@@ -41,58 +38,4 @@ type Headroom struct {
 	// allowance is quantised to Step). The rebuilt profile's Match,
 	// DefaultPenalty and MaxPenalty are not used: the original's stay.
 	Rebuild func(allowance time.Duration) (Profile, error)
-}
-
-// Defaults of Headroom, stated in its fields' docs.
-const (
-	defaultHeadroomFloor   = 5 * time.Millisecond
-	defaultHeadroomCeiling = 150 * time.Millisecond
-	defaultHeadroomStep    = 2 * time.Millisecond
-	defaultHeadroomMargin  = 5 * time.Millisecond
-)
-
-// Normalized returns h with its defaults filled in, or an error naming the
-// field at fault.
-func (h Headroom) Normalized() (Headroom, error) {
-	if h.Floor == 0 {
-		h.Floor = defaultHeadroomFloor
-	}
-	if h.Ceiling == 0 {
-		h.Ceiling = defaultHeadroomCeiling
-	}
-	if h.Step == 0 {
-		h.Step = defaultHeadroomStep
-	}
-	if h.Margin == 0 {
-		h.Margin = defaultHeadroomMargin
-	}
-	if h.Initial == 0 {
-		h.Initial = h.Ceiling
-	}
-	switch {
-	case h.Rebuild == nil:
-		return h, fmt.Errorf("providers: Headroom.Rebuild must not be nil")
-	case h.Step < 0 || h.Margin < 0:
-		return h, fmt.Errorf("providers: Headroom.Step and Headroom.Margin must not be negative, got %v and %v", h.Step, h.Margin)
-	case h.Floor < 0:
-		return h, fmt.Errorf("providers: Headroom.Floor must not be negative, got %v", h.Floor)
-	case h.Ceiling < h.Floor:
-		return h, fmt.Errorf("providers: Headroom.Ceiling (%v) must not be below Headroom.Floor (%v)", h.Ceiling, h.Floor)
-	case h.Initial < h.Floor || h.Initial > h.Ceiling:
-		return h, fmt.Errorf("providers: Headroom.Initial must be within [Floor, Ceiling], got %v", h.Initial)
-	}
-	return h, nil
-}
-
-// Allowance turns a measured spread into the allowance: the spread plus
-// Margin, rounded up to Step and held within [Floor, Ceiling]. Call it on
-// a Normalized Headroom.
-func (h Headroom) Allowance(spread time.Duration) time.Duration {
-	a := spread + h.Margin
-	if h.Step > 0 {
-		if r := a % h.Step; r != 0 {
-			a += h.Step - r
-		}
-	}
-	return min(max(a, h.Floor), h.Ceiling)
 }

@@ -44,6 +44,15 @@ func PeekBody(resp *http.Response, limit int) ([]byte, error) {
 	if limit <= 0 {
 		limit = defaultPeekLimit
 	}
+	if rb, ok := resp.Body.(*replayBody); ok && rb.off == 0 && (rb.err != nil || len(rb.prefix) >= limit) {
+		// Peeked already (a layer below looked too), and what it holds
+		// answers this peek: the whole body, or at least limit bytes.
+		p := rb.prefix[:min(len(rb.prefix), limit)]
+		if rb.err == io.EOF || len(rb.prefix) > len(p) {
+			return p, nil
+		}
+		return p, rb.err
+	}
 	n, known := limit, false
 	if resp.ContentLength == 0 {
 		return nil, nil

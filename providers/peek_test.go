@@ -6,6 +6,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"strings"
 	"testing"
 )
 
@@ -258,5 +259,25 @@ func BenchmarkPeekBody(b *testing.B) {
 			b.Fatal(err)
 		}
 		_, _ = io.Copy(io.Discard, resp.Body)
+	}
+}
+
+// A second peek (a layer below looked already) reuses the first when it
+// holds the answer, and the body still reads byte for byte as sent.
+func TestPeekBodyTwice(t *testing.T) {
+	const body = `{"errcode":0,"errmsg":"ok","user":"x"}`
+	resp := &http.Response{Header: http.Header{"Content-Type": {"application/json"}}, ContentLength: -1,
+		Body: io.NopCloser(strings.NewReader(body))}
+	first, err := PeekBody(resp, 4<<10)
+	if err != nil || string(first) != body {
+		t.Fatalf("first peek %q, %v", first, err)
+	}
+	wrapped := resp.Body
+	second, err := PeekBody(resp, 16)
+	if err != nil || string(second) != body[:16] || resp.Body != wrapped {
+		t.Fatalf("second peek %q, %v (rewrapped: %v)", second, err, resp.Body != wrapped)
+	}
+	if got, _ := io.ReadAll(resp.Body); string(got) != body {
+		t.Fatalf("body reads %q, want %q", got, body)
 	}
 }

@@ -11,7 +11,7 @@ import (
 // DefaultMaxPenalty bounds a profile's penalties when Profile.MaxPenalty is
 // zero: the longest penalty a preset documents is a monthly quota that ends
 // on the 1st (at most 31 days, plus a grace of under a minute).
-const DefaultMaxPenalty = penaltytime.MaxWait + time.Minute
+const DefaultMaxPenalty = 31*24*time.Hour + time.Minute
 
 // ParseRetryAfter reads an HTTP Retry-After header, either delay-seconds or
 // an HTTP-date, and returns how long to wait from now (zero for a date in the

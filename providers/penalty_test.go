@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/quotaware/throttle/providers/internal/penaltytime"
 )
 
 func TestParseRetryAfter(t *testing.T) {
@@ -31,5 +33,13 @@ func TestParseRetryAfter(t *testing.T) {
 		if ok != tt.ok || got != tt.want {
 			t.Errorf("ParseRetryAfter(%q) = %v, %v, want %v, %v", tt.v, got, ok, tt.want, tt.ok)
 		}
+	}
+}
+
+// DefaultMaxPenalty is written out for go doc; it must stay the longest
+// wait a header or message may state, plus the grace.
+func TestDefaultMaxPenaltyCoversTheLongestWait(t *testing.T) {
+	if DefaultMaxPenalty != penaltytime.MaxWait+time.Minute {
+		t.Fatalf("DefaultMaxPenalty %v, want %v", DefaultMaxPenalty, penaltytime.MaxWait+time.Minute)
 	}
 }

@@ -63,6 +63,10 @@ func (p *Profile) Validate() error {
 		return fmt.Errorf("providers: profile %q: Route must not be nil", p.Name)
 	case p.DefaultPenalty < 0:
 		return fmt.Errorf("providers: profile %q: DefaultPenalty must not be negative, got %v", p.Name, p.DefaultPenalty)
+	case p.QuotaCheck != nil && p.QuotaCheck.Every < time.Second:
+		return fmt.Errorf("providers: profile %q: QuotaCheck.Every must be at least 1s, got %v", p.Name, p.QuotaCheck.Every)
+	case p.QuotaCheck != nil && (p.QuotaCheck.Target == nil || p.QuotaCheck.Query == nil || p.QuotaCheck.Read == nil):
+		return fmt.Errorf("providers: profile %q: QuotaCheck.Target, Query and Read must not be nil", p.Name)
 	}
 	return nil
 }
@@ -91,17 +95,6 @@ type Route struct {
 	// and is what telemetry reports of a penalty; the id must hold no
 	// secret or token.
 	Scopes []string
-}
-
-// HasConcurrency reports whether a rule of the route caps requests in
-// flight, so the Transport must release its lease when the answer arrives.
-func (r *Route) HasConcurrency() bool {
-	for i := range r.Rules {
-		if r.Rules[i].IsConcurrency() {
-			return true
-		}
-	}
-	return false
 }
 
 // Scope returns the route's first scope of a kind, or "" when it has none:

@@ -2,7 +2,6 @@ package providers
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"time"
 
@@ -34,17 +33,6 @@ type QuotaCheck struct {
 	Query func(ctx context.Context, t QuotaTarget) (*http.Request, error)
 	// Read reads Query's answer. Its error must not quote the request.
 	Read func(resp *http.Response) (QuotaReading, error)
-}
-
-// Validate reports a QuotaCheck that cannot be used, naming the field.
-func (q *QuotaCheck) Validate() error {
-	switch {
-	case q.Every < time.Second:
-		return fmt.Errorf("providers: QuotaCheck.Every must be at least 1s, got %v", q.Every)
-	case q.Target == nil || q.Query == nil || q.Read == nil:
-		return fmt.Errorf("providers: QuotaCheck.Target, Query and Read must not be nil")
-	}
-	return nil
 }
 
 // QuotaTarget is one app's quota of one API, as a request named it.

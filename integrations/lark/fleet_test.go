@@ -2,7 +2,6 @@ package lark_test
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"strconv"
 	"strings"
@@ -11,12 +10,11 @@ import (
 	"time"
 
 	sdklark "github.com/larksuite/oapi-sdk-go/v3"
+	"github.com/redis/go-redis/v9"
 
-	"github.com/quotaware/throttle"
 	"github.com/quotaware/throttle/integrations/internal/sdktest"
 	"github.com/quotaware/throttle/integrations/lark"
 	"github.com/quotaware/throttle/internal/redistest"
-	"github.com/quotaware/throttle/limiter"
 	"github.com/quotaware/throttle/providers/feishu"
 	"github.com/quotaware/throttle/providers/feishu/feishutest"
 )
@@ -67,65 +65,39 @@ func TestFleetSharesTokens(t *testing.T) {
 	set := feishu.MustNew(feishu.Config{Apps: cfgs})
 	srv := redistest.Start(t)
 	prefix := "fleet" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	var transports []*throttle.Transport
-	for range replicas + 1 { // the last one reads the token to revoke
-		tr := throttle.MustNew(throttle.WithLimiter(limiter.MustNewShared(srv.Client(t), limiter.SharedConfig{Prefix: prefix})),
-			throttle.WithBase(sdktest.Redirect(emu.URL)), throttle.WithProfiles(set.Profile()))
-		t.Cleanup(func() { tr.Close() })
-		transports = append(transports, tr)
-	}
+	// The last Transport reads the token to revoke.
+	transports := sdktest.Transports(t, replicas+1, func() redis.UniversalClient { return srv.Client(t) }, prefix, emu.URL, set.Profile())
 
 	// The SDK keeps package-wide state that NewClient writes and every
 	// client reads (core.NewCache, the token manager): the replicas take
-	// turns in one goroutine, each restart still a new client with an empty
-	// cache on its own Transport. Concurrent replicas are the WeChat test's,
-	// as processes.
+	// turns in one goroutine (a fleet of one driver), each restart still a
+	// new client with an empty cache on its own Transport. Concurrent
+	// replicas are the WeChat test's, as processes.
 	start := time.Now()
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for round := range rounds {
-			for r := range replicas {
-				for id, secret := range apps {
-					c := lark.NewClient(id, secret, transports[r], sdklark.WithTokenCache(&processCache{})) // a restart
-					for range 3 {
-						_ = getUser(c) // errors are counted at the emulator
-					}
+	revokedAt := sdktest.Fleet{Replicas: 1, Rounds: rounds, Period: period}.Run(func(int) {
+		for r := range replicas {
+			for id, secret := range apps {
+				c := lark.NewClient(id, secret, transports[r], sdklark.WithTokenCache(&processCache{})) // a restart
+				for range 3 {
+					_ = getUser(c) // errors are counted at the emulator
 				}
 			}
-			time.Sleep(time.Until(start.Add(time.Duration(round+1) * period))) // pacing, not synchronisation
 		}
-	}()
-	time.Sleep(rounds / 2 * period) // mid-run
-	revokedAt := time.Now()
-	resp, err := (&http.Client{Transport: transports[replicas]}).Post(
-		"https://open.feishu.cn/open-apis/auth/v3/tenant_access_token/internal", "application/json",
-		strings.NewReader(`{"app_id":"`+first+`","app_secret":"`+apps[first]+`"}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var tok struct {
-		Token string `json:"tenant_access_token"`
-	}
-	_ = json.NewDecoder(resp.Body).Decode(&tok)
-	resp.Body.Close()
-	emu.Revoke(tok.Token)
-	wg.Wait()
-
-	invalidBefore, invalidAfter := 0, 0
-	for _, r := range emu.Requests() {
-		if r.Code == feishutest.CodeTokenInvalid || r.Code == feishutest.CodeTokenExpired {
-			if r.At.Before(revokedAt) {
-				invalidBefore++
-			} else {
-				invalidAfter++
-			}
-		}
-	}
-	t.Logf("%d replicas x %d restarts x %d apps in %v: exchanges %s %d, other %d; invalid-token answers %d before the revocation, %d after",
-		replicas, rounds, len(apps), time.Since(start).Round(time.Millisecond), first, emu.Fetches(first),
+	}, func() {
+		req, _ := http.NewRequest(http.MethodPost, "https://open.feishu.cn/open-apis/auth/v3/tenant_access_token/internal",
+			strings.NewReader(`{"app_id":"`+first+`","app_secret":"`+apps[first]+`"}`))
+		req.Header.Set("Content-Type", "application/json")
+		emu.Revoke(sdktest.Token(t, transports[replicas], req, "tenant_access_token"))
+	})
+	invalidBefore, invalidAfter := sdktest.Split(emu.Requests(), revokedAt, func(r feishutest.Request) (time.Time, bool) {
+		return r.At, r.Code == feishutest.CodeTokenInvalid || r.Code == feishutest.CodeTokenExpired
+	})
+	t.Logf("%d replicas x %d restarts x %d apps in %v (shared tokens %v): exchanges %s %d, other %d; invalid-token answers %d before the revocation, %d after",
+		replicas, rounds, len(apps), time.Since(start).Round(time.Millisecond), !sdktest.Unshared(), first, emu.Fetches(first),
 		emu.Fetches("cli_fleet0000000b"), invalidBefore, invalidAfter)
+	if sdktest.Unshared() {
+		return
+	}
 	if invalidBefore != 0 {
 		t.Errorf("%d invalid-token answers before the revocation, want 0", invalidBefore)
 	}

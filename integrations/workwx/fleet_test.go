@@ -1,18 +1,16 @@
 package workwx_test
 
 import (
-	"encoding/json"
 	"net/http"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/quotaware/throttle"
+	"github.com/redis/go-redis/v9"
+
 	"github.com/quotaware/throttle/integrations/internal/sdktest"
 	"github.com/quotaware/throttle/integrations/workwx"
 	"github.com/quotaware/throttle/internal/redistest"
-	"github.com/quotaware/throttle/limiter"
 	"github.com/quotaware/throttle/providers/wecom"
 	"github.com/quotaware/throttle/providers/wecom/wecomtest"
 )
@@ -40,63 +38,36 @@ func TestFleetSharesTokens(t *testing.T) {
 	srv := redistest.Start(t)
 	prefix := "fleet" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	set := wecom.MustNew(wecom.Config{Apps: cfgs})
-	var transports []*throttle.Transport
-	for range replicas + 1 { // the last one reads the token to revoke
-		tr := throttle.MustNew(throttle.WithLimiter(limiter.MustNewShared(srv.Client(t), limiter.SharedConfig{Prefix: prefix})),
-			throttle.WithBase(sdktest.Redirect(emu.URL)), throttle.WithProfiles(set.Profile()))
-		t.Cleanup(func() { tr.Close() })
-		transports = append(transports, tr)
-	}
+	// The last Transport reads the token to revoke.
+	transports := sdktest.Transports(t, replicas+1, func() redis.UniversalClient { return srv.Client(t) }, prefix, emu.URL, set.Profile())
 
-	start := time.Now()
-	var wg sync.WaitGroup
-	for r := range replicas {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for round := range rounds {
-				for id, secret := range corps {
-					app := workwx.New(id, transports[r]).WithApp(secret, agentID) // a restart
-					for range 3 {
-						_, _ = app.GetUser("zhangsan") // errors are counted at the emulator
-					}
-				}
-				time.Sleep(time.Until(start.Add(time.Duration(round+1) * period))) // pacing, not synchronisation
-			}
-		}()
-	}
 	const first = "wwAAAAAAAAAAAAAAAA"
-	time.Sleep(rounds / 2 * period) // mid-run
-	revokedAt := time.Now()
-	resp, err := (&http.Client{Transport: transports[replicas]}).Get(
-		"https://qyapi.weixin.qq.com/cgi-bin/gettoken?corpid=" + first + "&corpsecret=" + corps[first])
-	if err != nil {
-		t.Fatal(err)
-	}
-	var tok struct {
-		AccessToken string `json:"access_token"`
-	}
-	_ = json.NewDecoder(resp.Body).Decode(&tok)
-	resp.Body.Close()
-	emu.Revoke(tok.AccessToken)
-	wg.Wait()
-
-	fetches := map[string]int{}
-	invalidBefore, invalidAfter := 0, 0
-	for _, r := range emu.Requests() {
-		switch {
-		case r.Path == "/cgi-bin/gettoken" && r.Code == 0:
-			fetches[r.App]++
-		case r.Code == wecomtest.CodeBadToken || r.Code == wecomtest.CodeExpiredToken:
-			if r.At.Before(revokedAt) {
-				invalidBefore++
-			} else {
-				invalidAfter++
+	start := time.Now()
+	revokedAt := sdktest.Fleet{Replicas: replicas, Rounds: rounds, Period: period}.Run(func(r int) {
+		for id, secret := range corps {
+			app := workwx.New(id, transports[r]).WithApp(secret, agentID) // a restart
+			for range 3 {
+				_, _ = app.GetUser("zhangsan") // errors are counted at the emulator
 			}
 		}
+	}, func() {
+		req, _ := http.NewRequest(http.MethodGet, "https://qyapi.weixin.qq.com/cgi-bin/gettoken?corpid="+first+"&corpsecret="+corps[first], nil)
+		emu.Revoke(sdktest.Token(t, transports[replicas], req, "access_token"))
+	})
+	invalidBefore, invalidAfter := sdktest.Split(emu.Requests(), revokedAt, func(r wecomtest.Request) (time.Time, bool) {
+		return r.At, r.Code == wecomtest.CodeBadToken || r.Code == wecomtest.CodeExpiredToken
+	})
+	fetches := map[string]int{}
+	for _, r := range emu.Requests() {
+		if r.Path == "/cgi-bin/gettoken" && r.Code == 0 {
+			fetches[r.App]++
+		}
 	}
-	t.Logf("%d replicas x %d restarts x %d companies in %v: gettoken %v; invalid-token answers %d before the revocation, %d after",
-		replicas, rounds, len(corps), time.Since(start).Round(time.Millisecond), fetches, invalidBefore, invalidAfter)
+	t.Logf("%d replicas x %d restarts x %d companies in %v (shared tokens %v): gettoken %v; invalid-token answers %d before the revocation, %d after",
+		replicas, rounds, len(corps), time.Since(start).Round(time.Millisecond), !sdktest.Unshared(), fetches, invalidBefore, invalidAfter)
+	if sdktest.Unshared() {
+		return
+	}
 	if invalidBefore != 0 {
 		t.Errorf("%d invalid-token answers before the revocation, want 0", invalidBefore)
 	}

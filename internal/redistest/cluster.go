@@ -65,22 +65,38 @@ func StartCluster(tb testing.TB, masters, replicasPerMaster int) *Cluster {
 		tb.Fatalf("redistest: StartCluster(%d, %d): want at least one master and no negative replica count", masters, replicasPerMaster)
 	}
 	bin := need(tb)
-	c := &Cluster{dir: tb.TempDir()}
-	tb.Cleanup(c.Stop)
+	c, err := NewCluster(bin, tb.TempDir(), masters, replicasPerMaster)
+	if c != nil {
+		tb.Cleanup(c.Stop)
+	}
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return c
+}
+
+// NewCluster is StartCluster outside a test (the comparison tool's cluster
+// runs): bin is redis-server, dir holds the nodes' files. The caller stops
+// it; on an error the nodes started are stopped already.
+func NewCluster(bin, dir string, masters, replicasPerMaster int) (*Cluster, error) {
+	c := &Cluster{dir: dir}
 	n := masters * (1 + replicasPerMaster)
 	for i := 0; i < n; i++ {
 		srv, err := startClusterNode(bin, c.dir)
 		if err != nil {
-			tb.Fatal(err)
+			c.Stop()
+			return nil, err
 		}
 		c.nodes = append(c.nodes, &clusterNode{srv: srv, admin: adminClient(srv.Addr)})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), formTimeout)
 	defer cancel()
 	if err := c.form(ctx, masters, replicasPerMaster); err != nil {
-		tb.Fatalf("redistest: forming a %d-master cluster with %d replicas each: %v\n%s", masters, replicasPerMaster, err, c.describe())
+		err = fmt.Errorf("redistest: forming a %d-master cluster with %d replicas each: %v\n%s", masters, replicasPerMaster, err, c.describe())
+		c.Stop()
+		return nil, err
 	}
-	return c
+	return c, nil
 }
 
 func adminClient(addr string) *redis.Client {

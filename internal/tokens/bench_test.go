@@ -68,3 +68,30 @@ func BenchmarkExchangeFromRedis(b *testing.B) {
 		b.Fatalf("stats %+v, want one fetch", st)
 	}
 }
+
+// An exchange answered by Stored, as the Transport asks before its
+// limiter: one GET on a loopback Redis, the answer opened and counted down.
+func BenchmarkStored(b *testing.B) {
+	srv := redistest.Start(b)
+	s, err := New(srv.Client(b), WithPrefix("bench"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	const u = "http://api.weixin.qq.com/cgi-bin/token?grant_type=client_credential&appid=wx1&secret=SECRET"
+	rt := s.Wrap(answering(`{"access_token":"ACCESS_TOKEN_0123456789abcdef","expires_in":7200}`))
+	req, _ := http.NewRequest("GET", u, nil)
+	resp, err := rt.RoundTrip(req) // the fetch that keeps the answer
+	if err != nil {
+		b.Fatal(err)
+	}
+	resp.Body.Close()
+	b.ReportAllocs()
+	for b.Loop() {
+		resp, _, err := s.Stored(req, "wechat")
+		if err != nil || resp == nil {
+			b.Fatalf("not answered: %v", err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+}

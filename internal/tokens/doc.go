@@ -36,7 +36,10 @@
 // 99991677), the
 // kept answer whose token that was is deleted from Redis, compared on the
 // token's keyed hash so that a newer answer another replica stored stays.
-// The SDK's next exchange then fetches once for the fleet.
+// The SDK's next exchange then fetches once for the fleet. Heals of one
+// credential are capped for the fleet (WithHealLimits: one in 30 s, 20 a
+// day), so that a service outside the fleet that keeps invalidating the
+// token cannot turn healing into a storm of fetches.
 //
 // When Redis fails, each exchange is sent as it came: every replica
 // exchanges for itself, as without the package.

@@ -81,33 +81,34 @@ func TestEachProviderShares(t *testing.T) {
 
 // Only answers that pass the provider's checks are kept.
 func TestCheckRefuses(t *testing.T) {
+	const wx = "/cgi-bin/token"
 	good := `{"access_token":"ACCESS_TOKEN_0123","expires_in":7200}`
-	if _, _, ok := wechatToken.check([]byte(good)); !ok {
+	if _, _, ok := check(exchangeFor("GET", wx), wx, []byte(good)); !ok {
 		t.Fatalf("a good answer refused: %s", good)
 	}
 	for _, tc := range []struct {
-		ex   *exchange
+		path string
 		body string
 	}{
-		{&wechatToken, `{"errcode":45009,"errmsg":"reach max api daily quota limit"}`},
-		{&wechatToken, `{"errcode":40013,"errmsg":"invalid appid","access_token":"ACCESS_TOKEN_0123","expires_in":7200}`},
-		{&wechatToken, `{"errcode":40125,"errmsg":"invalid appsecret"}`},
-		{&wecomGettoken, `{"errcode":40001,"access_token":"ACCESS_TOKEN_0123","expires_in":7200}`},
-		{&wecomGettoken, `{"access_token":"ACCESS_TOKEN_0123","expires_in":7200}`}, // no errcode: WeCom always sends it
-		{&dingtalkOAuth, `{"code":"invalidClientIdOrSecret","message":"x"}`},
-		{&feishuToken, `{"code":10014,"msg":"app secret invalid"}`},
-		{&wechatToken, `<html>502</html>`},
-		{&wechatToken, `{"access_token":"ACCESS_TOKEN_0123"}`},                                 // no lifetime
-		{&wechatToken, `{"access_token":"ACCESS_TOKEN_0123","expires_in":0}`},                  // zero
-		{&wechatToken, `{"access_token":"ACCESS_TOKEN_0123","expires_in":-5}`},                 // negative
-		{&wechatToken, `{"access_token":"ACCESS_TOKEN_0123","expires_in":999999999}`},          // absurd
-		{&wechatToken, `{"access_token":"ACCESS_TOKEN_0123","expires_in":7200,"expire":7200}`}, // two
-		{&wechatToken, `{"access_token":"short","expires_in":7200}`},
-		{&wechatToken, `{"access_token":"has spaces in it","expires_in":7200}`},
-		{&wechatToken, `{"expires_in":7200}`},
+		{wx, `{"errcode":45009,"errmsg":"reach max api daily quota limit"}`},
+		{wx, `{"errcode":40013,"errmsg":"invalid appid","access_token":"ACCESS_TOKEN_0123","expires_in":7200}`},
+		{wx, `{"errcode":40125,"errmsg":"invalid appsecret"}`},
+		{"/cgi-bin/gettoken", `{"errcode":40001,"access_token":"ACCESS_TOKEN_0123","expires_in":7200}`},
+		{"/cgi-bin/gettoken", `{"access_token":"ACCESS_TOKEN_0123","expires_in":7200}`}, // no errcode: WeCom always sends it
+		{"/v1.0/oauth2/accessToken", `{"code":"invalidClientIdOrSecret","message":"x"}`},
+		{"/open-apis/auth/v3/tenant_access_token/internal", `{"code":10014,"msg":"app secret invalid"}`},
+		{wx, `<html>502</html>`},
+		{wx, `{"access_token":"ACCESS_TOKEN_0123"}`},                                 // no lifetime
+		{wx, `{"access_token":"ACCESS_TOKEN_0123","expires_in":0}`},                  // zero
+		{wx, `{"access_token":"ACCESS_TOKEN_0123","expires_in":-5}`},                 // negative
+		{wx, `{"access_token":"ACCESS_TOKEN_0123","expires_in":999999999}`},          // absurd
+		{wx, `{"access_token":"ACCESS_TOKEN_0123","expires_in":7200,"expire":7200}`}, // two
+		{wx, `{"access_token":"short","expires_in":7200}`},
+		{wx, `{"access_token":"has spaces in it","expires_in":7200}`},
+		{wx, `{"expires_in":7200}`},
 	} {
-		if tok, life, ok := tc.ex.check([]byte(tc.body)); ok {
-			t.Errorf("%s kept (token %q, %d s)", tc.body, tok, life)
+		if tok, life, ok := check(exchangeFor("GET", tc.path), tc.path, []byte(tc.body)); ok {
+			t.Errorf("%s %s kept (token %q, %d s)", tc.path, tc.body, tok, life)
 		}
 	}
 }

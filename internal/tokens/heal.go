@@ -1,11 +1,13 @@
 package tokens
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
+	"time"
 
-	"github.com/quotaware/throttle/apps"
+	"github.com/quotaware/throttle/internal/tokenform"
 	"github.com/quotaware/throttle/providers"
 )
 
@@ -17,7 +19,7 @@ const maxErrorBody = 4 << 10
 // out and the provider answers that the token is invalid or expired,
 // deletes the kept answer it came from.
 func (s *Sharer) watch(base http.RoundTripper, req *http.Request) (*http.Response, error) {
-	tok := apps.Token(req)
+	tok := tokenform.FromRequest(req)
 	if tok == "" {
 		return base.RoundTrip(req)
 	}
@@ -39,7 +41,12 @@ func (s *Sharer) watch(base http.RoundTripper, req *http.Request) (*http.Respons
 }
 
 // heal deletes the kept answer of tok, compared on the token's hash: a
-// newer answer another replica stored in the meantime stays.
+// newer answer another replica stored in the meantime stays. Heals of one
+// credential are capped for the fleet (WithHealLimits: by default one in
+// 30 s and 20 a day, WeChat's cap on forced refreshes), so that a service
+// outside the fleet that keeps invalidating the token cannot turn healing
+// into a storm of fetches: past the cap, the kept answer stays until it
+// ends or the cap allows.
 func (s *Sharer) heal(ctx context.Context, tok string, h handed) {
 	s.mu.Lock()
 	delete(s.handed, tok)
@@ -47,9 +54,55 @@ func (s *Sharer) heal(ctx context.Context, tok string, h handed) {
 	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.lease)
 	defer cancel()
-	if n, err := s.rdb.Eval(ctx, healLua, []string{h.key}, h.tag).Int(); err == nil && n == 1 {
-		s.healed.Add(1)
+	// Only a kept answer of this token is healed: read it before spending
+	// the cap (the delete compares again).
+	v, err := s.rdb.Get(ctx, h.key).Bytes()
+	if err != nil || len(v) < len(h.tag) || string(v[:len(h.tag)]) != string(h.tag) {
+		return
 	}
+	// Another replica healing this very token (healSame) may not have
+	// deleted it yet: delete it here too, before the SDK exchanges again.
+	if s.mayHeal(ctx, h) == healCapped {
+		s.count(h.provider, Capped)
+		return
+	}
+	if n, err := s.rdb.Eval(ctx, healLua, []string{h.key}, h.tag).Int(); err == nil && n == 1 {
+		s.count(h.provider, Healed)
+	}
+}
+
+// What mayHeal decides.
+const (
+	healOK     = iota
+	healSame   // another replica is healing the same token
+	healCapped // a cap refuses it
+)
+
+// mayHeal takes one heal of the credential whose answer of h's token is
+// kept from its caps: the gap since the last heal (a SET NX PX holding the
+// hash of the token healed, so that replicas reporting the same token are
+// told apart from a second invalidation) and the heals of the day (a
+// counter that expires a day after the first).
+func (s *Sharer) mayHeal(ctx context.Context, h handed) int {
+	if s.healGap > 0 {
+		ok, err := s.rdb.SetNX(ctx, h.key+":healed", h.tag, s.healGap).Result()
+		if err != nil {
+			return healCapped
+		}
+		if !ok {
+			if last, err := s.rdb.Get(ctx, h.key+":healed").Bytes(); err == nil && string(last) == string(h.tag) {
+				return healSame
+			}
+			return healCapped
+		}
+	}
+	if s.healsPerDay > 0 {
+		n, err := s.rdb.Eval(ctx, countLua, []string{h.key + ":heals"}, (24 * time.Hour).Milliseconds()).Int()
+		if err != nil || n > s.healsPerDay {
+			return healCapped
+		}
+	}
+	return healOK
 }
 
 // healLua deletes a kept answer whose value starts with the token's hash.
@@ -57,11 +110,22 @@ const healLua = `local v = redis.call('GET', KEYS[1])
 if v and string.sub(v, 1, 16) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0`
 
+// countLua counts one more in a counter that expires ARGV[1] ms after its
+// first count.
+const countLua = `local n = redis.call('INCR', KEYS[1])
+if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
+return n`
+
 // invalidToken reports whether an answer says the token it was sent with is
 // invalid or expired: WeChat and WeCom 40001, 42001, 40014; DingTalk 40014
 // (old API) or HTTP 401 InvalidAuthentication (new API); Feishu 99991663
 // (invalid) and 99991677 (expired).
 func invalidToken(provider string, status int, body []byte) bool {
+	// Most answers are successes: only one naming an invalid-token code
+	// is decoded, so a normal call costs a scan, not a JSON decode.
+	if !mentionsInvalidToken(body) {
+		return false
+	}
 	var a struct {
 		ErrCode int             `json:"errcode"`
 		Code    json.RawMessage `json:"code"`
@@ -76,6 +140,21 @@ func invalidToken(provider string, status int, body []byte) bool {
 		return a.ErrCode == 40014 || (status == http.StatusUnauthorized && string(a.Code) == `"InvalidAuthentication"`)
 	case feishu:
 		return string(a.Code) == "99991663" || string(a.Code) == "99991677"
+	}
+	return false
+}
+
+// invalidTokenCodes are the codes invalidToken looks for, as they appear
+// in an answer's text.
+var invalidTokenCodes = [][]byte{[]byte("40001"), []byte("42001"), []byte("40014"),
+	[]byte("InvalidAuthentication"), []byte("99991663"), []byte("99991677")}
+
+// mentionsInvalidToken reports whether body holds one of the codes.
+func mentionsInvalidToken(body []byte) bool {
+	for _, c := range invalidTokenCodes {
+		if bytes.Contains(body, c) {
+			return true
+		}
 	}
 	return false
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/quotaware/throttle/internal/exchanges"
 	"github.com/quotaware/throttle/providers"
 )
 
@@ -36,11 +36,16 @@ type Sharer struct {
 	poll   time.Duration
 	now    func() time.Time
 
+	healGap     time.Duration // WithHealLimits
+	healsPerDay int
+
+	observe func(provider, result string) // WithObserver; nil: none
+
 	mu     sync.Mutex
 	handed map[string]handed // tokens this replica fetched or handed out
 	nHand  atomic.Int32      // len(handed), read without the lock
 
-	fetched, shared, waited, healed, unshared atomic.Int64
+	fetched, shared, waited, healed, capped, unshared atomic.Int64
 }
 
 // handed is what healing needs of a token this replica handed out: where
@@ -62,7 +67,40 @@ type Stats struct {
 	Shared   int64 // exchanges answered from Redis
 	Waited   int64 // exchanges that waited for one in flight
 	Healed   int64 // kept answers deleted because the provider refused their token
+	Capped   int64 // heals refused by the credential's caps (WithHealLimits)
 	Unshared int64 // exchanges sent as they came because Redis failed
+}
+
+// Results of the Sharer's work, as Stats counts them and an observer
+// (WithObserver) hears them.
+const (
+	Fetched  = "fetched"  // an exchange sent to the provider, its answer kept
+	Shared   = "shared"   // an exchange answered from Redis
+	Waited   = "waited"   // an exchange that waited for one in flight (then shared or fetched too)
+	Healed   = "healed"   // a kept answer deleted because the provider refused its token
+	Capped   = "capped"   // a heal refused by the credential's caps (WithHealLimits)
+	Unshared = "unshared" // an exchange sent as it came because Redis failed
+)
+
+// count counts one result of provider's exchanges.
+func (s *Sharer) count(provider, result string) {
+	switch result {
+	case Fetched:
+		s.fetched.Add(1)
+	case Shared:
+		s.shared.Add(1)
+	case Waited:
+		s.waited.Add(1)
+	case Healed:
+		s.healed.Add(1)
+	case Capped:
+		s.capped.Add(1)
+	case Unshared:
+		s.unshared.Add(1)
+	}
+	if s.observe != nil {
+		s.observe(provider, result)
+	}
 }
 
 // Option configures a Sharer.
@@ -74,6 +112,9 @@ type config struct {
 	lease  time.Duration
 	poll   time.Duration
 	now    func() time.Time
+	obs    func(provider, result string)
+	gap    time.Duration
+	perDay int
 	err    error
 }
 
@@ -112,6 +153,25 @@ func WithLease(d time.Duration) Option {
 	}
 }
 
+// WithObserver has f hear every result counted (Fetched, Shared, ...)
+// with the provider of the exchange ("dingtalk", "wechat", "wecom",
+// "feishu"), for metrics; f must not block.
+func WithObserver(f func(provider, result string)) Option {
+	return func(c *config) { c.obs = f }
+}
+
+// WithHealLimits caps the heals of one credential for the whole fleet: at
+// most one in gap and perDay in a day (default 30 s and 20, WeChat's cap on
+// a stable_token's forced refreshes); 0 lifts a cap.
+func WithHealLimits(gap time.Duration, perDay int) Option {
+	return func(c *config) {
+		if gap < 0 || perDay < 0 {
+			c.err = fmt.Errorf("tokens: WithHealLimits: gap %v and perDay %d must not be negative", gap, perDay)
+		}
+		c.gap, c.perDay = gap, perDay
+	}
+}
+
 // WithClock sets the source of time (default time.Now), for tests.
 func WithClock(now func() time.Time) Option {
 	return func(c *config) {
@@ -127,7 +187,8 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Sharer, error) {
 	if rdb == nil {
 		return nil, errors.New("tokens: New: Redis client must not be nil")
 	}
-	c := config{prefix: "throttle", margin: 5 * time.Minute, lease: 3 * time.Second, poll: 20 * time.Millisecond, now: time.Now}
+	c := config{prefix: "throttle", margin: 5 * time.Minute, lease: 3 * time.Second, poll: 20 * time.Millisecond, now: time.Now,
+		gap: 30 * time.Second, perDay: 20}
 	for _, o := range opts {
 		if o != nil {
 			o(&c)
@@ -137,13 +198,13 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Sharer, error) {
 		return nil, c.err
 	}
 	return &Sharer{rdb: rdb, prefix: c.prefix, margin: c.margin, lease: c.lease, poll: c.poll, now: c.now,
-		handed: map[string]handed{}}, nil
+		healGap: c.gap, healsPerDay: c.perDay, observe: c.obs, handed: map[string]handed{}}, nil
 }
 
 // Stats returns the counts so far.
 func (s *Sharer) Stats() Stats {
 	return Stats{Fetched: s.fetched.Load(), Shared: s.shared.Load(), Waited: s.waited.Load(),
-		Healed: s.healed.Load(), Unshared: s.unshared.Load()}
+		Healed: s.healed.Load(), Capped: s.capped.Load(), Unshared: s.unshared.Load()}
 }
 
 // Wrap returns a RoundTripper that sends through base, answering token
@@ -170,32 +231,126 @@ func (r *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	return r.s.watch(r.base, req)
 }
 
+// prepared is an exchange's request as the Sharer reads it: the request to
+// send (req, or a copy whose body replays what was read), and the keys of
+// the credential it presents.
+type prepared struct {
+	sent  *http.Request
+	k     *keys
+	key   string // the Redis key of the kept answer
+	force bool   // a forced refresh: never answered from Redis
+}
+
+// prepare reads an exchange; ok is false when it presents no credential or
+// its body was not read whole: p.sent is then to be sent as it came.
+func (s *Sharer) prepare(req *http.Request, ex *exchange) (p prepared, ok bool) {
+	p.sent = req
+	var raw []byte
+	if req.Body != nil && req.Body != http.NoBody {
+		// RoundTrip must not modify req: peek at a copy, whose body
+		// replays what was read.
+		p.sent = req.Clone(req.Context())
+		var complete bool
+		raw, complete = providers.PeekRequestBody(p.sent, maxRequestBody)
+		if !complete {
+			return p, false
+		}
+	}
+	cred, force := ex.Credential(req.Method, req.URL.Path, req.URL.Query(), exchanges.ParseRequest(raw))
+	if cred == nil {
+		return p, false
+	}
+	k, err := derive(ex.Provider, req.URL.Host, req.URL.Path, cred)
+	if err != nil {
+		return p, false
+	}
+	p.k, p.key, p.force = k, s.prefix+":token:"+k.name, force
+	return p, true
+}
+
+// Stored answers a token exchange of provider (the profile the request
+// matched) from the answer kept in Redis, waiting for an exchange of the
+// same credential in flight on any replica, bounded by req's context. The
+// Transport calls it before its limiter, so that only exchanges sent to the
+// provider are charged to the exchange's rules.
+//
+// resp is nil when no answer is kept, the request is not an exchange of
+// provider, or Redis fails: sent (req, or a copy whose body replays what
+// was read) is then to be sent on. err is the context's when it ended
+// while waiting; req's body is then closed.
+func (s *Sharer) Stored(req *http.Request, provider string) (resp *http.Response, sent *http.Request, err error) {
+	ex := exchangeFor(req.Method, req.URL.Path)
+	if ex == nil || ex.Provider != provider {
+		return nil, req, nil
+	}
+	p, ok := s.prepare(req, ex)
+	if !ok || p.force {
+		return nil, p.sent, nil
+	}
+	ctx := req.Context()
+	var timer *time.Timer
+	for {
+		v, held, err := s.peek(ctx, p.key)
+		if err != nil {
+			return nil, p.sent, nil // the base's exchange decides, as without Stored
+		}
+		if v != nil {
+			if resp, ok := s.answer(req, ex, p.k, p.key, v); ok {
+				s.count(ex.Provider, Shared)
+				return resp, p.sent, nil
+			}
+		}
+		if !held {
+			return nil, p.sent, nil // nobody fetching: this one is sent
+		}
+		if timer == nil {
+			s.count(ex.Provider, Waited)
+			timer = time.NewTimer(s.poll)
+			defer timer.Stop()
+		} else {
+			timer.Reset(s.poll)
+		}
+		select {
+		case <-ctx.Done():
+			closeBody(p.sent)
+			return nil, p.sent, ctx.Err()
+		case <-timer.C:
+		}
+	}
+}
+
+// peekTimeout bounds each of Stored's Redis calls: a Redis that does not
+// answer delays an exchange by no more before it goes on to the limiter
+// (whose own calls are bounded alike).
+const peekTimeout = 250 * time.Millisecond
+
+// peek reads the answer kept at key and, when none is, whether an
+// exchange of it is in flight (its lease held): one round trip when an
+// answer is kept, the common case, two otherwise.
+func (s *Sharer) peek(ctx context.Context, key string) (v []byte, held bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, peekTimeout)
+	defer cancel()
+	v, err = s.rdb.Get(ctx, key).Bytes()
+	switch {
+	case err == nil:
+		return v, false, nil
+	case !errors.Is(err, redis.Nil):
+		return nil, false, err
+	}
+	n, err := s.rdb.Exists(ctx, key+":lock").Result()
+	return nil, n > 0, err
+}
+
 // exchange answers one token exchange: from Redis, by fetching it for the
 // fleet, or, when the request presents no credential or Redis fails, by
 // sending it as it came.
 func (s *Sharer) exchange(base http.RoundTripper, ex *exchange, req *http.Request) (*http.Response, error) {
-	sent := req
-	var b body
-	if req.Body != nil && req.Body != http.NoBody {
-		// RoundTrip must not modify req: peek at a copy, whose body
-		// replays what was read.
-		sent = req.Clone(req.Context())
-		raw, complete := providers.PeekRequestBody(sent, maxRequestBody)
-		if !complete {
-			return base.RoundTrip(sent)
-		}
-		_ = json.Unmarshal(raw, &b)
+	p, ok := s.prepare(req, ex)
+	if !ok {
+		return base.RoundTrip(p.sent)
 	}
-	cred, force := ex.credential(req.URL.Path, req.URL.Query(), b)
-	if cred == nil {
-		return base.RoundTrip(sent)
-	}
-	k, err := derive(ex.provider, req.URL.Host, req.URL.Path, cred)
-	if err != nil {
-		return base.RoundTrip(sent)
-	}
-	key := s.prefix + ":token:" + k.name
-	if force {
+	sent, k, key := p.sent, p.k, p.key
+	if p.force {
 		// A forced refresh asks for a new token: never answered from
 		// Redis, its answer replaces the one kept.
 		return s.fetch(base, sent, ex, k, key, "")
@@ -207,16 +362,16 @@ func (s *Sharer) exchange(base http.RoundTripper, ex *exchange, req *http.Reques
 		switch {
 		case err == nil:
 			if resp, ok := s.answer(req, ex, k, key, v); ok {
-				s.shared.Add(1)
+				s.count(ex.Provider, Shared)
 				return resp, nil
 			}
 		case !errors.Is(err, redis.Nil):
-			return s.unshare(base, sent, ctx)
+			return s.unshare(base, sent, ctx, ex.Provider)
 		}
 		lock := nonce()
 		got, err := s.rdb.SetNX(ctx, key+":lock", lock, s.lease).Result()
 		if err != nil {
-			return s.unshare(base, sent, ctx)
+			return s.unshare(base, sent, ctx, ex.Provider)
 		}
 		if got {
 			// The answer may have been kept between the read above and
@@ -224,7 +379,7 @@ func (s *Sharer) exchange(base http.RoundTripper, ex *exchange, req *http.Reques
 			if v, err := s.rdb.Get(ctx, key).Bytes(); err == nil {
 				if resp, ok := s.answer(req, ex, k, key, v); ok {
 					s.rdb.Eval(ctx, releaseLua, []string{key + ":lock"}, lock)
-					s.shared.Add(1)
+					s.count(ex.Provider, Shared)
 					return resp, nil
 				}
 			}
@@ -234,7 +389,7 @@ func (s *Sharer) exchange(base http.RoundTripper, ex *exchange, req *http.Reques
 		// or the lease ends and this one takes over.
 		if !waited {
 			waited = true
-			s.waited.Add(1)
+			s.count(ex.Provider, Waited)
 			timer = time.NewTimer(s.poll)
 			defer timer.Stop()
 		} else {
@@ -251,9 +406,9 @@ func (s *Sharer) exchange(base http.RoundTripper, ex *exchange, req *http.Reques
 
 // unshare sends an exchange as it came, when Redis fails (or ctx ended
 // during a Redis call, which the send then reports).
-func (s *Sharer) unshare(base http.RoundTripper, sent *http.Request, ctx context.Context) (*http.Response, error) {
+func (s *Sharer) unshare(base http.RoundTripper, sent *http.Request, ctx context.Context, provider string) (*http.Response, error) {
 	if ctx.Err() == nil {
-		s.unshared.Add(1)
+		s.count(provider, Unshared)
 	}
 	return base.RoundTrip(sent)
 }
@@ -277,7 +432,7 @@ func (s *Sharer) fetch(base http.RoundTripper, sent *http.Request, ex *exchange,
 	if err != nil || len(raw) >= maxAnswer {
 		return resp, nil
 	}
-	tok, life, ok := ex.check(raw)
+	tok, life, ok := check(ex, sent.URL.Path, raw)
 	keep := time.Duration(life)*time.Second - s.margin
 	if !ok || keep < time.Second {
 		return resp, nil
@@ -287,11 +442,11 @@ func (s *Sharer) fetch(base http.RoundTripper, sent *http.Request, ex *exchange,
 		return resp, nil
 	}
 	if err := s.rdb.Set(ctx, key, v, keep).Err(); err != nil {
-		s.unshared.Add(1)
+		s.count(ex.Provider, Unshared)
 		return resp, nil
 	}
-	s.fetched.Add(1)
-	s.remember(tok, handed{provider: ex.provider, key: key, tag: k.tagOf(tok), until: fetched.Add(keep)})
+	s.count(ex.Provider, Fetched)
+	s.remember(tok, handed{provider: ex.Provider, key: key, tag: k.tagOf(tok), until: fetched.Add(keep)})
 	return resp, nil
 }
 
@@ -303,7 +458,7 @@ func (s *Sharer) answer(req *http.Request, ex *exchange, k *keys, key string, v 
 	if err != nil {
 		return nil, false
 	}
-	tok, life, ok := ex.check(raw)
+	tok, life, ok := check(ex, req.URL.Path, raw)
 	if !ok {
 		return nil, false
 	}
@@ -316,7 +471,7 @@ func (s *Sharer) answer(req *http.Request, ex *exchange, k *keys, key string, v 
 	if !ok {
 		return nil, false
 	}
-	s.remember(tok, handed{provider: ex.provider, key: key, tag: k.tagOf(tok), until: fetched.Add(time.Duration(life)*time.Second - s.margin)})
+	s.remember(tok, handed{provider: ex.Provider, key: key, tag: k.tagOf(tok), until: fetched.Add(time.Duration(life)*time.Second - s.margin)})
 	closeBody(req)
 	return &http.Response{
 		Status:        "200 OK",

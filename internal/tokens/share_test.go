@@ -337,3 +337,123 @@ func TestOptionsNameTheirField(t *testing.T) {
 		t.Error("New(nil) succeeded")
 	}
 }
+
+// Stored answers an exchange whose answer is kept, and only that: nothing
+// kept, another provider's profile, or a forced refresh go on as sent, a
+// POST's body replayed whole; an exchange in flight is awaited.
+func TestStored(t *testing.T) {
+	f := newFleet(t, 2)
+	s := f.sharers[1]
+	tokenURL := f.emu.URL + "/cgi-bin/token?grant_type=client_credential&appid=wxA&secret=" + secret
+	get, _ := http.NewRequest(http.MethodGet, tokenURL, nil)
+	if resp, sent, err := s.Stored(get, "wechat"); resp != nil || sent != get || err != nil {
+		t.Fatalf("nothing kept: %v %v, want the request sent on", resp, err)
+	}
+	first := f.fetch(t, 0, "wxA")
+	for _, provider := range []string{"wecom", "dingtalk"} {
+		if resp, sent, _ := s.Stored(get, provider); resp != nil || sent != get {
+			t.Fatalf("matched to %s: answered", provider)
+		}
+	}
+	resp, _, err := s.Stored(get, "wechat")
+	if err != nil || resp == nil {
+		t.Fatalf("kept: %v %v, want an answer", resp, err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	if !bytes.Contains(b, []byte(first.AccessToken)) {
+		t.Fatalf("answered %s, want the token kept", b)
+	}
+	if st := s.Stats(); st.Shared != 1 {
+		t.Fatalf("stats %+v, want 1 shared", st)
+	}
+
+	// A forced refresh goes on, its body whole.
+	body := `{"grant_type":"client_credential","appid":"wxA","secret":"` + secret + `","force_refresh":true}`
+	post, _ := http.NewRequest(http.MethodPost, f.emu.URL+"/cgi-bin/stable_token", strings.NewReader(body))
+	resp, sent, err := s.Stored(post, "wechat")
+	if resp != nil || err != nil {
+		t.Fatalf("forced refresh answered from Redis")
+	}
+	if got, _ := io.ReadAll(sent.Body); string(got) != body {
+		t.Fatalf("body sent on %q, want %q", got, body)
+	}
+
+	// Another replica fetching: Stored waits for its lease, here until
+	// the caller gives up.
+	other, _ := http.NewRequest(http.MethodGet, strings.Replace(tokenURL, "wxA", "wxB", 1), nil)
+	p, _ := s.prepare(other, exchangeFor("GET", "/cgi-bin/token"))
+	f.rdb.Set(context.Background(), p.key+":lock", "x", time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if _, _, err := s.Stored(other.WithContext(ctx), "wechat"); err != context.DeadlineExceeded {
+		t.Fatalf("waiting for a fetch in flight: %v, want the context's error", err)
+	}
+	if st := s.Stats(); st.Waited != 1 {
+		t.Fatalf("stats %+v, want 1 waited", st)
+	}
+}
+
+// Heals of one credential are capped for the fleet: a token invalidated
+// again within the gap is not healed (the kept answer stays, no fetch),
+// and past the day's count none is; each refusal is counted.
+func TestHealsAreCapped(t *testing.T) {
+	f := newFleet(t, 2, WithHealLimits(time.Hour, 2))
+	revokeAndCall := func() (fetches int) {
+		tok := f.fetch(t, 0, "wxA").AccessToken
+		f.fetch(t, 1, "wxA") // shared: replica 1 watches the token
+		f.emu.Revoke(tok)
+		if code := f.call(t, 1, tok); code != wechattest.CodeInvalidToken {
+			t.Fatalf("call with the revoked token: errcode %d", code)
+		}
+		f.fetch(t, 1, "wxA")
+		return f.emu.Fetches("wxA", "/cgi-bin/token")
+	}
+	if n := revokeAndCall(); n != 2 {
+		t.Fatalf("first invalidation: %d fetches, want 2 (one to heal)", n)
+	}
+	if n := revokeAndCall(); n != 2 {
+		t.Fatalf("second invalidation within the gap: %d fetches, want still 2", n)
+	}
+	if st := f.sharers[1].Stats(); st.Healed != 1 || st.Capped != 1 {
+		t.Fatalf("stats %+v, want 1 healed and 1 capped", st)
+	}
+	// The day's count: the gap lifted, the third heal of the day is refused.
+	f.rdb.Del(context.Background(), f.prefix+":token:"+f.keys(t, "wxA").name+":healed")
+	if n := revokeAndCall(); n != 3 {
+		t.Fatalf("after the gap: %d fetches, want 3", n)
+	}
+	f.rdb.Del(context.Background(), f.prefix+":token:"+f.keys(t, "wxA").name+":healed")
+	if n := revokeAndCall(); n != 3 {
+		t.Fatalf("past the day's 2 heals: %d fetches, want still 3", n)
+	}
+	if st := f.sharers[1].Stats(); st.Healed != 2 || st.Capped != 2 {
+		t.Fatalf("stats %+v, want 2 healed and 2 capped", st)
+	}
+}
+
+// keys derives the keys of app's /cgi-bin/token credential on the fleet's
+// emulator.
+func (f *fleet) keys(t *testing.T, app string) *keys {
+	t.Helper()
+	u, _ := url.Parse(f.emu.URL)
+	k, err := derive(wechat, u.Host, "/cgi-bin/token", []string{app, secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// With Redis down, Stored answers nothing and sends the request on, at
+// once and without an error.
+func TestStoredRedisDown(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
+	defer rdb.Close()
+	s, err := New(rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodGet, "http://api.weixin.qq.com/cgi-bin/token?grant_type=client_credential&appid=wxA&secret=x", nil)
+	if resp, sent, err := s.Stored(req, "wechat"); resp != nil || sent != req || err != nil {
+		t.Fatalf("Redis down: %v %v, want the request sent on", resp, err)
+	}
+}

@@ -3,8 +3,6 @@ package dingtalk
 import (
 	"errors"
 	"net/http"
-	"slices"
-	"sync"
 	"time"
 
 	"github.com/quotaware/throttle/apps"
@@ -23,10 +21,9 @@ const unknownApp = "unknown"
 // MustNew, give its Profile to throttle.WithProfiles, and Add apps while it
 // runs; new customer orgs need nothing. Safe for concurrent use.
 type Preset struct {
-	cfg   Config
-	set   *appset.Set
-	mu    sync.Mutex
-	added []App // by Add, for a rebuild with a new latency allowance
+	cfg      Config
+	set      *appset.Set
+	rebuilds *appset.Rebuilds[App, *Preset] // for a new latency allowance
 }
 
 // New builds the preset of a Config listing one app or many. It fails,
@@ -35,7 +32,7 @@ func New(c Config) (*Preset, error) {
 	if _, err := c.build(App{AppKey: unknownApp}); err != nil {
 		return nil, err // a deployment-wide field, whatever the app
 	}
-	p := &Preset{cfg: c}
+	p := &Preset{cfg: c, rebuilds: &appset.Rebuilds[App, *Preset]{ID: func(a App) string { return a.AppKey }}}
 	spec := appset.Spec[App]{
 		Name: Name,
 		Apps: c.Apps,
@@ -113,10 +110,7 @@ func (p *Preset) Add(a App) error {
 		return err
 	}
 	p.set.Add(a.AppKey, pr.profile())
-	p.mu.Lock()
-	p.added = append(p.added, a)
-	p.mu.Unlock()
-	return nil
+	return p.rebuilds.Added(a)
 }
 
 // Profile returns the profile of every app, for throttle.WithProfiles.
@@ -127,30 +121,14 @@ func (p *Preset) Profile() providers.Profile {
 	prof := p.set.Profile()
 	if p.cfg.Jitter == 0 && !p.cfg.NoJitter {
 		// No Jitter chosen: the Transport measures the allowance, starting
-		// from the old default, and rebuilds the rules with it.
-		prof.Headroom = &providers.Headroom{Initial: defaultJitter, Rebuild: p.withJitter}
+		// from the old default, and rebuilds the preset with it.
+		prof.Headroom = p.rebuilds.Headroom(defaultJitter, func(j time.Duration) (*Preset, error) {
+			next := p.cfg
+			next.Jitter = j
+			return New(next)
+		}, func(np *Preset) providers.Profile { return np.set.Profile() })
 	}
 	return prof
-}
-
-// withJitter is the profile of this preset, the apps added since included,
-// with every window widened by a instead of the default.
-func (p *Preset) withJitter(a time.Duration) (providers.Profile, error) {
-	next := p.cfg
-	next.Jitter = max(a, time.Microsecond) // never 0, which would mean "choose"
-	np, err := New(next)
-	if err != nil {
-		return providers.Profile{}, err
-	}
-	p.mu.Lock()
-	added := slices.Clone(p.added)
-	p.mu.Unlock()
-	for _, app := range added {
-		if err := np.Add(app); err != nil {
-			return providers.Profile{}, err
-		}
-	}
-	return np.set.Profile(), nil
 }
 
 // build merges one app into the deployment, fills the defaults and builds

@@ -3,6 +3,7 @@ package feishu
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/quotaware/throttle/apps"
 	"github.com/quotaware/throttle/providers"
@@ -19,31 +20,38 @@ const unknownApp = "unknown"
 // to throttle.WithProfiles, and Add apps while it runs. Safe for
 // concurrent use.
 type Preset struct {
-	cfg Config
-	set *appset.Set
+	cfg      Config
+	set      *appset.Set
+	memory   *memories                      // shared with the rebuilds
+	rebuilds *appset.Rebuilds[App, *Preset] // for a new latency allowance
 }
 
 // New builds the preset of a Config listing one app or many, naming the
 // entry and field of a config that cannot work.
 func New(c Config) (*Preset, error) {
+	return newPreset(c, &memories{})
+}
+
+// newPreset is New with the memories of the apps' earlier presets.
+func newPreset(c Config, mem *memories) (*Preset, error) {
 	if c.Unknown.AppID != "" {
 		return nil, errors.New("feishu: Config.Unknown.AppID must be empty: Unknown is every app Apps does not list")
 	}
-	if _, err := c.profile(c.unknown(unknownApp)); err != nil {
+	if _, err := (&Preset{cfg: c}).profile(c.unknown(unknownApp)); err != nil {
 		return nil, fmt.Errorf("feishu: Config.Unknown: %w", err)
 	}
 	listed := make(map[string]App, len(c.Apps)) // never written after New, for a store app's tenants
 	for _, a := range c.Apps {
 		listed[a.AppID] = a
 	}
-	p := &Preset{cfg: c}
+	p := &Preset{cfg: c, memory: mem, rebuilds: &appset.Rebuilds[App, *Preset]{ID: func(a App) string { return a.AppID }}}
 	spec := appset.Spec[App]{
 		Name:    Name,
 		Apps:    c.Apps,
 		ID:      func(a App) string { return a.AppID },
-		Build:   c.profile,
+		Build:   p.profile,
 		Default: c.Default,
-		Unknown: func([]App) (providers.Profile, error) { return c.profile(c.unknown(unknownApp)) },
+		Unknown: func([]App) (providers.Profile, error) { return p.profile(c.unknown(unknownApp)) },
 		Key:     appKey,
 		Learn: func(app apps.App) (providers.Profile, string, error) {
 			a, ok := listed[app.ID]
@@ -54,7 +62,7 @@ func New(c Config) (*Preset, error) {
 				a = c.Unknown
 			}
 			a.AppID = appKey(app)
-			pr, err := c.profile(a)
+			pr, err := p.profile(a)
 			return pr, a.AppID, err
 		},
 	}
@@ -90,12 +98,12 @@ func (p *Preset) Add(a App) error {
 	if p == nil {
 		return errors.New("feishu: " + appset.ErrNil.Error())
 	}
-	pr, err := p.cfg.profile(a)
+	pr, err := p.profile(a)
 	if err != nil {
 		return err
 	}
 	p.set.Add(a.AppID, pr)
-	return nil
+	return p.rebuilds.Added(a)
 }
 
 // Profile returns the profile of every app, for throttle.WithProfiles.
@@ -103,15 +111,28 @@ func (p *Preset) Profile() providers.Profile {
 	if p == nil {
 		return appset.Nil(Name)
 	}
-	return p.set.Profile()
+	prof := p.set.Profile()
+	if p.cfg.Jitter == 0 && !p.cfg.NoJitter {
+		// No Jitter chosen: the Transport measures the allowance, starting
+		// from the old default, and rebuilds the preset with it; each app
+		// keeps what its preset learned (memories).
+		prof.Headroom = p.rebuilds.Headroom(defaultJitter, func(j time.Duration) (*Preset, error) {
+			next := p.cfg
+			next.Jitter = j
+			return newPreset(next, p.memory)
+		}, func(np *Preset) providers.Profile { return np.set.Profile() })
+	}
+	return prof
 }
 
-// profile builds app a's profile in the deployment c.
-func (c *Config) profile(a App) (providers.Profile, error) {
+// profile builds app a's profile in the preset's deployment.
+func (p *Preset) profile(a App) (providers.Profile, error) {
 	if err := a.checkSigns(); err != nil {
 		return providers.Profile{}, err
 	}
-	return profileOf(c.merge(a))
+	s := p.cfg.merge(a)
+	s.memory = p.memory
+	return profileOf(s)
 }
 
 // unknown is Config.Unknown's levels for one app.

@@ -137,8 +137,11 @@ type Config struct {
 	ShortPenalty time.Duration
 	// Jitter widens every window: a rule keeps at most its limit in any
 	// window of its period plus Jitter, so that latency varying by up to
-	// Jitter cannot crowd one of Feishu's fixed windows (default 50ms).
-	Jitter time.Duration
+	// Jitter cannot crowd one of Feishu's fixed windows. Unset, the
+	// Transport measures the latency's spread and chooses the allowance
+	// (providers.Headroom, 50 ms until measured); NoJitter: none.
+	Jitter   time.Duration
+	NoJitter bool
 	// DefaultPenalty applies to quota errors whose end is not implied
 	// (default providers.DefaultPenalty).
 	DefaultPenalty time.Duration
@@ -257,6 +260,11 @@ type settings struct {
 	DefaultPenalty time.Duration
 	// Clock is the time source of Classify (default time.Now).
 	Clock func() time.Time
+	// noJitter is Config.NoJitter: Jitter stays 0.
+	noJitter bool
+	// memory keeps each app's memories across the rebuilds of a new
+	// latency allowance; nil: none kept.
+	memory *memories
 }
 
 // merge returns app a's settings in the deployment c, before defaults.
@@ -267,6 +275,7 @@ func (c *Config) merge(a App) settings {
 		Hosts: c.Hosts, ChatPeekLimit: c.ChatPeekLimit, EntityKey: c.EntityKey, MonthGrace: c.MonthGrace,
 		ShortPenalty: c.ShortPenalty, Jitter: c.Jitter, DefaultPenalty: c.DefaultPenalty, Clock: c.Clock,
 	}
+	s.noJitter = c.NoJitter
 	if a.NoDefaultLevel {
 		s.DefaultLevel = -1
 	}
@@ -313,7 +322,9 @@ func (c *settings) setDefaults() {
 	c.MonthlyQuota = cmp.Or(c.MonthlyQuota, defaultMonthlyQuota)
 	c.MonthGrace = cmp.Or(c.MonthGrace, defaultMonthGrace)
 	c.ShortPenalty = cmp.Or(c.ShortPenalty, defaultShortPenalty)
-	c.Jitter = cmp.Or(c.Jitter, defaultJitter)
+	if !c.noJitter {
+		c.Jitter = cmp.Or(c.Jitter, defaultJitter)
+	}
 	c.DefaultPenalty = cmp.Or(c.DefaultPenalty, providers.DefaultPenalty)
 	if c.Clock == nil {
 		c.Clock = time.Now
@@ -417,6 +428,7 @@ func profileOf(cfg settings) (providers.Profile, error) {
 	p.messages = newMessageChats(messageMemory)
 	p.learned = &learnedLimits{}
 	p.entities = entityhash.New(cfg.EntityKey, cfg.AppID)
+	cfg.memory.adopt(p)
 	prof := providers.Profile{
 		Name:           Name,
 		Match:          p.match,

@@ -36,6 +36,10 @@ type learnedEntry struct {
 	level Level
 	until time.Time
 	route providers.Route // without a recipient, as routes caches them
+	// from are the limits learned that make level, so that a preset
+	// rebuilt for a new allowance lowers its own table by them (memories)
+	// rather than taking a level computed from another table.
+	from []providers.Learned
 }
 
 // levelOf is the level the table (or Config.APIs) gives an API.
@@ -96,12 +100,20 @@ func (p *preset) lower(l providers.Learned) bool {
 	default:
 		return false
 	}
+	from := []providers.Learned{l}
+	if v, ok := p.learned.m.Load(l.API); ok && now.Before(v.(*learnedEntry).until) {
+		for _, f := range v.(*learnedEntry).from {
+			if f.Window != l.Window {
+				from = append(from, f)
+			}
+		}
+	}
 	rules, _, err := p.levelRules(lvl, l.API)
 	if err != nil {
 		return false
 	}
 	rules = append(rules[:len(rules):len(rules)], p.month...)
-	e := &learnedEntry{level: lvl, until: l.Until, route: providers.Route{API: l.API,
+	e := &learnedEntry{level: lvl, until: l.Until, from: from, route: providers.Route{API: l.API,
 		Rules: rules[:len(rules):len(rules)], Scopes: []string{p.apiScope(l.API), p.appScope}}}
 	if _, had := p.learned.m.Swap(l.API, e); !had {
 		p.learned.n.Add(1)

@@ -22,24 +22,24 @@ import (
 // Reconciliation with WeChat's own count (Config.Reconcile): the Transport
 // reads /cgi-bin/openapi/quota/get for each account's daily-quota APIs it
 // sees called, and hands the reading back to every replica's profile as a
-// providers.Learned with App set, Window LearnedDaily.
+// providers.Learned with App set, Window learnedDaily.
 
-// QuotaGetPath is WeChat's quota query: POST {"cgi_path": ...} with the
+// quotaGetPath is WeChat's quota query: POST {"cgi_path": ...} with the
 // account's access token answers the API's daily_limit, used and remain.
-const QuotaGetPath = "/cgi-bin/openapi/quota/get"
+const quotaGetPath = "/cgi-bin/openapi/quota/get"
 
-// LearnedDaily is the Window of a reconciled daily limit: the daily rule's
+// learnedDaily is the Window of a reconciled daily limit: the daily rule's
 // unit (rule.Day.String()), as the Transport names it.
-const LearnedDaily = "day"
+const learnedDaily = "day"
 
 // quotaAnswerLimit bounds how much of quota/get's answer is read (about 150
 // bytes).
 const quotaAnswerLimit = 4 << 10
 
-// ErrQuotaAnswer reports a quota/get answer that gives no reading: an
+// errQuotaAnswer reports a quota/get answer that gives no reading: an
 // errcode (a token no longer valid, 76021 for a path without a daily
 // quota), or a body that is not the documented shape.
-var ErrQuotaAnswer = errors.New("wechat: quota/get gave no reading")
+var errQuotaAnswer = errors.New("wechat: quota/get gave no reading")
 
 // quotaCheck is the preset's providers.QuotaCheck, or nil when Reconcile is
 // off.
@@ -48,29 +48,33 @@ func (c *Config) quotaCheck() *providers.QuotaCheck {
 		return nil
 	}
 	return &providers.QuotaCheck{
-		Every:  cmp.Or(c.ReconcileEvery, defaultReconcileEvery),
-		Target: quotaTarget,
-		Query:  quotaQuery,
-		Read:   readQuota,
+		Every: cmp.Or(c.ReconcileEvery, defaultReconcileEvery),
+		Target: func(req *http.Request, r *providers.Route) (providers.QuotaTarget, bool) {
+			return quotaTarget(req, r, len(c.Apps) == 1)
+		},
+		Query: quotaQuery,
+		Read:  readQuota,
 	}
 }
 
 // quotaTarget names the daily quota a routed request counts against, with
 // the token it carries. The account is the one in the rule's key
-// ("day:<AppID>:<path>"); a request of another account charged to it
-// (Config.Default) or of the shared unknown scope names none, since its
-// token would read another account's quota.
-func quotaTarget(req *http.Request, r *providers.Route) (providers.QuotaTarget, bool) {
+// ("day:<AppID>:<path>"); the request must be tagged with that account
+// (learned from its token, or given by the caller), or the preset must
+// list only that one: an untagged request charged to an account
+// (Config.Default) may carry another account's token, which would read
+// that account's quota onto this one. The shared unknown scope names none.
+func quotaTarget(req *http.Request, r *providers.Route, single bool) (providers.QuotaTarget, bool) {
 	for i := range r.Rules {
 		rl := r.Rules[i]
 		if rl.Unit() != rule.Day || !strings.HasPrefix(rl.Key(), "day:") {
 			continue
 		}
 		app, path, ok := strings.Cut(rl.Key()[len("day:"):], ":")
-		if !ok || app == unknownApp || path != r.API || path == QuotaGetPath {
+		if !ok || app == unknownApp || path != r.API || path == quotaGetPath {
 			return providers.QuotaTarget{}, false
 		}
-		if a, tagged := apps.FromContext(req.Context()); tagged && a.ID != app {
+		if a, tagged := apps.FromContext(req.Context()); (tagged && a.ID != app) || (!tagged && !single) {
 			return providers.QuotaTarget{}, false
 		}
 		tok := req.URL.Query().Get("access_token")
@@ -92,7 +96,7 @@ func quotaQuery(ctx context.Context, t providers.QuotaTarget) (*http.Request, er
 	if err != nil {
 		return nil, err
 	}
-	u := t.Origin + QuotaGetPath + "?" + url.Values{"access_token": {t.Token}}.Encode()
+	u := t.Origin + quotaGetPath + "?" + url.Values{"access_token": {t.Token}}.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, strings.NewReader(string(body)))
 	if err != nil {
 		// The URL holds the token: say what failed without it.
@@ -106,7 +110,7 @@ func quotaQuery(ctx context.Context, t providers.QuotaTarget) (*http.Request, er
 func readQuota(resp *http.Response) (providers.QuotaReading, error) {
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, quotaAnswerLimit))
 	if err != nil {
-		return providers.QuotaReading{}, fmt.Errorf("%w: %w", ErrQuotaAnswer, err)
+		return providers.QuotaReading{}, fmt.Errorf("%w: %w", errQuotaAnswer, err)
 	}
 	var a struct {
 		Errcode *int   `json:"errcode"`
@@ -117,13 +121,13 @@ func readQuota(resp *http.Response) (providers.QuotaReading, error) {
 		} `json:"quota"`
 	}
 	if resp.StatusCode != http.StatusOK || json.Unmarshal(raw, &a) != nil {
-		return providers.QuotaReading{}, fmt.Errorf("%w: HTTP %d, not the documented JSON", ErrQuotaAnswer, resp.StatusCode)
+		return providers.QuotaReading{}, fmt.Errorf("%w: HTTP %d, not the documented JSON", errQuotaAnswer, resp.StatusCode)
 	}
 	if a.Errcode != nil && *a.Errcode != 0 {
-		return providers.QuotaReading{}, fmt.Errorf("%w: errcode %d %q", ErrQuotaAnswer, *a.Errcode, clipMsg(a.Errmsg))
+		return providers.QuotaReading{}, fmt.Errorf("%w: errcode %d %q", errQuotaAnswer, *a.Errcode, clipMsg(a.Errmsg))
 	}
 	if a.Quota == nil || a.Quota.DailyLimit == nil || a.Quota.Used == nil || *a.Quota.DailyLimit < 1 || *a.Quota.Used < 0 {
-		return providers.QuotaReading{}, fmt.Errorf("%w: quota.daily_limit or quota.used missing or out of range", ErrQuotaAnswer)
+		return providers.QuotaReading{}, fmt.Errorf("%w: quota.daily_limit or quota.used missing or out of range", errQuotaAnswer)
 	}
 	return providers.QuotaReading{Limit: *a.Quota.DailyLimit, Used: *a.Quota.Used}, nil
 }
@@ -136,11 +140,11 @@ func clipMsg(s string) string {
 }
 
 // lower applies a reconciled daily limit of this account (a Learned with
-// App = the AppID and Window LearnedDaily), raising or lowering the API's
+// App = the AppID and Window learnedDaily), raising or lowering the API's
 // daily rule until it lapses; Feishu-style learned limits (no App) and
 // other accounts' are ignored. It reports whether the rule changed.
 func (p *preset) lower(l providers.Learned) bool {
-	if l.App != p.cfg.AppID || l.Window != LearnedDaily || l.Limit < 1 || !p.cfg.Clock().Before(l.Until) {
+	if l.App != p.cfg.AppID || l.Window != learnedDaily || l.Limit < 1 || !p.cfg.Clock().Before(l.Until) {
 		return false
 	}
 	for {

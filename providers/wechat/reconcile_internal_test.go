@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quotaware/throttle/apps"
+	"github.com/quotaware/throttle/limiter/rule"
 	"github.com/quotaware/throttle/providers"
 )
 
@@ -27,18 +29,18 @@ func TestReconciledLimitAppliesToItsAccount(t *testing.T) {
 	}
 	until := now.Add(time.Hour)
 	for _, l := range []providers.Learned{
-		{API: api, App: "wxb", Window: LearnedDaily, Limit: 7, Until: until}, // another account
-		{API: api, Window: LearnedDaily, Limit: 7, Until: until},             // no account
+		{API: api, App: "wxb", Window: learnedDaily, Limit: 7, Until: until}, // another account
+		{API: api, Window: learnedDaily, Limit: 7, Until: until},             // no account
 		{API: api, App: "wxa", Window: "s", Limit: 7, Until: until},          // not a day
 	} {
 		if pr.Lower(l) || limit() != 100 {
 			t.Fatalf("%+v applied: limit %d", l, limit())
 		}
 	}
-	if !pr.Lower(providers.Learned{API: api, App: "wxa", Window: LearnedDaily, Limit: 250, Until: until}) || limit() != 250 {
+	if !pr.Lower(providers.Learned{API: api, App: "wxa", Window: learnedDaily, Limit: 250, Until: until}) || limit() != 250 {
 		t.Fatalf("raise to 250: limit %d", limit())
 	}
-	if pr.Lower(providers.Learned{API: api, App: "wxa", Window: LearnedDaily, Limit: 250, Until: until}) {
+	if pr.Lower(providers.Learned{API: api, App: "wxa", Window: learnedDaily, Limit: 250, Until: until}) {
 		t.Fatal("the same limit again reported a change")
 	}
 	now = until
@@ -48,7 +50,7 @@ func TestReconciledLimitAppliesToItsAccount(t *testing.T) {
 }
 
 // readQuota reads the documented answer and refuses errcodes and garbage
-// with ErrQuotaAnswer.
+// with errQuotaAnswer.
 func TestReadQuota(t *testing.T) {
 	for body, want := range map[string]int{
 		`{"errcode":0,"errmsg":"ok","quota":{"daily_limit":300,"used":120,"remain":180}}`: 300,
@@ -59,6 +61,35 @@ func TestReadQuota(t *testing.T) {
 		r, err := readQuota(&http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader(body))})
 		if want < 0 && err == nil || want > 0 && (err != nil || r.Limit != want || r.Used != 120) {
 			t.Errorf("%s: %+v, %v", body, r, err)
+		}
+	}
+}
+
+// A quota is read with a request's token only when the token is that
+// account's: tagged with it, or the preset lists that account alone. An
+// untagged request charged to the Default account of several may carry
+// another account's token.
+func TestQuotaTargetNeedsTheAccountsToken(t *testing.T) {
+	const api = "/cgi-bin/message/custom/send"
+	day := rule.Must(rule.NewCalendar("day:wxa:"+api, 100, rule.Day, time.UTC))
+	route := &providers.Route{API: api, Rules: []rule.Rule{day}}
+	req := httptest.NewRequest(http.MethodPost, "https://api.weixin.qq.com"+api+"?access_token=tok-of-someone", nil)
+	tagged := func(id string) *http.Request {
+		return req.WithContext(apps.NewContext(req.Context(), apps.App{Provider: Name, ID: id}))
+	}
+	for _, c := range []struct {
+		name   string
+		req    *http.Request
+		single bool
+		want   bool
+	}{
+		{"untagged, one account listed", req, true, true},
+		{"untagged, several listed", req, false, false},
+		{"tagged with the account", tagged("wxa"), false, true},
+		{"tagged with another", tagged("wxb"), true, false},
+	} {
+		if _, ok := quotaTarget(c.req, route, c.single); ok != c.want {
+			t.Errorf("%s: target %v, want %v", c.name, ok, c.want)
 		}
 	}
 }

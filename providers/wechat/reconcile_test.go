@@ -63,7 +63,7 @@ func recRunFleet(t *testing.T, reconcile bool, presetDaily, emuDaily, spent int,
 func recCount(emu *wechattest.Server) (ok, daily, reads int) {
 	for _, r := range emu.Requests() {
 		switch {
-		case r.Path == wechat.QuotaGetPath:
+		case r.Path == "/cgi-bin/openapi/quota/get":
 			reads++
 		case r.Path == recAPI && r.Code == 0:
 			ok++
@@ -73,6 +73,27 @@ func recCount(emu *wechattest.Server) (ok, daily, reads int) {
 	}
 	return ok, daily, reads
 }
+
+// beforeFirstRead is how many of recAPI's calls reached the emulator before
+// the first quota/get: the day's first reading counts them once more (it
+// cannot tell which WeChat has not counted yet), so the fleet ends that
+// many short of the quota, by design.
+func beforeFirstRead(emu *wechattest.Server) int {
+	n := 0
+	for _, r := range emu.Requests() { // in arrival order
+		if r.Path == "/cgi-bin/openapi/quota/get" {
+			return n
+		}
+		if r.Path == recAPI {
+			n++
+		}
+	}
+	return n
+}
+
+// recSlack is what a run may fall short of the quota beyond the calls
+// counted twice by the first reading: those in flight when it was read.
+const recSlack = 8
 
 // maxReads bounds the quota/get calls of a run: one per Every for the
 // fleet (the lease), plus the first at start and one per replica whose
@@ -90,8 +111,10 @@ func TestReconcileSpentByAnotherClient(t *testing.T) {
 	if daily != 0 || tl.Quota != 0 {
 		t.Errorf("%d x 45009 at the emulator, %d quota errors seen by callers; want 0", daily, tl.Quota)
 	}
-	if ok > quota-spent || ok < quota-spent-quota/10 {
-		t.Errorf("%d calls succeeded, want the %d left of the quota (at most a tenth of the quota fewer: the calls booked before the first reading count as unseen)", ok, quota-spent)
+	twice := beforeFirstRead(emu)
+	if ok > quota-spent || ok < quota-spent-twice-recSlack {
+		t.Errorf("%d calls succeeded, want the %d left of the quota (less the %d calls before the first reading, counted twice, and %d in flight)",
+			ok, quota-spent, twice, recSlack)
 	}
 	if reads == 0 || reads > maxReads {
 		t.Errorf("%d quota/get reads, want 1..%d", reads, maxReads)
@@ -120,7 +143,9 @@ func TestReconcileRaisedQuotaIsUsed(t *testing.T) {
 	if daily != 0 {
 		t.Errorf("%d x 45009, want 0", daily)
 	}
-	if ok <= preset || ok < raised-raised/10 {
-		t.Errorf("%d calls succeeded, want past the preset's %d up to WeChat's %d (at most a tenth fewer)", ok, preset, raised)
+	twice := beforeFirstRead(emu)
+	if ok <= preset || ok < raised-twice-recSlack {
+		t.Errorf("%d calls succeeded, want past the preset's %d up to WeChat's %d (less the %d calls before the first reading, counted twice, and %d in flight)",
+			ok, preset, raised, twice, recSlack)
 	}
 }

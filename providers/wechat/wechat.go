@@ -202,11 +202,11 @@ func (c *settings) setDefaults() {
 	}
 	c.ReconcileEvery = cmp.Or(c.ReconcileEvery, defaultReconcileEvery)
 	c.QuotaGetDaily = cmp.Or(c.QuotaGetDaily, defaultQuotaGetDaily)
-	if _, listed := c.Daily[QuotaGetPath]; c.Reconcile && !listed {
+	if _, listed := c.Daily[quotaGetPath]; c.Reconcile && !listed {
 		// The readings' own quota: a copy, so a caller's map is not changed.
 		d := make(map[string]int, len(c.Daily)+1)
 		maps.Copy(d, c.Daily)
-		d[QuotaGetPath] = c.QuotaGetDaily
+		d[quotaGetPath] = c.QuotaGetDaily
 		c.Daily = d
 	}
 }

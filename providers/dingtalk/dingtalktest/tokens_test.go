@@ -37,3 +37,47 @@ func TestSecondExchange(t *testing.T) {
 		}
 	}
 }
+
+// A revoked token is refused on both generations, and the next exchange
+// issues a new one; Fetches counts the exchanges answered with a token.
+func TestRevoke(t *testing.T) {
+	s := New(Options{Apps: map[string]string{"dingA": "s"}})
+	defer s.Close()
+	get := func(path string) (string, int) {
+		resp, err := http.Get(s.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var a struct {
+			Tok  string `json:"access_token"`
+			Code int    `json:"errcode"`
+		}
+		_ = json.NewDecoder(resp.Body).Decode(&a)
+		return a.Tok, a.Code
+	}
+	first, _ := get("/gettoken?appkey=dingA&appsecret=s")
+	if _, code := get("/user/get?access_token=" + first); code != 0 {
+		t.Fatalf("call before the revocation: errcode %d", code)
+	}
+	s.Revoke(first)
+	if _, code := get("/user/get?access_token=" + first); code != 40014 {
+		t.Fatalf("call with the revoked token: errcode %d, want 40014", code)
+	}
+	second, _ := get("/gettoken?appkey=dingA&appsecret=s")
+	if second == "" || second == first {
+		t.Fatalf("exchange after the revocation: %q, want a new token", second)
+	}
+	if n := s.Fetches("dingA", ""); n != 2 {
+		t.Fatalf("Fetches = %d, want 2", n)
+	}
+	invalid := 0
+	for _, r := range s.Requests() {
+		if r.Code == "40014" || r.Code == "InvalidAuthentication" {
+			invalid++
+		}
+	}
+	if invalid != 1 {
+		t.Fatalf("%d invalid-token records, want 1", invalid)
+	}
+}

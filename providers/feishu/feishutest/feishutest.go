@@ -158,8 +158,6 @@ type Server struct {
 	patterns []pattern
 	apis     *emulator.Templates // the emulator's own copy of Feishu's API templates
 	em       *emulator.Core[Request]
-	issued   map[string]issuedToken // the token each owner's exchange returns (tokens.go)
-	revoked  map[string]bool        // tokens Revoke invalidated
 
 	// Guarded by em's lock.
 	windows  map[key]*window
@@ -325,9 +323,6 @@ func (s *Server) answerLocked(r *http.Request, body []byte, rec *Request, api st
 		tok = "" // no Bearer scheme, no token
 	}
 	app, st := s.em.CheckLocked(tok, emu)
-	if st == emulator.TokenValid && s.revoked[tok] {
-		st = emulator.TokenUnknown
-	}
 	switch st {
 	case emulator.TokenMissing:
 		return errReply(http.StatusBadRequest, CodeTokenMissing,

@@ -89,7 +89,7 @@ func (s *Set) Len() int { return len(*s.byID.Load()) }
 // Pick returns the profile of the request's app.
 func (s *Set) Pick(req *http.Request) *providers.Profile {
 	app, ok := apps.FromContext(req.Context())
-	if !ok || !app.For(s.name) {
+	if !ok || (app.Provider != "" && app.Provider != s.name) {
 		return &s.fallback
 	}
 	if p := (*s.byID.Load())[s.key(app)]; p != nil {

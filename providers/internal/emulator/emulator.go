@@ -67,6 +67,8 @@ type Core[R any] struct {
 
 	seq      int
 	tokens   map[string]token
+	issued   map[string]issued // the token each exchange key last got (ReuseLocked)
+	revoked  map[string]bool   // tokens Revoke invalidated
 	faults   Faults[Fault]
 	requests []R
 	counters Counters
@@ -74,6 +76,12 @@ type Core[R any] struct {
 
 type token struct {
 	owner   string
+	expires time.Time // emulated
+}
+
+// issued is the token an exchange key last got.
+type issued struct {
+	tok     string
 	expires time.Time // emulated
 }
 
@@ -142,6 +150,44 @@ func (c *Core[R]) IssueLocked(owner string, emu time.Time) string {
 	return t
 }
 
+// ReuseLocked answers a token exchange of key (what the exchange presents:
+// an app and its secret, a suite, an authorised company) whose tokens
+// belong to owner, as the providers that keep a token do (PROVIDERS.md,
+// "What a second exchange does"): the token key last got while more than
+// renewBelow of its lifetime remains, a new one (the old one still valid)
+// otherwise. It returns the token and its lifetime left in seconds.
+func (c *Core[R]) ReuseLocked(key, owner string, emu time.Time, renewBelow time.Duration) (string, int) {
+	if t, ok := c.issued[key]; ok {
+		if left := t.expires.Sub(emu); left > renewBelow {
+			return t.tok, int(left / time.Second)
+		}
+	}
+	tok := c.IssueLocked(owner, emu)
+	if c.issued == nil {
+		c.issued = map[string]issued{}
+	}
+	c.issued[key] = issued{tok: tok, expires: emu.Add(c.ttl)}
+	return tok, int(c.ttl / time.Second)
+}
+
+// Revoke makes tok invalid at once, as a provider does to a token when an
+// app's secret is reset: CheckLocked finds it unknown (its owner still
+// named), and the next exchange of the key that got it (ReuseLocked)
+// issues a new token.
+func (c *Core[R]) Revoke(tok string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.revoked == nil {
+		c.revoked = map[string]bool{}
+	}
+	c.revoked[tok] = true
+	for k, t := range c.issued {
+		if t.tok == tok {
+			delete(c.issued, k)
+		}
+	}
+}
+
 // TokenState is what CheckLocked found out about a token.
 type TokenState int
 
@@ -163,6 +209,8 @@ func (c *Core[R]) CheckLocked(tok string, emu time.Time) (owner string, st Token
 	switch {
 	case !ok:
 		return "", TokenUnknown
+	case c.revoked[tok]:
+		return t.owner, TokenUnknown
 	case !emu.Before(t.expires):
 		return t.owner, TokenExpired
 	}

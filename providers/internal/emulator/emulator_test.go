@@ -2,6 +2,7 @@ package emulator
 
 import (
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -106,5 +107,34 @@ func TestCodes(t *testing.T) {
 		if got := Code(tc.body); got != tc.code {
 			t.Errorf("Code(%s) = %d, want %d", tc.body, got, tc.code)
 		}
+	}
+}
+
+// A second exchange of a key gets the same token while more than
+// renewBelow of it remains, a new one below that; a revoked token is
+// unknown (its owner still named) and the next exchange gets a new one.
+func TestReuseAndRevoke(t *testing.T) {
+	clock := NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	c := New[string](Config{Clock: clock.Now, TokenTTL: 2 * time.Hour,
+		TokenName: func(seq int, owner string) string { return owner + "-" + strconv.Itoa(seq) }})
+	c.Lock()
+	first, left := c.ReuseLocked("k", "app", clock.Now(), 30*time.Minute)
+	again, _ := c.ReuseLocked("k", "app", clock.Now().Add(time.Hour), 30*time.Minute)
+	renewed, _ := c.ReuseLocked("k", "app", clock.Now().Add(100*time.Minute), 30*time.Minute)
+	c.Unlock()
+	if left != 7200 || again != first || renewed == first {
+		t.Fatalf("tokens %q (%d s), %q, %q: want the same token within the hour, a new one in its last 30 minutes", first, left, again, renewed)
+	}
+	c.Revoke(renewed)
+	c.Lock()
+	defer c.Unlock()
+	if owner, st := c.CheckLocked(renewed, clock.Now()); st != TokenUnknown || owner != "app" {
+		t.Fatalf("revoked token: %q %v, want app, unknown", owner, st)
+	}
+	if owner, st := c.CheckLocked(first, clock.Now()); st != TokenValid || owner != "app" {
+		t.Fatalf("the earlier token: %q %v, want app, valid", owner, st)
+	}
+	if next, _ := c.ReuseLocked("k", "app", clock.Now(), 30*time.Minute); next == renewed {
+		t.Fatal("an exchange after a revocation got the revoked token")
 	}
 }

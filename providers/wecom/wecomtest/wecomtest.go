@@ -137,9 +137,7 @@ type Server struct {
 
 	// Guarded by em's lock.
 	windows  map[key]*window
-	blocked  map[key]time.Time      // emulated end of a block
-	issued   map[string]issuedToken // the token each owner's exchange returns (tokens.go)
-	revoked  map[string]bool        // tokens Revoke invalidated
+	blocked  map[key]time.Time // emulated end of a block
 	inflight map[key]int
 }
 
@@ -259,9 +257,6 @@ func (s *Server) answerLocked(r *http.Request, rec *Request, emu time.Time) (sta
 	} else {
 		var st emulator.TokenState
 		corp, st = s.em.CheckLocked(q.Get("access_token"), emu)
-		if st == emulator.TokenValid && s.revoked[q.Get("access_token")] {
-			st = emulator.TokenUnknown
-		}
 		switch st {
 		case emulator.TokenMissing:
 			rec.Code = CodeTokenMissing

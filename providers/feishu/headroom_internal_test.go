@@ -1,0 +1,98 @@
+package feishu
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/quotaware/throttle/apps"
+	"github.com/quotaware/throttle/providers"
+)
+
+// Without Jitter the preset asks the Transport for a measured allowance;
+// a rebuild widens every rule by it, keeps the levels learned before it
+// (built again with the new allowance) and the chats of the messages seen,
+// and an app added after it routes by its own rules on the rebuilt profile.
+func TestRebuildForAnAllowanceKeepsWhatWasLearned(t *testing.T) {
+	const api = "GET /open-apis/contact/v3/users/:user_id"
+	now := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	for _, c := range []Config{{Jitter: 10 * time.Millisecond}, {NoJitter: true}} {
+		c.Apps = []App{{AppID: "cli_a"}}
+		if MustNew(c).Profile().Headroom != nil {
+			t.Errorf("Jitter %v NoJitter %v: a measured allowance asked for", c.Jitter, c.NoJitter)
+		}
+	}
+	set := MustNew(Config{Clock: clock, Apps: []App{{AppID: "cli_a", APIs: map[string]int{api: 4}}, {AppID: "cli_b"}}})
+	prof := set.Profile()
+	if prof.Headroom == nil || prof.Headroom.Initial != defaultJitter {
+		t.Fatalf("Headroom %+v, want one starting at %v", prof.Headroom, defaultJitter)
+	}
+	req := func(app string) *http.Request {
+		r := httptest.NewRequest(http.MethodGet, "https://open.feishu.cn/open-apis/contact/v3/users/ou_1", nil)
+		return r.WithContext(apps.NewContext(r.Context(), apps.App{ID: app}))
+	}
+	route := func(p providers.Profile, app string) providers.Route {
+		t.Helper()
+		rt, err := p.Route(req(app))
+		if err != nil || len(rt.Rules) == 0 {
+			t.Fatalf("route of %s: %v, %d rules", app, err, len(rt.Rules))
+		}
+		return rt
+	}
+	if got := route(prof, "cli_a").Rules[0].Period(); got != time.Second+defaultJitter {
+		t.Fatalf("before any measurement: period %v, want %v", got, time.Second+defaultJitter)
+	}
+	if !prof.Lower(providers.Learned{API: api, Window: learnedSecond, Limit: 20, Until: now.Add(time.Hour)}) {
+		t.Fatal("Lower did not lower")
+	}
+
+	before := set.memory.m["cli_a"]
+	rebuilt, err := prof.Headroom.Rebuild(12 * time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := set.memory.m["cli_a"]
+	if before == after || before.messages != after.messages {
+		t.Error("the rebuilt preset of cli_a does not keep the chats of the messages seen")
+	}
+	rt := route(rebuilt, "cli_a")
+	if rt.Rules[0].Limit() != 20 || rt.Rules[0].Period() != time.Second+12*time.Millisecond {
+		t.Errorf("rebuilt: %d per %v, want the learned 20 per %v", rt.Rules[0].Limit(), rt.Rules[0].Period(), time.Second+12*time.Millisecond)
+	}
+	if rt := route(rebuilt, "cli_b"); rt.Rules[0].Period() != time.Second+12*time.Millisecond {
+		t.Errorf("rebuilt, another app: period %v", rt.Rules[0].Period())
+	}
+
+	// An app added now reaches the live (rebuilt) profile too.
+	if err := set.Add(App{AppID: "cli_c", APIs: map[string]int{api: 6}}); err != nil {
+		t.Fatal(err)
+	}
+	if rt := route(rebuilt, "cli_c"); rt.Rules[0].Limit() != LevelTable()[6].PerSecond {
+		t.Errorf("added after the rebuild: %d/s, want level 6's %d/s", rt.Rules[0].Limit(), LevelTable()[6].PerSecond)
+	}
+}
+
+// An app added again with a lower level keeps only what was learned below
+// its new level: a level learned under the old table never raises the new
+// one (20/s learned at level 4, then level 6's 5/s: 5/s, and no minute
+// rule, which level 6 lacks).
+func TestReAddedAppKeepsNoLevelAboveItsConfig(t *testing.T) {
+	const api = "GET /open-apis/contact/v3/users/:user_id"
+	now := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	set := MustNew(Config{Clock: func() time.Time { return now }, Apps: []App{{AppID: "cli_a", APIs: map[string]int{api: 4}}}})
+	prof := set.Profile()
+	req := httptest.NewRequest(http.MethodGet, "https://open.feishu.cn/open-apis/contact/v3/users/ou_1", nil)
+	req = req.WithContext(apps.NewContext(req.Context(), apps.App{ID: "cli_a"}))
+	if !prof.Lower(providers.Learned{API: api, Window: learnedSecond, Limit: 20, Until: now.Add(time.Hour)}) {
+		t.Fatal("Lower did not lower")
+	}
+	if err := set.Add(App{AppID: "cli_a", APIs: map[string]int{api: 6}}); err != nil {
+		t.Fatal(err)
+	}
+	rt, err := prof.Route(req)
+	if err != nil || len(rt.Rules) != 1 || rt.Rules[0].Limit() != 5 {
+		t.Fatalf("after re-adding at level 6: %v, %v; want one rule of 5/s", rt.Rules, err)
+	}
+}
