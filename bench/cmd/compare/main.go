@@ -95,6 +95,7 @@ type results struct {
 	hotKeys    []hotKey
 	keyBytes   []keyBytes
 	keyCurve   []keyPoint
+	scale      string // tables 8 to 10, as Markdown (scaletables.go)
 }
 
 func run(c config) error {
@@ -231,6 +232,11 @@ func run(c config) error {
 
 	if c.want(7) {
 		if res.keyCurve, err = runKeyCurve(ctx, srv.Addr, c); err != nil {
+			return err
+		}
+	}
+	if c.want(8) || c.want(9) || c.want(10) {
+		if res.scale, err = scaleReport(ctx, c, srv.Addr, fmt.Sprintf("_Machine: %s._", res.machine)); err != nil {
 			return err
 		}
 	}

@@ -174,6 +174,7 @@ func report(c config, res results, charts []chart, root string) string {
 	if len(res.keyCurve) > 0 {
 		reportKeyCurve(w, c, res.keyCurve, mline)
 	}
+	w("%s", res.scale)
 
 	w("## Where this project is first, tied, or not first\n\n")
 	w("Each of this project's rows against the peers (the ceiling and, for Redis-side columns, the in-process\n")
