@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"sync"
@@ -100,85 +99,6 @@ func (s *Sharer) count(provider, result string) {
 	}
 	if s.observe != nil {
 		s.observe(provider, result)
-	}
-}
-
-// Option configures a Sharer.
-type Option func(*config)
-
-type config struct {
-	prefix string
-	margin time.Duration
-	lease  time.Duration
-	poll   time.Duration
-	now    func() time.Time
-	obs    func(provider, result string)
-	gap    time.Duration
-	perDay int
-	err    error
-}
-
-// WithPrefix sets the prefix of the Redis keys (default "throttle"): keys
-// are "<prefix>:token:<hex>" and "<prefix>:token:<hex>:lock".
-func WithPrefix(p string) Option {
-	return func(c *config) {
-		if p == "" {
-			c.err = errors.New("tokens: WithPrefix: prefix must not be empty")
-		}
-		c.prefix = p
-	}
-}
-
-// WithMargin sets how long before its end a kept token stops being handed
-// out (default 5 minutes): the next exchange then fetches a new one, so no
-// SDK gets a token about to expire.
-func WithMargin(d time.Duration) Option {
-	return func(c *config) {
-		if d < 0 {
-			c.err = fmt.Errorf("tokens: WithMargin: margin %v must not be negative", d)
-		}
-		c.margin = d
-	}
-}
-
-// WithLease sets how long an exchange in flight holds the others of its
-// credential (default 3 s): a replica that dies while fetching delays them
-// by no more.
-func WithLease(d time.Duration) Option {
-	return func(c *config) {
-		if d <= 0 {
-			c.err = fmt.Errorf("tokens: WithLease: lease %v must be positive", d)
-		}
-		c.lease = d
-	}
-}
-
-// WithObserver has f hear every result counted (Fetched, Shared, ...)
-// with the provider of the exchange ("dingtalk", "wechat", "wecom",
-// "feishu"), for metrics; f must not block.
-func WithObserver(f func(provider, result string)) Option {
-	return func(c *config) { c.obs = f }
-}
-
-// WithHealLimits caps the heals of one credential for the whole fleet: at
-// most one in gap and perDay in a day (default 30 s and 20, WeChat's cap on
-// a stable_token's forced refreshes); 0 lifts a cap.
-func WithHealLimits(gap time.Duration, perDay int) Option {
-	return func(c *config) {
-		if gap < 0 || perDay < 0 {
-			c.err = fmt.Errorf("tokens: WithHealLimits: gap %v and perDay %d must not be negative", gap, perDay)
-		}
-		c.gap, c.perDay = gap, perDay
-	}
-}
-
-// WithClock sets the source of time (default time.Now), for tests.
-func WithClock(now func() time.Time) Option {
-	return func(c *config) {
-		if now == nil {
-			c.err = errors.New("tokens: WithClock: clock must not be nil")
-		}
-		c.now = now
 	}
 }
 
@@ -289,6 +209,7 @@ func (s *Sharer) Stored(req *http.Request, provider string) (resp *http.Response
 	}
 	ctx := req.Context()
 	var timer *time.Timer
+	defer stopTimer(&timer)
 	for {
 		v, held, err := s.peek(ctx, p.key)
 		if err != nil {
@@ -303,18 +224,9 @@ func (s *Sharer) Stored(req *http.Request, provider string) (resp *http.Response
 		if !held {
 			return nil, p.sent, nil // nobody fetching: this one is sent
 		}
-		if timer == nil {
-			s.count(ex.Provider, Waited)
-			timer = time.NewTimer(s.poll)
-			defer timer.Stop()
-		} else {
-			timer.Reset(s.poll)
-		}
-		select {
-		case <-ctx.Done():
+		if err := s.pollWait(ctx, &timer, ex.Provider); err != nil {
 			closeBody(p.sent)
-			return nil, p.sent, ctx.Err()
-		case <-timer.C:
+			return nil, p.sent, err
 		}
 	}
 }
@@ -357,7 +269,8 @@ func (s *Sharer) exchange(base http.RoundTripper, ex *exchange, req *http.Reques
 	}
 	ctx := req.Context()
 	var timer *time.Timer
-	for waited := false; ; {
+	defer stopTimer(&timer)
+	for {
 		v, err := s.rdb.Get(ctx, key).Bytes()
 		switch {
 		case err == nil:
@@ -387,20 +300,28 @@ func (s *Sharer) exchange(base http.RoundTripper, ex *exchange, req *http.Reques
 		}
 		// Another replica is fetching: its answer comes within its lease,
 		// or the lease ends and this one takes over.
-		if !waited {
-			waited = true
-			s.count(ex.Provider, Waited)
-			timer = time.NewTimer(s.poll)
-			defer timer.Stop()
-		} else {
-			timer.Reset(s.poll)
-		}
-		select {
-		case <-ctx.Done():
+		if err := s.pollWait(ctx, &timer, ex.Provider); err != nil {
 			closeBody(sent)
-			return nil, ctx.Err()
-		case <-timer.C:
+			return nil, err
 		}
+	}
+}
+
+// pollWait waits one poll for an exchange another replica is fetching, or
+// until ctx ends. The first wait (*timer nil) counts the exchange as
+// Waited; the caller stops *timer when it is done.
+func (s *Sharer) pollWait(ctx context.Context, timer **time.Timer, provider string) error {
+	if *timer == nil {
+		s.count(provider, Waited)
+		*timer = time.NewTimer(s.poll)
+	} else {
+		(*timer).Reset(s.poll)
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-(*timer).C:
+		return nil
 	}
 }
 
@@ -518,5 +439,12 @@ func nonce() string {
 func closeBody(req *http.Request) {
 	if req.Body != nil {
 		req.Body.Close()
+	}
+}
+
+// stopTimer stops a pollWait timer, if one was made.
+func stopTimer(t **time.Timer) {
+	if *t != nil {
+		(*t).Stop()
 	}
 }

@@ -1,0 +1,86 @@
+package tokens
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Option configures a Sharer.
+type Option func(*config)
+
+type config struct {
+	prefix string
+	margin time.Duration
+	lease  time.Duration
+	poll   time.Duration
+	now    func() time.Time
+	obs    func(provider, result string)
+	gap    time.Duration
+	perDay int
+	err    error
+}
+
+// WithPrefix sets the prefix of the Redis keys (default "throttle"): keys
+// are "<prefix>:token:<hex>" and "<prefix>:token:<hex>:lock".
+func WithPrefix(p string) Option {
+	return func(c *config) {
+		if p == "" {
+			c.err = errors.New("tokens: WithPrefix: prefix must not be empty")
+		}
+		c.prefix = p
+	}
+}
+
+// WithMargin sets how long before its end a kept token stops being handed
+// out (default 5 minutes): the next exchange then fetches a new one, so no
+// SDK gets a token about to expire.
+func WithMargin(d time.Duration) Option {
+	return func(c *config) {
+		if d < 0 {
+			c.err = fmt.Errorf("tokens: WithMargin: margin %v must not be negative", d)
+		}
+		c.margin = d
+	}
+}
+
+// WithLease sets how long an exchange in flight holds the others of its
+// credential (default 3 s): a replica that dies while fetching delays them
+// by no more.
+func WithLease(d time.Duration) Option {
+	return func(c *config) {
+		if d <= 0 {
+			c.err = fmt.Errorf("tokens: WithLease: lease %v must be positive", d)
+		}
+		c.lease = d
+	}
+}
+
+// WithObserver has f hear every result counted (Fetched, Shared, ...)
+// with the provider of the exchange ("dingtalk", "wechat", "wecom",
+// "feishu"), for metrics; f must not block.
+func WithObserver(f func(provider, result string)) Option {
+	return func(c *config) { c.obs = f }
+}
+
+// WithHealLimits caps the heals of one credential for the whole fleet: at
+// most one in gap and perDay in a day (default 30 s and 20, WeChat's cap on
+// a stable_token's forced refreshes); 0 lifts a cap.
+func WithHealLimits(gap time.Duration, perDay int) Option {
+	return func(c *config) {
+		if gap < 0 || perDay < 0 {
+			c.err = fmt.Errorf("tokens: WithHealLimits: gap %v and perDay %d must not be negative", gap, perDay)
+		}
+		c.gap, c.perDay = gap, perDay
+	}
+}
+
+// WithClock sets the source of time (default time.Now), for tests.
+func WithClock(now func() time.Time) Option {
+	return func(c *config) {
+		if now == nil {
+			c.err = errors.New("tokens: WithClock: clock must not be nil")
+		}
+		c.now = now
+	}
+}
