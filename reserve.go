@@ -1,0 +1,130 @@
+package throttle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/quotaware/throttle/limiter"
+	"github.com/quotaware/throttle/limiter/rule"
+	"go.opentelemetry.io/otel/attribute"
+)
+
+// reserve takes a slot, or returns the error that refuses the request. A
+// request refused for want of an in-flight lease (a concurrency rule), or
+// by a narrow rule that does not book ahead (rule.WithMaxBookAhead: one
+// chat or member among many sharing the app's rules), asks again when the
+// rule's slot comes, if that is within its budget; otherwise it fails at
+// once, as x/time/rate's Wait does.
+func (c *call) reserve(ctx context.Context, lreq *limiter.Request) (limiter.Reservation, error) {
+	for {
+		var began time.Time
+		if !c.t.tel.disabled {
+			began = time.Now() // clock reads cost ~100ns here; skip them when nobody records
+		}
+		res, err := c.t.limiter.Reserve(ctx, *lreq)
+		if !c.t.tel.disabled {
+			c.t.tel.limiterCall(ctx, c, time.Since(began))
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				// The caller gave up (or its deadline passed) during the
+				// call: that says nothing about the limiter.
+				c.outcome = outcomeCancelled
+				return res, ctx.Err()
+			}
+			c.outcome = outcomeLimiterError
+			if errors.Is(err, limiter.ErrInvalidRequest) {
+				// The profile's route cannot be limited (a scope too
+				// long, say): a configuration error, not an outage.
+				return res, fmt.Errorf("throttle: %s %s: %w", c.p.Name, c.route.API, err)
+			}
+			return res, fmt.Errorf("%w: %s: %w", ErrLimiterUnavailable, c.p.Name, err)
+		}
+		if res.OK() {
+			return res, nil
+		}
+		if pen := res.Penalty(); pen != nil {
+			// Another replica saw the quota error: stop locally too.
+			until := c.p.stop(pen.Scope, pen.Until, pen.Code, "shared limiter")
+			c.outcome = outcomePenalized
+			return res, c.penaltyError(pen.Scope, until, pen.Code)
+		}
+		var bound rule.Rule
+		if i := res.Rule(); i >= 0 && i < len(lreq.Rules) {
+			bound = lreq.Rules[i]
+		}
+		_, heldBack := bound.MaxBookAhead()
+		if (bound.IsConcurrency() || heldBack) && res.RetryAfter() <= c.budget(ctx) {
+			wait := res.RetryAfter()
+			if heldBack {
+				wait -= c.lead(ctx, bound)
+				if !c.t.tel.disabled {
+					c.event("throttle.entity_wait", attribute.Float64("throttle.wait_s", wait.Seconds()))
+				}
+			}
+			if err := sleepCtx(ctx, wait); err != nil {
+				c.outcome = outcomeCancelled
+				return res, err
+			}
+			c.waited += wait
+			lreq.MaxWait = c.budget(ctx)
+			continue
+		}
+		c.outcome = outcomeThrottled
+		e := &ThrottledError{Provider: c.p.Name, API: c.route.API, RetryAfter: res.RetryAfter(), Budget: lreq.MaxWait}
+		switch {
+		case bound.Limit() > 0:
+			e.Rule = bound.String()
+		case res.Local():
+			// No rule of its own held it: a replica limiting on its own
+			// starts its slots after those the shared limiter booked.
+			e.Rule = "the local fallback's hold behind the shared limiter's booked slots"
+		default:
+			e.Rule = "the limiter"
+		}
+		return res, e
+	}
+}
+
+// lead is how long before a held-back request's slot it asks again: the
+// rule admits a request up to its cap ahead (rule.WithMaxBookAhead), so
+// the first to ask within the cap takes the slot. A request that has used
+// more of its budget asks earlier, so an entity's waiters, on every
+// replica, go about in the order they came and the oldest is not the one
+// to miss its deadline.
+func (c *call) lead(ctx context.Context, r rule.Rule) time.Duration {
+	ahead, _ := r.MaxBookAhead()
+	age, left := time.Since(c.start), c.budget(ctx)
+	if ahead <= 0 || age <= 0 {
+		return 0
+	}
+	return time.Duration(float64(ahead) * float64(age) / float64(age+left))
+}
+
+// sleepCtx sleeps d on a timer (a retry's backoff, a wait for a rule's
+// slot), returning early with the context's error; d <= 0 only checks ctx.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// contextError is the error of a wait cut short: the context's own error
+// when it is done, so errors.Is finds context.Canceled or
+// context.DeadlineExceeded and nothing else.
+func contextError(ctx context.Context, err error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return ctxErr
+	}
+	return err
+}
