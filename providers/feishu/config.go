@@ -1,0 +1,295 @@
+package feishu
+
+import (
+	"cmp"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/quotaware/throttle/providers"
+	"github.com/quotaware/throttle/providers/internal/hostcheck"
+)
+
+// Config describes a deployment's Feishu / Lark apps: what they share
+// (hosts, recipients' hashing, penalties, clock) and, in Apps, each app's
+// levels and edition. Pass it to New. Zero fields take the defaults each
+// states; a feature is turned off by its No... field, never by a negative
+// value.
+type Config struct {
+	// Apps are the apps, each with its own levels and edition. A store
+	// app serving many tenants needs one entry: its limits apply per app
+	// per tenant (as Feishu documents), each tenant learned from its
+	// tenant_access_token exchange. One app is a list of one.
+	Apps []App
+	// Default is the app_id a request of an unknown app is charged to.
+	// Empty: the one app when Apps lists one, else a shared scope
+	// "unknown" with Unknown's levels.
+	Default string
+	// Unknown holds the levels of the apps Apps does not list: the shared
+	// scope of requests of unknown apps (when Default is empty), and each
+	// app learned from a token but not listed (unless Unlisted). Zero
+	// fields take App's defaults; its AppID must be empty.
+	Unknown App
+	// Unlisted treats a learned app not in Apps as unknown.
+	Unlisted bool
+
+	// Hosts the preset handles (default open.feishu.cn and
+	// open.larksuite.com); only paths under /open-apis/ match.
+	Hosts []string
+	// ChatPeekLimit bounds how much of a send's body Route reads for its
+	// receive_id (default 1 MiB, above the 150 KB Feishu accepts for a
+	// message; bodies are usually far shorter and read whole at once). A
+	// lower limit lets a longer body that Feishu accepts go to the unknown
+	// recipient beside its chat's count: over the chat's limit.
+	ChatPeekLimit int
+	// EntityKey keys the hash that names chats and users in rule keys and
+	// penalty scopes, which live in Redis, so that a reader of Redis cannot
+	// test guesses (an email, a user_id) against them. Every replica must
+	// use the same; read it from where the app secret is kept. Empty: a key
+	// derived from each AppID, which Redis readers see (set it).
+	EntityKey string
+	// MonthGrace starts each month's quota, and ends a 99991403 penalty,
+	// this long after midnight on the 1st (default 5s, under a minute).
+	MonthGrace time.Duration
+	// ShortPenalty is how long the other rate-limit codes (1000004,
+	// 230020, ...) penalise their scope when no reset header says (default 1s).
+	ShortPenalty time.Duration
+	// Jitter widens every window: a rule keeps at most its limit in any
+	// window of its period plus Jitter, so that latency varying by up to
+	// Jitter cannot crowd one of Feishu's fixed windows. Unset, the
+	// Transport measures the latency's spread and chooses the allowance
+	// (providers.Headroom, 50 ms until measured); NoJitter: none.
+	Jitter   time.Duration
+	NoJitter bool
+	// DefaultPenalty applies to quota errors whose end is not implied
+	// (default providers.DefaultPenalty).
+	DefaultPenalty time.Duration
+	// Clock is the time source of Classify (default time.Now).
+	Clock func() time.Time
+}
+
+// App describes one Feishu / Lark app of a Config.
+type App struct {
+	// AppID identifies the app (cli_...); required. Limits are per app, and
+	// the token does not say which app it belongs to.
+	AppID string
+	// Levels is the level table (default LevelTable()); a non-nil map
+	// replaces it.
+	Levels map[int]Level
+	// Business raises level 10 to 100/s when Levels is nil.
+	Business bool
+	// APIs maps API patterns to levels (default: IMSend and the reply API
+	// at level 4); a non-nil map replaces the defaults.
+	APIs map[string]int
+	// DefaultLevel applies to APIs not in APIs (default 4, the most common
+	// level; an assumption, set yours). NoDefaultLevel gives them no rule,
+	// only a penalty scope.
+	DefaultLevel   int
+	NoDefaultLevel bool
+	// PerChat caps IM messages per second to one chat or user (default 5);
+	// NoPerChat disables the rule. Sends and forwards name the recipient by
+	// receive_id (with receive_id_type) in the body, which Route reads
+	// whole, up to Config.ChatPeekLimit bytes; every receive_id there
+	// counts, and an email address is compared without regard to case. A
+	// reply counts against the chat of the message it answers when this
+	// process has seen that message in an answer (a send, reply or
+	// forward, or a GET of the message; the last 64Ki messages are
+	// remembered) or the request's context names the chat (ReplyInChat),
+	// else against that message alone. A send whose body cannot be read
+	// whole (longer than the limit, not JSON, a read error) counts against
+	// the recipients found and one shared "unknown recipient" of the app;
+	// Feishu delivers no such body. A message held back by its recipient's
+	// limit waits for that recipient's slot without booking the app's
+	// shared rules ahead (rule.WithMaxBookAhead), so a busy chat never
+	// holds up the others.
+	PerChat   int
+	NoPerChat bool
+	// FreeEdition enforces MonthlyQuota per calendar month in Beijing.
+	FreeEdition bool
+	// MonthlyQuota is the tenant's calls per month on the free edition
+	// (default 10,000).
+	MonthlyQuota int
+}
+
+// settings is one app's Config and App merged: what a profile is built
+// from. A DefaultLevel or PerChat of -1 turns that rule off.
+type settings struct {
+	// AppID identifies the app (cli_...); required. Limits are per app, and
+	// the token does not say which app it belongs to.
+	AppID string
+	// Hosts the profile handles ((default defaultHosts)); only paths under
+	// /open-apis/ match.
+	Hosts []string
+	// Levels is the level table (default LevelTable()); a non-nil map
+	// replaces it.
+	Levels map[int]Level
+	// Business raises level 10 to 100/s when Levels is nil.
+	Business bool
+	// APIs maps API patterns to levels ((default defaultAPIs())()); a non-nil
+	// map replaces the defaults.
+	APIs map[string]int
+	// DefaultLevel applies to APIs not in APIs (default 4); -1 gives them no
+	// rule, only a penalty scope.
+	DefaultLevel int
+	// PerChat caps IM messages per second to one chat or user (default 5);
+	// -1 disables the rule. Sends and forwards name the recipient by
+	// receive_id (with receive_id_type) in the body, which Route reads
+	// whole, up to ChatPeekLimit bytes; every receive_id there counts, and
+	// an email address is compared without regard to case. A reply counts against the chat of the
+	// message it answers when this process has seen that message in an
+	// answer (a send, reply or forward, or a GET of the message; the last
+	// 64Ki messages are remembered) or the request's context names the
+	// chat (ReplyInChat), else against that message alone. A send whose
+	// body cannot be read whole (longer than the limit, not JSON, a read
+	// error) counts against the recipients found and one shared "unknown
+	// recipient" of the app; Feishu delivers no such body (see recipients). A message held back by its
+	// recipient's limit waits for that recipient's slot without booking the
+	// app's shared rules ahead (rule.WithMaxBookAhead), so a busy chat
+	// never holds up the others.
+	PerChat int
+	// ChatPeekLimit bounds how much of a send's body Route reads for its
+	// receive_id (default 1 MiB, above the 150 KB Feishu accepts for a
+	// message; bodies are usually far shorter and read whole at once). A
+	// lower limit lets a longer body that Feishu accepts go to the unknown
+	// recipient beside its chat's count: over the chat's limit.
+	ChatPeekLimit int
+	// EntityKey keys the hash that names chats and users in rule keys and
+	// penalty scopes, which live in Redis, so that a reader of Redis cannot
+	// test guesses (an email, a user_id) against them. Every replica must
+	// use the same; read it from where the app secret is kept. Empty: a key
+	// derived from AppID, which Redis readers see (set it).
+	EntityKey string
+	// FreeEdition enforces MonthlyQuota per calendar month in Beijing.
+	FreeEdition bool
+	// MonthlyQuota is the tenant's calls per month on the free edition
+	// (default 10,000).
+	MonthlyQuota int
+	// MonthGrace starts each month's quota, and ends a 99991403 penalty,
+	// this long after midnight on the 1st (default 5s, under a minute).
+	MonthGrace time.Duration
+	// ShortPenalty is how long the other rate-limit codes (1000004,
+	// 230020, ...) penalise their scope when no reset header says (default 1s).
+	ShortPenalty time.Duration
+	// Jitter widens every window: a rule keeps at most its limit in any
+	// window of its period plus Jitter, so that latency varying by up to
+	// Jitter cannot crowd one of Feishu's fixed windows (default 50ms).
+	Jitter time.Duration
+	// DefaultPenalty applies to quota errors whose end is not implied
+	// (default providers.DefaultPenalty).
+	DefaultPenalty time.Duration
+	// Clock is the time source of Classify (default time.Now).
+	Clock func() time.Time
+	// noJitter is Config.NoJitter: Jitter stays 0.
+	noJitter bool
+	// memory keeps each app's memories across the rebuilds of a new
+	// latency allowance; nil: none kept.
+	memory *memories
+}
+
+// merge returns app a's settings in the deployment c, before defaults.
+func (c *Config) merge(a App) settings {
+	s := settings{
+		AppID: a.AppID, Levels: a.Levels, Business: a.Business, APIs: a.APIs, DefaultLevel: a.DefaultLevel,
+		PerChat: a.PerChat, FreeEdition: a.FreeEdition, MonthlyQuota: a.MonthlyQuota,
+		Hosts: c.Hosts, ChatPeekLimit: c.ChatPeekLimit, EntityKey: c.EntityKey, MonthGrace: c.MonthGrace,
+		ShortPenalty: c.ShortPenalty, Jitter: c.Jitter, DefaultPenalty: c.DefaultPenalty, Clock: c.Clock,
+	}
+	s.noJitter = c.NoJitter
+	if a.NoDefaultLevel {
+		s.DefaultLevel = -1
+	}
+	if a.NoPerChat {
+		s.PerChat = -1
+	}
+	return s
+}
+
+// checkSigns rejects the negative values that used to mean "off": that is
+// what the No... fields say now.
+func (a *App) checkSigns() error {
+	switch {
+	case a.DefaultLevel < 0:
+		return fmt.Errorf("feishu: App.DefaultLevel must not be negative (NoDefaultLevel: no rule), got %d", a.DefaultLevel)
+	case a.PerChat < 0:
+		return fmt.Errorf("feishu: App.PerChat must not be negative (NoPerChat disables the rule), got %d", a.PerChat)
+	}
+	return nil
+}
+
+const maxAppID = 64
+
+// maxAPILen bounds a Config.APIs key, so that an API name fits the keys,
+// scopes and metric attributes it goes into.
+const maxAPILen = 128
+
+func (c *settings) setDefaults() {
+	if c.Hosts == nil {
+		c.Hosts = defaultHosts
+	}
+	if c.Levels == nil {
+		c.Levels = LevelTable()
+		if c.Business {
+			c.Levels[10] = Level{PerSecond: 100}
+		}
+	}
+	if c.APIs == nil {
+		c.APIs = defaultAPIs()
+	}
+	c.DefaultLevel = cmp.Or(c.DefaultLevel, defaultLevel)
+	c.PerChat = cmp.Or(c.PerChat, defaultPerChat)
+	c.ChatPeekLimit = cmp.Or(c.ChatPeekLimit, defaultChatPeekLimit)
+	c.MonthlyQuota = cmp.Or(c.MonthlyQuota, defaultMonthlyQuota)
+	c.MonthGrace = cmp.Or(c.MonthGrace, defaultMonthGrace)
+	c.ShortPenalty = cmp.Or(c.ShortPenalty, defaultShortPenalty)
+	if !c.noJitter {
+		c.Jitter = cmp.Or(c.Jitter, defaultJitter)
+	}
+	c.DefaultPenalty = cmp.Or(c.DefaultPenalty, providers.DefaultPenalty)
+	if c.Clock == nil {
+		c.Clock = time.Now
+	}
+}
+
+func (c *settings) validate() error {
+	switch {
+	case c.AppID == "" || len(c.AppID) > maxAppID || strings.ContainsAny(c.AppID, ": \t\r\n"):
+		return fmt.Errorf("feishu: App.AppID must be 1..%d bytes without ':' or spaces, got %q", maxAppID, c.AppID)
+	case c.DefaultLevel != -1 && !c.hasLevel(c.DefaultLevel):
+		return fmt.Errorf("feishu: App.DefaultLevel %d is not in App.Levels (NoDefaultLevel: none)", c.DefaultLevel)
+	case c.PerChat < -1:
+		return fmt.Errorf("feishu: App.PerChat must be positive, got %d", c.PerChat)
+	case c.ChatPeekLimit < 64 || c.ChatPeekLimit > 16<<20:
+		return fmt.Errorf("feishu: Config.ChatPeekLimit must be within [64, 16MiB], got %d", c.ChatPeekLimit)
+	case c.MonthlyQuota < 1:
+		return fmt.Errorf("feishu: App.MonthlyQuota must be at least 1, got %d", c.MonthlyQuota)
+	case c.MonthGrace < 0 || c.MonthGrace >= time.Minute:
+		return fmt.Errorf("feishu: Config.MonthGrace must be within [0, 1m), got %v", c.MonthGrace)
+	case c.ShortPenalty < 0:
+		return fmt.Errorf("feishu: Config.ShortPenalty must not be negative, got %v", c.ShortPenalty)
+	case c.Jitter < 0 || c.Jitter > time.Second:
+		return fmt.Errorf("feishu: Config.Jitter must be within [0, 1s], got %v", c.Jitter)
+	case c.DefaultPenalty < 0:
+		return fmt.Errorf("feishu: Config.DefaultPenalty must not be negative, got %v", c.DefaultPenalty)
+	}
+	if err := hostcheck.All("Config.Hosts", c.Hosts); err != nil {
+		return fmt.Errorf("feishu: %w", err)
+	}
+	for n, l := range c.Levels {
+		if l.PerSecond < 0 || l.PerMinute < 0 || l == (Level{}) {
+			return fmt.Errorf("feishu: App.Levels[%d] must have a positive PerSecond or PerMinute and no negative one, got %+v", n, l)
+		}
+	}
+	for name, n := range c.APIs {
+		method, path, ok := strings.Cut(name, " ")
+		if !ok || method == "" || strings.ToUpper(method) != method || !strings.HasPrefix(path, "/open-apis/") ||
+			strings.ContainsAny(path, " ?#") || len(name) > maxAPILen {
+			return fmt.Errorf("feishu: App.APIs[%q]: the key must read \"METHOD /open-apis/...\" (at most %d bytes)", name, maxAPILen)
+		}
+		if !c.hasLevel(n) {
+			return fmt.Errorf("feishu: App.APIs[%q]: level %d is not in App.Levels", name, n)
+		}
+	}
+	return nil
+}
+
+func (c *settings) hasLevel(n int) bool { _, ok := c.Levels[n]; return ok }
