@@ -34,12 +34,13 @@ import (
 // replica's own field with an expiry, and reads back the largest live
 // estimate: every replica of a rule then derives the same allowance, so the
 // shared rule's arithmetic stays consistent (up to one round of the loop
-// while the estimates move). The high quantile follows a spread that grows
-// within a round; one that shrinks is followed once the old samples leave
-// the window.
+// while the estimates move). A spread that grows is followed within a round
+// or two (the larger of the whole window's estimate and the last 4 s's);
+// one that shrinks is followed once the old samples leave the window.
 const (
 	headroomSamples = 1024             // the ring: the latest answers of the profile
 	headroomWindow  = 20 * time.Second // samples older than this are ignored
+	headroomRecent  = 4 * time.Second  // the recent samples that catch a growing spread early
 	headroomMin     = 32               // fewer samples estimate nothing
 	headroomEvery   = time.Second      // how often the estimate is shared
 	headroomTTL     = 5 * headroomEvery
@@ -98,24 +99,45 @@ func (h *headroom) observe(sent time.Time) {
 }
 
 // spread estimates the latency's spread from the samples of the last
-// window; ok is false when there are too few.
+// window; ok is false when there are too few. The larger of two estimates
+// is taken: the whole window's, and the last headroomRecent's when it holds
+// enough samples. A spread that grows shows in the recent samples at once,
+// while in the whole window its high quantile rises only as the new samples
+// come to outnumber its top 2% (measured: a refusal 3 s after the spread
+// grew from 10 to 40 ms); a spread that shrinks is still followed only once
+// the old samples leave the whole window.
 func (h *headroom) spread(now time.Time) (d time.Duration, n int, ok bool) {
-	since := now.Add(-headroomWindow).Sub(h.epoch) / time.Millisecond
+	since := int64(now.Add(-headroomWindow).Sub(h.epoch) / time.Millisecond)
+	recentSince := int64(now.Add(-headroomRecent).Sub(h.epoch) / time.Millisecond)
 	lat := make([]int64, 0, headroomSamples)
+	var recent []int64
 	for i := range h.samples {
 		v := h.samples[i].Load()
-		if v == 0 || int64(v>>24) < int64(since) {
+		if v == 0 || int64(v>>24) < since {
 			continue
 		}
 		lat = append(lat, int64(v&(1<<24-1)))
+		if int64(v>>24) >= recentSince {
+			recent = append(recent, int64(v&(1<<24-1)))
+		}
 	}
 	if len(lat) < headroomMin {
 		return 0, len(lat), false
 	}
+	d = quantileSpread(lat)
+	if len(recent) >= headroomMin {
+		d = max(d, quantileSpread(recent))
+	}
+	return d, len(lat), true
+}
+
+// quantileSpread is the distance between the low and high quantiles of
+// lat (µs), which it sorts.
+func quantileSpread(lat []int64) time.Duration {
 	slices.Sort(lat)
 	lo := lat[int(headroomLowQ*float64(len(lat)-1))]
 	hi := lat[int(headroomHighQ*float64(len(lat)-1)+0.5)]
-	return time.Duration(hi-lo) * time.Microsecond, len(lat), true
+	return time.Duration(hi-lo) * time.Microsecond
 }
 
 // wrap makes p follow the allowance: its Route and Classify are those of

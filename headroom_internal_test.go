@@ -57,6 +57,21 @@ func TestHeadroomSpreadIsBetweenQuantiles(t *testing.T) {
 	}
 }
 
+// A spread that grows shows in the estimate at once: 950 answers of a
+// 10 ms spread 10 s ago, then 50 of a 40 ms spread now. The whole window's
+// 98th percentile is still about 24 ms; the recent samples' is the new
+// spread.
+func TestHeadroomFollowsAGrowingSpreadAtOnce(t *testing.T) {
+	h, _ := testHeadroom(t, "p")
+	fill(h, 950, 0, 10*time.Millisecond)
+	h.epoch = h.epoch.Add(-10 * time.Second) // those answers came 10 s ago
+	fill(h, 50, 0, 40*time.Millisecond)
+	d, n, ok := h.spread(time.Now())
+	if !ok || n != 1000 || d < 35*time.Millisecond {
+		t.Fatalf("spread = %v over %d samples (ok %v), want the new 40 ms spread (at least 35 ms)", d, n, ok)
+	}
+}
+
 func TestHeadroomAllowanceBoundedAndQuantised(t *testing.T) {
 	spec, _ := headroomSpec(providers.Headroom{Rebuild: func(time.Duration) (providers.Profile, error) { return providers.Profile{}, nil }})
 	for _, c := range []struct{ spread, want time.Duration }{
