@@ -45,7 +45,13 @@ const (
 	headroomEvery   = time.Second      // how often the estimate is shared
 	headroomTTL     = 5 * headroomEvery
 	headroomLowQ    = 0.02
-	headroomHighQ   = 0.98
+	// headroomRebookRise is the rise of the allowance that makes waiting
+	// requests book again: a spread that grew (10 to 40 ms raises it by
+	// 30), not the estimate's step-or-two wobble, whose re-booking would
+	// cost more capacity (slots given back out of order are lost) than the
+	// few milliseconds it guards.
+	headroomRebookRise = 8 * time.Millisecond
+	headroomHighQ      = 0.98
 )
 
 // headroomScript records a replica's estimate (ARGV[2] µs, "-" for none
@@ -88,6 +94,12 @@ type headroom struct {
 
 	cur       atomic.Pointer[providers.Profile] // built with allowance
 	allowance atomic.Int64                      // ns
+	// rebook is the profile's count of rule changes that make requests
+	// waiting for a slot book again (see call.reserveAndSend): an allowance
+	// wider by headroomRebookRise or more is one, as slots booked at the
+	// old pace would crowd the provider's windows under the latency that
+	// widened it.
+	rebook *atomic.Int64
 }
 
 // observe records one answer's latency: the only work on the request path.
@@ -181,6 +193,9 @@ func (h *headroom) apply(a, spread time.Duration, shared bool, log *slog.Logger)
 	}
 	h.cur.Store(&p)
 	h.allowance.Store(int64(a))
+	if a-old >= headroomRebookRise && h.rebook != nil {
+		h.rebook.Add(1)
+	}
 	log.Info("throttle: latency allowance changed", "provider", h.name, "from", old, "to", a,
 		"spread", spread, "shared", shared)
 }
@@ -220,7 +235,7 @@ func (t *Transport) startHeadroom(c *config) error {
 		if err != nil {
 			return fmt.Errorf("throttle: profile %q: %w", p.Name, err)
 		}
-		h := &headroom{spec: spec, name: p.Name, epoch: time.Now().Add(-time.Millisecond)}
+		h := &headroom{spec: spec, name: p.Name, epoch: time.Now().Add(-time.Millisecond), rebook: p.lowered}
 		h.wrap(&p.Profile)
 		p.head = h
 		heads = append(heads, h)

@@ -44,8 +44,9 @@ type profile struct {
 	breakers *circuit.Set
 	tel      *telemetry
 	head     *headroom // nil unless the profile's allowance is measured
-	// lowered counts the learned limits that lowered a rule of the
-	// profile: a request that waited across one books again.
+	// lowered counts the changes that made a rule of the profile
+	// stricter (a limit learned from the provider, a wider latency
+	// allowance): a request that waited across one books again.
 	lowered *atomic.Int64
 }
 
@@ -345,9 +346,10 @@ rebooked:
 			c.outcome = outcomePenalized
 			return nil, pe
 		}
-		// A rule was lowered to a limit the provider stated while this
-		// request waited: its slot was booked at the old pace, so it
-		// books again under the new rules (learned.go).
+		// A rule was made stricter while this request waited (a limit the
+		// provider stated, learned.go; a wider latency allowance,
+		// headroom.go): its slot was booked at the old pace, so it books
+		// again under the new rules.
 		if c.p.lowered.Load() != gen {
 			if rt, err := c.p.Route(req); err == nil {
 				c.giveBack(ctx, res)
