@@ -7,6 +7,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/quotaware/throttle/internal/exchanges"
 	"github.com/quotaware/throttle/internal/tokens"
 )
 
@@ -66,8 +67,8 @@ func (t *Transport) tokenMetric() func(provider, result string) {
 	}
 	type key struct{ provider, result string }
 	sets := map[key]metric.MeasurementOption{}
-	for _, p := range []string{"dingtalk", "wechat", "wecom", "feishu"} {
-		for _, r := range []string{tokens.Fetched, tokens.Shared, tokens.Waited, tokens.Healed, tokens.Capped, tokens.Unshared} {
+	for _, p := range exchanges.Providers {
+		for _, r := range tokens.Results {
 			sets[key{p, r}] = metric.WithAttributeSet(attribute.NewSet(attribute.String("provider", p), attribute.String("result", r)))
 		}
 	}

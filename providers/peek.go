@@ -48,7 +48,9 @@ func PeekBody(resp *http.Response, limit int) ([]byte, error) {
 		// Peeked already (a layer below looked too), and what it holds
 		// answers this peek: the whole body, or at least limit bytes.
 		p := rb.prefix[:min(len(rb.prefix), limit)]
-		if rb.err == io.EOF || len(rb.prefix) > len(p) {
+		if rb.err == io.EOF || len(rb.prefix) >= limit {
+			// A peek of limit bytes stops there, before any error the
+			// first, longer peek met after them.
 			return p, nil
 		}
 		return p, rb.err

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"testing/iotest"
 )
 
 var errInjected = errors.New("injected read error")
@@ -279,5 +280,28 @@ func TestPeekBodyTwice(t *testing.T) {
 	}
 	if got, _ := io.ReadAll(resp.Body); string(got) != body {
 		t.Fatalf("body reads %q, want %q", got, body)
+	}
+}
+
+// A second peek of a body that failed past its limit reports no error, as
+// a first peek of that limit would not have read so far; one that wants
+// more than was read gets the error.
+func TestPeekBodyTwiceAfterAnError(t *testing.T) {
+	errBroken := errors.New("connection reset")
+	const body = `{"errcode":0,"errmsg":"ok"}`
+	peek := func(limits ...int) (got []error) {
+		resp := &http.Response{Header: http.Header{"Content-Type": {"application/json"}}, ContentLength: -1,
+			Body: io.NopCloser(io.MultiReader(strings.NewReader(body), iotest.ErrReader(errBroken)))}
+		for _, l := range limits {
+			_, err := PeekBody(resp, l)
+			got = append(got, err)
+		}
+		return got
+	}
+	if errs := peek(4<<10, len(body)); !errors.Is(errs[0], errBroken) || errs[1] != nil {
+		t.Errorf("peeks of 4 KiB then %d bytes: %v, want the error then none", len(body), errs)
+	}
+	if errs := peek(4<<10, 2<<10); !errors.Is(errs[1], errBroken) {
+		t.Errorf("a second peek past what was read: %v, want the error", errs[1])
 	}
 }

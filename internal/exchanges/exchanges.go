@@ -20,6 +20,9 @@ const (
 	Feishu   = "feishu"
 )
 
+// Providers are the provider names, in one list.
+var Providers = []string{DingTalk, WeChat, WeCom, Feishu}
+
 // Kind is one kind of token exchange.
 type Kind struct {
 	Provider string

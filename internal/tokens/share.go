@@ -81,6 +81,9 @@ const (
 	Unshared = "unshared" // an exchange sent as it came because Redis failed
 )
 
+// Results are the results, in one list.
+var Results = []string{Fetched, Shared, Waited, Healed, Capped, Unshared}
+
 // count counts one result of provider's exchanges.
 func (s *Sharer) count(provider, result string) {
 	switch result {
