@@ -77,14 +77,6 @@ func (f *faults) set(what string, err error) {
 	}
 }
 
-// has reports whether what is failing.
-func (f *faults) has(what string) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	_, ok := f.active[what]
-	return ok
-}
-
 // value is the key's value, "" when nothing fails.
 func (f *faults) value() string {
 	f.mu.Lock()

@@ -81,12 +81,6 @@ func withPrefix(prefix string) redisOption {
 	return redisOptionFunc(func(r *redisLimiter) { r.prefix = prefix })
 }
 
-// withClock sets the replica's clock the limiter reads for penalty ends
-// (default time.Now), so tests can put it off Redis's.
-func withClock(now func() time.Time) redisOption {
-	return redisOptionFunc(func(r *redisLimiter) { r.now = now })
-}
-
 // newRedis returns the Redis limiter on client, which may be a single node,
 // a cluster, a ring or a failover client; Shared wraps it.
 func newRedis(client redis.UniversalClient, opts ...redisOption) (*redisLimiter, error) {
