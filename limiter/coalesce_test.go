@@ -58,11 +58,15 @@ func (g *gate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 }
 
 // reservedBy counts the requests of a reserve call: "evalsha sha numkeys
-// keys... n ..." with one segment, "evalsha sha numkeys keys... m
-// <segments> (<keys> <args> n ...)..." with several.
+// keys... n ..." with one segment (n "f": one request of paced rules),
+// "evalsha sha numkeys keys... m <segments> (<keys> <args> n ...)..." with
+// several.
 func reservedBy(args []any) int {
 	numKeys, _ := strconv.Atoi(args[2].(string))
 	argv := args[3+numKeys:]
+	if argv[0] == "f" {
+		return 1
+	}
 	if argv[0] != "m" {
 		n, _ := strconv.Atoi(argv[0].(string))
 		return n

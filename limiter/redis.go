@@ -170,7 +170,11 @@ func (l *redisLimiter) reserveN(ctx context.Context, reqs []Request, out []Reser
 		req := &reqs[0]
 		a.begin(reserveScript, len(req.Scopes)+1+len(req.Rules))
 		a.list = l.appendSegmentKeys(a.list, req, true)
+		first := len(a.list)
 		a.list, _ = appendSegmentArgs(a.list, reqs, true)
+		if len(reqs) == 1 && onlyPaced(req) {
+			a.list[first] = onePacedArg
+		}
 	} else {
 		l.appendBatch(a, reqs)
 	}
@@ -194,6 +198,21 @@ func (l *redisLimiter) reserveN(ctx context.Context, reqs []Request, out []Reser
 	}
 	l.settle(reqs, out, flags, known, answered)
 	return nil
+}
+
+// onePacedArg replaces a call's count of requests (1) when its one request
+// has only paced rules, none capped: reserve.lua then takes its straight
+// path, the one calls without load take.
+var onePacedArg any = "f"
+
+// onlyPaced reports whether every rule of req is paced and uncapped.
+func onlyPaced(req *Request) bool {
+	for i := range req.Rules {
+		if r := core(&req.Rules[i]); r.Kind != rulecore.Paced || r.AheadCapped {
+			return false
+		}
+	}
+	return true
 }
 
 // appendRuleArgs appends each rule's arguments to the script's, then the

@@ -5,7 +5,9 @@
 -- its previous call for the same rules is in flight together, in one call.
 --
 -- KEYS: the penalty keys (ARGV[2] of them), then one key per rule.
--- ARGV[1]: n, the number of requests.
+-- ARGV[1]: n, the number of requests; 'f' for one request whose rules are
+-- all paced and none capped (the straight path below, for the calls made
+-- without load); 'm' for a batch of segments (at the end of this file).
 -- ARGV[2]: how many penalty keys lead KEYS; as "<n>e<ms>", the last of
 -- them is the group's epoch marker, kept for at least ms (see below).
 -- Then two arguments per request: the longest wait it accepts (µs), and
@@ -42,96 +44,100 @@
 --
 -- State is integer microseconds: float seconds lose precision in Redis.
 -- Time is Redis's own, so replicas whose clocks disagree still agree here.
--- Each call into Redis and each number formatted costs more than the Lua
--- around it: the common path (paced rules, no penalty, no wait) makes three
--- calls and formats one number per rule and request.
+-- Each call into Redis, each table or closure made and each number
+-- formatted costs more than the Lua around it: the common path (paced
+-- rules, no penalty, no wait) makes three calls (TIME, MGET, one SET per
+-- rule) and formats one number per rule and request. The functions are
+-- defined before the call's locals and given them as arguments: a function
+-- that captures locals costs an object per local each time it is made,
+-- which is on every call.
 
-local t = redis.call('TIME')
-local now = t[1] * 1000000 + t[2]
+-- head reads a segment's epoch marker and penalty keys and returns how
+-- many penalty keys lead the segment's keys (the marker included), whether
+-- a corrupt value was found, the reply's first line, and, when a penalty
+-- refuses the segment, its whole reply.
+local function head(KEYS, ARGV, val, alias, t, now, clock, ko, ao)
+  local npa = ARGV[ao + 2]
+  if npa == '0' then return 0, false, clock end
+  local first = clock
+  local corrupt = false
+  -- The epoch marker holds when the group's state began ("e<µs>"): a
+  -- replica that sees it change knows the state was lost (FLUSHALL,
+  -- eviction) and holds its new slots back past those it knew of.
+  local count, mttl = string.match(npa, '^(%d+)e(%d+)$')
+  local np = tonumber(count or npa)
+  local scopes = np
+  -- Its value is "e<epoch µs>:<expiry ms>"; it is renewed for mttl ms
+  -- (ARGV[2] is then "<np>e<mttl>") once half of that is gone.
+  if count then
+    scopes = np - 1
+    local j = ko + np
+    if alias then j = alias[j] or j end
+    local e, x = string.match(val[j] or '', '^(e%d+):(%d+)$')
+    if not e then
+      e, x = 'e' .. t[1] .. string.format('%06d', t[2]), 0
+    end
+    local nowms = math.floor(now / 1000)
+    mttl = tonumber(mttl)
+    if tonumber(x) < nowms + mttl / 2 then
+      local v = string.format('%s:%d', e, nowms + mttl)
+      redis.call('SET', KEYS[j], v, 'PX', mttl)
+      val[j] = v
+    end
+    first = first .. ' ' .. e
+  end
+  local best, best_until, best_value = 0, 0, false
+  for i = 1, scopes do
+    local j = ko + i
+    if alias then j = alias[j] or j end
+    local v = val[j]
+    if v then
+      local sep = string.find(v, '|', 1, true)
+      local u = tonumber(sep and string.sub(v, 1, sep - 1) or v)
+      if u and u > now and u > best_until then
+        best, best_until, best_value = i, u, v
+      elseif not u then
+        redis.call('DEL', KEYS[j])
+        val[j] = false
+        corrupt = true
+      end
+    end
+  end
+  if best > 0 then
+    if corrupt then first = first .. ' c' end
+    return np, corrupt, first, first .. string.format('\n2 %d %d ', best_until - now, best) .. best_value
+  end
+  return np, corrupt, first
+end
 
 -- One segment: requests of the same rules and scopes, decided as above.
--- KEYS and ARGV are the segment's own.
-local function reserve(KEYS, ARGV)
-  local out = {t[1] .. ' ' .. t[2]}
+-- Its keys are KEYS[ko+1 .. ko+nk], its arguments ARGV[ao+1 .. ao+na]:
+-- below, ARGV indices are absolute. Scratch tables come from the caller.
+local function reserve(KEYS, ARGV, val, alias, t, now, clock, put, out, at, tat, last, ko, ao, nk, na)
+  local tonumber = tonumber
+  local n = ARGV[ao + 1] == '1' and 1 or tonumber(ARGV[ao + 1])
+  local base = ao + 3 + 2 * n
+  local np, corrupt, first, penalised = head(KEYS, ARGV, val, alias, t, now, clock, ko, ao)
+  if penalised then return penalised end
+  out[1] = first
 
-  local n = ARGV[1] == '1' and 1 or tonumber(ARGV[1])
-  local base = 3 + 2 * n
-
-  -- One read for every penalty and paced rule; a calendar or concurrency key
-  -- reads as false with MGET (GET would fail on it), and GET costs less.
-  local vals
-  local corrupt = false
-  if #KEYS == 1 and ARGV[base] ~= 'c' and ARGV[base] ~= 'k' then
-    local v = redis.pcall('GET', KEYS[1])
-    if type(v) == 'table' then v, corrupt = false, true end -- another type
-    vals = {v}
-  else
-    vals = redis.call('MGET', unpack(KEYS))
-  end
-
-  local np = 0
-  if ARGV[2] ~= '0' then
-    -- The epoch marker holds when the group's state began ("e<µs>"): a
-    -- replica that sees it change knows the state was lost (FLUSHALL,
-    -- eviction) and holds its new slots back past those it knew of.
-    local count, mttl = string.match(ARGV[2], '^(%d+)e(%d+)$')
-    np = tonumber(count or ARGV[2])
-    -- Its value is "e<epoch µs>:<expiry ms>"; it is renewed for mttl ms
-    -- (ARGV[2] is then "<np>e<mttl>") once half of that is gone.
-    if count then
-      local v = vals[np]
-      local e, x = string.match(v or '', '^(e%d+):(%d+)$')
-      if not e then
-        e, x = 'e' .. t[1] .. string.format('%06d', t[2]), 0
-      end
-      local nowms = math.floor(now / 1000)
-      mttl = tonumber(mttl)
-      if tonumber(x) < nowms + mttl / 2 then
-        redis.call('SET', KEYS[np], string.format('%s:%d', e, nowms + mttl), 'PX', mttl)
-      end
-      out[1] = out[1] .. ' ' .. e
-      vals[np] = false
-    end
-    local best, best_until, best_value = 0, 0, false
-    for i = 1, np do
-      local v = vals[i]
-      if v then
-        local sep = string.find(v, '|', 1, true)
-        local u = tonumber(sep and string.sub(v, 1, sep - 1) or v)
-        if u and u > now and u > best_until then
-          best, best_until, best_value = i, u, v
-        elseif not u then
-          redis.call('DEL', KEYS[i])
-          corrupt = true
-        end
-      end
-    end
-    if best > 0 then
-      if corrupt then out[1] = out[1] .. ' c' end
-      out[2] = string.format('2 %d %d ', best_until - now, best) .. best_value
-      return table.concat(out, '\n')
-    end
-  end
-
-  -- Per rule: where its arguments start, and for a paced rule its current
-  -- theoretical arrival time (tat) in vals.
-  local nr = #KEYS - np
-  local at = {}
+  -- Rule i's key is KEYS[kr + i].
+  local nr, kr = nk - np, ko + np
   local has_c, has_k, has_w = false, false, false
   local a = base
   for i = 1, nr do
-    at[i] = a
+    at[i], last[i] = a, false
     local kind = ARGV[a]
     if kind == 'p' then
-      local tat = vals[np + i]
-      if tat then
-        tat = tonumber(tat)
-        if not tat then tat, corrupt = now, true end -- rewritten when booked
-        if tat < now then tat = now end
+      local x = val[alias[kr + i] or kr + i]
+      if x then
+        x = tonumber(x)
+        if not x then x, corrupt = now, true end -- rewritten when booked
+        if x < now then x = now end
       else
-        tat = now
+        x = now
       end
-      vals[np + i] = tat
+      tat[i] = x
       a = a + 4
     elseif kind == 'c' then
       has_c = true
@@ -147,9 +153,10 @@ local function reserve(KEYS, ARGV)
 
   -- Caps on booking ahead, by rule index; none on the common path.
   local cap
-  if ARGV[a] then
+  local last_arg = ao + na
+  if a <= last_arg then
     cap = {}
-    while ARGV[a] do
+    while a <= last_arg do
       cap[tonumber(ARGV[a])] = tonumber(ARGV[a + 1])
       a = a + 2
     end
@@ -175,7 +182,7 @@ local function reserve(KEYS, ARGV)
         counts[i] = c
       end
       if not c[j] then
-        local k, f = KEYS[np + i], ARGV[at[i] + 2 + j]
+        local k, f = KEYS[kr + i], ARGV[at[i] + 2 + j]
         local v = redis.pcall('HGET', k, f)
         if type(v) == 'table' then -- another type: start afresh
           redis.call('DEL', k)
@@ -208,7 +215,7 @@ local function reserve(KEYS, ARGV)
       if ARGV[a] == 'w' then
         local period = tonumber(ARGV[a + 2])
         local ts, ns, hi = {}, {}, 0
-        local v = vals[np + i]
+        local v = val[alias[kr + i] or kr + i]
         if v then
           local t = 0
           for d, c in string.gmatch(v, '(%d+):(%d+)') do
@@ -274,10 +281,10 @@ local function reserve(KEYS, ARGV)
       end
       return string.format('%d', s)
     end
-    -- Write rule i's log, its oldest groups merged into the next (later, so
+    -- Book rule i's log, its oldest groups merged into the next (later, so
     -- again only delaying) beyond max_groups; the key lives until its latest
     -- send is a period old.
-    win_store = function(i, k)
+    win_store = function(i)
       local w = win[i]
       local lo, hi = 1, w.hi
       while hi - lo + 1 > max_groups do
@@ -289,18 +296,16 @@ local function reserve(KEYS, ARGV)
         parts[#parts + 1] = string.format('%d:%d', w.ts[x] - prev, w.ns[x])
         prev = w.ts[x]
       end
-      local ttl = math.floor((w.ts[hi] + w.period - now) / 1000) + 1
-      redis.call('SET', k, table.concat(parts, ' '), 'PX', ttl)
+      put(alias[kr + i] or kr + i, table.concat(parts, ' '), math.floor((w.ts[hi] + w.period - now) / 1000) + 1)
     end
   end
 
-  local last = {} -- per rule: the state to write, once something was booked
-  local booked_hi = {} -- per calendar rule: the end of its latest booked window
+  local booked_hi = has_c and {} -- per calendar rule: the end of its latest booked window
   local fleet = false -- a refusal's states of the rules, once formatted
 
   for r = 1, n do
     local s, bind = now, 0
-    local nb = ARGV[2 + 2 * r]
+    local nb = ARGV[ao + 2 + 2 * r]
     if nb ~= '0' then
       nb = nb + 0
       if nb > s then s = nb end
@@ -311,7 +316,7 @@ local function reserve(KEYS, ARGV)
     for i = 1, nr do
       a = at[i]
       if ARGV[a] == 'p' then
-        local allow = vals[np + i] - ARGV[a + 2]
+        local allow = tat[i] - ARGV[a + 2]
         if allow > s then s, bind = allow, i end
         if cap and cap[i] and allow - now > cap[i] and allow > hu then hu, hr = allow, i end
       end
@@ -345,7 +350,7 @@ local function reserve(KEYS, ARGV)
     end
 
     local wait = s - now
-    if not refused and wait > 0 and wait > tonumber(ARGV[1 + 2 * r]) then
+    if not refused and wait > 0 and wait > tonumber(ARGV[ao + 1 + 2 * r]) then
       refused = string.format('1 %d %d', wait, bind)
     end
 
@@ -355,7 +360,7 @@ local function reserve(KEYS, ARGV)
       for i = 1, nr do
         a = at[i]
         if ARGV[a] == 'k' then
-          local k = KEYS[np + i]
+          local k = KEYS[kr + i]
           if type(redis.pcall('ZREMRANGEBYSCORE', k, '-inf', string.format('%d', now))) == 'table' then
             redis.call('DEL', k) -- another type: start afresh
             corrupt = true
@@ -380,7 +385,7 @@ local function reserve(KEYS, ARGV)
           a = at[i]
           local kind = ARGV[a]
           if kind == 'p' then
-            parts[i] = string.format('%d', vals[np + i])
+            parts[i] = string.format('%d', tat[i])
           elseif kind == 'w' and win[i].hi > 0 then
             parts[i] = string.format('%d', win[i].ts[win[i].hi])
           else
@@ -398,13 +403,13 @@ local function reserve(KEYS, ARGV)
         local kind = ARGV[a]
         local v
         if kind == 'p' then
-          local tat = vals[np + i]
-          if s > tat then tat = s end
-          tat = tat + ARGV[a + 1]
-          vals[np + i] = tat
+          local x = tat[i]
+          if s > x then x = s end
+          x = x + ARGV[a + 1]
+          tat[i] = x
           -- '%d': Lua's own number formatting would round a microsecond
           -- timestamp to 14 significant digits.
-          v = string.format('%d', tat)
+          v = string.format('%d', x)
           last[i] = v
         elseif kind == 'w' then
           v = win_book(i, s)
@@ -412,7 +417,7 @@ local function reserve(KEYS, ARGV)
         elseif kind == 'k' then
           local exp = s + ARGV[a + 2]
           v = ARGV[a + 3]
-          local k = KEYS[np + i]
+          local k = KEYS[kr + i]
           redis.call('ZADD', k, string.format('%d', exp), v)
           local ttl = math.floor((exp - now) / 1000) + 1
           if redis.call('PTTL', k) < ttl then redis.call('PEXPIRE', k, ttl) end
@@ -431,18 +436,18 @@ local function reserve(KEYS, ARGV)
     end
   end
 
-  -- Write what was booked: a paced key can go once its time has passed (an
+  -- Book what was booked: a paced key can go once its time has passed (an
   -- absent key means idle); a calendar key keeps its current and later
   -- windows until the end of the latest booked one.
   for i = 1, nr do
     local v = last[i]
     if v then
       a = at[i]
-      local k = KEYS[np + i]
+      local k = KEYS[kr + i]
       if ARGV[a] == 'p' then
-        redis.call('SET', k, v, 'PX', ARGV[a + 3])
+        put(alias[kr + i] or kr + i, v, ARGV[a + 3])
       elseif ARGV[a] == 'w' then
-        win_store(i, k)
+        win_store(i)
       elseif ARGV[a] == 'c' then
         for j, d in pairs(v) do
           redis.call('HINCRBY', k, ARGV[a + 2 + j], d)
@@ -457,28 +462,134 @@ local function reserve(KEYS, ARGV)
     end
   end
   if corrupt then out[1] = out[1] .. ' c' end
-  return table.concat(out, '\n')
+  return table.concat(out, '\n', 1, n + 1)
 end
 
-if ARGV[1] ~= 'm' then return reserve(KEYS, ARGV) end
+-- Globals cost a table lookup each time; locals do not.
+local KEYS, ARGV, tonumber = KEYS, ARGV, tonumber
+
+local t = redis.call('TIME')
+local now = t[1] * 1000000 + t[2]
+local clock = t[1] .. ' ' .. t[2]
+
+-- Every key of the call is read once, up front, with one MGET (a calendar
+-- or concurrency key, or a key of another type, reads as false): val holds
+-- the values by index in KEYS, as the call books them. In a batch a key
+-- may come several times (an app's rule shared by several segments): it
+-- is known by its first index, alias maps the later ones to it, and the
+-- string keys booked are written once, at the end, so that a shared key
+-- costs one read and one write per call and each segment sees what the
+-- ones before it booked.
+local val = #KEYS > 0 and redis.call('MGET', unpack(KEYS)) or {}
+local alias = false
+
+
+-- The common call: one request whose rules are all paced, none capped
+-- (ARGV[1] is then 'f', the arguments otherwise those of n = 1), which is
+-- every call made without load: reserve's steps in straight lines, without
+-- its tables and closures (BenchmarkRedisScriptCost has the difference;
+-- TestOnePacedPathMatchesGeneral holds the two to the same answers).
+-- Rule i's arguments are ARGV[4i+1 .. 4i+4]: 'p', T, tolerance, TTL.
+if ARGV[1] == 'f' then
+  local np, corrupt, first, penalised = head(KEYS, ARGV, val, alias, t, now, clock, 0, 0)
+  if penalised then return penalised end
+  local nr = #KEYS - np
+  local s, bind = now, 0
+  local nb = ARGV[4]
+  if nb ~= '0' then
+    nb = nb + 0
+    if nb > s then s = nb end
+  end
+  -- The rules' tats, as read: val[np + i] becomes a number.
+  for i = 1, nr do
+    local x = val[np + i]
+    if x then
+      x = tonumber(x)
+      if not x then x, corrupt = now, true end -- rewritten when booked
+      if x < now then x = now end
+    else
+      x = now
+    end
+    val[np + i] = x
+    local allow = x - ARGV[4 * i + 3]
+    if allow > s then s, bind = allow, i end
+  end
+  if corrupt then first = first .. ' c' end
+  local wait = s - now
+  if wait > 0 and wait > tonumber(ARGV[3]) then
+    local line = string.format('1 %d %d', wait, bind)
+    for i = 1, nr do line = line .. string.format(' %d', val[np + i]) end
+    return first .. '\n' .. line
+  end
+  local line = wait == 0 and '0 0 0' or string.format('0 %d %d', wait, bind)
+  for i = 1, nr do
+    local x = val[np + i]
+    if s > x then x = s end
+    local v = string.format('%d', x + ARGV[4 * i + 2])
+    redis.call('SET', KEYS[np + i], v, 'PX', ARGV[4 * i + 4])
+    line = line .. ' ' .. v
+  end
+  return first .. '\n' .. line
+end
+
+-- The general loop (reserve), alone or in a batch. writes and ttl_of are
+-- the writes a batch puts off to the end: the indexes of the keys, in
+-- order, and the longest expiry (ms) asked for each; one segment alone
+-- writes at once.
+alias = {}
+local writes, ttl_of
+if ARGV[1] == 'm' then writes, ttl_of = {}, {} end
+
+-- put books value v for the key at index j, to live ttl ms (kept as given:
+-- a number passed to Redis is formatted, a string is not).
+local function put(j, v, ttl)
+  if not writes then
+    redis.call('SET', KEYS[j], v, 'PX', ttl)
+    return
+  end
+  val[j] = v
+  local old = ttl_of[j]
+  if not old then
+    writes[#writes + 1] = j
+    ttl_of[j] = ttl
+  elseif tonumber(ttl) > tonumber(old) then
+    ttl_of[j] = ttl
+  end
+end
+
+-- Scratch reused by every segment: the reply's lines, and per rule where
+-- its arguments start, its current theoretical arrival time (a paced
+-- rule's tat) and the state to book (false until something is booked).
+-- Made with room for a few entries: growing a table costs more than
+-- making it.
+local out, at, tat, last = {0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}
+
+if not writes then return reserve(KEYS, ARGV, val, alias, t, now, clock, put, out, at, tat, last, 0, 0, #KEYS, #ARGV) end
 
 -- A batch of segments (one group, several rule sets): ARGV[2] segments,
 -- each led by its count of keys and of arguments, then its arguments as
 -- above; KEYS holds each segment's keys in the same order. The segments
--- run in order, each seeing what the ones before it wrote, so every
+-- run in order, each seeing what the ones before it booked, so every
 -- request is decided as if it had made its own call, in arrival order.
 -- Reply: each segment's reply as above, led by its length in bytes and
 -- a newline.
+local first = {}
+for i = 1, #KEYS do
+  local k = KEYS[i]
+  local f = first[k]
+  if f then alias[i] = f else first[k] = i end
+end
 local replies = {}
-local ki, ai = 0, 3
+local ko, ao = 0, 2
 for s = 1, tonumber(ARGV[2]) do
-  local nk, na = tonumber(ARGV[ai]), tonumber(ARGV[ai + 1])
-  ai = ai + 2
-  local k, a = {}, {}
-  for i = 1, nk do k[i] = KEYS[ki + i] end
-  for i = 1, na do a[i] = ARGV[ai + i - 1] end
-  ki, ai = ki + nk, ai + na
-  local r = reserve(k, a)
+  local nk, na = tonumber(ARGV[ao + 1]), tonumber(ARGV[ao + 2])
+  ao = ao + 2
+  local r = reserve(KEYS, ARGV, val, alias, t, now, clock, put, out, at, tat, last, ko, ao, nk, na)
   replies[s] = #r .. '\n' .. r
+  ko, ao = ko + nk, ao + na
+end
+for i = 1, #writes do
+  local j = writes[i]
+  redis.call('SET', KEYS[j], val[j], 'PX', ttl_of[j])
 end
 return table.concat(replies)

@@ -1,0 +1,125 @@
+package limiter
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quotaware/throttle/internal/redistest"
+	"github.com/quotaware/throttle/limiter/rule"
+	"github.com/redis/go-redis/v9"
+)
+
+// reserve.lua's straight path for one request of paced rules (ARGV[1]
+// "f") decides exactly as its general loop does (ARGV[1] "1"): over random
+// states of the keys (absent, past, ahead, corrupt; a penalty or none; the
+// epoch marker fresh, old or absent) and random requests, both give the
+// same reply and leave the same values, each on its own copy of the state.
+// The script runs on a fixed clock (its TIME call replaced), so that the two
+// calls see the same instant.
+func TestOnePacedPathMatchesGeneral(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client(t)
+	ctx := context.Background()
+	l, err := newRedis(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const clock = "local t = redis.call('TIME')"
+	if !strings.Contains(reserveSource, clock) {
+		t.Fatal("reserve.lua no longer reads the time as this test expects")
+	}
+	const now = int64(1764000000_500000)
+	src := strings.Replace(reserveSource, clock, "local t = {'1764000000', '500000'}", 1)
+	sha, err := c.ScriptLoad(ctx, src).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	seen := map[byte]int{} // replies by status: admitted, refused, penalised
+	for iter := range 400 {
+		nr := 1 + rng.IntN(3)
+		var rules []rule.Rule
+		for i := range nr {
+			rules = append(rules, rule.Must(rule.New("r"+strconv.Itoa(i), 3+rng.IntN(50), time.Second,
+				rule.WithBurst(1+rng.IntN(3)))))
+		}
+		var scopes []string
+		for i := range rng.IntN(3) {
+			scopes = append(scopes, "s"+strconv.Itoa(i))
+		}
+		req := Request{Rules: rules, Scopes: scopes, MaxWait: time.Duration(rng.IntN(3)) * 50 * time.Millisecond}
+		if rng.IntN(4) == 0 {
+			req.notBefore = now + int64(rng.IntN(200_000))
+		}
+		if !onlyPaced(&req) {
+			t.Fatal("the rules are paced")
+		}
+		var replies [2]string
+		var states [2][]string
+		for v, n := range []any{onePacedArg, "1"} {
+			req := req
+			req.Group = fmt.Sprintf("g%d-%d", iter, v)
+			keys := l.appendSegmentKeys(nil, &req, true)
+			// The same state under both groups.
+			r := rand.New(rand.NewPCG(uint64(iter), 7))
+			for i, k := range keys {
+				var val string
+				switch i {
+				case len(scopes): // the epoch marker
+					switch r.IntN(3) {
+					case 0:
+						val = fmt.Sprintf("e1700000000000000:%d", now/1000+60_000)
+					case 1:
+						val = fmt.Sprintf("e1700000000000000:%d", now/1000+10)
+					}
+				default:
+					switch r.IntN(5) {
+					case 0:
+						val = strconv.FormatInt(now+int64(r.IntN(400_000)), 10)
+					case 1:
+						val = strconv.FormatInt(now-int64(r.IntN(400_000)), 10)
+					case 2:
+						if i < len(scopes) && r.IntN(3) == 0 {
+							val = strconv.FormatInt(now+int64(r.IntN(400_000)), 10) + "|90018"
+						} else {
+							val = "junk"
+						}
+					}
+				}
+				if val != "" {
+					if err := c.Set(ctx, k.(string), val, time.Minute).Err(); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			args, _ := appendSegmentArgs(nil, []Request{req}, true)
+			args[0] = n
+			call := append([]any{"evalsha", sha, len(keys)}, keys...)
+			call = append(call, args...)
+			reply, err := c.Do(ctx, call...).Text()
+			if err != nil {
+				t.Fatal(err)
+			}
+			replies[v] = reply
+			for _, k := range keys[len(scopes)+1:] {
+				s, err := c.Get(ctx, k.(string)).Result()
+				if err != nil && err != redis.Nil {
+					t.Fatal(err)
+				}
+				states[v] = append(states[v], s)
+			}
+		}
+		if replies[0] != replies[1] {
+			t.Fatalf("case %d: straight path %q, general loop %q", iter, replies[0], replies[1])
+		}
+		if fmt.Sprint(states[0]) != fmt.Sprint(states[1]) {
+			t.Fatalf("case %d: states %v and %v", iter, states[0], states[1])
+		}
+		seen[replies[0][strings.Index(replies[0], "\n")+1]]++
+	}
+}
