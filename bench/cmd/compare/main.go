@@ -95,6 +95,7 @@ type results struct {
 	hotKeys    []hotKey
 	keyBytes   []keyBytes
 	keyCurve   []keyPoint
+	repeats    []repeatRun
 	scale      string // tables 8 to 10, as Markdown (scaletables.go)
 }
 
@@ -232,6 +233,11 @@ func run(c config) error {
 
 	if c.want(7) {
 		if res.keyCurve, err = runKeyCurve(ctx, srv.Addr, c); err != nil {
+			return err
+		}
+	}
+	if c.want(11) {
+		if res.repeats, err = runRepeats(ctx, srv.Addr, c); err != nil {
 			return err
 		}
 	}

@@ -175,6 +175,9 @@ func report(c config, res results, charts []chart, root string) string {
 		reportKeyCurve(w, c, res.keyCurve, mline)
 	}
 	w("%s", res.scale)
+	if len(res.repeats) > 0 {
+		reportRepeats(w, c, res.repeats, mline)
+	}
 
 	w("## Where this project is first, tied, or not first\n\n")
 	w("Each of this project's rows against the peers (the ceiling and, for Redis-side columns, the in-process\n")
