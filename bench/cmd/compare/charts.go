@@ -42,7 +42,11 @@ func drawCharts(c config, res results) ([]chart, error) {
 		}
 		out = append(out, chart{chartKeys, "Decisions per second against distinct keys"})
 	}
-	return out, nil
+	more, err := scaleCharts(c, res)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, more...), nil
 }
 
 func throughputChart(path string, c config, res results) error {

@@ -97,6 +97,7 @@ type results struct {
 	keyCurve   []keyPoint
 	repeats    []repeatRun
 	scale      string // tables 8 to 10, as Markdown (scaletables.go)
+	scaleRows  scaleRows
 }
 
 func run(c config) error {
@@ -242,7 +243,7 @@ func run(c config) error {
 		}
 	}
 	if c.want(8) || c.want(9) || c.want(10) {
-		if res.scale, err = scaleReport(ctx, c, srv.Addr, fmt.Sprintf("_Machine: %s._", res.machine)); err != nil {
+		if res.scale, err = scaleReport(ctx, c, srv.Addr, fmt.Sprintf("_Machine: %s._", res.machine), &res.scaleRows); err != nil {
 			return err
 		}
 	}

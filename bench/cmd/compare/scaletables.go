@@ -9,10 +9,17 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// scaleRows are the measurements of tables 8 to 10, for their charts.
+type scaleRows struct {
+	isv      []isvRow
+	replicas []replicaRow
+	cluster  []clusterRow
+}
+
 // scaleReport runs tables 8 to 10 (the ISV footprint, replica processes,
-// the Redis Cluster) on the server at addr and returns their Markdown;
-// mline is the machine line each table repeats.
-func scaleReport(ctx context.Context, c config, addr, mline string) (string, error) {
+// the Redis Cluster) on the server at addr and returns their Markdown and
+// rows; mline is the machine line each table repeats.
+func scaleReport(ctx context.Context, c config, addr, mline string, out *scaleRows) (string, error) {
 	var b strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	dur := 1500 * time.Millisecond
@@ -34,6 +41,7 @@ func scaleReport(ctx context.Context, c config, addr, mline string) (string, err
 		}
 		rdb.FlushAll(ctx)
 		rdb.Close()
+		out.isv = rows
 		w("## 8. Redis memory against orgs × APIs: a DingTalk ISV suite\n\n")
 		w("A DingTalk ISV suite calls %d APIs in each of n customer orgs, one call per org and API, through a\n", len(isvAPIs))
 		w("Transport on a flushed Redis (32 callers); then `INFO memory`, `DBSIZE`, and every key's `PTTL` and\n")
@@ -46,6 +54,7 @@ func scaleReport(ctx context.Context, c config, addr, mline string) (string, err
 		if err != nil {
 			return "", fmt.Errorf("table 9: %w", err)
 		}
+		out.replicas = rows
 		w("## 9. Decisions per second against replica processes on one Redis\n\n")
 		w("1, 2, 4 and 8 processes (not goroutines) of %d workers each decide at once on one Redis, every\n", scaleWorkers)
 		w("decision on one of %d rule sets over %d groups (hash tags), limits far above the load; %v per run.\n", scaleKeys, scaleGroups, dur)
@@ -58,6 +67,7 @@ func scaleReport(ctx context.Context, c config, addr, mline string) (string, err
 		if err != nil {
 			return "", fmt.Errorf("table 10: %w", err)
 		}
+		out.cluster = rows
 		w("## 10. A 3-master Redis Cluster against one node\n\n")
 		w("%d workers decide on %d rule sets over %d groups (several providers and egress groups, each its own\n", 4*scaleWorkers, scaleKeys, scaleGroups)
 		w("hash tag), on the single node and on a 3-master cluster started here (no replicas), %v each.\n", dur)
