@@ -129,7 +129,7 @@ local function reserve(KEYS, ARGV, val, alias, t, now, clock, put, out, at, tat,
     at[i], last[i] = a, false
     local kind = ARGV[a]
     if kind == 'p' then
-      local x = val[alias[kr + i] or kr + i]
+      local x = val[alias and alias[kr + i] or kr + i]
       if x then
         x = tonumber(x)
         if not x then x, corrupt = now, true end -- rewritten when booked
@@ -215,7 +215,7 @@ local function reserve(KEYS, ARGV, val, alias, t, now, clock, put, out, at, tat,
       if ARGV[a] == 'w' then
         local period = tonumber(ARGV[a + 2])
         local ts, ns, hi = {}, {}, 0
-        local v = val[alias[kr + i] or kr + i]
+        local v = val[alias and alias[kr + i] or kr + i]
         if v then
           local t = 0
           for d, c in string.gmatch(v, '(%d+):(%d+)') do
@@ -296,7 +296,8 @@ local function reserve(KEYS, ARGV, val, alias, t, now, clock, put, out, at, tat,
         parts[#parts + 1] = string.format('%d:%d', w.ts[x] - prev, w.ns[x])
         prev = w.ts[x]
       end
-      put(alias[kr + i] or kr + i, table.concat(parts, ' '), math.floor((w.ts[hi] + w.period - now) / 1000) + 1)
+      local v, ttl = table.concat(parts, ' '), math.floor((w.ts[hi] + w.period - now) / 1000) + 1
+      if put then put(alias[kr + i] or kr + i, v, ttl) else redis.call('SET', KEYS[kr + i], v, 'PX', ttl) end
     end
   end
 
@@ -445,7 +446,7 @@ local function reserve(KEYS, ARGV, val, alias, t, now, clock, put, out, at, tat,
       a = at[i]
       local k = KEYS[kr + i]
       if ARGV[a] == 'p' then
-        put(alias[kr + i] or kr + i, v, ARGV[a + 3])
+        if put then put(alias[kr + i] or kr + i, v, ARGV[a + 3]) else redis.call('SET', k, v, 'PX', ARGV[a + 3]) end
       elseif ARGV[a] == 'w' then
         win_store(i)
       elseif ARGV[a] == 'c' then
@@ -532,21 +533,38 @@ if ARGV[1] == 'f' then
   return first .. '\n' .. line
 end
 
--- The general loop (reserve), alone or in a batch. writes and ttl_of are
--- the writes a batch puts off to the end: the indexes of the keys, in
--- order, and the longest expiry (ms) asked for each; one segment alone
--- writes at once.
-alias = {}
-local writes, ttl_of
-if ARGV[1] == 'm' then writes, ttl_of = {}, {} end
+-- Scratch reused by every segment: the reply's lines, and per rule where
+-- its arguments start, its current theoretical arrival time (a paced
+-- rule's tat) and the state to book (false until something is booked).
+-- Made with room for a few entries: growing a table costs more than
+-- making it.
+local out, at, tat, last = {0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}
 
--- put books value v for the key at index j, to live ttl ms (kept as given:
--- a number passed to Redis is formatted, a string is not).
+-- One segment alone (the general loop): its writes go to Redis at once.
+if ARGV[1] ~= 'm' then
+  return reserve(KEYS, ARGV, val, false, t, now, clock, false, out, at, tat, last, 0, 0, #KEYS, #ARGV)
+end
+
+-- A batch of segments (one group, several rule sets): ARGV[2] segments,
+-- each led by its count of keys and of arguments, then its arguments as
+-- above; KEYS holds each segment's keys in the same order. The segments
+-- run in order, each seeing what the ones before it booked, so every
+-- request is decided as if it had made its own call, in arrival order.
+-- Reply: each segment's reply as above, led by its length in bytes and
+-- a newline.
+alias = {}
+local first = {}
+for i = 1, #KEYS do
+  local k = KEYS[i]
+  local f = first[k]
+  if f then alias[i] = f else first[k] = i end
+end
+-- The writes put off to the end: the indexes of the keys, in order, and
+-- the longest expiry (ms) asked for each. put books value v for the key
+-- at index j, to live ttl ms (kept as given: a number passed to Redis is
+-- formatted, a string is not).
+local writes, ttl_of = {}, {}
 local function put(j, v, ttl)
-  if not writes then
-    redis.call('SET', KEYS[j], v, 'PX', ttl)
-    return
-  end
   val[j] = v
   local old = ttl_of[j]
   if not old then
@@ -557,28 +575,6 @@ local function put(j, v, ttl)
   end
 end
 
--- Scratch reused by every segment: the reply's lines, and per rule where
--- its arguments start, its current theoretical arrival time (a paced
--- rule's tat) and the state to book (false until something is booked).
--- Made with room for a few entries: growing a table costs more than
--- making it.
-local out, at, tat, last = {0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}
-
-if not writes then return reserve(KEYS, ARGV, val, alias, t, now, clock, put, out, at, tat, last, 0, 0, #KEYS, #ARGV) end
-
--- A batch of segments (one group, several rule sets): ARGV[2] segments,
--- each led by its count of keys and of arguments, then its arguments as
--- above; KEYS holds each segment's keys in the same order. The segments
--- run in order, each seeing what the ones before it booked, so every
--- request is decided as if it had made its own call, in arrival order.
--- Reply: each segment's reply as above, led by its length in bytes and
--- a newline.
-local first = {}
-for i = 1, #KEYS do
-  local k = KEYS[i]
-  local f = first[k]
-  if f then alias[i] = f else first[k] = i end
-end
 local replies = {}
 local ko, ao = 0, 2
 for s = 1, tonumber(ARGV[2]) do
