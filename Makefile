@@ -48,12 +48,13 @@ FUZZ_TARGETS = \
 .PHONY: test-ops
 # test-ops: the Grafana dashboard and the Prometheus alert rules in ops/
 # name only series the library exports (a real scrape through the
-# OpenTelemetry Prometheus exporter, in its own module), and promtool checks
-# and unit-tests the rules and parses every dashboard query. Without promtool
-# on PATH that part is skipped with a message; CI installs it and sets
+# OpenTelemetry Prometheus exporter, in its own module, of a Transport on a
+# redis-server the test starts), and promtool checks and unit-tests the
+# rules and parses every dashboard query. Without promtool on PATH that
+# part is skipped with a message; CI installs it and sets
 # THROTTLE_REQUIRE_PROMTOOL=1.
-test-ops:
-	cd examples/prometheus && $(GO) vet ./... && $(GO) test -race -count=1 -v ./...
+test-ops: check-redis
+	cd examples/prometheus && $(GO) vet ./... && THROTTLE_REQUIRE_REDIS=1 $(GO) test -race -count=1 -v ./...
 
 .PHONY: test test-short vet bench fuzz fuzz-short soak check-redis test-floor test-integrations
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -14,12 +15,14 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/quotaware/throttle"
 	"github.com/quotaware/throttle/apps"
@@ -32,9 +35,12 @@ const ops = "../../ops"
 
 // scrape drives the library so that every metric it records has a point
 // (paced, throttled and penalised calls, a calendar quota, a request no
-// profile matched, a token no replica learned) and returns the names of the
-// series Prometheus would scrape.
+// profile matched, a token no replica learned, token exchanges the fleet
+// shares through Redis) and returns the names of the series Prometheus
+// would scrape. The Transport runs on a redis-server of its own, as in
+// production.
 func scrape(t *testing.T) map[string]bool {
+	rdb := startRedis(t)
 	registry := prometheus.NewRegistry()
 	mp, err := meterProvider(registry)
 	if err != nil {
@@ -47,8 +53,9 @@ func scrape(t *testing.T) map[string]bool {
 	t.Cleanup(emu.Close)
 	tr, err := throttle.New(
 		throttle.WithBase(offline{emu: http.DefaultTransport}),
+		throttle.WithRedis(rdb),
 		throttle.WithMeterProvider(mp),
-		throttle.WithApps(apps.Config{}), // its counters go to the Transport's meter provider
+		throttle.WithApps(apps.Config{Key: []byte("kit-hashing-key-of-32-bytes-long")}), // its counters go to the Transport's meter provider
 		throttle.WithProfiles(dingtalk.MustNew(dingtalk.Config{Hosts: []string{emu.Host()}, Apps: []dingtalk.App{{AppKey: "dingprom"}}, Default: "dingprom"}).Profile()),
 		throttle.WithMaxWait(100*time.Millisecond),
 		throttle.WithLogger(slog.New(slog.DiscardHandler)),
@@ -61,6 +68,16 @@ func scrape(t *testing.T) map[string]bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 	defer cancel()
 	drive(ctx, c, emu.URL, 40)
+	// Two token exchanges of one credential: the first fetched from the
+	// provider, the second answered from Redis.
+	for range 2 {
+		resp, err := c.Get(emu.URL + "/gettoken?appkey=dingprom&appsecret=kit-secret")
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
 	// A token no replica learned, and a host no profile matched.
 	for _, u := range []string{emu.URL + "/v1.0/contact/users/me", "https://api.dingtalk.com/v1.0/contact/users/me"} {
 		req, _ := http.NewRequest(http.MethodGet, u, nil)
@@ -90,6 +107,45 @@ func scrape(t *testing.T) map[string]bool {
 		names[name] = true
 	}
 	return names
+}
+
+// startRedis starts a redis-server of the test's own on a free loopback
+// port and returns a client of it. Without redis-server on PATH the test is
+// skipped, or fails when THROTTLE_REQUIRE_REDIS is set (make test sets it).
+func startRedis(t *testing.T) *redis.Client {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		if os.Getenv("THROTTLE_REQUIRE_REDIS") != "" {
+			t.Fatal("redis-server not found and THROTTLE_REQUIRE_REDIS is set")
+		}
+		t.Skip("redis-server not on PATH: run .ci/setup-redis (make test does)")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	rdb := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", port), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { rdb.Close() })
+	// Ready once it answers: PING until it does, a bounded number of times.
+	for i := 0; ; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := rdb.Ping(ctx).Err()
+		cancel()
+		if err == nil {
+			return rdb
+		}
+		if i == 100 {
+			t.Fatalf("redis-server on port %d: %v", port, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // offline answers requests to the real provider hosts itself (a stand-in
