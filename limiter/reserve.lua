@@ -52,6 +52,17 @@
 -- that captures locals costs an object per local each time it is made,
 -- which is on every call.
 
+-- read_tat reads a paced rule's theoretical arrival time from its stored
+-- value v: now when absent or past, and now with bad true when v is not a
+-- number (it is rewritten when the rule is booked).
+local function read_tat(v, now)
+  if not v then return now, false end
+  local x = tonumber(v)
+  if not x then return now, true end
+  if x < now then return now, false end
+  return x, false
+end
+
 -- head reads a segment's epoch marker and penalty keys and returns how
 -- many penalty keys lead the segment's keys (the marker included), whether
 -- a corrupt value was found, the reply's first line, and, when a penalty
@@ -129,15 +140,9 @@ local function reserve(KEYS, ARGV, val, alias, t, now, clock, put, out, at, tat,
     at[i], last[i] = a, false
     local kind = ARGV[a]
     if kind == 'p' then
-      local x = val[alias and alias[kr + i] or kr + i]
-      if x then
-        x = tonumber(x)
-        if not x then x, corrupt = now, true end -- rewritten when booked
-        if x < now then x = now end
-      else
-        x = now
-      end
-      tat[i] = x
+      local bad
+      tat[i], bad = read_tat(val[alias and alias[kr + i] or kr + i], now)
+      corrupt = corrupt or bad
       a = a + 4
     elseif kind == 'c' then
       has_c = true
@@ -503,14 +508,8 @@ if ARGV[1] == 'f' then
   end
   -- The rules' tats, as read: val[np + i] becomes a number.
   for i = 1, nr do
-    local x = val[np + i]
-    if x then
-      x = tonumber(x)
-      if not x then x, corrupt = now, true end -- rewritten when booked
-      if x < now then x = now end
-    else
-      x = now
-    end
+    local x, bad = read_tat(val[np + i], now)
+    corrupt = corrupt or bad
     val[np + i] = x
     local allow = x - ARGV[4 * i + 3]
     if allow > s then s, bind = allow, i end
