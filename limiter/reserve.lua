@@ -1,8 +1,10 @@
 -- Reserve a slot for each of n requests that carry the same rules and
 -- penalty scopes, one after the other as if each were its own call at the
 -- same instant: for each, check every shared penalty and every rule, and
--- charge all rules or none. A replica sends the requests that arrive while
--- its previous call for the same rules is in flight together, in one call.
+-- charge all rules or none. A replica sends the requests of one group that
+-- arrive while its previous call for the group is in flight together, in
+-- one call: a run of them with the same rules is one segment, and several
+-- segments go in one batch (at the end of this file).
 --
 -- KEYS: the penalty keys (ARGV[2] of them), then one key per rule.
 -- ARGV[1]: n, the number of requests; 'f' for one request whose rules are
