@@ -1,0 +1,198 @@
+package limiter
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Penalties during an outage: a penalty the primary does not take because
+// it is away is kept here and written, and so announced, once it answers.
+
+// penaltyID names a kept penalty: its group and scope.
+type penaltyID struct{ group, scope string }
+
+// maxPendingPenalties bounds the penalties kept for a primary that is away.
+const maxPendingPenalties = 1024
+
+// Penalize implements Limiter. The penalty is kept locally as well, so it
+// holds through an outage. A penalty the primary does not take because it
+// is away is kept (the latest end per scope) and written, and so announced,
+// within about penaltyRetry of the primary answering again, unless it is
+// over by then. Such a penalty returns nil.
+func (f *failover) Penalize(ctx context.Context, group string, p Penalty) error {
+	if err := f.local.Penalize(ctx, group, p); err != nil {
+		return err
+	}
+	if f.down.Load() {
+		f.keepPenalty(group, p)
+		return nil
+	}
+	ctx, cancel := f.bound(ctx)
+	defer cancel()
+	err := f.primary.Penalize(ctx, group, p)
+	if errors.Is(err, ErrUnavailable) {
+		f.keepPenalty(group, p)
+	}
+	return err
+}
+
+func (f *failover) keepPenalty(group string, p Penalty) {
+	f.penMu.Lock()
+	id := penaltyID{group, p.Scope}
+	old, ok := f.penalties[id]
+	switch {
+	case ok:
+		if p.Until.After(old.Until) {
+			f.penalties[id] = p
+		}
+		p = Penalty{}
+	case len(f.penalties) < maxPendingPenalties:
+		f.penalties[id] = p
+		p = Penalty{}
+	}
+	f.penMu.Unlock()
+	if p.Scope != "" && f.cfg.OnPenaltyLost != nil {
+		f.cfg.OnPenaltyLost(group, p)
+	}
+	f.flushPenalties()
+}
+
+// flushPenalties writes the kept penalties to the primary in the
+// background (one goroutine at a time; close stops and waits for it). It
+// tries again every penaltyRetry until all are written, whether or not the
+// failover uses the primary again yet and whatever this replica calls next:
+// the breaker stops the penalised scope's requests before the limiter sees
+// them, so waiting for a request's probe, or for Recover, could share the
+// penalty late or never. Each write announces the penalty.
+func (f *failover) flushPenalties() {
+	f.penMu.Lock()
+	defer f.penMu.Unlock()
+	if f.flushing || len(f.penalties) == 0 {
+		return
+	}
+	select {
+	case <-f.stop:
+		return // stopping: close may be waiting for bg already
+	default:
+	}
+	f.flushing = true
+	f.bg.Add(1)
+	go func() {
+		defer f.bg.Done()
+		for {
+			f.penMu.Lock()
+			batch := f.penalties
+			if len(batch) == 0 {
+				f.flushing = false
+				f.penMu.Unlock()
+				return
+			}
+			f.penalties = make(map[penaltyID]Penalty)
+			f.penMu.Unlock()
+			failed := false
+			var written map[penaltyID]Penalty
+			for id, p := range batch {
+				if !p.Until.After(time.Now()) {
+					continue // over already
+				}
+				if failed {
+					f.requeue(id, p) // the primary did not answer this round
+					continue
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), max(f.cfg.Timeout, defaultTimeout))
+				err := f.primary.Penalize(ctx, id.group, p)
+				cancel()
+				if errors.Is(err, ErrUnavailable) {
+					failed = true
+					f.requeue(id, p)
+					continue
+				}
+				if written == nil {
+					written = make(map[penaltyID]Penalty)
+				}
+				written[id] = p
+			}
+			if len(written) > 0 && !f.announceAgain(written) {
+				f.penMu.Lock()
+				f.flushing = false
+				f.penMu.Unlock()
+				return
+			}
+			if failed {
+				select {
+				case <-f.stop:
+					f.penMu.Lock()
+					f.flushing = false
+					f.penMu.Unlock()
+					return
+				case <-time.After(min(f.cfg.Probe, penaltyRetry)):
+				}
+			}
+		}
+	}()
+}
+
+// announceAgain announces the penalties just written once more after
+// reannounceAfter: Redis answering again does not
+// mean every replica has subscribed again, and an announcement missed while
+// a replica reconnects is not replayed (the key still refuses its next
+// reserve, but its requests already waiting for a slot would go out). It
+// reports false when the failover is stopping.
+func (f *failover) announceAgain(written map[penaltyID]Penalty) bool {
+	select {
+	case <-f.stop:
+		return false
+	case <-time.After(reannounceAfter):
+	}
+	a, ok := f.primary.(interface {
+		announcePenalty(ctx context.Context, group string, p Penalty) error
+	})
+	if !ok {
+		return true
+	}
+	for id, p := range written {
+		if p.Until.After(time.Now()) {
+			ctx, cancel := context.WithTimeout(context.Background(), max(f.cfg.Timeout, defaultTimeout))
+			_ = a.announcePenalty(ctx, id.group, p)
+			cancel()
+		}
+	}
+	return true
+}
+
+// reannounceAfter is when a penalty written after an outage is announced
+// again, for the replicas that were still resubscribing the first time.
+const reannounceAfter = time.Second
+
+// penaltyRetry bounds how long a penalty kept during an outage waits once
+// the primary answers again.
+const penaltyRetry = 250 * time.Millisecond
+
+// requeue keeps p for the next round, unless a later one replaced it.
+func (f *failover) requeue(id penaltyID, p Penalty) {
+	f.penMu.Lock()
+	if old, ok := f.penalties[id]; !ok || p.Until.After(old.Until) {
+		f.penalties[id] = p
+	}
+	f.penMu.Unlock()
+}
+
+// close stops retrying the kept penalties and waits for the background
+// writes.
+func (f *failover) close() {
+	f.stopAsync()
+	f.bg.Wait()
+}
+
+// stopAsync stops retrying the kept penalties without waiting for a write
+// in progress (bounded by its own timeout).
+func (f *failover) stopAsync() {
+	f.stopOnce.Do(func() {
+		// Under penMu: flushPenalties checks stop under it before bg.Add,
+		// so no writer starts once close may be waiting for bg.
+		f.penMu.Lock()
+		close(f.stop)
+		f.penMu.Unlock()
+	})
+}
