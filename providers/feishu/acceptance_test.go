@@ -103,8 +103,11 @@ func isQuotaCode(code int) bool {
 
 // Four replicas on one Redis, five times the per-second cap on two APIs for
 // ten seconds: the emulator rejects nothing, the callers see no quota error,
-// and each API gets at least 90% of its published rate.
+// and each API gets at least 90% of its published rate. The preset measures
+// its allowance from the answers' latency spread, which other packages'
+// load widens (88% was seen beside them), so the test runs alone.
 func TestAcceptanceFourReplicasAtFiveTimesDemand(t *testing.T) {
+	loadtest.Alone(t)
 	levels := feishu.LevelTable()
 	cfg := feishu.Config{Apps: []feishu.App{{Levels: levels, APIs: map[string]int{}}}}
 	emuOpts := feishutest.Options{APIs: map[string]int{}} // the emulator's own level table
