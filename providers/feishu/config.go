@@ -112,73 +112,26 @@ type App struct {
 }
 
 // settings is one app's Config and App merged: what a profile is built
-// from. A DefaultLevel or PerChat of -1 turns that rule off.
+// from. Each exported field means what the Config or App field of its name
+// says (their docs are the one description); DefaultLevel and PerChat of
+// -1 are App.NoDefaultLevel and App.NoPerChat.
 type settings struct {
-	// AppID identifies the app (cli_...); required. Limits are per app, and
-	// the token does not say which app it belongs to.
-	AppID string
-	// Hosts the profile handles ((default defaultHosts)); only paths under
-	// /open-apis/ match.
-	Hosts []string
-	// Levels is the level table (default LevelTable()); a non-nil map
-	// replaces it.
-	Levels map[int]Level
-	// Business raises level 10 to 100/s when Levels is nil.
-	Business bool
-	// APIs maps API patterns to levels ((default defaultAPIs())()); a non-nil
-	// map replaces the defaults.
-	APIs map[string]int
-	// DefaultLevel applies to APIs not in APIs (default 4); -1 gives them no
-	// rule, only a penalty scope.
-	DefaultLevel int
-	// PerChat caps IM messages per second to one chat or user (default 5);
-	// -1 disables the rule. Sends and forwards name the recipient by
-	// receive_id (with receive_id_type) in the body, which Route reads
-	// whole, up to ChatPeekLimit bytes; every receive_id there counts, and
-	// an email address is compared without regard to case. A reply counts against the chat of the
-	// message it answers when this process has seen that message in an
-	// answer (a send, reply or forward, or a GET of the message; the last
-	// 64Ki messages are remembered) or the request's context names the
-	// chat (ReplyInChat), else against that message alone. A send whose
-	// body cannot be read whole (longer than the limit, not JSON, a read
-	// error) counts against the recipients found and one shared "unknown
-	// recipient" of the app; Feishu delivers no such body (see recipients). A message held back by its
-	// recipient's limit waits for that recipient's slot without booking the
-	// app's shared rules ahead (rule.WithMaxBookAhead), so a busy chat
-	// never holds up the others.
-	PerChat int
-	// ChatPeekLimit bounds how much of a send's body Route reads for its
-	// receive_id (default 1 MiB, above the 150 KB Feishu accepts for a
-	// message; bodies are usually far shorter and read whole at once). A
-	// lower limit lets a longer body that Feishu accepts go to the unknown
-	// recipient beside its chat's count: over the chat's limit.
-	ChatPeekLimit int
-	// EntityKey keys the hash that names chats and users in rule keys and
-	// penalty scopes, which live in Redis, so that a reader of Redis cannot
-	// test guesses (an email, a user_id) against them. Every replica must
-	// use the same; read it from where the app secret is kept. Empty: a key
-	// derived from AppID, which Redis readers see (set it).
-	EntityKey string
-	// FreeEdition enforces MonthlyQuota per calendar month in Beijing.
-	FreeEdition bool
-	// MonthlyQuota is the tenant's calls per month on the free edition
-	// (default 10,000).
-	MonthlyQuota int
-	// MonthGrace starts each month's quota, and ends a 99991403 penalty,
-	// this long after midnight on the 1st (default 5s, under a minute).
-	MonthGrace time.Duration
-	// ShortPenalty is how long the other rate-limit codes (1000004,
-	// 230020, ...) penalise their scope when no reset header says (default 1s).
-	ShortPenalty time.Duration
-	// Jitter widens every window: a rule keeps at most its limit in any
-	// window of its period plus Jitter, so that latency varying by up to
-	// Jitter cannot crowd one of Feishu's fixed windows (default 50ms).
-	Jitter time.Duration
-	// DefaultPenalty applies to quota errors whose end is not implied
-	// (default providers.DefaultPenalty).
+	AppID          string
+	Hosts          []string
+	Levels         map[int]Level
+	Business       bool
+	APIs           map[string]int
+	DefaultLevel   int
+	PerChat        int
+	ChatPeekLimit  int
+	EntityKey      string
+	FreeEdition    bool
+	MonthlyQuota   int
+	MonthGrace     time.Duration
+	ShortPenalty   time.Duration
+	Jitter         time.Duration
 	DefaultPenalty time.Duration
-	// Clock is the time source of Classify (default time.Now).
-	Clock func() time.Time
+	Clock          func() time.Time
 	// noJitter is Config.NoJitter: Jitter stays 0.
 	noJitter bool
 	// memory keeps each app's memories across the rebuilds of a new

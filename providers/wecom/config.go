@@ -131,87 +131,32 @@ type App struct {
 }
 
 // settings is one company's Config and App merged: what a profile is
-// built from. PerMember limits of -1 turn the member rules off.
+// built from. Each field means what the Config or App field of its name
+// says (their docs are the one description); PerMember limits of -1 turn
+// the member rules off (App.NoPerMemberLimit).
 type settings struct {
-	// CorpID identifies the company; required.
-	CorpID string
-	// ThirdParty selects the third-party provider limits per egress IP.
-	ThirdParty bool
-	// Egress names the egress IP (or NAT pool) this deployment calls from,
-	// for keys and scopes shared by every replica behind it (default
-	// "default"). Replicas behind different IPs need different names.
-	Egress string
-	// Hosts the profile handles (default defaultHosts).
-	Hosts []string
-	// APIs are paths of APIs the built-in catalog lacks (e.g. one WeCom
-	// published after this release), each then limited on its own rather
-	// than with every other uncatalogued path.
-	APIs []string
-
-	// Limits per API (defaults above; IP ones depend on ThirdParty).
-	CorpPerMinute, CorpPerHour int
-	IPPerMinute, IPPerHour     int
-
-	// Jitter widens every window: a rule keeps at most its limit in any
-	// window of its period plus Jitter, so that latency varying by up to
-	// Jitter cannot crowd one of WeCom's fixed windows (default 50ms).
-	Jitter time.Duration
-	// TimeScale divides the length of every minute and hour window (default
-	// 1), for tests against an emulator that runs that much faster than the
-	// wall clock. Never set it against the real platform.
-	TimeScale float64
-
-	// Escalation is how long successive 45009s of one API penalise it
-	// (default defaultEscalation()). A 45009 within EscalationWindow after
-	// the previous penalty ended takes the next step; one beyond the last
-	// step penalises until the next midnight in Beijing (plus DayGrace).
-	Escalation []time.Duration
-	// EscalationWindow is how long after a penalty a repeat counts as the
-	// same trouble (default 10m).
-	EscalationWindow time.Duration
-	// DayGrace ends a day-long penalty this long after midnight (default 5s).
-	DayGrace time.Duration
-	// MaxTracked bounds how many API scopes the escalation remembers
-	// (default 1024); the oldest are forgotten first.
-	MaxTracked int
-	// ConcurrentRetry is the RetryAfter hint of a 45033 (too many calls in
-	// flight): by then some of the others have finished (default 1s).
-	ConcurrentRetry time.Duration
-	// MaxInFlight caps the company's calls to one API in flight at once,
-	// across every replica, to stay clear of 45033 (default 0: no cap;
-	// WeCom does not publish its concurrency limit). InFlightLease is how
-	// long a replica that crashed mid-call holds its slot (default 30s).
-	MaxInFlight   int
-	InFlightLease time.Duration
-	// PerMemberPerMinute and PerMemberPerHour cap one app's messages
-	// (/cgi-bin/message/send) to one member (defaults 30 and 1,000; -1
-	// turns both off): WeCom drops the excess without an error. Route reads
-	// touser, toparty, totag and agentid from the whole body, up to
-	// MemberPeekLimit bytes (default 1 MiB, above the largest message WeCom
-	// accepts); member IDs compare without regard to case, as WeCom's do.
-	// Up to 8 members listed in touser get rules of their own, allowing
-	// PerMember less Broadcast; "@all", a party, a tag, a longer list, an
-	// unknown agentid or a body not read whole are charged to the
-	// company's broadcast rules, allowing Broadcast (beside the members
-	// read, if any). So no member gets more than PerMember however it is
-	// addressed, and the app is not held to one member's rate.
+	CorpID                               string
+	ThirdParty                           bool
+	Egress                               string
+	Hosts                                []string
+	APIs                                 []string
+	CorpPerMinute, CorpPerHour           int
+	IPPerMinute, IPPerHour               int
+	Jitter                               time.Duration
+	TimeScale                            float64
+	Escalation                           []time.Duration
+	EscalationWindow                     time.Duration
+	DayGrace                             time.Duration
+	MaxTracked                           int
+	ConcurrentRetry                      time.Duration
+	MaxInFlight                          int
+	InFlightLease                        time.Duration
 	PerMemberPerMinute, PerMemberPerHour int
 	MemberPeekLimit                      int
-	// EntityKey keys the hash that names members in rule keys, which live
-	// in Redis, so that a reader of Redis cannot test guesses of UserIDs
-	// against them. Every replica must use the same; read it from where the
-	// corp secret is kept. Empty: a key derived from CorpID, which Redis
-	// readers see (set it).
-	EntityKey string
-	// BroadcastPerMinute and BroadcastPerHour are the share of a member's
-	// limits kept for messages not attributed to named members (defaults 5
-	// and 100); each must be below the PerMember limit it shares.
+	EntityKey                            string
 	BroadcastPerMinute, BroadcastPerHour int
-	// DefaultPenalty applies to quota errors whose end is not implied
-	// (default providers.DefaultPenalty).
-	DefaultPenalty time.Duration
-	// Clock is the time source of Classify (default time.Now).
-	Clock func() time.Time
+	DefaultPenalty                       time.Duration
+	Clock                                func() time.Time
 }
 
 // merge returns company a's settings in the deployment c, before defaults.
