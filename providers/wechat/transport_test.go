@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/quotaware/throttle"
+	"github.com/quotaware/throttle/providers/internal/emulator"
 	"github.com/quotaware/throttle/providers/wechat"
 	"github.com/quotaware/throttle/providers/wechat/wechattest"
 )
@@ -28,7 +29,7 @@ func TestTransport(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := wechattest.NewServer(wechattest.Options{Limits: wechattest.Limits{Daily: map[string]int{"/cgi-bin/user/info": tc.theirs}}})
+			s := wechattest.NewServer(wechattest.Options{Limits: wechattest.Limits{Daily: map[string]int{"/cgi-bin/user/info": tc.theirs}}, Clock: emulator.NewManualClock(time.Now()).Now})
 			defer s.Close()
 			u, _ := url.Parse(s.URL)
 			p := wechat.MustNew(wechat.Config{Hosts: []string{u.Hostname()}, Apps: []wechat.App{{AppID: "wxapp", Daily: map[string]int{"/cgi-bin/user/info": tc.ours}}}}).Profile()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/quotaware/throttle/limiter/rule"
 	"github.com/quotaware/throttle/providers"
+	"github.com/quotaware/throttle/providers/internal/emulator"
 	"github.com/quotaware/throttle/providers/internal/penaltytime"
 	"github.com/quotaware/throttle/providers/wechat/wechattest"
 )
@@ -110,13 +111,15 @@ func TestClassify(t *testing.T) {
 	}
 }
 
-// TestClassifyEmulator classifies the emulator's own answers end to end.
+// TestClassifyEmulator classifies the emulator's own answers end to end, on
+// an emulator clock that stands still (a minute or day rolling over between
+// two calls would reset the count the second is meant to exceed).
 func TestClassifyEmulator(t *testing.T) {
 	s := wechattest.NewServer(wechattest.Options{Limits: wechattest.Limits{
 		Daily:         map[string]int{"/cgi-bin/user/info": 1},
 		PerMinute:     map[string]int{"/cgi-bin/message/custom/send": 1},
 		MiniPerMinute: map[string]int{"/wxa/msg_sec_check": 1},
-	}})
+	}, Clock: emulator.NewManualClock(time.Now()).Now})
 	defer s.Close()
 	u, _ := url.Parse(s.URL)
 	p := testProfile(t, Config{Hosts: []string{u.Hostname()}, Apps: []App{{}}})

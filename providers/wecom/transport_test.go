@@ -11,15 +11,18 @@ import (
 
 	"github.com/quotaware/throttle"
 	"github.com/quotaware/throttle/limiter"
+	"github.com/quotaware/throttle/providers/internal/emulator"
 	"github.com/quotaware/throttle/providers/wecom"
 	"github.com/quotaware/throttle/providers/wecom/wecomtest"
 )
 
 // TestTransport runs the preset in the Transport against the emulator: a
 // 45009 penalises the API of the company on our side, so the next call fails
-// fast without reaching WeCom, while another API still goes through.
+// fast without reaching WeCom, while another API still goes through. The
+// emulator's clock stands still: its calendar minute must not roll over
+// between the calls that fill it.
 func TestTransport(t *testing.T) {
-	s := wecomtest.NewServer(wecomtest.Options{Limits: wecomtest.Limits{CorpPerMinute: 2}})
+	s := wecomtest.NewServer(wecomtest.Options{Limits: wecomtest.Limits{CorpPerMinute: 2}, Clock: emulator.NewManualClock(time.Now()).Now})
 	defer s.Close()
 	u, _ := url.Parse(s.URL)
 	p := wecom.MustNew(wecom.Config{Hosts: []string{u.Hostname()}, Apps: []wecom.App{{CorpID: "wwcorp"}}}).Profile()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/quotaware/throttle/limiter/rule"
 	"github.com/quotaware/throttle/providers"
+	"github.com/quotaware/throttle/providers/internal/emulator"
 	"github.com/quotaware/throttle/providers/internal/penaltytime"
 	"github.com/quotaware/throttle/providers/wecom/wecomtest"
 )
@@ -274,9 +275,12 @@ func TestConfigValidation(t *testing.T) {
 	}
 }
 
-// TestClassifyEmulator classifies the emulator's own answers.
+// TestClassifyEmulator classifies the emulator's own answers. The emulator's
+// clock stands still, so its calendar minute cannot roll over between the
+// calls and reset the count the last one is meant to exceed.
 func TestClassifyEmulator(t *testing.T) {
-	s := wecomtest.NewServer(wecomtest.Options{Limits: wecomtest.Limits{CorpPerMinute: 2, MaxConcurrent: 1}, Hold: 200 * time.Millisecond})
+	s := wecomtest.NewServer(wecomtest.Options{Limits: wecomtest.Limits{CorpPerMinute: 2, MaxConcurrent: 1},
+		Hold: 200 * time.Millisecond, Clock: emulator.NewManualClock(t0).Now})
 	defer s.Close()
 	u, _ := url.Parse(s.URL)
 	clk := &fakeClock{t: t0}

@@ -7,6 +7,9 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/quotaware/throttle/providers/internal/emulator"
 )
 
 // quotaGet asks the emulator for path's quota, as WeChat's API is asked.
@@ -38,7 +41,7 @@ func quotaGet(t *testing.T, s *Server, token, path string) (code, limit, used, r
 // client), and what remains; a path without a daily quota is 76021.
 func TestQuotaGetAnswersFromOwnCounts(t *testing.T) {
 	const path = "/cgi-bin/message/custom/send"
-	s := NewServer(Options{Limits: Limits{Daily: map[string]int{path: 10}}})
+	s := NewServer(Options{Limits: Limits{Daily: map[string]int{path: 10}}, Clock: emulator.NewManualClock(time.Now()).Now})
 	defer s.Close()
 	tok := s.Token("wxapp")
 	if code, limit, used, remain := quotaGet(t, s, tok, path); code != 0 || limit != 10 || used != 0 || remain != 10 {
