@@ -14,6 +14,7 @@ import (
 	"github.com/quotaware/throttle/limiter/rule"
 	"github.com/quotaware/throttle/providers"
 	"github.com/quotaware/throttle/providers/feishu/feishutest"
+	"github.com/quotaware/throttle/providers/internal/emulator"
 	"github.com/quotaware/throttle/providers/internal/penaltytime"
 )
 
@@ -243,10 +244,13 @@ func TestConfigValidation(t *testing.T) {
 	}
 }
 
-// TestClassifyEmulator classifies the emulator's own answers.
+// TestClassifyEmulator classifies the emulator's own answers, on an emulator
+// clock that stands still: a second or minute rolling over between two calls
+// would reset the count the second call is meant to exceed.
 func TestClassifyEmulator(t *testing.T) {
 	s := feishutest.NewServer(feishutest.Options{
-		Levels: map[int]feishutest.Level{4: {PerSecond: 100, PerMinute: 2}}, MonthlyQuota: 3, PerChat: 1})
+		Levels: map[int]feishutest.Level{4: {PerSecond: 100, PerMinute: 2}}, MonthlyQuota: 3, PerChat: 1,
+		Clock: emulator.NewManualClock(time.Now()).Now})
 	defer s.Close()
 	u, _ := url.Parse(s.URL)
 	p := testProfile(t, Config{Hosts: []string{u.Hostname()}, Apps: []App{{}}})
