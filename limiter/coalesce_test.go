@@ -58,7 +58,8 @@ func (g *gate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 }
 
 // reservedBy counts the requests of a reserve call: "evalsha sha numkeys
-// keys... n ..." with one segment (n "f": one request of paced rules),
+// keys... n ..." with one segment (n "f", here and in a batch: one request
+// of paced rules),
 // "evalsha sha numkeys keys... m <segments> (<keys> <args> n ...)..." with
 // several.
 func reservedBy(args []any) int {
@@ -75,7 +76,10 @@ func reservedBy(args []any) int {
 	total, at := 0, 2
 	for range segs {
 		na, _ := strconv.Atoi(argv[at+1].(string))
-		n, _ := strconv.Atoi(argv[at+2].(string))
+		n, err := strconv.Atoi(argv[at+2].(string))
+		if err != nil && argv[at+2] == "f" {
+			n = 1 // a segment of one request of paced rules
+		}
 		total += n
 		at += 2 + na
 	}

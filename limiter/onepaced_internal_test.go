@@ -67,31 +67,8 @@ func TestOnePacedPathMatchesGeneral(t *testing.T) {
 			keys := l.appendSegmentKeys(nil, &req, true)
 			// The same state under both groups.
 			r := rand.New(rand.NewPCG(uint64(iter), 7))
-			for i, k := range keys {
-				var val string
-				switch i {
-				case len(scopes): // the epoch marker
-					switch r.IntN(3) {
-					case 0:
-						val = fmt.Sprintf("e1700000000000000:%d", now/1000+60_000)
-					case 1:
-						val = fmt.Sprintf("e1700000000000000:%d", now/1000+10)
-					}
-				default:
-					switch r.IntN(5) {
-					case 0:
-						val = strconv.FormatInt(now+int64(r.IntN(400_000)), 10)
-					case 1:
-						val = strconv.FormatInt(now-int64(r.IntN(400_000)), 10)
-					case 2:
-						if i < len(scopes) && r.IntN(3) == 0 {
-							val = strconv.FormatInt(now+int64(r.IntN(400_000)), 10) + "|90018"
-						} else {
-							val = "junk"
-						}
-					}
-				}
-				if val != "" {
+			for _, k := range keys {
+				if val := randomState(r, k.(string), now); val != "" {
 					if err := c.Set(ctx, k.(string), val, time.Minute).Err(); err != nil {
 						t.Fatal(err)
 					}
@@ -122,4 +99,146 @@ func TestOnePacedPathMatchesGeneral(t *testing.T) {
 		}
 		seen[replies[0][strings.Index(replies[0], "\n")+1]]++
 	}
+}
+
+// The same holds for a batch (ARGV[1] "m") whose segments of one request of
+// paced rules go straight: random batches of requests that share some rule
+// keys and penalty scopes, some in segments of several requests, give the
+// same reply and leave the same values with those segments marked "f" as
+// with the same segments through the general loop ("1").
+func TestStraightSegmentsMatchGeneral(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client(t)
+	ctx := context.Background()
+	l, err := newRedis(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const clock = "local t = redis.call('TIME')"
+	const now = int64(1764000000_500000)
+	sha, err := c.ScriptLoad(ctx, strings.Replace(reserveSource, clock, "local t = {'1764000000', '500000'}", 1)).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	straight, general := 0, 0
+	for iter := range 300 {
+		var reqs []Request
+		for range 2 + rng.IntN(5) {
+			if len(reqs) > 0 && rng.IntN(4) == 0 {
+				reqs = append(reqs, reqs[len(reqs)-1]) // a segment of several
+				continue
+			}
+			var req Request
+			for _, i := range rng.Perm(4)[:1+rng.IntN(3)] {
+				req.Rules = append(req.Rules, rule.Must(rule.New("r"+strconv.Itoa(i), 3+i*7, time.Second, rule.WithBurst(1+i%3))))
+			}
+			for _, i := range rng.Perm(3)[:rng.IntN(3)] {
+				req.Scopes = append(req.Scopes, "s"+strconv.Itoa(i))
+			}
+			req.MaxWait = time.Duration(rng.IntN(3)) * 50 * time.Millisecond
+			if rng.IntN(4) == 0 {
+				req.notBefore = now + int64(rng.IntN(200_000))
+			}
+			reqs = append(reqs, req)
+		}
+		var replies [2]string
+		var states [2][]string
+		for v := range 2 {
+			group := fmt.Sprintf("b%d-%d", iter, v)
+			batch := make([]Request, len(reqs))
+			for i, r := range reqs {
+				r.Group = group
+				batch[i] = r
+			}
+			a := &scriptArgs{}
+			for i := 1; i <= len(batch); i++ {
+				if i == len(batch) || !batch[i-1].sameShape(&batch[i]) {
+					a.segs = append(a.segs, i)
+				}
+			}
+			if len(a.segs) < 2 {
+				break // one segment: TestOnePacedPathMatchesGeneral
+			}
+			l.appendBatch(a, batch)
+			call := append([]any(nil), a.list...)
+			call[1] = sha
+			numKeys, _ := strconv.Atoi(call[2].(string))
+			for i := 3 + numKeys; i < len(call); i++ {
+				if call[i] == onePacedArg {
+					if v == 0 {
+						straight++
+					} else {
+						call[i] = "1"
+						general++
+					}
+				}
+			}
+			// The same state under both groups: every key gets a value
+			// drawn from the key's place in the call.
+			r := rand.New(rand.NewPCG(uint64(iter), 9))
+			var ruleKeys []string
+			for _, k := range call[3 : 3+numKeys] {
+				key := k.(string)
+				if strings.Contains(key, "}:r:") {
+					ruleKeys = append(ruleKeys, key)
+				}
+				if val := randomState(r, key, now); val != "" {
+					if err := c.Set(ctx, key, val, time.Minute).Err(); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			reply, err := c.Do(ctx, call...).Text()
+			if err != nil {
+				t.Fatal(err)
+			}
+			replies[v] = reply
+			for _, k := range ruleKeys {
+				s, err := c.Get(ctx, k).Result()
+				if err != nil && err != redis.Nil {
+					t.Fatal(err)
+				}
+				states[v] = append(states[v], s)
+			}
+		}
+		if replies[0] != replies[1] {
+			t.Fatalf("case %d: straight segments %q, general loop %q", iter, replies[0], replies[1])
+		}
+		if fmt.Sprint(states[0]) != fmt.Sprint(states[1]) {
+			t.Fatalf("case %d: states %v and %v", iter, states[0], states[1])
+		}
+	}
+	if straight == 0 || straight != general {
+		t.Fatalf("%d segments went straight, %d through the loop: the batches did not exercise both", straight, general)
+	}
+	t.Logf("%d straight segments compared", straight)
+}
+
+// randomState draws a stored value for key, by its kind: for the epoch
+// marker fresh, about to be renewed or absent; for a rule or penalty key
+// absent, ahead of now, past, or corrupt, and for a penalty key sometimes
+// a live penalty with its code.
+func randomState(r *rand.Rand, key string, now int64) string {
+	if strings.Contains(key, "}:e:") {
+		switch r.IntN(3) {
+		case 0:
+			return fmt.Sprintf("e1700000000000000:%d", now/1000+60_000)
+		case 1:
+			return fmt.Sprintf("e1700000000000000:%d", now/1000+10)
+		}
+		return ""
+	}
+	switch r.IntN(5) {
+	case 0:
+		return strconv.FormatInt(now+int64(r.IntN(400_000)), 10)
+	case 1:
+		return strconv.FormatInt(now-int64(r.IntN(400_000)), 10)
+	case 2:
+		if strings.Contains(key, "}:p:") && r.IntN(3) == 0 {
+			return strconv.FormatInt(now+int64(r.IntN(400_000)), 10) + "|90018"
+		}
+		return "junk"
+	}
+	return ""
 }

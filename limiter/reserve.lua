@@ -8,8 +8,9 @@
 --
 -- KEYS: the penalty keys (ARGV[2] of them), then one key per rule.
 -- ARGV[1]: n, the number of requests; 'f' for one request whose rules are
--- all paced and none capped (the straight path below, for the calls made
--- without load); 'm' for a batch of segments (at the end of this file).
+-- all paced and none capped (straight, below: the calls made without load,
+-- and a batch's segments of one such request); 'm' for a batch of segments
+-- (at the end of this file).
 -- ARGV[2]: how many penalty keys lead KEYS; as "<n>e<ms>", the last of
 -- them is the group's epoch marker, kept for at least ms (see below).
 -- Then two arguments per request: the longest wait it accepts (µs), and
@@ -473,6 +474,56 @@ local function reserve(KEYS, ARGV, val, alias, t, now, clock, put, out, at, tat,
   return table.concat(out, '\n', 1, n + 1)
 end
 
+-- straight decides a segment of one request whose rules are all paced and
+-- none capped (its count is then 'f', its arguments otherwise those of
+-- n = 1): reserve's steps in straight lines, without its tables and
+-- closures. Every call made without load is one, and so is most of a
+-- batch over many rule sets (BenchmarkRedisScriptCost and
+-- BenchmarkRedisLargestBatch have the difference;
+-- TestOnePacedPathMatchesGeneral holds the two to the same answers). Rule
+-- i's arguments are ARGV[ao+4i+1 .. ao+4i+4]: 'p', T, tolerance, TTL. tat
+-- is scratch indexed like KEYS: a call of one segment passes val itself.
+local function straight(KEYS, ARGV, val, alias, t, now, clock, put, tat, ko, ao, nk)
+  local np, corrupt, first, penalised = head(KEYS, ARGV, val, alias, t, now, clock, ko, ao)
+  if penalised then return penalised end
+  local kr, nr = ko + np, nk - np
+  local s, bind = now, 0
+  local nb = ARGV[ao + 4]
+  if nb ~= '0' then
+    nb = nb + 0
+    if nb > s then s = nb end
+  end
+  for i = 1, nr do
+    local j = kr + i
+    local x, bad = read_tat(val[alias and alias[j] or j], now)
+    corrupt = corrupt or bad
+    tat[j] = x
+    local allow = x - ARGV[ao + 4 * i + 3]
+    if allow > s then s, bind = allow, i end
+  end
+  if corrupt then first = first .. ' c' end
+  local wait = s - now
+  if wait > 0 and wait > tonumber(ARGV[ao + 3]) then
+    local line = string.format('1 %d %d', wait, bind)
+    for i = 1, nr do line = line .. string.format(' %d', tat[kr + i]) end
+    return first .. '\n' .. line
+  end
+  local line = wait == 0 and '0 0 0' or string.format('0 %d %d', wait, bind)
+  for i = 1, nr do
+    local j = kr + i
+    local x = tat[j]
+    if s > x then x = s end
+    local v = string.format('%d', x + ARGV[ao + 4 * i + 2])
+    if put then
+      put(alias[j] or j, v, ARGV[ao + 4 * i + 4])
+    else
+      redis.call('SET', KEYS[j], v, 'PX', ARGV[ao + 4 * i + 4])
+    end
+    line = line .. ' ' .. v
+  end
+  return first .. '\n' .. line
+end
+
 -- Globals cost a table lookup each time; locals do not.
 local KEYS, ARGV, tonumber = KEYS, ARGV, tonumber
 
@@ -492,46 +543,10 @@ local val = #KEYS > 0 and redis.call('MGET', unpack(KEYS)) or {}
 local alias = false
 
 
--- The common call: one request whose rules are all paced, none capped
--- (ARGV[1] is then 'f', the arguments otherwise those of n = 1), which is
--- every call made without load: reserve's steps in straight lines, without
--- its tables and closures (BenchmarkRedisScriptCost has the difference;
--- TestOnePacedPathMatchesGeneral holds the two to the same answers).
--- Rule i's arguments are ARGV[4i+1 .. 4i+4]: 'p', T, tolerance, TTL.
+-- The common call: one request whose rules are all paced, none capped,
+-- which is every call made without load, goes straight (ARGV[1] is 'f').
 if ARGV[1] == 'f' then
-  local np, corrupt, first, penalised = head(KEYS, ARGV, val, alias, t, now, clock, 0, 0)
-  if penalised then return penalised end
-  local nr = #KEYS - np
-  local s, bind = now, 0
-  local nb = ARGV[4]
-  if nb ~= '0' then
-    nb = nb + 0
-    if nb > s then s = nb end
-  end
-  -- The rules' tats, as read: val[np + i] becomes a number.
-  for i = 1, nr do
-    local x, bad = read_tat(val[np + i], now)
-    corrupt = corrupt or bad
-    val[np + i] = x
-    local allow = x - ARGV[4 * i + 3]
-    if allow > s then s, bind = allow, i end
-  end
-  if corrupt then first = first .. ' c' end
-  local wait = s - now
-  if wait > 0 and wait > tonumber(ARGV[3]) then
-    local line = string.format('1 %d %d', wait, bind)
-    for i = 1, nr do line = line .. string.format(' %d', val[np + i]) end
-    return first .. '\n' .. line
-  end
-  local line = wait == 0 and '0 0 0' or string.format('0 %d %d', wait, bind)
-  for i = 1, nr do
-    local x = val[np + i]
-    if s > x then x = s end
-    local v = string.format('%d', x + ARGV[4 * i + 2])
-    redis.call('SET', KEYS[np + i], v, 'PX', ARGV[4 * i + 4])
-    line = line .. ' ' .. v
-  end
-  return first .. '\n' .. line
+  return straight(KEYS, ARGV, val, false, t, now, clock, false, val, 0, 0, #KEYS)
 end
 
 -- Scratch reused by every segment: the reply's lines, and per rule where
@@ -581,7 +596,12 @@ local ko, ao = 0, 2
 for s = 1, tonumber(ARGV[2]) do
   local nk, na = tonumber(ARGV[ao + 1]), tonumber(ARGV[ao + 2])
   ao = ao + 2
-  local r = reserve(KEYS, ARGV, val, alias, t, now, clock, put, out, at, tat, last, ko, ao, nk, na)
+  local r
+  if ARGV[ao + 1] == 'f' then
+    r = straight(KEYS, ARGV, val, alias, t, now, clock, put, tat, ko, ao, nk)
+  else
+    r = reserve(KEYS, ARGV, val, alias, t, now, clock, put, out, at, tat, last, ko, ao, nk, na)
+  end
   replies[s] = #r .. '\n' .. r
   ko, ao = ko + nk, ao + na
 end

@@ -30,6 +30,9 @@ func (l *redisLimiter) appendBatch(a *scriptArgs, reqs []Request) {
 		}
 		var ttl int64
 		a.argv, ttl = appendSegmentArgs(a.argv, reqs[start:end], first)
+		if end-start == 1 && onlyPaced(&reqs[start]) {
+			a.argv[na+2] = onePacedArg // the segment's count: straight
+		}
 		markerTTL = max(markerTTL, ttl)
 		a.argv[na] = boxInt(len(a.keys) - nk)
 		a.argv[na+1] = boxInt(len(a.argv) - na - 2)
