@@ -22,7 +22,7 @@ type repeatRun struct {
 }
 
 func runRepeats(ctx context.Context, addr string, c config) ([]repeatRun, error) {
-	ds := keyCurveDesigns()
+	ds := append(keyCurveDesigns(), floorDesign())
 	var out []repeatRun
 	for run := range repeatRuns {
 		r := repeatRun{hot: map[string]tput{}, many: map[string]tput{}}
@@ -37,6 +37,8 @@ func runRepeats(ctx context.Context, addr string, c config) ([]repeatRun, error)
 				if err != nil {
 					return nil, err
 				}
+				logf("table 11 run %d: %s on %d keys: %.0f/s; CPU per decision: client %.1f µs, Redis %.1f µs (scripts %.1f µs)",
+					run+1, d.id, keys, t.ops, t.clientCPU, t.redisCPU, t.serverUs)
 				if keys == 1 {
 					r.hot[d.id] = t
 				} else {
@@ -80,6 +82,7 @@ func reportRepeats(w func(string, ...any), c config, runs []repeatRun, mline str
 		}
 	}
 	w("| worst | %.2f× | %.2f× %s | | %.2f× %s | | |\n\n", hot, many, verdict(many >= 2.5), single, verdict(single >= 1.1))
+	reportCPU(w, runs)
 	w("%s\n\n", strings.TrimSpace(repeatsWhy))
 }
 
@@ -101,3 +104,52 @@ one SET of its own key and the Lua that decides it (about 3.6 µs in a batch of 
 decision costs Redis more than redis_rate's (column Redis µs in table 1): the reply carries every
 rule's booked state and the epoch, the key and the epoch marker are read together, and times are
 formatted as exact integer microseconds, which redis_rate's float seconds skip.`
+
+// cpuRow is one design's means over the runs on 1,000 keys.
+type cpuRow struct {
+	name                          string
+	ops, client, redis, scriptsUs float64
+}
+
+func cpuRows(runs []repeatRun) map[string]cpuRow {
+	out := map[string]cpuRow{}
+	for _, d := range append(keyCurveDesigns(), floorDesign()) {
+		r := cpuRow{name: d.name}
+		if d.id == "ours1" {
+			r.name += ", coalesced"
+		}
+		for _, run := range runs {
+			t := run.many[d.id]
+			r.ops += t.ops / float64(len(runs))
+			r.client += t.clientCPU / float64(len(runs))
+			r.redis += t.redisCPU / float64(len(runs))
+			r.scriptsUs += t.serverUs / float64(len(runs))
+		}
+		out[d.id] = r
+	}
+	return out
+}
+
+// reportCPU shows where each decision's CPU goes on 1,000 keys, means over
+// the runs, and the bounds that follow from it.
+func reportCPU(w func(string, ...any), runs []repeatRun) {
+	rows := cpuRows(runs)
+	w("Where the CPU goes, on 1,000 keys (means over the runs): this process's CPU time (the design's\n")
+	w("client and the 50 goroutines asking) and the Redis server's, per decision (`getrusage`, `INFO cpu`);\n")
+	w("scripts is the part of Redis's time spent running scripts (`INFO commandstats`). The GCRA floor is a\n")
+	w("script that does only what any limiter deciding on Redis's clock must (TIME, GET, decide, SET).\n\n")
+	w("| design | decisions/s | against redis_rate | client CPU µs | Redis CPU µs | of which scripts µs |\n")
+	w("|---|---:|---:|---:|---:|---:|\n")
+	rr := rows["redisrate"].ops
+	for _, id := range []string{"ours1", "ours1single", "floor", "redisrate", "ceiling"} {
+		r := rows[id]
+		w("| %s | %.0f | %.2f× | %.1f | %.1f | %.1f |\n", r.name, r.ops, r.ops/rr, r.client, r.redis, r.scriptsUs)
+	}
+	co, ce, fl := rows["ours1"], rows["ceiling"], rows["floor"]
+	w("\nRedis runs on one core: at %.1f µs of Redis CPU per coalesced decision, it could make at most\n", co.redis)
+	w("%.0f decisions/s on 1,000 rule sets with the client free, %.2f× the ceiling measured here; the goal of\n",
+		1e6/co.redis, 1e6/co.redis/ce.ops)
+	w("2.5× needs Redis at or under %.1f µs a decision. The GCRA floor runs at %.2f× redis_rate: a script that\n",
+		1e6/(2.5*ce.ops), fl.ops/rr)
+	w("does no more than the floor's TIME, GET and SET is how far any one-call design gets ahead of it here.\n\n")
+}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -23,6 +24,9 @@ type tput struct {
 	allocs   float64 // heap allocations per decision, whole process
 	ratio    float64 // ops / ceiling ops
 	serverUs float64 // µs Redis spent executing commands, per decision
+	// CPU time per decision (µs, user and system): this process's (the
+	// design's client and the workers) and the Redis server's, whole.
+	clientCPU, redisCPU float64
 }
 
 const maxSamplesPerWorker = 50_000
@@ -101,11 +105,21 @@ func runThroughputAt(ctx context.Context, addr string, d design, workers int, wa
 	}
 	var m0, m1 runtime.MemStats
 	runtime.ReadMemStats(&m0)
+	rcpu0, err := redisCPU(ctx, admin)
+	if err != nil {
+		return tput{}, err
+	}
+	ccpu0 := processCPU()
 	start := time.Now()
 	measuring.Store(true)
 	time.Sleep(dur)
 	measuring.Store(false)
 	elapsed := time.Since(start)
+	ccpu1 := processCPU()
+	rcpu1, err := redisCPU(ctx, admin)
+	if err != nil {
+		return tput{}, err
+	}
 	runtime.ReadMemStats(&m1)
 	usec, err := serverTime(ctx, admin)
 	stop.Store(true)
@@ -129,6 +143,8 @@ func runThroughputAt(ctx context.Context, addr string, d design, workers int, wa
 		// Decisions made after the count stopped also ran in Redis before
 		// INFO answered: a slight overestimate, alike for every design.
 		r.serverUs = usec / float64(n)
+		r.clientCPU = float64((ccpu1-ccpu0)/time.Microsecond) / float64(n)
+		r.redisCPU = float64((rcpu1-rcpu0)/time.Microsecond) / float64(n)
 	}
 	return r, nil
 }
@@ -164,4 +180,31 @@ func serverTime(ctx context.Context, rdb *redis.Client) (float64, error) {
 		}
 	}
 	return total, nil
+}
+
+// processCPU is the CPU time this process has used, user and system.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// redisCPU is the CPU time the Redis server has used (INFO cpu: its main
+// thread and the rest, user and system).
+func redisCPU(ctx context.Context, rdb *redis.Client) (time.Duration, error) {
+	info, err := rdb.Info(ctx, "cpu").Result()
+	if err != nil {
+		return 0, err
+	}
+	var total float64
+	for _, line := range strings.Split(info, "\n") {
+		name, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if ok && (name == "used_cpu_sys" || name == "used_cpu_user") {
+			f, _ := strconv.ParseFloat(v, 64)
+			total += f
+		}
+	}
+	return time.Duration(total * float64(time.Second)), nil
 }
