@@ -3,8 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // The two ratios the design is held to, measured again in separate runs
@@ -19,6 +22,9 @@ const repeatRuns = 3
 // repeatRun is one run: each design once, on 1 and on 1,000 keys.
 type repeatRun struct {
 	hot, many map[string]tput // by design id
+	// bare is the median round trip of a bare EVALSHA return 1 from one
+	// caller: the least a coalesced call's cycle takes.
+	bare time.Duration
 }
 
 func runRepeats(ctx context.Context, addr string, c config) ([]repeatRun, error) {
@@ -26,6 +32,10 @@ func runRepeats(ctx context.Context, addr string, c config) ([]repeatRun, error)
 	var out []repeatRun
 	for run := range repeatRuns {
 		r := repeatRun{hot: map[string]tput{}, many: map[string]tput{}}
+		var err error
+		if r.bare, err = bareRoundTrip(ctx, addr); err != nil {
+			return nil, err
+		}
 		for _, keys := range []int{1, 1_000} {
 			for _, d := range ds {
 				if err := ctx.Err(); err != nil {
@@ -97,11 +107,12 @@ func verdict(met bool) string {
 // it cites are in the table above and in the limiter's benchmarks.
 const repeatsWhy = `
 Where they stop here: a group has one call in flight at a time (its requests stay in arrival order),
-so coalesced decisions per second are bounded by requests per call over the call's cycle: building
-it, the round trip (a bare call from one caller takes about 75 µs on this machine,
-` + "`BenchmarkRedisScriptCost`" + `), Redis running it, and waking each requester. During the cycle
-the client sits idle about half the time, so the cycle's wake-ups and round trip, not the client's
-CPU, set the pace. Each request of a distinct rule set costs Redis one SET of its own key and the
+so coalesced decisions per second are bounded by requests per call over the call's cycle: the
+client building it, the round trip (above), Redis reading and running it, the client reading the
+reply and waking each requester, one after the other. Over 1,000 rule sets the client's part is
+about 70 µs of a 230-240 µs cycle of 25 requests and Redis's about 120
+(` + "`BenchmarkRedisReserveManyRuleSets/coalesced`" + ` with a CPU profile): neither is busy all the
+time, and the two do not overlap within a group. Each request of a distinct rule set costs Redis one SET of its own key and the
 Lua that decides it (about 3.8 µs in a batch of 61, ` + "`BenchmarkRedisLargestBatch`" + `), against
 about 1 µs for a whole ` + "`return 1`" + ` call. One call per decision: the asking goroutines' CPU
 follows Redis's time per call (the client column rises with the Redis column), so the ratio follows
@@ -152,10 +163,40 @@ func reportCPU(w func(string, ...any), runs []repeatRun) {
 		w("| %s | %.0f | %.2f× | %.1f | %.1f | %.1f |\n", r.name, r.ops, r.ops/rr, r.client, r.redis, r.scriptsUs)
 	}
 	co, ce, fl := rows["ours1"], rows["ceiling"], rows["floor"]
+	bare := make([]time.Duration, 0, len(runs))
+	for _, r := range runs {
+		bare = append(bare, r.bare)
+	}
+	slices.Sort(bare)
+	w("\nA bare `EVALSHA return 1` from one caller, the least a coalesced call's cycle takes, has a median\n")
+	w("round trip of %d µs here (the median of the runs' medians over 2,000 calls each, made as each run\n", bare[len(bare)/2].Microseconds())
+	w("starts, the machine's CPUs busy from the run before; on a machine otherwise idle this virtual\n")
+	w("machine's round trip is several times longer, its CPUs waking from halt: `BenchmarkRedisScriptCost`).\n")
 	w("\nRedis runs on one core: at %.1f µs of Redis CPU per coalesced decision, it could make at most\n", co.redis)
 	w("%.0f decisions/s on 1,000 rule sets with the client free, %.2f× the ceiling measured here; the goal of\n",
 		1e6/co.redis, 1e6/co.redis/ce.ops)
 	w("2.5× needs Redis at or under %.1f µs a decision. The GCRA floor runs at %.2f× redis_rate: a script that\n",
 		1e6/(2.5*ce.ops), fl.ops/rr)
 	w("does no more than the floor's TIME, GET and SET is how far any one-call design gets ahead of it here.\n\n")
+}
+
+// bareRoundTrip is the median latency of 2,000 EVALSHA return 1 calls made
+// one after another by one caller on a client of its own.
+func bareRoundTrip(ctx context.Context, addr string) (time.Duration, error) {
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	keys := []string{"bare"}
+	if err := noopScript.Load(ctx, rdb).Err(); err != nil {
+		return 0, err
+	}
+	lat := make([]time.Duration, 0, 2000)
+	for range 2000 {
+		t0 := time.Now()
+		if err := noopScript.EvalSha(ctx, rdb, keys).Err(); err != nil {
+			return 0, err
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	slices.Sort(lat)
+	return lat[len(lat)/2], nil
 }
