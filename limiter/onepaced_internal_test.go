@@ -22,23 +22,7 @@ import (
 // The script runs on a fixed clock (its TIME call replaced), so that the two
 // calls see the same instant.
 func TestOnePacedPathMatchesGeneral(t *testing.T) {
-	srv := redistest.Start(t)
-	c := srv.Client(t)
-	ctx := context.Background()
-	l, err := newRedis(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const clock = "local t = redis.call('TIME')"
-	if !strings.Contains(reserveSource, clock) {
-		t.Fatal("reserve.lua no longer reads the time as this test expects")
-	}
-	const now = int64(1764000000_500000)
-	src := strings.Replace(reserveSource, clock, "local t = {'1764000000', '500000'}", 1)
-	sha, err := c.ScriptLoad(ctx, src).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := newFixedClock(t)
 	rng := rand.New(rand.NewPCG(1, 2))
 	seen := map[byte]int{} // replies by status: admitted, refused, penalised
 	for iter := range 400 {
@@ -54,7 +38,7 @@ func TestOnePacedPathMatchesGeneral(t *testing.T) {
 		}
 		req := Request{Rules: rules, Scopes: scopes, MaxWait: time.Duration(rng.IntN(3)) * 50 * time.Millisecond}
 		if rng.IntN(4) == 0 {
-			req.notBefore = now + int64(rng.IntN(200_000))
+			req.notBefore = fixedNow + int64(rng.IntN(200_000))
 		}
 		if !onlyPaced(&req) {
 			t.Fatal("the rules are paced")
@@ -64,32 +48,11 @@ func TestOnePacedPathMatchesGeneral(t *testing.T) {
 		for v, n := range []any{onePacedArg, "1"} {
 			req := req
 			req.Group = fmt.Sprintf("g%d-%d", iter, v)
-			keys := l.appendSegmentKeys(nil, &req, true)
-			// The same state under both groups.
-			r := rand.New(rand.NewPCG(uint64(iter), 7))
-			for _, k := range keys {
-				if val := randomState(r, k.(string), now); val != "" {
-					if err := c.Set(ctx, k.(string), val, time.Minute).Err(); err != nil {
-						t.Fatal(err)
-					}
-				}
-			}
+			keys := f.l.appendSegmentKeys(nil, &req, true)
 			args, _ := appendSegmentArgs(nil, []Request{req}, true)
 			args[0] = n
-			call := append([]any{"evalsha", sha, len(keys)}, keys...)
-			call = append(call, args...)
-			reply, err := c.Do(ctx, call...).Text()
-			if err != nil {
-				t.Fatal(err)
-			}
-			replies[v] = reply
-			for _, k := range keys[len(scopes)+1:] {
-				s, err := c.Get(ctx, k.(string)).Result()
-				if err != nil && err != redis.Nil {
-					t.Fatal(err)
-				}
-				states[v] = append(states[v], s)
-			}
+			call := append([]any{"evalsha", "", len(keys)}, keys...)
+			replies[v], states[v] = f.run(append(call, args...), uint64(iter))
 		}
 		if replies[0] != replies[1] {
 			t.Fatalf("case %d: straight path %q, general loop %q", iter, replies[0], replies[1])
@@ -99,6 +62,9 @@ func TestOnePacedPathMatchesGeneral(t *testing.T) {
 		}
 		seen[replies[0][strings.Index(replies[0], "\n")+1]]++
 	}
+	if seen['0'] == 0 || seen['1'] == 0 || seen['2'] == 0 {
+		t.Fatalf("replies by status %v: the cases did not admit, refuse and penalise each", seen)
+	}
 }
 
 // The same holds for a batch (ARGV[1] "m") whose segments of one request of
@@ -107,19 +73,7 @@ func TestOnePacedPathMatchesGeneral(t *testing.T) {
 // same reply and leave the same values with those segments marked "f" as
 // with the same segments through the general loop ("1").
 func TestStraightSegmentsMatchGeneral(t *testing.T) {
-	srv := redistest.Start(t)
-	c := srv.Client(t)
-	ctx := context.Background()
-	l, err := newRedis(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const clock = "local t = redis.call('TIME')"
-	const now = int64(1764000000_500000)
-	sha, err := c.ScriptLoad(ctx, strings.Replace(reserveSource, clock, "local t = {'1764000000', '500000'}", 1)).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := newFixedClock(t)
 	rng := rand.New(rand.NewPCG(3, 4))
 	straight, general := 0, 0
 	for iter := range 300 {
@@ -138,7 +92,7 @@ func TestStraightSegmentsMatchGeneral(t *testing.T) {
 			}
 			req.MaxWait = time.Duration(rng.IntN(3)) * 50 * time.Millisecond
 			if rng.IntN(4) == 0 {
-				req.notBefore = now + int64(rng.IntN(200_000))
+				req.notBefore = fixedNow + int64(rng.IntN(200_000))
 			}
 			reqs = append(reqs, req)
 		}
@@ -151,18 +105,12 @@ func TestStraightSegmentsMatchGeneral(t *testing.T) {
 				r.Group = group
 				batch[i] = r
 			}
-			a := &scriptArgs{}
-			for i := 1; i <= len(batch); i++ {
-				if i == len(batch) || !batch[i-1].sameShape(&batch[i]) {
-					a.segs = append(a.segs, i)
-				}
-			}
+			a := &scriptArgs{segs: appendSegmentEnds(nil, batch)}
 			if len(a.segs) < 2 {
 				break // one segment: TestOnePacedPathMatchesGeneral
 			}
-			l.appendBatch(a, batch)
-			call := append([]any(nil), a.list...)
-			call[1] = sha
+			f.l.appendBatch(a, batch)
+			call := a.list
 			numKeys, _ := strconv.Atoi(call[2].(string))
 			for i := 3 + numKeys; i < len(call); i++ {
 				if call[i] == onePacedArg {
@@ -174,33 +122,7 @@ func TestStraightSegmentsMatchGeneral(t *testing.T) {
 					}
 				}
 			}
-			// The same state under both groups: every key gets a value
-			// drawn from the key's place in the call.
-			r := rand.New(rand.NewPCG(uint64(iter), 9))
-			var ruleKeys []string
-			for _, k := range call[3 : 3+numKeys] {
-				key := k.(string)
-				if strings.Contains(key, "}:r:") {
-					ruleKeys = append(ruleKeys, key)
-				}
-				if val := randomState(r, key, now); val != "" {
-					if err := c.Set(ctx, key, val, time.Minute).Err(); err != nil {
-						t.Fatal(err)
-					}
-				}
-			}
-			reply, err := c.Do(ctx, call...).Text()
-			if err != nil {
-				t.Fatal(err)
-			}
-			replies[v] = reply
-			for _, k := range ruleKeys {
-				s, err := c.Get(ctx, k).Result()
-				if err != nil && err != redis.Nil {
-					t.Fatal(err)
-				}
-				states[v] = append(states[v], s)
-			}
+			replies[v], states[v] = f.run(call, uint64(iter))
 		}
 		if replies[0] != replies[1] {
 			t.Fatalf("case %d: straight segments %q, general loop %q", iter, replies[0], replies[1])
@@ -213,6 +135,73 @@ func TestStraightSegmentsMatchGeneral(t *testing.T) {
 		t.Fatalf("%d segments went straight, %d through the loop: the batches did not exercise both", straight, general)
 	}
 	t.Logf("%d straight segments compared", straight)
+}
+
+// fixedNow is the instant the script reads on a fixedClock, in µs.
+const fixedNow = int64(1764000000_500000)
+
+// fixedClock runs reserve.lua with its TIME call replaced by fixedNow, so
+// that two calls compared see the same instant, on a redis-server of the
+// test's own.
+type fixedClock struct {
+	t   *testing.T
+	c   *redis.Client
+	l   *redisLimiter
+	sha string
+}
+
+func newFixedClock(t *testing.T) *fixedClock {
+	srv := redistest.Start(t)
+	c := srv.Client(t)
+	l, err := newRedis(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const clock = "local t = redis.call('TIME')"
+	if !strings.Contains(reserveSource, clock) {
+		t.Fatal("reserve.lua no longer reads the time as this test expects")
+	}
+	src := strings.Replace(reserveSource, clock, "local t = {'1764000000', '500000'}", 1)
+	sha, err := c.ScriptLoad(context.Background(), src).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &fixedClock{t: t, c: c, l: l, sha: sha}
+}
+
+// run stores a state drawn from seed (randomState, the same for the same
+// seed and keys) in every key of call, an "evalsha <sha> <numkeys>
+// keys... args..." whose SHA it fills in, runs it and returns its reply
+// and the values it left in the rule keys.
+func (f *fixedClock) run(call []any, seed uint64) (reply string, states []string) {
+	ctx := context.Background()
+	call[1] = f.sha
+	numKeys, _ := strconv.Atoi(fmt.Sprint(call[2]))
+	r := rand.New(rand.NewPCG(seed, 7))
+	var ruleKeys []string
+	for _, k := range call[3 : 3+numKeys] {
+		key := k.(string)
+		if strings.Contains(key, "}:r:") {
+			ruleKeys = append(ruleKeys, key)
+		}
+		if val := randomState(r, key, fixedNow); val != "" {
+			if err := f.c.Set(ctx, key, val, time.Minute).Err(); err != nil {
+				f.t.Fatal(err)
+			}
+		}
+	}
+	reply, err := f.c.Do(ctx, call...).Text()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for _, k := range ruleKeys {
+		s, err := f.c.Get(ctx, k).Result()
+		if err != nil && err != redis.Nil {
+			f.t.Fatal(err)
+		}
+		states = append(states, s)
+	}
+	return reply, states
 }
 
 // randomState draws a stored value for key, by its kind: for the epoch

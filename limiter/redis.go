@@ -159,11 +159,7 @@ func (l *redisLimiter) Reserve(ctx context.Context, req Request) (Reservation, e
 func (l *redisLimiter) reserveN(ctx context.Context, reqs []Request, out []Reservation) error {
 	a := argsPool.Get().(*scriptArgs)
 	defer a.release()
-	for i := 1; i <= len(reqs); i++ {
-		if i == len(reqs) || !reqs[i-1].sameShape(&reqs[i]) {
-			a.segs = append(a.segs, i)
-		}
-	}
+	a.segs = appendSegmentEnds(a.segs, reqs)
 	if len(a.segs) == 1 {
 		// The common case, as one segment: keys, then arguments.
 		req := &reqs[0]

@@ -44,6 +44,17 @@ func (l *redisLimiter) appendBatch(a *scriptArgs, reqs []Request) {
 	a.list = append(a.list, a.argv...)
 }
 
+// appendSegmentEnds appends where each segment of reqs ends: each run of
+// consecutive requests with the same rules and scopes is one segment.
+func appendSegmentEnds(ends []int, reqs []Request) []int {
+	for i := 1; i <= len(reqs); i++ {
+		if i == len(reqs) || !reqs[i-1].sameShape(&reqs[i]) {
+			ends = append(ends, i)
+		}
+	}
+	return ends
+}
+
 var batchArg any = "m"
 
 // appendSegmentKeys appends the keys of one segment: the penalty keys, the
