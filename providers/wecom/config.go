@@ -130,52 +130,15 @@ type App struct {
 	BroadcastPerMinute, BroadcastPerHour int
 }
 
-// settings is one company's Config and App merged: what a profile is
-// built from. Each field means what the Config or App field of its name
-// says (their docs are the one description); PerMember limits of -1 turn
-// the member rules off (App.NoPerMemberLimit).
+// settings is one company's Config and App together: what a profile is
+// built from, with the defaults filled in.
 type settings struct {
-	CorpID                               string
-	ThirdParty                           bool
-	Egress                               string
-	Hosts                                []string
-	APIs                                 []string
-	CorpPerMinute, CorpPerHour           int
-	IPPerMinute, IPPerHour               int
-	Jitter                               time.Duration
-	TimeScale                            float64
-	Escalation                           []time.Duration
-	EscalationWindow                     time.Duration
-	DayGrace                             time.Duration
-	MaxTracked                           int
-	ConcurrentRetry                      time.Duration
-	MaxInFlight                          int
-	InFlightLease                        time.Duration
-	PerMemberPerMinute, PerMemberPerHour int
-	MemberPeekLimit                      int
-	EntityKey                            string
-	BroadcastPerMinute, BroadcastPerHour int
-	DefaultPenalty                       time.Duration
-	Clock                                func() time.Time
+	Config
+	App
 }
 
 // merge returns company a's settings in the deployment c, before defaults.
-func (c *Config) merge(a App) settings {
-	s := settings{
-		CorpID: a.CorpID, CorpPerMinute: a.CorpPerMinute, CorpPerHour: a.CorpPerHour, MaxInFlight: a.MaxInFlight,
-		PerMemberPerMinute: a.PerMemberPerMinute, PerMemberPerHour: a.PerMemberPerHour,
-		BroadcastPerMinute: a.BroadcastPerMinute, BroadcastPerHour: a.BroadcastPerHour,
-		ThirdParty: c.ThirdParty, Egress: c.Egress, Hosts: c.Hosts, APIs: c.APIs,
-		IPPerMinute: c.IPPerMinute, IPPerHour: c.IPPerHour, Jitter: c.Jitter, TimeScale: c.TimeScale,
-		Escalation: c.Escalation, EscalationWindow: c.EscalationWindow, DayGrace: c.DayGrace,
-		MaxTracked: c.MaxTracked, ConcurrentRetry: c.ConcurrentRetry, InFlightLease: c.InFlightLease,
-		MemberPeekLimit: c.MemberPeekLimit, EntityKey: c.EntityKey, DefaultPenalty: c.DefaultPenalty, Clock: c.Clock,
-	}
-	if a.NoPerMemberLimit {
-		s.PerMemberPerMinute, s.PerMemberPerHour = -1, -1
-	}
-	return s
-}
+func (c *Config) merge(a App) settings { return settings{Config: *c, App: a} }
 
 // checkSigns rejects the negative limits that used to mean "off": that is
 // what NoPerMemberLimit says now.
@@ -204,8 +167,10 @@ func (c *settings) setDefaults() {
 		def(&c.IPPerHour, defaultIPPerHour)
 	}
 	def(&c.MaxTracked, defaultMaxTracked)
-	def(&c.PerMemberPerMinute, defaultPerMemberPerMinute)
-	def(&c.PerMemberPerHour, defaultPerMemberPerHour)
+	if !c.NoPerMemberLimit {
+		def(&c.PerMemberPerMinute, defaultPerMemberPerMinute)
+		def(&c.PerMemberPerHour, defaultPerMemberPerHour)
+	}
 	def(&c.MemberPeekLimit, defaultMemberPeekLimit)
 	def(&c.BroadcastPerMinute, min(defaultBroadcastPerMinute, max(c.PerMemberPerMinute/2, 1)))
 	def(&c.BroadcastPerHour, min(defaultBroadcastPerHour, max(c.PerMemberPerHour/2, 1)))
@@ -249,13 +214,13 @@ func (c *settings) validate() error {
 		return fmt.Errorf("wecom: Config.DayGrace must be within [0, 1m), got %v", c.DayGrace)
 	case c.MaxTracked < 1:
 		return fmt.Errorf("wecom: Config.MaxTracked must be at least 1, got %d", c.MaxTracked)
-	case c.PerMemberPerMinute < -1 || c.PerMemberPerMinute == -1 != (c.PerMemberPerHour == -1) || c.PerMemberPerHour < -1:
+	case !c.NoPerMemberLimit && (c.PerMemberPerMinute < 1 || c.PerMemberPerHour < 1):
 		return fmt.Errorf("wecom: App.PerMemberPerMinute and PerMemberPerHour must be positive, got %d and %d", c.PerMemberPerMinute, c.PerMemberPerHour)
 	case c.MemberPeekLimit < 64 || c.MemberPeekLimit > 16<<20:
 		return fmt.Errorf("wecom: Config.MemberPeekLimit must be within [64, 16MiB], got %d", c.MemberPeekLimit)
-	case c.PerMemberPerMinute > 0 && (c.BroadcastPerMinute < 1 || c.BroadcastPerMinute >= c.PerMemberPerMinute):
+	case !c.NoPerMemberLimit && (c.BroadcastPerMinute < 1 || c.BroadcastPerMinute >= c.PerMemberPerMinute):
 		return fmt.Errorf("wecom: App.BroadcastPerMinute must be within [1, PerMemberPerMinute (%d)), got %d", c.PerMemberPerMinute, c.BroadcastPerMinute)
-	case c.PerMemberPerHour > 0 && (c.BroadcastPerHour < 1 || c.BroadcastPerHour >= c.PerMemberPerHour):
+	case !c.NoPerMemberLimit && (c.BroadcastPerHour < 1 || c.BroadcastPerHour >= c.PerMemberPerHour):
 		return fmt.Errorf("wecom: App.BroadcastPerHour must be within [1, PerMemberPerHour (%d)), got %d", c.PerMemberPerHour, c.BroadcastPerHour)
 	case c.MaxInFlight < 0:
 		return fmt.Errorf("wecom: App.MaxInFlight must not be negative, got %d", c.MaxInFlight)

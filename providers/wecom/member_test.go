@@ -60,6 +60,9 @@ func TestMemberKeysOfEveryAddress(t *testing.T) {
 			[]string{alice, broadcast}},
 		{"not JSON", Config{Apps: []App{{}}}, `touser=alice`, []string{broadcast}},
 		{"nine members", Config{Apps: []App{{}}}, `{"touser":"a|b|c|d|e|f|g|h|i","agentid":1}`, []string{broadcast}},
+		{"member limits off", Config{Apps: []App{{NoPerMemberLimit: true}}}, `{"touser":"alice|@all","agentid":1000002}`, nil},
+		{"member limits given, then off", Config{Apps: []App{{PerMemberPerMinute: 10, PerMemberPerHour: 100, NoPerMemberLimit: true}}},
+			`{"touser":"alice","agentid":1000002}`, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -106,7 +106,7 @@ func profileOf(cfg settings) (providers.Profile, error) {
 		}
 		p.templates[i] = r
 	}
-	if cfg.PerMemberPerMinute > 0 {
+	if !cfg.NoPerMemberLimit {
 		// One member among the many that share the corp's and the egress
 		// IP's rules: a message held back by its member waits for the
 		// member's slot without booking the shared rules ahead, so the

@@ -167,7 +167,7 @@ func TestEscalationBounded(t *testing.T) {
 	wg.Wait()
 	// The memory is internal; reach it through a fresh preset to check the bound.
 	s := newStrikes(3)
-	cfg := settings{Escalation: defaultEscalation(), EscalationWindow: time.Minute}
+	cfg := settings{Config: Config{Escalation: defaultEscalation(), EscalationWindow: time.Minute}}
 	for i := range 10 {
 		s.penalty(fmt.Sprint("scope", i), t0, &cfg)
 		if len(s.m) > 3 {
