@@ -18,7 +18,7 @@ import (
 func TestReconciledLimitAppliesToItsAccount(t *testing.T) {
 	now := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
 	const api = "/cgi-bin/message/custom/send"
-	pr, err := profileOf(settings{AppID: "wxa", Daily: map[string]int{api: 100}, Clock: func() time.Time { return now }})
+	pr, err := profileOf(settings{Config: Config{Clock: func() time.Time { return now }}, App: App{AppID: "wxa", Daily: map[string]int{api: 100}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -145,31 +145,14 @@ type App struct {
 	PerMinute map[string]int
 }
 
-// settings is one account's Config and App merged: what a profile is built
-// from.
+// settings is one account's Config and App together: what a profile is
+// built from, with the defaults filled in.
 type settings struct {
-	AppID          string
-	Hosts          []string
-	Daily          map[string]int
-	PerMinute      map[string]int
-	Jitter         time.Duration
-	TimeScale      float64
-	DayGrace       time.Duration
-	DefaultPenalty time.Duration
-	Clock          func() time.Time
-	Reconcile      bool
-	ReconcileEvery time.Duration
-	QuotaGetDaily  int
+	Config
+	App
 }
 
-func (c *Config) merge(a App) settings {
-	return settings{
-		AppID: a.AppID, Daily: a.Daily, PerMinute: a.PerMinute,
-		Hosts: c.Hosts, Jitter: c.Jitter, TimeScale: c.TimeScale, DayGrace: c.DayGrace,
-		DefaultPenalty: c.DefaultPenalty, Clock: c.Clock,
-		Reconcile: c.Reconcile, ReconcileEvery: c.ReconcileEvery, QuotaGetDaily: c.QuotaGetDaily,
-	}
-}
+func (c *Config) merge(a App) settings { return settings{Config: *c, App: a} }
 
 // Defaults of Config's durations and counts.
 const (
