@@ -48,7 +48,7 @@ var fatalCodes = map[string]bool{
 
 func (p *preset) classify(req *http.Request, resp *http.Response, route *providers.Route) providers.Verdict {
 	limit := peekLimit
-	learns := p.cfg.PerChat > 0 && resp.StatusCode == http.StatusOK && learnsMessages(route.API)
+	learns := !p.cfg.NoPerChat && resp.StatusCode == http.StatusOK && learnsMessages(route.API)
 	if learns {
 		limit = answerPeekLimit
 	}

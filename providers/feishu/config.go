@@ -111,51 +111,18 @@ type App struct {
 	MonthlyQuota int
 }
 
-// settings is one app's Config and App merged: what a profile is built
-// from. Each exported field means what the Config or App field of its name
-// says (their docs are the one description); DefaultLevel and PerChat of
-// -1 are App.NoDefaultLevel and App.NoPerChat.
+// settings is one app's Config and App together: what a profile is built
+// from, with the defaults filled in.
 type settings struct {
-	AppID          string
-	Hosts          []string
-	Levels         map[int]Level
-	Business       bool
-	APIs           map[string]int
-	DefaultLevel   int
-	PerChat        int
-	ChatPeekLimit  int
-	EntityKey      string
-	FreeEdition    bool
-	MonthlyQuota   int
-	MonthGrace     time.Duration
-	ShortPenalty   time.Duration
-	Jitter         time.Duration
-	DefaultPenalty time.Duration
-	Clock          func() time.Time
-	// noJitter is Config.NoJitter: Jitter stays 0.
-	noJitter bool
+	Config
+	App
 	// memory keeps each app's memories across the rebuilds of a new
 	// latency allowance; nil: none kept.
 	memory *memories
 }
 
 // merge returns app a's settings in the deployment c, before defaults.
-func (c *Config) merge(a App) settings {
-	s := settings{
-		AppID: a.AppID, Levels: a.Levels, Business: a.Business, APIs: a.APIs, DefaultLevel: a.DefaultLevel,
-		PerChat: a.PerChat, FreeEdition: a.FreeEdition, MonthlyQuota: a.MonthlyQuota,
-		Hosts: c.Hosts, ChatPeekLimit: c.ChatPeekLimit, EntityKey: c.EntityKey, MonthGrace: c.MonthGrace,
-		ShortPenalty: c.ShortPenalty, Jitter: c.Jitter, DefaultPenalty: c.DefaultPenalty, Clock: c.Clock,
-	}
-	s.noJitter = c.NoJitter
-	if a.NoDefaultLevel {
-		s.DefaultLevel = -1
-	}
-	if a.NoPerChat {
-		s.PerChat = -1
-	}
-	return s
-}
+func (c *Config) merge(a App) settings { return settings{Config: *c, App: a} }
 
 // checkSigns rejects the negative values that used to mean "off": that is
 // what the No... fields say now.
@@ -188,13 +155,17 @@ func (c *settings) setDefaults() {
 	if c.APIs == nil {
 		c.APIs = defaultAPIs()
 	}
-	c.DefaultLevel = cmp.Or(c.DefaultLevel, defaultLevel)
-	c.PerChat = cmp.Or(c.PerChat, defaultPerChat)
+	if !c.NoDefaultLevel {
+		c.DefaultLevel = cmp.Or(c.DefaultLevel, defaultLevel)
+	}
+	if !c.NoPerChat {
+		c.PerChat = cmp.Or(c.PerChat, defaultPerChat)
+	}
 	c.ChatPeekLimit = cmp.Or(c.ChatPeekLimit, defaultChatPeekLimit)
 	c.MonthlyQuota = cmp.Or(c.MonthlyQuota, defaultMonthlyQuota)
 	c.MonthGrace = cmp.Or(c.MonthGrace, defaultMonthGrace)
 	c.ShortPenalty = cmp.Or(c.ShortPenalty, defaultShortPenalty)
-	if !c.noJitter {
+	if !c.NoJitter {
 		c.Jitter = cmp.Or(c.Jitter, defaultJitter)
 	}
 	c.DefaultPenalty = cmp.Or(c.DefaultPenalty, providers.DefaultPenalty)
@@ -207,9 +178,9 @@ func (c *settings) validate() error {
 	switch {
 	case c.AppID == "" || len(c.AppID) > maxAppID || strings.ContainsAny(c.AppID, ": \t\r\n"):
 		return fmt.Errorf("feishu: App.AppID must be 1..%d bytes without ':' or spaces, got %q", maxAppID, c.AppID)
-	case c.DefaultLevel != -1 && !c.hasLevel(c.DefaultLevel):
+	case !c.NoDefaultLevel && !c.hasLevel(c.DefaultLevel):
 		return fmt.Errorf("feishu: App.DefaultLevel %d is not in App.Levels (NoDefaultLevel: none)", c.DefaultLevel)
-	case c.PerChat < -1:
+	case !c.NoPerChat && c.PerChat < 1:
 		return fmt.Errorf("feishu: App.PerChat must be positive, got %d", c.PerChat)
 	case c.ChatPeekLimit < 64 || c.ChatPeekLimit > 16<<20:
 		return fmt.Errorf("feishu: Config.ChatPeekLimit must be within [64, 16MiB], got %d", c.ChatPeekLimit)

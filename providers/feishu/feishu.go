@@ -115,12 +115,12 @@ func profileOf(cfg settings) (providers.Profile, error) {
 	if p.extra, err = catalog.New(extra...); err != nil {
 		return providers.Profile{}, fmt.Errorf("feishu: App.APIs: %w", err)
 	}
-	if cfg.DefaultLevel != -1 {
+	if !cfg.NoDefaultLevel {
 		if p.defaults, p.defaultPrefixes, err = p.levelRules(cfg.Levels[cfg.DefaultLevel], "template"); err != nil {
 			return providers.Profile{}, fmt.Errorf("feishu: App.DefaultLevel: %w", err)
 		}
 	}
-	if cfg.PerChat > 0 {
+	if !cfg.NoPerChat {
 		// One recipient among the many that share the app's IM rules: a
 		// message held back by its chat waits for the chat's slot without
 		// booking the shared rules more than chatBookAhead ahead, so other

@@ -47,7 +47,7 @@ func (p *preset) levelOf(api string) Level {
 	if n, ok := p.cfg.APIs[api]; ok {
 		return p.cfg.Levels[n]
 	}
-	if p.cfg.DefaultLevel == -1 {
+	if p.cfg.NoDefaultLevel {
 		return Level{}
 	}
 	return p.cfg.Levels[p.cfg.DefaultLevel]

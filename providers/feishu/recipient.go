@@ -41,7 +41,7 @@ const maxRecipients = 4
 // is charged to, or nil for other APIs. Hashing bounds the key and keeps
 // chat IDs, user IDs and emails out of Redis keys and telemetry.
 func (p *preset) chatsOf(name string, r *http.Request) []string {
-	if p.cfg.PerChat <= 0 {
+	if p.cfg.NoPerChat {
 		return nil
 	}
 	switch name {
