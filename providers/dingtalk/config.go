@@ -233,63 +233,15 @@ type App struct {
 	APIs []string
 }
 
-// settings is one app's Config and App merged, defaults filled: what a
-// preset is built from. A negative MonthlyQuota or RobotPerMinute means
-// the rule is off.
+// settings is one app's Config and App together: what a preset is built
+// from, with the defaults filled in.
 type settings struct {
-	AppKey         string
-	CorpID         string
-	Edition        Edition
-	PerAPIRate     int
-	Burst          int
-	ISV            bool
-	ISVRate        int
-	OrgFromRequest func(*http.Request) string
-	Egress         string
-	EgressLimit    int
-	EgressPeriod   time.Duration
-	EgressBurst    int
-	MonthlyQuota   int
-	MeteredPaths   []string
-	MonthGrace     time.Duration
-	Jitter         time.Duration
-	DefaultPenalty time.Duration
-	IPBanPenalty   time.Duration
-	RobotPerMinute int
-	RobotPenalty   time.Duration
-	RobotWindow    time.Duration
-	APIs           []string
-	Hosts          []string
-	PeekLimit      int
-	EntityKey      string
-	Clock          func() time.Time
+	Config
+	App
 }
 
 // merge returns app's settings in the deployment c, before defaults.
-func (c *Config) merge(a App) settings {
-	s := settings{
-		AppKey: a.AppKey, CorpID: a.CorpID, Edition: a.Edition, PerAPIRate: a.PerAPIRate, Burst: a.Burst,
-		ISV: a.ISV, ISVRate: a.ISVRate, OrgFromRequest: a.OrgFromRequest,
-		MonthlyQuota: a.MonthlyQuota, MeteredPaths: a.MeteredPaths, APIs: a.APIs,
-		Egress: c.Egress, EgressLimit: c.EgressLimit, EgressPeriod: c.EgressPeriod, EgressBurst: c.EgressBurst,
-		MonthGrace: c.MonthGrace, Jitter: c.Jitter, DefaultPenalty: c.DefaultPenalty, IPBanPenalty: c.IPBanPenalty,
-		RobotPerMinute: c.RobotPerMinute, RobotPenalty: c.RobotPenalty, RobotWindow: c.RobotWindow,
-		Hosts: c.Hosts, PeekLimit: c.PeekLimit, EntityKey: c.EntityKey, Clock: c.Clock,
-	}
-	if a.NoMonthlyQuota {
-		s.MonthlyQuota = -1
-	}
-	if c.NoMonthGrace {
-		s.MonthGrace = -1
-	}
-	if c.NoJitter {
-		s.Jitter = -1
-	}
-	if c.NoRobotLimit {
-		s.RobotPerMinute = -1
-	}
-	return s
-}
+func (c *Config) merge(a App) settings { return settings{Config: *c, App: a} }
 
 // checkSigns rejects the negative values that used to mean "off": that is
 // what the No... fields say now.
@@ -331,15 +283,27 @@ func (c settings) withDefaults() (settings, error) {
 	setInt(&c.EgressLimit, defaultEgressLimit)
 	setDur(&c.EgressPeriod, defaultEgressPeriod)
 	setInt(&c.EgressBurst, max(1, c.EgressLimit/defaultEgressBurstShare))
-	setInt(&c.MonthlyQuota, defaultMonthlyQuota)
+	if !c.NoMonthlyQuota {
+		setInt(&c.MonthlyQuota, defaultMonthlyQuota)
+	}
 	if c.MeteredPaths == nil {
 		c.MeteredPaths = defaultMeteredPaths
 	}
-	setDur(&c.MonthGrace, defaultMonthGrace)
-	setDur(&c.Jitter, defaultJitter)
+	if c.NoMonthGrace {
+		c.MonthGrace = 0
+	} else {
+		setDur(&c.MonthGrace, defaultMonthGrace)
+	}
+	if c.NoJitter {
+		c.Jitter = 0
+	} else {
+		setDur(&c.Jitter, defaultJitter)
+	}
 	setDur(&c.DefaultPenalty, 5*time.Minute)
 	setDur(&c.IPBanPenalty, defaultIPBanPenalty)
-	setInt(&c.RobotPerMinute, defaultRobotPerMinute)
+	if !c.NoRobotLimit {
+		setInt(&c.RobotPerMinute, defaultRobotPerMinute)
+	}
 	setDur(&c.RobotPenalty, defaultRobotPenalty)
 	setDur(&c.RobotWindow, time.Minute)
 	if c.Hosts == nil {
@@ -349,9 +313,6 @@ func (c settings) withDefaults() (settings, error) {
 	if c.Clock == nil {
 		c.Clock = time.Now
 	}
-	// Negative means "off" where documented.
-	c.MonthGrace = max(c.MonthGrace, 0)
-	c.Jitter = max(c.Jitter, 0)
 	return c, c.validate()
 }
 

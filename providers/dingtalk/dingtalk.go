@@ -92,12 +92,12 @@ func newPreset(c settings) (*preset, error) {
 	if p.egressRule, err = rule.New("egress:"+c.Egress, c.EgressLimit, c.EgressPeriod+c.Jitter, rule.WithBurst(c.EgressBurst)); err != nil {
 		return nil, err
 	}
-	if c.MonthlyQuota > 0 && len(p.metered) > 0 {
+	if !c.NoMonthlyQuota && len(p.metered) > 0 {
 		if p.monthRule, err = rule.NewCalendar(p.monthKey(), c.MonthlyQuota, rule.Month, penaltytime.Beijing(), rule.WithGrace(c.MonthGrace)); err != nil {
 			return nil, err
 		}
 	}
-	if c.RobotPerMinute > 0 {
+	if !c.NoRobotLimit {
 		// A sliding window: a robot may post its 20 messages of a minute
 		// at once (an alert storm), which even pacing would spread over it.
 		// One robot among many sharing the egress rule: a post held back

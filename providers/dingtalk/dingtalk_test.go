@@ -158,9 +158,15 @@ func TestRouteEdition(t *testing.T) {
 			t.Errorf("%+v: per-API limit %d, want %d", tt.cfg, r.Rules[0].Limit(), tt.want)
 		}
 	}
-	r, _ := testProfile(t, Config{NoJitter: true, Apps: []App{{NoMonthlyQuota: true}}}).Route(request("GET", oldURL))
-	if r.Rules[0].Period() != time.Second || len(r.Rules) != 2 {
-		t.Errorf("with jitter and monthly quota off: %v", r.Rules)
+	for _, cfg := range []Config{
+		{NoJitter: true, Apps: []App{{NoMonthlyQuota: true}}},
+		// Values given and turned off: off wins.
+		{Jitter: 100 * time.Millisecond, NoJitter: true, Apps: []App{{MonthlyQuota: 500, NoMonthlyQuota: true}}},
+	} {
+		r, _ := testProfile(t, cfg).Route(request("GET", oldURL))
+		if r.Rules[0].Period() != time.Second || len(r.Rules) != 2 {
+			t.Errorf("with jitter and monthly quota off (%+v): %v", cfg, r.Rules)
+		}
 	}
 }
 
