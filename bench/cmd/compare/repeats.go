@@ -27,8 +27,11 @@ type repeatRun struct {
 	bare time.Duration
 }
 
+// repeatDesigns are table 7's designs and the GCRA floor.
+func repeatDesigns() []design { return append(keyCurveDesigns(), floorDesign()) }
+
 func runRepeats(ctx context.Context, addr string, c config) ([]repeatRun, error) {
-	ds := append(keyCurveDesigns(), floorDesign())
+	ds := repeatDesigns()
 	var out []repeatRun
 	for run := range repeatRuns {
 		r := repeatRun{hot: map[string]tput{}, many: map[string]tput{}}
@@ -130,7 +133,7 @@ type cpuRow struct {
 
 func cpuRows(runs []repeatRun) map[string]cpuRow {
 	out := map[string]cpuRow{}
-	for _, d := range append(keyCurveDesigns(), floorDesign()) {
+	for _, d := range repeatDesigns() {
 		r := cpuRow{name: d.name}
 		if d.id == "ours1" {
 			r.name += ", coalesced"
