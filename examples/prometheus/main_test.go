@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -15,17 +14,16 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/quotaware/throttle"
 	"github.com/quotaware/throttle/apps"
+	"github.com/quotaware/throttle/internal/redistest"
 	"github.com/quotaware/throttle/providers/dingtalk"
 	"github.com/quotaware/throttle/providers/dingtalk/dingtalktest"
 )
@@ -40,7 +38,7 @@ const ops = "../../ops"
 // would scrape. The Transport runs on a redis-server of its own, as in
 // production.
 func scrape(t *testing.T) map[string]bool {
-	rdb := startRedis(t)
+	rdb := redistest.Start(t).Client(t)
 	registry := prometheus.NewRegistry()
 	mp, err := meterProvider(registry)
 	if err != nil {
@@ -107,45 +105,6 @@ func scrape(t *testing.T) map[string]bool {
 		names[name] = true
 	}
 	return names
-}
-
-// startRedis starts a redis-server of the test's own on a free loopback
-// port and returns a client of it. Without redis-server on PATH the test is
-// skipped, or fails when THROTTLE_REQUIRE_REDIS is set (make test sets it).
-func startRedis(t *testing.T) *redis.Client {
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		if os.Getenv("THROTTLE_REQUIRE_REDIS") != "" {
-			t.Fatal("redis-server not found and THROTTLE_REQUIRE_REDIS is set")
-		}
-		t.Skip("redis-server not on PATH: run .ci/setup-redis (make test does)")
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	rdb := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", port), ContextTimeoutEnabled: true})
-	t.Cleanup(func() { rdb.Close() })
-	// Ready once it answers: PING until it does, a bounded number of times.
-	for i := 0; ; i++ {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		err := rdb.Ping(ctx).Err()
-		cancel()
-		if err == nil {
-			return rdb
-		}
-		if i == 100 {
-			t.Fatalf("redis-server on port %d: %v", port, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // offline answers requests to the real provider hosts itself (a stand-in
