@@ -41,8 +41,10 @@ for i = 1, #KEYS do
       end
     end
   else
-    if tonumber(redis.call('HGET', k, ARGV[a + 2]) or 0) > 0 then
-      redis.call('HINCRBY', k, ARGV[a + 2], -1)
+    if (tonumber(redis.call('HGET', k, ARGV[a + 2]) or 0) or 0) > 0 then
+      -- pcall: a field that is not an integer (no count of ours) stays
+      -- for the next reservation to replace.
+      redis.pcall('HINCRBY', k, ARGV[a + 2], -1)
     end
   end
 end

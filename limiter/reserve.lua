@@ -55,13 +55,20 @@
 -- that captures locals costs an object per local each time it is made,
 -- which is on every call.
 
+-- most is the largest time or count this script ever stores: 2^53 µs is
+-- the year 2255. A stored number beyond it (tonumber also reads "inf",
+-- "nan" and "1e300") is no state of ours and reads as corrupt, as text
+-- does: kept, it would refuse every request of the key for good, with a
+-- wait too large to format.
+local most = 9007199254740992
+
 -- read_tat reads a paced rule's theoretical arrival time from its stored
 -- value v: now when absent or past, and now with bad true when v is not a
 -- number (it is rewritten when the rule is booked).
 local function read_tat(v, now)
   if not v then return now, false end
   local x = tonumber(v)
-  if not x then return now, true end
+  if not x or not (x <= most) then return now, true end
   if x < now then return now, false end
   return x, false
 end
@@ -88,7 +95,7 @@ local function head(KEYS, ARGV, val, alias, t, now, clock, ko, ao)
     local j = ko + np
     if alias then j = alias[j] or j end
     local e, x = string.match(val[j] or '', '^(e%d+):(%d+)$')
-    if not e then
+    if not e or #e > 17 or #x > 16 then
       e, x = 'e' .. t[1] .. string.format('%06d', t[2]), 0
     end
     local nowms = math.floor(now / 1000)
@@ -108,6 +115,7 @@ local function head(KEYS, ARGV, val, alias, t, now, clock, ko, ao)
     if v then
       local sep = string.find(v, '|', 1, true)
       local u = tonumber(sep and string.sub(v, 1, sep - 1) or v)
+      if u and not (u <= most) then u = nil end
       if u and u > now and u > best_until then
         best, best_until, best_value = i, u, v
       elseif not u then
@@ -197,7 +205,7 @@ local function reserve(KEYS, ARGV, val, alias, t, now, clock, put, out, at, tat,
           v, corrupt = false, true
         end
         c[j] = tonumber(v or 0)
-        if not c[j] then
+        if not c[j] or not (c[j] <= most) then
           redis.call('HDEL', k, f)
           c[j], corrupt = 0, true
         end
@@ -228,10 +236,16 @@ local function reserve(KEYS, ARGV, val, alias, t, now, clock, put, out, at, tat,
           local t = 0
           for d, c in string.gmatch(v, '(%d+):(%d+)') do
             t = t + d
+            c = tonumber(c)
+            if not (t <= most and c <= most) then
+              -- Not a log this script wrote: start afresh.
+              ts, ns, hi, corrupt = {}, {}, 0, true
+              break
+            end
             -- A group a period old can never bind again.
             if t > now - period then
               hi = hi + 1
-              ts[hi], ns[hi] = t, tonumber(c)
+              ts[hi], ns[hi] = t, c
             end
           end
         end

@@ -322,6 +322,7 @@ func TestSharedHealsCorruptKeys(t *testing.T) {
 	paced := rule.Must(rule.New("paced", 10, time.Second))
 	calendar := rule.Must(rule.NewCalendar("monthly", 100, rule.Month, shanghai))
 	conc := rule.Must(rule.NewConcurrency("conc", 2, time.Second))
+	window := rule.Must(rule.NewWindow("window", 5, time.Minute))
 	cases := []struct {
 		name    string
 		rules   []rule.Rule
@@ -329,6 +330,17 @@ func TestSharedHealsCorruptKeys(t *testing.T) {
 	}{
 		{"paced not a number", []rule.Rule{paced}, func(l *limiter.Redis, g string) error {
 			return c.Set(ctx, l.RuleKey(g, "paced"), "not-a-number", 0).Err()
+		}},
+		// tonumber reads these as numbers: beyond any time this project
+		// stores, they are corrupt too (kept, they refused every request).
+		{"paced a huge number", []rule.Rule{paced}, func(l *limiter.Redis, g string) error {
+			return c.Set(ctx, l.RuleKey(g, "paced"), "1e300", 0).Err()
+		}},
+		{"paced inf", []rule.Rule{paced}, func(l *limiter.Redis, g string) error {
+			return c.Set(ctx, l.RuleKey(g, "paced"), "inf", 0).Err()
+		}},
+		{"paced nan", []rule.Rule{paced}, func(l *limiter.Redis, g string) error {
+			return c.Set(ctx, l.RuleKey(g, "paced"), "nan", 0).Err()
 		}},
 		{"paced a hash", []rule.Rule{paced}, func(l *limiter.Redis, g string) error {
 			return c.HSet(ctx, l.RuleKey(g, "paced"), "x", "y").Err()
@@ -353,6 +365,22 @@ func TestSharedHealsCorruptKeys(t *testing.T) {
 		}},
 		{"penalty garbage", []rule.Rule{paced}, func(l *limiter.Redis, g string) error {
 			return c.Set(ctx, l.PenaltyKey(g, "app"), "garbage|x", 0).Err()
+		}},
+		{"penalty a huge end", []rule.Rule{paced}, func(l *limiter.Redis, g string) error {
+			return c.Set(ctx, l.PenaltyKey(g, "app"), "1e300|x", 0).Err()
+		}},
+		{"calendar field inf", []rule.Rule{calendar, paced}, func(l *limiter.Redis, g string) error {
+			if _, err := l.Reserve(ctx, limiter.Request{Group: g, Rules: []rule.Rule{calendar}}); err != nil {
+				return err
+			}
+			fields, err := c.HKeys(ctx, l.RuleKey(g, "monthly")).Result()
+			if err != nil || len(fields) == 0 {
+				return errors.New("no calendar field")
+			}
+			return c.HSet(ctx, l.RuleKey(g, "monthly"), fields[0], "inf").Err()
+		}},
+		{"window a huge time", []rule.Rule{window}, func(l *limiter.Redis, g string) error {
+			return c.Set(ctx, l.RuleKey(g, "window"), "99999999999999999999:1", 0).Err()
 		}},
 		{"epoch marker garbage", []rule.Rule{paced}, func(l *limiter.Redis, g string) error {
 			return c.Set(ctx, l.EpochKey(g), "garbage", 0).Err()
