@@ -79,7 +79,7 @@ func parseAnnouncement(s string) (a announcement, ok bool) {
 		group, rest, ok1 := strings.Cut(s, "\n")
 		scope, rest, ok2 := strings.Cut(rest, "\n")
 		until, _, ok3 := strings.Cut(rest, "\n")
-		if _, err := strconv.ParseInt(until, 10, 64); !ok1 || !ok2 || !ok3 || err != nil || rulecore.CheckKey(group) != nil || rulecore.CheckKey(scope) != nil {
+		if _, err := strconv.ParseInt(until, 10, 64); !ok1 || !ok2 || !ok3 || err != nil || checkGroup(group) != nil || rulecore.CheckKey(scope) != nil {
 			return announcement{}, false
 		}
 		return announcement{kind: penaltyType, group: group, scope: scope}, true
@@ -101,7 +101,7 @@ func parseAnnouncement(s string) (a announcement, ok bool) {
 	var ok1, ok2 bool
 	a.group, rest, ok1 = strings.Cut(rest, "\n")
 	a.scope, _, ok2 = strings.Cut(rest, "\n")
-	if !ok1 || (!ok2 && kind == penaltyType) || rulecore.CheckKey(a.group) != nil || rulecore.CheckKey(a.scope) != nil {
+	if !ok1 || (!ok2 && kind == penaltyType) || checkGroup(a.group) != nil || rulecore.CheckKey(a.scope) != nil {
 		return announcement{}, false
 	}
 	return a, true

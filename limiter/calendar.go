@@ -65,7 +65,7 @@ func (s *Shared) SetCalendarUsed(ctx context.Context, group string, r rule.Rule,
 	if c == nil || c.Kind != rulecore.Calendar || used < 0 {
 		return 0, fmt.Errorf("%w: SetCalendarUsed needs a calendar rule and a count of at least 0", ErrInvalidRequest)
 	}
-	if err := rulecore.CheckKey(group); err != nil {
+	if err := checkGroup(group); err != nil {
 		return 0, err
 	}
 	b := c.Windows(time.Now())

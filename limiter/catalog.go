@@ -36,7 +36,7 @@ func (l *redisLimiter) catalogKey(group string) string {
 // Inspect can report their limits and window ends; other rules are skipped.
 // It costs one round trip: Shared calls it once per rule and window.
 func (l *redisLimiter) Describe(ctx context.Context, group string, rules ...rule.Rule) error {
-	if err := rulecore.CheckKey(group); err != nil {
+	if err := checkGroup(group); err != nil {
 		return err
 	}
 	now := time.Now()

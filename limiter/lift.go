@@ -27,7 +27,7 @@ const liftPrefix = "\x00lift\n"
 // none was, so that replicas still holding a breaker open from an earlier
 // announcement close it too.
 func (l *redisLimiter) LiftPenalty(ctx context.Context, group, scope string) (bool, error) {
-	if err := rulecore.CheckKey(group); err != nil {
+	if err := checkGroup(group); err != nil {
 		return false, fmt.Errorf("%w: group %v", ErrInvalidRequest, err)
 	}
 	if err := rulecore.CheckKey(scope); err != nil {
@@ -100,7 +100,7 @@ return {1, shown}
 // penalty recorded while the operator read (a new IP ban) stays. It
 // reports whether a penalty was removed.
 func (l *redisLimiter) LiftPenaltyIf(ctx context.Context, group, scope string, seen *inspect.PenaltyState) (bool, error) {
-	if err := rulecore.CheckKey(group); err != nil {
+	if err := checkGroup(group); err != nil {
 		return false, fmt.Errorf("%w: group %v", ErrInvalidRequest, err)
 	}
 	if err := rulecore.CheckKey(scope); err != nil {
@@ -140,7 +140,7 @@ func parseLift(s string) (group, scope string, ok bool) {
 		return "", "", false
 	}
 	group, scope, ok = strings.Cut(rest, "\n")
-	return group, scope, ok && rulecore.CheckKey(group) == nil && rulecore.CheckKey(scope) == nil
+	return group, scope, ok && checkGroup(group) == nil && rulecore.CheckKey(scope) == nil
 }
 
 // LiftPenalty ends a penalty in the Memory limiter; it reports whether one

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/quotaware/throttle/limiter/internal/rulecore"
@@ -242,7 +243,7 @@ func (req *Request) validate() error {
 	if req.MaxWait < 0 {
 		return fmt.Errorf("%w: MaxWait must not be negative, got %v", ErrInvalidRequest, req.MaxWait)
 	}
-	if err := rulecore.CheckKey(req.Group); err != nil {
+	if err := checkGroup(req.Group); err != nil {
 		return fmt.Errorf("%w: Group %v", ErrInvalidRequest, err)
 	}
 	for i := range req.Rules {
@@ -258,8 +259,22 @@ func (req *Request) validate() error {
 	return nil
 }
 
-func (p Penalty) validate(group string) error {
+// checkGroup reports a group name that cannot be used: one holding a
+// brace would end the hash tag "{prefix:group}" of its Redis keys early, so
+// that two groups could share a key ("a" with rule "b}:r:c" and "a}:r:b"
+// with rule "c").
+func checkGroup(group string) error {
 	if err := rulecore.CheckKey(group); err != nil {
+		return err
+	}
+	if strings.ContainsAny(group, "{}") {
+		return fmt.Errorf("must not hold braces, got %q", group)
+	}
+	return nil
+}
+
+func (p Penalty) validate(group string) error {
+	if err := checkGroup(group); err != nil {
 		return fmt.Errorf("%w: group %v", ErrInvalidRequest, err)
 	}
 	if err := rulecore.CheckKey(p.Scope); err != nil {

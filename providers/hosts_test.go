@@ -127,3 +127,16 @@ func TestNilAppsDoNotPanic(t *testing.T) {
 		}
 	}
 }
+
+// A profile's name is the limiter's group, inside its Redis keys' hash
+// tag: a brace in it is refused where the profile is checked.
+func TestProfileNameWithBraceRefused(t *testing.T) {
+	ok := func(*http.Request) bool { return true }
+	route := func(*http.Request) (providers.Route, error) { return providers.Route{}, nil }
+	for _, name := range []string{"a}b", "{a"} {
+		p := providers.Profile{Name: name, Match: ok, Route: route}
+		if err := p.Validate(); err == nil || !strings.Contains(err.Error(), "Profile.Name") {
+			t.Errorf("name %q: %v, want an error naming Profile.Name", name, err)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package providers
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/quotaware/throttle/limiter/rule"
@@ -55,8 +56,10 @@ type Profile struct {
 // Validate reports a profile that cannot be used, naming the field.
 func (p *Profile) Validate() error {
 	switch {
-	case p.Name == "" || len(p.Name) > 64:
-		return fmt.Errorf("providers: Profile.Name must be 1..64 bytes, got %q", p.Name)
+	case p.Name == "" || len(p.Name) > 64 || strings.ContainsAny(p.Name, "{}"):
+		// The name is the limiter's group, inside the braces of its Redis
+		// keys' hash tag.
+		return fmt.Errorf("providers: Profile.Name must be 1..64 bytes without braces, got %q", p.Name)
 	case p.Match == nil:
 		return fmt.Errorf("providers: profile %q: Match must not be nil", p.Name)
 	case p.Route == nil:

@@ -382,6 +382,10 @@ func testInvalid(t *testing.T, newLimiters Factory) {
 		{"negative wait", limiter.Request{Group: "g", MaxWait: -time.Second}},
 		{"empty group", limiter.Request{Rules: []rule.Rule{pacedRule(t, "a", 1, time.Second, 1)}}},
 		{"oversized scope", limiter.Request{Group: "g", Scopes: []string{long}}},
+		// A brace in a group would end its keys' hash tag early: group
+		// "a}:r:b" with rule "c" would share group "a"'s rule "b}:r:c".
+		{"group with a brace", limiter.Request{Group: "a}:r:b", Rules: []rule.Rule{pacedRule(t, "c", 1, time.Hour, 1)}}},
+		{"group with an opening brace", limiter.Request{Group: "{a", Rules: []rule.Rule{pacedRule(t, "c", 1, time.Hour, 1)}}},
 	}
 	for _, tc := range cases {
 		if _, err := l.Reserve(ctx, tc.req); !errors.Is(err, limiter.ErrInvalidRequest) {
