@@ -28,8 +28,8 @@ if type(v) == 'table' then v = false end -- another type: replaced below
 if v then
   local sep = string.find(v, '|', 1, true)
   local old = tonumber(sep and string.sub(v, 1, sep - 1) or v)
-  -- An end past 2^53 µs (the year 2255) is no penalty of ours: replaced.
-  if old and old >= untilUs and old <= 9007199254740992 then return 0 end
+  -- An end past 10^18 µs (see reserve.lua) is no penalty of ours: replaced.
+  if old and old >= untilUs and old <= 1e18 then return 0 end
 end
 local endUs = string.format('%.0f', untilUs)
 redis.call('SET', KEYS[1], endUs .. '|' .. ARGV[2], 'PX', math.floor((untilUs - now) / 1000) + 1)

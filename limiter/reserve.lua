@@ -55,12 +55,14 @@
 -- that captures locals costs an object per local each time it is made,
 -- which is on every call.
 
--- most is the largest time or count this script ever stores: 2^53 µs is
--- the year 2255. A stored number beyond it (tonumber also reads "inf",
--- "nan" and "1e300") is no state of ours and reads as corrupt, as text
--- does: kept, it would refuse every request of the key for good, with a
--- wait too large to format.
-local most = 9007199254740992
+-- most bounds the times and counts this script reads: 10^18 µs is past
+-- the year 30000 (a penalty may be given until the year 9999, 2.5 * 10^17)
+-- and its distance from now still fits the 64-bit integers of the reply. A
+-- stored number beyond it (tonumber also reads "inf", "nan" and "1e300") is
+-- no state of ours and reads as corrupt, as text does: kept, it would
+-- refuse every request of the key for good, with a wait too large to
+-- format.
+local most = 1e18
 
 -- read_tat reads a paced rule's theoretical arrival time from its stored
 -- value v: now when absent or past, and now with bad true when v is not a
