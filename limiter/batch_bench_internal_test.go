@@ -59,7 +59,7 @@ func benchLargestBatch(b *testing.B, keyLen int, single bool) {
 		if len(reqs) > 0 {
 			prev = &reqs[len(reqs)-1]
 		}
-		if size += r.addsBytes(prev); size > maxBatchBytes {
+		if size += r.addsBytes(prev, l.prefix); size > maxBatchBytes {
 			break
 		}
 		reqs = append(reqs, r)

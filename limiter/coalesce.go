@@ -197,12 +197,7 @@ func (ln *lane) reserveNow(ctx context.Context, l *redisLimiter, req Request) (R
 	// Deferred: a panic recovered above (an HTTP server's) must not leave
 	// the lane busy with nobody to serve its queue.
 	defer ln.handOver(l)
-	one := [1]Request{req}
-	var out [1]Reservation
-	if err := l.reserveN(ctx, one[:], out[:]); err != nil {
-		return Reservation{}, err
-	}
-	return out[0], nil
+	return l.reserveAlone(ctx, req)
 }
 
 // remove takes p out of the queue; ln.mu is held.
@@ -247,7 +242,7 @@ func (ln *lane) flush(l *redisLimiter) {
 			if len(batch) > 0 {
 				prev = &batch[len(batch)-1].req
 			}
-			add := p.req.addsBytes(prev)
+			add := p.req.addsBytes(prev, l.prefix)
 			if n > 0 || len(batch) == maxBatch || len(batch) > 0 && size+add > maxBatchBytes {
 				ln.queue[n] = p
 				n++
@@ -276,9 +271,10 @@ func (ln *lane) flush(l *redisLimiter) {
 			reqs = append(reqs, r)
 			out = append(out, Reservation{})
 		}
-		ctx, cancel := batchContext(batch)
-		err := l.reserveN(ctx, reqs, out)
-		cancel()
+		// No requester's cancellation cuts the shared call short (see
+		// reserveAlone); one that gave up meanwhile has its slot given
+		// back below.
+		err := l.reserveN(context.WithoutCancel(batch[0].ctx), reqs, out)
 
 		var giveBack []*pending
 		ln.mu.Lock()
@@ -329,42 +325,36 @@ func (l *redisLimiter) giveBack(ps []*pending) {
 	}
 }
 
-// batchContext bounds a shared call by the latest deadline among its
-// requests; no requester's cancellation cancels the others' call.
-func batchContext(batch []*pending) (context.Context, context.CancelFunc) {
-	var latest time.Time
-	for _, p := range batch {
-		d, ok := p.ctx.Deadline()
-		if !ok {
-			return context.WithoutCancel(batch[0].ctx), func() {}
-		}
-		if d.After(latest) {
-			latest = d
-		}
-	}
-	return context.WithDeadline(context.WithoutCancel(batch[0].ctx), latest)
-}
-
 // argBytes estimates the bytes a request that starts a segment adds to a
-// call: its keys (each with the group's hash tag) and its arguments. A
+// call: its keys, each "{prefix:group}:<tag>:" and its name, the group's
+// epoch marker, the segment's own arguments (32 bytes) and each rule's (a
+// paced rule's four numbers, a calendar rule's four window starts). A
 // request in the same segment as the one before adds segmentBytes: its own
 // two arguments. Redis's time for a call follows the same shape: a segment
 // costs about as much as a call of its own, a request in it far less.
-func (p *Request) argBytes() int {
-	n := 64 + len(p.Group)
+func (p *Request) argBytes(prefix string) int {
+	tag := len(prefix) + len(p.Group) + 6
+	n := 32 + tag
 	for i := range p.Rules {
-		n += 48 + len(p.Group) + len(p.Rules[i].Key())
+		r := core(&p.Rules[i])
+		n += tag + len(r.Key) + ruleArgBytes[r.Kind]
+		if r.AheadCapped {
+			n += 12
+		}
 	}
 	for _, s := range p.Scopes {
-		n += 16 + len(p.Group) + len(s)
+		n += tag + len(s)
 	}
 	return n
 }
 
+// ruleArgBytes is about what each kind of rule's arguments take.
+var ruleArgBytes = [...]int{rulecore.Paced: 24, rulecore.Window: 32, rulecore.Concurrency: 40, rulecore.Calendar: 72}
+
 // addsBytes is what p adds to a call after prev (nil: p is the first).
-func (p *Request) addsBytes(prev *Request) int {
+func (p *Request) addsBytes(prev *Request, prefix string) int {
 	if prev != nil && prev.sameShape(p) {
 		return segmentBytes
 	}
-	return p.argBytes()
+	return p.argBytes(prefix)
 }

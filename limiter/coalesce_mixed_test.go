@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -115,6 +116,49 @@ func TestRedisCoalescedBatchBytes(t *testing.T) {
 		if o := <-ch; o.err != nil || !o.res.OK() {
 			t.Fatalf("%+v %v", o.res, o.err)
 		}
+	}
+}
+
+// The byte bound holds whatever the keys' prefix: every key carries it
+// (up to 64 bytes), and a request of three rules and three scopes of its
+// own then takes about 700 bytes of a call.
+func TestRedisCoalescedBatchBytesLongPrefix(t *testing.T) {
+	l, g, req, queued := coalescing(t, limiter.WithPrefix(strings.Repeat("x", 64)))
+	ctx := context.Background()
+	first := reserveAsync(ctx, l, req)
+	<-g.held
+	var waiting []<-chan outcome
+	for j := range 40 {
+		r := limiter.Request{Group: req.Group, MaxWait: time.Hour, Scopes: []string{"api:" + strconv.Itoa(j), "app", "egress"}}
+		for _, k := range []string{"api:" + strconv.Itoa(j), "app", "egress:" + strconv.Itoa(j)} {
+			r.Rules = append(r.Rules, rule.Must(rule.New(k, 1000, time.Second)))
+		}
+		waiting = append(waiting, reserveAsync(ctx, l, r))
+		<-queued
+	}
+	g.release <- struct{}{}
+	if o := <-first; o.err != nil {
+		t.Fatal(o.err)
+	}
+	calls := 0
+	for done := 0; done < len(waiting); calls++ {
+		done += <-g.held
+		g.release <- struct{}{}
+	}
+	for _, ch := range waiting {
+		if o := <-ch; o.err != nil || !o.res.OK() {
+			t.Fatalf("%+v %v", o.res, o.err)
+		}
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, n := range g.sizes {
+		if n > limiter.MaxBatchBytes {
+			t.Fatalf("a call of %d bytes of keys and arguments, over the bound of %d (calls: %v)", n, limiter.MaxBatchBytes, g.sizes)
+		}
+	}
+	if calls > 8 {
+		t.Fatalf("40 requests took %d calls (%v bytes): the estimate is far above the call's size", calls, g.sizes)
 	}
 }
 

@@ -3,7 +3,9 @@ package limiter_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,6 +26,9 @@ type gate struct {
 	release   chan struct{} // lets one held call go
 	cancelled chan struct{} // a cancel call has run
 	open      atomic.Bool   // let every call through
+
+	mu    sync.Mutex
+	sizes []int // bytes of each reserve call's keys and arguments
 }
 
 func newGate() *gate {
@@ -41,6 +46,13 @@ func (g *gate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		switch args[1] {
 		case limiter.ReserveSHA:
 			n := reservedBy(args)
+			size := 0
+			for _, a := range args[3:] {
+				size += len(fmt.Sprint(a))
+			}
+			g.mu.Lock()
+			g.sizes = append(g.sizes, size)
+			g.mu.Unlock()
 			// Held once Redis has answered: the call has its instant.
 			err := next(ctx, cmd)
 			g.held <- n
@@ -106,10 +118,10 @@ func reserveAsync(ctx context.Context, l limiter.Limiter, req limiter.Request) <
 
 // coalescing sets up a limiter whose reserve calls the gate holds, and a
 // channel that receives each time a request of group joins a queue.
-func coalescing(t *testing.T) (*limiter.Redis, *gate, limiter.Request, <-chan struct{}) {
+func coalescing(t *testing.T, opts ...limiter.RedisOption) (*limiter.Redis, *gate, limiter.Request, <-chan struct{}) {
 	t.Helper()
 	c := redistest.Shared(t).Client(t)
-	l, err := limiter.NewRedis(c)
+	l, err := limiter.NewRedis(c, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/quotaware/throttle/limiter/internal/rulecore"
 	"github.com/quotaware/throttle/limiter/rule"
 )
 
@@ -118,10 +117,11 @@ type failover struct {
 // coming back is used again at most about once a minute.
 const maxRecover = time.Minute
 
+// scaledID names a rule's local share: the whole rule, since rules of one
+// key and limit may differ in every other field (two groups' "api" rules
+// of 10 a second and 10 an hour).
 type scaledID struct {
-	key   string
-	limit int64
-	unit  rulecore.Unit
+	rule  rule.Rule
 	share float64
 }
 
@@ -198,7 +198,7 @@ func (f *failover) reserve(ctx context.Context, req Request) (Reservation, error
 		if err == nil {
 			f.noteHorizon(req, res) // refusals too: see fleetHorizon
 		}
-		if err == nil || !errors.Is(err, ErrUnavailable) || ctx.Err() != nil {
+		if err == nil || !errors.Is(err, ErrUnavailable) || ctxEnded(ctx) != nil {
 			return res, err
 		}
 		if f.cfg.Mode == OutageRefuse {
@@ -257,7 +257,7 @@ func (f *failover) callPrimary(ctx context.Context, req Request, probing bool) (
 		if probing {
 			f.probeOK()
 		}
-	case ctx.Err() != nil:
+	case ctxEnded(ctx) != nil:
 		// The caller gave up: that says nothing about the primary.
 	case errors.Is(err, ErrUnavailable) || errors.Is(err, context.DeadlineExceeded):
 		f.goodSince.Store(0)
@@ -348,8 +348,7 @@ func (f *failover) share(req Request) Request {
 		clear(f.scaled)
 	}
 	for i := range req.Rules {
-		r := core(&req.Rules[i])
-		id := scaledID{r.Key, r.Limit, r.Unit, share}
+		id := scaledID{req.Rules[i], share}
 		s, ok := f.scaled[id]
 		if !ok {
 			s = scale(req.Rules[i], share)

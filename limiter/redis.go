@@ -134,20 +134,40 @@ func (l *redisLimiter) Reserve(ctx context.Context, req Request) (Reservation, e
 	if len(req.Rules) == 0 && len(req.Scopes) == 0 {
 		return Reservation{ok: true, ruleIndex: -1, now: time.Now()}, nil
 	}
+	var res Reservation
+	var err error
 	if ln := l.lanes.get(&req); ln != nil {
-		res, err := ln.reserve(ctx, l, req)
-		if err == nil && res.ok {
-			res.settle(l, &req)
-		}
-		return res, err
+		res, err = ln.reserve(ctx, l, req)
+	} else {
+		res, err = l.reserveAlone(ctx, req)
 	}
+	if err == nil && res.ok {
+		res.settle(l, &req)
+	}
+	return res, err
+}
+
+// reserveAlone makes req's own call. When the caller's context ends while
+// the call is in flight and the call still answers (a client that does not
+// apply context deadlines to its socket, or a cancellation, which no
+// client applies), the slot booked is given back before the context's
+// error is returned, as for a request whose shared call is in flight. A
+// deadline that cuts the call short leaves what the script may have booked
+// (the deadline is the caller's bound; the slot lost errs on the side of
+// the provider's limit).
+func (l *redisLimiter) reserveAlone(ctx context.Context, req Request) (Reservation, error) {
 	one := [1]Request{req}
 	var out [1]Reservation
 	if err := l.reserveN(ctx, one[:], out[:]); err != nil {
 		return Reservation{}, err
 	}
-	if out[0].ok {
-		out[0].settle(l, &req)
+	if err := ctx.Err(); err != nil {
+		if out[0].ok {
+			gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+			_ = l.cancel(gctx, req, out[0])
+			cancel()
+		}
+		return Reservation{}, err
 	}
 	return out[0], nil
 }
@@ -179,7 +199,7 @@ func (l *redisLimiter) reserveN(ctx context.Context, reqs []Request, out []Reser
 	known := l.epochOf(reqs[0].Group)
 	reply, err := l.run(ctx, reserveScript, a.list).Text()
 	if err != nil {
-		if cerr := ctx.Err(); cerr != nil {
+		if cerr := ctxEnded(ctx); cerr != nil {
 			// The caller gave up: that says nothing about Redis.
 			return cerr
 		}
@@ -192,6 +212,20 @@ func (l *redisLimiter) reserveN(ctx context.Context, reqs []Request, out []Reser
 		return err
 	}
 	l.settle(reqs, out, flags, known, answered)
+	return nil
+}
+
+// ctxEnded is ctx's error, or context.DeadlineExceeded once its deadline
+// has passed: a client that applies the deadline to its socket reports the
+// timeout as soon as the deadline passes, before the context says so, and
+// it must not count as Redis failing.
+func ctxEnded(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		return context.DeadlineExceeded
+	}
 	return nil
 }
 

@@ -189,3 +189,32 @@ func TestSharedQueueAndInvalid(t *testing.T) {
 		}
 	})
 }
+
+// Each rule has its own local share during an outage: two groups' rules
+// of one key and limit but different periods (10 a second, 10 an hour)
+// used to get whichever share was built first.
+func TestOutageShareIsEachRulesOwn(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newShared(t, srv.Client(t), limiter.SharedConfig{Share: 0.5, Probe: time.Hour})
+	srv.Stop()
+	ctx := context.Background()
+	perSecond := rule.Must(rule.New("api", 10, time.Second)) // a share of 5 a second
+	perHour := rule.Must(rule.New("api", 10, time.Hour))     // 5 an hour, one per 12 minutes
+	if res, err := s.Reserve(ctx, limiter.Request{Group: "g1", Rules: []rule.Rule{perSecond}}); err != nil || !res.Local() {
+		t.Fatalf("first reserve in the outage: local %v, %v", res.Local(), err)
+	}
+	req := limiter.Request{Group: "g2", Rules: []rule.Rule{perHour}, MaxWait: 2 * time.Second}
+	admitted := 0
+	for range 5 {
+		res, err := s.Reserve(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.OK() {
+			admitted++
+		}
+	}
+	if admitted != 1 {
+		t.Fatalf("half of a 10-an-hour rule admitted %d requests within 2 s, want 1", admitted)
+	}
+}

@@ -1,0 +1,87 @@
+package limiter_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/quotaware/throttle/internal/redistest"
+	"github.com/quotaware/throttle/limiter"
+	"github.com/quotaware/throttle/limiter/rule"
+)
+
+// A request cancelled while its own call is in flight (the call made at
+// once, without load) is told so, and the slot Redis booked for it is given
+// back, as for a request cancelled while its shared call is in flight.
+func TestCancelDuringOwnCallGivesSlotBack(t *testing.T) {
+	l, g, req, _ := coalescing(t)
+	bg := context.Background()
+	ctx, cancel := context.WithCancel(bg)
+	own := reserveAsync(ctx, l, req)
+	<-g.held // Redis has answered; the reply is on its way
+	cancel()
+	g.release <- struct{}{}
+	if o := <-own; !errors.Is(o.err, context.Canceled) || errors.Is(o.err, limiter.ErrUnavailable) {
+		t.Fatalf("cancelled during its call: %+v %v, want context.Canceled alone", o.res, o.err)
+	}
+	<-g.cancelled
+	g.open.Store(true)
+	next, err := l.Reserve(bg, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !next.OK() || next.Delay() != 0 {
+		t.Fatalf("after the cancelled request's slot was given back: %+v, want the slot at once", next)
+	}
+}
+
+// A request whose deadline passes during its own call, on a client that
+// applies context deadlines to its socket, returns at its deadline with
+// context.DeadlineExceeded, never a store failure: the client reports the
+// socket's timeout as soon as the deadline passes, before the context says
+// so, and that used to count as Redis failing.
+func TestDeadlineDuringOwnCallIsTheCallers(t *testing.T) {
+	srv := redistest.Start(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+	t.Cleanup(func() { c.Close() })
+	admin, probe := srv.Client(t), srv.Client(t)
+	s := newShared(t, c, limiter.SharedConfig{Prefix: "deadline", Mode: limiter.OutageRefuse, Timeout: 5 * time.Second})
+	ctx := context.Background()
+	one := rule.Must(rule.New("k", 1, time.Hour))
+	// The script loaded, and the pool holding a connection.
+	if _, err := s.Reserve(ctx, limiter.Request{Group: "warm", Rules: []rule.Rule{one}}); err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		// Redis busy in a script for 300 ms, as on a loaded server.
+		busy := make(chan error, 1)
+		go func() {
+			busy <- admin.Eval(ctx, `local t = redis.call('TIME') local e = t[1] * 1e6 + t[2] + 300000
+repeat t = redis.call('TIME') until t[1] * 1e6 + t[2] > e return 0`, nil).Err()
+		}()
+		// Wait until it is: a PING that gets no answer in 30 ms.
+		for {
+			pctx, cancel := context.WithTimeout(ctx, 30*time.Millisecond)
+			err := probe.Do(pctx, "PING").Err()
+			cancel()
+			if err != nil {
+				break
+			}
+		}
+		dctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+		_, err := s.Reserve(dctx, limiter.Request{Group: "g", Rules: []rule.Rule{one}})
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, limiter.ErrUnavailable) {
+			t.Fatalf("reserve past its deadline: %v, want context.DeadlineExceeded alone", err)
+		}
+		if err := <-busy; err != nil {
+			t.Fatal(err)
+		}
+		if s.Down() {
+			t.Fatal("the caller's deadline made Redis count as down")
+		}
+	}
+}
