@@ -22,7 +22,12 @@
 // Margin before its end (default 5 minutes): after that the next exchange
 // fetches anew. Concurrent exchanges of one credential wait for the one in
 // flight, polling Redis, bounded by their context; a replica that dies
-// while fetching holds the others no longer than a short lease (SET NX PX).
+// while fetching holds the others no longer than a short lease (SET NX PX),
+// which a live fetcher renews while the provider takes its time (up to a
+// minute), and whose answer's write to Redis has a bound of its own. The
+// answer's age is counted from the fetcher's clock on the reader's, a
+// reader whose clock is behind reading it as new: the key expires in
+// Redis Margin before the token, so no skew hands out a token past that.
 //
 // Only answers that pass the provider's checks are kept (HTTP 200, a JSON
 // body under 16 KiB, the provider's success code, a token of sane form, a
@@ -31,7 +36,8 @@
 // replaces the one kept.
 //
 // Healing: when an API answers a token this replica handed out with the
-// provider's invalid or expired code (WeChat and WeCom 40001, 42001, 40014;
+// provider's invalid or expired code (WeChat and WeCom 40001, 42001, 40014,
+// WeCom's 42009 for a suite's token in its get_corp_token exchanges;
 // DingTalk 40014 or HTTP 401 InvalidAuthentication; Feishu 99991663 and
 // 99991677), the
 // kept answer whose token that was is deleted from Redis, compared on the

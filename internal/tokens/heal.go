@@ -20,6 +20,10 @@ const maxErrorBody = 4 << 10
 // deletes the kept answer it came from.
 func (s *Sharer) watch(base http.RoundTripper, req *http.Request) (*http.Response, error) {
 	tok := tokenform.FromRequest(req)
+	if tok == "" && req.URL != nil {
+		// A WeCom suite's token, which names the suite in its calls.
+		tok = tokenform.QueryValue(req.URL.RawQuery, "suite_access_token")
+	}
 	if tok == "" {
 		return base.RoundTrip(req)
 	}
@@ -117,7 +121,8 @@ if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
 return n`
 
 // invalidToken reports whether an answer says the token it was sent with is
-// invalid or expired: WeChat and WeCom 40001, 42001, 40014; DingTalk 40014
+// invalid or expired: WeChat and WeCom 40001, 42001, 40014, and WeCom's
+// 42009 for a suite's token; DingTalk 40014
 // (old API) or HTTP 401 InvalidAuthentication (new API); Feishu 99991663
 // (invalid) and 99991677 (expired).
 func invalidToken(provider string, status int, body []byte) bool {
@@ -134,8 +139,10 @@ func invalidToken(provider string, status int, body []byte) bool {
 		return false
 	}
 	switch provider {
-	case wechat, wecom:
+	case wechat:
 		return a.ErrCode == 40001 || a.ErrCode == 42001 || a.ErrCode == 40014
+	case wecom:
+		return a.ErrCode == 40001 || a.ErrCode == 42001 || a.ErrCode == 40014 || a.ErrCode == 42009
 	case dingtalk:
 		return a.ErrCode == 40014 || (status == http.StatusUnauthorized && string(a.Code) == `"InvalidAuthentication"`)
 	case feishu:
@@ -146,7 +153,7 @@ func invalidToken(provider string, status int, body []byte) bool {
 
 // invalidTokenCodes are the codes invalidToken looks for, as they appear
 // in an answer's text.
-var invalidTokenCodes = [][]byte{[]byte("40001"), []byte("42001"), []byte("40014"),
+var invalidTokenCodes = [][]byte{[]byte("40001"), []byte("42001"), []byte("40014"), []byte("42009"),
 	[]byte("InvalidAuthentication"), []byte("99991663"), []byte("99991677")}
 
 // mentionsInvalidToken reports whether body holds one of the codes.

@@ -148,10 +148,17 @@ func (r *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	if ex := exchangeFor(req.Method, req.URL.Path); ex != nil {
 		return r.s.exchange(r.base, ex, req)
 	}
-	if r.s.nHand.Load() == 0 {
-		return r.base.RoundTrip(req)
+	return r.s.send(r.base, req)
+}
+
+// send sends req, watching the token it carries when this replica has
+// handed tokens out (exchanges too: a WeCom suite's token travels in its
+// get_corp_token exchanges).
+func (s *Sharer) send(base http.RoundTripper, req *http.Request) (*http.Response, error) {
+	if s.nHand.Load() == 0 {
+		return base.RoundTrip(req)
 	}
-	return r.s.watch(r.base, req)
+	return s.watch(base, req)
 }
 
 // prepared is an exchange's request as the Sharer reads it: the request to
@@ -262,7 +269,7 @@ func (s *Sharer) peek(ctx context.Context, key string) (v []byte, held bool, err
 func (s *Sharer) exchange(base http.RoundTripper, ex *exchange, req *http.Request) (*http.Response, error) {
 	p, ok := s.prepare(req, ex)
 	if !ok {
-		return base.RoundTrip(p.sent)
+		return s.send(base, p.sent)
 	}
 	sent, k, key := p.sent, p.k, p.key
 	if p.force {
@@ -334,23 +341,27 @@ func (s *Sharer) unshare(base http.RoundTripper, sent *http.Request, ctx context
 	if ctx.Err() == nil {
 		s.count(provider, Unshared)
 	}
-	return base.RoundTrip(sent)
+	return s.send(base, sent)
 }
 
 // fetch sends the exchange and keeps its answer when it passes the checks;
 // lock, when not empty, is the lease released afterwards.
 func (s *Sharer) fetch(base http.RoundTripper, sent *http.Request, ex *exchange, k *keys, key, lock string) (*http.Response, error) {
-	// Redis writes outlive a caller that gives up: the answer is the
-	// fleet's, and the lease must not wait for its end.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(sent.Context()), s.lease)
-	defer cancel()
 	if lock != "" {
-		defer s.rdb.Eval(ctx, releaseLua, []string{key + ":lock"}, lock)
+		// The lease is held while the provider answers, however slowly
+		// (the others would fetch too), and let go once the answer is
+		// kept or refused.
+		defer s.holdLease(sent.Context(), key+":lock", lock)()
 	}
-	resp, err := base.RoundTrip(sent)
+	resp, err := s.send(base, sent)
 	if err != nil || resp.StatusCode != http.StatusOK {
 		return resp, err
 	}
+	// Redis writes outlive a caller that gives up (the answer is the
+	// fleet's), and their bound starts now: a provider slower than it
+	// must not cost the fleet its answer.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(sent.Context()), s.lease)
+	defer cancel()
 	fetched := s.now()
 	raw, err := providers.PeekBody(resp, maxAnswer)
 	if err != nil || len(raw) >= maxAnswer {
@@ -386,9 +397,14 @@ func (s *Sharer) answer(req *http.Request, ex *exchange, k *keys, key string, v 
 	if !ok {
 		return nil, false
 	}
-	now := s.now()
-	left := life - int64(now.Sub(fetched)/time.Second)
-	if time.Duration(left)*time.Second < s.margin || left < 1 || left > life {
+	// The age is counted on this replica's clock from the fetcher's: a
+	// clock behind the fetcher's reads as no age at all (it would make the
+	// answer look younger than fetched and refused, and a fetch for WeChat
+	// invalidates the fleet's token), one ahead as older. The key's own
+	// expiry in Redis, a margin before the token's end, bounds both.
+	age := max(0, s.now().Sub(fetched))
+	left := life - int64(age/time.Second)
+	if time.Duration(left)*time.Second < s.margin || left < 1 {
 		return nil, false
 	}
 	out, ok := countDown(raw, left)
@@ -429,6 +445,49 @@ func (s *Sharer) remember(tok string, h handed) {
 	s.handed[tok] = h
 	s.nHand.Store(int32(len(s.handed)))
 }
+
+// maxLeaseHold bounds how long a replica holds a lease for one fetch: past
+// it, an exchange that has not answered is presumed lost, and another
+// replica may fetch.
+const maxLeaseHold = time.Minute
+
+// holdLease renews this replica's lease at lock every half lease while its
+// fetch lasts, up to maxLeaseHold; the function it returns stops renewing
+// and lets the lease go.
+func (s *Sharer) holdLease(ctx context.Context, lock, id string) (release func()) {
+	ctx = context.WithoutCancel(ctx)
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(s.lease / 2)
+		defer tick.Stop()
+		limit := time.NewTimer(maxLeaseHold)
+		defer limit.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-limit.C:
+				return
+			case <-tick.C:
+				rctx, cancel := context.WithTimeout(ctx, s.lease/2)
+				s.rdb.Eval(rctx, renewLua, []string{lock}, id, s.lease.Milliseconds())
+				cancel()
+			}
+		}
+	}()
+	return func() {
+		close(stop)
+		<-done
+		rctx, cancel := context.WithTimeout(ctx, s.lease)
+		defer cancel()
+		s.rdb.Eval(rctx, releaseLua, []string{lock}, id)
+	}
+}
+
+// renewLua extends the lease by ARGV[2] ms only while it is still this
+// replica's.
+const renewLua = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0`
 
 // releaseLua deletes the lease only while it is still this replica's.
 const releaseLua = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`

@@ -1,0 +1,96 @@
+package tokens
+
+import (
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// addReplica adds a replica to f with its own Sharer over base.
+func (f *fleet) addReplica(t *testing.T, base http.RoundTripper, opts ...Option) {
+	t.Helper()
+	s, err := New(f.rdb, append([]Option{WithPrefix(f.prefix)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.sharers = append(f.sharers, s)
+	f.clients = append(f.clients, &http.Client{Transport: s.Wrap(base)})
+}
+
+// A replica whose clock is behind the fetcher's takes the kept answer: it
+// used to read it as younger than fetched, refuse it and fetch again, and
+// WeChat's /cgi-bin/token invalidates the fleet's token at each fetch.
+func TestClockBehindTheFetchersShares(t *testing.T) {
+	for _, skew := range []time.Duration{2 * time.Second, time.Hour} {
+		f := newFleet(t, 1, WithClock(func() time.Time { return time.Now().Add(skew) }))
+		f.addReplica(t, http.DefaultTransport)
+		a, b := f.fetch(t, 0, "wxA"), f.fetch(t, 1, "wxA")
+		if n := f.emu.Fetches("wxA", "/cgi-bin/token"); n != 1 || a.AccessToken != b.AccessToken {
+			t.Fatalf("fetcher's clock %v ahead: %d fetches at the provider, want 1 (same token: %v)", skew, n, a.AccessToken == b.AccessToken)
+		}
+		if b.ExpiresIn != a.ExpiresIn {
+			t.Fatalf("fetcher's clock %v ahead: the answer shared says %d s, want %d", skew, b.ExpiresIn, a.ExpiresIn)
+		}
+	}
+}
+
+// gatedTransport holds each request until released, telling when one has
+// arrived.
+type gatedTransport struct {
+	arrived chan struct{}
+	release chan struct{}
+	base    http.RoundTripper
+}
+
+func (g *gatedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	g.arrived <- struct{}{}
+	<-g.release
+	return g.base.RoundTrip(req)
+}
+
+// A provider that answers slower than the lease: the fetcher keeps its
+// lease while it waits, so the others wait for its answer rather than
+// fetch too, and the answer is kept (its Redis write used to run under a
+// timeout started before the fetch, and was dropped).
+func TestSlowFetchKeepsLeaseAndAnswer(t *testing.T) {
+	const lease = 100 * time.Millisecond
+	f := newFleet(t, 0)
+	gate := &gatedTransport{arrived: make(chan struct{}, 1), release: make(chan struct{}), base: http.DefaultTransport}
+	f.addReplica(t, gate, WithLease(lease))
+	f.addReplica(t, http.DefaultTransport, WithLease(lease))
+	first := make(chan tokenAnswer, 1)
+	// Deferred sends: a failed fetch (t.Fatal ends its goroutine) still
+	// answers the test.
+	go func() {
+		var a tokenAnswer
+		defer func() { first <- a }()
+		a = f.fetch(t, 0, "wxA")
+	}()
+	<-gate.arrived
+	var waited atomic.Bool
+	second := make(chan tokenAnswer, 1)
+	go func() {
+		var a tokenAnswer
+		defer func() { waited.Store(true); second <- a }()
+		a = f.fetch(t, 1, "wxA")
+	}()
+	// Several leases pass while the provider has not answered: the time
+	// itself is what is tested.
+	time.Sleep(5 * lease)
+	if waited.Load() {
+		t.Fatal("the second replica did not wait for the slow fetch")
+	}
+	close(gate.release)
+	a, b := <-first, <-second
+	if n := f.emu.Fetches("wxA", "/cgi-bin/token"); n != 1 || a.AccessToken != b.AccessToken {
+		t.Fatalf("a fetch slower than the lease: %d fetches at the provider, want 1 (same token: %v)", n, a.AccessToken == b.AccessToken)
+	}
+	if st := f.sharers[0].Stats(); st.Fetched != 1 || st.Unshared != 0 {
+		t.Fatalf("fetcher's stats %+v, want its answer kept", st)
+	}
+	// Later exchanges, on any replica, share it.
+	if c := f.fetch(t, 1, "wxA"); c.AccessToken != a.AccessToken {
+		t.Fatal("a later exchange fetched again")
+	}
+}
