@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/go-retryablehttp"
 	"go.opentelemetry.io/otel/attribute"
 
+	"github.com/quotaware/throttle/internal/tokenform"
 	"github.com/quotaware/throttle/providers"
 )
 
@@ -304,7 +305,7 @@ func idempotent(req *http.Request) bool {
 	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
 		return true
 	}
-	return req.Header.Get("Idempotency-Key") != "" || req.Header.Get("X-Idempotency-Key") != ""
+	return tokenform.Header(req.Header, "Idempotency-Key") != "" || tokenform.Header(req.Header, "X-Idempotency-Key") != ""
 }
 
 // permanent reports failures that another attempt will not mend: those

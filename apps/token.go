@@ -17,7 +17,7 @@ const maxFormPeek = 4 << 10
 // a bounded prefix of the body, leaving the body as it was.
 func bodyToken(req *http.Request, provider string) string {
 	if provider != nameDingTalk || req.Body == nil || req.Body == http.NoBody ||
-		!strings.HasPrefix(strings.ToLower(req.Header.Get("Content-Type")), "application/x-www-form-urlencoded") {
+		!strings.HasPrefix(strings.ToLower(tokenform.Header(req.Header, "Content-Type")), "application/x-www-form-urlencoded") {
 		return ""
 	}
 	prefix, _ := providers.PeekRequestBody(req, maxFormPeek)

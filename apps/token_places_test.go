@@ -62,15 +62,23 @@ func TestResolveReadsTheFormField(t *testing.T) {
 	ctx := context.Background()
 	_ = book.Learn(ctx, "form-token-0001", apps.App{Provider: "dingtalk", ID: "dingA"}, time.Hour)
 	body := "access_token=form-token-0001&userid=u1"
-	req, _ := http.NewRequest("POST", "https://oapi.dingtalk.com/user/get", strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	got := book.Resolve(req, "dingtalk")
-	if app, ok := apps.FromContext(got.Context()); !ok || app.ID != "dingA" {
-		t.Fatalf("form field: %+v, %v; want dingA", app, ok)
-	}
-	sent, err := io.ReadAll(got.Body)
-	if err != nil || string(sent) != body {
-		t.Fatalf("body after Resolve: %q, %v; want it unchanged", sent, err)
+	// The content type set canonically, and in lower case through the
+	// header map, as darabonba/tea clients write headers (Header.Get
+	// misses it).
+	for _, set := range []func(http.Header){
+		func(h http.Header) { h.Set("Content-Type", "application/x-www-form-urlencoded") },
+		func(h http.Header) { h["content-type"] = []string{"application/x-www-form-urlencoded"} },
+	} {
+		req, _ := http.NewRequest("POST", "https://oapi.dingtalk.com/user/get", strings.NewReader(body))
+		set(req.Header)
+		got := book.Resolve(req, "dingtalk")
+		if app, ok := apps.FromContext(got.Context()); !ok || app.ID != "dingA" {
+			t.Fatalf("form field, headers %v: %+v, %v; want dingA", req.Header, app, ok)
+		}
+		sent, err := io.ReadAll(got.Body)
+		if err != nil || string(sent) != body {
+			t.Fatalf("body after Resolve: %q, %v; want it unchanged", sent, err)
+		}
 	}
 }
 

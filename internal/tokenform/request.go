@@ -94,3 +94,19 @@ func cutPrefixFold(s, prefix string) (string, bool) {
 	}
 	return "", false
 }
+
+// Header returns the first value of the header name (in canonical form),
+// also when a client set it through the header map in another case
+// (req.Header["content-type"] = ..., as darabonba/tea clients do), which
+// Header.Get misses.
+func Header(h http.Header, name string) string {
+	if v := h[name]; len(v) > 0 {
+		return v[0]
+	}
+	for k, v := range h {
+		if len(v) > 0 && strings.EqualFold(k, name) {
+			return v[0]
+		}
+	}
+	return ""
+}
