@@ -26,8 +26,19 @@ type Set struct {
 	key      func(apps.App) string
 
 	mu   sync.Mutex // serialises writers of byID
-	byID atomic.Pointer[map[string]*providers.Profile]
+	byID atomic.Pointer[map[string]*providers.Profile] // the apps listed (New, Add)
+
+	// The apps built as requests named them (Config.Build), at most
+	// maxLearned: an exchange names its app before any answer, so a
+	// caller that sends exchanges of made-up app IDs would otherwise grow
+	// the set without end.
+	learned  sync.Map // key → *providers.Profile
+	nLearned atomic.Int64
 }
+
+// maxLearned bounds the apps a Set builds on its own; past it, building
+// one forgets another, which is built again when a request names it.
+const maxLearned = 10_000
 
 // Config says how a Set finds and builds profiles.
 type Config struct {
@@ -70,7 +81,7 @@ func New(c Config, keys []string, profiles []providers.Profile) (*Set, error) {
 	return s, nil
 }
 
-// Add adds or replaces the profile kept under key.
+// Add adds or replaces the profile kept under key, as a listed app.
 func (s *Set) Add(key string, p providers.Profile) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -81,10 +92,13 @@ func (s *Set) Add(key string, p providers.Profile) {
 	}
 	next[key] = &p
 	s.byID.Store(&next)
+	if _, ok := s.learned.LoadAndDelete(key); ok {
+		s.nLearned.Add(-1)
+	}
 }
 
 // Len is how many profiles the set holds.
-func (s *Set) Len() int { return len(*s.byID.Load()) }
+func (s *Set) Len() int { return len(*s.byID.Load()) + int(s.nLearned.Load()) }
 
 // Pick returns the profile of the request's app.
 func (s *Set) Pick(req *http.Request) *providers.Profile {
@@ -92,8 +106,12 @@ func (s *Set) Pick(req *http.Request) *providers.Profile {
 	if !ok || (app.Provider != "" && app.Provider != s.name) {
 		return &s.fallback
 	}
-	if p := (*s.byID.Load())[s.key(app)]; p != nil {
+	key := s.key(app)
+	if p := (*s.byID.Load())[key]; p != nil {
 		return p
+	}
+	if p, ok := s.learned.Load(key); ok {
+		return p.(*providers.Profile)
 	}
 	if s.build == nil {
 		return &s.fallback
@@ -102,8 +120,29 @@ func (s *Set) Pick(req *http.Request) *providers.Profile {
 	if err != nil {
 		return &s.fallback
 	}
-	s.Add(key, p)
-	return (*s.byID.Load())[key]
+	return s.learn(key, p)
+}
+
+// learn keeps p, built for a request's app, under key, forgetting another
+// learned app once maxLearned are kept (which one is left to the map's
+// order: a flood of made-up IDs mostly evicts its own).
+func (s *Set) learn(key string, p providers.Profile) *providers.Profile {
+	if old, loaded := s.learned.LoadOrStore(key, &p); loaded {
+		return old.(*providers.Profile)
+	}
+	if s.nLearned.Add(1) > maxLearned {
+		s.learned.Range(func(k, _ any) bool {
+			if k == key {
+				return true
+			}
+			if _, ok := s.learned.LoadAndDelete(k); ok {
+				s.nLearned.Add(-1)
+				return false
+			}
+			return true // another learner took that one
+		})
+	}
+	return &p
 }
 
 // Profile returns the set as one profile, for throttle.WithProfiles.
@@ -139,5 +178,11 @@ func (s *Set) lower(l providers.Learned) bool {
 			lowered = true
 		}
 	}
+	s.learned.Range(func(_, v any) bool {
+		if p := v.(*providers.Profile); p.Lower != nil && p.Lower(l) {
+			lowered = true
+		}
+		return true
+	})
 	return lowered
 }

@@ -3,6 +3,7 @@ package appset
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -77,6 +78,55 @@ func TestBuiltAppIsKept(t *testing.T) {
 	}
 	if calls != 1 || s.Len() != 1 {
 		t.Errorf("built %d times, holding %d profiles; want once, 1", calls, s.Len())
+	}
+}
+
+// The apps a set builds as requests name them are bounded: an exchange
+// names its app before any answer, so made-up IDs (a service checking
+// credentials its users type) used to grow the set without end. Listed
+// apps stay; a learned app forgotten is built again when named.
+func TestLearnedAppsBounded(t *testing.T) {
+	var mu sync.Mutex
+	calls := map[string]int{}
+	s, err := New(Config{Name: "acme", Match: func(*http.Request) bool { return true }, Fallback: profileOf("fallback"),
+		Build: func(a apps.App) (providers.Profile, string, error) {
+			mu.Lock()
+			calls[a.ID]++
+			mu.Unlock()
+			return profileOf(a.ID), a.ID, nil
+		}}, []string{"listed"}, []providers.Profile{profileOf("listed")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	route := func(id string) string {
+		r, err := s.Profile().Route(requestAs(&apps.App{ID: id}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.API
+	}
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range maxLearned * 3 / 4 {
+				if got, id := route(fmt.Sprintf("made-up-%d-%d", w, i)), fmt.Sprintf("made-up-%d-%d", w, i); got != id {
+					t.Errorf("routed %q as %q", id, got)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if n := s.Len(); n > maxLearned+1 {
+		t.Fatalf("holding %d profiles after %d made-up apps, want at most %d", n, 3*maxLearned, maxLearned+1)
+	}
+	if got := route("listed"); got != "listed" || calls["listed"] != 0 {
+		t.Fatalf("the listed app routed as %q, built %d times", got, calls["listed"])
+	}
+	if got := route("made-up-0-0"); got != "made-up-0-0" {
+		t.Fatalf("a forgotten app routed as %q, want it built again", got)
 	}
 }
 
