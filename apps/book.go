@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/quotaware/throttle/internal/tokenform"
+	"github.com/quotaware/throttle/providers"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
 )
@@ -68,9 +69,9 @@ type Book struct {
 	cfg    config
 	hashes sync.Pool // *hasher
 	shards [nShards]shard
-	epoch  time.Time // entry expiries count ticks from here
-	hosts  map[string]hostSet
-	fp     string // fingerprint of the key (redis.go)
+	epoch  time.Time                           // entry expiries count ticks from here
+	hosts  map[string]func(*http.Request) bool // the provider's hosts (providers.MatchHosts)
+	fp     string                              // fingerprint of the key (redis.go)
 
 	flightMu sync.Mutex
 	flights  map[tokenHash]*flight // Redis lookups in progress
@@ -112,11 +113,11 @@ func New(cfg Config) (*Book, error) {
 		epoch:   c.now().Add(-time.Second),
 		ids:     []idSlot{{}},
 		idIdx:   map[App]uint32{},
-		hosts:   make(map[string]hostSet, len(c.hosts)),
+		hosts:   make(map[string]func(*http.Request) bool, len(c.hosts)),
 		fp:      fingerprintOf(c.key),
 	}
 	for p, hs := range c.hosts {
-		b.hosts[p] = newHostSet(hs)
+		b.hosts[p] = providers.MatchHosts(hs...)
 	}
 	key := c.key
 	b.hashes.New = func() any { return &hasher{mac: hmac.New(sha256.New, key)} }

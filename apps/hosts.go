@@ -28,28 +28,6 @@ func defaultHosts() map[string][]string {
 	}
 }
 
-// hostSet is a set of lower-cased "host" (any port) or "host:port".
-type hostSet map[string]bool
-
-func newHostSet(hosts []string) hostSet {
-	s := make(hostSet, len(hosts))
-	for _, h := range hosts {
-		s[strings.ToLower(h)] = true
-	}
-	return s
-}
-
-func (s hostSet) has(hostport string) bool {
-	h := strings.ToLower(hostport)
-	if s[h] {
-		return true
-	}
-	if i := strings.LastIndexByte(h, ':'); i >= 0 && !strings.Contains(h[i:], "]") {
-		return s[strings.Trim(h[:i], "[]")]
-	}
-	return false
-}
-
 // fromProvider reports whether an exchange of provider went to one of the
 // provider's hosts: matched by its profile in the Transport, or sent to a
 // host the Book knows as the provider's.
@@ -57,11 +35,8 @@ func (b *Book) fromProvider(req *http.Request, provider string) bool {
 	if p, ok := req.Context().Value(sentKey{}).(string); ok {
 		return p == provider
 	}
-	host := req.URL.Host
-	if host == "" {
-		host = req.Host
-	}
-	return b.hosts[provider].has(host)
+	match := b.hosts[provider]
+	return match != nil && match(req)
 }
 
 // needsToken reports whether a request a preset of provider routes must

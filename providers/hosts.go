@@ -6,21 +6,36 @@ import (
 )
 
 // MatchHosts returns a Profile.Match that accepts requests to any of hosts,
-// each written "host" or "host:port". Hosts compare without regard to case,
-// and an entry without a port matches that host on any port ("127.0.0.1"
-// matches an emulator on 127.0.0.1:43817). Each entry is the host alone,
-// never a URL: an entry with a scheme or path matches no request, which is
-// why the presets check their Hosts when built.
+// each written "host" or "host:port" ("[::1]" and "[::1]:8080" for IPv6).
+// Hosts compare without regard to case or a trailing dot (the same name
+// in DNS), and an entry without a port matches that host on any port
+// ("127.0.0.1" matches an emulator on 127.0.0.1:43817); one with a port
+// matches a request that names it or, for the scheme's default port (443
+// for https, 80 for http), names none. Each entry is the host alone, never
+// a URL: an entry with a scheme or path matches no request, which is why
+// the presets check their Hosts when built.
 func MatchHosts(hosts ...string) func(*http.Request) bool {
-	s := make(hostSet, len(hosts))
+	s := hostSet{any: make(map[string]bool, len(hosts))}
 	for _, h := range hosts {
-		s[strings.ToLower(h)] = true
+		host, port := splitHost(strings.ToLower(h))
+		if port == "" {
+			s.any[host] = true
+			continue
+		}
+		if s.withPort == nil {
+			s.withPort = make(map[string]bool)
+		}
+		s.withPort[host+" "+port] = true
 	}
 	return s.match
 }
 
-// hostSet is the hosts a Match accepts, lower-cased.
-type hostSet map[string]bool
+// hostSet is the hosts a Match accepts, lower-cased, without brackets or
+// a trailing dot: on any port, or ("host port") on one.
+type hostSet struct {
+	any      map[string]bool
+	withPort map[string]bool
+}
 
 func (s hostSet) match(req *http.Request) bool {
 	if req == nil || req.URL == nil {
@@ -30,15 +45,41 @@ func (s hostSet) match(req *http.Request) bool {
 	if h == "" {
 		h = req.Host
 	}
-	if s[h] {
+	host, port := splitHost(h)
+	if s.any[host] {
 		return true
 	}
-	h = strings.ToLower(h)
-	if s[h] {
+	lower := strings.ToLower(host)
+	if lower != host && s.any[lower] {
 		return true
 	}
-	if i := strings.LastIndexByte(h, ':'); i >= 0 && !strings.Contains(h[i:], "]") {
-		return s[strings.Trim(h[:i], "[]")]
+	if s.withPort == nil {
+		return false
 	}
-	return false
+	if port == "" {
+		switch strings.ToLower(req.URL.Scheme) {
+		case "https":
+			port = "443"
+		case "http":
+			port = "80"
+		}
+	}
+	return s.withPort[lower+" "+port]
+}
+
+// splitHost splits "host", "host:port", "[v6]" or "[v6]:port" into the
+// host, without brackets or a trailing dot, and the port ("" for none).
+func splitHost(h string) (host, port string) {
+	if strings.HasPrefix(h, "[") {
+		end := strings.IndexByte(h, ']')
+		if end < 0 {
+			return h, ""
+		}
+		return h[1:end], strings.TrimPrefix(h[end+1:], ":")
+	}
+	host = h
+	if i := strings.LastIndexByte(h, ':'); i >= 0 && strings.IndexByte(h, ':') == i {
+		host, port = h[:i], h[i+1:]
+	}
+	return strings.TrimSuffix(host, "."), port
 }

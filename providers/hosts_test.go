@@ -128,6 +128,41 @@ func TestNilAppsDoNotPanic(t *testing.T) {
 	}
 }
 
+// Every entry a preset accepts matches the requests to that host: an IPv6
+// entry without a port on any port, a trailing dot (the same DNS name) on
+// either side, a default port written out against a URL that leaves it
+// implicit. Each of these used to be accepted and match nothing, turning
+// the protection off with no word but the unmatched-request warning.
+func TestMatchHostsEntriesMatchTheirHost(t *testing.T) {
+	cases := []struct {
+		entry   string
+		matches []string
+		misses  []string
+	}{
+		{"[::1]", []string{"http://[::1]:8080/x", "http://[::1]/x"}, []string{"http://[::2]:8080/x"}},
+		{"api.dingtalk.com.", []string{"https://api.dingtalk.com/x", "https://api.dingtalk.com./x"}, []string{"https://oapi.dingtalk.com/x"}},
+		{"api.dingtalk.com", []string{"https://api.dingtalk.com./x", "https://API.DingTalk.com:8443/x"}, nil},
+		{"api.dingtalk.com:443", []string{"https://api.dingtalk.com/x", "https://api.dingtalk.com:443/x", "https://api.dingtalk.com.:443/x"}, []string{"http://api.dingtalk.com/x", "https://api.dingtalk.com:8443/x"}},
+		{"127.0.0.1:80", []string{"http://127.0.0.1/x"}, []string{"https://127.0.0.1/x", "http://127.0.0.1:8080/x"}},
+		{"[::1]:8080", []string{"http://[::1]:8080/x"}, []string{"http://[::1]/x", "http://[::1]:8081/x"}},
+	}
+	for _, tc := range cases {
+		m := providers.MatchHosts(tc.entry)
+		for _, u := range tc.matches {
+			req, _ := http.NewRequest(http.MethodGet, u, nil)
+			if !m(req) {
+				t.Errorf("MatchHosts(%q) does not match %s", tc.entry, u)
+			}
+		}
+		for _, u := range tc.misses {
+			req, _ := http.NewRequest(http.MethodGet, u, nil)
+			if m(req) {
+				t.Errorf("MatchHosts(%q) matches %s", tc.entry, u)
+			}
+		}
+	}
+}
+
 // A profile's name is the limiter's group, inside its Redis keys' hash
 // tag: a brace in it is refused where the profile is checked.
 func TestProfileNameWithBraceRefused(t *testing.T) {
