@@ -128,12 +128,16 @@ func (r *retrier) do(req *http.Request, c *call) (*http.Response, error) {
 		return nil, err
 	}
 	// Observe whether each attempt's request was written: a failure before
-	// that is always safe to retry. An idempotent request is retried after
-	// an ambiguous failure either way, so it goes without the trace (three
+	// that is always safe to retry. Only a base transport that reports its
+	// work (GetConn, as net/http's does) can say it did not write: with one
+	// that reports nothing (a wrapper, an HTTP/3 client), a failure counts
+	// as after the write. An idempotent request is retried after an
+	// ambiguous failure either way, so it goes without the trace (three
 	// allocations a call).
 	traced := ctx
 	if !idempotent(req) {
 		traced = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+			GetConn:      func(string) { c.traced.Store(true) },
 			WroteRequest: func(httptrace.WroteRequestInfo) { c.wrote.Store(true) },
 		})
 	}
@@ -145,6 +149,7 @@ func (r *retrier) do(req *http.Request, c *call) (*http.Response, error) {
 		areq := req.WithContext(traced) // RoundTrip must not modify req
 		areq.Body = body
 		c.wrote.Store(false)
+		c.traced.Store(false)
 		resp, err = c.attempt(areq)
 		wait, again := r.check(c, req, resp, err)
 		if again && rewind == nil && body != nil && body != http.NoBody {
@@ -247,7 +252,7 @@ func (r *retrier) check(c *call, req *http.Request, resp *http.Response, err err
 			return 0, false
 		case permanent(ctx, req, err):
 			return 0, false
-		case !c.wrote.Load():
+		case c.traced.Load() && !c.wrote.Load():
 			// Failed before the request was written: the provider saw nothing.
 		case idempotent(req):
 			// Ambiguous, but repeating it does no harm.

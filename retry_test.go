@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -211,7 +212,9 @@ func TestRetryNeverRepeatsWrittenPost(t *testing.T) {
 	}
 }
 
-// failFirst fails its first round trip before writing anything.
+// failFirst fails its first round trip before writing anything, telling
+// the request's trace it asked for a connection, as net/http does before
+// it dials.
 type failFirst struct {
 	n    atomic.Int64
 	next http.RoundTripper
@@ -219,12 +222,40 @@ type failFirst struct {
 
 func (f *failFirst) RoundTrip(r *http.Request) (*http.Response, error) {
 	if f.n.Add(1) == 1 {
+		if tr := httptrace.ContextClientTrace(r.Context()); tr != nil && tr.GetConn != nil {
+			tr.GetConn(r.URL.Host)
+		}
 		if r.Body != nil {
 			r.Body.Close()
 		}
 		return nil, errors.New("dial tcp: connection refused")
 	}
 	return f.next.RoundTrip(r)
+}
+
+// roundTripFunc is a base transport in a function.
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// A base transport that reports nothing of its work (a wrapper, an HTTP/3
+// client) cannot say it did not write: a POST that fails through it is
+// sent once. It used to count as failing before the write, and was sent
+// three times.
+func TestRetryUntracedPostSentOnce(t *testing.T) {
+	var sent atomic.Int64
+	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		io.Copy(io.Discard, r.Body)
+		sent.Add(1)
+		return nil, errors.New("read tcp: connection reset by peer")
+	})
+	c := retrying(t, limiter.NewMemory(), throttle.WithBase(base))
+	if _, _, err := do(t, c, http.MethodPost, "http://127.0.0.1:9/send", "msg"); err == nil {
+		t.Fatal("a failed POST answered")
+	}
+	if n := sent.Load(); n != 1 {
+		t.Fatalf("a POST that failed after its body was read was sent %d times, want 1", n)
+	}
 }
 
 // A failure before the request was written is retried even for POST, and

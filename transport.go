@@ -266,8 +266,10 @@ type call struct {
 	verdict  providers.Verdict
 	events   []spanEvent
 
-	// For retries: whether the last attempt's request was written.
-	wrote atomic.Bool
+	// For retries, from httptrace: whether the last attempt's request was
+	// written, and whether the base transport reported its work at all.
+	wrote  atomic.Bool
+	traced atomic.Bool
 }
 
 // budget is how long the call may still wait: the smaller of the time left
