@@ -214,6 +214,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		t.tel.unmatched.record(req, t.tel.log)
 		return t.base.RoundTrip(req)
 	}
+	caller := req
 	if t.tokens != nil {
 		resp, sent, err := t.storedExchange(req, p)
 		if resp != nil || err != nil {
@@ -222,6 +223,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		req = sent
 	}
 	req = t.resolveApp(req, p)
+	if req == caller && req.Body != nil && req.Body != http.NoBody {
+		// A route may peek at the body (providers.PeekRequestBody puts in
+		// a body that replays what it read): on a copy, since RoundTrip
+		// must not modify the caller's request.
+		cp := *req
+		req = &cp
+	}
 	route, err := p.Route(req)
 	if err != nil {
 		closeBody(req)

@@ -362,3 +362,35 @@ func newSharedOnly(t *testing.T, client redis.UniversalClient, prefix string) (*
 	}
 	return l, err
 }
+
+// RoundTrip leaves the caller's request as it was, also when the route
+// peeks at its body (Feishu's messages, WeCom's message/send): the peek
+// used to put its replaying body in the caller's request.
+func TestRoundTripLeavesCallersRequest(t *testing.T) {
+	rec := &recorder{answer: func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		w.Write(b)
+	}}
+	srv := serve(t, rec)
+	p := testProfile("peek", mustRule(t, 100, time.Second))
+	route := p.Route
+	p.Route = func(r *http.Request) (providers.Route, error) {
+		providers.PeekRequestBody(r, 64)
+		return route(r)
+	}
+	c := &http.Client{Transport: throttle.MustNew(throttle.WithLimiter(limiter.NewMemory()), throttle.WithProfiles(p), throttle.WithoutTelemetry())}
+	body := io.NopCloser(strings.NewReader(`{"receive_id":"oc_1","content":"hi"}`))
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/im/v1/messages", body)
+	resp, err := c.Transport.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(got) != `{"receive_id":"oc_1","content":"hi"}` {
+		t.Fatalf("the provider got %q", got)
+	}
+	if req.Body != body {
+		t.Fatalf("the caller's request body is now a %T, want its own", req.Body)
+	}
+}
