@@ -138,7 +138,7 @@ func NewShared(client redis.UniversalClient, cfg SharedConfig) (*Shared, error) 
 		return nil, fmt.Errorf("limiter: NewShared: Timeout, Probe and Recover must not be negative, got %v, %v, %v", cfg.Timeout, cfg.Probe, cfg.Recover)
 	case cfg.Mode < OutageLocal || cfg.Mode > OutageAdmit:
 		return nil, fmt.Errorf("limiter: NewShared: Mode must be OutageLocal, OutageRefuse or OutageAdmit, got %d", int(cfg.Mode))
-	case cfg.Share < 0 || cfg.Share > 1:
+	case !(cfg.Share >= 0 && cfg.Share <= 1): // NaN too
 		return nil, fmt.Errorf("limiter: NewShared: Share must be within (0, 1], or 0 for 1/live replicas; got %v", cfg.Share)
 	}
 	opts := []redisOption{withPrefix(cfg.Prefix)}

@@ -3,6 +3,7 @@ package limiter_test
 import (
 	"context"
 	"errors"
+	"math"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -216,5 +217,16 @@ func TestOutageShareIsEachRulesOwn(t *testing.T) {
 	}
 	if admitted != 1 {
 		t.Fatalf("half of a 10-an-hour rule admitted %d requests within 2 s, want 1", admitted)
+	}
+}
+
+// A Share outside (0, 1] is refused where the limiter is built, naming the
+// field: NaN slipped through the range check.
+func TestShareOutOfRangeRefused(t *testing.T) {
+	c := redistest.Shared(t).Client(t)
+	for _, share := range []float64{math.NaN(), -0.1, 1.5, math.Inf(1)} {
+		if _, err := limiter.NewShared(c, limiter.SharedConfig{Share: share}); err == nil || !strings.Contains(err.Error(), "Share") {
+			t.Errorf("Share %v: %v, want an error naming Share", share, err)
+		}
 	}
 }

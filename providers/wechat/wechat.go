@@ -19,6 +19,7 @@ import (
 	"cmp"
 	"fmt"
 	"maps"
+	"math"
 	"net/http"
 	"slices"
 	"strings"
@@ -198,8 +199,8 @@ func (c *settings) validate() error {
 	switch {
 	case c.AppID == "" || len(c.AppID) > maxAppID || strings.ContainsAny(c.AppID, ": \t\r\n"):
 		return fmt.Errorf("wechat: App.AppID must be 1..%d bytes without ':' or spaces, got %q", maxAppID, c.AppID)
-	case c.TimeScale < 1:
-		return fmt.Errorf("wechat: Config.TimeScale must be at least 1, got %v", c.TimeScale)
+	case !(c.TimeScale >= 1) || math.IsInf(c.TimeScale, 1):
+		return fmt.Errorf("wechat: Config.TimeScale must be a finite number of at least 1, got %v", c.TimeScale)
 	case c.Jitter < 0 || c.Jitter > time.Minute:
 		return fmt.Errorf("wechat: Config.Jitter must be within [0, 1m], got %v", c.Jitter)
 	case c.DayGrace < 0 || c.DayGrace >= time.Minute:

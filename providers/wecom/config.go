@@ -3,6 +3,7 @@ package wecom
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -202,8 +203,8 @@ func (c *settings) validate() error {
 		return fmt.Errorf("wecom: App.CorpID must be 1..%d bytes without ':' or spaces, got %q", maxID, c.CorpID)
 	case badID(c.Egress):
 		return fmt.Errorf("wecom: Config.Egress must be 1..%d bytes without ':' or spaces, got %q", maxID, c.Egress)
-	case c.TimeScale < 1:
-		return fmt.Errorf("wecom: Config.TimeScale must be at least 1, got %v", c.TimeScale)
+	case !(c.TimeScale >= 1) || math.IsInf(c.TimeScale, 1):
+		return fmt.Errorf("wecom: Config.TimeScale must be a finite number of at least 1, got %v", c.TimeScale)
 	case c.Jitter < 0 || c.Jitter > time.Minute:
 		return fmt.Errorf("wecom: Config.Jitter must be within [0, 1m], got %v", c.Jitter)
 	case len(c.Escalation) == 0:
