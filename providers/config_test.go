@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/quotaware/throttle/providers/dingtalk"
+	"github.com/quotaware/throttle/providers/feishu"
 	"github.com/quotaware/throttle/providers/wechat"
 	"github.com/quotaware/throttle/providers/wecom"
 )
@@ -20,6 +22,26 @@ func TestTimeScaleMustBeFinite(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), "Config.TimeScale") {
 				t.Errorf("%s TimeScale %v: %v, want an error naming Config.TimeScale", name, scale, err)
 			}
+		}
+	}
+}
+
+// An invalid app names its entry and field, with the preset's name once
+// ("wecom: Config.Apps[0]: App.CorpPerMinute ..."): the preset's name came
+// twice, and WeCom named its App fields as Config's.
+func TestAppErrorsNameTheEntryOnce(t *testing.T) {
+	_, errWeCom := wecom.New(wecom.Config{Apps: []wecom.App{{CorpID: "ww1", CorpPerMinute: -1}}})
+	_, errDing := dingtalk.New(dingtalk.Config{Apps: []dingtalk.App{{AppKey: "a", PerAPIRate: -1}}})
+	_, errWeChat := wechat.New(wechat.Config{Apps: []wechat.App{{AppID: "wx 1"}}})
+	_, errFeishu := feishu.New(feishu.Config{Apps: []feishu.App{{AppID: ""}}})
+	for want, err := range map[string]error{
+		"wecom: Config.Apps[0]: App.CorpPerMinute ": errWeCom,
+		"dingtalk: Config.Apps[0]: App.PerAPIRate ": errDing,
+		"wechat: Config.Apps[0]: App.AppID ":        errWeChat,
+		"feishu: Config.Apps[0]: App.AppID ":        errFeishu,
+	} {
+		if err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("got %v, want it to start %q", err, want)
 		}
 	}
 }

@@ -91,7 +91,7 @@ func TestAppsConfigErrorsNameTheField(t *testing.T) {
 		want string
 	}{
 		{dingtalk.Config{}, "Config.Apps must list"},
-		{dingtalk.Config{Apps: []dingtalk.App{{AppKey: "a"}, {AppKey: ""}}}, "Config.Apps[1]: dingtalk: App.AppKey"},
+		{dingtalk.Config{Apps: []dingtalk.App{{AppKey: "a"}, {AppKey: ""}}}, "Config.Apps[1]: App.AppKey"},
 		{dingtalk.Config{Apps: []dingtalk.App{{AppKey: "a"}}, Default: "b"}, "Config.Default"},
 		{dingtalk.Config{Apps: []dingtalk.App{{AppKey: "s", ISV: true}}, Default: "s"}, "Config.Default \"s\" is an ISV suite"},
 		{dingtalk.Config{Apps: []dingtalk.App{{AppKey: "a"}}, EgressLimit: -1}, "Config.EgressLimit"},

@@ -250,9 +250,9 @@ func (c *settings) validate() error {
 	for _, l := range []struct {
 		name string
 		n    int
-	}{{"CorpPerMinute", c.CorpPerMinute}, {"CorpPerHour", c.CorpPerHour}, {"IPPerMinute", c.IPPerMinute}, {"IPPerHour", c.IPPerHour}} {
+	}{{"App.CorpPerMinute", c.CorpPerMinute}, {"App.CorpPerHour", c.CorpPerHour}, {"Config.IPPerMinute", c.IPPerMinute}, {"Config.IPPerHour", c.IPPerHour}} {
 		if l.n < 1 {
-			return fmt.Errorf("wecom: Config.%s must be at least 1, got %d", l.name, l.n)
+			return fmt.Errorf("wecom: %s must be at least 1, got %d", l.name, l.n)
 		}
 	}
 	return nil

@@ -184,3 +184,17 @@ func TestAddWhilePicking(t *testing.T) {
 		t.Errorf("after adding: picked %q of %d profiles, want a5 of 10", r.API, s.Len())
 	}
 }
+
+// One app listed twice is refused, naming both entries: the last entry
+// used to win without a word, and the two counted as two apps, so that
+// requests of no named app went to the unknown scope rather than to it.
+func TestBuildRefusesAnAppListedTwice(t *testing.T) {
+	_, err := Build(Spec[string]{
+		Name: "acme", Apps: []string{"a", "b", "a"}, ID: func(a string) string { return a },
+		Build:   func(a string) (providers.Profile, error) { return profileOf(a), nil },
+		Unknown: func([]string) (providers.Profile, error) { return profileOf("unknown"), nil },
+	})
+	if err == nil || !strings.Contains(err.Error(), "Config.Apps[2]") || !strings.Contains(err.Error(), "Config.Apps[0]") {
+		t.Fatalf("an app listed twice: %v, want an error naming Config.Apps[2] and [0]", err)
+	}
+}

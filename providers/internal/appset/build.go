@@ -3,6 +3,7 @@ package appset
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/quotaware/throttle/apps"
 	"github.com/quotaware/throttle/providers"
@@ -47,10 +48,17 @@ func Build[A any](s Spec[A]) (*Set, error) {
 	keys := make([]string, 0, len(s.Apps))
 	profiles := make([]providers.Profile, 0, len(s.Apps))
 	fallback := -1
+	seen := make(map[string]int, len(s.Apps))
 	for i, a := range s.Apps {
+		// One app listed twice: which entry wins would be silent, and two
+		// entries would also count as two apps (no default app).
+		if j, dup := seen[s.ID(a)]; dup {
+			return nil, fmt.Errorf("%s: Config.Apps[%d] lists %q again (Config.Apps[%d])", s.Name, i, s.ID(a), j)
+		}
+		seen[s.ID(a)] = i
 		p, err := s.Build(a)
 		if err != nil {
-			return nil, fmt.Errorf("%s: Config.Apps[%d]: %w", s.Name, i, err)
+			return nil, entryError(s.Name, fmt.Sprintf("Config.Apps[%d]", i), err)
 		}
 		keys, profiles = append(keys, s.ID(a)), append(profiles, p)
 		if s.Default != "" && s.ID(a) == s.Default {
@@ -88,3 +96,19 @@ var ErrNil = errors.New("Add on a nil *Preset (New failed?)")
 
 // Nil is the profile of a nil preset: Validate names its missing Match.
 func Nil(name string) providers.Profile { return providers.Profile{Name: name} }
+
+// entryError names the entry of a preset's config an error is about, with
+// the preset's name once: the presets' own errors start with it.
+func entryError(name, entry string, err error) error {
+	return &namedError{msg: name + ": " + entry + ": " + strings.TrimPrefix(err.Error(), name+": "), err: err}
+}
+
+// namedError is an error with a message of its own that still unwraps to
+// the one it names.
+type namedError struct {
+	msg string
+	err error
+}
+
+func (e *namedError) Error() string { return e.msg }
+func (e *namedError) Unwrap() error { return e.err }
