@@ -1,8 +1,11 @@
 package providers
 
 import (
+	"bytes"
+	"compress/gzip"
 	"io"
 	"net/http"
+	"strings"
 
 	"github.com/quotaware/throttle/providers/internal/mediatype"
 )
@@ -34,15 +37,45 @@ const firstChunk = 2 << 10
 //
 // The prefix may be cut short (at limit bytes or at an error): classifiers must
 // cope with truncated JSON. It must not be modified: resp.Body replays it.
+//
+// A body sent gzip-encoded (Content-Encoding: gzip, which reaches the
+// caller as sent when the caller asked for gzip itself) is returned
+// decompressed, as far as the prefix goes; resp.Body still replays the
+// bytes as sent.
 func PeekBody(resp *http.Response, limit int) ([]byte, error) {
+	if limit <= 0 {
+		limit = defaultPeekLimit
+	}
+	p, err := peekBody(resp, limit)
+	if p != nil && resp.Header != nil {
+		p = decoded(resp.Header.Get("Content-Encoding"), p, limit)
+	}
+	return p, err
+}
+
+// decoded is the peeked prefix p as a classifier reads it: decompressed,
+// up to limit bytes, when the body is gzip-encoded.
+func decoded(encoding string, p []byte, limit int) []byte {
+	switch strings.ToLower(strings.TrimSpace(encoding)) {
+	case "gzip", "x-gzip":
+	default:
+		return p
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(p))
+	if err != nil {
+		return nil
+	}
+	// A prefix cut short ends the stream early: what came before stays.
+	out, _ := io.ReadAll(io.LimitReader(zr, int64(limit)))
+	return out
+}
+
+func peekBody(resp *http.Response, limit int) ([]byte, error) {
 	if resp == nil || resp.Body == nil || resp.Body == http.NoBody {
 		return nil, nil
 	}
 	if !mediatype.Peekable(resp.Header.Get("Content-Type")) {
 		return nil, nil
-	}
-	if limit <= 0 {
-		limit = defaultPeekLimit
 	}
 	if rb, ok := resp.Body.(*replayBody); ok && rb.off == 0 && (rb.err != nil || len(rb.prefix) >= limit) {
 		// Peeked already (a layer below looked too), and what it holds

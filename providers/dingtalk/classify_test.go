@@ -2,6 +2,7 @@ package dingtalk
 
 import (
 	"bytes"
+	"compress/gzip"
 	"io"
 	"net/http"
 	"strings"
@@ -319,4 +320,25 @@ func FuzzClassify(f *testing.F) {
 			t.Fatalf("Route(%q): %v", path, err)
 		}
 	})
+}
+
+// A caller (or SDK) that asks for gzip itself gets the body as sent,
+// compressed: its quota answer is recognised all the same.
+func TestClassifyGzipAnswer(t *testing.T) {
+	p := testProfile(t, Config{Apps: []App{{}}})
+	req := request(http.MethodGet, topURL)
+	req.Header.Set("Accept-Encoding", "gzip")
+	rt, err := p.Route(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	zw.Write([]byte(`{"errcode":90018,"errmsg":"too many"}`))
+	zw.Close()
+	resp := &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {json}, "Content-Encoding": {"gzip"}},
+		Body: io.NopCloser(bytes.NewReader(buf.Bytes())), ContentLength: int64(buf.Len())}
+	if v := p.Classify(req, resp, &rt); v.Kind != providers.Quota {
+		t.Fatalf("gzip-encoded 90018: verdict %v, want quota", v.Kind)
+	}
 }
