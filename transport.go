@@ -222,14 +222,15 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		req = sent
 	}
-	req = t.resolveApp(req, p)
 	if req == caller && req.Body != nil && req.Body != http.NoBody {
-		// A route may peek at the body (providers.PeekRequestBody puts in
-		// a body that replays what it read): on a copy, since RoundTrip
-		// must not modify the caller's request.
+		// The app's token or a route may be read from the body
+		// (providers.PeekRequestBody puts in a body that replays what it
+		// read): on a copy, since RoundTrip must not modify the caller's
+		// request.
 		cp := *req
 		req = &cp
 	}
+	req = t.resolveApp(req, p)
 	route, err := p.Route(req)
 	if err != nil {
 		closeBody(req)

@@ -17,11 +17,13 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/quotaware/throttle"
+	"github.com/quotaware/throttle/apps"
 	"github.com/quotaware/throttle/internal/redistest"
 	"github.com/quotaware/throttle/limiter"
 	"github.com/quotaware/throttle/limiter/limitertest"
 	"github.com/quotaware/throttle/limiter/rule"
 	"github.com/quotaware/throttle/providers"
+	"github.com/quotaware/throttle/providers/wechat"
 )
 
 func TestMain(m *testing.M) {
@@ -392,5 +394,19 @@ func TestRoundTripLeavesCallersRequest(t *testing.T) {
 	}
 	if req.Body != body {
 		t.Fatalf("the caller's request body is now a %T, want its own", req.Body)
+	}
+
+	// A token exchange whose app is read from its body, apps on.
+	wc := &http.Client{Transport: throttle.MustNew(throttle.WithLimiter(limiter.NewMemory()),
+		throttle.WithProfiles(wechat.MustNew(wechat.Config{Hosts: []string{strings.TrimPrefix(srv.URL, "http://")}, Apps: []wechat.App{{AppID: "wx1"}}}).Profile()),
+		throttle.WithApps(apps.Config{}), throttle.WithoutTelemetry())}
+	body = io.NopCloser(strings.NewReader(`{"grant_type":"client_credential","appid":"wx1","secret":"s"}`))
+	req, _ = http.NewRequest(http.MethodPost, srv.URL+"/cgi-bin/stable_token", body)
+	if resp, err = wc.Transport.RoundTrip(req); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if req.Body != body {
+		t.Fatalf("after an exchange, the caller's request body is now a %T, want its own", req.Body)
 	}
 }
