@@ -25,7 +25,7 @@ type Set struct {
 	build    func(apps.App) (providers.Profile, string, error)
 	key      func(apps.App) string
 
-	mu   sync.Mutex // serialises writers of byID
+	mu   sync.Mutex                                    // serialises writers of byID
 	byID atomic.Pointer[map[string]*providers.Profile] // the apps listed (New, Add)
 
 	// The apps built as requests named them (Config.Build), at most
