@@ -3,8 +3,6 @@ package tokens
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"io"
 	"net/http"
@@ -444,58 +442,6 @@ func (s *Sharer) remember(tok string, h handed) {
 	}
 	s.handed[tok] = h
 	s.nHand.Store(int32(len(s.handed)))
-}
-
-// maxLeaseHold bounds how long a replica holds a lease for one fetch: past
-// it, an exchange that has not answered is presumed lost, and another
-// replica may fetch.
-const maxLeaseHold = time.Minute
-
-// holdLease renews this replica's lease at lock every half lease while its
-// fetch lasts, up to maxLeaseHold; the function it returns stops renewing
-// and lets the lease go.
-func (s *Sharer) holdLease(ctx context.Context, lock, id string) (release func()) {
-	ctx = context.WithoutCancel(ctx)
-	stop, done := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		tick := time.NewTicker(s.lease / 2)
-		defer tick.Stop()
-		limit := time.NewTimer(maxLeaseHold)
-		defer limit.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-limit.C:
-				return
-			case <-tick.C:
-				rctx, cancel := context.WithTimeout(ctx, s.lease/2)
-				s.rdb.Eval(rctx, renewLua, []string{lock}, id, s.lease.Milliseconds())
-				cancel()
-			}
-		}
-	}()
-	return func() {
-		close(stop)
-		<-done
-		rctx, cancel := context.WithTimeout(ctx, s.lease)
-		defer cancel()
-		s.rdb.Eval(rctx, releaseLua, []string{lock}, id)
-	}
-}
-
-// renewLua extends the lease by ARGV[2] ms only while it is still this
-// replica's.
-const renewLua = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0`
-
-// releaseLua deletes the lease only while it is still this replica's.
-const releaseLua = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`
-
-func nonce() string {
-	var b [12]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }
 
 func closeBody(req *http.Request) {
