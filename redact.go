@@ -146,12 +146,15 @@ func endsValue(c byte) bool {
 // tokens, secrets, tickets and signatures of the providers' APIs
 // (access_token, suite_access_token, corpsecret, appsecret, suite_ticket,
 // sign, a group robot's key, a DingTalk session webhook's session, an OAuth
-// code) and the common names of others.
+// code and the providers' other one-time codes: WeChat's js_code, WeCom's
+// permanent_code, pre_auth_code and auth_code, DingTalk's tmp_auth_code)
+// and the common names of others.
 func isCredential(name string) bool {
 	n := strings.ToLower(name)
 	switch {
 	case strings.HasSuffix(n, "token"), strings.HasSuffix(n, "secret"), strings.HasSuffix(n, "ticket"),
-		strings.HasSuffix(n, "password"), strings.HasSuffix(n, "signature"):
+		strings.HasSuffix(n, "password"), strings.HasSuffix(n, "signature"), strings.HasSuffix(n, "_code"),
+		strings.HasSuffix(n, "authcode"):
 		return true
 	}
 	switch n {

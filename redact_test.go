@@ -35,6 +35,12 @@ func TestRedactURL(t *testing.T) {
 		{"https://oapi.dingtalk.com/robot/sendBySession?session=sess-SECRET",
 			"https://oapi.dingtalk.com/robot/sendBySession?session=REDACTED"},
 		{"https://open.feishu.cn/open-apis/bot/v2/hook/", "https://open.feishu.cn/open-apis/bot/v2/hook/"},
+		// One-time codes: WeChat's mini-program login code, WeCom's
+		// permanent and pre-auth codes, DingTalk's temporary auth code.
+		{"https://api.weixin.qq.com/sns/jscode2session?appid=wx1&secret=S&js_code=LOGIN123&grant_type=authorization_code",
+			"https://api.weixin.qq.com/sns/jscode2session?appid=wx1&secret=REDACTED&js_code=REDACTED&grant_type=authorization_code"},
+		{"https://x.example/a?permanent_code=P&pre_auth_code=Q&tmp_auth_code=R&authCode=S",
+			"https://x.example/a?permanent_code=REDACTED&pre_auth_code=REDACTED&tmp_auth_code=REDACTED&authCode=REDACTED"},
 		{"https://open.feishu.cn/open-apis/im/v1/messages?receive_id_type=chat_id",
 			"https://open.feishu.cn/open-apis/im/v1/messages?receive_id_type=chat_id"},
 	}
