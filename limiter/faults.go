@@ -83,7 +83,8 @@ func (f *faults) value() string {
 	defer f.mu.Unlock()
 	lines := make([]string, 0, len(f.active))
 	for what, msg := range f.active {
-		lines = append(lines, what+": "+msg)
+		// One line each: a reader splits the value on newlines.
+		lines = append(lines, what+": "+strings.ReplaceAll(msg, "\n", " "))
 	}
 	sort.Strings(lines)
 	return strings.Join(lines, "\n")

@@ -91,11 +91,18 @@ func (l *redisLimiter) faults(ctx context.Context) ([]inspect.Fault, bool, error
 		if !ok {
 			continue // expired since the scan
 		}
-		what, text, found := strings.Cut(s, ": ")
-		if !found {
-			what, text = "", s
+		// One line per fault of the replica ("publish: ...", "subscribe:
+		// ..."; faults.value).
+		for _, line := range strings.Split(s, "\n") {
+			if line == "" {
+				continue
+			}
+			what, text, found := strings.Cut(line, ": ")
+			if !found {
+				what, text = "", line
+			}
+			out = append(out, inspect.Fault{Replica: strings.TrimPrefix(keys[i], head), What: what, Error: text})
 		}
-		out = append(out, inspect.Fault{Replica: strings.TrimPrefix(keys[i], head), What: what, Error: text})
 	}
 	return out, truncated, nil
 }
@@ -382,12 +389,17 @@ func readCalendar(rs *inspect.RuleState, r *rulecore.Rule, described bool, count
 func parsePenaltyValue(scope, v string) (inspect.PenaltyState, bool) {
 	end, rest, _ := strings.Cut(v, "|")
 	us, err := strconv.ParseInt(end, 10, 64)
-	if err != nil {
+	if err != nil || us > 1e18 { // past 10^18 µs: corrupt, as reserve.lua reads it
 		return inspect.PenaltyState{}, false
 	}
 	code, by, _ := strings.Cut(rest, "|")
-	return inspect.PenaltyState{Scope: scope, Code: code, Until: time.UnixMicro(us), SetBy: by}, true
+	return inspect.PenaltyState{Scope: scope, Code: code, Until: time.UnixMicro(min(us, lastShownUs)), SetBy: by}, true
 }
+
+// lastShownUs is the latest end a penalty is shown with, the end of the
+// year 9999: JSON and RFC 3339 write no later time (a penalty given until
+// the year 10000 made `throttlectl status -json` print nothing).
+var lastShownUs = time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC).UnixMicro()
 
 // CalendarUsed returns, for each calendar rule of group, the requests counted
 // in its current window (by this process's clock), in one round trip; other

@@ -2,6 +2,7 @@ package limiter_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strconv"
 	"strings"
@@ -211,7 +212,9 @@ func TestInspectBoundsAndFaults(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	c.Set(ctx, "{ops:registry}:fault:r1", "subscribe: NOPERM no channel", time.Minute)
+	// A replica whose user may neither publish nor subscribe has two
+	// faults, one line each: both are read.
+	c.Set(ctx, "{ops:registry}:fault:r1", "publish: NOPERM no publish\nsubscribe: NOPERM no channel", time.Minute)
 	st, err := l.Inspect(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -230,8 +233,9 @@ func TestInspectBoundsAndFaults(t *testing.T) {
 	if err := st.Complete(); err != nil {
 		t.Errorf("Complete: %v, want nil (every penalty read)", err)
 	}
-	if len(st.Faults) != 1 || st.Faults[0] != (inspect.Fault{Replica: "r1", What: "subscribe", Error: "NOPERM no channel"}) {
-		t.Errorf("faults %+v", st.Faults)
+	if len(st.Faults) != 2 || st.Faults[0] != (inspect.Fault{Replica: "r1", What: "publish", Error: "NOPERM no publish"}) ||
+		st.Faults[1] != (inspect.Fault{Replica: "r1", What: "subscribe", Error: "NOPERM no channel"}) {
+		t.Errorf("faults %+v, want the publish and the subscribe fault", st.Faults)
 	}
 
 	over := strconv.FormatInt(time.Now().Add(-time.Minute).UnixMicro(), 10) + "|old"
@@ -247,5 +251,32 @@ func TestInspectBoundsAndFaults(t *testing.T) {
 	}
 	if err := st.Complete(); !errors.Is(err, inspect.ErrIncomplete) {
 		t.Fatalf("Complete: %v, want ErrIncomplete", err)
+	}
+}
+
+// A penalty given until the year 10000 is shown ending with the year 9999,
+// the latest time JSON writes: `throttlectl status -json` printed nothing
+// at all for it. One past 10^18 µs is corrupt and not shown, as the script
+// reads it.
+func TestInspectFarPenalty(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client(t)
+	ctx := context.Background()
+	l, err := limiter.NewRedis(c, limiter.WithPrefix("far"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Set(ctx, "{far:dingtalk}:p:app:x", "253402300800000000|90018", time.Minute)
+	c.Set(ctx, "{far:dingtalk}:p:app:y", "2000000000000000000|90018", time.Minute)
+	st, err := l.Inspect(ctx, "dingtalk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := json.Marshal(st); err != nil {
+		t.Fatalf("the state does not encode: %v", err)
+	}
+	g := st.Groups[0]
+	if len(g.Penalties) != 1 || g.Penalties[0].Scope != "app:x" || g.Penalties[0].Until.Year() != 9999 {
+		t.Fatalf("penalties %+v, want app:x shown until the year 9999", g.Penalties)
 	}
 }
