@@ -280,3 +280,21 @@ func FuzzClassify(f *testing.F) {
 		}
 	})
 }
+
+// A quota code in a 5xx answer's body is a quota answer: the status of
+// WeChat's error answers is not documented, the code is. Other 5xx stay
+// transient.
+func TestQuotaCodeInA5xx(t *testing.T) {
+	p := testProfile(t, Config{Apps: []App{{}}})
+	req := request("POST", "https://api.weixin.qq.com/cgi-bin/message/custom/send?access_token=T")
+	v := routedClassify(p, req, response(503, `{"errcode":45009,"errmsg":"reach max api daily quota limit rid: 1-2-3"}`))
+	midnight := time.Date(2025, 3, 11, 0, 0, 5, 0, penaltytime.Beijing())
+	if v.Kind != providers.Quota || !v.Until.Equal(midnight) {
+		t.Fatalf("45009 in a 503: %+v, want a quota answer until %v", v, midnight)
+	}
+	for _, body := range []string{`<html>bad gateway</html>`, `{"errcode":-1,"errmsg":"system busy"}`, `{"errcode":40001}`} {
+		if v := routedClassify(p, req, response(502, body)); v.Kind != providers.Transient {
+			t.Errorf("502 %s: %+v, want transient", body, v)
+		}
+	}
+}

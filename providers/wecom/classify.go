@@ -47,14 +47,22 @@ var fatalCodes = map[string]bool{
 // concurrentHint is the Message of a 45033 verdict.
 const concurrentHint = "too many concurrent calls to this API by the company: lower the number in flight"
 
-func (p *preset) classify(_ *http.Request, resp *http.Response, route *providers.Route) providers.Verdict {
-	if resp.StatusCode >= 500 {
-		v := providers.Verdict{Kind: providers.Transient, Code: http.StatusText(resp.StatusCode)}
+func (p *preset) classify(req *http.Request, resp *http.Response, route *providers.Route) providers.Verdict {
+	v := p.classifyCode(req, resp, route)
+	if resp.StatusCode >= 500 && v.Kind != providers.Quota {
+		// A gateway's 5xx, or an error code the status already says to
+		// try again: a quota code in the body still comes first, since
+		// the status of an error answer is not documented.
+		v = providers.Verdict{Kind: providers.Transient, Code: http.StatusText(resp.StatusCode)}
 		if d, ok := providers.ParseRetryAfter(resp.Header, p.cfg.Clock()); ok {
 			v.RetryAfter = d
 		}
-		return v
 	}
+	return v
+}
+
+// classifyCode reads the answer's errcode.
+func (p *preset) classifyCode(_ *http.Request, resp *http.Response, route *providers.Route) providers.Verdict {
 	prefix, _ := providers.PeekBody(resp, peekLimit)
 	code, msg, ok := jsoncode.Numeric(prefix, "errcode", "errmsg", maxMessage)
 	if !ok || code == "0" {

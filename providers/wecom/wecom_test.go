@@ -343,3 +343,19 @@ func FuzzClassify(f *testing.F) {
 		}
 	})
 }
+
+// A quota code in a 5xx answer's body is a quota answer (the status of
+// WeCom's error answers is not documented, the code is); other 5xx stay
+// transient.
+func TestQuotaCodeInA5xx(t *testing.T) {
+	clk := &fakeClock{t: t0}
+	p := testProfile(t, Config{}, clk)
+	req := request("GET", "https://qyapi.weixin.qq.com/cgi-bin/user/get?access_token=T&userid=u")
+	rt, _ := p.Route(req)
+	if v := p.Classify(req, response(503, `{"errcode":45009,"errmsg":"api freq out of limit"}`), &rt); v.Kind != providers.Quota {
+		t.Fatalf("45009 in a 503: %+v, want a quota answer", v)
+	}
+	if v := p.Classify(req, response(502, `<html>bad gateway</html>`), &rt); v.Kind != providers.Transient {
+		t.Fatalf("a gateway's 502: %+v, want transient", v)
+	}
+}
