@@ -307,6 +307,9 @@ func (l *headroomLoop) pokeLearned() {
 	}()
 }
 
+// maxSharedSpread caps a latency spread read from Redis.
+const maxSharedSpread = time.Minute
+
 // round estimates, shares and applies the allowance of one profile.
 func (l *headroomLoop) round(i int) {
 	h := l.heads[i]
@@ -321,12 +324,23 @@ func (l *headroomLoop) round(i int) {
 		best, err := headroomScript.Run(ctx, l.rdb, []string{l.keys[i]}, l.replica, arg, headroomTTL.Milliseconds()).Int64()
 		cancel()
 		switch {
+		case err != nil && redis.HasErrorPrefix(err, "WRONGTYPE"):
+			// Not an estimate of ours: replaced next round (kept, it
+			// would freeze the allowance for good).
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			l.rdb.Del(ctx, l.keys[i])
+			cancel()
+			return
 		case err != nil:
 			// Redis is away: keep the allowance in force; the limiter's
 			// own fallback decides what the rules mean meanwhile.
 			l.log.Debug("throttle: could not share the latency estimate", "provider", h.name, "error", err)
 			return
 		case best >= 0:
+			// A stored estimate past any real spread ("1e16" is a number
+			// to Lua) is capped: it may raise the allowance to its
+			// ceiling, never overflow into a negative spread.
+			best = min(best, int64(maxSharedSpread/time.Microsecond))
 			spread, ok, shared = time.Duration(best)*time.Microsecond, true, true
 		}
 	}

@@ -182,3 +182,36 @@ func FuzzParseLearned(f *testing.F) {
 		}
 	})
 }
+
+// A stored estimate may only raise the allowance: one past any real spread
+// ("1e16", a number to Lua) overflowed into a negative spread and sent every
+// replica to the floor. A key of another type is replaced rather than
+// freezing the allowance for good.
+func TestHeadroomSharedEstimateOutOfRange(t *testing.T) {
+	rdb := redistest.Start(t).Client(t)
+	key := "{throttle-test:p}:headroom"
+	h, _ := testHeadroom(t, "p")
+	l := &headroomLoop{heads: []*headroom{h}, rdb: rdb, keys: []string{key}, replica: "a", log: slog.New(slog.DiscardHandler)}
+	fill(h, 200, time.Millisecond, 30*time.Millisecond)
+	l.round(0)
+	before := time.Duration(h.allowance.Load())
+	if err := rdb.HSet(t.Context(), key, "x", "1e16:1e15").Err(); err != nil {
+		t.Fatal(err)
+	}
+	l.round(0)
+	if got := time.Duration(h.allowance.Load()); got < before {
+		t.Fatalf("allowance %v after a huge estimate appeared, want at least the %v before", got, before)
+	}
+
+	if err := rdb.Set(t.Context(), key, "not a hash", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	h2, _ := testHeadroom(t, "p")
+	l.heads[0] = h2
+	fill(h2, 200, time.Millisecond, 10*time.Millisecond)
+	l.round(0) // replaces the key
+	l.round(0)
+	if got, want := time.Duration(h2.allowance.Load()), allowanceFor(h2.spec, time.Duration(h2.must(t))*time.Microsecond); got != want {
+		t.Fatalf("allowance %v with the key of another type, want its own estimate's %v", got, want)
+	}
+}
