@@ -376,24 +376,23 @@ func (w *watcher) confirm() {
 			}
 			until, code, ok := penaltyEnd(v)
 			live := err == nil && ok && until.After(time.Now())
-			switch batch[id] {
-			case penaltyType:
-				if !live {
-					w.reject("no penalty in Redis")
-					continue
+			// The key decides, not the announcement: the queue keeps the
+			// last word on a scope, and a lift heard right after a
+			// penalty (one spoofed, or an operator's of an older one)
+			// must not hide a penalty that is in Redis.
+			switch {
+			case live:
+				if batch[id] == liftType {
+					w.reject("penalty still in Redis")
 				}
 				w.remember(id.group, Penalty{Scope: id.scope, Until: until})
 				if w.cfg.onPenalty != nil {
 					w.cfg.onPenalty(id.group, Penalty{Scope: id.scope, Until: until, Code: code})
 				}
-			case liftType:
-				if live {
-					w.reject("penalty still in Redis")
-					continue
-				}
-				if w.cfg.onLift != nil {
-					w.cfg.onLift(id.group, id.scope)
-				}
+			case batch[id] == penaltyType:
+				w.reject("no penalty in Redis")
+			case w.cfg.onLift != nil:
+				w.cfg.onLift(id.group, id.scope)
 			}
 		}
 	}
@@ -431,7 +430,7 @@ func (w *watcher) stopAsync() {
 func penaltyEnd(v string) (until time.Time, code string, ok bool) {
 	end, code, _ := strings.Cut(v, "|")
 	us, err := strconv.ParseInt(end, 10, 64)
-	if err != nil || us <= 0 {
+	if err != nil || us <= 0 || us > 1e18 { // past 10^18 µs: corrupt, as reserve.lua reads it
 		return time.Time{}, "", false
 	}
 	return time.UnixMicro(us), code, true

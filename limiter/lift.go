@@ -187,15 +187,21 @@ func (f *failover) LiftPenaltyIf(ctx context.Context, group, scope string, seen 
 }
 
 // forgetPenalty drops the copies of a penalty kept for outages (the local
-// one, and one waiting to be written to Redis), when it is lifted here or
-// by another replica; it reports whether there was one.
+// one, and one waiting to be written to Redis), when it is lifted here; it
+// reports whether there was one.
 func (f *failover) forgetPenalty(group, scope string) bool {
-	local, _ := f.local.LiftPenalty(context.Background(), group, scope)
+	local := f.forgetLocalPenalty(group, scope)
 	f.penMu.Lock()
 	_, kept := f.penalties[penaltyID{group, scope}]
 	delete(f.penalties, penaltyID{group, scope})
 	f.penMu.Unlock()
 	return local || kept
+}
+
+// forgetLocalPenalty drops the local copy of a penalty, kept for outages.
+func (f *failover) forgetLocalPenalty(group, scope string) bool {
+	local, _ := f.local.LiftPenalty(context.Background(), group, scope)
+	return local
 }
 
 // LiftPenalty ends the shared penalty on scope of group at once, in Redis

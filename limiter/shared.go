@@ -227,7 +227,10 @@ func (s *Shared) startAnnouncements(client redis.UniversalClient, r *redisLimite
 			})
 		},
 		onLift: func(group, scope string) {
-			s.failover.forgetPenalty(group, scope)
+			// The copy kept for outages goes; one still waiting to be
+			// written stays: no operator saw it in Redis to lift it (and
+			// a spoofed lift would otherwise drop it for good).
+			s.failover.forgetLocalPenalty(group, scope)
 			s.listeners.each(func(l *Listener) {
 				if l.Lift != nil {
 					l.Lift(group, scope)

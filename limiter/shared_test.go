@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -498,5 +499,57 @@ func TestSharedDescribesCalendarRules(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("Inspect %+v: the calendar rule is missing", st)
+	}
+}
+
+// A lift heard right after a penalty of the same scope does not hide the
+// penalty: what Redis holds decides. The queue keeps the last word on a
+// scope, and a lift queued over a real penalty (spoofed, or an operator's
+// of an older one) used to drop it.
+func TestLiftDoesNotHideAPenalty(t *testing.T) {
+	srv := redistest.Start(t)
+	prefix := limitertest.Group(t)
+	heard := make(chan limiter.Penalty, 64)
+	a := newShared(t, srv.Client(t), limiter.SharedConfig{Prefix: prefix, Share: 1},
+		limiter.Listener{Penalty: func(_ string, p limiter.Penalty) { heard <- p }})
+	c := srv.Client(t)
+	ctx := context.Background()
+	channel := a.Redis().Channel()
+	lift := "\x00lift\ng\napp"
+	// The subscription starts in the background: announce until heard.
+	until := time.Now().Add(time.Hour).Truncate(time.Microsecond)
+	value := strconv.FormatInt(until.UnixMicro(), 10) + "|88"
+	if err := c.Set(ctx, a.Redis().PenaltyKey("g", "app"), value, time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	announce := "v1 penalty\ng\napp\n" + strconv.FormatInt(until.UnixMicro(), 10) + "\n88"
+	for subscribed := false; !subscribed; {
+		if err := c.Publish(ctx, channel, announce).Err(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-heard:
+			subscribed = true
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	// Each round: the penalty's announcement and a lift of its scope at
+	// once, so that the lift is the last word queued.
+	const rounds = 20
+	for range rounds {
+		pipe := c.Pipeline()
+		pipe.Publish(ctx, channel, announce)
+		pipe.Publish(ctx, channel, lift)
+		if _, err := pipe.Exec(ctx); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case p := <-heard:
+			if p.Scope != "app" || !p.Until.Equal(until) {
+				t.Fatalf("heard %+v", p)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("a penalty in Redis, announced with a lift after it, was not passed on")
+		}
 	}
 }
