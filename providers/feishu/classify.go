@@ -2,6 +2,7 @@ package feishu
 
 import (
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/quotaware/throttle/providers"
@@ -66,7 +67,14 @@ func (p *preset) classify(req *http.Request, resp *http.Response, route *provide
 	case code == codeFrequency:
 		v.Kind, v.NotProcessed = providers.Quota, true
 		v.Scope = route.Scope(scopekind.API)
-		v.Until = p.resetOr(resp.Header, now, penaltytime.NextSecond(now))
+		// Without the reset header: the next second, or the next minute
+		// for a level with a per-minute cap alone (levels 1-3), whose
+		// minute is full (a second would only collect another 99991400).
+		fallback := penaltytime.NextSecond(now)
+		if minuteCapOnly(route) {
+			fallback = penaltytime.NextMinute(now)
+		}
+		v.Until = p.resetOr(resp.Header, now, fallback)
 		v.Learned = p.learnedFrom(resp.Header, route.API, now)
 	case code == codeMonthlyQuota:
 		// The tenant's monthly quota: every API of the app is refused
@@ -111,4 +119,19 @@ func (p *preset) resetOr(h http.Header, now, def time.Time) time.Time {
 		return until
 	}
 	return def
+}
+
+// minuteCapOnly reports whether route's level has a per-minute cap and no
+// per-second one (its rules' keys lead with "m:" and "s:"; levelRules).
+func minuteCapOnly(route *providers.Route) bool {
+	minute := false
+	for i := range route.Rules {
+		switch k := route.Rules[i].Key(); {
+		case strings.HasPrefix(k, "s:"):
+			return false
+		case strings.HasPrefix(k, "m:"):
+			minute = true
+		}
+	}
+	return minute
 }

@@ -327,3 +327,20 @@ func FuzzClassify(f *testing.F) {
 		}
 	})
 }
+
+// A frequency answer without its reset header on an API whose level caps
+// the minute alone (levels 1-3) stops the API to the next minute: that
+// minute is full, and the next second would only collect another 99991400.
+func TestFrequencyWithoutResetOnAMinuteLevel(t *testing.T) {
+	const api = "GET /open-apis/contact/v3/users/:user_id"
+	p := testProfile(t, Config{Apps: []App{{APIs: map[string]int{api: 2}}}})
+	req := request("GET", "https://open.feishu.cn/open-apis/contact/v3/users/u1")
+	rt, err := p.Route(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := p.Classify(req, response(429, nil, `{"code":99991400,"msg":"request trigger frequency limit"}`), &rt)
+	if next := time.Date(2025, 3, 10, 12, 35, 0, 0, penaltytime.Beijing()); v.Kind != providers.Quota || !v.Until.Equal(next) {
+		t.Fatalf("99991400 without a reset on a level-2 API: %+v, want a penalty to %v", v, next)
+	}
+}
