@@ -365,8 +365,12 @@ func (w *watcher) confirm() {
 			ids = append(ids, id)
 			cmds = append(cmds, pipe.Get(ctx, w.l.penaltyKey(id.group, id.scope)))
 		}
+		clock := pipe.Time(ctx)
+		sent := time.Now()
 		_, _ = pipe.Exec(ctx)
 		cancel()
+		// The stored ends are on Redis's clock: moved to this replica's.
+		skew := clockSkew(clock, sent, time.Now())
 		for i, id := range ids {
 			v, err := cmds[i].Result()
 			if err != nil && err != redis.Nil {
@@ -375,6 +379,7 @@ func (w *watcher) confirm() {
 				continue
 			}
 			until, code, ok := penaltyEnd(v)
+			until = until.Add(-skew)
 			live := err == nil && ok && until.After(time.Now())
 			// The key decides, not the announcement: the queue keeps the
 			// last word on a scope, and a lift heard right after a
@@ -424,6 +429,21 @@ func (w *watcher) stopAsync() {
 			w.ps.Close()
 		}()
 	})
+}
+
+// clockSkew is how far Redis's clock (its TIME, asked between sent and
+// got) is ahead of this replica's, or 0 within maxClockSkew or when the
+// TIME failed.
+func clockSkew(t *redis.TimeCmd, sent, got time.Time) time.Duration {
+	at, err := t.Result()
+	if err != nil {
+		return 0
+	}
+	skew := at.Sub(sent.Add(got.Sub(sent) / 2))
+	if skew <= maxClockSkew && skew >= -maxClockSkew {
+		return 0
+	}
+	return skew
 }
 
 // penaltyEnd reads a penalty key's value, "<end µs>|<code>".

@@ -122,6 +122,12 @@ func parseSegments(reqs []Request, segs []int, reply string, out []Reservation) 
 	return flags, nil
 }
 
+// maxClockSkew is how far this replica's clock may be from Redis's before
+// an end read on one is moved to the other (penalize.lua uses the same
+// bound the other way): below it the difference is the call's own time,
+// and an end stays exactly as stored.
+const maxClockSkew = 250 * time.Millisecond
+
 // settle notes what a call's reply says of the group's state (penalties,
 // a lost state, corrupt values) and stamps every answer.
 func (l *redisLimiter) settle(reqs []Request, out []Reservation, flags replyFlags, known epochState, answered time.Time) {
@@ -131,6 +137,17 @@ func (l *redisLimiter) settle(reqs []Request, out []Reservation, flags replyFlag
 	var horizon int64
 	for i := range out {
 		horizon = max(horizon, fleetHorizon(&reqs[i], &out[i]))
+	}
+	// A penalty's end came on Redis's clock; this replica's breakers read
+	// it on its own.
+	if skew := time.UnixMicro(flags.now).Sub(answered); skew > maxClockSkew || skew < -maxClockSkew {
+		var last *Penalty
+		for i := range out {
+			if p := out[i].penalty; p != nil && p != last {
+				p.Until = p.Until.Add(-skew)
+				last = p
+			}
+		}
 	}
 	if l.onPenalty != nil {
 		var last *Penalty
