@@ -143,3 +143,39 @@ func TestLiftPenaltyUnsupported(t *testing.T) {
 
 // plainLimiter hides every method but the Limiter interface's.
 type plainLimiter struct{ limiter.Limiter }
+
+// The limit gauge reads the rule in force: a calendar rule whose limit
+// changes under its key (WeChat's daily quota reconciled with the
+// provider's count) used to be reported at the first limit seen.
+func TestQuotaLimitGaugeFollowsTheRule(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	t.Cleanup(srv.Close)
+	var limit atomic.Int64
+	limit.Store(100)
+	host := srv.Listener.Addr().String()
+	profile := providers.Profile{
+		Name:  "daily",
+		Match: func(r *http.Request) bool { return r.URL.Host == host },
+		Route: func(r *http.Request) (providers.Route, error) {
+			day := rule.Must(rule.NewCalendar("day:org1", int(limit.Load()), rule.Day, time.UTC))
+			return providers.Route{API: "/", Rules: []rule.Rule{day}, Scopes: []string{"org:1"}}, nil
+		},
+	}
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { mp.Shutdown(context.Background()) })
+	tr := throttle.MustNew(throttle.WithProfiles(profile), throttle.WithMeterProvider(mp), throttle.WithoutRetry(), throttle.WithLogger(quiet))
+	t.Cleanup(func() { tr.Close() })
+	client := &http.Client{Transport: tr}
+	for _, l := range []int64{100, 10} {
+		limit.Store(l)
+		resp, err := client.Get(srv.URL + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if points := quotaPoints(t, reader); points["throttle.quota.limit"] != l {
+			t.Fatalf("quota gauges %v with the rule at %d, want that limit", points, l)
+		}
+	}
+}

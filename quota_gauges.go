@@ -114,7 +114,9 @@ func (q *quotaWatch) see(group string, r rule.Rule) {
 	if m := q.known.Load(); m != nil {
 		kq = (*m)[k]
 	}
-	if kq == nil {
+	if kq == nil || kq.rule != r {
+		// New, or the rule changed under its key (a limit reconciled
+		// with the provider's): the gauge reads the rule in force.
 		q.add(k, r)
 	}
 }
@@ -125,11 +127,14 @@ func (q *quotaWatch) add(k quotaKey, r rule.Rule) *knownQuota {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	old := q.known.Load()
+	replaced := false
 	if old != nil {
 		if kq := (*old)[k]; kq != nil {
-			return kq
-		}
-		if len(*old) >= maxKnownQuotas {
+			if kq.rule == r {
+				return kq
+			}
+			replaced = true
+		} else if len(*old) >= maxKnownQuotas {
 			return nil
 		}
 	}
@@ -140,7 +145,9 @@ func (q *quotaWatch) add(k quotaKey, r rule.Rule) *knownQuota {
 	name, _, _ := strings.Cut(r.Key(), ":")
 	kq := &knownQuota{rule: r, name: name}
 	m[k] = kq
-	q.order = append(q.order, k)
+	if !replaced {
+		q.order = append(q.order, k)
+	}
 	q.known.Store(&m)
 	return kq
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -278,5 +279,33 @@ func TestInspectFarPenalty(t *testing.T) {
 	g := st.Groups[0]
 	if len(g.Penalties) != 1 || g.Penalties[0].Scope != "app:x" || g.Penalties[0].Until.Year() != 9999 {
 		t.Fatalf("penalties %+v, want app:x shown until the year 9999", g.Penalties)
+	}
+}
+
+// What throttlectl shows of a calendar rule follows its limit when the
+// limit changes under its key (a quota reconciled with the provider's
+// count): it used to show the first limit until the window ended.
+func TestInspectShowsTheCalendarLimitInForce(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newShared(t, srv.Client(t), limiter.SharedConfig{Prefix: "climit"})
+	ctx := context.Background()
+	shown := func() int64 {
+		st, err := s.Inspect(ctx, "g")
+		if err != nil || len(st.Groups) == 0 {
+			return -1
+		}
+		for _, r := range st.Groups[0].Rules {
+			if r.Key == "day:x" {
+				return r.Limit
+			}
+		}
+		return -1
+	}
+	for _, limit := range []int{100, 10} {
+		day := rule.Must(rule.NewCalendar("day:x", limit, rule.Day, time.UTC))
+		if _, err := s.Reserve(ctx, limiter.Request{Group: "g", Rules: []rule.Rule{day}}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 5*time.Second, fmt.Sprintf("limit %d shown", limit), func() bool { return shown() == int64(limit) })
 	}
 }

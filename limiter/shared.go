@@ -110,7 +110,7 @@ type Shared struct {
 	// described holds, per calendar rule met, when to record it in the
 	// catalogue again (unix nanos): once per window, for throttlectl.
 	describedMu sync.RWMutex
-	described   map[stateKey]*atomic.Int64
+	described   map[stateKey]*description
 
 	listeners listeners // see Listen
 }
@@ -149,7 +149,7 @@ func NewShared(client redis.UniversalClient, cfg SharedConfig) (*Shared, error) 
 	if err != nil {
 		return nil, err
 	}
-	s := &Shared{redis: r, cfg: cfg, log: newLogLimiter(cfg.Logger), described: make(map[stateKey]*atomic.Int64), stop: make(chan struct{}),
+	s := &Shared{redis: r, cfg: cfg, log: newLogLimiter(cfg.Logger), described: make(map[stateKey]*description), stop: make(chan struct{}),
 		finished: make(chan struct{})}
 	r.timeout = cfg.Timeout
 	r.report = s.report
@@ -324,8 +324,13 @@ func (s *Shared) Reserve(ctx context.Context, req Request) (Reservation, error) 
 // shows their counts without the limit).
 const maxDescribed = 4096
 
+// description is when a calendar rule is next to be recorded in the
+// catalogue, and the limit it was recorded with.
+type description struct{ next, limit atomic.Int64 }
+
 // describe records a calendar rule in the catalogue (see catalog.go) when
-// it is first met in a window, off the request path, so that throttlectl
+// it is first met in a window, or met with another limit (one reconciled
+// with the provider's count), off the request path, so that throttlectl
 // can show its limit and window end. A failure only leaves the limit out
 // until the next window.
 func (s *Shared) describe(group string, rl rule.Rule) {
@@ -337,7 +342,7 @@ func (s *Shared) describe(group string, rl rule.Rule) {
 	if next == nil {
 		s.describedMu.Lock()
 		if next = s.described[k]; next == nil && len(s.described) < maxDescribed {
-			next = new(atomic.Int64)
+			next = new(description)
 			s.described[k] = next
 		}
 		s.describedMu.Unlock()
@@ -346,10 +351,11 @@ func (s *Shared) describe(group string, rl rule.Rule) {
 		}
 	}
 	now := time.Now()
-	at := next.Load()
-	if now.UnixNano() < at || !next.CompareAndSwap(at, r.WindowEnd(now).UnixNano()) {
-		return // described in this window, or another request does it
+	at := next.next.Load()
+	if (now.UnixNano() < at && next.limit.Load() == r.Limit) || !next.next.CompareAndSwap(at, r.WindowEnd(now).UnixNano()) {
+		return // described in this window with this limit, or another request does it
 	}
+	next.limit.Store(r.Limit)
 	s.background(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
 		defer cancel()
