@@ -3,6 +3,7 @@ package rule_test
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -44,6 +45,20 @@ func TestRuleValidation(t *testing.T) {
 		{"book-ahead cap on a calendar rule", func() (rule.Rule, error) {
 			return rule.NewCalendar("k", 5, rule.Day, shanghai, rule.WithMaxBookAhead(0))
 		}, "MaxBookAhead"},
+		// Values whose microseconds overflow: the rule stopped limiting
+		// (a negative interval) or refused everything.
+		{"period of 290 years", func() (rule.Rule, error) { return rule.New("k", 1, time.Duration(math.MaxInt64)) }, "Period"},
+		{"window of 290 years", func() (rule.Rule, error) { return rule.NewWindow("k", 1, time.Duration(math.MaxInt64)) }, "Period"},
+		{"lease of 290 years", func() (rule.Rule, error) { return rule.NewConcurrency("k", 1, time.Duration(math.MaxInt64)) }, "Lease"},
+		{"burst tolerance past 3,000 years", func() (rule.Rule, error) {
+			return rule.New("k", 5_000_000, 30*24*time.Hour, rule.WithBurst(5_000_000))
+		}, "Burst"},
+		// Options of another kind of rule: refused, never ignored.
+		{"burst on a calendar rule", func() (rule.Rule, error) {
+			return rule.NewCalendar("k", 5, rule.Day, shanghai, rule.WithBurst(1000))
+		}, "Burst"},
+		{"burst on a window rule", func() (rule.Rule, error) { return rule.NewWindow("k", 5, time.Minute, rule.WithBurst(2)) }, "Burst"},
+		{"grace on a paced rule", func() (rule.Rule, error) { return rule.New("k", 5, time.Second, rule.WithGrace(time.Second)) }, "Grace"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -98,6 +98,17 @@ type Rule struct {
 	ArgAhead     any
 }
 
+// MaxPeriod bounds a rule's period and a lease: ten years, far past any
+// provider's window, and far from overflowing the microseconds the
+// limiters count in.
+const MaxPeriod = 10 * 365 * 24 * time.Hour
+
+// maxToleranceUs bounds a paced rule's burst tolerance (µs), about 3,170
+// years: a full burst of a long period (150,000 an hour at once) stays well
+// within it, and a booked time plus it stays below the 10^18 µs the Redis
+// script reads as a time.
+const maxToleranceUs = int64(1e17)
+
 // Validate names the field at fault and why, or returns "" when r is valid.
 func (r *Rule) Validate() (field, reason string) {
 	if err := CheckKey(r.Key); err != nil {
@@ -114,22 +125,36 @@ func (r *Rule) Validate() (field, reason string) {
 			return "MaxBookAhead", "must not be negative"
 		}
 	}
+	if r.Kind != Calendar && r.Grace != 0 {
+		return "Grace", "applies to calendar rules only"
+	}
 	switch r.Kind {
 	case Concurrency:
-		if r.Period < time.Millisecond {
-			return "Lease", fmt.Sprintf("must be at least 1ms, got %v", r.Period)
+		if r.Period < time.Millisecond || r.Period > MaxPeriod {
+			return "Lease", fmt.Sprintf("must be within [1ms, %v], got %v", MaxPeriod, r.Period)
 		}
 	case Paced, Window:
-		if r.Period <= 0 {
-			return "Period", fmt.Sprintf("must be positive, got %v", r.Period)
+		if r.Period < time.Microsecond || r.Period > MaxPeriod {
+			return "Period", fmt.Sprintf("must be within [1µs, %v], got %v", MaxPeriod, r.Period)
 		}
-		if r.Period < time.Microsecond {
-			return "Period", fmt.Sprintf("must be at least 1µs, got %v", r.Period)
+		if r.Kind == Window && r.Burst != r.Limit {
+			// A window admits its whole limit at once: no burst to set.
+			return "Burst", "applies to paced rules only"
 		}
 		if r.Burst < 1 || r.Burst > r.Limit {
 			return "Burst", fmt.Sprintf("must be within 1..Limit (%d), got %d", r.Limit, r.Burst)
 		}
+		// The burst's tolerance, (Burst-1) intervals, stays within
+		// maxToleranceUs: beyond it the microseconds overflow.
+		slots := r.Limit - r.Burst + 1
+		interval := ceilDiv(ceilDiv(int64(r.Period), int64(time.Microsecond)), slots)
+		if r.Burst > 1 && r.Burst-1 > maxToleranceUs/interval {
+			return "Burst", fmt.Sprintf("of %d with Limit %d per %v is a tolerance of more than 3,000 years", r.Burst, r.Limit, r.Period)
+		}
 	case Calendar:
+		if r.Burst != r.Limit {
+			return "Burst", "applies to paced rules only"
+		}
 		if r.Unit < Minute || r.Unit > Month {
 			return "Unit", fmt.Sprintf("must be Minute, Hour, Day or Month, got %d", int(r.Unit))
 		}
