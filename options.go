@@ -100,7 +100,7 @@ func WithBase(rt http.RoundTripper) Option {
 // a zero limiter.SharedConfig: key prefix "throttle", a 250ms timeout per
 // Redis call, and while Redis does not answer each replica limits alone with
 // its share of every rule. It is short for
-// WithLimiter(limiter.NewShared(client, limiter.SharedConfig{})); build the
+// WithLimiter(limiter.MustNewShared(client, limiter.SharedConfig{})); build the
 // limiter yourself to set the prefix or the outage mode. Give the client
 // ContextTimeoutEnabled: true. Without it (and without WithLimiter) the
 // Transport limits in-process only.

@@ -147,7 +147,9 @@ type Config struct {
 	// Jitter widens every paced window: rules keep Limit calls in any
 	// window of Period+Jitter, so that calls whose latency varies by up to
 	// Jitter never land more than Limit in one of the provider's wall-clock
-	// windows (default 50 ms; under a second). NoJitter: none.
+	// windows (under a second). Left zero, it is measured from the calls'
+	// latency (50 ms until measured; README, "Headroom for latency"); set,
+	// it is fixed at that value. NoJitter: none.
 	Jitter   time.Duration
 	NoJitter bool
 

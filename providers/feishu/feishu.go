@@ -5,7 +5,7 @@
 // per-minute cap, or both (level 4: 1000/min and 50/s). Each API's page states
 // its level, so the profile holds a table of API patterns and levels, with a
 // default level for the rest. A request's API is its template in Feishu's API
-// catalog (generated from the Lark SDK, catalog_gen.go) or in Config.APIs; a
+// catalog (generated from the Lark SDK, catalog_gen.go) or in App.APIs; a
 // path in neither is counted as one stand-in API per method, "METHOD
 // uncatalogued". Sending IM messages adds 5/s to one chat or user, named by
 // receive_id in the request body: Route reads a bounded prefix of that body
@@ -58,7 +58,7 @@ type Level struct {
 }
 
 // LevelTable returns Feishu's documented levels for the standard edition
-// (level 10 is 100/s on the business edition: see Config.Business).
+// (level 10 is 100/s on the business edition: see App.Business).
 func LevelTable() map[int]Level {
 	return map[int]Level{
 		1: {PerMinute: 10}, 2: {PerMinute: 20}, 3: {PerMinute: 100},
@@ -158,8 +158,8 @@ type preset struct {
 	cfg      settings
 	hosts    func(*http.Request) bool
 	apis     *catalog.Catalog       // Feishu's APIs
-	extra    *catalog.Catalog       // Config.APIs the catalog lacks, searched first
-	listed   map[string][]rule.Rule // rules of Config.APIs, by name; read-only after Profile
+	extra    *catalog.Catalog       // App.APIs the catalog lacks, searched first
+	listed   map[string][]rule.Rule // rules of App.APIs, by name; read-only after Profile
 	routes   routecache.Cache       // by API name, without the chat
 	learned  *learnedLimits         // levels learned from 99991400s (learned.go)
 	defaults []rule.Rule            // templates of defaultLevel; nil for none

@@ -2,7 +2,7 @@
 // at qyapi.weixin.qq.com.
 //
 // WeCom limits each API per company (not per app: the apps of one company
-// share its budget, hence Config.CorpID) and per egress IP, by the minute and
+// share its budget, hence App.CorpID) and per egress IP, by the minute and
 // by the hour. Any of them answers 45009 "api freq out of limit" without
 // saying which, and then blocks for as long as the window that tripped: a
 // minute, an hour, the day. The profile therefore paces every API under all
