@@ -106,6 +106,11 @@ func TestSlowNetworkTripsFallback(t *testing.T) {
 			t.Errorf("%d log lines with %q, want one per fault (%d):\n%s", n, want, len(faults), logs)
 		}
 	}
+	// The switch names the Redis it could not reach: a wrong address
+	// shows at once.
+	if want := "redis=" + proxy.Addr(); countLines(logs.String(), want) != len(faults) {
+		t.Errorf("the switches do not name the Redis address (%s):\n%s", want, logs)
+	}
 }
 
 func countLines(s, sub string) int { return strings.Count(s, sub) }

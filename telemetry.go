@@ -290,8 +290,8 @@ func (tel *telemetry) clampedPenalty(provider, code, source string, until time.T
 }
 
 // fallbackSwitch logs and counts a switch to or from the fallback, once per
-// switch.
-func (tel *telemetry) fallbackSwitch(down bool, mode string, err error) {
+// switch; addr names the Redis servers.
+func (tel *telemetry) fallbackSwitch(down bool, mode, addr string, err error) {
 	if !down {
 		tel.fallbackOn.Store(0)
 		tel.log.Info("throttle: shared limiter answers again; limits are shared again")
@@ -301,7 +301,7 @@ func (tel *telemetry) fallbackSwitch(down bool, mode string, err error) {
 	if !tel.disabled {
 		tel.fallbacks.Add(context.Background(), 1)
 	}
-	tel.log.Warn("throttle: shared limiter unavailable; falling back", "mode", mode, "error", err)
+	tel.log.Warn("throttle: shared limiter unavailable; falling back", "mode", mode, "redis", addr, "error", err)
 }
 
 // safeErrorText is an error's text for a span status. Our own errors carry
