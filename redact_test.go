@@ -112,11 +112,19 @@ func FuzzRedactText(f *testing.F) {
 		if strings.Contains(s, "access_token=") && !strings.Contains(got, "access_token=") {
 			t.Fatalf("the parameter's name went missing: %q -> %q", s, got)
 		}
-		if strings.Contains(s, "/bot/v2/hook/") && !strings.Contains(got, "/bot/v2/hook/") {
+		if i := strings.Index(s, "/bot/v2/hook/"); i >= 0 && !inQueryValue(s[:i]) && !strings.Contains(got, "/bot/v2/hook/") {
 			t.Fatalf("the hook's path went missing: %q -> %q", s, got)
 		}
 		if again := throttle.RedactError(errors.New(got)).Error(); again != got {
 			t.Fatalf("redacting twice changed the text: %q -> %q -> %q", s, got, again)
 		}
 	})
+}
+
+// inQueryValue reports whether text that follows prefix would be inside a
+// query parameter's value ("&key=/bot/v2/hook/": the value of key, which a
+// credential's name blanks whole, whatever it holds).
+func inQueryValue(prefix string) bool {
+	start := strings.LastIndexAny(prefix, "?&# \"'>);,\n\r\t")
+	return strings.Contains(prefix[start+1:], "=")
 }
