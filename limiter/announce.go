@@ -439,18 +439,14 @@ func clockSkew(t *redis.TimeCmd, sent, got time.Time) time.Duration {
 	if err != nil {
 		return 0
 	}
-	skew := at.Sub(sent.Add(got.Sub(sent) / 2))
-	if skew <= maxClockSkew && skew >= -maxClockSkew {
-		return 0
-	}
-	return skew
+	return skewBeyondBound(at, sent.Add(got.Sub(sent)/2))
 }
 
 // penaltyEnd reads a penalty key's value, "<end µs>|<code>".
 func penaltyEnd(v string) (until time.Time, code string, ok bool) {
 	end, code, _ := strings.Cut(v, "|")
 	us, err := strconv.ParseInt(end, 10, 64)
-	if err != nil || us <= 0 || us > 1e18 { // past 10^18 µs: corrupt, as reserve.lua reads it
+	if err != nil || us <= 0 || us > maxStoredUs {
 		return time.Time{}, "", false
 	}
 	return time.UnixMicro(us), code, true

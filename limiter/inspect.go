@@ -389,7 +389,7 @@ func readCalendar(rs *inspect.RuleState, r *rulecore.Rule, described bool, count
 func parsePenaltyValue(scope, v string) (inspect.PenaltyState, bool) {
 	end, rest, _ := strings.Cut(v, "|")
 	us, err := strconv.ParseInt(end, 10, 64)
-	if err != nil || us > 1e18 { // past 10^18 µs: corrupt, as reserve.lua reads it
+	if err != nil || us > maxStoredUs {
 		return inspect.PenaltyState{}, false
 	}
 	code, by, _ := strings.Cut(rest, "|")

@@ -62,7 +62,7 @@
 -- no state of ours and reads as corrupt, as text does: kept, it would
 -- refuse every request of the key for good, with a wait too large to
 -- format.
-local most = 1e18
+local most = 1e18 -- maxStoredUs in segments.go
 
 -- read_tat reads a paced rule's theoretical arrival time from its stored
 -- value v: now when absent or past, and now with bad true when v is not a

@@ -128,6 +128,20 @@ func parseSegments(reqs []Request, segs []int, reply string, out []Reservation) 
 // and an end stays exactly as stored.
 const maxClockSkew = 250 * time.Millisecond
 
+// skewBeyondBound is how far Redis's clock (redisNow) is ahead of this
+// replica's (local, read at the same moment), or 0 within maxClockSkew.
+func skewBeyondBound(redisNow, local time.Time) time.Duration {
+	skew := redisNow.Sub(local)
+	if skew <= maxClockSkew && skew >= -maxClockSkew {
+		return 0
+	}
+	return skew
+}
+
+// maxStoredUs bounds the times the scripts read (reserve.lua's most): a
+// stored end past it is no state of ours and reads as corrupt.
+const maxStoredUs = 1e18
+
 // settle notes what a call's reply says of the group's state (penalties,
 // a lost state, corrupt values) and stamps every answer.
 func (l *redisLimiter) settle(reqs []Request, out []Reservation, flags replyFlags, known epochState, answered time.Time) {
@@ -140,7 +154,7 @@ func (l *redisLimiter) settle(reqs []Request, out []Reservation, flags replyFlag
 	}
 	// A penalty's end came on Redis's clock; this replica's breakers read
 	// it on its own.
-	if skew := time.UnixMicro(flags.now).Sub(answered); skew > maxClockSkew || skew < -maxClockSkew {
+	if skew := skewBeyondBound(time.UnixMicro(flags.now), answered); skew != 0 {
 		var last *Penalty
 		for i := range out {
 			if p := out[i].penalty; p != nil && p != last {
