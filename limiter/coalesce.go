@@ -11,7 +11,7 @@ import (
 
 // Coalescing: while a replica's script call for a group (one hash tag, so
 // one Redis Cluster slot) is in flight, further requests of that group
-// queue, whatever their rules, and one background call then reserves all
+// queue, whatever their rules, and one background call then reserves many
 // of them in arrival order. Redis spends most of a reservation on the call
 // itself (the round trip, reading its clock), so a call that reserves many
 // requests costs little more than one that reserves one, and the replica
@@ -20,6 +20,17 @@ import (
 // requests before it booked: consecutive requests with the same rules and
 // scopes share one segment of the script, others each have their own.
 // Without load every request makes its own call at once.
+//
+// A lane keeps up to maxInFlight calls in flight, so that the replica
+// builds and reads one call while Redis runs another: one call at a time
+// leaves both idle for most of its cycle. Calls in flight together may run
+// in Redis in either order, so they never share a rule's key: a request
+// whose rule a call in flight books waits for that call, and so does every
+// later request sharing a rule with a request left waiting. Requests that
+// share no rule decide on different state, in any order alike; penalty
+// keys and the epoch marker are only read (or renewed) by reserves. The
+// rules of one hot key are thus booked one call at a time, in arrival
+// order, as before; requests spread over many rule sets fill several calls.
 
 // maxBatch bounds the requests of one call, and maxBatchBytes the size of
 // their keys and arguments, so that one script never holds Redis for long.
@@ -28,6 +39,9 @@ const (
 	maxBatchBytes = 8 << 10
 	segmentBytes  = 32
 )
+
+// maxInFlight bounds the calls of one lane in flight at once.
+const maxInFlight = 2
 
 // maxLanes bounds the groups that coalesce; requests of groups beyond it
 // make their own calls.
@@ -50,13 +64,15 @@ type lanes struct {
 	m   map[string]*lane
 }
 
-// lane queues the requests of one group while a call for it is in flight.
+// lane queues the requests of one group while calls for it are in flight.
 // Requests with a concurrency rule never share a call: each takes its own
 // lease id.
 type lane struct {
 	mu    sync.Mutex
-	busy  bool       // a call for this lane is in flight
-	queue []*pending // requests waiting for the next call, in arrival order
+	calls int             // calls in flight
+	held  map[string]int  // rule keys the calls in flight book: how many requests
+	queue []*pending      // requests waiting for a call, in arrival order
+	left  map[string]bool // scratch for take: keys of requests left in the queue
 }
 
 // pending is a queued request. Its fields after req are written by the
@@ -127,7 +143,7 @@ func (ls *lanes) evictIdle() {
 func (ln *lane) idle() bool {
 	ln.mu.Lock()
 	defer ln.mu.Unlock()
-	return !ln.busy && len(ln.queue) == 0
+	return ln.calls == 0 && len(ln.queue) == 0
 }
 
 // sameShape reports whether req has exactly p's group, rules and scopes,
@@ -149,14 +165,46 @@ func (p *Request) sameShape(req *Request) bool {
 	return true
 }
 
-// reserve makes the call at once when the lane is idle, and otherwise
-// queues req for the lane's next call.
+// free reports whether no call in flight books any of req's rules; ln.mu
+// is held.
+func (ln *lane) free(req *Request) bool {
+	if len(ln.held) == 0 {
+		return true
+	}
+	for i := range req.Rules {
+		if ln.held[req.Rules[i].Key()] > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// hold marks req's rules as booked by a call in flight (d = 1) or no
+// longer (d = -1); ln.mu is held.
+func (ln *lane) hold(req *Request, d int) {
+	if ln.held == nil {
+		ln.held = make(map[string]int)
+	}
+	for i := range req.Rules {
+		k := req.Rules[i].Key()
+		if n := ln.held[k] + d; n > 0 {
+			ln.held[k] = n
+		} else {
+			delete(ln.held, k)
+		}
+	}
+}
+
+// reserve makes a call for req at once when the lane has room for one and
+// nothing before req waits or books its rules, and otherwise queues req
+// for a later call.
 func (ln *lane) reserve(ctx context.Context, l *redisLimiter, req Request) (Reservation, error) {
 	ln.mu.Lock()
-	if !ln.busy {
-		ln.busy = true
+	if ln.calls < maxInFlight && len(ln.queue) == 0 && ln.free(&req) {
+		ln.calls++
+		ln.hold(&req, 1)
 		ln.mu.Unlock()
-		return ln.reserveNow(ctx, l, req)
+		return ln.reserveNow(ctx, l, &req)
 	}
 	p := pendingPool.Get().(*pending)
 	p.ctx, p.req, p.queued = ctx, req, time.Now()
@@ -192,12 +240,21 @@ func (ln *lane) reserve(ctx context.Context, l *redisLimiter, req Request) (Rese
 	return res, err
 }
 
-// reserveNow makes the lane's call for req alone; the lane is busy.
-func (ln *lane) reserveNow(ctx context.Context, l *redisLimiter, req Request) (Reservation, error) {
+// reserveNow makes a call for req alone; it counts among the lane's calls.
+func (ln *lane) reserveNow(ctx context.Context, l *redisLimiter, req *Request) (Reservation, error) {
 	// Deferred: a panic recovered above (an HTTP server's) must not leave
-	// the lane busy with nobody to serve its queue.
-	defer ln.handOver(l)
-	return l.reserveAlone(ctx, req)
+	// the lane's call counted with nobody to serve its queue.
+	defer ln.done(l, req)
+	return l.reserveAlone(ctx, *req)
+}
+
+// done ends req's own call and starts calls for what waits.
+func (ln *lane) done(l *redisLimiter, req *Request) {
+	ln.mu.Lock()
+	ln.hold(req, -1)
+	ln.calls--
+	ln.start(l)
+	ln.mu.Unlock()
 }
 
 // remove takes p out of the queue; ln.mu is held.
@@ -212,92 +269,117 @@ func (ln *lane) remove(p *pending) {
 	}
 }
 
-// handOver ends a call: with requests queued meanwhile, a flusher takes
-// them in the next call; otherwise the lane is idle again.
-func (ln *lane) handOver(l *redisLimiter) {
-	ln.mu.Lock()
-	if len(ln.queue) == 0 {
-		ln.busy = false
-		ln.mu.Unlock()
-		return
+// start starts a call for each batch the queue yields while the lane has
+// room; ln.mu is held.
+func (ln *lane) start(l *redisLimiter) {
+	for ln.calls < maxInFlight && len(ln.queue) > 0 {
+		batch := ln.take(l, nil)
+		if len(batch) == 0 {
+			return
+		}
+		ln.calls++
+		go ln.flush(l, batch)
 	}
-	ln.mu.Unlock()
-	go ln.flush(l)
 }
 
-// flush reserves the queued requests, up to maxBatch and maxBatchBytes per
-// call, until the queue is empty.
-func (ln *lane) flush(l *redisLimiter) {
-	var (
-		batch []*pending
-		reqs  []Request
-		out   []Reservation
-	)
-	for {
-		ln.mu.Lock()
-		batch = batch[:0]
-		n, size := 0, 0
-		for _, p := range ln.queue {
+// take moves the next batch out of the queue into batch and marks its
+// rules held: in arrival order, up to maxBatch requests and maxBatchBytes,
+// every request that shares no rule with a call in flight or with a
+// request before it left waiting; ln.mu is held.
+func (ln *lane) take(l *redisLimiter, batch []*pending) []*pending {
+	n, size := 0, 0
+	clear(ln.left)
+	full := false
+	for _, p := range ln.queue {
+		if !full && ln.free(&p.req) && !ln.behind(&p.req) {
 			var prev *Request
 			if len(batch) > 0 {
 				prev = &batch[len(batch)-1].req
 			}
 			add := p.req.addsBytes(prev, l.prefix)
-			if n > 0 || len(batch) == maxBatch || len(batch) > 0 && size+add > maxBatchBytes {
-				ln.queue[n] = p
-				n++
+			if full = len(batch) == maxBatch || len(batch) > 0 && size+add > maxBatchBytes; !full {
+				size += add
+				p.sent = true
+				batch = append(batch, p)
 				continue
 			}
-			size += add
-			p.sent = true
-			batch = append(batch, p)
 		}
-		clear(ln.queue[n:])
-		ln.queue = ln.queue[:n]
-		if len(batch) == 0 {
-			ln.busy = false
-			ln.mu.Unlock()
-			return
+		ln.queue[n] = p
+		n++
+		if !full {
+			ln.leave(&p.req)
 		}
-		ln.mu.Unlock()
+	}
+	clear(ln.queue[n:])
+	ln.queue = ln.queue[:n]
+	for _, p := range batch {
+		ln.hold(&p.req, 1)
+	}
+	return batch
+}
 
-		reqs, out = reqs[:0], out[:0]
-		now := time.Now()
-		for _, p := range batch {
-			// The wait a request accepts counts from when it asked, so its
-			// time in the queue comes off it.
-			r := p.req
-			r.MaxWait = max(0, r.MaxWait-now.Sub(p.queued))
-			reqs = append(reqs, r)
-			out = append(out, Reservation{})
-		}
-		// No requester's cancellation cuts the shared call short (see
-		// reserveAlone); one that gave up meanwhile has its slot given
-		// back below.
-		err := l.reserveN(context.WithoutCancel(batch[0].ctx), reqs, out)
+// leave records the rules of a request left waiting, so that no later
+// request of them overtakes it; behind reports whether req shares one.
+func (ln *lane) leave(req *Request) {
+	if ln.left == nil {
+		ln.left = make(map[string]bool)
+	}
+	for i := range req.Rules {
+		ln.left[req.Rules[i].Key()] = true
+	}
+}
 
-		var giveBack []*pending
-		ln.mu.Lock()
-		for i, p := range batch {
-			p.res, p.err, p.answered = out[i], err, true
-			if p.abandoned && err == nil && out[i].ok {
-				giveBack = append(giveBack, p)
-			}
+func (ln *lane) behind(req *Request) bool {
+	if len(ln.left) == 0 {
+		return false
+	}
+	for i := range req.Rules {
+		if ln.left[req.Rules[i].Key()] {
+			return true
 		}
-		ln.mu.Unlock()
-		for _, p := range batch {
-			if !p.abandoned {
-				p.done <- struct{}{}
-			} else if err != nil || !p.res.ok {
-				p.recycle()
-			}
+	}
+	return false
+}
+
+// flush reserves batch in one call, answers its requesters, and starts the
+// calls the queue then yields.
+func (ln *lane) flush(l *redisLimiter, batch []*pending) {
+	reqs := make([]Request, len(batch))
+	out := make([]Reservation, len(batch))
+	now := time.Now()
+	for i, p := range batch {
+		// The wait a request accepts counts from when it asked, so its
+		// time in the queue comes off it.
+		reqs[i] = p.req
+		reqs[i].MaxWait = max(0, p.req.MaxWait-now.Sub(p.queued))
+	}
+	// No requester's cancellation cuts the shared call short (see
+	// reserveAlone); one that gave up meanwhile has its slot given back
+	// below.
+	err := l.reserveN(context.WithoutCancel(batch[0].ctx), reqs, out)
+
+	var giveBack []*pending
+	ln.mu.Lock()
+	for i, p := range batch {
+		p.res, p.err, p.answered = out[i], err, true
+		if p.abandoned && err == nil && out[i].ok {
+			giveBack = append(giveBack, p)
 		}
-		if len(giveBack) > 0 {
-			// Aside, so that a slow Redis delays no queued request.
-			go l.giveBack(giveBack)
+		ln.hold(&reqs[i], -1)
+	}
+	ln.calls--
+	ln.start(l)
+	ln.mu.Unlock()
+	for _, p := range batch {
+		if !p.abandoned {
+			p.done <- struct{}{}
+		} else if err != nil || !p.res.ok {
+			p.recycle()
 		}
-		clear(batch)
-		clear(reqs)
+	}
+	if len(giveBack) > 0 {
+		// Aside, so that a slow Redis delays no queued request.
+		go l.giveBack(giveBack)
 	}
 }
 

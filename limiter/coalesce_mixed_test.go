@@ -125,14 +125,19 @@ func TestRedisCoalescedBatchBytes(t *testing.T) {
 func TestRedisCoalescedBatchBytesLongPrefix(t *testing.T) {
 	l, g, req, queued := coalescing(t, limiter.WithPrefix(strings.Repeat("x", 64)))
 	ctx := context.Background()
+	// Every request books the app's rule, as the first does: they queue
+	// behind it.
+	app := rule.Must(rule.New("app", 1000, time.Second))
+	req.Rules = []rule.Rule{app}
 	first := reserveAsync(ctx, l, req)
 	<-g.held
 	var waiting []<-chan outcome
 	for j := range 40 {
 		r := limiter.Request{Group: req.Group, MaxWait: time.Hour, Scopes: []string{"api:" + strconv.Itoa(j), "app", "egress"}}
-		for _, k := range []string{"api:" + strconv.Itoa(j), "app", "egress:" + strconv.Itoa(j)} {
+		for _, k := range []string{"api:" + strconv.Itoa(j), "egress:" + strconv.Itoa(j)} {
 			r.Rules = append(r.Rules, rule.Must(rule.New(k, 1000, time.Second)))
 		}
+		r.Rules = append(r.Rules[:1], app, r.Rules[1])
 		waiting = append(waiting, reserveAsync(ctx, l, r))
 		<-queued
 	}
@@ -243,5 +248,75 @@ func TestRedisCoalescedMixedCancelGivesSlotsBack(t *testing.T) {
 	}
 	if d := next.SendAt().Sub(o1.res.SendAt()); d != 6*time.Second {
 		t.Fatalf("next slot %v after the first, want T = 6s (both abandoned slots given back)", d)
+	}
+}
+
+// Calls of one group that book no rule in common are in flight together:
+// a request sharing no rule with the call in flight makes its own call at
+// once. A request whose rule a call in flight books waits for it, and so
+// does a later request sharing a rule with one left waiting, whatever
+// else is free: only requests of other rules go ahead of them.
+func TestRedisCoalescedCallsInFlightShareNoRule(t *testing.T) {
+	l, g, req, queued := coalescing(t)
+	ctx := context.Background()
+	g.each = make(chan heldCall, 4)
+	call := func(want int, what string) heldCall {
+		t.Helper()
+		c := <-g.each
+		if c.n != want {
+			t.Fatalf("%s: a call of %d requests, want %d", what, c.n, want)
+		}
+		return c
+	}
+	with := func(keys ...string) limiter.Request {
+		r := req
+		r.Rules = nil
+		for _, k := range keys {
+			if k == "paced" {
+				r.Rules = append(r.Rules, req.Rules[0])
+				continue
+			}
+			r.Rules = append(r.Rules, rule.Must(rule.New(k, 10, time.Minute))) // T = 6 s
+		}
+		return r
+	}
+
+	a := reserveAsync(ctx, l, with("paced"))
+	callA := call(1, "the first request")
+	b := reserveAsync(ctx, l, with("x"))
+	callB := call(1, "a request of another rule")
+	// Both calls in flight: the lane is full, and what comes queues.
+	var waiting []<-chan outcome
+	for _, r := range []limiter.Request{
+		with("paced", "y"), // c: paced is booked by the call in flight
+		with("y"),          // d: free, but behind c through y
+		with("z"),          // e: free
+	} {
+		waiting = append(waiting, reserveAsync(ctx, l, r))
+		<-queued
+	}
+	close(callB.release) // b's call ends: e alone can go
+	if o := <-b; o.err != nil || !o.res.OK() {
+		t.Fatalf("b: %+v %v", o.res, o.err)
+	}
+	close(call(1, "after b's call, e alone").release)
+	if o := <-waiting[2]; o.err != nil || !o.res.OK() {
+		t.Fatalf("e: %+v %v", o.res, o.err)
+	}
+	close(callA.release) // a's call ends: c, then d
+	oa := <-a
+	if oa.err != nil || !oa.res.OK() {
+		t.Fatalf("a: %+v %v", oa.res, oa.err)
+	}
+	close(call(2, "after a's call, c and d").release)
+	oc, od := <-waiting[0], <-waiting[1]
+	if oc.err != nil || !oc.res.OK() || od.err != nil || !od.res.OK() {
+		t.Fatalf("c: %+v %v; d: %+v %v", oc.res, oc.err, od.res, od.err)
+	}
+	if d := oc.res.SendAt().Sub(oa.res.SendAt()); d != 6*time.Second {
+		t.Errorf("c %v after a, want paced's next slot, 6s", d)
+	}
+	if d := od.res.SendAt().Sub(oc.res.SendAt()); d != 6*time.Second {
+		t.Errorf("d %v after c, want y's next slot, 6s: d went first", d)
 	}
 }

@@ -26,6 +26,10 @@ type gate struct {
 	release   chan struct{} // lets one held call go
 	cancelled chan struct{} // a cancel call has run
 	open      atomic.Bool   // let every call through
+	// each, when set, holds every reserve call on its own: it is sent
+	// to calls with the channel that lets it go, rather than held and
+	// release.
+	each chan heldCall
 
 	mu    sync.Mutex
 	sizes []int // bytes of each reserve call's keys and arguments
@@ -55,6 +59,12 @@ func (g *gate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 			g.mu.Unlock()
 			// Held once Redis has answered: the call has its instant.
 			err := next(ctx, cmd)
+			if g.each != nil {
+				release := make(chan struct{})
+				g.each <- heldCall{n, release}
+				<-release
+				return err
+			}
 			g.held <- n
 			<-g.release
 			return err
@@ -96,6 +106,13 @@ func reservedBy(args []any) int {
 		at += 2 + na
 	}
 	return total
+}
+
+// heldCall is a reserve call held by a gate: how many requests it
+// reserves, and the channel to close to let it go.
+type heldCall struct {
+	n       int
+	release chan struct{}
 }
 
 func (g *gate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
