@@ -49,6 +49,7 @@ func (c *keyCache) get(prefix string, tag byte, group, name string) any {
 type scriptArgs struct {
 	list, keys, argv []any
 	segs             []int
+	pack             []byte // a lean call's numbers (lean.go)
 }
 
 var argsPool = sync.Pool{New: func() any { return &scriptArgs{list: make([]any, 0, 32)} }}
@@ -61,13 +62,13 @@ func (a *scriptArgs) begin(s *script, numKeys int) {
 const maxPooledArgs = 4096
 
 func (a *scriptArgs) release() {
-	if cap(a.list) > maxPooledArgs || cap(a.keys) > maxPooledArgs || cap(a.argv) > maxPooledArgs {
+	if cap(a.list) > maxPooledArgs || cap(a.keys) > maxPooledArgs || cap(a.argv) > maxPooledArgs || cap(a.pack) > maxPooledArgs*8 {
 		return
 	}
 	clear(a.list)
 	clear(a.keys)
 	clear(a.argv)
-	a.list, a.keys, a.argv, a.segs = a.list[:0], a.keys[:0], a.argv[:0], a.segs[:0]
+	a.list, a.keys, a.argv, a.segs, a.pack = a.list[:0], a.keys[:0], a.argv[:0], a.segs[:0], a.pack[:0]
 	argsPool.Put(a)
 }
 

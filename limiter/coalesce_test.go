@@ -87,6 +87,9 @@ func (g *gate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func reservedBy(args []any) int {
 	numKeys, _ := strconv.Atoi(args[2].(string))
 	argv := args[3+numKeys:]
+	if argv[0] == "q" {
+		return limiter.LeanRequests(argv[2].([]byte))
+	}
 	if argv[0] == "f" {
 		return 1
 	}

@@ -123,3 +123,56 @@ func NewMemoryWithClock(now func() time.Time) *Memory {
 
 // MaxBatchBytes bounds the size of one coalesced call.
 const MaxBatchBytes = maxBatchBytes
+
+// LeanRequests counts the requests of a lean call from its packed numbers
+// (lean.go); -1 if they do not decode.
+func LeanRequests(pack []byte) int {
+	nums, ok := unpackUints(pack)
+	if !ok {
+		return -1
+	}
+	n := 0
+	for x := 0; x+4 <= len(nums); n++ {
+		x += 4 + 3*int(nums[x+1])
+	}
+	return n
+}
+
+// unpackUints reads a MessagePack array of unsigned integers, as
+// appendArrayHead and appendUint write them.
+func unpackUints(b []byte) ([]int64, bool) {
+	if len(b) == 0 {
+		return nil, false
+	}
+	var n int
+	switch c := b[0]; {
+	case c&0xf0 == 0x90:
+		n, b = int(c&0x0f), b[1:]
+	case c == 0xdc && len(b) >= 3:
+		n, b = int(b[1])<<8|int(b[2]), b[3:]
+	case c == 0xdd && len(b) >= 5:
+		n, b = int(b[1])<<24|int(b[2])<<16|int(b[3])<<8|int(b[4]), b[5:]
+	default:
+		return nil, false
+	}
+	out := make([]int64, 0, n)
+	for range n {
+		if len(b) == 0 {
+			return nil, false
+		}
+		size := map[byte]int{0xcc: 1, 0xcd: 2, 0xce: 4, 0xcf: 8}[b[0]]
+		if b[0] < 0x80 {
+			out, b = append(out, int64(b[0])), b[1:]
+			continue
+		}
+		if size == 0 || len(b) < 1+size {
+			return nil, false
+		}
+		var u uint64
+		for _, c := range b[1 : 1+size] {
+			u = u<<8 | uint64(c)
+		}
+		out, b = append(out, int64(u)), b[1+size:]
+	}
+	return out, len(b) == 0
+}

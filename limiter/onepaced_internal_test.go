@@ -3,7 +3,9 @@ package limiter
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -172,15 +174,20 @@ func newFixedClock(t *testing.T) *fixedClock {
 // run stores a state drawn from seed (randomState, the same for the same
 // seed and keys) in every key of call, an "evalsha <sha> <numkeys>
 // keys... args..." whose SHA it fills in, runs it and returns its reply
-// and the values it left in the rule keys.
+// and the values it left in the rule keys ("<name>=<value>", by name).
 func (f *fixedClock) run(call []any, seed uint64) (reply string, states []string) {
 	ctx := context.Background()
 	call[1] = f.sha
 	numKeys, _ := strconv.Atoi(fmt.Sprint(call[2]))
-	r := rand.New(rand.NewPCG(seed, 7))
 	var ruleKeys []string
 	for _, k := range call[3 : 3+numKeys] {
 		key := k.(string)
+		// Drawn by the key's name within its group, so that calls of
+		// two groups laid out differently see the same state.
+		_, name, _ := strings.Cut(key, "}")
+		h := fnv.New64a()
+		h.Write([]byte(name))
+		r := rand.New(rand.NewPCG(seed, h.Sum64()))
 		if strings.Contains(key, "}:r:") {
 			ruleKeys = append(ruleKeys, key)
 		}
@@ -199,9 +206,12 @@ func (f *fixedClock) run(call []any, seed uint64) (reply string, states []string
 		if err != nil && err != redis.Nil {
 			f.t.Fatal(err)
 		}
-		states = append(states, s)
+		_, name, _ := strings.Cut(k, "}")
+		states = append(states, name+"="+s)
 	}
-	return reply, states
+	// By name, each once: calls laid out differently compare.
+	slices.Sort(states)
+	return reply, slices.Compact(states)
 }
 
 // randomState draws a stored value for key, by its kind: for the epoch
@@ -225,9 +235,106 @@ func randomState(r *rand.Rand, key string, now int64) string {
 		return strconv.FormatInt(now-int64(r.IntN(400_000)), 10)
 	case 2:
 		if strings.Contains(key, "}:p:") && r.IntN(3) == 0 {
-			return strconv.FormatInt(now+int64(r.IntN(400_000)), 10) + "|90018"
+			code := "|90018"
+			if r.IntN(2) == 0 {
+				code = "|a code\nof two lines" // as a hostile writer may leave
+			}
+			return strconv.FormatInt(now+int64(r.IntN(400_000)), 10) + code
 		}
 		return "junk"
 	}
 	return ""
+}
+
+// A lean call (ARGV[1] "q", lean.go) decides random batches of requests of
+// paced rules exactly as the same batch in segments ("m") does: the same
+// answers once parsed, the same flags and the same values left in the rule
+// keys, over random states (penalties whose stored value holds a newline
+// among them).
+func TestLeanMatchesSegments(t *testing.T) {
+	f := newFixedClock(t)
+	rng := rand.New(rand.NewPCG(5, 6))
+	seen := map[string]int{}
+	for iter := range 300 {
+		var reqs []Request
+		for range 2 + rng.IntN(6) {
+			if len(reqs) > 0 && rng.IntN(4) == 0 {
+				reqs = append(reqs, reqs[len(reqs)-1])
+				continue
+			}
+			var req Request
+			for _, i := range rng.Perm(4)[:1+rng.IntN(3)] {
+				req.Rules = append(req.Rules, rule.Must(rule.New("r"+strconv.Itoa(i), 3+i*7, time.Second, rule.WithBurst(1+i%3))))
+			}
+			for _, i := range rng.Perm(3)[:rng.IntN(3)] {
+				req.Scopes = append(req.Scopes, "s"+strconv.Itoa(i))
+			}
+			req.MaxWait = time.Duration(rng.IntN(3)) * 50 * time.Millisecond
+			if rng.IntN(4) == 0 {
+				req.notBefore = fixedNow + int64(rng.IntN(200_000))
+			}
+			reqs = append(reqs, req)
+		}
+		if len(appendSegmentEnds(nil, reqs)) < 2 {
+			continue // one segment goes in a call of its own form
+		}
+		var answers [2][]Reservation
+		var flags [2]replyFlags
+		var states [2][]string
+		for v := range 2 {
+			batch := make([]Request, len(reqs))
+			for i, r := range reqs {
+				r.Group = fmt.Sprintf("q%d-%d", iter, v)
+				batch[i] = r
+			}
+			a := &scriptArgs{segs: appendSegmentEnds(nil, batch)}
+			if v == 0 {
+				f.l.appendLean(a, batch)
+			} else {
+				f.l.appendBatch(a, batch)
+			}
+			var reply string
+			reply, states[v] = f.run(a.list, uint64(iter))
+			answers[v] = make([]Reservation, len(batch))
+			var err error
+			if v == 0 {
+				flags[v], err = parseLean(batch, reply, answers[v])
+			} else {
+				flags[v], err = parseSegments(batch, a.segs, reply, answers[v])
+			}
+			if err != nil {
+				t.Fatalf("case %d, variant %d: %v\nreply %q\nreqs %+v", iter, v, err, reply, batch)
+			}
+		}
+		if flags[0] != flags[1] {
+			t.Fatalf("case %d: lean flags %+v, segments %+v", iter, flags[0], flags[1])
+		}
+		for i := range reqs {
+			l, g := answers[0][i], answers[1][i]
+			if fmt.Sprint(l.ok, l.delay, l.retryAfter, l.ruleIndex, l.booked, l.fleet) != fmt.Sprint(g.ok, g.delay, g.retryAfter, g.ruleIndex, g.booked, g.fleet) ||
+				(l.penalty == nil) != (g.penalty == nil) || l.penalty != nil && *l.penalty != *g.penalty {
+				t.Fatalf("case %d, request %d: lean %+v (penalty %v), segments %+v (penalty %v)", iter, i, l, l.penalty, g, g.penalty)
+			}
+			switch {
+			case l.penalty != nil:
+				seen["penalised"]++
+				if strings.Contains(l.penalty.Code, "\n") {
+					seen["code with a newline"]++
+				}
+			case l.ok:
+				seen["admitted"]++
+			default:
+				seen["refused"]++
+			}
+		}
+		if fmt.Sprint(states[0]) != fmt.Sprint(states[1]) {
+			t.Fatalf("case %d: states %v and %v", iter, states[0], states[1])
+		}
+	}
+	for _, k := range []string{"admitted", "refused", "penalised", "code with a newline"} {
+		if seen[k] == 0 {
+			t.Fatalf("answers %v: no case was %s", seen, k)
+		}
+	}
+	t.Logf("answers compared: %v", seen)
 }

@@ -179,8 +179,13 @@ func (l *redisLimiter) reserveAlone(ctx context.Context, req Request) (Reservati
 func (l *redisLimiter) reserveN(ctx context.Context, reqs []Request, out []Reservation) error {
 	a := argsPool.Get().(*scriptArgs)
 	defer a.release()
+	// A run of requests with the same rules is one segment, decided in one
+	// loop (the hot key's call); requests of many rule sets go lean.
 	a.segs = appendSegmentEnds(a.segs, reqs)
-	if len(a.segs) == 1 {
+	lean := len(a.segs) > 1 && allLean(reqs)
+	if lean {
+		l.appendLean(a, reqs)
+	} else if len(a.segs) == 1 {
 		// The common case, as one segment: keys, then arguments.
 		req := &reqs[0]
 		a.begin(reserveScript, len(req.Scopes)+1+len(req.Rules))
@@ -207,7 +212,12 @@ func (l *redisLimiter) reserveN(ctx context.Context, reqs []Request, out []Reser
 		return unavailable("reserve", err)
 	}
 	answered := time.Now()
-	flags, err := parseSegments(reqs, a.segs, reply, out)
+	var flags replyFlags
+	if lean {
+		flags, err = parseLean(reqs, reply, out)
+	} else {
+		flags, err = parseSegments(reqs, a.segs, reply, out)
+	}
 	if err != nil {
 		return err
 	}

@@ -73,65 +73,85 @@ func parseReserve(reqs []Request, reply string, out []Reservation) (flags replyF
 			}
 			line, rest, _ = strings.Cut(rest, "\n")
 		}
-		var head [3]int64
-		fields := line
-		for i := range head {
-			var field string
-			field, fields, _ = strings.Cut(fields, " ")
-			n, err := strconv.ParseInt(field, 10, 64)
-			if err != nil {
-				return flags, malformed()
-			}
-			head[i] = n
+		status, amount, index, fields, ok := parseLineHead(line)
+		if !ok {
+			return flags, malformed()
 		}
-		status, amount, index := head[0], head[1], head[2]
-		req := &reqs[r]
-		res := Reservation{ruleIndex: int(index) - 1, now: now}
-		// A stored penalty end can be anything a hostile or garbled writer
-		// put there: cap the wait so that the nanosecond Duration cannot
-		// overflow into the past (the Transport clamps it further to the
-		// profile's MaxPenalty), and never below zero.
-		d := time.Duration(min(max(amount, 0), maxReplyMicros)) * time.Microsecond
-		switch status {
-		case 0:
-			res.ok, res.delay = true, d
-			var ok bool
-			if res.booked, ok = parseBooked(fields, len(req.Rules)); !ok {
-				return flags, malformed()
-			}
-		case 1:
-			res.retryAfter = d
-			// What the fleet booked (see reserve.lua), when the reply says:
-			// checked here, kept as the reply's text (refusals are the hot
-			// key's common answer, and a slice would cost an allocation).
-			if fields != "" && len(req.Rules) > 0 {
-				var buf [4]int64
-				if len(res.withFleet(fields).states(buf[:0], len(req.Rules))) != len(req.Rules) {
-					return flags, malformed()
-				}
-			}
-		case 2:
+		// The stored value of a penalty ends the reply; it is "end|code".
+		stored := fields
+		if status == 2 {
 			penalised = true
-			res.retryAfter, res.ruleIndex = d, -1
-			p := &Penalty{Until: now.Add(d)}
-			if int(index) >= 1 && int(index) <= len(req.Scopes) {
-				p.Scope = req.Scopes[index-1]
-			}
-			// The stored value ends the reply; it is "end|code".
-			stored := fields
 			if rest != "" {
 				stored += "\n" + rest
 			}
-			if _, code, found := strings.Cut(stored, "|"); found {
-				p.Code = code
-			}
-			res.penalty = p
-		default:
-			return flags, fmt.Errorf("%w: reserve: unexpected status in %q", ErrUnavailable, reply)
 		}
-		out[r] = res
+		if out[r], ok = answer(&reqs[r], now, status, amount, index, fields, stored); !ok {
+			return flags, malformed()
+		}
 	}
 	return flags, nil
+}
+
+// parseLineHead reads the three numbers that lead a request's line:
+// its status, an amount (µs) and a rule or penalty key index; fields is
+// the rest of the line.
+func parseLineHead(line string) (status, amount, index int64, fields string, ok bool) {
+	var head [3]int64
+	fields = line
+	for i := range head {
+		var field string
+		field, fields, _ = strings.Cut(fields, " ")
+		n, err := strconv.ParseInt(field, 10, 64)
+		if err != nil {
+			return 0, 0, 0, "", false
+		}
+		head[i] = n
+	}
+	return head[0], head[1], head[2], fields, true
+}
+
+// answer is the Reservation a request's line gives: admitted (0) with the
+// state each rule moved to in fields, refused (1) with the fleet's states,
+// or penalised (2) by the penalty key index whose value is stored.
+func answer(req *Request, now time.Time, status, amount, index int64, fields, stored string) (Reservation, bool) {
+	res := Reservation{ruleIndex: int(index) - 1, now: now}
+	// A stored penalty end can be anything a hostile or garbled writer
+	// put there: cap the wait so that the nanosecond Duration cannot
+	// overflow into the past (the Transport clamps it further to the
+	// profile's MaxPenalty), and never below zero.
+	d := time.Duration(min(max(amount, 0), maxReplyMicros)) * time.Microsecond
+	switch status {
+	case 0:
+		res.ok, res.delay = true, d
+		var ok bool
+		if res.booked, ok = parseBooked(fields, len(req.Rules)); !ok {
+			return res, false
+		}
+	case 1:
+		res.retryAfter = d
+		// What the fleet booked (see reserve.lua), when the reply says:
+		// checked here, kept as the reply's text (refusals are the hot
+		// key's common answer, and a slice would cost an allocation).
+		if fields != "" && len(req.Rules) > 0 {
+			var buf [4]int64
+			if len(res.withFleet(fields).states(buf[:0], len(req.Rules))) != len(req.Rules) {
+				return res, false
+			}
+		}
+	case 2:
+		res.retryAfter, res.ruleIndex = d, -1
+		p := &Penalty{Until: now.Add(d)}
+		if int(index) >= 1 && int(index) <= len(req.Scopes) {
+			p.Scope = req.Scopes[index-1]
+		}
+		if _, code, found := strings.Cut(stored, "|"); found {
+			p.Code = code
+		}
+		res.penalty = p
+	default:
+		return res, false
+	}
+	return res, true
 }
 
 // parseBooked reads the state each of n rules moved to, from an admitted

@@ -540,6 +540,126 @@ local function straight(KEYS, ARGV, val, alias, t, now, clock, put, tat, ko, ao,
   return first .. '\n' .. line
 end
 
+-- lean decides a call of several requests whose rules are all paced and
+-- none capped (ARGV[1] is 'q'), the calls that coalescing makes under
+-- load: every request in arrival order as if it had made its own call,
+-- each key read once (val, with alias for a key named again) and written
+-- once at the end. KEYS[1] is the group's epoch marker, kept for ARGV[2]
+-- ms; then each request's penalty keys and rule keys. ARGV[3] packs every
+-- request's numbers in one MessagePack array, read by one C call rather
+-- than as one Redis argument each: per request its count of penalty keys
+-- and of rules, the longest wait it accepts (µs) and "no slot before"
+-- (µs, 0 for none), then per rule T, tolerance (µs) and key TTL (ms).
+-- Reply: the first line as above, then one line per request as above,
+-- but for a penalty, whose line is "2 <left µs> <penalty key index>
+-- <bytes> <stored value>": the stored value may hold a newline.
+local function lean(KEYS, ARGV, val, t, now, clock)
+  local tonumber = tonumber
+  local a = cmsgpack.unpack(ARGV[3])
+  local corrupt = false
+  -- The epoch marker, as in head.
+  local e, x = string.match(val[1] or '', '^(e%d+):(%d+)$')
+  if not e or #e > 17 or #x > 16 then
+    e, x = 'e' .. t[1] .. string.format('%06d', t[2]), 0
+  end
+  local nowms = math.floor(now / 1000)
+  local mttl = tonumber(ARGV[2])
+  if tonumber(x) < nowms + mttl / 2 then
+    local v = string.format('%s:%d', e, nowms + mttl)
+    redis.call('SET', KEYS[1], v, 'PX', mttl)
+  end
+  -- A key named again is known by its first index; tat holds a booked
+  -- paced key's time as a number, ttl_of the longest expiry asked for it.
+  local first, alias = {}, {}
+  for i = 2, #KEYS do
+    local k = KEYS[i]
+    local f = first[k]
+    if f then alias[i] = f else first[k] = i end
+  end
+  local tat, ttl_of, writes = {}, {}, {}
+  local out = {clock .. ' ' .. e}
+  local k, x = 1, 1
+  while x <= #a do
+    local ns, nr, maxwait, s = a[x], a[x + 1], a[x + 2], a[x + 3]
+    x = x + 4
+    if s < now then s = now end
+    -- Penalties: the one that ends last refuses the request.
+    local best, best_until, best_value = 0, 0, false
+    for i = 1, ns do
+      local j = alias[k + i] or k + i
+      local v = val[j]
+      if v then
+        local sep = string.find(v, '|', 1, true)
+        local u = tonumber(sep and string.sub(v, 1, sep - 1) or v)
+        if u and not (u <= most) then u = nil end
+        if u and u > now and u > best_until then
+          best, best_until, best_value = i, u, v
+        elseif not u then
+          redis.call('DEL', KEYS[j])
+          val[j] = false
+          corrupt = true
+        end
+      end
+    end
+    k = k + ns
+    if best > 0 then
+      out[#out + 1] = string.format('2 %d %d %d ', best_until - now, best, #best_value) .. best_value
+    else
+      local bind = 0
+      for i = 1, nr do
+        local j = alias[k + i] or k + i
+        local v = tat[j]
+        if not v then
+          local bad
+          v, bad = read_tat(val[j], now)
+          corrupt = corrupt or bad
+        elseif v < now then
+          v = now
+        end
+        tat[j] = v
+        local allow = v - a[x + 3 * i - 2]
+        if allow > s then s, bind = allow, i end
+      end
+      local wait = s - now
+      local line
+      if wait > 0 and wait > maxwait then
+        line = string.format('1 %d %d', wait, bind)
+        for i = 1, nr do
+          local j = alias[k + i] or k + i
+          line = line .. string.format(' %d', tat[j])
+        end
+      else
+        line = wait == 0 and '0 0 0' or string.format('0 %d %d', wait, bind)
+        for i = 1, nr do
+          local j = alias[k + i] or k + i
+          local v = tat[j]
+          if s > v then v = s end
+          v = v + a[x + 3 * i - 3]
+          tat[j] = v
+          local ttl = a[x + 3 * i - 1]
+          local old = ttl_of[j]
+          if not old then
+            writes[#writes + 1] = j
+            ttl_of[j] = ttl
+          elseif ttl > old then
+            ttl_of[j] = ttl
+          end
+          line = line .. string.format(' %d', v)
+        end
+      end
+      out[#out + 1] = line
+    end
+    k = k + nr
+    x = x + 3 * nr
+  end
+  for i = 1, #writes do
+    local j = writes[i]
+    redis.call('SET', KEYS[j], string.format('%d', tat[j]), 'PX', ttl_of[j])
+  end
+  if corrupt then out[1] = out[1] .. ' c' end
+  return table.concat(out, '\n')
+end
+
 -- Globals cost a table lookup each time; locals do not.
 local KEYS, ARGV, tonumber = KEYS, ARGV, tonumber
 
@@ -558,6 +678,11 @@ local clock = t[1] .. ' ' .. t[2]
 local val = #KEYS > 0 and redis.call('MGET', unpack(KEYS)) or {}
 local alias = false
 
+
+-- Several requests of paced rules alone, as coalescing sends them.
+if ARGV[1] == 'q' then
+  return lean(KEYS, ARGV, val, t, now, clock)
+end
 
 -- The common call: one request whose rules are all paced, none capped,
 -- which is every call made without load, goes straight (ARGV[1] is 'f').

@@ -1,0 +1,156 @@
+package limiter
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The lean call (reserve.lua's 'q' form): several requests whose rules
+// are all paced and none capped, the calls coalescing makes under load.
+// Their keys go as keys, and all their numbers in one argument, a
+// MessagePack array the script reads in one C call: one Redis argument per
+// number made the call's arguments cost Redis and the client as much as
+// the decisions (BenchmarkRedisLargestBatch measures a full call).
+
+// leanArg is the 'q' that leads a lean call's arguments.
+var leanArg any = "q"
+
+// allLean reports whether reqs can go in one lean call: every rule paced
+// and uncapped.
+func allLean(reqs []Request) bool {
+	for i := range reqs {
+		if !onlyPaced(&reqs[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// appendLean builds the lean call of reqs, which share their group: the
+// epoch marker, each request's penalty keys and rule keys; then 'q', the
+// marker's TTL and the packed numbers.
+func (l *redisLimiter) appendLean(a *scriptArgs, reqs []Request) {
+	group := reqs[0].Group
+	scopes, rules := 0, 0
+	for i := range reqs {
+		scopes += len(reqs[i].Scopes)
+		rules += len(reqs[i].Rules)
+	}
+	a.begin(reserveScript, 1+scopes+rules)
+	a.list = append(a.list, l.keys.get(l.prefix, epochTag, group, ""))
+	a.pack = appendArrayHead(a.pack[:0], 4*len(reqs)+3*rules)
+	markerTTL := int64(time.Second / time.Millisecond)
+	for i := range reqs {
+		req := &reqs[i]
+		for _, s := range req.Scopes {
+			a.list = append(a.list, l.keys.get(l.prefix, penaltyTag, group, s))
+		}
+		waitUs := int64(req.MaxWait / time.Microsecond)
+		a.pack = appendUint(a.pack, int64(len(req.Scopes)))
+		a.pack = appendUint(a.pack, int64(len(req.Rules)))
+		a.pack = appendUint(a.pack, waitUs)
+		a.pack = appendUint(a.pack, req.notBefore)
+		for j := range req.Rules {
+			a.list = append(a.list, l.keys.get(l.prefix, ruleTag, group, req.Rules[j].Key()))
+			r := core(&req.Rules[j])
+			// As in appendRuleArgs: the booked time lies at most MaxWait +
+			// tolerance + T ahead.
+			ttl := (waitUs+r.ToleranceUs+r.IntervalUs)/1000 + 1
+			markerTTL = max(markerTTL, ttl)
+			a.pack = appendUint(a.pack, r.IntervalUs)
+			a.pack = appendUint(a.pack, r.ToleranceUs)
+			a.pack = appendUint(a.pack, ttl)
+		}
+	}
+	// The pack's bytes go as they are: go-redis writes a []byte argument
+	// without copying it into a string.
+	a.list = append(a.list, leanArg, ttlArg(markerTTL), a.pack)
+}
+
+// maxPacked bounds a packed number: Lua reads numbers as doubles, exact
+// up to 2^53 (µs: 285 years, past any wait or time here).
+const maxPacked = 1<<53 - 1
+
+// appendArrayHead appends a MessagePack array header of n elements.
+func appendArrayHead(b []byte, n int) []byte {
+	switch {
+	case n < 16:
+		return append(b, 0x90|byte(n))
+	case n <= math.MaxUint16:
+		return append(b, 0xdc, byte(n>>8), byte(n))
+	}
+	return append(b, 0xdd, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+}
+
+// appendUint appends n, clamped to [0, maxPacked], as a MessagePack
+// unsigned integer in its shortest form.
+func appendUint(b []byte, n int64) []byte {
+	u := uint64(min(max(n, 0), maxPacked))
+	switch {
+	case u < 128:
+		return append(b, byte(u))
+	case u <= math.MaxUint8:
+		return append(b, 0xcc, byte(u))
+	case u <= math.MaxUint16:
+		return append(b, 0xcd, byte(u>>8), byte(u))
+	case u <= math.MaxUint32:
+		return append(b, 0xce, byte(u>>24), byte(u>>16), byte(u>>8), byte(u))
+	}
+	return append(b, 0xcf, byte(u>>56), byte(u>>48), byte(u>>40), byte(u>>32), byte(u>>24), byte(u>>16), byte(u>>8), byte(u))
+}
+
+// parseLean reads a lean call's reply into out: the first line, then one
+// line per request; a penalised request's line gives the length of the
+// stored value it ends with, which may hold a newline.
+func parseLean(reqs []Request, reply string, out []Reservation) (flags replyFlags, err error) {
+	malformed := func() error { return fmt.Errorf("%w: reserve: malformed reply %q", ErrUnavailable, reply) }
+	flags, rest, ok := parseReplyHead(reply)
+	if !ok {
+		return flags, malformed()
+	}
+	now := time.UnixMicro(flags.now)
+	for r := range reqs {
+		if rest == "" {
+			return flags, malformed()
+		}
+		var line, stored string
+		if strings.HasPrefix(rest, "2 ") {
+			// "2 <left> <index> <bytes> <stored>"
+			var size string
+			line, rest = rest, ""
+			head := line
+			for range 3 {
+				_, head, _ = strings.Cut(head, " ")
+			}
+			size, stored, _ = strings.Cut(head, " ")
+			n, err := strconv.Atoi(size)
+			if err != nil || n < 0 || n > len(stored) {
+				return flags, malformed()
+			}
+			stored, rest = stored[:n], stored[n:]
+			if rest != "" {
+				if rest[0] != '\n' {
+					return flags, malformed()
+				}
+				rest = rest[1:]
+			}
+			line = line[:len(line)-len(head)]
+		} else {
+			line, rest, _ = strings.Cut(rest, "\n")
+		}
+		status, amount, index, fields, ok := parseLineHead(line)
+		if !ok {
+			return flags, malformed()
+		}
+		if out[r], ok = answer(&reqs[r], now, status, amount, index, fields, stored); !ok {
+			return flags, malformed()
+		}
+	}
+	if rest != "" {
+		return flags, malformed()
+	}
+	return flags, nil
+}
