@@ -87,7 +87,7 @@ func (g *gate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func reservedBy(args []any) int {
 	numKeys, _ := strconv.Atoi(args[2].(string))
 	argv := args[3+numKeys:]
-	if argv[0] == "q" {
+	if argv[0] == "q" || argv[0] == "r" {
 		return limiter.LeanRequests(argv[2].([]byte))
 	}
 	if argv[0] == "f" {

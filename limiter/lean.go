@@ -15,8 +15,13 @@ import (
 // number made the call's arguments cost Redis and the client as much as
 // the decisions (BenchmarkRedisLargestBatch measures a full call).
 
-// leanArg is the 'q' that leads a lean call's arguments.
-var leanArg any = "q"
+// A lean call is led by 'q' when the replica has slots booked ahead in
+// the group (the script reads the epoch marker at once, as every other
+// call does), else by 'r': the script reads it only once a request is not
+// admitted at once, since a loss of the state costs a slot booked at once
+// nothing, and the common call (no load, no wait) then neither reads,
+// renews nor returns it.
+var leanAlways, leanLazy any = "q", "r"
 
 // allLean reports whether reqs can go in one lean call: every rule paced
 // and uncapped.
@@ -30,9 +35,10 @@ func allLean(reqs []Request) bool {
 }
 
 // appendLean builds the lean call of reqs, which share their group: the
-// epoch marker, each request's penalty keys and rule keys; then 'q', the
-// marker's TTL and the packed numbers.
-func (l *redisLimiter) appendLean(a *scriptArgs, reqs []Request) {
+// epoch marker, each request's penalty keys and rule keys; then 'q' or
+// 'r' (epoch: whether the marker is read at once), the marker's TTL and
+// the packed numbers.
+func (l *redisLimiter) appendLean(a *scriptArgs, reqs []Request, epoch bool) {
 	group := reqs[0].Group
 	scopes, rules := 0, 0
 	for i := range reqs {
@@ -67,7 +73,11 @@ func (l *redisLimiter) appendLean(a *scriptArgs, reqs []Request) {
 	}
 	// The pack's bytes go as they are: go-redis writes a []byte argument
 	// without copying it into a string.
-	a.list = append(a.list, leanArg, ttlArg(markerTTL), a.pack)
+	mode := leanLazy
+	if epoch {
+		mode = leanAlways
+	}
+	a.list = append(a.list, mode, ttlArg(markerTTL), a.pack)
 }
 
 // maxPacked bounds a packed number: Lua reads numbers as doubles, exact

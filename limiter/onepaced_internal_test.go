@@ -63,8 +63,33 @@ func TestOnePacedPathMatchesGeneral(t *testing.T) {
 			t.Fatalf("case %d: states %v and %v", iter, states[0], states[1])
 		}
 		seen[replies[0][strings.Index(replies[0], "\n")+1]]++
+
+		// With the marker lazy ("<n>l<ms>"), the same but for the epoch,
+		// read only when the request waits or is refused for its wait.
+		lazyReq := req
+		lazyReq.Group = fmt.Sprintf("g%d-lazy", iter)
+		keys := f.l.appendSegmentKeys(nil, &lazyReq, true)
+		args, ttl := appendSegmentArgs(nil, []Request{lazyReq}, true)
+		args[0], args[1] = onePacedArg, markerArg(len(req.Scopes)+1, ttl, true)
+		call := append([]any{"evalsha", "", len(keys)}, keys...)
+		lazy, lazyStates := f.run(append(call, args...), uint64(iter))
+		want := replies[1]
+		if line := want[strings.Index(want, "\n")+1:]; strings.HasPrefix(line, "0 0 ") || strings.HasPrefix(line, "2 ") {
+			head, rest, _ := strings.Cut(want, "\n")
+			var kept []string
+			for _, field := range strings.Fields(head) {
+				if !strings.HasPrefix(field, "e") {
+					kept = append(kept, field)
+				}
+			}
+			want = strings.Join(kept, " ") + "\n" + rest
+			seen['l']++
+		}
+		if lazy != want || fmt.Sprint(lazyStates) != fmt.Sprint(states[1]) {
+			t.Fatalf("case %d: lazy marker %q (states %v), want %q (states %v)", iter, lazy, lazyStates, want, states[1])
+		}
 	}
-	if seen['0'] == 0 || seen['1'] == 0 || seen['2'] == 0 {
+	if seen['0'] == 0 || seen['1'] == 0 || seen['2'] == 0 || seen['l'] == 0 {
 		t.Fatalf("replies by status %v: the cases did not admit, refuse and penalise each", seen)
 	}
 }
@@ -246,18 +271,19 @@ func randomState(r *rand.Rand, key string, now int64) string {
 	return ""
 }
 
-// A lean call (ARGV[1] "q", lean.go) decides random batches of requests of
-// paced rules exactly as the same batch in segments ("m") does: the same
-// answers once parsed, the same flags and the same values left in the rule
-// keys, over random states (penalties whose stored value holds a newline
-// among them).
+// A lean call (ARGV[1] "q" or "r", lean.go) decides random batches of
+// requests of paced rules, one request alone among them, exactly as the
+// same batch in segments ("m", or one segment's own call) does: the same answers once parsed, the same flags (but for the epoch a
+// lazy call leaves unread when every request is admitted at once) and the
+// same values left in the rule keys, over random states (penalties whose
+// stored value holds a newline among them).
 func TestLeanMatchesSegments(t *testing.T) {
 	f := newFixedClock(t)
 	rng := rand.New(rand.NewPCG(5, 6))
 	seen := map[string]int{}
 	for iter := range 300 {
 		var reqs []Request
-		for range 2 + rng.IntN(6) {
+		for range 1 + rng.IntN(7) {
 			if len(reqs) > 0 && rng.IntN(4) == 0 {
 				reqs = append(reqs, reqs[len(reqs)-1])
 				continue
@@ -275,9 +301,6 @@ func TestLeanMatchesSegments(t *testing.T) {
 			}
 			reqs = append(reqs, req)
 		}
-		if len(appendSegmentEnds(nil, reqs)) < 2 {
-			continue // one segment goes in a call of its own form
-		}
 		var answers [2][]Reservation
 		var flags [2]replyFlags
 		var states [2][]string
@@ -288,10 +311,15 @@ func TestLeanMatchesSegments(t *testing.T) {
 				batch[i] = r
 			}
 			a := &scriptArgs{segs: appendSegmentEnds(nil, batch)}
-			if v == 0 {
-				f.l.appendLean(a, batch)
-			} else {
+			switch {
+			case v == 0:
+				f.l.appendLean(a, batch, iter%2 == 0)
+			case len(a.segs) > 1:
 				f.l.appendBatch(a, batch)
+			default: // one segment: a call of its own form, as reserveN makes
+				a.begin(reserveScript, len(batch[0].Scopes)+1+len(batch[0].Rules))
+				a.list = f.l.appendSegmentKeys(a.list, &batch[0], true)
+				a.list, _ = appendSegmentArgs(a.list, batch, true)
 			}
 			var reply string
 			reply, states[v] = f.run(a.list, uint64(iter))
@@ -305,6 +333,19 @@ func TestLeanMatchesSegments(t *testing.T) {
 			if err != nil {
 				t.Fatalf("case %d, variant %d: %v\nreply %q\nreqs %+v", iter, v, err, reply, batch)
 			}
+		}
+		// A lean call that does not ask for the epoch at once ('r') reads
+		// it only once a request is not admitted at once.
+		waited := false
+		for _, res := range answers[0] {
+			waited = waited || res.penalty == nil && (!res.ok || res.delay > 0)
+		}
+		if iter%2 == 1 && !waited {
+			if flags[0].epoch != 0 {
+				t.Fatalf("case %d: a lazy lean call admitting at once read the epoch %d", iter, flags[0].epoch)
+			}
+			flags[0].epoch = flags[1].epoch
+			seen["epoch left unread"]++
 		}
 		if flags[0] != flags[1] {
 			t.Fatalf("case %d: lean flags %+v, segments %+v", iter, flags[0], flags[1])
@@ -331,7 +372,7 @@ func TestLeanMatchesSegments(t *testing.T) {
 			t.Fatalf("case %d: states %v and %v", iter, states[0], states[1])
 		}
 	}
-	for _, k := range []string{"admitted", "refused", "penalised", "code with a newline"} {
+	for _, k := range []string{"admitted", "refused", "penalised", "code with a newline", "epoch left unread"} {
 		if seen[k] == 0 {
 			t.Fatalf("answers %v: no case was %s", seen, k)
 		}

@@ -181,27 +181,33 @@ func (l *redisLimiter) reserveN(ctx context.Context, reqs []Request, out []Reser
 	defer a.release()
 	// A run of requests with the same rules is one segment, decided in one
 	// loop (the hot key's call); requests of many rule sets go lean.
+	// What this replica knew of the group's state when it sent the call:
+	// every reply to a call sent before it learnt of a loss is affected,
+	// not only the first one to arrive.
+	known := l.epochOf(reqs[0].Group)
 	a.segs = appendSegmentEnds(a.segs, reqs)
 	lean := len(a.segs) > 1 && allLean(reqs)
 	if lean {
-		l.appendLean(a, reqs)
+		l.appendLean(a, reqs, bookedAhead(known, time.Now()))
 	} else if len(a.segs) == 1 {
 		// The common case, as one segment: keys, then arguments.
 		req := &reqs[0]
 		a.begin(reserveScript, len(req.Scopes)+1+len(req.Rules))
 		a.list = l.appendSegmentKeys(a.list, req, true)
 		first := len(a.list)
-		a.list, _ = appendSegmentArgs(a.list, reqs, true)
+		var markerTTL int64
+		a.list, markerTTL = appendSegmentArgs(a.list, reqs, true)
 		if len(reqs) == 1 && onlyPaced(req) {
 			a.list[first] = onePacedArg
+			if !bookedAhead(known, time.Now()) {
+				// Nothing booked ahead: the epoch is read only if the
+				// request waits (see lean.go).
+				a.list[first+1] = markerArg(len(req.Scopes)+1, markerTTL, true)
+			}
 		}
 	} else {
 		l.appendBatch(a, reqs)
 	}
-	// What this replica knew of the group's state when it sent the call:
-	// every reply to a call sent before it learnt of a loss is affected,
-	// not only the first one to arrive.
-	known := l.epochOf(reqs[0].Group)
 	reply, err := l.run(ctx, reserveScript, a.list).Text()
 	if err != nil {
 		if cerr := ctxEnded(ctx); cerr != nil {

@@ -75,6 +75,26 @@ local function read_tat(v, now)
   return x, false
 end
 
+-- epoch reads the group's epoch marker, the key at index j, and renews
+-- it: it holds when the group's state began ("e<µs>"), and a replica that
+-- sees it change knows the state was lost (FLUSHALL, eviction) and holds
+-- its new slots back past those it knew of. Its value is "e<epoch
+-- µs>:<expiry ms>"; it is renewed for mttl ms once half of that is gone,
+-- and made afresh when absent or not such a value.
+local function epoch(KEYS, val, t, now, j, mttl)
+  local e, x = string.match(val[j] or '', '^(e%d+):(%d+)$')
+  if not e or #e > 17 or #x > 16 then
+    e, x = 'e' .. t[1] .. string.format('%06d', t[2]), 0
+  end
+  local nowms = math.floor(now / 1000)
+  if tonumber(x) < nowms + mttl / 2 then
+    local v = string.format('%s:%d', e, nowms + mttl)
+    redis.call('SET', KEYS[j], v, 'PX', mttl)
+    val[j] = v
+  end
+  return e
+end
+
 -- head reads a segment's epoch marker and penalty keys and returns how
 -- many penalty keys lead the segment's keys (the marker included), whether
 -- a corrupt value was found, the reply's first line, and, when a penalty
@@ -84,30 +104,24 @@ local function head(KEYS, ARGV, val, alias, t, now, clock, ko, ao)
   if npa == '0' then return 0, false, clock end
   local first = clock
   local corrupt = false
-  -- The epoch marker holds when the group's state began ("e<µs>"): a
-  -- replica that sees it change knows the state was lost (FLUSHALL,
-  -- eviction) and holds its new slots back past those it knew of.
-  local count, mttl = string.match(npa, '^(%d+)e(%d+)$')
+  local count, how, mttl = string.match(npa, '^(%d+)([el])(%d+)$')
   local np = tonumber(count or npa)
   local scopes = np
-  -- Its value is "e<epoch µs>:<expiry ms>"; it is renewed for mttl ms
-  -- (ARGV[2] is then "<np>e<mttl>") once half of that is gone.
+  -- The marker is renewed for mttl ms (ARGV[2] is then "<np>e<mttl>"). As
+  -- "<np>l<mttl>" (one request of paced rules, from a replica with no slot
+  -- booked ahead) it is read only once the request is not admitted at
+  -- once, as a lean call's 'r' does: lazy is then its index.
+  local lazy
   if count then
     scopes = np - 1
     local j = ko + np
     if alias then j = alias[j] or j end
-    local e, x = string.match(val[j] or '', '^(e%d+):(%d+)$')
-    if not e or #e > 17 or #x > 16 then
-      e, x = 'e' .. t[1] .. string.format('%06d', t[2]), 0
-    end
-    local nowms = math.floor(now / 1000)
     mttl = tonumber(mttl)
-    if tonumber(x) < nowms + mttl / 2 then
-      local v = string.format('%s:%d', e, nowms + mttl)
-      redis.call('SET', KEYS[j], v, 'PX', mttl)
-      val[j] = v
+    if how == 'l' then
+      lazy = j
+    else
+      first = first .. ' ' .. epoch(KEYS, val, t, now, j, mttl)
     end
-    first = first .. ' ' .. e
   end
   local best, best_until, best_value = 0, 0, false
   for i = 1, scopes do
@@ -131,7 +145,7 @@ local function head(KEYS, ARGV, val, alias, t, now, clock, ko, ao)
     if corrupt then first = first .. ' c' end
     return np, corrupt, first, first .. string.format('\n2 %d %d ', best_until - now, best) .. best_value
   end
-  return np, corrupt, first
+  return np, corrupt, first, false, lazy, mttl
 end
 
 -- One segment: requests of the same rules and scopes, decided as above.
@@ -500,7 +514,7 @@ end
 -- i's arguments are ARGV[ao+4i+1 .. ao+4i+4]: 'p', T, tolerance, TTL. tat
 -- is scratch indexed like KEYS: a call of one segment passes val itself.
 local function straight(KEYS, ARGV, val, alias, t, now, clock, put, tat, ko, ao, nk)
-  local np, corrupt, first, penalised = head(KEYS, ARGV, val, alias, t, now, clock, ko, ao)
+  local np, corrupt, first, penalised, lazy, mttl = head(KEYS, ARGV, val, alias, t, now, clock, ko, ao)
   if penalised then return penalised end
   local kr, nr = ko + np, nk - np
   local s, bind = now, 0
@@ -517,8 +531,9 @@ local function straight(KEYS, ARGV, val, alias, t, now, clock, put, tat, ko, ao,
     local allow = x - ARGV[ao + 4 * i + 3]
     if allow > s then s, bind = allow, i end
   end
-  if corrupt then first = first .. ' c' end
   local wait = s - now
+  if wait > 0 and lazy then first = first .. ' ' .. epoch(KEYS, val, t, now, lazy, mttl) end
+  if corrupt then first = first .. ' c' end
   if wait > 0 and wait > tonumber(ARGV[ao + 3]) then
     local line = string.format('1 %d %d', wait, bind)
     for i = 1, nr do line = line .. string.format(' %d', tat[kr + i]) end
@@ -540,34 +555,31 @@ local function straight(KEYS, ARGV, val, alias, t, now, clock, put, tat, ko, ao,
   return first .. '\n' .. line
 end
 
--- lean decides a call of several requests whose rules are all paced and
--- none capped (ARGV[1] is 'q'), the calls that coalescing makes under
--- load: every request in arrival order as if it had made its own call,
--- each key read once (val, with alias for a key named again) and written
--- once at the end. KEYS[1] is the group's epoch marker, kept for ARGV[2]
--- ms; then each request's penalty keys and rule keys. ARGV[3] packs every
--- request's numbers in one MessagePack array, read by one C call rather
--- than as one Redis argument each: per request its count of penalty keys
--- and of rules, the longest wait it accepts (µs) and "no slot before"
--- (µs, 0 for none), then per rule T, tolerance (µs) and key TTL (ms).
--- Reply: the first line as above, then one line per request as above,
--- but for a penalty, whose line is "2 <left µs> <penalty key index>
--- <bytes> <stored value>": the stored value may hold a newline.
+-- lean decides a call of requests whose rules are all paced and none
+-- capped (ARGV[1] is 'q' or 'r', below): one request without load, or the
+-- calls that coalescing makes of many rule sets under load. Every request
+-- in arrival order as if it had made its own call, each key read once
+-- (val, with alias for a key named again) and written once at the end.
+-- KEYS[1] is the group's epoch marker, kept for ARGV[2] ms; then each
+-- request's penalty keys and rule keys. ARGV[3] packs every request's
+-- numbers in one MessagePack array, read by one C call rather than as one
+-- Redis argument each: per request its count of penalty keys and of
+-- rules, the longest wait it accepts (µs) and "no slot before" (µs, 0 for
+-- none), then per rule T, tolerance (µs) and key TTL (ms).
+-- Reply: the first line as above (the epoch only when it was read), then
+-- one line per request as above, but for a penalty, whose line is "2
+-- <left µs> <penalty key index> <bytes> <stored value>": the stored value
+-- may hold a newline.
 local function lean(KEYS, ARGV, val, t, now, clock)
   local tonumber = tonumber
   local a = cmsgpack.unpack(ARGV[3])
   local corrupt = false
-  -- The epoch marker, as in head.
-  local e, x = string.match(val[1] or '', '^(e%d+):(%d+)$')
-  if not e or #e > 17 or #x > 16 then
-    e, x = 'e' .. t[1] .. string.format('%06d', t[2]), 0
-  end
-  local nowms = math.floor(now / 1000)
+  -- The epoch marker, read at once when the replica asks ('q': it has
+  -- slots booked ahead that a loss of the state would let others overlap),
+  -- else ('r') only once a request is not admitted at once: a slot booked
+  -- at once lies nowhere ahead, so a loss of the state costs it nothing.
   local mttl = tonumber(ARGV[2])
-  if tonumber(x) < nowms + mttl / 2 then
-    local v = string.format('%s:%d', e, nowms + mttl)
-    redis.call('SET', KEYS[1], v, 'PX', mttl)
-  end
+  local e = ARGV[1] == 'q' and epoch(KEYS, val, t, now, 1, mttl)
   -- A key named again is known by its first index; tat holds a booked
   -- paced key's time as a number, ttl_of the longest expiry asked for it.
   local first, alias = {}, {}
@@ -577,7 +589,7 @@ local function lean(KEYS, ARGV, val, t, now, clock)
     if f then alias[i] = f else first[k] = i end
   end
   local tat, ttl_of, writes = {}, {}, {}
-  local out = {clock .. ' ' .. e}
+  local out = {clock}
   local k, x = 1, 1
   while x <= #a do
     local ns, nr, maxwait, s = a[x], a[x + 1], a[x + 2], a[x + 3]
@@ -621,6 +633,7 @@ local function lean(KEYS, ARGV, val, t, now, clock)
         if allow > s then s, bind = allow, i end
       end
       local wait = s - now
+      if wait > 0 and not e then e = epoch(KEYS, val, t, now, 1, mttl) end
       local line
       if wait > 0 and wait > maxwait then
         line = string.format('1 %d %d', wait, bind)
@@ -656,6 +669,7 @@ local function lean(KEYS, ARGV, val, t, now, clock)
     local j = writes[i]
     redis.call('SET', KEYS[j], string.format('%d', tat[j]), 'PX', ttl_of[j])
   end
+  if e then out[1] = out[1] .. ' ' .. e end
   if corrupt then out[1] = out[1] .. ' c' end
   return table.concat(out, '\n')
 end
@@ -680,7 +694,7 @@ local alias = false
 
 
 -- Several requests of paced rules alone, as coalescing sends them.
-if ARGV[1] == 'q' then
+if ARGV[1] == 'q' or ARGV[1] == 'r' then
   return lean(KEYS, ARGV, val, t, now, clock)
 end
 

@@ -38,7 +38,7 @@ func (l *redisLimiter) appendBatch(a *scriptArgs, reqs []Request) {
 		a.argv[na+1] = boxInt(len(a.argv) - na - 2)
 		start = end
 	}
-	a.argv[marker] = markerArg(len(reqs[0].Scopes)+1, markerTTL)
+	a.argv[marker] = markerArg(len(reqs[0].Scopes)+1, markerTTL, false)
 	a.begin(reserveScript, len(a.keys))
 	a.list = append(a.list, a.keys...)
 	a.list = append(a.list, a.argv...)
@@ -87,7 +87,7 @@ func appendSegmentArgs(list []any, reqs []Request, marker bool) (_ []any, marker
 	}
 	list, markerTTL = appendRuleArgs(list, req, waitUs)
 	if marker {
-		list[counts] = markerArg(len(req.Scopes)+1, markerTTL)
+		list[counts] = markerArg(len(req.Scopes)+1, markerTTL, false)
 	} else {
 		list[counts] = boxInt(len(req.Scopes))
 	}
