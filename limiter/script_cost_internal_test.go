@@ -13,8 +13,8 @@ import (
 // What the one-call path costs Redis, piece by piece: Redis's own time per
 // call of reserve.lua for one request of one paced rule (INFO
 // commandstats, one caller, so the client's load does not count), on its
-// straight path and through the general loop, beside the same call without
-// the epoch marker and scripts that make only the calls into Redis a GCRA
+// straight path (the epoch marker read, or lazy as on the common path) and
+// through the general loop, beside the same call without the epoch marker and scripts that make only the calls into Redis a GCRA
 // needs, or nothing at all with the same arguments. The differences say
 // what each part costs on the common path.
 func BenchmarkRedisScriptCost(b *testing.B) {
@@ -26,8 +26,12 @@ func BenchmarkRedisScriptCost(b *testing.B) {
 	}
 	req := Request{Group: "cost", Rules: []rule.Rule{rule.Must(rule.New("api", 1_000_000_000, time.Second, rule.WithBurst(1_000_000)))}}
 	keys := l.appendSegmentKeys(nil, &req, true)
-	args, _ := appendSegmentArgs(nil, []Request{req}, true)
+	args, ttl := appendSegmentArgs(nil, []Request{req}, true)
 	args[0] = onePacedArg
+	// The common path: no slot booked ahead, so the marker is read only if
+	// the request waits, which it does not here.
+	lazy := append([]any(nil), args...)
+	lazy[1] = markerArg(1, ttl, true)
 	general := append([]any(nil), args...)
 	general[0] = "1"
 	noMarker := append([]any(nil), args...)
@@ -41,6 +45,7 @@ func BenchmarkRedisScriptCost(b *testing.B) {
 		keys, args []any
 	}{
 		{"reserve", reserveSource, keys, args},
+		{"reserve, the marker lazy", reserveSource, keys, lazy},
 		{"reserve, the general loop", reserveSource, keys, general},
 		{"reserve without the epoch marker", reserveSource, keys[1:], noMarker},
 		{"TIME GET SET", floor, keys[1:], nil},

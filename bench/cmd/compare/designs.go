@@ -134,7 +134,8 @@ func designs() []design {
 		{
 			id: "ours1", name: "throttle, 1 rule", rules: 1,
 			how: "limiter.NewShared, GCRA in one script (Redis TIME); a waiting caller books its slot and sleeps once; " +
-				"requests that arrive while a call is in flight share the next call (coalescing, the default)",
+				"requests of one group that arrive while calls are in flight share the next call (coalescing, the default; " +
+				"two calls in flight when they book no rule in common)",
 			build: func(p params) (gate, error) { return newOurs(p, 1, false) },
 		},
 		{

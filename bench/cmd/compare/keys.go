@@ -71,8 +71,9 @@ func reportKeyCurve(w func(string, ...any), c config, rows []keyPoint, mline str
 	w("## 7. Cost against the number of distinct keys\n\n")
 	w("%d goroutines of one replica decide on a limit far above the load (as in table 1), each decision going\n", c.workers)
 	w("to the next of n keys in turn. For this project the n keys are n rule sets of one group (one hash tag,\n")
-	w("as the rules of one provider are): coalescing joins the requests of a group that arrive while a call\n")
-	w("for it is in flight, whatever their rules. redis_rate and the ceiling (`EVALSHA return 1`) use n\n")
+	w("as the rules of one provider are): coalescing joins the requests of a group that arrive while calls\n")
+	w("for it are in flight, whatever their rules, in one lean call (up to two in flight when they book no rule\n")
+	w("in common). redis_rate and the ceiling (`EVALSHA return 1`) use n\n")
 	w("plain keys. %v per design and size after %v of warm-up, %d interleaved rounds, the best kept.\n\n%s\n\n",
 		c.tputDur, c.tputWarmup, c.rounds, mline)
 	w("| keys | throttle, coalesced: decisions/s, p99 µs | one call each: decisions/s, p99 µs | redis_rate: decisions/s, p99 µs | ceiling: decisions/s, p99 µs | coalesced / ceiling | one call each / redis_rate |\n")

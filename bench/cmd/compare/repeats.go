@@ -109,12 +109,21 @@ func verdict(met bool) string {
 // repeatsWhy says where the two ratios stop on this machine; the figures
 // it cites are in the table above and in the limiter's benchmarks.
 const repeatsWhy = `
-Where they stop here: a group has one call in flight at a time (its requests stay in arrival order),
-so coalesced decisions per second are bounded by requests per call over the call's cycle: the
-client building it, the round trip (above), Redis reading and running it, the client reading the
-reply and waking each requester, one after the other. Over 1,000 rule sets the client's part is
-about 70 µs of a 230-240 µs cycle of 25 requests and Redis's about 120
-(` + "`BenchmarkRedisReserveManyRuleSets/coalesced`" + ` with a CPU profile): neither is busy all the
+Where they stop here: a group keeps up to two calls in flight, when they book no rule in common (its
+requests stay in arrival order on every rule), and requests of many rule sets go in one lean call
+(keys as keys, all numbers in one MessagePack argument). Over 1,000 rule sets a call then carries
+about 14.5 requests and lives about 250 µs, of which Redis runs it for 60-70 µs
+(` + "`BenchmarkRedisReserveManyRuleSets/coalesced`" + `); the columns above show both processes together using
+about 1.2-1.4 of the two cores: the rest of a call's life is the hops between them, which on this
+virtual machine cost about what the bare round trip above does. A third or fourth call in flight
+made calls smaller without more decisions per second (` + "`maxInFlight`" + ` 1 to 4 measured). Each
+request of a distinct rule set costs Redis one ` + "`SET ... PX`" + ` of its own key (1.2-1.6 µs of the about
+3.6 µs a request takes in a batch of 64, ` + "`BenchmarkRedisLargestBatch`" + `), against about 1 µs for a whole
+` + "`return 1`" + ` call. One call per decision: the asking goroutines' CPU follows Redis's time per call (the
+client column rises with the Redis column), so the ratio follows the script, whose common path now
+leaves the group's epoch marker unread (it is read once a request waits, or while this replica has
+slots booked ahead); what remains over the GCRA floor is the arguments, the reply with the booked
+state, and reading the stored state as exact integers.` + "`BenchmarkRedisReserveManyRuleSets/coalesced`" + ` with a CPU profile): neither is busy all the
 time, and the two do not overlap within a group. Each request of a distinct rule set costs Redis one SET of its own key and the
 Lua that decides it (about 3.8 µs in a batch of 61, ` + "`BenchmarkRedisLargestBatch`" + `), against
 about 1 µs for a whole ` + "`return 1`" + ` call. One call per decision: the asking goroutines' CPU

@@ -113,11 +113,11 @@ func verdicts(res results) string {
 		why := fmt.Sprintf("The gap is inside Redis, which runs every script on one thread: one call of the one-rule "+
 			"script spends %.1f µs of Redis time (redis_rate %.1f, the fixed window %.1f, the ceiling %.1f, column "+
 			"Redis µs). It makes three calls from Lua into Redis, `TIME`, `MGET` (the rule's key and the group's "+
-			"epoch marker, by which replicas notice a lost state) and `SET ... PX`, and returns the booked state "+
-			"as exact integer microseconds; redis_rate makes `TIME`, `GET` and `SET` with float seconds, and the "+
-			"fixed-window designs make one or two calls and never read Redis's clock; they pay for that in tables 2 "+
-			"and 3. Coalescing (the default) spreads one call over the requests that arrive while the previous one "+
-			"is in flight.", singleUs, rateUs, fixedUs, ceilUs)
+			"epoch marker, by which replicas notice a lost state, read only once a request waits) and `SET ... PX`, "+
+			"and returns the booked state as exact integer microseconds; redis_rate makes `TIME`, `GET` and `SET` "+
+			"with float seconds, and the fixed-window designs make one or two calls and never read Redis's clock; "+
+			"they pay for that in tables 2 and 3. Coalescing (the default) spreads one call over the requests that "+
+			"arrive while calls are in flight.", singleUs, rateUs, fixedUs, ceilUs)
 		why3 := fmt.Sprintf("This row checks three penalty keys and charges three rules in each decision (%.1f µs "+
 			"of Redis time per decision), which no peer does: each peer row decides one limit, and keeping three "+
 			"would take it three calls.", ours3Us)
