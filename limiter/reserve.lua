@@ -95,6 +95,32 @@ local function epoch(KEYS, val, t, now, j, mttl)
   return e
 end
 
+-- penalty reads the n penalty keys after index ko and returns the one
+-- that ends last while still live (its position among them, its end and
+-- its stored value "end|code"; 0 when none) and whether a corrupt value
+-- was found, which is deleted.
+local function penalty(KEYS, val, alias, now, ko, n)
+  local best, best_until, best_value, corrupt = 0, 0, false, false
+  for i = 1, n do
+    local j = ko + i
+    if alias then j = alias[j] or j end
+    local v = val[j]
+    if v then
+      local sep = string.find(v, '|', 1, true)
+      local u = tonumber(sep and string.sub(v, 1, sep - 1) or v)
+      if u and not (u <= most) then u = nil end
+      if u and u > now and u > best_until then
+        best, best_until, best_value = i, u, v
+      elseif not u then
+        redis.call('DEL', KEYS[j])
+        val[j] = false
+        corrupt = true
+      end
+    end
+  end
+  return best, best_until, best_value, corrupt
+end
+
 -- head reads a segment's epoch marker and penalty keys and returns how
 -- many penalty keys lead the segment's keys (the marker included), whether
 -- a corrupt value was found, the reply's first line, and, when a penalty
@@ -123,24 +149,8 @@ local function head(KEYS, ARGV, val, alias, t, now, clock, ko, ao)
       first = first .. ' ' .. epoch(KEYS, val, t, now, j, mttl)
     end
   end
-  local best, best_until, best_value = 0, 0, false
-  for i = 1, scopes do
-    local j = ko + i
-    if alias then j = alias[j] or j end
-    local v = val[j]
-    if v then
-      local sep = string.find(v, '|', 1, true)
-      local u = tonumber(sep and string.sub(v, 1, sep - 1) or v)
-      if u and not (u <= most) then u = nil end
-      if u and u > now and u > best_until then
-        best, best_until, best_value = i, u, v
-      elseif not u then
-        redis.call('DEL', KEYS[j])
-        val[j] = false
-        corrupt = true
-      end
-    end
-  end
+  local best, best_until, best_value, bad = penalty(KEYS, val, alias, now, ko, scopes)
+  corrupt = corrupt or bad
   if best > 0 then
     if corrupt then first = first .. ' c' end
     return np, corrupt, first, first .. string.format('\n2 %d %d ', best_until - now, best) .. best_value
@@ -597,21 +607,10 @@ local function lean(KEYS, ARGV, val, t, now, clock)
     if s < now then s = now end
     -- Penalties: the one that ends last refuses the request.
     local best, best_until, best_value = 0, 0, false
-    for i = 1, ns do
-      local j = alias[k + i] or k + i
-      local v = val[j]
-      if v then
-        local sep = string.find(v, '|', 1, true)
-        local u = tonumber(sep and string.sub(v, 1, sep - 1) or v)
-        if u and not (u <= most) then u = nil end
-        if u and u > now and u > best_until then
-          best, best_until, best_value = i, u, v
-        elseif not u then
-          redis.call('DEL', KEYS[j])
-          val[j] = false
-          corrupt = true
-        end
-      end
+    if ns > 0 then
+      local bad
+      best, best_until, best_value, bad = penalty(KEYS, val, alias, now, k, ns)
+      corrupt = corrupt or bad
     end
     k = k + ns
     if best > 0 then
