@@ -121,8 +121,9 @@ func redisKey(prefix string, tag byte, group, name string) string {
 }
 
 // Reserve implements Limiter in one script call. Requests of the same
-// group that arrive while a call for it is in flight go together in the
-// next call, whatever their rules (see SharedConfig.NoCoalescing).
+// group that arrive while calls for it are in flight go together in the
+// next call, whatever their rules (see coalesce.go and
+// SharedConfig.NoCoalescing).
 func (l *redisLimiter) Reserve(ctx context.Context, req Request) (Reservation, error) {
 	if err := req.validate(); err != nil {
 		return Reservation{}, err

@@ -58,7 +58,7 @@ type SharedConfig struct {
 	// Redis keeps failing soon after coming back.
 	Recover time.Duration
 	// NoCoalescing makes every Reserve its own script call. By default,
-	// requests of one group that arrive while a call for the group is in
+	// requests of one group that arrive while calls for the group are in
 	// flight go together in the next call, whatever their rules
 	// (BENCHMARKS.md shows what that buys); this is for measuring it.
 	NoCoalescing bool
