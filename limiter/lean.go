@@ -62,9 +62,7 @@ func (l *redisLimiter) appendLean(a *scriptArgs, reqs []Request, epoch bool) {
 		for j := range req.Rules {
 			a.list = append(a.list, l.keys.get(l.prefix, ruleTag, group, req.Rules[j].Key()))
 			r := core(&req.Rules[j])
-			// As in appendRuleArgs: the booked time lies at most MaxWait +
-			// tolerance + T ahead.
-			ttl := (waitUs+r.ToleranceUs+r.IntervalUs)/1000 + 1
+			ttl := pacedTTL(r, waitUs)
 			markerTTL = max(markerTTL, ttl)
 			a.pack = appendUint(a.pack, r.IntervalUs)
 			a.pack = appendUint(a.pack, r.ToleranceUs)

@@ -271,9 +271,7 @@ func appendRuleArgs(list []any, req *Request, waitUs int64) (_ []any, markerTTL 
 		r := core(&req.Rules[i])
 		switch r.Kind {
 		case rulecore.Paced:
-			// The booked time lies at most MaxWait + tolerance + T ahead,
-			// so the key can go that long after its last booking.
-			ttl := (waitUs+r.ToleranceUs+r.IntervalUs)/1000 + 1
+			ttl := pacedTTL(r, waitUs)
 			markerTTL = max(markerTTL, ttl)
 			list = append(list, boxedPaced, r.ArgT, r.ArgTol, ttlArg(ttl))
 			continue
@@ -296,6 +294,13 @@ func appendRuleArgs(list []any, req *Request, waitUs int64) (_ []any, markerTTL 
 		}
 	}
 	return list, markerTTL
+}
+
+// pacedTTL is how long (ms) a paced rule's key lives after a booking by a
+// request that waits at most waitUs: the booked time lies at most MaxWait
+// + tolerance + T ahead, so the key can go that long after it.
+func pacedTTL(r *rulecore.Rule, waitUs int64) int64 {
+	return (waitUs+r.ToleranceUs+r.IntervalUs)/1000 + 1
 }
 
 // cancel gives res back in one script call (see Reservation.Cancel).
