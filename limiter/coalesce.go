@@ -273,7 +273,7 @@ func (ln *lane) remove(p *pending) {
 // room; ln.mu is held.
 func (ln *lane) start(l *redisLimiter) {
 	for ln.calls < maxInFlight && len(ln.queue) > 0 {
-		batch := ln.take(l, nil)
+		batch := ln.take(l)
 		if len(batch) == 0 {
 			return
 		}
@@ -282,11 +282,11 @@ func (ln *lane) start(l *redisLimiter) {
 	}
 }
 
-// take moves the next batch out of the queue into batch and marks its
-// rules held: in arrival order, up to maxBatch requests and maxBatchBytes,
-// every request that shares no rule with a call in flight or with a
-// request before it left waiting; ln.mu is held.
-func (ln *lane) take(l *redisLimiter, batch []*pending) []*pending {
+// take moves the next batch out of the queue and marks its rules held: in
+// arrival order, up to maxBatch requests and maxBatchBytes, every request
+// that shares no rule with a call in flight or with a request before it
+// left waiting; ln.mu is held.
+func (ln *lane) take(l *redisLimiter) (batch []*pending) {
 	n, size := 0, 0
 	clear(ln.left)
 	full := false
@@ -344,15 +344,19 @@ func (ln *lane) behind(req *Request) bool {
 // flush reserves batch in one call, answers its requesters, and starts the
 // calls the queue then yields.
 func (ln *lane) flush(l *redisLimiter, batch []*pending) {
-	reqs := make([]Request, len(batch))
-	out := make([]Reservation, len(batch))
+	sc := scratchPool.Get().(*batchScratch)
+	defer sc.release()
+	reqs, out := sc.reqs[:0], sc.out[:0]
 	now := time.Now()
-	for i, p := range batch {
+	for _, p := range batch {
 		// The wait a request accepts counts from when it asked, so its
 		// time in the queue comes off it.
-		reqs[i] = p.req
-		reqs[i].MaxWait = max(0, p.req.MaxWait-now.Sub(p.queued))
+		r := p.req
+		r.MaxWait = max(0, r.MaxWait-now.Sub(p.queued))
+		reqs = append(reqs, r)
+		out = append(out, Reservation{})
 	}
+	sc.reqs, sc.out = reqs, out
 	// No requester's cancellation cuts the shared call short (see
 	// reserveAlone); one that gave up meanwhile has its slot given back
 	// below.
@@ -381,6 +385,22 @@ func (ln *lane) flush(l *redisLimiter, batch []*pending) {
 		// Aside, so that a slow Redis delays no queued request.
 		go l.giveBack(giveBack)
 	}
+}
+
+// batchScratch is a flush's requests and answers, reused from call to
+// call: the requesters keep copies of the answers.
+type batchScratch struct {
+	reqs []Request
+	out  []Reservation
+}
+
+var scratchPool = sync.Pool{New: func() any { return new(batchScratch) }}
+
+func (sc *batchScratch) release() {
+	clear(sc.reqs)
+	clear(sc.out)
+	sc.reqs, sc.out = sc.reqs[:0], sc.out[:0]
+	scratchPool.Put(sc)
 }
 
 // giveBack cancels the slots booked for requests whose requesters gave up

@@ -8,8 +8,10 @@ import (
 	"time"
 )
 
-// The lean call (reserve.lua's 'q' form): several requests whose rules
-// are all paced and none capped, the calls coalescing makes under load.
+// The lean call (reserve.lua's 'q' and 'r' forms): requests of several rule
+// sets whose rules are all paced and none capped, the calls coalescing
+// makes under load (a batch of one rule set keeps its segment, which the
+// hot key's call decides faster).
 // Their keys go as keys, and all their numbers in one argument, a
 // MessagePack array the script reads in one C call: one Redis argument per
 // number made the call's arguments cost Redis and the client as much as

@@ -104,25 +104,7 @@ func TestStraightSegmentsMatchGeneral(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	straight, general := 0, 0
 	for iter := range 300 {
-		var reqs []Request
-		for range 2 + rng.IntN(5) {
-			if len(reqs) > 0 && rng.IntN(4) == 0 {
-				reqs = append(reqs, reqs[len(reqs)-1]) // a segment of several
-				continue
-			}
-			var req Request
-			for _, i := range rng.Perm(4)[:1+rng.IntN(3)] {
-				req.Rules = append(req.Rules, rule.Must(rule.New("r"+strconv.Itoa(i), 3+i*7, time.Second, rule.WithBurst(1+i%3))))
-			}
-			for _, i := range rng.Perm(3)[:rng.IntN(3)] {
-				req.Scopes = append(req.Scopes, "s"+strconv.Itoa(i))
-			}
-			req.MaxWait = time.Duration(rng.IntN(3)) * 50 * time.Millisecond
-			if rng.IntN(4) == 0 {
-				req.notBefore = fixedNow + int64(rng.IntN(200_000))
-			}
-			reqs = append(reqs, req)
-		}
+		reqs := randomBatch(rng, 2+rng.IntN(5))
 		var replies [2]string
 		var states [2][]string
 		for v := range 2 {
@@ -162,6 +144,32 @@ func TestStraightSegmentsMatchGeneral(t *testing.T) {
 		t.Fatalf("%d segments went straight, %d through the loop: the batches did not exercise both", straight, general)
 	}
 	t.Logf("%d straight segments compared", straight)
+}
+
+// randomBatch draws n requests of paced rules of one group-to-be, some
+// sharing rule keys and penalty scopes, some repeating the one before (a
+// segment of several), some with "no slot before".
+func randomBatch(rng *rand.Rand, n int) []Request {
+	var reqs []Request
+	for range n {
+		if len(reqs) > 0 && rng.IntN(4) == 0 {
+			reqs = append(reqs, reqs[len(reqs)-1]) // a segment of several
+			continue
+		}
+		var req Request
+		for _, i := range rng.Perm(4)[:1+rng.IntN(3)] {
+			req.Rules = append(req.Rules, rule.Must(rule.New("r"+strconv.Itoa(i), 3+i*7, time.Second, rule.WithBurst(1+i%3))))
+		}
+		for _, i := range rng.Perm(3)[:rng.IntN(3)] {
+			req.Scopes = append(req.Scopes, "s"+strconv.Itoa(i))
+		}
+		req.MaxWait = time.Duration(rng.IntN(3)) * 50 * time.Millisecond
+		if rng.IntN(4) == 0 {
+			req.notBefore = fixedNow + int64(rng.IntN(200_000))
+		}
+		reqs = append(reqs, req)
+	}
+	return reqs
 }
 
 // fixedNow is the instant the script reads on a fixedClock, in µs.
@@ -282,25 +290,7 @@ func TestLeanMatchesSegments(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	seen := map[string]int{}
 	for iter := range 300 {
-		var reqs []Request
-		for range 1 + rng.IntN(7) {
-			if len(reqs) > 0 && rng.IntN(4) == 0 {
-				reqs = append(reqs, reqs[len(reqs)-1])
-				continue
-			}
-			var req Request
-			for _, i := range rng.Perm(4)[:1+rng.IntN(3)] {
-				req.Rules = append(req.Rules, rule.Must(rule.New("r"+strconv.Itoa(i), 3+i*7, time.Second, rule.WithBurst(1+i%3))))
-			}
-			for _, i := range rng.Perm(3)[:rng.IntN(3)] {
-				req.Scopes = append(req.Scopes, "s"+strconv.Itoa(i))
-			}
-			req.MaxWait = time.Duration(rng.IntN(3)) * 50 * time.Millisecond
-			if rng.IntN(4) == 0 {
-				req.notBefore = fixedNow + int64(rng.IntN(200_000))
-			}
-			reqs = append(reqs, req)
-		}
+		reqs := randomBatch(rng, 1+rng.IntN(7))
 		var answers [2][]Reservation
 		var flags [2]replyFlags
 		var states [2][]string

@@ -180,12 +180,12 @@ func (l *redisLimiter) reserveAlone(ctx context.Context, req Request) (Reservati
 func (l *redisLimiter) reserveN(ctx context.Context, reqs []Request, out []Reservation) error {
 	a := argsPool.Get().(*scriptArgs)
 	defer a.release()
-	// A run of requests with the same rules is one segment, decided in one
-	// loop (the hot key's call); requests of many rule sets go lean.
 	// What this replica knew of the group's state when it sent the call:
 	// every reply to a call sent before it learnt of a loss is affected,
 	// not only the first one to arrive.
 	known := l.epochOf(reqs[0].Group)
+	// A run of requests with the same rules is one segment, decided in one
+	// loop (the hot key's call); requests of many rule sets go lean.
 	a.segs = appendSegmentEnds(a.segs, reqs)
 	lean := len(a.segs) > 1 && allLean(reqs)
 	if lean {

@@ -11,16 +11,13 @@ import (
 // read without allocating beyond the Reservations' own fields, and the
 // group's epoch, by which a replica learns that Redis lost the state.
 
-// aheadMargin is how far past now a replica still counts a slot it booked
-// as ahead: more than the clocks of Redis and the replica may differ
-// (maxClockSkew), the bound both sides already use.
-const aheadMargin = maxClockSkew
-
 // bookedAhead reports whether this replica may have slots of group booked
-// ahead of now (known is what it knows of the group): then a loss of the
-// state could let new slots overlap them, and every call reads the epoch.
+// ahead of now (known is what it knows of the group; the horizon is on
+// Redis's clock, so a slot up to maxClockSkew past still counts): then a
+// loss of the state could let new slots overlap them, and every call
+// reads the epoch.
 func bookedAhead(known epochState, now time.Time) bool {
-	return known.horizon > now.Add(-aheadMargin).UnixMicro()
+	return known.horizon > now.Add(-maxClockSkew).UnixMicro()
 }
 
 // epochOf returns what this replica knows of group's state.

@@ -566,8 +566,8 @@ local function straight(KEYS, ARGV, val, alias, t, now, clock, put, tat, ko, ao,
 end
 
 -- lean decides a call of requests whose rules are all paced and none
--- capped (ARGV[1] is 'q' or 'r', below): one request without load, or the
--- calls that coalescing makes of many rule sets under load. Every request
+-- capped (ARGV[1] is 'q' or 'r', below): the calls that coalescing makes
+-- of many rule sets under load. Every request
 -- in arrival order as if it had made its own call, each key read once
 -- (val, with alias for a key named again) and written once at the end.
 -- KEYS[1] is the group's epoch marker, kept for ARGV[2] ms; then each
@@ -666,6 +666,9 @@ local function lean(KEYS, ARGV, val, t, now, clock)
   end
   for i = 1, #writes do
     local j = writes[i]
+    -- A TTL from the pack is a number Lua passes as its digits: a period
+    -- is at most ten years and a wait at most 2^53 µs, so it has at most
+    -- 13 digits of ms, short of the 15 Lua would write with an exponent.
     redis.call('SET', KEYS[j], string.format('%d', tat[j]), 'PX', ttl_of[j])
   end
   if e then out[1] = out[1] .. ' ' .. e end
@@ -692,7 +695,7 @@ local val = #KEYS > 0 and redis.call('MGET', unpack(KEYS)) or {}
 local alias = false
 
 
--- Several requests of paced rules alone, as coalescing sends them.
+-- Requests of many rule sets of paced rules, as coalescing sends them.
 if ARGV[1] == 'q' or ARGV[1] == 'r' then
   return lean(KEYS, ARGV, val, t, now, clock)
 end
