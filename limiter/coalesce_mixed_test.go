@@ -262,7 +262,13 @@ func TestRedisCoalescedCallsInFlightShareNoRule(t *testing.T) {
 	g.each = make(chan heldCall, 4)
 	call := func(want int, what string) heldCall {
 		t.Helper()
-		c := <-g.each
+		var c heldCall
+		select {
+		case c = <-g.each:
+		case <-time.After(10 * time.Second):
+			// A bound, not a wait: the call should be held at once.
+			t.Fatalf("%s: no call was made", what)
+		}
 		if c.n != want {
 			t.Fatalf("%s: a call of %d requests, want %d", what, c.n, want)
 		}
