@@ -102,7 +102,10 @@ func redactText(s string) string {
 			}
 			userinfo := s[last+slash+2 : i]
 			colon := strings.IndexByte(userinfo, ':')
-			if colon < 0 || strings.ContainsAny(userinfo, "/ ?#@") || userinfo[colon+1:] == redactedValue {
+			// Userinfo holding a redaction already (its password, or a
+			// parameter's value the "//" before it was not seen past) is
+			// left as it is, so that redacting twice changes nothing.
+			if colon < 0 || strings.ContainsAny(userinfo, "/ ?#@") || strings.Contains(userinfo, redactedValue) {
 				continue
 			}
 			start := last + slash + 2 + colon + 1
