@@ -16,7 +16,7 @@ SOAK ?= 60s
 
 # Tests that measure shares against a latency spread run alone (see
 # internal/loadtest.Alone): other packages' load widens the spread they measure.
-ALONE_TESTS = TestHeadroomFollows|TestAcceptanceFeishuLearns|TestAcceptanceFourReplicasAtFiveTimesDemand
+ALONE_TESTS = TestHeadroomFollows|TestAcceptanceFeishuLearns|TestAcceptanceFourReplicasAtFiveTimesDemand|TestManyAppsAtFiveTimesDemand
 
 # package:target for every fuzz target.
 FUZZ_TARGETS = \
@@ -94,6 +94,7 @@ test-floor: check-redis
 	GOTOOLCHAIN=go$(GO_FLOOR) $(GO) version
 	GOTOOLCHAIN=go$(GO_FLOOR) $(GO) vet ./...
 	GOTOOLCHAIN=go$(GO_FLOOR) THROTTLE_REQUIRE_REDIS=1 $(GO) test -race -count=1 ./...
+	GOTOOLCHAIN=go$(GO_FLOOR) THROTTLE_REQUIRE_REDIS=1 THROTTLE_ALONE=1 $(GO) test -race -count=1 -p 1 -run '$(ALONE_TESTS)' ./providers/dingtalk ./providers/feishu
 
 # test-integrations drives real SDKs (fetched through the module proxy)
 # into the emulators; they live in integrations/go.mod only.

@@ -173,8 +173,12 @@ func (f *appsFleet) send(ctx context.Context, i int, c credential, tok string, o
 
 // Three apps and a suite in five orgs, each at five times its own rate,
 // through four replicas on one Redis: no call is rejected, and each app and
-// each org gets at least 90% of its own published rate.
+// each org gets at least 90% of its own published rate. It runs alone: the
+// headroom allowance follows the latency spread it measures, and other
+// packages' tests on a 2-core machine widen that spread (shares of 73-82%
+// were seen under go test ./..., 96.7% alone).
 func TestManyAppsAtFiveTimesDemand(t *testing.T) {
+	loadtest.Alone(t)
 	const (
 		replicas = 4
 		run      = 10 * time.Second

@@ -123,16 +123,7 @@ request of a distinct rule set costs Redis one ` + "`SET ... PX`" + ` of its own
 client column rises with the Redis column), so the ratio follows the script, whose common path now
 leaves the group's epoch marker unread (it is read once a request waits, or while this replica has
 slots booked ahead); what remains over the GCRA floor is the arguments, the reply with the booked
-state, and reading the stored state as exact integers.` + "`BenchmarkRedisReserveManyRuleSets/coalesced`" + ` with a CPU profile): neither is busy all the
-time, and the two do not overlap within a group. Each request of a distinct rule set costs Redis one SET of its own key and the
-Lua that decides it (about 3.8 µs in a batch of 61, ` + "`BenchmarkRedisLargestBatch`" + `), against
-about 1 µs for a whole ` + "`return 1`" + ` call. One call per decision: the asking goroutines' CPU
-follows Redis's time per call (the client column rises with the Redis column), so the ratio follows
-the script. From one caller (` + "`BenchmarkRedisScriptCost`" + `), ours costs Redis 9.2-9.6 µs a call
-against 5.3 for the floor's TIME, GET and SET: 1.7 µs of it is the group's epoch marker (read with
-the key, parsed, renewed, returned), which is how a replica learns that Redis lost the state; the
-rest is the reply with every rule's booked state and the call's arguments. redis_rate's script
-sits about 2 µs over the floor.`
+state, and reading the stored state as exact integers.`
 
 // cpuRow is one design's means over the runs on 1,000 keys.
 type cpuRow struct {
