@@ -16,7 +16,7 @@ SOAK ?= 60s
 
 # Tests that measure shares against a latency spread run alone (see
 # internal/loadtest.Alone): other packages' load widens the spread they measure.
-ALONE_TESTS = TestHeadroomFollows|TestAcceptanceFeishuLearns|TestAcceptanceFourReplicasAtFiveTimesDemand|TestManyAppsAtFiveTimesDemand
+ALONE_TESTS = TestHeadroomFollows|TestAcceptanceFeishuLearns|TestAcceptanceFourReplicasAtFiveTimesDemand
 
 # package:target for every fuzz target.
 FUZZ_TARGETS = \
