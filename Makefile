@@ -94,7 +94,6 @@ test-floor: check-redis
 	GOTOOLCHAIN=go$(GO_FLOOR) $(GO) version
 	GOTOOLCHAIN=go$(GO_FLOOR) $(GO) vet ./...
 	GOTOOLCHAIN=go$(GO_FLOOR) THROTTLE_REQUIRE_REDIS=1 $(GO) test -race -count=1 ./...
-	GOTOOLCHAIN=go$(GO_FLOOR) THROTTLE_REQUIRE_REDIS=1 THROTTLE_ALONE=1 $(GO) test -race -count=1 -p 1 -run '$(ALONE_TESTS)' ./providers/dingtalk ./providers/feishu
 
 # test-integrations drives real SDKs (fetched through the module proxy)
 # into the emulators; they live in integrations/go.mod only.
