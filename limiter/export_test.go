@@ -160,12 +160,15 @@ func unpackUints(b []byte) ([]int64, bool) {
 		if len(b) == 0 {
 			return nil, false
 		}
-		size := map[byte]int{0xcc: 1, 0xcd: 2, 0xce: 4, 0xcf: 8}[b[0]]
 		if b[0] < 0x80 {
 			out, b = append(out, int64(b[0])), b[1:]
 			continue
 		}
-		if size == 0 || len(b) < 1+size {
+		if b[0] < 0xcc || b[0] > 0xcf {
+			return nil, false
+		}
+		size := 1 << (b[0] - 0xcc) // 0xcc-0xcf: 1, 2, 4 or 8 bytes
+		if len(b) < 1+size {
 			return nil, false
 		}
 		var u uint64

@@ -1,7 +1,6 @@
 package limiter
 
 import (
-	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -116,15 +115,14 @@ func appendUint(b []byte, n int64) []byte {
 // line per request; a penalised request's line gives the length of the
 // stored value it ends with, which may hold a newline.
 func parseLean(reqs []Request, reply string, out []Reservation) (flags replyFlags, err error) {
-	malformed := func() error { return fmt.Errorf("%w: reserve: malformed reply %q", ErrUnavailable, reply) }
 	flags, rest, ok := parseReplyHead(reply)
 	if !ok {
-		return flags, malformed()
+		return flags, malformedReply(reply)
 	}
 	now := time.UnixMicro(flags.now)
 	for r := range reqs {
 		if rest == "" {
-			return flags, malformed()
+			return flags, malformedReply(reply)
 		}
 		var line, stored string
 		if strings.HasPrefix(rest, "2 ") {
@@ -138,12 +136,12 @@ func parseLean(reqs []Request, reply string, out []Reservation) (flags replyFlag
 			size, stored, _ = strings.Cut(head, " ")
 			n, err := strconv.Atoi(size)
 			if err != nil || n < 0 || n > len(stored) {
-				return flags, malformed()
+				return flags, malformedReply(reply)
 			}
 			stored, rest = stored[:n], stored[n:]
 			if rest != "" {
 				if rest[0] != '\n' {
-					return flags, malformed()
+					return flags, malformedReply(reply)
 				}
 				rest = rest[1:]
 			}
@@ -153,14 +151,14 @@ func parseLean(reqs []Request, reply string, out []Reservation) (flags replyFlag
 		}
 		status, amount, index, fields, ok := parseLineHead(line)
 		if !ok {
-			return flags, malformed()
+			return flags, malformedReply(reply)
 		}
 		if out[r], ok = answer(&reqs[r], now, status, amount, index, fields, stored); !ok {
-			return flags, malformed()
+			return flags, malformedReply(reply)
 		}
 	}
 	if rest != "" {
-		return flags, malformed()
+		return flags, malformedReply(reply)
 	}
 	return flags, nil
 }

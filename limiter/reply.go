@@ -63,13 +63,18 @@ type replyFlags struct {
 	corrupt bool  // a corrupt value was found and replaced
 }
 
+// malformedReply is the error for a reserve reply that does not read as
+// the script writes it.
+func malformedReply(reply string) error {
+	return fmt.Errorf("%w: reserve: malformed reply %q", ErrUnavailable, reply)
+}
+
 // parseReserve reads the script's reply (see reserve.lua) into out without
 // allocating beyond the Reservations' own fields.
 func parseReserve(reqs []Request, reply string, out []Reservation) (flags replyFlags, err error) {
-	malformed := func() error { return fmt.Errorf("%w: reserve: malformed reply %q", ErrUnavailable, reply) }
 	flags, rest, ok := parseReplyHead(reply)
 	if !ok {
-		return flags, malformed()
+		return flags, malformedReply(reply)
 	}
 	now := time.UnixMicro(flags.now)
 	var line string
@@ -78,13 +83,13 @@ func parseReserve(reqs []Request, reply string, out []Reservation) (flags replyF
 		// A penalty refuses every request of the call: its line comes once.
 		if !penalised {
 			if rest == "" {
-				return flags, malformed()
+				return flags, malformedReply(reply)
 			}
 			line, rest, _ = strings.Cut(rest, "\n")
 		}
 		status, amount, index, fields, ok := parseLineHead(line)
 		if !ok {
-			return flags, malformed()
+			return flags, malformedReply(reply)
 		}
 		// The stored value of a penalty ends the reply; it is "end|code".
 		stored := fields
@@ -95,7 +100,7 @@ func parseReserve(reqs []Request, reply string, out []Reservation) (flags replyF
 			}
 		}
 		if out[r], ok = answer(&reqs[r], now, status, amount, index, fields, stored); !ok {
-			return flags, malformed()
+			return flags, malformedReply(reply)
 		}
 	}
 	return flags, nil

@@ -14,9 +14,10 @@ import (
 // call of reserve.lua for one request of one paced rule (INFO
 // commandstats, one caller, so the client's load does not count), on its
 // straight path (the epoch marker read, or lazy as on the common path) and
-// through the general loop, beside the same call without the epoch marker and scripts that make only the calls into Redis a GCRA
-// needs, or nothing at all with the same arguments. The differences say
-// what each part costs on the common path.
+// through the general loop, beside the same call without the epoch marker
+// and scripts that make only the calls into Redis a GCRA needs, or nothing
+// at all with the same arguments. The differences say what each part costs
+// on the common path.
 func BenchmarkRedisScriptCost(b *testing.B) {
 	srv := redistest.Start(b)
 	c := srv.Client(b)
