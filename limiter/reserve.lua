@@ -51,9 +51,11 @@
 -- formatted costs more than the Lua around it: the common path (paced
 -- rules, no penalty, no wait) makes three calls (TIME, MGET, one SET per
 -- rule) and formats one number per rule and request. The functions are
--- defined before the call's locals and given them as arguments: a function
--- that captures locals costs an object per local each time it is made,
--- which is on every call.
+-- given the call's locals as arguments rather than capturing them: a
+-- function that captures locals costs an object per local each time it is
+-- made, which is on every call that reaches its definition. Those only
+-- calls of several requests use are defined after the common call has
+-- returned.
 
 -- most bounds the times and counts this script reads: 10^18 µs is past
 -- the year 30000 (a penalty may be given until the year 9999, 2.5 * 10^17)
@@ -565,6 +567,59 @@ local function straight(KEYS, ARGV, val, alias, t, now, clock, put, tat, ko, ao,
   return first .. '\n' .. line
 end
 
+-- Globals cost a table lookup each time; locals do not.
+local KEYS, ARGV, tonumber = KEYS, ARGV, tonumber
+
+local t = redis.call('TIME')
+local now = t[1] * 1000000 + t[2]
+local clock = t[1] .. ' ' .. t[2]
+
+-- Every key of the call is read once, up front, with one MGET (a calendar
+-- or concurrency key, or a key of another type, reads as false): val holds
+-- the values by index in KEYS, as the call books them. In a batch a key
+-- may come several times (an app's rule shared by several segments): it
+-- is known by its first index, alias maps the later ones to it, and the
+-- string keys booked are written once, at the end, so that a shared key
+-- costs one read and one write per call and each segment sees what the
+-- ones before it booked.
+local val = #KEYS > 0 and redis.call('MGET', unpack(KEYS)) or {}
+local alias = false
+
+
+-- The common call: one request whose rules are all paced, none capped,
+-- which is every call made without load, goes straight (ARGV[1] is 'f').
+if ARGV[1] == 'f' then
+  return straight(KEYS, ARGV, val, false, t, now, clock, false, val, 0, 0, #KEYS)
+end
+
+-- The functions below serve only calls of several requests: defined after
+-- the common call has gone, they cost it nothing.
+
+-- aliases maps each index of a key named again in KEYS to its first index.
+local function aliases(KEYS)
+  local first, alias = {}, {}
+  for i = 1, #KEYS do
+    local k = KEYS[i]
+    local f = first[k]
+    if f then alias[i] = f else first[k] = i end
+  end
+  return alias
+end
+
+-- defer records that the key at index j is written at the end of the call
+-- and lives at least ttl ms: writes holds the indexes in order, ttl_of the
+-- longest expiry asked for each (kept as given: a number passed to Redis is
+-- formatted, a string is not).
+local function defer(writes, ttl_of, j, ttl)
+  local old = ttl_of[j]
+  if not old then
+    writes[#writes + 1] = j
+    ttl_of[j] = ttl
+  elseif tonumber(ttl) > tonumber(old) then
+    ttl_of[j] = ttl
+  end
+end
+
 -- lean decides a call of requests whose rules are all paced and none
 -- capped (ARGV[1] is 'q' or 'r', below): the calls that coalescing makes
 -- of many rule sets under load. Every request
@@ -592,12 +647,7 @@ local function lean(KEYS, ARGV, val, t, now, clock)
   local e = ARGV[1] == 'q' and epoch(KEYS, val, t, now, 1, mttl)
   -- A key named again is known by its first index; tat holds a booked
   -- paced key's time as a number, ttl_of the longest expiry asked for it.
-  local first, alias = {}, {}
-  for i = 2, #KEYS do
-    local k = KEYS[i]
-    local f = first[k]
-    if f then alias[i] = f else first[k] = i end
-  end
+  local alias = aliases(KEYS)
   local tat, ttl_of, writes = {}, {}, {}
   local out = {clock}
   local k, x = 1, 1
@@ -648,14 +698,7 @@ local function lean(KEYS, ARGV, val, t, now, clock)
           if s > v then v = s end
           v = v + a[x + 3 * i - 3]
           tat[j] = v
-          local ttl = a[x + 3 * i - 1]
-          local old = ttl_of[j]
-          if not old then
-            writes[#writes + 1] = j
-            ttl_of[j] = ttl
-          elseif ttl > old then
-            ttl_of[j] = ttl
-          end
+          defer(writes, ttl_of, j, a[x + 3 * i - 1])
           line = line .. string.format(' %d', v)
         end
       end
@@ -676,34 +719,9 @@ local function lean(KEYS, ARGV, val, t, now, clock)
   return table.concat(out, '\n')
 end
 
--- Globals cost a table lookup each time; locals do not.
-local KEYS, ARGV, tonumber = KEYS, ARGV, tonumber
-
-local t = redis.call('TIME')
-local now = t[1] * 1000000 + t[2]
-local clock = t[1] .. ' ' .. t[2]
-
--- Every key of the call is read once, up front, with one MGET (a calendar
--- or concurrency key, or a key of another type, reads as false): val holds
--- the values by index in KEYS, as the call books them. In a batch a key
--- may come several times (an app's rule shared by several segments): it
--- is known by its first index, alias maps the later ones to it, and the
--- string keys booked are written once, at the end, so that a shared key
--- costs one read and one write per call and each segment sees what the
--- ones before it booked.
-local val = #KEYS > 0 and redis.call('MGET', unpack(KEYS)) or {}
-local alias = false
-
-
 -- Requests of many rule sets of paced rules, as coalescing sends them.
 if ARGV[1] == 'q' or ARGV[1] == 'r' then
   return lean(KEYS, ARGV, val, t, now, clock)
-end
-
--- The common call: one request whose rules are all paced, none capped,
--- which is every call made without load, goes straight (ARGV[1] is 'f').
-if ARGV[1] == 'f' then
-  return straight(KEYS, ARGV, val, false, t, now, clock, false, val, 0, 0, #KEYS)
 end
 
 -- Scratch reused by every segment: the reply's lines, and per rule where
@@ -725,27 +743,13 @@ end
 -- request is decided as if it had made its own call, in arrival order.
 -- Reply: each segment's reply as above, led by its length in bytes and
 -- a newline.
-alias = {}
-local first = {}
-for i = 1, #KEYS do
-  local k = KEYS[i]
-  local f = first[k]
-  if f then alias[i] = f else first[k] = i end
-end
--- The writes put off to the end: the indexes of the keys, in order, and
--- the longest expiry (ms) asked for each. put books value v for the key
--- at index j, to live ttl ms (kept as given: a number passed to Redis is
--- formatted, a string is not).
+alias = aliases(KEYS)
+-- The writes put off to the end (see defer). put books value v for the
+-- key at index j, to live ttl ms.
 local writes, ttl_of = {}, {}
 local function put(j, v, ttl)
   val[j] = v
-  local old = ttl_of[j]
-  if not old then
-    writes[#writes + 1] = j
-    ttl_of[j] = ttl
-  elseif tonumber(ttl) > tonumber(old) then
-    ttl_of[j] = ttl
-  end
+  defer(writes, ttl_of, j, ttl)
 end
 
 local replies = {}
