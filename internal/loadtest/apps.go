@@ -5,12 +5,25 @@ import (
 	"io"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/quotaware/throttle"
 	"github.com/quotaware/throttle/apps"
 )
+
+// AppsJitter is the allowance for latency the many-apps acceptance tests
+// fix in their presets: the presets' starting 50 ms, above the emulators'
+// 0-20 ms, rather than the allowance measured from the answers. A measured
+// allowance follows the test machine's late wakes too, rightly, and widens
+// every window with them (a rise also re-books the requests waiting), while
+// at the scaled-down rates of those tests (3-12 calls/s) one slot is 2.5-20%
+// of a credential's share: measured, it took the shares to 72-92% on a
+// loaded machine now and then, and 95-97.5% fixed. The tests are of apps
+// and tenants; following the spread is the subject of dingtalk's
+// TestHeadroomFollows*, at 20 calls/s.
+const AppsJitter = 50 * time.Millisecond
 
 // appsKey is the token-hashing key every replica's Book shares.
 var appsKey = []byte("test-key-0123456789abcdef0123456")

@@ -87,15 +87,8 @@ func newAppsFleet(t *testing.T, replicas int, creds []credential) *appsFleet {
 	}
 	f.emu = dingtalktest.New(emuOpts)
 	t.Cleanup(f.emu.Close)
-	// Jitter is fixed at the preset's starting 50 ms (above the emulated
-	// 0-20 ms) rather than measured: a measured allowance follows the test
-	// machine's late wakes too, rightly, and widens every window with them
-	// (a rise also re-books the requests waiting), while at these
-	// scaled-down rates one slot is 2.5% of a credential's share. Measured,
-	// it took the shares to 73-92% on a loaded machine, now and then, and
-	// 96.7% on an idle one; fixed, 95-97.5% on both. Following the spread
-	// is TestHeadroomFollows*'s subject, at 20 calls/s.
-	set := dingtalk.MustNew(dingtalk.Config{Hosts: []string{f.emu.Host()}, Jitter: 50 * time.Millisecond, Apps: []dingtalk.App{{AppKey: "dingStandard", PerAPIRate: stdRate}, {AppKey: "dingPro", Edition: dingtalk.Professional, PerAPIRate: proRate}, {AppKey: "dingSlow", PerAPIRate: slowRate}, {AppKey: "suiteISV", ISV: true, ISVRate: isvRate}}})
+	// Jitter is fixed: see loadtest.AppsJitter.
+	set := dingtalk.MustNew(dingtalk.Config{Hosts: []string{f.emu.Host()}, Jitter: loadtest.AppsJitter, Apps: []dingtalk.App{{AppKey: "dingStandard", PerAPIRate: stdRate}, {AppKey: "dingPro", Edition: dingtalk.Professional, PerAPIRate: proRate}, {AppKey: "dingSlow", PerAPIRate: slowRate}, {AppKey: "suiteISV", ISV: true, ISVRate: isvRate}}})
 	f.clients, f.books = loadtest.AppReplicas(t, replicas, throttle.WithProfiles(set.Profile()))
 	// The service keeps its tokens where every replica finds them (as SDKs
 	// with a shared token cache do): each credential is fetched by one

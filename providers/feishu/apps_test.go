@@ -38,14 +38,8 @@ func TestAcceptanceManyAppsAndTenants(t *testing.T) {
 	perApp := func(id string) feishu.App {
 		return feishu.App{AppID: id, Levels: feishu.LevelTable(), APIs: map[string]int{api.pattern: api.level}}
 	}
-	// Jitter is fixed at the preset's starting 50 ms (above the emulated
-	// 0-20 ms) rather than measured: a measured allowance follows the test
-	// machine's late wakes too, rightly, and widens every window with them,
-	// while at 5 calls/s one slot is a fifth of a second's share. Measured,
-	// it took the shares to 72-84% once on a loaded machine. Following the
-	// spread is the subject of dingtalk's TestHeadroomFollows* (the same
-	// providers.Headroom) and of TestRebuildForAnAllowanceKeepsWhatWasLearned.
-	set := feishu.MustNew(feishu.Config{Hosts: []string{u.Hostname()}, Jitter: 50 * time.Millisecond, Apps: []feishu.App{perApp("cli_alpha"), perApp("cli_beta"), perApp("cli_store")}})
+	// Jitter is fixed: see loadtest.AppsJitter.
+	set := feishu.MustNew(feishu.Config{Hosts: []string{u.Hostname()}, Jitter: loadtest.AppsJitter, Apps: []feishu.App{perApp("cli_alpha"), perApp("cli_beta"), perApp("cli_store")}})
 	clients, books := loadtest.AppReplicas(t, accReplicas, throttle.WithProfiles(set.Profile()))
 
 	post := func(c *http.Client, path, body, member string) string {
