@@ -1,5 +1,3 @@
-// Package redisproc starts a private redis-server on a free loopback port for
-// the comparison program, and stops it when asked.
 package redisproc
 
 import (
