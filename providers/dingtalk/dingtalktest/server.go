@@ -1,10 +1,6 @@
 package dingtalktest
 
 import (
-	"crypto/rand"
-	"encoding/hex"
-	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -14,7 +10,6 @@ import (
 	"time"
 
 	"github.com/quotaware/throttle/providers/internal/emulator"
-	"github.com/quotaware/throttle/providers/internal/jsoncode"
 	"github.com/quotaware/throttle/providers/internal/penaltytime"
 )
 
@@ -297,14 +292,6 @@ func (s *Server) scaled(d time.Duration) time.Duration {
 	return time.Duration(float64(d) / s.opts.TimeScale)
 }
 
-// answer is what the handler writes.
-type answer struct {
-	status int
-	ctype  string
-	body   string
-	code   string
-}
-
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	latMax := s.opts.LatencyMax
 	if d := s.latMax.Load(); d >= 0 {
@@ -416,19 +403,6 @@ func (s *Server) decideLocked(r *http.Request, now time.Time, newAPI bool, api, 
 	return success(r, newAPI)
 }
 
-func (s *Server) banAnswer() answer {
-	if s.opts.BanHTML {
-		return answer{status: http.StatusOK, ctype: "text/html; charset=utf-8", code: "ip-ban", body: banHTML}
-	}
-	return answer{status: http.StatusOK, ctype: "application/json", code: "ip-ban",
-		body: `{"status":1111,"wait":5,"source":"x5","punish":"deny","uuid":"` + requestID() + `"}`}
-}
-
-// banHTML is the shape of the gateway's anti-abuse page.
-const banHTML = `<!DOCTYPE html><html><head><meta charset="utf-8"><title>访问被拒绝</title></head>` +
-	`<body><div id="x5sec">您的访问过于频繁，请稍后再试</div>` +
-	`<script>window._config_={"action":"deny","url":"/_____tmd_____/punish"};</script></body></html>`
-
 // qpsOf is the per-API limit of a token's holder: per suite and org for an
 // ISV token, per app otherwise.
 func (s *Server) qpsOf(h holder) int {
@@ -439,66 +413,6 @@ func (s *Server) qpsOf(h holder) int {
 		return q
 	}
 	return s.opts.QPS
-}
-
-func qpsAnswer(now time.Time, newAPI bool, path string, isv bool) answer {
-	if isv {
-		if newAPI {
-			return jsonAnswer(http.StatusForbidden, "Forbidden.AccessDenied.QpsLimitForSuitekeyAndOrgAndApi",
-				`{"code":"Forbidden.AccessDenied.QpsLimitForSuitekeyAndOrgAndApi","message":"The request has exceeded the QPS limit of the suitekey, org and api: apiPath(`+path+`)","requestid":"`+requestID()+`"}`)
-		}
-		end := penaltytime.NextSecond(now).Format("2006-01-02 15:04:05")
-		return wrapOld(path, "90019", "当前套件在该企业调用该接口的频率已超过限制, 处罚将在 "+end+" 结束.")
-	}
-	if newAPI {
-		return jsonAnswer(http.StatusForbidden, "Forbidden.AccessDenied.QpsLimitForAppkeyAndApi",
-			`{"code":"Forbidden.AccessDenied.QpsLimitForAppkeyAndApi","message":"The request has exceeded the QPS limit of the appkey and api: apiPath(`+path+`)","requestid":"`+requestID()+`"}`)
-	}
-	end := penaltytime.NextSecond(now).Format("2006-01-02 15:04:05")
-	return wrapOld(path, "90018", "当前应用调用该接口的频率已超过限制, 处罚将在 "+end+" 结束.")
-}
-
-// wrapOld writes an old-API error: plain errcode, or under /topapi the
-// errcode 88 wrapper with sub_code.
-func wrapOld(path, code, msg string) answer {
-	if strings.HasPrefix(path, "/topapi/") {
-		return jsonAnswer(http.StatusOK, code, fmt.Sprintf(
-			`{"errcode":88,"sub_code":%q,"sub_msg":%s,"errmsg":%s,"request_id":%q}`,
-			code, quote(msg), quote("ding talk error[subcode="+code+",submsg="+msg+"]"), requestID()))
-	}
-	return jsonAnswer(http.StatusOK, code, fmt.Sprintf(`{"errcode":%s,"errmsg":%s}`, code, quote(msg)))
-}
-
-func faultAnswer(f fault, newAPI bool) answer {
-	if f.busy {
-		if newAPI {
-			return jsonAnswer(http.StatusTooManyRequests, "system.busy", `{"code":"system.busy","message":"系统繁忙","requestid":"`+requestID()+`"}`)
-		}
-		return jsonAnswer(http.StatusOK, "-1", `{"errcode":-1,"errmsg":"系统繁忙"}`)
-	}
-	a := jsonAnswer(f.status, "", f.body)
-	if c, ok := jsoncode.Parse([]byte(f.body)); ok && c.HasCode {
-		a.code = c.Code
-	}
-	if a.code == "" {
-		a.code = fmt.Sprint(f.status)
-	}
-	return a
-}
-
-func jsonAnswer(status int, code, body string) answer {
-	return answer{status: status, ctype: "application/json;charset=UTF-8", body: body, code: code}
-}
-
-func quote(s string) string {
-	b, _ := json.Marshal(s)
-	return string(b)
-}
-
-func requestID() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }
 
 // token finds the request's access token where each generation puts it.
