@@ -45,7 +45,7 @@ func benchLargestBatch(b *testing.B, keyLen int, single bool) {
 	}
 	app := hot("app")
 	var reqs []Request
-	size := 0
+	var size callBytes
 	for i := range maxBatch {
 		r := Request{Group: "dingtalk", Rules: []rule.Rule{hot("api" + strconv.Itoa(i)), app, hot("egress" + strconv.Itoa(i))},
 			Scopes: []string{"api:" + strconv.Itoa(i) + pad, "app" + pad, "egress:" + strconv.Itoa(i) + pad}}
@@ -59,7 +59,7 @@ func benchLargestBatch(b *testing.B, keyLen int, single bool) {
 		if len(reqs) > 0 {
 			prev = &reqs[len(reqs)-1]
 		}
-		if size += r.addsBytes(prev, l.prefix); size > maxBatchBytes {
+		if size = size.with(&r, prev, l.prefix); size.size() > maxBatchBytes {
 			break
 		}
 		reqs = append(reqs, r)

@@ -65,14 +65,15 @@ type lanes struct {
 }
 
 // lane queues the requests of one group while calls for it are in flight.
-// Requests with a concurrency rule never share a call: each takes its own
-// lease id.
+// Requests with a concurrency rule queue as the others do, but never share
+// a call: each takes its own lease id.
 type lane struct {
-	mu    sync.Mutex
-	calls int             // calls in flight
-	held  map[string]int  // rule keys the calls in flight book: how many requests
-	queue []*pending      // requests waiting for a call, in arrival order
-	left  map[string]bool // scratch for take: keys of requests left in the queue
+	mu      sync.Mutex
+	dropped bool            // evicted from lanes: its requesters find the group's lane again
+	calls   int             // calls in flight
+	held    map[string]int  // rule keys the calls in flight book: how many requests
+	queue   []*pending      // requests waiting for a call, in arrival order
+	left    map[string]bool // scratch for take: keys of requests left in the queue
 }
 
 // pending is a queued request. Its fields after req are written by the
@@ -98,52 +99,61 @@ func (p *pending) recycle() {
 	pendingPool.Put(p)
 }
 
-// get returns req's lane, or nil when req does not coalesce.
+// get returns req's lane with its mu held, or nil when req does not
+// coalesce. A lane evicted between the lookup and the lock is looked up
+// again: two lanes of one group would make calls booking the same rules at
+// once, in no order.
 func (ls *lanes) get(req *Request) *lane {
 	if ls.off {
 		return nil
 	}
-	for i := range req.Rules {
-		if core(&req.Rules[i]).Kind == rulecore.Concurrency {
-			return nil
+	for {
+		ls.mu.RLock()
+		ln := ls.m[req.Group]
+		ls.mu.RUnlock()
+		if ln == nil {
+			return ls.add(req.Group)
 		}
+		ln.mu.Lock()
+		if !ln.dropped {
+			return ln
+		}
+		ln.mu.Unlock()
 	}
-	ls.mu.RLock()
-	ln := ls.m[req.Group]
-	ls.mu.RUnlock()
-	if ln != nil {
-		return ln
-	}
+}
+
+// add returns group's lane, made when there is none, with its mu held, or
+// nil when maxLanes lanes are busy.
+func (ls *lanes) add(group string) *lane {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	if ln = ls.m[req.Group]; ln != nil {
-		return ln
-	}
-	if len(ls.m) >= maxLanes {
-		ls.evictIdle()
+	ln := ls.m[group]
+	if ln == nil {
 		if len(ls.m) >= maxLanes {
-			return nil
+			ls.evictIdle()
+			if len(ls.m) >= maxLanes {
+				return nil
+			}
 		}
+		ln = &lane{}
+		ls.m[group] = ln
 	}
-	ln = &lane{}
-	ls.m[req.Group] = ln
+	// ls.mu is held: the lane cannot be evicted before it is locked.
+	ln.mu.Lock()
 	return ln
 }
 
-// evictIdle drops the lanes with no call in flight; ls.mu is held. A
-// requester still holding a dropped lane uses it as before.
+// evictIdle drops the lanes with no call in flight, nothing queued and no
+// rule held; ls.mu is held.
 func (ls *lanes) evictIdle() {
 	for id, ln := range ls.m {
-		if ln.idle() {
+		ln.mu.Lock()
+		if ln.calls == 0 && len(ln.queue) == 0 && len(ln.held) == 0 {
+			ln.dropped = true
 			delete(ls.m, id)
 		}
+		ln.mu.Unlock()
 	}
-}
-
-func (ln *lane) idle() bool {
-	ln.mu.Lock()
-	defer ln.mu.Unlock()
-	return ln.calls == 0 && len(ln.queue) == 0
 }
 
 // sameShape reports whether req has exactly p's group, rules and scopes,
@@ -197,9 +207,8 @@ func (ln *lane) hold(req *Request, d int) {
 
 // reserve makes a call for req at once when the lane has room for one and
 // nothing before req waits or books its rules, and otherwise queues req
-// for a later call.
+// for a later call; ln.mu is held on entry (lanes.get).
 func (ln *lane) reserve(ctx context.Context, l *redisLimiter, req Request) (Reservation, error) {
-	ln.mu.Lock()
 	if ln.calls < maxInFlight && len(ln.queue) == 0 && ln.free(&req) {
 		ln.calls++
 		ln.hold(&req, 1)
@@ -312,7 +321,8 @@ func (ln *lane) run(l *redisLimiter, batch []*pending) {
 // that shares no rule with a call in flight or with a request before it
 // left waiting; ln.mu is held.
 func (ln *lane) take(l *redisLimiter) (batch []*pending) {
-	n, size := 0, 0
+	n := 0
+	var size callBytes
 	clear(ln.left)
 	full := false
 	for _, p := range ln.queue {
@@ -321,11 +331,14 @@ func (ln *lane) take(l *redisLimiter) (batch []*pending) {
 			if len(batch) > 0 {
 				prev = &batch[len(batch)-1].req
 			}
-			add := p.req.addsBytes(prev, l.prefix)
-			if full = len(batch) == maxBatch || len(batch) > 0 && size+add > maxBatchBytes; !full {
-				size += add
+			with := size.with(&p.req, prev, l.prefix)
+			alone := p.req.leased()
+			if full = len(batch) == maxBatch || len(batch) > 0 && (alone || with.size() > maxBatchBytes); !full {
+				size = with
 				p.sent = true
 				batch = append(batch, p)
+				// A request with a concurrency rule has its call alone.
+				full = alone
 				continue
 			}
 		}
@@ -341,6 +354,17 @@ func (ln *lane) take(l *redisLimiter) (batch []*pending) {
 		ln.hold(&p.req, 1)
 	}
 	return batch
+}
+
+// leased reports whether req has a concurrency rule, whose lease id is its
+// own: it never shares a call.
+func (req *Request) leased() bool {
+	for i := range req.Rules {
+		if core(&req.Rules[i]).Kind == rulecore.Concurrency {
+			return true
+		}
+	}
+	return false
 }
 
 // leave records the rules of a request left waiting, so that no later
@@ -393,7 +417,10 @@ func (ln *lane) flush(l *redisLimiter, batch []*pending) (next []*pending) {
 	for i, p := range batch {
 		p.res, p.err, p.answered = out[i], err, true
 		if p.abandoned && err == nil && out[i].ok {
+			// Its rules stay held until the slot is given back: a
+			// slot comes back only while nothing was booked after it.
 			giveBack = append(giveBack, p)
+			continue
 		}
 		ln.hold(&reqs[i], -1)
 	}
@@ -409,8 +436,9 @@ func (ln *lane) flush(l *redisLimiter, batch []*pending) (next []*pending) {
 		}
 	}
 	if len(giveBack) > 0 {
-		// Aside, so that a slow Redis delays no queued request.
-		go l.giveBack(giveBack)
+		// Aside, so that a slow Redis delays no queued request of other
+		// rules.
+		go ln.giveBack(l, giveBack)
 	}
 	return next
 }
@@ -432,12 +460,25 @@ func (sc *batchScratch) release() {
 }
 
 // giveBack cancels the slots booked for requests whose requesters gave up
-// while their call was in flight, and recycles them: one call per run of
-// requests with the same rules, the newest run first, since a slot comes
-// back only while nothing was booked after it.
-func (l *redisLimiter) giveBack(ps []*pending) {
+// while their call was in flight, then lets their rules go and recycles
+// them: one call per run of requests with the same rules, the newest run
+// first, since a slot comes back only while nothing was booked after it
+// (which is why their rules stay held meanwhile: a request queued behind
+// one of them would otherwise book past the slot before it came back).
+func (ln *lane) giveBack(l *redisLimiter, ps []*pending) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ps[0].ctx), time.Second)
 	defer cancel()
+	defer func() {
+		ln.mu.Lock()
+		for _, p := range ps {
+			ln.hold(&p.req, -1)
+		}
+		ln.start(l)
+		ln.mu.Unlock()
+		for _, p := range ps {
+			p.recycle()
+		}
+	}()
 	for end := len(ps); end > 0; {
 		start := end - 1
 		for start > 0 && ps[start-1].req.sameShape(&ps[end-1].req) {
@@ -449,9 +490,6 @@ func (l *redisLimiter) giveBack(ps []*pending) {
 		}
 		_ = l.cancelAll(ctx, ps[start].req, rs)
 		end = start
-	}
-	for _, p := range ps {
-		p.recycle()
 	}
 }
 
@@ -481,10 +519,49 @@ func (p *Request) argBytes(prefix string) int {
 // ruleArgBytes is about what each kind of rule's arguments take.
 var ruleArgBytes = [...]int{rulecore.Paced: 24, rulecore.Window: 32, rulecore.Concurrency: 40, rulecore.Calendar: 72}
 
-// addsBytes is what p adds to a call after prev (nil: p is the first).
-func (p *Request) addsBytes(prev *Request, prefix string) int {
-	if prev != nil && prev.sameShape(p) {
-		return segmentBytes
+// leanBytes estimates the bytes p adds to a lean call (lean.go), which
+// names every request's keys, whatever the request before it: its keys,
+// and its numbers packed (four, and three per rule, up to 9 bytes each).
+func (p *Request) leanBytes(prefix string) int {
+	tag := len(prefix) + len(p.Group) + 6
+	n := 36 + 27*len(p.Rules)
+	for i := range p.Rules {
+		n += tag + len(p.Rules[i].Key())
 	}
-	return p.argBytes(prefix)
+	for _, s := range p.Scopes {
+		n += tag + len(s)
+	}
+	return n
+}
+
+// callBytes estimates the size of the call a batch makes (reserveN): in
+// segments, where a request of the shape of the one before adds only its
+// own arguments, or, when the batch holds several segments and only paced
+// rules, as one lean call, which carries every request's keys.
+type callBytes struct {
+	segmented, lean, segments int
+	notLean                   bool
+}
+
+// with is b once p joins the batch after prev (nil: p is the first).
+func (b callBytes) with(p, prev *Request, prefix string) callBytes {
+	if prev != nil && prev.sameShape(p) {
+		b.segmented += segmentBytes
+	} else {
+		b.segmented += p.argBytes(prefix)
+		b.segments++
+	}
+	if !b.notLean {
+		if b.notLean = !onlyPaced(p); !b.notLean {
+			b.lean += p.leanBytes(prefix)
+		}
+	}
+	return b
+}
+
+func (b callBytes) size() int {
+	if b.segments > 1 && !b.notLean {
+		return b.lean
+	}
+	return b.segmented
 }

@@ -167,6 +167,120 @@ func TestRedisCoalescedBatchBytesLongPrefix(t *testing.T) {
 	}
 }
 
+// A batch of several rule sets of paced rules goes as one lean call, which
+// names every request's keys: the byte bound counts them, whether the rule
+// sets alternate or one follows a long run of another (which used to count
+// as one segment, 32 bytes a request, and went lean at over three times the
+// bound).
+func TestRedisCoalescedBatchBytesLean(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		other func(j int) bool // whether request j is of the second rule set
+	}{
+		{"a run, then another rule set", func(j int) bool { return j == 63 }},
+		{"alternating", func(j int) bool { return j%2 == 1 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, g, req, queued := coalescing(t)
+			ctx := context.Background()
+			// Every request books the app's rule, as the first does: they
+			// queue behind it.
+			app := rule.Must(rule.New("app", 1000, time.Second))
+			req.Rules = []rule.Rule{app}
+			first := reserveAsync(ctx, l, req)
+			<-g.held
+			ruleSet := func(name string) []rule.Rule {
+				rs := []rule.Rule{app}
+				for i := range 4 {
+					rs = append(rs, rule.Must(rule.New(fmt.Sprintf("%s-%d-", name, i)+strings.Repeat("k", 40), 1_000_000, time.Second)))
+				}
+				return rs
+			}
+			a, b := ruleSet("a"), ruleSet("b")
+			var waiting []<-chan outcome
+			for j := range 64 {
+				r := limiter.Request{Group: req.Group, MaxWait: time.Hour, Rules: a}
+				if tc.other(j) {
+					r.Rules = b
+				}
+				waiting = append(waiting, reserveAsync(ctx, l, r))
+				<-queued
+			}
+			g.release <- struct{}{}
+			if o := <-first; o.err != nil {
+				t.Fatal(o.err)
+			}
+			for done := 0; done < len(waiting); {
+				done += <-g.held
+				g.release <- struct{}{}
+			}
+			for _, ch := range waiting {
+				if o := <-ch; o.err != nil || !o.res.OK() {
+					t.Fatalf("%+v %v", o.res, o.err)
+				}
+			}
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			t.Logf("bytes of each call: %v", g.sizes)
+			for _, n := range g.sizes {
+				if n > limiter.MaxBatchBytes {
+					t.Fatalf("a call of %d bytes of keys and arguments, over the bound of %d (calls: %v)", n, limiter.MaxBatchBytes, g.sizes)
+				}
+			}
+			// About 650 bytes a request as a lean call: a call of fewer
+			// than 8 would mean an estimate far above the call's size.
+			if calls := len(g.sizes) - 1; calls > 64/8+1 {
+				t.Fatalf("64 requests took %d calls (%v bytes): the estimate is far above the call's size", calls, g.sizes)
+			}
+		})
+	}
+}
+
+// A request with a concurrency rule queues behind the requests of its
+// paced rule as any request does, in arrival order, and has a call of its
+// own (its lease id is its own). It used to bypass the queue: its call ran
+// beside the one in flight booking the same rule, ahead of the requests
+// queued before it.
+func TestRedisCoalescedLeasedRequestKeepsItsPlace(t *testing.T) {
+	l, g, req, queued := coalescing(t)
+	ctx := context.Background()
+	leased := req
+	leased.Rules = append(append([]rule.Rule(nil), req.Rules...), rule.Must(rule.NewConcurrency("conns", 10, time.Minute)))
+	first := reserveAsync(ctx, l, req)
+	<-g.held
+	var waiting []<-chan outcome
+	for _, r := range []limiter.Request{req, leased, req} {
+		waiting = append(waiting, reserveAsync(ctx, l, r))
+		select {
+		case <-queued:
+		case n := <-g.held:
+			t.Fatalf("a call of %d requests was made while the rule's call was in flight, ahead of the queue", n)
+		}
+	}
+	g.release <- struct{}{}
+	o := <-first
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	for i := range 3 {
+		if n := <-g.held; n != 1 {
+			t.Fatalf("call %d reserves %d requests, want 1 (each behind the one before, the leased one alone)", i+2, n)
+		}
+		g.release <- struct{}{}
+	}
+	prev, T := o.res.SendAt(), limiter.RuleInterval(req.Rules[0])
+	for i, ch := range waiting {
+		w := <-ch
+		if w.err != nil || !w.res.OK() {
+			t.Fatalf("request %d: %+v %v", i, w.res, w.err)
+		}
+		if d := w.res.SendAt().Sub(prev); d != T {
+			t.Errorf("request %d booked %v after the one before it, want T = %v (arrival order)", i, d, T)
+		}
+		prev = w.res.SendAt()
+	}
+}
+
 // A window rule shared by the segments of one call: each sees the sends
 // the segments before it booked.
 func TestRedisCoalescedMixedWindow(t *testing.T) {
