@@ -250,6 +250,13 @@ func (req *Request) validate() error {
 		if core(&req.Rules[i]).Limit < 1 {
 			return fmt.Errorf("%w: Rules[%d] is not a rule built by package rule", ErrInvalidRequest, i)
 		}
+		// One key is one state: two rules of a request under one key
+		// would be charged twice by some paths and once by others.
+		for j := range i {
+			if k := req.Rules[i].Key(); k == req.Rules[j].Key() {
+				return fmt.Errorf("%w: Rules[%d] has the key of Rules[%d] (%q): each rule of a request needs a key of its own", ErrInvalidRequest, i, j, k)
+			}
+		}
 	}
 	for i, s := range req.Scopes {
 		if err := rulecore.CheckKey(s); err != nil {

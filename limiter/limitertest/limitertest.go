@@ -374,6 +374,8 @@ func testInvalid(t *testing.T, newLimiters Factory) {
 		// "a}:r:b" with rule "c" would share group "a"'s rule "b}:r:c".
 		{"group with a brace", limiter.Request{Group: "a}:r:b", Rules: []rule.Rule{pacedRule(t, "c", 1, time.Hour, 1)}}},
 		{"group with an opening brace", limiter.Request{Group: "{a", Rules: []rule.Rule{pacedRule(t, "c", 1, time.Hour, 1)}}},
+		// One key is one state: some stores charged it twice, some once.
+		{"two rules of one key", limiter.Request{Group: "g", Rules: []rule.Rule{pacedRule(t, "d", 1, time.Hour, 1), pacedRule(t, "e", 1, time.Hour, 1), pacedRule(t, "d", 2, time.Hour, 1)}}},
 	}
 	for _, tc := range cases {
 		if _, err := l.Reserve(ctx, tc.req); !errors.Is(err, limiter.ErrInvalidRequest) {
