@@ -262,3 +262,35 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		}
 	}
 }
+
+// A WeCom third-party token has one name whether or not this replica had
+// learned the suite token its get_corp_token carried (the SDK may have
+// cached it before the process started): named by the suite where it was
+// known and by a placeholder where it was not, one token got two names, a
+// conflict, and was trusted for neither.
+func TestWeComCorpTokenOneNameWhateverTheSuiteToken(t *testing.T) {
+	book := apps.MustNew(withLoopback(apps.Config{}))
+	srv := exchangeServer(t, `{"errcode":0,"access_token":"CORPTOKEN_1","expires_in":7200}`)
+	client := &http.Client{Transport: book.Observe(http.DefaultTransport)}
+	exchange := func(suiteToken string) {
+		t.Helper()
+		req, _ := http.NewRequest("POST", srv.URL+"/cgi-bin/service/get_corp_token?suite_access_token="+suiteToken,
+			strings.NewReader(`{"auth_corpid":"wwB","permanent_code":"P"}`))
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	ctx := context.Background()
+	exchange("SUITETOKEN_UNSEEN")
+	if err := book.Learn(ctx, "SUITETOKEN_KNOWN", apps.App{Provider: "wecom", ID: "wwSuite"}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	exchange("SUITETOKEN_KNOWN") // the same token handed out again
+	app, ok := book.Lookup(ctx, "CORPTOKEN_1")
+	if want := (apps.App{Provider: "wecom", ID: "suite", Org: "wwB", Learned: true}); !ok || app != want {
+		t.Fatalf("Lookup = %+v %v, want %+v (conflicts: %d)", app, ok, want, book.Stats().Conflicts)
+	}
+}

@@ -88,7 +88,7 @@ const maxNamesBody = 4 << 10
 // exchangeApp returns the app (and org or tenant) the exchange ex names
 // in req's query or body, and whether it names one. The body is peeked at
 // (providers.PeekRequestBody) and replays whole for the caller. The Book
-// resolves a token the request carries (a WeCom suite token, a Feishu app
+// resolves a token the request carries (a Feishu store app's app
 // token); a nil Book resolves none.
 func (b *Book) exchangeApp(req *http.Request, ex *exchanges.Kind) (App, bool) {
 	ctx := req.Context()

@@ -34,8 +34,8 @@ type Kind struct {
 	tokens func(path string, a *Answer) []Token
 }
 
-// Lookup resolves a token a request carries (a WeCom suite token, a Feishu
-// app token) to the ID of the app it belongs to.
+// Lookup resolves a token a request carries (a Feishu store app's
+// app_access_token) to the ID of the app it belongs to.
 type Lookup func(token string) (app string, ok bool)
 
 // Token is a token an answer hands out. AppOnly marks a Feishu

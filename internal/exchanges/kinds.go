@@ -106,7 +106,7 @@ var (
 		}}
 	// POST /cgi-bin/service/get_suite_token {suite_id, suite_secret,
 	// suite_ticket}: the suite's own token (the ticket changes, the token
-	// does not), which later names the suite of get_corp_token.
+	// does not), which its get_corp_token calls carry.
 	wecomSuiteToken = Kind{Provider: WeCom,
 		tokens: func(_ string, a *Answer) []Token { return []Token{{Value: a.SuiteAccessToken}} },
 		names: func(_ string, _ url.Values, b *Request, _ Lookup) (string, string) {
@@ -117,14 +117,15 @@ var (
 		}}
 	// POST /cgi-bin/service/get_corp_token?suite_access_token=
 	// {auth_corpid, permanent_code}: a third-party app's token for one
-	// authorised company; the permanent code is the secret.
+	// authorised company; the permanent code is the secret. WeCom limits
+	// the company, so the token is named by it alone, under the one app ID
+	// "suite": named by its suite where the replica had learned the suite
+	// token and by "suite" where it had not (a suite token the SDK cached
+	// before the process started, a lookup that timed out), one token got
+	// two names, a conflict, and was trusted for neither on any replica.
 	wecomCorpToken = Kind{Provider: WeCom, tokens: accessToken,
-		names: func(_ string, q url.Values, b *Request, lookup Lookup) (string, string) {
-			suite := "suite"
-			if s, ok := lookup(q.Get("suite_access_token")); ok {
-				suite = s
-			}
-			return suite, b.AuthCorpID2
+		names: func(_ string, _ url.Values, b *Request, _ Lookup) (string, string) {
+			return "suite", b.AuthCorpID2
 		},
 		credential: func(_, _ string, _ url.Values, b *Request) ([]string, bool) {
 			return all(b.AuthCorpID2, b.PermCode), false
