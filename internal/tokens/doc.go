@@ -32,8 +32,8 @@
 // Only answers that pass the provider's checks are kept (HTTP 200, a JSON
 // body under 16 KiB, the provider's success code, a token of sane form, a
 // lifetime between one second and a day longer than Margin). WeChat's
-// stable_token with force_refresh is never answered from Redis; its answer
-// replaces the one kept.
+// stable_token with force_refresh is never answered from Redis; it takes
+// the lease after any fetch in flight, and its answer replaces the one kept.
 //
 // Healing: when an API answers a token this replica handed out with the
 // provider's invalid or expired code (WeChat and WeCom 40001, 42001, 40014,

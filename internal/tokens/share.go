@@ -270,14 +270,12 @@ func (s *Sharer) exchange(base http.RoundTripper, ex *exchange, req *http.Reques
 		return s.send(base, p.sent)
 	}
 	sent, k, key := p.sent, p.k, p.key
-	if p.force {
-		// A forced refresh asks for a new token: never answered from
-		// Redis, its answer replaces the one kept.
-		return s.fetch(base, sent, ex, k, key, "")
-	}
 	ctx := req.Context()
 	var timer *time.Timer
 	defer stopTimer(&timer)
+	if p.force {
+		return s.refresh(base, sent, ctx, &timer, ex, k, key)
+	}
 	for {
 		v, err := s.rdb.Get(ctx, key).Bytes()
 		switch {
@@ -309,6 +307,29 @@ func (s *Sharer) exchange(base http.RoundTripper, ex *exchange, req *http.Reques
 		// Another replica is fetching: its answer comes within its lease,
 		// or the lease ends and this one takes over.
 		if err := s.pollWait(ctx, &timer, ex.Provider); err != nil {
+			closeBody(sent)
+			return nil, err
+		}
+	}
+}
+
+// refresh answers a forced refresh, which asks the provider for a new
+// token: never answered from Redis, its answer replaces the one kept. It
+// takes the lease as a fetch does, after the fetch in flight if there is
+// one: that fetch, answered before the refresh but kept after it, would
+// put back the token the refresh invalidated, and the fleet would share a
+// dead token until a heal.
+func (s *Sharer) refresh(base http.RoundTripper, sent *http.Request, ctx context.Context, timer **time.Timer, ex *exchange, k *keys, key string) (*http.Response, error) {
+	for {
+		lock := nonce()
+		got, err := s.rdb.SetNX(ctx, key+":lock", lock, s.lease).Result()
+		if err != nil {
+			return s.unshare(base, sent, ctx, ex.Provider)
+		}
+		if got {
+			return s.fetch(base, sent, ex, k, key, lock)
+		}
+		if err := s.pollWait(ctx, timer, ex.Provider); err != nil {
 			closeBody(sent)
 			return nil, err
 		}

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -241,6 +242,39 @@ func TestOnlyGoodAnswersKept(t *testing.T) {
 	}
 	if b := stable(0, false); b != forced {
 		t.Fatalf("after a forced refresh the fleet shares %q, want the forced %q", b, forced)
+	}
+}
+
+// A forced refresh waits for a fetch in flight before it asks for its new
+// token: that fetch, answered before it but kept after it, would put back
+// the token the refresh invalidated (it used to go at once, beside it).
+func TestForcedRefreshWaitsForTheFetchInFlight(t *testing.T) {
+	var lockKey atomic.Pointer[string]
+	var rdb atomic.Pointer[redis.Client]
+	f := newFleet(t, 1, WithObserver(func(_, result string) {
+		if result == Waited {
+			// Another replica's fetch ends: its lease goes.
+			rdb.Load().Del(context.Background(), *lockKey.Load())
+		}
+	}))
+	rdb.Store(f.rdb)
+	k, err := derive(wechat, strings.TrimPrefix(f.emu.URL, "http://"), "/cgi-bin/stable_token", []string{"wxA", secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := f.prefix + ":token:" + k.name + ":lock"
+	lockKey.Store(&key)
+	if err := f.rdb.Set(context.Background(), key, "other-replica", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	body := `{"grant_type":"client_credential","appid":"wxA","secret":"` + secret + `","force_refresh":true}`
+	resp, err := f.clients[0].Post(f.emu.URL+"/cgi-bin/stable_token", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if st := f.sharers[0].Stats(); st.Waited != 1 || st.Fetched != 1 {
+		t.Fatalf("stats %+v, want one wait for the lease, then one fetch", st)
 	}
 }
 
