@@ -28,7 +28,11 @@ func (s *Sharer) watch(base http.RoundTripper, req *http.Request) (*http.Respons
 		return base.RoundTrip(req)
 	}
 	s.mu.Lock()
-	h, ok := s.handed[tok]
+	hs, ok := s.handed[tok]
+	provider := ""
+	if ok {
+		provider = hs[0].provider
+	}
 	s.mu.Unlock()
 	if !ok {
 		return base.RoundTrip(req)
@@ -38,26 +42,35 @@ func (s *Sharer) watch(base http.RoundTripper, req *http.Request) (*http.Respons
 		return resp, err
 	}
 	raw, _ := providers.PeekBody(resp, maxErrorBody)
-	if invalidToken(h.provider, resp.StatusCode, raw) {
-		s.heal(req.Context(), tok, h)
+	if invalidToken(provider, resp.StatusCode, raw) {
+		s.heal(req.Context(), tok)
 	}
 	return resp, nil
 }
 
-// heal deletes the kept answer of tok, compared on the token's hash: a
+// heal deletes every kept answer that handed tok out (one token may come
+// from several exchanges), compared on the token's hash: a
 // newer answer another replica stored in the meantime stays. Heals of one
 // credential are capped for the fleet (WithHealLimits: by default one in
 // 30 s and 20 a day, WeChat's cap on forced refreshes), so that a service
 // outside the fleet that keeps invalidating the token cannot turn healing
 // into a storm of fetches: past the cap, the kept answer stays until it
 // ends or the cap allows.
-func (s *Sharer) heal(ctx context.Context, tok string, h handed) {
+func (s *Sharer) heal(ctx context.Context, tok string) {
 	s.mu.Lock()
+	hs := s.handed[tok]
 	delete(s.handed, tok)
 	s.nHand.Store(int32(len(s.handed)))
 	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.lease)
 	defer cancel()
+	for _, h := range hs {
+		s.healAnswer(ctx, h)
+	}
+}
+
+// healAnswer deletes one kept answer of a token, within the caps.
+func (s *Sharer) healAnswer(ctx context.Context, h handed) {
 	// Only a kept answer of this token is healed: read it before spending
 	// the cap (the delete compares again).
 	v, err := s.rdb.Get(ctx, h.key).Bytes()

@@ -39,8 +39,8 @@ type Sharer struct {
 	observe func(provider, result string) // WithObserver; nil: none
 
 	mu     sync.Mutex
-	handed map[string]handed // tokens this replica fetched or handed out
-	nHand  atomic.Int32      // len(handed), read without the lock
+	handed map[string][]handed // tokens this replica fetched or handed out: each answer keeping one
+	nHand  atomic.Int32        // len(handed), read without the lock
 
 	fetched, shared, waited, healed, capped, unshared atomic.Int64
 }
@@ -55,8 +55,15 @@ type handed struct {
 }
 
 // maxHanded bounds the tokens remembered for healing: a service holds one
-// per app and org, a few thousand at most.
-const maxHanded = 1 << 16
+// per app and org, a few thousand at most. maxAnswersPerToken bounds the
+// kept answers remembered for one token: one token comes from more than
+// one exchange (Feishu's tenant_access_token/internal and
+// app_access_token/internal, DingTalk's gettoken and oauth2/accessToken),
+// each keeping its own answer.
+const (
+	maxHanded          = 1 << 16
+	maxAnswersPerToken = 4
+)
 
 // Stats counts what a Sharer did.
 type Stats struct {
@@ -119,7 +126,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Sharer, error) {
 		return nil, c.err
 	}
 	return &Sharer{rdb: rdb, prefix: c.prefix, margin: c.margin, lease: c.lease, poll: c.poll, now: c.now,
-		healGap: c.gap, healsPerDay: c.perDay, observe: c.obs, handed: map[string]handed{}}, nil
+		healGap: c.gap, healsPerDay: c.perDay, observe: c.obs, handed: map[string][]handed{}}, nil
 }
 
 // Stats returns the counts so far.
@@ -445,15 +452,16 @@ func (s *Sharer) answer(req *http.Request, ex *exchange, k *keys, key string, v 
 	}, true
 }
 
-// remember keeps tok for healing, forgetting the tokens past their end
-// when the map is full.
+// remember keeps tok for healing with the answer that keeps it, forgetting
+// the tokens past their end when the map is full.
 func (s *Sharer) remember(tok string, h handed) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.handed) >= maxHanded {
+	hs, known := s.handed[tok]
+	if !known && len(s.handed) >= maxHanded {
 		now := s.now()
-		for t, e := range s.handed {
-			if now.After(e.until) {
+		for t, es := range s.handed {
+			if now.After(lastUntil(es)) {
 				delete(s.handed, t)
 			}
 		}
@@ -461,8 +469,27 @@ func (s *Sharer) remember(tok string, h handed) {
 			return
 		}
 	}
-	s.handed[tok] = h
+	for i := range hs {
+		if hs[i].key == h.key {
+			hs[i] = h
+			return
+		}
+	}
+	if len(hs) < maxAnswersPerToken {
+		s.handed[tok] = append(hs, h)
+	}
 	s.nHand.Store(int32(len(s.handed)))
+}
+
+// lastUntil is when the last of a token's answers ends.
+func lastUntil(hs []handed) time.Time {
+	var t time.Time
+	for _, h := range hs {
+		if h.until.After(t) {
+			t = h.until
+		}
+	}
+	return t
 }
 
 func closeBody(req *http.Request) {
