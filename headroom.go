@@ -282,6 +282,15 @@ func (t *Transport) startHeadroom(c *config) error {
 // tick is one round for every profile, then the timer is re-armed.
 func (l *headroomLoop) tick() {
 	l.busy.Lock()
+	// A timer that fired as close stopped it finds the loop closed: no
+	// round runs after Close (its Redis client may be closed too).
+	l.mu.Lock()
+	closed := l.closed
+	l.mu.Unlock()
+	if closed {
+		l.busy.Unlock()
+		return
+	}
 	for i := range l.heads {
 		l.round(i)
 	}

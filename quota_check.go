@@ -216,6 +216,9 @@ func (q *quotaChecker) ask(ctx context.Context, tr *Transport, check *providers.
 	if err != nil {
 		return providers.QuotaReading{}, err
 	}
+	if resp.Body == nil {
+		resp.Body = http.NoBody // as net/http.Client does
+	}
 	defer resp.Body.Close()
 	return check.Read(resp)
 }

@@ -219,7 +219,9 @@ func retryBody(req *http.Request) (io.ReadCloser, func() (io.ReadCloser, error),
 // discard drains a little of an answer that is not returned, so that its
 // connection can be reused, and closes it.
 func discard(resp *http.Response) {
-	if resp == nil {
+	if resp == nil || resp.Body == nil {
+		// A base RoundTripper may answer with no body when there is none
+		// (net/http.Client accepts it).
 		return
 	}
 	io.Copy(io.Discard, io.LimitReader(resp.Body, discardLimit))
@@ -263,8 +265,13 @@ func (r *retrier) check(c *call, req *http.Request, resp *http.Response, err err
 		v := c.verdict
 		switch v.Kind {
 		case providers.Quota:
-			// The provider rejected the call without processing it.
-			hint, haveHint = time.Until(v.Until), true
+			// The provider rejected the call without processing it. A
+			// verdict that stops nothing (no scope, no end: a custom
+			// profile's) backs off as a transient failure does, rather
+			// than resending at once.
+			if !v.Until.IsZero() {
+				hint, haveHint = time.Until(v.Until), true
+			}
 		case providers.Transient:
 			if !v.NotProcessed && !idempotent(req) {
 				return 0, false
