@@ -290,8 +290,16 @@ func (p Penalty) validate(group string) error {
 	if p.Until.IsZero() {
 		return fmt.Errorf("%w: Penalty.Until must be set", ErrInvalidRequest)
 	}
+	// Past it, a stored end reads as corrupt to the scripts and is
+	// deleted (or overflows microseconds): accepted, it would be lost.
+	if p.Until.After(lastPenaltyEnd) {
+		return fmt.Errorf("%w: Penalty.Until must be within the year 9999, got %v", ErrInvalidRequest, p.Until)
+	}
 	return nil
 }
+
+// lastPenaltyEnd is the latest end a penalty may have.
+var lastPenaltyEnd = time.UnixMicro(lastShownUs)
 
 // store is a Limiter of this package: it can take back what it gave.
 type store interface {

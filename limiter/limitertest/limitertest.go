@@ -385,6 +385,12 @@ func testInvalid(t *testing.T, newLimiters Factory) {
 	if err := l.Penalize(ctx, "g", limiter.Penalty{Scope: "", Until: time.Now().Add(time.Second)}); !errors.Is(err, limiter.ErrInvalidRequest) {
 		t.Errorf("empty penalty scope: err %v, want ErrInvalidRequest", err)
 	}
+	// A penalty past the year 9999 was stored, then read as corrupt and
+	// lost by one limiter while another kept it.
+	far := time.Date(40000, 1, 1, 0, 0, 0, 0, time.UTC)
+	if err := l.Penalize(ctx, "g", limiter.Penalty{Scope: "api", Until: far}); !errors.Is(err, limiter.ErrInvalidRequest) {
+		t.Errorf("penalty until the year 40000: err %v, want ErrInvalidRequest", err)
+	}
 }
 
 func testConcurrency(t *testing.T, newLimiters Factory) {
