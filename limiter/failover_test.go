@@ -115,3 +115,66 @@ func TestFailoverHoldsWindowRulesForTheirPeriod(t *testing.T) {
 		t.Fatalf("another window rule: %+v %v, want a local slot at once", free, err)
 	}
 }
+
+// slowBatch is a primary whose call for group "batch" books n slots (a
+// coalesced batch) and answers only once let go; its other calls fail
+// once down is set.
+type slowBatch struct {
+	*limiter.Memory
+	n       int
+	entered chan struct{}
+	release chan struct{}
+	down    atomic.Bool
+}
+
+func (s *slowBatch) Reserve(ctx context.Context, req limiter.Request) (limiter.Reservation, error) {
+	if req.Group == "batch" {
+		var res limiter.Reservation
+		var err error
+		for range s.n {
+			res, err = s.Memory.Reserve(ctx, req)
+		}
+		s.entered <- struct{}{}
+		<-s.release
+		return res, err
+	}
+	if s.down.Load() {
+		return limiter.Reservation{}, limiter.ErrUnavailable
+	}
+	return s.Memory.Reserve(ctx, req)
+}
+
+// A reply that arrives after the switch to local limits, to a call made
+// before it (a batch in flight while another call timed out), holds the
+// local slots back past what it booked, as the slots known at the switch
+// do. The hold used to be fixed at the switch.
+func TestFailoverLateReplyHoldsLocalSlots(t *testing.T) {
+	primary := &slowBatch{Memory: limiter.NewMemory(), n: 15, entered: make(chan struct{}), release: make(chan struct{})}
+	f := limiter.NewFailover(primary, limiter.FailoverConfig{Share: func() float64 { return 1 }, Probe: time.Hour})
+	ctx := context.Background()
+	rl := rule.Must(rule.New("r", 10, time.Second)) // T = 100ms
+	req := limiter.Request{Group: "batch", Rules: []rule.Rule{rl}, MaxWait: 5 * time.Second}
+	late := make(chan limiter.Reservation, 1)
+	go func() {
+		res, _ := f.Reserve(ctx, req)
+		late <- res
+	}()
+	<-primary.entered
+	primary.down.Store(true)
+	other := limiter.Request{Group: "other", Rules: []rule.Rule{rule.Must(rule.New("q", 10, time.Second))}}
+	if res, _ := f.Reserve(ctx, other); !res.Local() {
+		t.Fatal("the failed call did not switch to local limits")
+	}
+	close(primary.release)
+	inFlight := <-late
+	if !inFlight.OK() || inFlight.Local() {
+		t.Fatalf("the batch in flight: %+v, want the primary's slot", inFlight)
+	}
+	local, err := f.Reserve(ctx, limiter.Request{Group: "batch", Rules: []rule.Rule{rl}, MaxWait: 5 * time.Second})
+	if err != nil || !local.OK() || !local.Local() {
+		t.Fatalf("after the switch: %+v %v, want a local slot", local, err)
+	}
+	if want := inFlight.SendAt().Add(rl.Period()); local.SendAt().Before(want) {
+		t.Fatalf("local slot %v after the batch's last slot, want at least a period (%v)", local.SendAt().Sub(inFlight.SendAt()), rl.Period())
+	}
+}

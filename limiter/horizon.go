@@ -33,6 +33,14 @@ func (f *failover) noteHorizon(req Request, res Reservation) {
 	}
 	for old := f.lastSlot.Load(); at > old && !f.lastSlot.CompareAndSwap(old, at); old = f.lastSlot.Load() {
 	}
+	if f.down.Load() {
+		// A reply to a call made before the switch (a batch in flight
+		// when another call timed out) still holds the local slots back
+		// past what it booked: drainUntil was set at the switch.
+		d := at + f.period.Load()
+		for old := f.drainUntil.Load(); d > old && !f.drainUntil.CompareAndSwap(old, d); old = f.drainUntil.Load() {
+		}
+	}
 	if states != nil {
 		for i := range req.Rules {
 			if r := core(&req.Rules[i]); r.Kind == rulecore.Window && r.Period > maxHold && states[i] > 0 {
