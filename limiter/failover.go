@@ -87,8 +87,9 @@ type failover struct {
 	// and the local ones do not pile up in one window.
 	lastSlot   atomic.Int64
 	drainUntil atomic.Int64
-	// period is the longest period (µs) of the evenly paced rules seen, up
-	// to maxHold: the local slots start one such period after the last Redis
+	// period is the longest period (µs) of the evenly paced rules and the
+	// window rules seen, up to maxHold: the local slots start one such
+	// period after the last Redis
 	// slot, so that no window of a rule holds both Redis's slots and the
 	// local ones, and Redis's first slots one period after the last local
 	// one on the way back.

@@ -178,3 +178,53 @@ func TestFailoverLateReplyHoldsLocalSlots(t *testing.T) {
 		t.Fatalf("local slot %v after the batch's last slot, want at least a period (%v)", local.SendAt().Sub(inFlight.SendAt()), rl.Period())
 	}
 }
+
+// A window rule of a second (no longer than the 2 s hold) is held at a
+// switch as a paced rule is: its local share, which may go in one burst,
+// starts a window after the primary's last send, and the primary's first
+// sends after coming back start a window after the last local one. It was
+// not held either way: a replica sent Redis's 4 and its local 2 in one
+// second of a limit of 4.
+func TestFailoverHoldsShortWindowRules(t *testing.T) {
+	primary := &flaky{Memory: limiter.NewMemory()}
+	f := limiter.NewFailover(primary, limiter.FailoverConfig{Share: func() float64 { return 0.5 }, Probe: time.Nanosecond})
+	ctx := context.Background()
+	w := rule.Must(rule.NewWindow("w", 4, time.Second))
+	req := limiter.Request{Group: "g", Rules: []rule.Rule{w}, MaxWait: 10 * time.Second}
+	var last limiter.Reservation
+	for range 4 {
+		res, err := f.Reserve(ctx, req)
+		if err != nil || !res.OK() || res.Local() {
+			t.Fatalf("on the primary: %+v %v", res, err)
+		}
+		last = res
+	}
+	primary.down.Store(true)
+	var lastLocal limiter.Reservation
+	for range 2 {
+		res, err := f.Reserve(ctx, req)
+		if err != nil || !res.OK() || !res.Local() {
+			t.Fatalf("after the primary failed: %+v %v, want a local slot", res, err)
+		}
+		if res.SendAt().Before(last.SendAt().Add(w.Period())) {
+			t.Fatalf("local send %v after the primary's last, within its window of %v", res.SendAt().Sub(last.SendAt()), w.Period())
+		}
+		lastLocal = res
+	}
+	primary.down.Store(false)
+	for range 100 {
+		res, err := f.Reserve(ctx, req)
+		if err != nil || !res.OK() {
+			t.Fatalf("%+v %v", res, err)
+		}
+		if res.Local() {
+			lastLocal = res
+			continue
+		}
+		if res.SendAt().Before(lastLocal.SendAt().Add(w.Period())) {
+			t.Fatalf("the primary's first send %v after the last local one, within its window of %v", res.SendAt().Sub(lastLocal.SendAt()), w.Period())
+		}
+		return
+	}
+	t.Fatal("never back on the primary")
+}

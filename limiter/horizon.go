@@ -24,7 +24,13 @@ func (f *failover) noteHorizon(req Request, res Reservation) {
 	states := res.states(buf[:0], len(req.Rules))
 	if states != nil {
 		for i := range req.Rules {
-			if r := core(&req.Rules[i]); r.Kind == rulecore.Paced && r.Burst == 1 {
+			// Evenly paced rules, and window rules no longer than maxHold
+			// (longer ones have holds of their own, windowHolds): a
+			// window's share may go in one burst, which must not meet
+			// Redis's last sends, or, on the way back, Redis's first
+			// sends meet the local burst, inside one window.
+			r := core(&req.Rules[i])
+			if r.Kind == rulecore.Paced && r.Burst == 1 || r.Kind == rulecore.Window && r.Period <= maxHold {
 				if p := int64(min(r.Period, maxHold) / time.Microsecond); p > f.period.Load() {
 					f.period.Store(p) // racy max: any recent value will do
 				}
