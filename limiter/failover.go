@@ -87,6 +87,11 @@ type failover struct {
 	// and the local ones do not pile up in one window.
 	lastSlot   atomic.Int64
 	drainUntil atomic.Int64
+	// skew is how far (µs) the primary's clock was ahead of this
+	// replica's in its last answer, beyond maxClockSkew (0 within it): the
+	// holds are kept on this replica's clock, which the local limiter
+	// reads, and moved to the primary's when sent to it.
+	skew atomic.Int64
 	// period is the longest period (µs) of the evenly paced rules and the
 	// window rules seen, up to maxHold: the local slots start one such
 	// period after the last Redis
@@ -180,7 +185,7 @@ func (f *failover) reserve(ctx context.Context, req Request) (Reservation, error
 		for _, h := range []*atomic.Int64{&f.upHold, &f.lostHold} {
 			if hold := h.Load(); hold > 0 {
 				if hold > now {
-					req.notBefore = max(req.notBefore, hold)
+					req.notBefore = max(req.notBefore, hold+f.skew.Load())
 				} else {
 					h.CompareAndSwap(hold, 0)
 				}
@@ -244,12 +249,13 @@ func (f *failover) callPrimary(ctx context.Context, req Request, probing bool) (
 	defer cancel()
 	res, err := f.primary.Reserve(cctx, req)
 	if err == nil && res.lost {
-		if hold := f.lastSlot.Load() + f.period.Load(); hold > req.notBefore {
+		hold := f.lastSlot.Load() + f.period.Load()
+		if at := hold + f.skew.Load(); at > req.notBefore {
 			if res.ok {
 				_ = f.primary.cancel(cctx, req, res)
 			}
 			f.lostHold.Store(max(f.lostHold.Load(), hold))
-			req.notBefore = hold
+			req.notBefore = at
 			res, err = f.primary.Reserve(cctx, req)
 		}
 	}

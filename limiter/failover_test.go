@@ -228,3 +228,54 @@ func TestFailoverHoldsShortWindowRules(t *testing.T) {
 	}
 	t.Fatal("never back on the primary")
 }
+
+// skewed is a primary whose clock runs by behind this replica's: its
+// answers' times are on that clock, its slots the Memory limiter's.
+type skewed struct {
+	*limiter.Memory
+	by   time.Duration
+	down atomic.Bool
+}
+
+func (s *skewed) Reserve(ctx context.Context, req limiter.Request) (limiter.Reservation, error) {
+	if s.down.Load() {
+		return limiter.Reservation{}, limiter.ErrUnavailable
+	}
+	res, err := s.Memory.Reserve(ctx, req)
+	if err != nil || !res.OK() {
+		return res, err
+	}
+	return limiter.Admit(res.SendAt().Add(-s.by-res.Delay()), res.Delay(), res.Rule(), res.Cancel, res.Release), nil
+}
+
+// The primary's answers are on its clock, the local slots on this
+// replica's: a primary 3 s behind made its last slot look 3 s old, and
+// the local share started at once, on top of it. The hold is kept on this
+// replica's clock.
+func TestFailoverHoldAcrossClockSkew(t *testing.T) {
+	const behind = 3 * time.Second
+	primary := &skewed{Memory: limiter.NewMemory(), by: behind}
+	f := limiter.NewFailover(primary, limiter.FailoverConfig{Share: func() float64 { return 1 }, Probe: time.Hour})
+	ctx := context.Background()
+	rl := rule.Must(rule.New("r", 10, time.Second)) // T = 100ms
+	req := limiter.Request{Group: "g", Rules: []rule.Rule{rl}, MaxWait: 10 * time.Second}
+	var last limiter.Reservation
+	for range 5 {
+		res, err := f.Reserve(ctx, req)
+		if err != nil || !res.OK() || res.Local() {
+			t.Fatalf("on the primary: %+v %v", res, err)
+		}
+		last = res
+	}
+	primary.down.Store(true)
+	local, err := f.Reserve(ctx, req)
+	if err != nil || !local.OK() || !local.Local() {
+		t.Fatalf("after the primary failed: %+v %v, want a local slot", local, err)
+	}
+	// The primary's last slot on this replica's clock; holds are kept in
+	// whole microseconds.
+	lastHere := last.SendAt().Add(behind)
+	if want := lastHere.Add(rl.Period() - time.Microsecond); local.SendAt().Before(want) {
+		t.Fatalf("local slot %v after the primary's last (on this replica's clock), want at least a period (%v)", local.SendAt().Sub(lastHere), rl.Period())
+	}
+}

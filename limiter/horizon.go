@@ -19,24 +19,33 @@ import (
 // the hold of each long window rule: a replica whose requests were all
 // refused learns from the refusals alone how far ahead the others booked.
 func (f *failover) noteHorizon(req Request, res Reservation) {
+	// The answer's times are on the primary's clock; the holds on this
+	// replica's (the local limiter reads them).
+	var skew int64
+	if !res.now.IsZero() {
+		skew = int64(skewBeyondBound(res.now, time.Now()) / time.Microsecond)
+	}
+	f.skew.Store(skew)
 	at := fleetHorizon(&req, &res)
-	var buf [4]int64
-	states := res.states(buf[:0], len(req.Rules))
-	if states != nil {
-		for i := range req.Rules {
-			// Evenly paced rules, and window rules no longer than maxHold
-			// (longer ones have holds of their own, windowHolds): a
-			// window's share may go in one burst, which must not meet
-			// Redis's last sends, or, on the way back, Redis's first
-			// sends meet the local burst, inside one window.
-			r := core(&req.Rules[i])
-			if r.Kind == rulecore.Paced && r.Burst == 1 || r.Kind == rulecore.Window && r.Period <= maxHold {
-				if p := int64(min(r.Period, maxHold) / time.Microsecond); p > f.period.Load() {
-					f.period.Store(p) // racy max: any recent value will do
-				}
+	if at > 0 {
+		at -= skew
+	}
+	for i := range req.Rules {
+		// Evenly paced rules, and window rules no longer than maxHold
+		// (longer ones have holds of their own, windowHolds): a window's
+		// share may go in one burst, which must not meet Redis's last
+		// sends, or, on the way back, Redis's first sends meet the local
+		// burst, inside one window. (An answer without the rules' states,
+		// an outside limiter's, counts as well.)
+		r := core(&req.Rules[i])
+		if r.Kind == rulecore.Paced && r.Burst == 1 || r.Kind == rulecore.Window && r.Period <= maxHold {
+			if p := int64(min(r.Period, maxHold) / time.Microsecond); p > f.period.Load() {
+				f.period.Store(p) // racy max: any recent value will do
 			}
 		}
 	}
+	var buf [4]int64
+	states := res.states(buf[:0], len(req.Rules))
 	for old := f.lastSlot.Load(); at > old && !f.lastSlot.CompareAndSwap(old, at); old = f.lastSlot.Load() {
 	}
 	if f.down.Load() {
@@ -50,7 +59,7 @@ func (f *failover) noteHorizon(req Request, res Reservation) {
 	if states != nil {
 		for i := range req.Rules {
 			if r := core(&req.Rules[i]); r.Kind == rulecore.Window && r.Period > maxHold && states[i] > 0 {
-				f.noteWindow(req.Group, r, states[i]+int64(r.Period/time.Microsecond))
+				f.noteWindow(req.Group, r, states[i]-skew+int64(r.Period/time.Microsecond))
 			}
 		}
 	}
