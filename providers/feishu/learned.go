@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/quotaware/throttle/providers"
+	"github.com/quotaware/throttle/providers/internal/penaltytime"
 )
 
 // learnedTTL is how long a level learned from a 99991400 holds before the
@@ -71,11 +72,13 @@ func (p *preset) learnedFrom(h http.Header, api string, now time.Time) *provider
 	if err != nil || limit <= 0 {
 		return nil
 	}
-	reset, _ := strconv.Atoi(strings.TrimSpace(h.Get("X-Ogw-Ratelimit-Reset")))
+	// Read as the penalty's end is (a fraction of a second included):
+	// read as an integer, "12.5" was 0, the second's cap.
+	reset, _ := penaltytime.ParseSeconds(strings.TrimSpace(h.Get("X-Ogw-Ratelimit-Reset")))
 	lvl := p.current(api, now)
 	l := &providers.Learned{API: api, Window: learnedSecond, Limit: limit, Until: now.Add(learnedTTL)}
 	have := lvl.PerSecond
-	if reset > 1 {
+	if reset > time.Second {
 		l.Window, have = learnedMinute, lvl.PerMinute
 	}
 	if have != 0 && limit >= have {

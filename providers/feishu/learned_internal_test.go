@@ -84,3 +84,27 @@ func TestLearnedLimitOnlyEverLowers(t *testing.T) {
 		t.Fatalf("a day later: %d/s and %d/min, want the table's 50 and 1000", s, m)
 	}
 }
+
+// The reset header is read as the penalty's end is, fractions included:
+// 12.5 seconds to wait is the minute's cap. Read as an integer it was 0,
+// and a per-minute limit was learned as per-second.
+func TestLearnedWindowFromAFractionalReset(t *testing.T) {
+	const api = "GET /open-apis/contact/v3/users/:user_id"
+	now := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	set, err := New(Config{Jitter: 10 * time.Millisecond, Clock: func() time.Time { return now },
+		Apps: []App{{AppID: "cli_a", APIs: map[string]int{api: 4}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prof := set.Profile()
+	req := httptest.NewRequest(http.MethodGet, "https://open.feishu.cn/open-apis/contact/v3/users/ou_1", nil)
+	rt, _ := prof.Route(req)
+	for _, c := range []struct {
+		reset, window string
+	}{{"12.5", "m"}, {"0.25", "s"}, {"1", "s"}} {
+		v := prof.Classify(req, throttled("20", c.reset), &rt)
+		if v.Learned == nil || v.Learned.Window != c.window {
+			t.Errorf("reset %q: learned %+v, want a limit per %s", c.reset, v.Learned, c.window)
+		}
+	}
+}

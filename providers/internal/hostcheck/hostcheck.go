@@ -44,8 +44,14 @@ func Check(h string) error {
 			return fmt.Errorf("must read \"[IPv6]\" or \"[IPv6]:port\", got %q", h)
 		}
 		host, port = h[1:end], strings.TrimPrefix(h[end+1:], ":")
-		if net.ParseIP(host) == nil {
+		ip := net.ParseIP(host)
+		if ip == nil {
 			return fmt.Errorf("must hold an IPv6 address in brackets, got %q", h)
+		}
+		// Matched as text against the request's host, which Go writes
+		// in the shortest form.
+		if short := ip.String(); short != host && !strings.EqualFold(short, host) {
+			return fmt.Errorf("must write the IPv6 address in its shortest form, got %q: write %q", h, "["+short+"]"+strings.TrimPrefix(h, h[:end+1]))
 		}
 		if end+1 < len(h) && port == "" {
 			return fmt.Errorf("has an empty port, got %q", h)
@@ -62,6 +68,9 @@ func Check(h string) error {
 	if port != "" {
 		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || port[0] == '+' {
 			return fmt.Errorf("has a port that is not a number in 1..65535, got %q", h)
+		} else if strconv.Itoa(n) != port {
+			// Matched as text: "0443" would never match a request's 443.
+			return fmt.Errorf("has a port with a leading zero, got %q: write %d", h, n)
 		}
 	}
 	if host == "" {

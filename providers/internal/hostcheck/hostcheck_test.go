@@ -23,6 +23,10 @@ func TestCheck(t *testing.T) {
 		"::1":                      "brackets",
 		"[::1":                     "[IPv6]",
 		"钉钉.com":                   "ASCII",
+		// Entries are matched as text: these could never match.
+		"api.dingtalk.com:0443": "leading zero",
+		"[0:0:0:0:0:0:0:1]":     `"[::1]"`,
+		"[0:0::1]:8080":         `"[::1]:8080"`,
 	} {
 		if err := Check(h); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Check(%q) = %v, want an error saying %q", h, err, want)
