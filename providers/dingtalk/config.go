@@ -154,7 +154,8 @@ type Config struct {
 	// RobotPerMinute limits messages per custom group robot (default 20),
 	// and RobotPenalty is how long the platform throttles a robot that
 	// sends more (error 410100, default 10 min). NoRobotLimit: robots get
-	// no rule of their own.
+	// no rule and no penalty scope of their own, so a 410100 then stops
+	// nothing and reaches the caller as a fatal answer.
 	RobotPerMinute int
 	RobotPenalty   time.Duration
 	NoRobotLimit   bool
