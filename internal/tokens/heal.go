@@ -178,3 +178,63 @@ func mentionsInvalidToken(body []byte) bool {
 	}
 	return false
 }
+
+// handed is what healing needs of a token this replica handed out: where
+// its answer is kept and the hash the value starts with.
+type handed struct {
+	provider string
+	key      string
+	tag      []byte
+	until    time.Time
+}
+
+// maxHanded bounds the tokens remembered for healing: a service holds one
+// per app and org, a few thousand at most. maxAnswersPerToken bounds the
+// kept answers remembered for one token: one token comes from more than
+// one exchange (Feishu's tenant_access_token/internal and
+// app_access_token/internal, DingTalk's gettoken and oauth2/accessToken),
+// each keeping its own answer.
+const (
+	maxHanded          = 1 << 16
+	maxAnswersPerToken = 4
+)
+
+// remember keeps tok for healing with the answer that keeps it, forgetting
+// the tokens past their end when the map is full.
+func (s *Sharer) remember(tok string, h handed) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	hs, known := s.handed[tok]
+	if !known && len(s.handed) >= maxHanded {
+		now := s.now()
+		for t, es := range s.handed {
+			if now.After(lastUntil(es)) {
+				delete(s.handed, t)
+			}
+		}
+		if len(s.handed) >= maxHanded {
+			return
+		}
+	}
+	for i := range hs {
+		if hs[i].key == h.key {
+			hs[i] = h
+			return
+		}
+	}
+	if len(hs) < maxAnswersPerToken {
+		s.handed[tok] = append(hs, h)
+	}
+	s.nHand.Store(int32(len(s.handed)))
+}
+
+// lastUntil is when the last of a token's answers ends.
+func lastUntil(hs []handed) time.Time {
+	var t time.Time
+	for _, h := range hs {
+		if h.until.After(t) {
+			t = h.until
+		}
+	}
+	return t
+}

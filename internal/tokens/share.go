@@ -45,26 +45,6 @@ type Sharer struct {
 	fetched, shared, waited, healed, capped, unshared atomic.Int64
 }
 
-// handed is what healing needs of a token this replica handed out: where
-// its answer is kept and the hash the value starts with.
-type handed struct {
-	provider string
-	key      string
-	tag      []byte
-	until    time.Time
-}
-
-// maxHanded bounds the tokens remembered for healing: a service holds one
-// per app and org, a few thousand at most. maxAnswersPerToken bounds the
-// kept answers remembered for one token: one token comes from more than
-// one exchange (Feishu's tenant_access_token/internal and
-// app_access_token/internal, DingTalk's gettoken and oauth2/accessToken),
-// each keeping its own answer.
-const (
-	maxHanded          = 1 << 16
-	maxAnswersPerToken = 4
-)
-
 // Stats counts what a Sharer did.
 type Stats struct {
 	Fetched  int64 // exchanges sent to the provider whose answer was kept
@@ -450,46 +430,6 @@ func (s *Sharer) answer(req *http.Request, ex *exchange, k *keys, key string, v 
 		ContentLength: int64(len(out)),
 		Request:       req,
 	}, true
-}
-
-// remember keeps tok for healing with the answer that keeps it, forgetting
-// the tokens past their end when the map is full.
-func (s *Sharer) remember(tok string, h handed) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	hs, known := s.handed[tok]
-	if !known && len(s.handed) >= maxHanded {
-		now := s.now()
-		for t, es := range s.handed {
-			if now.After(lastUntil(es)) {
-				delete(s.handed, t)
-			}
-		}
-		if len(s.handed) >= maxHanded {
-			return
-		}
-	}
-	for i := range hs {
-		if hs[i].key == h.key {
-			hs[i] = h
-			return
-		}
-	}
-	if len(hs) < maxAnswersPerToken {
-		s.handed[tok] = append(hs, h)
-	}
-	s.nHand.Store(int32(len(s.handed)))
-}
-
-// lastUntil is when the last of a token's answers ends.
-func lastUntil(hs []handed) time.Time {
-	var t time.Time
-	for _, h := range hs {
-		if h.until.After(t) {
-			t = h.until
-		}
-	}
-	return t
 }
 
 func closeBody(req *http.Request) {

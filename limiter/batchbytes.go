@@ -1,0 +1,79 @@
+package limiter
+
+import "github.com/quotaware/throttle/limiter/internal/rulecore"
+
+// The size of a coalesced call, estimated as lane.take fills a batch, so
+// that one call stays within maxBatchBytes of keys and arguments.
+
+// argBytes estimates the bytes a request that starts a segment adds to a
+// call: its keys, each "{prefix:group}:<tag>:" and its name, the group's
+// epoch marker, the segment's own arguments (32 bytes) and each rule's (a
+// paced rule's four numbers, a calendar rule's four window starts). A
+// request in the same segment as the one before adds segmentBytes: its own
+// two arguments. Redis's time for a call follows the same shape: a segment
+// costs about as much as a call of its own, a request in it far less.
+func (p *Request) argBytes(prefix string) int {
+	tag := len(prefix) + len(p.Group) + 6
+	n := 32 + tag
+	for i := range p.Rules {
+		r := core(&p.Rules[i])
+		n += tag + len(r.Key) + ruleArgBytes[r.Kind]
+		if r.AheadCapped {
+			n += 12
+		}
+	}
+	for _, s := range p.Scopes {
+		n += tag + len(s)
+	}
+	return n
+}
+
+// ruleArgBytes is about what each kind of rule's arguments take.
+var ruleArgBytes = [...]int{rulecore.Paced: 24, rulecore.Window: 32, rulecore.Concurrency: 40, rulecore.Calendar: 72}
+
+// leanBytes estimates the bytes p adds to a lean call (lean.go), which
+// names every request's keys, whatever the request before it: its keys,
+// and its numbers packed (four, and three per rule, up to 9 bytes each).
+func (p *Request) leanBytes(prefix string) int {
+	tag := len(prefix) + len(p.Group) + 6
+	n := 36 + 27*len(p.Rules)
+	for i := range p.Rules {
+		n += tag + len(p.Rules[i].Key())
+	}
+	for _, s := range p.Scopes {
+		n += tag + len(s)
+	}
+	return n
+}
+
+// callBytes estimates the size of the call a batch makes (reserveN): in
+// segments, where a request of the shape of the one before adds only its
+// own arguments, or, when the batch holds several segments and only paced
+// rules, as one lean call, which carries every request's keys.
+type callBytes struct {
+	segmented, lean, segments int
+	notLean                   bool
+}
+
+// with is b once p joins the batch after prev (nil: p is the first).
+func (b callBytes) with(p, prev *Request, prefix string) callBytes {
+	if prev != nil && prev.sameShape(p) {
+		b.segmented += segmentBytes
+	} else {
+		b.segmented += p.argBytes(prefix)
+		b.segments++
+	}
+	if !b.notLean {
+		if b.notLean = !onlyPaced(p); !b.notLean {
+			b.lean += p.leanBytes(prefix)
+		}
+	}
+	return b
+}
+
+func (b callBytes) size() int {
+	if b.segments > 1 && !b.notLean {
+		return b.lean
+	}
+	return b.segmented
+}
