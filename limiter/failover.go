@@ -167,7 +167,13 @@ func (f *failover) Down() bool { return f.down.Load() }
 func (f *failover) Reserve(ctx context.Context, req Request) (Reservation, error) {
 	res, err := f.reserve(ctx, req)
 	if err == nil && res.ok {
-		res.settle(f, &req)
+		if res.local && res.rules != nil {
+			// A local slot goes back with the rules it was booked under,
+			// its share of them: the live replicas may change meanwhile.
+			res.from = f
+		} else {
+			res.settle(f, &req)
+		}
 	}
 	return res, err
 }
@@ -367,13 +373,14 @@ func (f *failover) share(req Request) Request {
 	return req
 }
 
-// cancel gives res back to whichever limiter granted the slot.
+// cancel gives res back to whichever limiter granted the slot: a local
+// slot with its share of req's rules (see Reserve).
 func (f *failover) cancel(ctx context.Context, req Request, res Reservation) error {
 	if res.local {
 		if f.cfg.Mode == OutageAdmit {
 			return nil
 		}
-		return f.local.cancel(ctx, f.share(req), res)
+		return f.local.cancel(ctx, req, res)
 	}
 	ctx, cancel := f.bound(ctx)
 	defer cancel()
@@ -386,7 +393,7 @@ func (f *failover) release(ctx context.Context, req Request, res Reservation) er
 		if f.cfg.Mode == OutageAdmit {
 			return nil
 		}
-		return f.local.release(ctx, f.share(req), res)
+		return f.local.release(ctx, req, res)
 	}
 	ctx, cancel := f.bound(ctx)
 	defer cancel()

@@ -279,3 +279,38 @@ func TestFailoverHoldAcrossClockSkew(t *testing.T) {
 		t.Fatalf("local slot %v after the primary's last (on this replica's clock), want at least a period (%v)", local.SendAt().Sub(lastHere), rl.Period())
 	}
 }
+
+// A local slot goes back with the share it was booked at: the live
+// replicas may change between the reservation and its cancel. It was given
+// back at the share then in force, twice its interval here, and the next
+// slot landed on the one before it.
+func TestFailoverCancelsAtTheShareBooked(t *testing.T) {
+	primary := &flaky{Memory: limiter.NewMemory()}
+	primary.down.Store(true)
+	var share atomic.Int64 // in percent
+	share.Store(50)
+	f := limiter.NewFailover(primary, limiter.FailoverConfig{Share: func() float64 { return float64(share.Load()) / 100 }, Probe: time.Hour})
+	ctx := context.Background()
+	rl := rule.Must(rule.New("r", 10, time.Minute)) // T = 6 s; the half share: 12 s
+	req := limiter.Request{Group: "g", Rules: []rule.Rule{rl}, MaxWait: time.Hour}
+	a, err := f.Reserve(ctx, req)
+	if err != nil || !a.OK() || !a.Local() {
+		t.Fatalf("first: %+v %v, want a local slot", a, err)
+	}
+	b, err := f.Reserve(ctx, req)
+	if err != nil || !b.OK() {
+		t.Fatalf("second: %+v %v", b, err)
+	}
+	share.Store(25) // another replica joined
+	if err := b.Cancel(ctx); err != nil {
+		t.Fatal(err)
+	}
+	share.Store(50)
+	c, err := f.Reserve(ctx, req)
+	if err != nil || !c.OK() {
+		t.Fatalf("third: %+v %v", c, err)
+	}
+	if !c.SendAt().Equal(b.SendAt()) {
+		t.Fatalf("after giving back the second slot (%v after the first), the next came %v after the first, want the same slot", b.SendAt().Sub(a.SendAt()), c.SendAt().Sub(a.SendAt()))
+	}
+}
