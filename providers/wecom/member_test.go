@@ -110,6 +110,7 @@ func FuzzMemberKeys(f *testing.F) {
 	f.Add(`{"ToUser":"Alice|bob","agentid":"7","AGENTID":8}`, 64)
 	f.Add(`{"touser":"a","touser":"b","agentid":1}`, 4096)
 	f.Add(`{"text":{"touser":"x"},"touser":"alice","agentid":01}`, 100)
+	f.Add(`{"touser":"0|   |0","Agentid":0}`, 4096)
 	f.Fuzz(func(t *testing.T, body string, limit int) {
 		limit = 64 + abs(limit)%8192
 		var m struct {
@@ -124,7 +125,8 @@ func FuzzMemberKeys(f *testing.F) {
 			return
 		}
 		for _, member := range strings.Split(m.ToUser, "|") {
-			if member == "" || member == "@all" {
+			// Spaces alone name no member (WeCom trims user IDs).
+			if strings.TrimSpace(member) == "" || member == "@all" {
 				continue
 			}
 			want := fmt.Sprintf("%d:%s", m.AgentID, memberHashOf(normalMember(member)))
