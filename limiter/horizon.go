@@ -20,12 +20,19 @@ import (
 // refused learns from the refusals alone how far ahead the others booked.
 func (f *failover) noteHorizon(req Request, res Reservation) {
 	// The answer's times are on the primary's clock; the holds on this
-	// replica's (the local limiter reads them).
+	// replica's (the local limiter reads them). Redis's answers carry when
+	// they arrived; an outside limiter's are read now.
 	var skew int64
 	if !res.now.IsZero() {
-		skew = int64(skewBeyondBound(res.now, time.Now()) / time.Microsecond)
+		local := res.answered
+		if local.IsZero() {
+			local = time.Now()
+		}
+		skew = int64(skewBeyondBound(res.now, local) / time.Microsecond)
 	}
-	f.skew.Store(skew)
+	if f.skew.Load() != skew {
+		f.skew.Store(skew) // written only on a change: every reserve reads it
+	}
 	at := fleetHorizon(&req, &res)
 	if at > 0 {
 		at -= skew

@@ -252,8 +252,9 @@ func (req *Request) validate() error {
 		}
 		// One key is one state: two rules of a request under one key
 		// would be charged twice by some paths and once by others.
+		k := req.Rules[i].Key()
 		for j := range i {
-			if k := req.Rules[i].Key(); k == req.Rules[j].Key() {
+			if k == req.Rules[j].Key() {
 				return fmt.Errorf("%w: Rules[%d] has the key of Rules[%d] (%q): each rule of a request needs a key of its own", ErrInvalidRequest, i, j, k)
 			}
 		}

@@ -250,7 +250,12 @@ func (s *Sharer) peek(ctx context.Context, key string) (v []byte, held bool, err
 
 // exchange answers one token exchange: from Redis, by fetching it for the
 // fleet, or, when the request presents no credential or Redis fails, by
-// sending it as it came.
+// sending it as it came. A forced refresh asks the provider for a new
+// token: never answered from Redis, its answer replaces the one kept. It
+// takes the lease as a fetch does, after the fetch in flight if there is
+// one: that fetch, answered before the refresh but kept after it, would
+// put back the token the refresh invalidated, and the fleet would share a
+// dead token until a heal.
 func (s *Sharer) exchange(base http.RoundTripper, ex *exchange, req *http.Request) (*http.Response, error) {
 	p, ok := s.prepare(req, ex)
 	if !ok {
@@ -260,19 +265,15 @@ func (s *Sharer) exchange(base http.RoundTripper, ex *exchange, req *http.Reques
 	ctx := req.Context()
 	var timer *time.Timer
 	defer stopTimer(&timer)
-	if p.force {
-		return s.refresh(base, sent, ctx, &timer, ex, k, key)
-	}
 	for {
-		v, err := s.rdb.Get(ctx, key).Bytes()
-		switch {
-		case err == nil:
-			if resp, ok := s.answer(req, ex, k, key, v); ok {
-				s.count(ex.Provider, Shared)
+		if !p.force {
+			resp, err := s.kept(ctx, req, ex, k, key)
+			if resp != nil {
 				return resp, nil
 			}
-		case !errors.Is(err, redis.Nil):
-			return s.unshare(base, sent, ctx, ex.Provider)
+			if err != nil {
+				return s.unshare(base, sent, ctx, ex.Provider)
+			}
 		}
 		lock := nonce()
 		got, err := s.rdb.SetNX(ctx, key+":lock", lock, s.lease).Result()
@@ -282,10 +283,9 @@ func (s *Sharer) exchange(base http.RoundTripper, ex *exchange, req *http.Reques
 		if got {
 			// The answer may have been kept between the read above and
 			// the lease: read again before fetching.
-			if v, err := s.rdb.Get(ctx, key).Bytes(); err == nil {
-				if resp, ok := s.answer(req, ex, k, key, v); ok {
+			if !p.force {
+				if resp, _ := s.kept(ctx, req, ex, k, key); resp != nil {
 					s.rdb.Eval(ctx, releaseLua, []string{key + ":lock"}, lock)
-					s.count(ex.Provider, Shared)
 					return resp, nil
 				}
 			}
@@ -300,27 +300,22 @@ func (s *Sharer) exchange(base http.RoundTripper, ex *exchange, req *http.Reques
 	}
 }
 
-// refresh answers a forced refresh, which asks the provider for a new
-// token: never answered from Redis, its answer replaces the one kept. It
-// takes the lease as a fetch does, after the fetch in flight if there is
-// one: that fetch, answered before the refresh but kept after it, would
-// put back the token the refresh invalidated, and the fleet would share a
-// dead token until a heal.
-func (s *Sharer) refresh(base http.RoundTripper, sent *http.Request, ctx context.Context, timer **time.Timer, ex *exchange, k *keys, key string) (*http.Response, error) {
-	for {
-		lock := nonce()
-		got, err := s.rdb.SetNX(ctx, key+":lock", lock, s.lease).Result()
-		if err != nil {
-			return s.unshare(base, sent, ctx, ex.Provider)
+// kept answers req from the answer kept in Redis, counted as Shared, or
+// returns nil: none kept (or none that opens and passes the checks), or
+// err when Redis failed.
+func (s *Sharer) kept(ctx context.Context, req *http.Request, ex *exchange, k *keys, key string) (*http.Response, error) {
+	v, err := s.rdb.Get(ctx, key).Bytes()
+	switch {
+	case err == nil:
+		if resp, ok := s.answer(req, ex, k, key, v); ok {
+			s.count(ex.Provider, Shared)
+			return resp, nil
 		}
-		if got {
-			return s.fetch(base, sent, ex, k, key, lock)
-		}
-		if err := s.pollWait(ctx, timer, ex.Provider); err != nil {
-			closeBody(sent)
-			return nil, err
-		}
+		return nil, nil
+	case errors.Is(err, redis.Nil):
+		return nil, nil
 	}
+	return nil, err
 }
 
 // pollWait waits one poll for an exchange another replica is fetching, or

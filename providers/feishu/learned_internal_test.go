@@ -24,16 +24,26 @@ func throttled(limit, reset string) *http.Response {
 		Body: io.NopCloser(strings.NewReader(`{"code":99991400,"msg":"request trigger frequency limit"}`))}
 }
 
-func TestLearnedLimitOnlyEverLowers(t *testing.T) {
-	const api = "GET /open-apis/contact/v3/users/:user_id"
-	now := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
-	set, err := New(Config{Jitter: 10 * time.Millisecond, Clock: func() time.Time { return now },
-		Apps: []App{{AppID: "cli_a", APIs: map[string]int{api: 4}}}})
+// learningAPI is the API the learned-limit tests read users through, at
+// level 4 (50/s, 1000/min).
+const learningAPI = "GET /open-apis/contact/v3/users/:user_id"
+
+// learning is a preset of one app whose clock reads *now, and a request
+// to learningAPI.
+func learning(t *testing.T, now *time.Time) (providers.Profile, *http.Request) {
+	t.Helper()
+	set, err := New(Config{Jitter: 10 * time.Millisecond, Clock: func() time.Time { return *now },
+		Apps: []App{{AppID: "cli_a", APIs: map[string]int{learningAPI: 4}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	prof := set.Profile()
-	req := httptest.NewRequest(http.MethodGet, "https://open.feishu.cn/open-apis/contact/v3/users/ou_1", nil)
+	return set.Profile(), httptest.NewRequest(http.MethodGet, "https://open.feishu.cn/open-apis/contact/v3/users/ou_1", nil)
+}
+
+func TestLearnedLimitOnlyEverLowers(t *testing.T) {
+	const api = learningAPI
+	now := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	prof, req := learning(t, &now)
 	limits := func() (perSecond, perMinute int) {
 		rt, err := prof.Route(req)
 		if err != nil || len(rt.Rules) != 2 {
@@ -89,15 +99,8 @@ func TestLearnedLimitOnlyEverLowers(t *testing.T) {
 // 12.5 seconds to wait is the minute's cap. Read as an integer it was 0,
 // and a per-minute limit was learned as per-second.
 func TestLearnedWindowFromAFractionalReset(t *testing.T) {
-	const api = "GET /open-apis/contact/v3/users/:user_id"
 	now := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
-	set, err := New(Config{Jitter: 10 * time.Millisecond, Clock: func() time.Time { return now },
-		Apps: []App{{AppID: "cli_a", APIs: map[string]int{api: 4}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	prof := set.Profile()
-	req := httptest.NewRequest(http.MethodGet, "https://open.feishu.cn/open-apis/contact/v3/users/ou_1", nil)
+	prof, req := learning(t, &now)
 	rt, _ := prof.Route(req)
 	for _, c := range []struct {
 		reset, window string

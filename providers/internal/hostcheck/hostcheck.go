@@ -51,7 +51,7 @@ func Check(h string) error {
 		// Matched as text against the request's host, which Go writes
 		// in the shortest form.
 		if short := ip.String(); short != host && !strings.EqualFold(short, host) {
-			return fmt.Errorf("must write the IPv6 address in its shortest form, got %q: write %q", h, "["+short+"]"+strings.TrimPrefix(h, h[:end+1]))
+			return fmt.Errorf("must write the IPv6 address in its shortest form, got %q: write %q", h, "["+short+"]"+h[end+1:])
 		}
 		if end+1 < len(h) && port == "" {
 			return fmt.Errorf("has an empty port, got %q", h)
