@@ -81,33 +81,35 @@ func (f *failover) flushPenalties() {
 	go func() {
 		defer f.bg.Done()
 		for {
+			// The penalties stay in the map while they are written, so
+			// that a lift meanwhile drops them for good and a later end
+			// replaces them; each leaves only once written as it was.
 			f.penMu.Lock()
-			batch := f.penalties
-			if len(batch) == 0 {
+			if len(f.penalties) == 0 {
 				f.flushing = false
 				f.penMu.Unlock()
 				return
 			}
-			f.penalties = make(map[penaltyID]Penalty)
+			batch := make(map[penaltyID]Penalty, len(f.penalties))
+			for id, p := range f.penalties {
+				batch[id] = p
+			}
 			f.penMu.Unlock()
 			failed := false
 			var written map[penaltyID]Penalty
 			for id, p := range batch {
 				if !p.Until.After(time.Now()) {
-					continue // over already
-				}
-				if failed {
-					f.requeue(id, p) // the primary did not answer this round
+					f.forgetKept(id, p) // over already
 					continue
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), max(f.cfg.Timeout, defaultTimeout))
 				err := f.primary.Penalize(ctx, id.group, p)
 				cancel()
 				if errors.Is(err, ErrUnavailable) {
-					failed = true
-					f.requeue(id, p)
-					continue
+					failed = true // the primary did not answer this round
+					break
 				}
+				f.forgetKept(id, p)
 				if written == nil {
 					written = make(map[penaltyID]Penalty)
 				}
@@ -169,11 +171,12 @@ const reannounceAfter = time.Second
 // the primary answers again.
 const penaltyRetry = 250 * time.Millisecond
 
-// requeue keeps p for the next round, unless a later one replaced it.
-func (f *failover) requeue(id penaltyID, p Penalty) {
+// forgetKept drops the kept penalty id once p is written (or over), unless
+// a later one replaced it meanwhile.
+func (f *failover) forgetKept(id penaltyID, p Penalty) {
 	f.penMu.Lock()
-	if old, ok := f.penalties[id]; !ok || p.Until.After(old.Until) {
-		f.penalties[id] = p
+	if cur, ok := f.penalties[id]; ok && cur.Until.Equal(p.Until) && cur.Code == p.Code {
+		delete(f.penalties, id)
 	}
 	f.penMu.Unlock()
 }

@@ -41,3 +41,69 @@ func TestHeardLiftKeepsPenaltyWaitingToBeWritten(t *testing.T) {
 		t.Fatal("a lift heard from the channel dropped the penalty waiting to be written")
 	}
 }
+
+// gatedPenalize passes each Penalize to the real store only when the test
+// lets it, so that a test can act while a write is in flight.
+type gatedPenalize struct {
+	store
+	entered chan struct{}
+	letGo   chan struct{}
+	open    chan struct{} // closed: every write passes (the test ended)
+}
+
+func (g gatedPenalize) Penalize(ctx context.Context, group string, p Penalty) error {
+	select {
+	case g.entered <- struct{}{}:
+		select {
+		case <-g.letGo:
+		case <-g.open:
+		}
+	case <-g.open:
+	}
+	return g.store.Penalize(ctx, group, p)
+}
+
+// A penalty kept during an outage stays kept while its write is in flight,
+// and a lift meanwhile drops it for good: the write used to take the
+// penalties out of the queue and put back the ones Redis did not take, so
+// a lift during the write found nothing and the lifted penalty came back.
+func TestLiftDuringAKeptPenaltyWriteSticks(t *testing.T) {
+	srv := redistest.Start(t)
+	r, err := newRedis(srv.Client(t), withPrefix("liftwrite"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Stop()
+	gate := gatedPenalize{store: r, entered: make(chan struct{}), letGo: make(chan struct{}), open: make(chan struct{})}
+	f := newFailover(gate, failoverConfig{Probe: time.Hour, Recover: -1})
+	defer f.close()
+	defer close(gate.open)
+	ctx := context.Background()
+	done := make(chan error, 1)
+	go func() {
+		done <- f.Penalize(ctx, "g", Penalty{Scope: "app", Until: time.Now().Add(time.Hour), Code: "88"})
+	}()
+	<-gate.entered // the caller's own write
+	gate.letGo <- struct{}{}
+	if err := <-done; !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("Penalize with Redis away: %v, want ErrUnavailable", err)
+	}
+	<-gate.entered // the background write of the kept penalty, in flight
+	f.penMu.Lock()
+	_, kept := f.penalties[penaltyID{"g", "app"}]
+	f.penMu.Unlock()
+	if !kept {
+		t.Fatal("the penalty was not kept while its write was in flight")
+	}
+	if _, err := f.LiftPenalty(ctx, "g", "app"); err != nil && !errors.Is(err, ErrUnavailable) {
+		t.Fatal(err)
+	}
+	gate.letGo <- struct{}{} // the write fails: Redis is away
+	f.close()
+	f.penMu.Lock()
+	_, kept = f.penalties[penaltyID{"g", "app"}]
+	f.penMu.Unlock()
+	if kept {
+		t.Fatal("the lifted penalty is kept to be written again")
+	}
+}
