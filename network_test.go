@@ -34,7 +34,9 @@ func TestSlowNetworkTripsFallback(t *testing.T) {
 	httpSrv := serve(t, &recorder{})
 	group := limitertest.Group(t)
 	logs := &syncBuffer{}
-	const timeout = 100 * time.Millisecond
+	// Well above a healthy loopback answer on a loaded machine under -race,
+	// so that only the faults below make the switches counted.
+	const timeout = 250 * time.Millisecond
 	// A calendar rule far above the load marks that a request went through
 	// Redis: its key lasts the day, where a paced key lasts a millisecond.
 	marker, err := rule.NewCalendar("marker", 1_000_000_000, rule.Day, time.UTC)
@@ -75,7 +77,7 @@ func TestSlowNetworkTripsFallback(t *testing.T) {
 		start func()
 		heal  func()
 	}{
-		{"latency above the timeout", func() { proxy.SetLatency(300 * time.Millisecond) }, func() { proxy.SetLatency(0) }},
+		{"latency above the timeout", func() { proxy.SetLatency(3 * timeout) }, func() { proxy.SetLatency(0) }},
 		{"stall", proxy.Stall, proxy.Resume},
 		{"connection resets", func() { proxy.ResetAll(); proxy.Stall() }, proxy.Resume},
 	}

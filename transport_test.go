@@ -358,7 +358,7 @@ func TestQuotaAnswerPenalizesScopeEverywhere(t *testing.T) {
 // stays out of the replica registry), closed at the end of the test.
 func newSharedOnly(t *testing.T, client redis.UniversalClient, prefix string) (*limiter.Shared, error) {
 	t.Helper()
-	l, err := limiter.NewShared(client, limiter.SharedConfig{Prefix: prefix, Mode: limiter.OutageRefuse})
+	l, err := limiter.NewShared(client, limiter.SharedConfig{Prefix: prefix, Mode: limiter.OutageRefuse, Timeout: 5 * time.Second})
 	if err == nil {
 		t.Cleanup(func() { l.Close() })
 	}

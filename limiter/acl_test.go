@@ -39,7 +39,7 @@ func TestSharedWithoutPublish(t *testing.T) {
 	srv := redistest.Shared(t)
 	c := aclClient(t, srv, "nopublish", "-publish")
 	var buf syncBuffer
-	s := newShared(t, c, limiter.SharedConfig{Prefix: "aclpub", Share: 1, Logger: slog.New(slog.NewTextHandler(&buf, nil))})
+	s := newShared(t, c, limiter.SharedConfig{Prefix: "aclpub", Share: 1, Logger: slog.New(slog.NewTextHandler(&buf, nil)), Timeout: 5 * time.Second})
 	ctx := context.Background()
 	for i := 0; i < 2; i++ {
 		err := s.Penalize(ctx, "g", limiter.Penalty{Scope: "app" + string(rune('a'+i)), Until: time.Now().Add(time.Minute), Code: "90018"})
@@ -81,7 +81,7 @@ func TestSharedWithoutSubscribe(t *testing.T) {
 	c := aclClient(t, srv, "nosubscribe", "-subscribe")
 	var buf syncBuffer
 	var lifted atomic.Int64
-	s := newShared(t, c, limiter.SharedConfig{Prefix: "aclsub", Share: 1, Logger: slog.New(slog.NewTextHandler(&buf, nil))},
+	s := newShared(t, c, limiter.SharedConfig{Prefix: "aclsub", Share: 1, Logger: slog.New(slog.NewTextHandler(&buf, nil)), Timeout: 5 * time.Second},
 		limiter.Listener{Lift: func(group, scope string) {
 			if group == "g" && scope == "app" {
 				lifted.Store(time.Now().UnixNano())

@@ -60,7 +60,10 @@ func TestSharedSharesOutagePenaltyWithoutRequests(t *testing.T) {
 	waitFor(t, 5*time.Second, "announcement heard by the other replica", func() bool { return heard.Load() != 0 })
 	heardAt := time.Unix(0, heard.Load())
 	t.Logf("written %v, heard %v after Redis answered again", written.Sub(back), heardAt.Sub(back))
-	if d := heardAt.Sub(back); d > 1500*time.Millisecond {
+	// About a second (a missed first announcement is made again after
+	// reannounceAfter); 3 s leaves room for a loaded machine and is still
+	// well before the learner's Recover of 5 s, which is not what shares it.
+	if d := heardAt.Sub(back); d > 3*time.Second {
 		t.Fatalf("the other replica heard of the penalty %v after Redis was back, want about a second", d)
 	}
 	if !learner.Down() {

@@ -52,7 +52,10 @@ func TestRegistryKeepsCountWhenRedisComesBackEmpty(t *testing.T) {
 	ctx := context.Background()
 	prefix := limitertest.Group(t)
 	key := "{" + prefix + ":registry}:replicas"
-	r := limiter.StartRegistry(c, prefix, 20*time.Millisecond)
+	// The count holds for the last 4 beats: at 200 ms a beat, the polls
+	// below (every 5 ms) find the first two beats after the loss with
+	// hundreds of ms to spare on a loaded machine.
+	r := limiter.StartRegistry(c, prefix, 200*time.Millisecond)
 	t.Cleanup(r.Close)
 	// Two other replicas, live for an hour, that this test controls.
 	later := float64(time.Now().Add(time.Hour).UnixMilli())

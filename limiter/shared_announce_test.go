@@ -19,9 +19,9 @@ func TestSharedIgnoresSpoofedAnnouncements(t *testing.T) {
 	prefix := limitertest.Group(t)
 	ev := newEvents()
 	heard := make(chan limiter.Penalty, 16)
-	a := newShared(t, srv.Client(t), limiter.SharedConfig{Prefix: prefix, Share: 1},
+	a := newShared(t, srv.Client(t), limiter.SharedConfig{Prefix: prefix, Share: 1, Timeout: 5 * time.Second},
 		limiter.Listener{Event: ev.add, Penalty: func(group string, p limiter.Penalty) { heard <- p }})
-	b := newShared(t, srv.Client(t), limiter.SharedConfig{Prefix: prefix, Share: 1})
+	b := newShared(t, srv.Client(t), limiter.SharedConfig{Prefix: prefix, Share: 1, Timeout: 5 * time.Second})
 	c := srv.Client(t)
 	ctx := context.Background()
 	channel := a.Redis().Channel()

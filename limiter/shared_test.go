@@ -111,7 +111,7 @@ func TestSharedHoldsBackAfterLostState(t *testing.T) {
 	evs := []*events{newEvents(), newEvents()}
 	var ls []limiter.Limiter
 	for _, ev := range evs {
-		ls = append(ls, newShared(t, srv.Client(t), limiter.SharedConfig{Prefix: prefix, Share: 1}, limiter.Listener{Event: ev.add}))
+		ls = append(ls, newShared(t, srv.Client(t), limiter.SharedConfig{Prefix: prefix, Share: 1, Timeout: 5 * time.Second}, limiter.Listener{Event: ev.add}))
 	}
 	ctx := context.Background()
 	rl := rule.Must(rule.New("api", 50, time.Second))
@@ -309,7 +309,7 @@ func TestSharedHealsCorruptKeys(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			ev := newEvents()
-			s := newShared(t, srv.Client(t), limiter.SharedConfig{Prefix: limitertest.Group(t), Mode: limiter.OutageRefuse, Share: 1}, limiter.Listener{Event: ev.add})
+			s := newShared(t, srv.Client(t), limiter.SharedConfig{Prefix: limitertest.Group(t), Mode: limiter.OutageRefuse, Share: 1, Timeout: 5 * time.Second}, limiter.Listener{Event: ev.add})
 			l := s.Redis()
 			g := limitertest.Group(t)
 			if err := tc.corrupt(l, g); err != nil {
@@ -380,7 +380,7 @@ func TestSharedDescribesCalendarRules(t *testing.T) {
 	srv := redistest.Shared(t)
 	c := srv.Client(t)
 	prefix := limitertest.Group(t)
-	s, err := limiter.NewShared(c, limiter.SharedConfig{Prefix: prefix, Mode: limiter.OutageRefuse})
+	s, err := limiter.NewShared(c, limiter.SharedConfig{Prefix: prefix, Mode: limiter.OutageRefuse, Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -396,7 +396,7 @@ func TestSharedDescribesCalendarRules(t *testing.T) {
 	if fields, err := c.HKeys(context.Background(), catalog).Result(); err != nil || len(fields) != 1 || fields[0] != "day:org1" {
 		t.Fatalf("catalogue fields %q (%v), want the calendar rule alone", fields, err)
 	}
-	reader, err := limiter.NewShared(c, limiter.SharedConfig{Prefix: prefix, Mode: limiter.OutageRefuse})
+	reader, err := limiter.NewShared(c, limiter.SharedConfig{Prefix: prefix, Mode: limiter.OutageRefuse, Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

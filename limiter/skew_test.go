@@ -25,7 +25,7 @@ func TestSharedPenaltyUnderClockSkew(t *testing.T) {
 	ctx := context.Background()
 	for _, skew := range []time.Duration{-2 * time.Second, 2 * time.Second} {
 		t.Run(skew.String(), func(t *testing.T) {
-			s := newShared(t, c, limiter.SharedConfig{Prefix: "skew" + strconv.Itoa(int(skew.Seconds())), Share: 1})
+			s := newShared(t, c, limiter.SharedConfig{Prefix: "skew" + strconv.Itoa(int(skew.Seconds())), Share: 1, Timeout: 5 * time.Second})
 			s.SetClock(func() time.Time { return time.Now().Add(skew) })
 			// The replica's "next second" is at most a second ahead of its own now.
 			p := limiter.Penalty{Scope: "app", Until: time.Now().Add(skew + 800*time.Millisecond), Code: "90018"}

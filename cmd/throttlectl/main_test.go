@@ -135,11 +135,15 @@ func TestStatusAndLiftOnThreeReplicas(t *testing.T) {
 	const n = 3
 	var clients [n]*http.Client
 	var logs [n]*liftLog
+	var first *limiter.Shared
 	for i := range n {
 		logs[i] = &liftLog{signal: make(chan struct{}, 4)}
-		shared, err := limiter.NewShared(srv.Client(t), limiter.SharedConfig{Prefix: prefix})
+		shared, err := limiter.NewShared(srv.Client(t), limiter.SharedConfig{Prefix: prefix, Timeout: 5 * time.Second})
 		if err != nil {
 			t.Fatal(err)
+		}
+		if i == 0 {
+			first = shared
 		}
 		opts := []throttle.Option{
 			throttle.WithLimiter(shared), throttle.WithProfiles(profile),
@@ -174,7 +178,18 @@ func TestStatusAndLiftOnThreeReplicas(t *testing.T) {
 	if code, err := call(t, clients[0], emu, metered); err != nil || code != http.StatusForbidden {
 		t.Fatalf("the call answered with the quota error: %d, %v", code, err)
 	}
-	// Every replica now refuses metered calls: its breaker is open.
+	// The penalty is written to Redis off the request path: wait for it,
+	// then every replica refuses metered calls.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		st, err := first.Inspect(context.Background(), profile.Name)
+		if err == nil && len(st.Groups) == 1 && len(st.Groups[0].Penalties) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the penalty was not in Redis within 10s (%v)", err)
+		}
+		time.Sleep(20 * time.Millisecond) // polling a background write
+	}
 	var pen *throttle.PenaltyError
 	for i := range n {
 		_, err := call(t, clients[i], emu, metered)
@@ -398,7 +413,7 @@ func TestErrors(t *testing.T) {
 // reads the node that owns the group's slot and lifts there.
 func TestCluster(t *testing.T) {
 	c := redistest.StartCluster(t, 3, 0)
-	l, err := limiter.NewShared(c.Client(t), limiter.SharedConfig{Prefix: prefix, Mode: limiter.OutageRefuse})
+	l, err := limiter.NewShared(c.Client(t), limiter.SharedConfig{Prefix: prefix, Mode: limiter.OutageRefuse, Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

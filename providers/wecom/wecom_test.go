@@ -280,7 +280,7 @@ func TestConfigValidation(t *testing.T) {
 // calls and reset the count the last one is meant to exceed.
 func TestClassifyEmulator(t *testing.T) {
 	s := wecomtest.NewServer(wecomtest.Options{Limits: wecomtest.Limits{CorpPerMinute: 2, MaxConcurrent: 1},
-		Hold: 200 * time.Millisecond, Clock: emulator.NewManualClock(t0).Now})
+		Hold: time.Second, Clock: emulator.NewManualClock(t0).Now})
 	defer s.Close()
 	u, _ := url.Parse(s.URL)
 	clk := &fakeClock{t: t0}

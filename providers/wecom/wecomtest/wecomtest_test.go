@@ -100,7 +100,7 @@ func TestLimits(t *testing.T) {
 }
 
 func TestConcurrent(t *testing.T) {
-	s := NewServer(Options{Limits: Limits{MaxConcurrent: 2}, Hold: 300 * time.Millisecond})
+	s := NewServer(Options{Limits: Limits{MaxConcurrent: 2}, Hold: time.Second})
 	defer s.Close()
 	tok := s.Token("wwcorp1")
 	var wg sync.WaitGroup
