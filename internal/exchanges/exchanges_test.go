@@ -66,3 +66,24 @@ func TestTokens(t *testing.T) {
 		t.Fatal("an answer without Feishu's code accepted")
 	}
 }
+
+// DingTalk's old ISV exchange answers {access_token, expires_in} as
+// documented, without errcode; a failure's code still refuses it.
+func TestDingTalkCorpTokenAnswerWithoutCode(t *testing.T) {
+	k := For("POST", "/service/get_corp_token")
+	if k == nil {
+		t.Fatal("get_corp_token not an exchange")
+	}
+	for _, answer := range []string{
+		`{"access_token":"CORPTOKEN-1","expires_in":7200}`,
+		`{"errcode":0,"errmsg":"ok","access_token":"CORPTOKEN-1","expires_in":7200}`,
+	} {
+		a, ok := k.ParseAnswer([]byte(answer))
+		if !ok || len(k.Tokens("/service/get_corp_token", a)) != 1 {
+			t.Errorf("%s: refused", answer)
+		}
+	}
+	if _, ok := k.ParseAnswer([]byte(`{"errcode":40014,"errmsg":"invalid","access_token":"x"}`)); ok {
+		t.Error("a failure's answer accepted")
+	}
+}

@@ -68,8 +68,10 @@ var (
 			return all(b.ClientID, b.ClientSecret), false
 		}}
 	// POST oapi.dingtalk.com/service/get_corp_token?accessKey=<suiteKey>
-	// {auth_corpid}: signed anew on every call, never shared.
-	dingtalkCorpToken = Kind{Provider: DingTalk, WithCode: true, tokens: accessToken,
+	// {auth_corpid}: signed anew on every call, never shared. Its answer is
+	// documented as {access_token, expires_in}, without errcode: one with
+	// errcode 0 is read too, one with another code is not a token.
+	dingtalkCorpToken = Kind{Provider: DingTalk, tokens: accessToken,
 		names: func(_ string, q url.Values, b *Request, _ Lookup) (string, string) {
 			return q.Get("accessKey"), b.AuthCorpID2
 		}}

@@ -74,7 +74,24 @@ func New(c Config) (*Preset, error) {
 			if !validName(id.ID) {
 				return providers.Profile{}, "", errors.New("not an AppKey")
 			}
-			pr, err := c.build(App{AppKey: id.ID})
+			a := App{AppKey: id.ID}
+			if id.Org != "" {
+				// Its token named an org: an ISV suite's customer org
+				// (corpAccessToken, get_corp_token), or the org of an
+				// internal app (/v1.0/oauth2/{corpId}/token), which the
+				// token does not tell apart. Either way the per-API and
+				// monthly limits are the org's: limit it per org, each org
+				// its own (as a listed suite's), at an internal app's rate,
+				// which is an internal app's limit and below a suite's.
+				// Charged to one app, a suite's customers shared one rate
+				// and one month, and one org's 90020 stopped them all.
+				std, err := c.merge(a).withDefaults()
+				if err != nil {
+					return providers.Profile{}, "", err
+				}
+				a.ISV, a.CorpID, a.ISVRate = true, id.Org, std.PerAPIRate
+			}
+			pr, err := c.build(a)
 			if err != nil {
 				return providers.Profile{}, "", err
 			}

@@ -2,7 +2,9 @@ package dingtalk_test
 
 import (
 	"context"
+	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -32,6 +34,7 @@ func TestAppsRouteByTheRequestsApp(t *testing.T) {
 		{"unknown: the default app", withDefault, nil, "api:dingB:/user/get", 40, ""},
 		{"another provider's app is unknown", cfg, &apps.App{Provider: "wechat", ID: "dingA"}, "api:unknown:/user/get", 20, ""},
 		{"an unlisted app: a standard app of its own", cfg, &apps.App{Provider: "dingtalk", ID: "dingNew"}, "api:dingNew:/user/get", 20, ""},
+		{"an unlisted suite: limited per customer org at an app's rate", cfg, &apps.App{Provider: "dingtalk", ID: "suiteNew", Org: "corp7", Learned: true}, "api:suiteNew@corp7:/user/get", 20, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -127,5 +130,47 @@ func TestISVMonthlyQuotaPerOrg(t *testing.T) {
 	}
 	if len(keys) != 2 {
 		t.Fatalf("the orgs share a monthly rule: %v", keys)
+	}
+}
+
+// An ISV suite nobody listed, learned from its tokens in two customer orgs:
+// each org has its own per-API rule, monthly quota and penalty scopes, as
+// a listed suite's would (it was limited as one internal app: every org
+// shared one rate and one month, and one org's 90020 stopped them all).
+func TestUnlistedSuiteIsLimitedPerOrg(t *testing.T) {
+	p := dingtalk.MustNew(dingtalk.Config{Apps: []dingtalk.App{{AppKey: "dingA"}}}).Profile()
+	route := func(org string) (providers.Route, *http.Request) {
+		t.Helper()
+		ctx := apps.NewContext(context.Background(), apps.App{Provider: "dingtalk", ID: "suiteX", Org: org, Learned: true})
+		req, _ := http.NewRequestWithContext(ctx, "GET", "https://oapi.dingtalk.com/user/get?access_token=x", nil)
+		r, err := p.Route(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r, req
+	}
+	a, reqA := route("orgA")
+	b, _ := route("orgB")
+	keys := func(r providers.Route) string {
+		var ks []string
+		for _, rl := range r.Rules {
+			ks = append(ks, rl.Key())
+		}
+		return strings.Join(ks, " ")
+	}
+	for _, want := range []string{"api:suiteX@orgA:/user/get", "month:orgA"} {
+		if !strings.Contains(keys(a), want) || strings.Contains(keys(b), want) {
+			t.Errorf("orgA's rules %q, orgB's %q: want %s in orgA's alone", keys(a), keys(b), want)
+		}
+	}
+	if a.Rules[0].Limit() != 20 {
+		t.Errorf("per-API limit %d, want an internal app's 20", a.Rules[0].Limit())
+	}
+	// orgA's monthly quota is used up: only orgA's metered APIs stop.
+	resp := &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}},
+		Body: io.NopCloser(strings.NewReader(`{"errcode":90020,"errmsg":"api count limit for org"}`)), ContentLength: -1, Request: reqA}
+	v := p.Classify(reqA, resp, &a)
+	if v.Kind != providers.Quota || !slices.Contains(a.Scopes, v.Scope) || slices.Contains(b.Scopes, v.Scope) {
+		t.Fatalf("90020 in orgA: %+v; want a quota on a scope of orgA's alone (orgA %q, orgB %q)", v, a.Scopes, b.Scopes)
 	}
 }

@@ -92,7 +92,11 @@ func (s *Server) issueToken(path string, c tokenRequest, rec *Record) answer {
 	}
 	s.tokens[tok] = holder{app: c.key, org: c.org}
 	rec.App, rec.Org = c.key, c.org
-	if old {
+	switch {
+	case path == "/service/get_corp_token":
+		// Documented without errcode, unlike gettoken.
+		return jsonAnswer(http.StatusOK, "", `{"access_token":"`+tok+`","expires_in":7200}`)
+	case old:
 		return jsonAnswer(http.StatusOK, "", `{"errcode":0,"errmsg":"ok","access_token":"`+tok+`","expires_in":7200}`)
 	}
 	return jsonAnswer(http.StatusOK, "", `{"accessToken":"`+tok+`","expireIn":7200}`)

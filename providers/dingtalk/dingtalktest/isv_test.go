@@ -88,3 +88,23 @@ func TestAppQPSPerApp(t *testing.T) {
 		t.Fatalf("admitted in one second: %v, want tstd 2 and tpro 4", ok)
 	}
 }
+
+// The monthly quota is the organisation's: a suite's customer orgs each
+// have their own, and two suites in one org share it.
+func TestISVMonthlyQuotaPerOrg(t *testing.T) {
+	c := newClock()
+	s := dingtalktest.New(dingtalktest.Options{Clock: c.Now, MonthlyQuota: 2, Suites: map[string]string{"suite1": "sec", "suite2": "sec"}})
+	defer s.Close()
+	org1, org2, other := corpToken(t, s, "suite1", "corp1"), corpToken(t, s, "suite1", "corp2"), corpToken(t, s, "suite2", "corp1")
+	for _, tok := range []string{org1, other} { // corp1's two calls, by two suites
+		if _, body := get(t, s, "/user/get?access_token="+tok); !strings.Contains(body, `"errcode":0`) {
+			t.Fatalf("metered call refused: %s", body)
+		}
+	}
+	if _, body := get(t, s, "/user/get?access_token="+org1); !strings.Contains(body, `"errcode":90020`) {
+		t.Fatalf("corp1's third metered call: %s, want 90020", body)
+	}
+	if _, body := get(t, s, "/user/get?access_token="+org2); !strings.Contains(body, `"errcode":0`) {
+		t.Fatalf("corp2's first metered call: %s, want it admitted", body)
+	}
+}

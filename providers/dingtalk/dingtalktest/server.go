@@ -387,9 +387,15 @@ func (s *Server) decideLocked(r *http.Request, now time.Time, newAPI bool, api, 
 		s.stats.Rejected++
 		return qpsAnswer(now, newAPI, r.URL.Path, org != "")
 	}
-	// The monthly quota counts metered calls that got through.
+	// The monthly quota counts metered calls that got through, per
+	// organisation: an ISV token's customer org, else the app's own (the
+	// emulator knows no org of an internal app: each is its own).
 	if s.opts.MonthlyQuota > 0 && s.metered[api] {
-		mk := app + "\x00" + now.In(penaltytime.Beijing()).Format("2006-01")
+		payer := app
+		if org != "" {
+			payer = "org\x00" + org
+		}
+		mk := payer + "\x00" + now.In(penaltytime.Beijing()).Format("2006-01")
 		if s.month[mk] >= s.opts.MonthlyQuota {
 			s.stats.Rejected++
 			if newAPI {
