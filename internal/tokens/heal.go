@@ -96,42 +96,51 @@ const (
 )
 
 // mayHeal takes one heal of the credential whose answer of h's token is
-// kept from its caps: the gap since the last heal (a SET NX PX holding the
-// hash of the token healed, so that replicas reporting the same token are
-// told apart from a second invalidation) and the heals of the day (a
-// counter that expires a day after the first).
+// kept from its caps, in one script on one key (h.key + ":heal", a hash),
+// so that no report sees a half-taken heal: the gap since the last heal,
+// which holds the hash of the token healed so that replicas reporting the
+// same token are told apart from a second invalidation, and the heals of
+// the day (a count that starts again a day after its first). A heal the
+// day's count refuses leaves the gap alone: it used to be taken first, so
+// the next report of the same token read as the same heal and went ahead
+// past the count.
 func (s *Sharer) mayHeal(ctx context.Context, h handed) int {
-	if s.healGap > 0 {
-		ok, err := s.rdb.SetNX(ctx, h.key+":healed", h.tag, s.healGap).Result()
-		if err != nil {
-			return healCapped
-		}
-		if !ok {
-			if last, err := s.rdb.Get(ctx, h.key+":healed").Bytes(); err == nil && string(last) == string(h.tag) {
-				return healSame
-			}
-			return healCapped
-		}
+	if s.healGap <= 0 && s.healsPerDay <= 0 {
+		return healOK
 	}
-	if s.healsPerDay > 0 {
-		n, err := s.rdb.Eval(ctx, countLua, []string{h.key + ":heals"}, (24 * time.Hour).Milliseconds()).Int()
-		if err != nil || n > s.healsPerDay {
-			return healCapped
-		}
+	n, err := s.rdb.Eval(ctx, mayHealLua, []string{h.key + ":heal"}, h.tag,
+		s.healGap.Milliseconds(), (24 * time.Hour).Milliseconds(), s.healsPerDay).Int()
+	if err != nil {
+		return healCapped
 	}
-	return healOK
+	return n
 }
+
+// mayHealLua answers healOK (0, and takes the heal), healSame (1) or
+// healCapped (2). KEYS[1]: the caps' hash (fields tag and gapEnd: the
+// token last healed and when its gap ends; n and dayEnd: the day's
+// count). ARGV: the token's hash, the gap (ms, 0 none), a day (ms), the
+// heals a day (0 none). Times are Redis's, in ms.
+const mayHealLua = `local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local v = redis.call('HMGET', KEYS[1], 'tag', 'gapEnd', 'n', 'dayEnd')
+local gap, day, perDay = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+if gap > 0 and v[1] and (tonumber(v[2]) or 0) > now then
+  if v[1] == ARGV[1] then return 1 end
+  return 2
+end
+local n, dayEnd = tonumber(v[3]) or 0, tonumber(v[4]) or 0
+if dayEnd <= now then n, dayEnd = 0, now + day end
+if perDay > 0 and n >= perDay then return 2 end
+redis.call('HSET', KEYS[1], 'tag', ARGV[1], 'gapEnd', now + gap, 'n', n + 1, 'dayEnd', dayEnd)
+redis.call('PEXPIREAT', KEYS[1], math.max(dayEnd, now + gap))
+return 0`
 
 // healLua deletes a kept answer whose value starts with the token's hash.
 const healLua = `local v = redis.call('GET', KEYS[1])
 if v and string.sub(v, 1, 16) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0`
 
-// countLua counts one more in a counter that expires ARGV[1] ms after its
-// first count.
-const countLua = `local n = redis.call('INCR', KEYS[1])
-if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
-return n`
 
 // invalidToken reports whether an answer says the token it was sent with is
 // invalid or expired: WeChat and WeCom 40001, 42001, 40014, and WeCom's

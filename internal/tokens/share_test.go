@@ -452,16 +452,33 @@ func TestHealsAreCapped(t *testing.T) {
 		t.Fatalf("stats %+v, want 1 healed and 1 capped", st)
 	}
 	// The day's count: the gap lifted, the third heal of the day is refused.
-	f.rdb.Del(context.Background(), f.prefix+":token:"+f.keys(t, "wxA").name+":healed")
+	liftGap := func() {
+		f.rdb.HDel(context.Background(), f.prefix+":token:"+f.keys(t, "wxA").name+":heal", "gapEnd")
+	}
+	liftGap()
 	if n := revokeAndCall(); n != 3 {
 		t.Fatalf("after the gap: %d fetches, want 3", n)
 	}
-	f.rdb.Del(context.Background(), f.prefix+":token:"+f.keys(t, "wxA").name+":healed")
+	liftGap()
 	if n := revokeAndCall(); n != 3 {
 		t.Fatalf("past the day's 2 heals: %d fetches, want still 3", n)
 	}
 	if st := f.sharers[1].Stats(); st.Healed != 2 || st.Capped != 2 {
 		t.Fatalf("stats %+v, want 2 healed and 2 capped", st)
+	}
+	// The same refused token reported by the other replica is refused as
+	// well: the refusal took no gap that would make it read as the heal
+	// of the same token in progress.
+	tok := f.fetch(t, 0, "wxA").AccessToken
+	if code := f.call(t, 0, tok); code != wechattest.CodeInvalidToken {
+		t.Fatalf("call with the kept revoked token: errcode %d", code)
+	}
+	f.fetch(t, 0, "wxA")
+	if n := f.emu.Fetches("wxA", "/cgi-bin/token"); n != 3 {
+		t.Fatalf("the refused token reported again: %d fetches, want still 3", n)
+	}
+	if st := f.sharers[0].Stats(); st.Healed != 0 || st.Capped != 1 {
+		t.Fatalf("replica 0's stats %+v, want 1 capped", st)
 	}
 }
 
