@@ -141,7 +141,6 @@ const healLua = `local v = redis.call('GET', KEYS[1])
 if v and string.sub(v, 1, 16) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0`
 
-
 // invalidToken reports whether an answer says the token it was sent with is
 // invalid or expired: WeChat and WeCom 40001, 42001, 40014, and WeCom's
 // 42009 for a suite's token; DingTalk 40014

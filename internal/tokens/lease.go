@@ -49,6 +49,17 @@ func (s *Sharer) holdLease(ctx context.Context, lock, id string) (release func()
 	}
 }
 
+// stillHeld reports whether the lease at lock is still this fetch's, read
+// right before its answer is kept. The read and the write are two calls
+// (the lease and the answer are two keys, on two slots of a cluster), but
+// a replica that took the lease over after it lapsed writes only after its
+// own exchange, which takes a provider's round trip: its answer, the newer,
+// lands last.
+func (s *Sharer) stillHeld(ctx context.Context, lock, id string) bool {
+	cur, err := s.rdb.Get(ctx, lock).Result()
+	return err == nil && cur == id
+}
+
 // renewLua extends the lease by ARGV[2] ms only while it is still this
 // replica's.
 const renewLua = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0`

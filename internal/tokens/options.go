@@ -46,15 +46,20 @@ func WithMargin(d time.Duration) Option {
 
 // WithLease sets how long an exchange in flight holds the others of its
 // credential (default 3 s): a replica that dies while fetching delays them
-// by no more.
+// by no more. It must be at least 10 ms: it is renewed every half lease,
+// in whole milliseconds.
 func WithLease(d time.Duration) Option {
 	return func(c *config) {
-		if d <= 0 {
-			c.err = fmt.Errorf("tokens: WithLease: lease %v must be positive", d)
+		if d < minLease {
+			c.err = fmt.Errorf("tokens: WithLease: lease %v must be at least %v", d, minLease)
 		}
 		c.lease = d
 	}
 }
+
+// minLease is the shortest lease: below it the renewals (every half
+// lease, PEXPIRE in whole ms) would tick at zero or expire it at once.
+const minLease = 10 * time.Millisecond
 
 // WithObserver has f hear every result counted (Fetched, Shared, ...)
 // with the provider of the exchange ("dingtalk", "wechat", "wecom",

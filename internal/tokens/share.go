@@ -52,7 +52,7 @@ type Stats struct {
 	Waited   int64 // exchanges that waited for one in flight
 	Healed   int64 // kept answers deleted because the provider refused their token
 	Capped   int64 // heals refused by the credential's caps (WithHealLimits)
-	Unshared int64 // exchanges sent as they came because Redis failed
+	Unshared int64 // exchanges sent as they came because Redis failed, or not kept because their lease lapsed
 }
 
 // Results of the Sharer's work, as Stats counts them and an observer
@@ -63,7 +63,7 @@ const (
 	Waited   = "waited"   // an exchange that waited for one in flight (then shared or fetched too)
 	Healed   = "healed"   // a kept answer deleted because the provider refused its token
 	Capped   = "capped"   // a heal refused by the credential's caps (WithHealLimits)
-	Unshared = "unshared" // an exchange sent as it came because Redis failed
+	Unshared = "unshared" // an exchange sent as it came because Redis failed, or not kept because its lease lapsed
 )
 
 // Results are the results, in one list.
@@ -375,6 +375,15 @@ func (s *Sharer) fetch(base http.RoundTripper, sent *http.Request, ex *exchange,
 	}
 	v, err := k.seal(key, tok, fetched, raw)
 	if err != nil {
+		return resp, nil
+	}
+	if lock != "" && !s.stillHeld(ctx, key+":lock", lock) {
+		// The lease lapsed during the fetch (Redis stalled past its
+		// renewals, or the fetch outlasted maxLeaseHold), and another
+		// replica may have fetched since, a forced refresh that
+		// invalidated this answer's token among them: keeping this
+		// answer would hand the fleet a dead token.
+		s.count(ex.Provider, Unshared)
 		return resp, nil
 	}
 	if err := s.rdb.Set(ctx, key, v, keep).Err(); err != nil {

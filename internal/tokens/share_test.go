@@ -361,6 +361,7 @@ func TestOptionsNameTheirField(t *testing.T) {
 		{WithPrefix(""), "WithPrefix"},
 		{WithMargin(-time.Second), "WithMargin"},
 		{WithLease(0), "WithLease"},
+		{WithLease(time.Nanosecond), "at least 10ms"},
 		{WithClock(nil), "WithClock"},
 	} {
 		if _, err := New(srv.Client(t), tc.opt); err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -506,5 +507,47 @@ func TestStoredRedisDown(t *testing.T) {
 	req, _ := http.NewRequest(http.MethodGet, "http://api.weixin.qq.com/cgi-bin/token?grant_type=client_credential&appid=wxA&secret=x", nil)
 	if resp, sent, err := s.Stored(req, "wechat"); resp != nil || sent != req || err != nil {
 		t.Fatalf("Redis down: %v %v, want the request sent on", resp, err)
+	}
+}
+
+// takeOver stands for a lease that lapses while the provider answers: as
+// the exchange is sent, another replica holds the lease.
+type takeOver struct {
+	rdb  *redis.Client
+	lock string
+	base http.RoundTripper
+}
+
+func (o takeOver) RoundTrip(req *http.Request) (*http.Response, error) {
+	if err := o.rdb.Set(req.Context(), o.lock, "another replica", time.Minute).Err(); err != nil {
+		return nil, err
+	}
+	return o.base.RoundTrip(req)
+}
+
+// A fetch whose lease lapsed before its answer came does not keep the
+// answer: the replica that took the lease over may have fetched since
+// (a forced refresh among them, which invalidates this answer's token),
+// and a plain write put the dead token back for the fleet. The caller
+// still gets the answer it fetched.
+func TestFetchAfterItsLeaseLapsedKeepsNothing(t *testing.T) {
+	f := newFleet(t, 1)
+	s := f.sharers[0]
+	key := f.prefix + ":token:" + f.keys(t, "wxA").name
+	c := &http.Client{Transport: s.Wrap(takeOver{rdb: f.rdb, lock: key + ":lock", base: http.DefaultTransport})}
+	resp, err := c.Get(f.emu.URL + "/cgi-bin/token?grant_type=client_credential&appid=wxA&secret=" + secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !bytes.Contains(b, []byte("access_token")) {
+		t.Fatalf("the caller got %s, want the answer fetched", b)
+	}
+	if n := f.rdb.Exists(context.Background(), key).Val(); n != 0 {
+		t.Fatal("an answer fetched under a lapsed lease was kept")
+	}
+	if st := s.Stats(); st.Fetched != 0 || st.Unshared != 1 {
+		t.Fatalf("stats %+v, want 1 unshared", st)
 	}
 }
