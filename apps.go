@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/metric/noop"
 
 	"github.com/quotaware/throttle/apps"
+	"github.com/quotaware/throttle/limiter"
 )
 
 // WithApps makes the Transport learn which app (and customer organisation)
@@ -35,10 +36,10 @@ func (t *Transport) buildApps(c *config) error {
 		return nil
 	}
 	cfg := *c.apps
-	if cfg.Redis == nil && t.shared != nil {
-		cfg.Redis = t.shared.Client()
+	if s, ok := c.limiter.(*limiter.Shared); ok && cfg.Redis == nil {
+		cfg.Redis = s.Client()
 		if cfg.Prefix == "" {
-			cfg.Prefix = t.shared.Config().Prefix
+			cfg.Prefix = s.Config().Prefix
 		}
 	}
 	if cfg.MeterProvider == nil {

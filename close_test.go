@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/quotaware/throttle"
+	"github.com/quotaware/throttle/apps"
 	"github.com/quotaware/throttle/internal/faultproxy"
 	"github.com/quotaware/throttle/internal/redistest"
 	"github.com/quotaware/throttle/limiter"
@@ -133,4 +134,38 @@ func TestCloseIsBoundedWhenRedisDoesNotAnswer(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A New that fails leaves the limiter the caller gave it open: the caller
+// may try again with it. It used to shut it down (it had left the replica
+// registry by the time New returned).
+func TestFailedNewLeavesTheCallersLimiterOpen(t *testing.T) {
+	srv := redistest.Shared(t)
+	c := srv.Client(t)
+	prefix := limitertest.Group(t)
+	s, err := limiter.NewShared(c, limiter.SharedConfig{Prefix: prefix, Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	registry := "{" + prefix + ":registry}:replicas"
+	registered := func() int64 { return c.ZCard(context.Background(), registry).Val() }
+	for deadline := time.Now().Add(5 * time.Second); registered() != 1; {
+		if time.Now().After(deadline) {
+			t.Fatal("the limiter did not register within 5s")
+		}
+		time.Sleep(10 * time.Millisecond) // polling the registry's first beat
+	}
+	if _, err := throttle.New(throttle.WithLimiter(s), throttle.WithProfiles(testProfile(prefix, mustRule(t, 10, time.Second))),
+		throttle.WithApps(apps.Config{NegativeTTL: -1})); err == nil {
+		t.Fatal("New with an invalid WithApps succeeded")
+	}
+	if n := registered(); n != 1 {
+		t.Fatalf("after the failed New the registry holds %d replicas, want the caller's limiter still in it", n)
+	}
+	tr, err := throttle.New(throttle.WithLimiter(s), throttle.WithProfiles(testProfile(prefix, mustRule(t, 10, time.Second))))
+	if err != nil {
+		t.Fatalf("New again with the same limiter: %v", err)
+	}
+	tr.Close()
 }

@@ -133,7 +133,8 @@ func isNil(v any) bool {
 // Transports in one process, or one of your own. A *limiter.Shared is wired
 // exactly as WithRedis wires the one it builds: other replicas' penalties
 // and lifts reach this process's breakers at once, outages and events show
-// in the telemetry, and Close closes it (the Transport owns it).
+// in the telemetry, and Close closes it (the Transport owns it once New
+// succeeds; a New that fails leaves it as it was).
 func WithLimiter(l limiter.Limiter) Option {
 	return optionFunc(func(c *config) {
 		if isNil(l) {

@@ -105,18 +105,24 @@ func New(opts ...Option) (*Transport, error) {
 		}
 		c.limiter = s
 	}
-	// Before the limiter is wired: its watcher reads the profiles' Lower.
-	if err := t.startHeadroom(&c); err != nil {
+	// A New that fails leaves a limiter given with WithLimiter as it was
+	// (the caller may try again with it): the Transport owns it only once
+	// New succeeds. One built above for WithRedis is nobody else's.
+	failed := func(err error) (*Transport, error) {
 		if s, ok := c.limiter.(*limiter.Shared); ok && c.redis != nil {
-			_ = s.Close() // built above for WithRedis: nobody else will
+			_ = s.Close()
 		}
 		return nil, err
 	}
-	t.buildLimiter(&c)
-	if err := t.buildApps(&c); err != nil {
-		_ = t.Close() // stops the limiter and the headroom loop started above
-		return nil, err
+	// Before the limiter is wired: its watcher reads the profiles' Lower.
+	if err := t.startHeadroom(&c); err != nil {
+		return failed(err)
 	}
+	if err := t.buildApps(&c); err != nil {
+		t.head.close() // the headroom loop started above
+		return failed(err)
+	}
+	t.buildLimiter(&c)
 	t.shareTokens(&c) // token exchanges shared by the fleet (tokens.go)
 	if t.apps != nil {
 		t.base = t.apps.Observe(t.base) // learn from the token exchanges sent
