@@ -341,6 +341,14 @@ rebooked:
 		closeBody(req)
 		return nil, err
 	}
+	if res.Delay() <= 0 && ctx.Err() != nil {
+		// The caller gave up as the limiter answered: nothing will be
+		// sent, so the slot goes back (Wait gives back a later one).
+		c.giveBack(ctx, res)
+		closeBody(req)
+		c.outcome = outcomeCancelled
+		return nil, ctx.Err()
+	}
 	var slot time.Time // when the slot was booked for: latency is measured from it
 	if c.p.head != nil {
 		slot = time.Now().Add(res.Delay())

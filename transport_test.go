@@ -303,6 +303,52 @@ func TestCancelDuringWaitGivesSlotBack(t *testing.T) {
 	}
 }
 
+// cancelAfterReserve is observed that ends the caller's context right
+// after the limiter answers, as a caller giving up during the call would.
+type cancelAfterReserve struct {
+	*observed
+	cancel context.CancelFunc
+}
+
+func (c cancelAfterReserve) Reserve(ctx context.Context, req limiter.Request) (limiter.Reservation, error) {
+	res, err := c.observed.Reserve(ctx, req)
+	c.cancel()
+	return res, err
+}
+
+// A caller that gives up while the limiter answers with a slot due now
+// sends nothing and gives the slot back (it was spent: only a slot ahead
+// went through Wait, which gives back).
+func TestCancelDuringReserveGivesSlotBack(t *testing.T) {
+	rec := &recorder{}
+	srv := serve(t, rec)
+	ctx, cancel := context.WithCancel(context.Background())
+	lim := cancelAfterReserve{observed: &observed{Limiter: limiter.NewMemory(), reserved: make(chan limiter.Reservation, 10),
+		cancelled: make(chan limiter.Reservation, 10)}, cancel: cancel}
+	c := &http.Client{Transport: throttle.MustNew(throttle.WithLimiter(lim), throttle.WithoutRetry(),
+		throttle.WithProfiles(testProfile("p", mustRule(t, 1, time.Hour))))}
+	if _, err := get(ctx, c, srv.URL+"/a"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	got := <-lim.reserved
+	if !got.OK() || got.Delay() != 0 {
+		t.Fatalf("reserved %+v, want a slot due now", got)
+	}
+	// Given back off the request path, at once: 10 s is a bound for a
+	// loaded machine, not a wait.
+	select {
+	case back := <-lim.cancelled:
+		if !back.SendAt().Equal(got.SendAt()) {
+			t.Fatalf("gave back the slot at %v, want %v", back.SendAt(), got.SendAt())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the slot was not given back")
+	}
+	if n := len(rec.seen()); n != 0 {
+		t.Fatalf("server saw %d requests, want none", n)
+	}
+}
+
 // A quota answer reaches the caller unchanged, and the scope is penalised for
 // every Transport sharing the limiter: none of them calls it again.
 func TestQuotaAnswerPenalizesScopeEverywhere(t *testing.T) {
