@@ -31,6 +31,7 @@ type endKind int
 
 const (
 	endSecond  endKind = iota // the next wall-clock second
+	endBackoff                // 1 s, 2 s, then 4 s as the error repeats (globalBackoff)
 	endMinute                 // the next wall-clock minute
 	endMonth                  // the 1st of next month, Beijing time
 	endDefault                // the profile's default penalty
@@ -49,7 +50,7 @@ func oldQuota(code string) (quotaCode, bool) {
 	case "90001": // all calls from this server (IP) are suspended
 		return quotaCode{onEgress, endDefault}, true
 	case "90002": // all callers of this API are throttled; the docs advise backing off 1 s, 2 s, 4 s
-		return quotaCode{onAPI, endSecond}, true
+		return quotaCode{onAPI, endBackoff}, true
 	case "90003": // the organisation's calls to every API are suspended
 		return quotaCode{onOrg, endDefault}, true
 	case "90004": // this app's credentials are suspended
@@ -94,8 +95,10 @@ const accessDenied = "Forbidden.AccessDenied."
 // newQuota maps the new API's throttling codes, after accessDenied.
 func newQuota(code string) (quotaCode, bool) {
 	switch code {
-	case "QpsLimitForAppkeyAndApi", "QpsLimitForApi", "QpsLimitForSuitekeyAndOrgAndApi":
+	case "QpsLimitForAppkeyAndApi", "QpsLimitForSuitekeyAndOrgAndApi":
 		return quotaCode{onAPI, endSecond}, true
+	case "QpsLimitForApi": // every caller of the API, as 90002
+		return quotaCode{onAPI, endBackoff}, true
 	case "QpmLimitForAppkeyAndApi", "QpmLimitForSuitekeyAndOrgAndApi":
 		return quotaCode{onAPI, endMinute}, true
 	case "ApiCountLimitForOrg":
@@ -239,6 +242,8 @@ func (p *preset) quota(route *providers.Route, q quotaCode, code, msg, altMsg st
 	switch q.end {
 	case endSecond:
 		v.Until = penaltytime.NextSecond(now)
+	case endBackoff:
+		v.Until = p.backoff.Penalty(v.Scope, now, &globalBackoff)
 	case endMinute:
 		v.Until = penaltytime.NextMinute(now)
 	case endMonth:

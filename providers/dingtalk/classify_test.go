@@ -62,6 +62,7 @@ const (
 func TestClassify(t *testing.T) {
 	p := testProfile(t, Config{Apps: []App{{}}})
 	nextSec := now.Truncate(time.Second).Add(time.Second)
+	backedOff := now.Add(time.Second) // the first step of globalBackoff
 	nextMin := time.Date(2025, 3, 10, 14, 31, 0, 0, penaltytime.Beijing())
 	nextMonth := time.Date(2025, 4, 1, 0, 0, 0, 0, penaltytime.Beijing()).Add(defaultMonthGrace)
 	stated := time.Date(2025, 3, 10, 14, 30, 17, 0, penaltytime.Beijing())
@@ -116,7 +117,7 @@ func TestClassify(t *testing.T) {
 		{"88 without sub_code", topURL, 200, json, `{"errcode":88,"errmsg":"鉴权异常"}`, providers.Fatal, "", zero, "88", false},
 
 		// Other frequency codes.
-		{"90002", oldURL, 200, json, `{"errcode":90002,"errmsg":"您的服务器调用钉钉开放平台当前接口的所有请求都被暂时禁用了"}`, providers.Quota, apiOld, nextSec, "90002", true},
+		{"90002", oldURL, 200, json, `{"errcode":90002,"errmsg":"您的服务器调用钉钉开放平台当前接口的所有请求都被暂时禁用了"}`, providers.Quota, apiOld, backedOff, "90002", true},
 		{"90001", oldURL, 200, json, `{"errcode":90001,"errmsg":"all suspended"}`, providers.Quota, egress, zero, "90001", true},
 		{"90003", oldURL, 200, json, `{"errcode":90003,"errmsg":"x"}`, providers.Quota, app, zero, "90003", true},
 		{"90004", oldURL, 200, json, `{"errcode":90004,"errmsg":"x"}`, providers.Quota, app, zero, "90004", true},
@@ -143,7 +144,7 @@ func TestClassify(t *testing.T) {
 		{"qps app api", newURL, 403, json, `{"code":"Forbidden.AccessDenied.QpsLimitForAppkeyAndApi","message":"The request has exceeded the QPS limit of the appkey and api: apiPath(/v1.0/contact/users/manager4220)","requestid":"R1"}`,
 			providers.Quota, apiNew, nextSec, "Forbidden.AccessDenied.QpsLimitForAppkeyAndApi", true},
 		{"qpm app api", newURL, 403, json, `{"code":"Forbidden.AccessDenied.QpmLimitForAppkeyAndApi","message":"m","requestid":"R"}`, providers.Quota, apiNew, nextMin, "Forbidden.AccessDenied.QpmLimitForAppkeyAndApi", true},
-		{"qps api", newURL, 403, json, `{"code":"Forbidden.AccessDenied.QpsLimitForApi","message":"m"}`, providers.Quota, apiNew, nextSec, "Forbidden.AccessDenied.QpsLimitForApi", true},
+		{"qps api", newURL, 403, json, `{"code":"Forbidden.AccessDenied.QpsLimitForApi","message":"m"}`, providers.Quota, apiNew, backedOff, "Forbidden.AccessDenied.QpsLimitForApi", true},
 		{"org month", newURL, 403, json, `{"code":"Forbidden.AccessDenied.ApiCountLimitForOrg","message":"m"}`, providers.Quota, monthly, nextMonth, "Forbidden.AccessDenied.ApiCountLimitForOrg", true},
 		{"isv qps", newURL, 403, json, `{"code":"Forbidden.AccessDenied.QpsLimitForSuitekeyAndOrgAndApi","message":"m"}`, providers.Quota, apiNew, nextSec, "Forbidden.AccessDenied.QpsLimitForSuitekeyAndOrgAndApi", true},
 		{"isv qpm", newURL, 403, json, `{"code":"Forbidden.AccessDenied.QpmLimitForSuitekeyAndOrgAndApi","message":"m"}`, providers.Quota, apiNew, nextMin, "Forbidden.AccessDenied.QpmLimitForSuitekeyAndOrgAndApi", true},
@@ -233,6 +234,46 @@ func TestClassifyISV(t *testing.T) {
 // A Retry-After given as an HTTP date is read against Config.Clock, not the
 // machine's clock: the test clock is in 2025, so a date 30 s after it is
 // long past by time.Now and would give no hint at all.
+// The global per-API error (90002, QpsLimitForApi) comes back at the top
+// of the hour: its penalty backs off 1 s, 2 s, then 4 s as the docs advise,
+// and starts again after a quiet spell. It used to end at the next
+// wall-clock second, a millisecond away at xx:xx:15.999.
+func TestGlobalLimitBacksOff(t *testing.T) {
+	at := now.Truncate(time.Second).Add(999 * time.Millisecond)
+	p := testProfile(t, Config{Apps: []App{{}}, Clock: func() time.Time { return at }})
+	classify := func(url string, status int, body string) time.Time {
+		t.Helper()
+		v := routedClassify(p, request("GET", url), answer(status, json, body))
+		if v.Kind != providers.Quota {
+			t.Fatalf("%s: %v, want a quota", body, v.Kind)
+		}
+		return v.Until
+	}
+	old := `{"errcode":90002,"errmsg":"busy"}`
+	for i, want := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 4 * time.Second} {
+		until := classify(oldURL, 200, old)
+		if got := until.Sub(at); got != want {
+			t.Fatalf("90002 number %d: penalty %v, want %v", i+1, got, want)
+		}
+		at = until.Add(500 * time.Millisecond) // comes back soon after the end
+	}
+	at = at.Add(time.Minute)
+	if got := classify(oldURL, 200, old).Sub(at); got != time.Second {
+		t.Fatalf("after a quiet minute: %v, want 1s again", got)
+	}
+	// The new API's code climbs its own API's ladder.
+	nw := `{"code":"Forbidden.AccessDenied.QpsLimitForApi","message":"m"}`
+	first := classify(newURL, 403, nw)
+	at = first.Add(time.Millisecond)
+	if got := classify(newURL, 403, nw).Sub(at); got != 2*time.Second {
+		t.Fatalf("QpsLimitForApi again: %v, want 2s", got)
+	}
+	// The per-app limit still ends at the next second.
+	if got := classify(oldURL, 200, `{"errcode":90018,"errmsg":"m"}`); !got.Equal(at.Truncate(time.Second).Add(time.Second)) {
+		t.Fatalf("90018: until %v, want the next second", got)
+	}
+}
+
 func TestRetryAfterDateUsesClock(t *testing.T) {
 	p := testProfile(t, Config{Apps: []App{{}}})
 	at := now.Truncate(time.Second).Add(30 * time.Second)

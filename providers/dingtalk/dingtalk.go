@@ -18,6 +18,7 @@ import (
 	"github.com/quotaware/throttle/providers/internal/penaltytime"
 	"github.com/quotaware/throttle/providers/internal/routecache"
 	"github.com/quotaware/throttle/providers/internal/scopekind"
+	"github.com/quotaware/throttle/providers/internal/strikes"
 )
 
 // apiCatalog is DingTalk's API catalog, both generations, built on first
@@ -55,7 +56,19 @@ type preset struct {
 	egressScope string
 	robots      *entityhash.Hasher // names robots by their tokens
 	routes      routecache.Cache   // by org + "\x00" + API
+	backoff     *strikes.Book      // of each API's repeated global-limit errors
 }
+
+// globalBackoff is how a repeated global per-API error (90002,
+// QpsLimitForApi: every caller of the API, at the top of the hour) is
+// penalised: the docs advise backing off 1 s, 2 s, then 4 s. One within
+// 10 s of the last penalty's end climbs a step; the rest of the time an
+// API starts again at 1 s.
+var globalBackoff = strikes.Ladder{Steps: []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}, Window: 10 * time.Second}
+
+// maxBackoffScopes bounds the APIs whose global-limit errors are
+// remembered.
+const maxBackoffScopes = 1024
 
 func newPreset(c settings) (*preset, error) {
 	p := &preset{
@@ -66,6 +79,7 @@ func newPreset(c settings) (*preset, error) {
 		egressScope: scopekind.Of(scopekind.Egress, c.Egress),
 		robots:      entityhash.New(c.EntityKey, "dingtalk robots"),
 		apis:        apiCatalog(),
+		backoff:     strikes.New(maxBackoffScopes),
 	}
 	extra := slices.Clone(c.APIs)
 	for _, mp := range c.MeteredPaths {

@@ -2,12 +2,9 @@ package wecom
 
 import (
 	"net/http"
-	"sync"
-	"time"
 
 	"github.com/quotaware/throttle/providers"
 	"github.com/quotaware/throttle/providers/internal/jsoncode"
-	"github.com/quotaware/throttle/providers/internal/penaltytime"
 	"github.com/quotaware/throttle/providers/internal/scopekind"
 )
 
@@ -75,7 +72,7 @@ func (p *preset) classifyCode(_ *http.Request, resp *http.Response, route *provi
 		// guesses from how soon it comes back.
 		v.Kind, v.NotProcessed = providers.Quota, true
 		v.Scope = route.Scope(scopekind.API)
-		v.Until = p.strikes.penalty(v.Scope, p.cfg.Clock(), &p.cfg)
+		v.Until = p.strikes.Penalty(v.Scope, p.cfg.Clock(), &p.ladder)
 	case code == codeConcurrent:
 		v.Kind, v.NotProcessed = providers.Transient, true
 		v.RetryAfter = p.cfg.ConcurrentRetry
@@ -86,73 +83,4 @@ func (p *preset) classifyCode(_ *http.Request, resp *http.Response, route *provi
 		v.Kind = providers.Fatal
 	}
 	return v
-}
-
-// strikes remembers the recent 45009 penalties of a bounded number of
-// scopes, to lengthen the next one when the error repeats.
-type strikes struct {
-	mu  sync.Mutex
-	max int
-	m   map[string]strike
-}
-
-type strike struct {
-	step  int       // index into Config.Escalation; len means "the day"
-	until time.Time // end of the penalty given
-}
-
-func newStrikes(max int) *strikes { return &strikes{max: max, m: make(map[string]strike)} }
-
-// penalty returns the end of the penalty for a 45009 in scope at now.
-//
-// A 45009 while the scope's penalty still runs comes from a call sent before
-// the penalty was known (calls in flight, other replicas): it is the same
-// incident and keeps the same end. One within EscalationWindow after the end
-// means the block outlasted our guess, so the next step applies.
-func (s *strikes) penalty(scope string, now time.Time, cfg *settings) time.Time {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	step := 0
-	if prev, ok := s.m[scope]; ok {
-		if now.Before(prev.until) {
-			return prev.until
-		}
-		if now.Before(prev.until.Add(cfg.EscalationWindow)) {
-			step = min(prev.step+1, len(cfg.Escalation))
-		}
-	} else if len(s.m) >= s.max {
-		s.evictLocked(now, cfg.EscalationWindow)
-	}
-	var until time.Time
-	if step < len(cfg.Escalation) {
-		until = now.Add(cfg.Escalation[step])
-	} else {
-		last := now.Add(cfg.Escalation[len(cfg.Escalation)-1])
-		until = penaltytime.NextMidnight(now).Add(cfg.DayGrace)
-		if until.Before(last) {
-			until = last
-		}
-	}
-	s.m[scope] = strike{step: step, until: until}
-	return until
-}
-
-// evictLocked forgets the strikes that can no longer escalate and, if none
-// has expired, the one that ends first.
-func (s *strikes) evictLocked(now time.Time, window time.Duration) {
-	var oldest string
-	var oldestEnd time.Time
-	for k, v := range s.m {
-		end := v.until.Add(window)
-		if !now.Before(end) {
-			delete(s.m, k)
-			continue
-		}
-		if oldest == "" || end.Before(oldestEnd) {
-			oldest, oldestEnd = k, end
-		}
-	}
-	if len(s.m) >= s.max && oldest != "" {
-		delete(s.m, oldest)
-	}
 }

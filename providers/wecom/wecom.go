@@ -13,8 +13,10 @@ import (
 	"github.com/quotaware/throttle/providers"
 	"github.com/quotaware/throttle/providers/internal/catalog"
 	"github.com/quotaware/throttle/providers/internal/entityhash"
+	"github.com/quotaware/throttle/providers/internal/penaltytime"
 	"github.com/quotaware/throttle/providers/internal/routecache"
 	"github.com/quotaware/throttle/providers/internal/scopekind"
+	"github.com/quotaware/throttle/providers/internal/strikes"
 )
 
 // apiCatalog is WeCom's API catalog, built on first use.
@@ -68,8 +70,18 @@ func profileOf(cfg settings) (providers.Profile, error) {
 	if err := cfg.validate(); err != nil {
 		return providers.Profile{}, err
 	}
-	p := &preset{cfg: cfg, hosts: providers.MatchHosts(cfg.Hosts...), strikes: newStrikes(cfg.MaxTracked),
+	p := &preset{cfg: cfg, hosts: providers.MatchHosts(cfg.Hosts...), strikes: strikes.New(cfg.MaxTracked),
 		apis: apiCatalog(), extra: catalog.MustNew(slices.Compact(slices.Sorted(slices.Values(cfg.APIs)))...)}
+	// A 45009 within EscalationWindow of the last one's end climbs
+	// Escalation, then blocks the rest of the Beijing day (plus DayGrace),
+	// never less than the last step.
+	last, grace := cfg.Escalation[len(cfg.Escalation)-1], cfg.DayGrace
+	p.ladder = strikes.Ladder{Steps: cfg.Escalation, Window: cfg.EscalationWindow, Top: func(now time.Time) time.Time {
+		if day := penaltytime.NextMidnight(now).Add(grace); day.After(now.Add(last)) {
+			return day
+		}
+		return now.Add(last)
+	}}
 	// Templates: the limits are the same for every API, so Route only
 	// re-keys them. Every limit is a sliding window: WeCom counts a minute
 	// or an hour, so a batch that fits the window goes at once instead of
@@ -150,7 +162,8 @@ type preset struct {
 	memberMinute, memberHour       rule.Rule
 	broadcastMinute, broadcastHour rule.Rule
 	entities                       *entityhash.Hasher
-	strikes                        *strikes
+	strikes                        *strikes.Book
+	ladder                         strikes.Ladder   // of a repeated 45009
 	apis                           *catalog.Catalog // WeCom's APIs
 	extra                          *catalog.Catalog // Config.APIs, searched first
 	routes                         routecache.Cache // by API name

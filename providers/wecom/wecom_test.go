@@ -165,15 +165,8 @@ func TestEscalationBounded(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	// The memory is internal; reach it through a fresh preset to check the bound.
-	s := newStrikes(3)
-	cfg := settings{Config: Config{Escalation: defaultEscalation(), EscalationWindow: time.Minute}}
-	for i := range 10 {
-		s.penalty(fmt.Sprint("scope", i), t0, &cfg)
-		if len(s.m) > 3 {
-			t.Fatalf("%d strikes kept, bound 3", len(s.m))
-		}
-	}
+	// 400 scopes struck at once (with -race: no data race), 8 remembered;
+	// the bound itself is package strikes's (TestBounded).
 }
 
 func TestRoute(t *testing.T) {
