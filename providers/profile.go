@@ -93,7 +93,7 @@ type Route struct {
 	// Rules are charged together, all or none.
 	Rules []rule.Rule
 	// Scopes are the penalty scopes the request belongs to, each written
-	// "kind:id", e.g. "api:dingabc:GET /v1.0/contact/users/{unionId}",
+	// "kind:id", e.g. "api:dingabc:/v1.0/contact/users/{unionId}",
 	// "app:dingabc", "egress:default". The kind is the profile's to choose
 	// and is what telemetry reports of a penalty; the id must hold no
 	// secret or token.

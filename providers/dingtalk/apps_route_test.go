@@ -174,3 +174,25 @@ func TestUnlistedSuiteIsLimitedPerOrg(t *testing.T) {
 		t.Fatalf("90020 in orgA: %+v; want a quota on a scope of orgA's alone (orgA %q, orgB %q)", v, a.Scopes, b.Scopes)
 	}
 }
+
+// An API is a URL path, as DingTalk counts it: a path's methods share its
+// per-API rule and its penalties (limited apart, POST and PUT of
+// /v1.0/attendance/groups reached twice the path's 20/s).
+func TestMethodsOfOnePathShareItsLimit(t *testing.T) {
+	p := dingtalk.MustNew(dingtalk.Config{Apps: []dingtalk.App{{AppKey: "dingA"}}}).Profile()
+	var keys []string
+	for _, method := range []string{"POST", "PUT"} {
+		req, _ := http.NewRequest(method, "https://api.dingtalk.com/v1.0/attendance/groups", nil)
+		r, err := p.Route(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.API != method+" /v1.0/attendance/groups" {
+			t.Fatalf("%s: API %q, want the method named in telemetry", method, r.API)
+		}
+		keys = append(keys, r.Rules[0].Key()+" "+r.Scope(scopekind.API))
+	}
+	if keys[0] != keys[1] || keys[0] != "api:dingA:/v1.0/attendance/groups api:dingA:/v1.0/attendance/groups" {
+		t.Fatalf("per-API rule and scope of POST and PUT: %q; want one, the path's", keys)
+	}
+}

@@ -69,7 +69,7 @@ func TestClassify(t *testing.T) {
 	var (
 		apiOld    = "api:dingapp:/user/get"
 		apiTop    = "api:dingapp:/topapi/v2/user/get"
-		apiNew    = "api:dingapp:GET /v1.0/contact/users/{unionId}"
+		apiNew    = "api:dingapp:/v1.0/contact/users/{unionId}"
 		app       = "app:dingapp"
 		egress    = "egress:default"
 		monthly   = "monthly:dingapp"

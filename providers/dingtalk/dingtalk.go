@@ -214,15 +214,27 @@ func (p *preset) buildRoute(api, org string) (providers.Route, error) {
 	return providers.Route{API: api, Rules: rules[:len(rules):len(rules)], Scopes: scopes[:len(scopes):len(scopes)]}, nil
 }
 
-// apiScope names one API of the app ("api:<app>:<api>"), or for an ISV app
-// one API of the suite in one customer org ("api:<suite>@<org>:<api>"). It
-// is also the per-API rule's key.
+// apiScope names one API of the app ("api:<app>:<path>"), or for an ISV
+// app one API of the suite in one customer org ("api:<suite>@<org>:<path>").
+// It is also the per-API rule's key. An API is a URL path, whatever the
+// method, as DingTalk counts it (its errors name the apiPath): the new
+// API's catalog names a path's methods apart ("POST /v1.0/...", "PUT
+// /v1.0/..."), and limited apart they could reach twice the path's limit.
 func (p *preset) apiScope(api, org string) string {
 	id := p.cfg.AppKey
 	if org != "" {
 		id += "@" + org
 	}
-	return boundKey(scopekind.Of(scopekind.API, id+":"+api))
+	return boundKey(scopekind.Of(scopekind.API, id+":"+pathOf(api)))
+}
+
+// pathOf is the URL path (template) of a catalog's API name, which may
+// lead with its method.
+func pathOf(api string) string {
+	if i := strings.IndexByte(api, ' '); i >= 0 {
+		return api[i+1:]
+	}
+	return api
 }
 
 // orgScope names the ISV suite's calls into one customer org.

@@ -116,8 +116,8 @@ func TestRoute(t *testing.T) {
 			[]string{"api:dingapp:/topapi/message/corpconversation/asyncsend_v2", "egress:default"},
 			[]string{"api:dingapp:/topapi/message/corpconversation/asyncsend_v2", "app:dingapp", "egress:default"}},
 		{newURL, "GET /v1.0/contact/users/{unionId}",
-			[]string{"api:dingapp:GET /v1.0/contact/users/{unionId}", "egress:default", "month:dingapp"},
-			[]string{"api:dingapp:GET /v1.0/contact/users/{unionId}", "app:dingapp", "egress:default", "monthly:dingapp"}},
+			[]string{"api:dingapp:/v1.0/contact/users/{unionId}", "egress:default", "month:dingapp"},
+			[]string{"api:dingapp:/v1.0/contact/users/{unionId}", "app:dingapp", "egress:default", "monthly:dingapp"}},
 	}
 	for _, tt := range tests {
 		r, err := p.Route(request("GET", tt.url))

@@ -169,7 +169,7 @@ type Server struct {
 	tokens    map[string]holder
 	issued    map[string]string // the token of each app, org and API generation
 	qpsSecond int64
-	qps       map[string]int // app + "\x00" + org + "\x00" + API, in qpsSecond
+	qps       map[string]int // app + "\x00" + org + "\x00" + API path, in qpsSecond
 	orgFaults map[string]*emulator.Faults[fault]
 	egressWin int64
 	egress    int
@@ -376,12 +376,17 @@ func (s *Server) decideLocked(r *http.Request, now time.Time, newAPI bool, api, 
 			return faultAnswer(f, newAPI)
 		}
 	}
-	// Per app, per API, per fixed wall-clock second.
+	// Per app, per API, per fixed wall-clock second; an API is a URL path,
+	// whatever the method (the errors name the apiPath).
 	if sec := now.Unix(); sec != s.qpsSecond {
 		s.qpsSecond = sec
 		clear(s.qps)
 	}
-	k := app + "\x00" + org + "\x00" + api
+	path := api
+	if i := strings.IndexByte(api, ' '); i >= 0 {
+		path = api[i+1:]
+	}
+	k := app + "\x00" + org + "\x00" + path
 	s.qps[k]++
 	if s.qps[k] > s.qpsOf(h) {
 		s.stats.Rejected++

@@ -99,6 +99,22 @@ func TestQPSFixedSecond(t *testing.T) {
 	}
 }
 
+// An API is a URL path: a path's methods share its per-second count.
+func TestQPSPerPathWhateverTheMethod(t *testing.T) {
+	c := newClock()
+	s := dingtalktest.New(dingtalktest.Options{Clock: c.Now, QPS: 2, Tokens: map[string]string{"t1": "app1"}})
+	defer s.Close()
+	for _, method := range []string{"POST", "PUT"} {
+		if resp, body := do(t, s, method, "/v1.0/attendance/groups", "{}", newToken("t1")); resp.StatusCode != 200 {
+			t.Fatalf("%s within the limit: %d %s", method, resp.StatusCode, body)
+		}
+	}
+	resp, body := do(t, s, "POST", "/v1.0/attendance/groups", "{}", newToken("t1"))
+	if resp.StatusCode != 403 || !strings.Contains(body, "QpsLimitForAppkeyAndApi") {
+		t.Fatalf("third call of the path in one second, by two methods: %d %s, want the per-API limit", resp.StatusCode, body)
+	}
+}
+
 func TestEgressBan(t *testing.T) {
 	for _, htmlBan := range []bool{false, true} {
 		c := newClock()
@@ -331,7 +347,7 @@ func TestPresetReadsEmulator(t *testing.T) {
 		{"GET", "/v1.0/contact/users/manager4220", "monthly:app", "Forbidden.AccessDenied.ApiCountLimitForOrg",
 			penaltytime.NextMonth(c.Now()).Add(5 * time.Second)},
 		{"POST", "/v1.0/robot/oToMessages/batchSend", "", "", time.Time{}},
-		{"POST", "/v1.0/robot/oToMessages/batchSend", "api:app:POST /v1.0/robot/oToMessages/batchSend", "Forbidden.AccessDenied.QpsLimitForAppkeyAndApi", nextSec},
+		{"POST", "/v1.0/robot/oToMessages/batchSend", "api:app:/v1.0/robot/oToMessages/batchSend", "Forbidden.AccessDenied.QpsLimitForAppkeyAndApi", nextSec},
 	}
 	for _, tt := range tests {
 		req, _ := http.NewRequest(tt.method, s.URL+tt.path, nil)
