@@ -1,6 +1,7 @@
 package feishu
 
 import (
+	"cmp"
 	"net/http"
 	"strings"
 	"time"
@@ -77,10 +78,12 @@ func (p *preset) classify(req *http.Request, resp *http.Response, route *provide
 		v.Until = p.resetOr(resp.Header, now, fallback)
 		v.Learned = p.learnedFrom(resp.Header, route.API, now)
 	case code == codeMonthlyQuota:
-		// The tenant's monthly quota: every API of the app is refused
-		// until the 1st, whatever the 429 seems to promise.
+		// The tenant's monthly quota: every API of the tenant's apps is
+		// refused until the 1st, whatever the 429 seems to promise (of
+		// this app alone when it is not marked FreeEdition: its routes
+		// name no tenant).
 		v.Kind, v.NotProcessed = providers.Quota, true
-		v.Scope = p.appScope
+		v.Scope = cmp.Or(p.monthScope, p.appScope)
 		v.Until = penaltytime.NextMonth(now).Add(p.cfg.MonthGrace)
 	case rateCodes[code]:
 		v.Kind, v.NotProcessed = providers.Quota, true

@@ -104,11 +104,19 @@ type App struct {
 	// holds up the others.
 	PerChat   int
 	NoPerChat bool
-	// FreeEdition enforces MonthlyQuota per calendar month in Beijing.
+	// FreeEdition enforces MonthlyQuota per calendar month in Beijing. The
+	// quota is the tenant's, whichever of its apps calls: the internal apps
+	// of a Config share the deployment's own tenant unless Tenant says
+	// otherwise, and a store app counts in each tenant it calls into. A
+	// 99991403 stops every FreeEdition app of the tenant.
 	FreeEdition bool
 	// MonthlyQuota is the tenant's calls per month on the free edition
 	// (default 10,000).
 	MonthlyQuota int
+	// Tenant names the tenant of an internal app whose monthly quota is not
+	// the deployment's own (default: one tenant for every internal app of
+	// the Config). Internal apps with the same Tenant share one quota.
+	Tenant string
 }
 
 // settings is one app's Config and App together: what a profile is built
@@ -186,6 +194,8 @@ func (c *settings) validate() error {
 		return fmt.Errorf("feishu: Config.ChatPeekLimit must be within [64, 16MiB], got %d", c.ChatPeekLimit)
 	case c.MonthlyQuota < 1:
 		return fmt.Errorf("feishu: App.MonthlyQuota must be at least 1, got %d", c.MonthlyQuota)
+	case len(c.Tenant) > maxAppID || strings.ContainsAny(c.Tenant, ": \t\r\n"):
+		return fmt.Errorf("feishu: App.Tenant must be at most %d bytes without ':' or spaces, got %q", maxAppID, c.Tenant)
 	case c.MonthGrace < 0 || c.MonthGrace >= time.Minute:
 		return fmt.Errorf("feishu: Config.MonthGrace must be within [0, 1m), got %v", c.MonthGrace)
 	case c.ShortPenalty < 0:

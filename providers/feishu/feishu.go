@@ -1,6 +1,7 @@
 package feishu
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -110,12 +111,14 @@ func profileOf(cfg settings) (providers.Profile, error) {
 		}
 	}
 	if cfg.FreeEdition {
-		r, err := rule.NewCalendar("month:"+cfg.AppID, cfg.MonthlyQuota, rule.Month, penaltytime.Beijing(),
+		tenant := tenantOf(&cfg.App)
+		r, err := rule.NewCalendar("month:"+tenant, cfg.MonthlyQuota, rule.Month, penaltytime.Beijing(),
 			rule.WithGrace(cfg.MonthGrace))
 		if err != nil {
 			return providers.Profile{}, fmt.Errorf("feishu: App.MonthlyQuota: %w", err)
 		}
 		p.month = []rule.Rule{r}
+		p.monthScope = scopekind.Of(scopekind.Monthly, tenant)
 	}
 	p.appScope = scopekind.Of(scopekind.App, cfg.AppID)
 	p.chatScopePrefix = p.chatScope("")
@@ -149,6 +152,7 @@ type preset struct {
 	chatScopePrefix string        // chatScope("") : the scope of a chat less its key
 	messages        *messageChats // the chats of the messages seen in answers
 	month           []rule.Rule   // the monthly quota, when FreeEdition
+	monthScope      string        // its penalty scope, the tenant's; "" when not FreeEdition
 	entities        *entityhash.Hasher
 	appScope        string
 }
@@ -257,7 +261,30 @@ func (p *preset) buildRoute(name string) (providers.Route, error) {
 		}
 	}
 	rules = append(rules[:len(rules):len(rules)], p.month...)
-	return providers.Route{API: name, Rules: rules[:len(rules):len(rules)], Scopes: []string{p.apiScope(name), p.appScope}}, nil
+	return providers.Route{API: name, Rules: rules[:len(rules):len(rules)], Scopes: p.scopes(name)}, nil
+}
+
+// scopes are the penalty scopes of one API of the app: the API, the app,
+// and the tenant's monthly quota on the free edition.
+func (p *preset) scopes(name string) []string {
+	if p.monthScope != "" {
+		return []string{p.apiScope(name), p.appScope, p.monthScope}
+	}
+	return []string{p.apiScope(name), p.appScope}
+}
+
+// ownTenant names the deployment's own tenant, whose monthly quota its
+// internal apps share unless App.Tenant names another.
+const ownTenant = "own"
+
+// tenantOf is the tenant whose monthly quota a's calls count against: a
+// store app's tenant (its AppID is "<app_id>@<tenant_key>" once learned),
+// else App.Tenant, else the deployment's own.
+func tenantOf(a *App) string {
+	if i := strings.LastIndexByte(a.AppID, '@'); i >= 0 {
+		return a.AppID[i+1:]
+	}
+	return cmp.Or(a.Tenant, ownTenant)
 }
 
 func (p *preset) apiScope(name string) string {

@@ -6,11 +6,13 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"testing/iotest"
 	"time"
 
+	"github.com/quotaware/throttle/apps"
 	"github.com/quotaware/throttle/limiter/rule"
 	"github.com/quotaware/throttle/providers"
 	"github.com/quotaware/throttle/providers/feishu/feishutest"
@@ -164,7 +166,9 @@ func TestRoute(t *testing.T) {
 		{"default level given, then off", Config{Apps: []App{{DefaultLevel: 5, NoDefaultLevel: true}}}, "GET", "https://open.feishu.cn/open-apis/calendar/v4/calendars", "GET /open-apis/calendar/v4/calendars", "", 2},
 		{"no default level", Config{Apps: []App{{NoDefaultLevel: true}}}, "GET", "https://open.feishu.cn/open-apis/calendar/v4/calendars", "GET /open-apis/calendar/v4/calendars", "", 2},
 		{"free edition", Config{Apps: []App{{FreeEdition: true, MonthlyQuota: 500, APIs: map[string]int{"GET /open-apis/x/:id": 1}}}}, "GET", "https://open.feishu.cn/open-apis/x/7",
-			"GET /open-apis/x/:id", "m:" + app + ":GET /open-apis/x/:id: 10 in any 1m0.05s | month:" + app + ": 500 per month (Asia/Shanghai)", 2},
+			"GET /open-apis/x/:id", "m:" + app + ":GET /open-apis/x/:id: 10 in any 1m0.05s | month:own: 500 per month (Asia/Shanghai)", 3},
+		{"free edition in another tenant", Config{Apps: []App{{FreeEdition: true, MonthlyQuota: 500, Tenant: "t2", APIs: map[string]int{"GET /open-apis/x/:id": 1}}}}, "GET", "https://open.feishu.cn/open-apis/x/7",
+			"GET /open-apis/x/:id", "m:" + app + ":GET /open-apis/x/:id: 10 in any 1m0.05s | month:t2: 500 per month (Asia/Shanghai)", 3},
 		{"business edition", Config{Apps: []App{{Business: true, APIs: map[string]int{"GET /open-apis/y": 10}}}}, "GET", "https://open.feishu.cn/open-apis/y",
 			"GET /open-apis/y", "s:" + app + ":GET /open-apis/y: 100 per 1.05s", 2},
 		{"specific pattern first", Config{Apps: []App{{APIs: map[string]int{"GET /open-apis/z/:id": 1, "GET /open-apis/z/list": 5}}}}, "GET", "https://open.feishu.cn/open-apis/z/list",
@@ -342,5 +346,26 @@ func TestFrequencyWithoutResetOnAMinuteLevel(t *testing.T) {
 	v := p.Classify(req, response(429, nil, `{"code":99991400,"msg":"request trigger frequency limit"}`), &rt)
 	if next := time.Date(2025, 3, 10, 12, 35, 0, 0, penaltytime.Beijing()); v.Kind != providers.Quota || !v.Until.Equal(next) {
 		t.Fatalf("99991400 without a reset on a level-2 API: %+v, want a penalty to %v", v, next)
+	}
+}
+
+// 99991403 on the free edition stops the tenant's monthly scope, which
+// every FreeEdition app of the tenant's routes names.
+func TestMonthlyQuotaStopsTheTenant(t *testing.T) {
+	p := MustNew(Config{Apps: []App{{AppID: "cli_a", FreeEdition: true}, {AppID: "cli_b", FreeEdition: true}}}).Profile()
+	route := func(app string) (*http.Request, providers.Route) {
+		req := request("GET", "https://open.feishu.cn/open-apis/im/v1/chats")
+		req = req.WithContext(apps.NewContext(req.Context(), apps.App{ID: app}))
+		r, err := p.Route(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return req, r
+	}
+	reqA, a := route("cli_a")
+	_, b := route("cli_b")
+	v := p.Classify(reqA, response(429, nil, `{"code":99991403,"msg":"tenant monthly quota"}`), &a)
+	if v.Kind != providers.Quota || v.Scope != "monthly:own" || !slices.Contains(b.Scopes, v.Scope) {
+		t.Fatalf("99991403: %+v; want the tenant's monthly scope, in cli_b's routes too (%q)", v, b.Scopes)
 	}
 }

@@ -117,7 +117,7 @@ func (p *preset) lower(l providers.Learned) bool {
 	}
 	rules = append(rules[:len(rules):len(rules)], p.month...)
 	e := &learnedEntry{level: lvl, until: l.Until, from: from, route: providers.Route{API: l.API,
-		Rules: rules[:len(rules):len(rules)], Scopes: []string{p.apiScope(l.API), p.appScope}}}
+		Rules: rules[:len(rules):len(rules)], Scopes: p.scopes(l.API)}}
 	if _, had := p.learned.m.Swap(l.API, e); !had {
 		p.learned.n.Add(1)
 	}

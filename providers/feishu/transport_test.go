@@ -1,6 +1,7 @@
 package feishu_test
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -73,5 +74,41 @@ func TestTransportMonthly(t *testing.T) {
 	}
 	if c := s.Counters(); c.Total != 3 || c.ByCode[feishutest.CodeMonthlyQuota] != 1 {
 		t.Errorf("emulator saw %+v", c)
+	}
+}
+
+// The free edition's monthly quota is the tenant's: two internal apps of
+// one tenant share it, so the call past it is refused here, by whichever
+// app, and Feishu never answers 99991403 (counted per app, the two apps
+// were let through twice the tenant's quota).
+func TestTransportMonthlyQuotaPerTenant(t *testing.T) {
+	s := feishutest.NewServer(feishutest.Options{MonthlyQuota: 3, Tenants: map[string]string{"cli_a": "corp", "cli_b": "corp"}})
+	defer s.Close()
+	u, _ := url.Parse(s.URL)
+	cfg := feishu.Config{Hosts: []string{u.Hostname()}, Apps: []feishu.App{
+		{AppID: "cli_a", FreeEdition: true, MonthlyQuota: 3}, {AppID: "cli_b", FreeEdition: true, MonthlyQuota: 3}}}
+	tr := throttle.MustNew(throttle.WithProfiles(feishu.MustNew(cfg).Profile()), throttle.WithMaxWait(time.Second),
+		throttle.WithLogger(slog.New(slog.DiscardHandler)))
+	t.Cleanup(func() { tr.Close() })
+	client := &http.Client{Transport: tr}
+	call := func(app string) error {
+		req, _ := http.NewRequestWithContext(throttle.ContextWithApp(context.Background(), app), http.MethodPost, s.URL+"/open-apis/contact/v3/users", nil)
+		req.Header.Set("Authorization", "Bearer "+s.Token(app))
+		resp, err := client.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err
+	}
+	for i, app := range []string{"cli_a", "cli_b", "cli_a"} {
+		if err := call(app); err != nil {
+			t.Fatalf("call %d by %s: %v", i, app, err)
+		}
+	}
+	if err := call("cli_b"); !errors.Is(err, throttle.ErrThrottled) {
+		t.Fatalf("the tenant's fourth call: %v, want it refused here", err)
+	}
+	if c := s.Counters(); c.Total != 3 || c.ByCode[feishutest.CodeMonthlyQuota] != 0 {
+		t.Errorf("emulator saw %+v, want 3 calls and no 99991403", c)
 	}
 }

@@ -84,9 +84,14 @@ type Options struct {
 	// DefaultLevel applies to APIs not in APIs (default 4, the level most
 	// of Feishu's APIs document); -1 leaves them unlimited.
 	DefaultLevel int
-	// MonthlyQuota caps every app's calls per calendar month in Beijing
-	// (the free edition's 10,000); 0 leaves it unlimited.
+	// MonthlyQuota caps every tenant's calls per calendar month in Beijing
+	// (the free edition's 10,000), whichever of its apps makes them; 0
+	// leaves it unlimited.
 	MonthlyQuota int
+	// Tenants maps the app_id of an internal app to its tenant; an app not
+	// in it is a tenant of its own. A store app's tenant is the tenant_key
+	// of its token.
+	Tenants map[string]string
 	// PerChat caps messages per second sent to one receive_id through
 	// IMSend, forwards and replies (default 5; negative disables). The
 	// receive_id is read from the query, or else from the JSON body, as
@@ -384,6 +389,19 @@ func (s *Server) tokenLocked(body []byte, rec *Request, emu time.Time) reply {
 		tok, left)}
 }
 
+// tenantOf is the tenant whose monthly quota app's calls count against:
+// a store app's tenant_key ("<app_id>@<tenant_key>"), else Options.Tenants'
+// entry, else the app alone.
+func (s *Server) tenantOf(app string) string {
+	if i := strings.LastIndexByte(app, '@'); i >= 0 {
+		return app[i+1:]
+	}
+	if t, ok := s.opts.Tenants[app]; ok {
+		return t
+	}
+	return app
+}
+
 // chargeLocked counts one call, or answers the limit it hits.
 func (s *Server) chargeLocked(app, api string, lv Level, chat string, emu time.Time) reply {
 	b := emu.In(Beijing)
@@ -397,7 +415,7 @@ func (s *Server) chargeLocked(app, api string, lv Level, chat string, emu time.T
 		end   time.Time
 	}
 	checks := [...]check{
-		{key{app, "", 'M'}, s.opts.MonthlyQuota, month, month.AddDate(0, 1, 0)},
+		{key{"tenant:" + s.tenantOf(app), "", 'M'}, s.opts.MonthlyQuota, month, month.AddDate(0, 1, 0)},
 		{key{app, api, 's'}, lv.PerSecond, sec, sec.Add(time.Second)},
 		{key{app, api, 'm'}, lv.PerMinute, emu.Truncate(time.Minute), emu.Truncate(time.Minute).Add(time.Minute)},
 		{key{app, chat, 'c'}, s.opts.PerChat, sec, sec.Add(time.Second)},

@@ -123,6 +123,25 @@ func TestMonthlyQuota(t *testing.T) {
 	}
 }
 
+// The monthly quota is the tenant's: two internal apps of one tenant share
+// it, an app of another tenant has its own.
+func TestMonthlyQuotaPerTenant(t *testing.T) {
+	clk := emulator.NewManualClock(t0)
+	s := NewServer(Options{MonthlyQuota: 2, Clock: clk.Now, Tenants: map[string]string{"cli_a": "corp", "cli_b": "corp"}})
+	defer s.Close()
+	for i, app := range []string{"cli_a", "cli_b"} {
+		if a := do(t, s, "GET", "/open-apis/im/v1/chats", s.Token(app), ""); a.Code != 0 {
+			t.Fatalf("call %d by %s: %+v", i, app, a)
+		}
+	}
+	if a := do(t, s, "GET", "/open-apis/im/v1/chats", s.Token("cli_a"), ""); a.Code != CodeMonthlyQuota {
+		t.Fatalf("the tenant's third call: %+v, want 99991403", a)
+	}
+	if a := do(t, s, "GET", "/open-apis/im/v1/chats", s.Token("cli_c"), ""); a.Code != 0 {
+		t.Fatalf("another tenant's app: %+v", a)
+	}
+}
+
 func TestPerChat(t *testing.T) {
 	clk := emulator.NewManualClock(t0)
 	s := NewServer(Options{PerChat: 2, Clock: clk.Now})
