@@ -351,3 +351,35 @@ func TestNoCredentialAnywhere(t *testing.T) {
 		t.Fatalf("nothing was written or exported, so the check proves nothing")
 	}
 }
+
+// A request no profile matches is not a provider's: a token exchange of
+// that shape on another host (an internal service's /cgi-bin/token) is
+// neither kept in Redis nor answered from it.
+func TestUnmatchedExchangeIsNotShared(t *testing.T) {
+	srv := redistest.Shared(t)
+	prefix := limitertest.Group(t)
+	emu := wechattest.NewServer(wechattest.Options{Apps: map[string]string{fleetApps[0]: fleetSecret}})
+	t.Cleanup(emu.Close)
+	set := wechat.MustNew(wechat.Config{Hosts: []string{"api.weixin.qq.com"}, Apps: []wechat.App{{AppID: fleetApps[0]}}})
+	var clients []*http.Client
+	for range 2 {
+		tr := throttle.MustNew(throttle.WithLimiter(limiter.MustNewShared(srv.Client(t), limiter.SharedConfig{Prefix: prefix})),
+			throttle.WithProfiles(set.Profile()))
+		t.Cleanup(func() { tr.Close() })
+		clients = append(clients, &http.Client{Transport: tr})
+	}
+	for _, c := range clients {
+		resp, err := c.Get(emu.URL + "/cgi-bin/token?grant_type=client_credential&appid=" + fleetApps[0] + "&secret=" + fleetSecret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	if n := emu.Fetches(fleetApps[0], "/cgi-bin/token"); n != 2 {
+		t.Fatalf("%d fetches, want each replica's own (2): the unmatched exchange was shared", n)
+	}
+	if keys := srv.Client(t).Keys(context.Background(), prefix+":token:*").Val(); len(keys) != 0 {
+		t.Fatalf("unmatched exchange kept in Redis: %v", keys)
+	}
+}

@@ -20,7 +20,8 @@ import (
 // Transport is an http.RoundTripper that keeps outbound calls within the
 // providers' limits. Build it with New; it is safe for concurrent use.
 type Transport struct {
-	base     http.RoundTripper
+	base     http.RoundTripper // the base under token sharing and app learning: matched requests
+	direct   http.RoundTripper // the base alone: requests no profile matches, which are not a provider's
 	limiter  limiter.Limiter
 	profiles []profile
 	maxWait  time.Duration
@@ -77,7 +78,7 @@ func New(opts ...Option) (*Transport, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
-	t := &Transport{base: c.base, maxWait: c.maxWait, bg: newBackground()}
+	t := &Transport{base: c.base, direct: c.base, maxWait: c.maxWait, bg: newBackground()}
 	t.tel = newTelemetry(&c)
 	for _, p := range c.profiles {
 		if p.DefaultPenalty == 0 {
@@ -218,7 +219,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	p := t.match(req)
 	if p == nil {
 		t.tel.unmatched.record(req, t.tel.log)
-		return t.base.RoundTrip(req)
+		// Not a provider's: no exchange of it is shared, no token of it
+		// watched, no app learned from it.
+		return t.direct.RoundTrip(req)
 	}
 	caller := req
 	if t.tokens != nil {
