@@ -98,6 +98,9 @@ func (f *failover) flushPenalties() {
 			failed := false
 			var written map[penaltyID]Penalty
 			for id, p := range batch {
+				if !f.stillKept(id, p) {
+					continue // lifted, or replaced by a later end, meanwhile
+				}
 				if !p.Until.After(time.Now()) {
 					f.forgetKept(id, p) // over already
 					continue
@@ -170,6 +173,16 @@ const reannounceAfter = time.Second
 // penaltyRetry bounds how long a penalty kept during an outage waits once
 // the primary answers again.
 const penaltyRetry = 250 * time.Millisecond
+
+// stillKept reports whether p is still the penalty kept for id, read
+// right before it is written: one lifted since the round began is not
+// written back.
+func (f *failover) stillKept(id penaltyID, p Penalty) bool {
+	f.penMu.Lock()
+	defer f.penMu.Unlock()
+	cur, ok := f.penalties[id]
+	return ok && cur.Until.Equal(p.Until) && cur.Code == p.Code
+}
 
 // forgetKept drops the kept penalty id once p is written (or over), unless
 // a later one replaced it meanwhile.

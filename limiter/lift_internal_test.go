@@ -3,6 +3,7 @@ package limiter
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -105,5 +106,80 @@ func TestLiftDuringAKeptPenaltyWriteSticks(t *testing.T) {
 	f.penMu.Unlock()
 	if kept {
 		t.Fatal("the lifted penalty is kept to be written again")
+	}
+}
+
+// callerKey marks the contexts of the test's own Penalize calls.
+type callerKey struct{}
+
+// refuseCallers is gatedPenalize whose store answers the test's own
+// Penalize calls as a Redis that is away would, and the background
+// writes of the kept penalties for real, one at a time as let go.
+type refuseCallers struct {
+	gatedPenalize
+	writing chan penaltyID // the kept penalty each write is of
+}
+
+func (g refuseCallers) Penalize(ctx context.Context, group string, p Penalty) error {
+	if ctx.Value(callerKey{}) != nil {
+		return fmt.Errorf("%w: refused for the test", ErrUnavailable)
+	}
+	select {
+	case g.writing <- penaltyID{group, p.Scope}:
+	case <-g.open:
+	}
+	return g.gatedPenalize.Penalize(ctx, group, p)
+}
+
+// A penalty kept during an outage and lifted while another kept penalty
+// is being written is not written after it: each write checks that its
+// penalty is still kept (the round wrote every penalty it had read at its
+// start).
+func TestLiftDuringAnotherKeptWriteSticks(t *testing.T) {
+	srv := redistest.Start(t)
+	r, err := newRedis(srv.Client(t), withPrefix("liftother"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := refuseCallers{gatedPenalize: gatedPenalize{store: r, entered: make(chan struct{}), letGo: make(chan struct{}), open: make(chan struct{})},
+		writing: make(chan penaltyID)}
+	f := newFailover(gate, failoverConfig{Probe: time.Hour, Recover: -1})
+	opened := false
+	openGate := func() {
+		if !opened {
+			opened = true
+			close(gate.open)
+		}
+	}
+	defer f.close()
+	defer openGate()
+	ctx := context.WithValue(context.Background(), callerKey{}, true)
+	until := time.Now().Add(time.Hour)
+	// Two kept; the round's first write waits at the gate (the round may
+	// have read the queue before the second was kept: then the lift takes
+	// it from the next round's queue, which never failed).
+	for _, scope := range []string{"a", "b"} {
+		if err := f.Penalize(ctx, "g", Penalty{Scope: scope, Until: until, Code: "88"}); !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("Penalize %s: %v, want ErrUnavailable", scope, err)
+		}
+	}
+	first := <-gate.writing
+	<-gate.entered
+	other := penaltyID{"g", "a"}
+	if first.scope == "a" {
+		other = penaltyID{"g", "b"}
+	}
+	if _, err := f.LiftPenalty(context.Background(), other.group, other.scope); err != nil {
+		t.Fatal(err)
+	}
+	gate.letGo <- struct{}{} // the first write goes to Redis
+	openGate()               // and any other passes at once
+	f.close()
+	check := srv.Client(t)
+	if n := check.Exists(context.Background(), r.penaltyKey(first.group, first.scope)).Val(); n != 1 {
+		t.Fatalf("the kept penalty %q was not written", first.scope)
+	}
+	if n := check.Exists(context.Background(), r.penaltyKey(other.group, other.scope)).Val(); n != 0 {
+		t.Fatalf("the penalty %q lifted during another's write was written after its lift", other.scope)
 	}
 }
