@@ -74,28 +74,15 @@ func New(c Config) (*Preset, error) {
 			if !validName(id.ID) {
 				return providers.Profile{}, "", errors.New("not an AppKey")
 			}
-			a := App{AppKey: id.ID}
-			if id.Org != "" {
-				// Its token named an org: an ISV suite's customer org
-				// (corpAccessToken, get_corp_token), or the org of an
-				// internal app (/v1.0/oauth2/{corpId}/token), which the
-				// token does not tell apart. Either way the per-API and
-				// monthly limits are the org's: limit it per org, each org
-				// its own (as a listed suite's), at an internal app's rate,
-				// which is an internal app's limit and below a suite's.
-				// Charged to one app, a suite's customers shared one rate
-				// and one month, and one org's 90020 stopped them all.
-				std, err := c.merge(a).withDefaults()
-				if err != nil {
-					return providers.Profile{}, "", err
-				}
-				a.ISV, a.CorpID, a.ISVRate = true, id.Org, std.PerAPIRate
-			}
-			pr, err := c.build(a)
+			internal, err := c.build(App{AppKey: id.ID})
 			if err != nil {
 				return providers.Profile{}, "", err
 			}
-			return pr.profile(), id.ID, nil
+			perOrg, err := c.build(App{AppKey: id.ID, ISV: true, ISVRate: internal.cfg.PerAPIRate})
+			if err != nil {
+				return providers.Profile{}, "", err
+			}
+			return byOrg(internal, perOrg), id.ID, nil
 		}
 	}
 	set, err := appset.Build(spec)
@@ -172,6 +159,31 @@ func (c *Config) build(a App) (*preset, error) {
 		return nil, err
 	}
 	return newPreset(s)
+}
+
+// byOrg is the profile of an app nobody listed, chosen per request by
+// whether the request's token named an org: an ISV suite's customer org
+// (corpAccessToken, get_corp_token), or the org of an internal app
+// (/v1.0/oauth2/{corpId}/token), which the token does not tell apart.
+// With an org, the per-API and monthly limits are the org's: each org
+// its own (as a listed suite's), at an internal app's rate, which is an
+// internal app's limit and below a suite's. Charged to one app, a suite's
+// customers shared one rate and one month, and one org's 90020 stopped
+// them all. Chosen per request, not by the first token seen, every
+// replica routes a request alike.
+func byOrg(internal, perOrg *preset) providers.Profile {
+	pick := func(req *http.Request) *preset {
+		if id, ok := apps.FromContext(req.Context()); ok && id.Org != "" {
+			return perOrg
+		}
+		return internal
+	}
+	p := internal.profile()
+	p.Route = func(req *http.Request) (providers.Route, error) { return pick(req).route(req) }
+	p.Classify = func(req *http.Request, resp *http.Response, r *providers.Route) providers.Verdict {
+		return pick(req).classify(req, resp, r)
+	}
+	return p
 }
 
 // profile is the preset of one app as a profile.

@@ -196,3 +196,26 @@ func TestMethodsOfOnePathShareItsLimit(t *testing.T) {
 		t.Fatalf("per-API rule and scope of POST and PUT: %q; want one, the path's", keys)
 	}
 }
+
+// An unlisted app's requests are routed by whether their own token named
+// an org, not by the first token this replica saw: replicas that learned
+// the app in different orders still agree on every request's keys.
+func TestUnlistedAppRoutedAlikeWhateverCameFirst(t *testing.T) {
+	key := func(p providers.Profile, org string) string {
+		t.Helper()
+		ctx := apps.NewContext(context.Background(), apps.App{Provider: "dingtalk", ID: "dingX", Org: org, Learned: true})
+		req, _ := http.NewRequestWithContext(ctx, "GET", "https://oapi.dingtalk.com/user/get?access_token=x", nil)
+		r, err := p.Route(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Rules[0].Key()
+	}
+	cfg := dingtalk.Config{Apps: []dingtalk.App{{AppKey: "dingA"}}}
+	noOrgFirst, orgFirst := dingtalk.MustNew(cfg).Profile(), dingtalk.MustNew(cfg).Profile()
+	a1, a2 := key(noOrgFirst, ""), key(noOrgFirst, "corp1")
+	b2, b1 := key(orgFirst, "corp1"), key(orgFirst, "")
+	if a1 != b1 || a2 != b2 || a1 != "api:dingX:/user/get" || a2 != "api:dingX@corp1:/user/get" {
+		t.Fatalf("no org then org: %q, %q; org then no org: %q, %q; want the app's key without an org, the org's with one", a1, a2, b2, b1)
+	}
+}

@@ -116,9 +116,9 @@ type Config struct {
 	Default string
 	// Unlisted says what to do with a request whose learned app is not in
 	// Apps: false (the default) limits it as a new standard-edition
-	// internal app with the defaults of App (one whose token named an org,
-	// such as an ISV suite's, per org, each org its own per-API rule and
-	// monthly quota, at that app's rate); true treats it as unknown.
+	// internal app with the defaults of App (its requests whose token named
+	// an org, such as an ISV suite's, per org, each org its own per-API rule
+	// and monthly quota, at that app's rate); true treats it as unknown.
 	Unlisted bool
 
 	// Egress names this deployment's egress IP (default "default"): every
