@@ -59,7 +59,7 @@ func newPreset(c Config, mem *memories) (*Preset, error) {
 				if c.Unlisted {
 					return providers.Profile{}, "", errors.New("unlisted")
 				}
-				a = c.Unknown
+				a = c.unknown(app.ID)
 			}
 			a.AppID = appKey(app)
 			pr, err := p.profile(a)
@@ -135,9 +135,15 @@ func (p *Preset) profile(a App) (providers.Profile, error) {
 	return profileOf(s)
 }
 
-// unknown is Config.Unknown's levels for one app.
+// unknown is Config.Unknown's levels for one app. Its monthly quota is
+// its own tenant's unless Unknown.Tenant says otherwise: an app nobody
+// listed, or a token nobody knows, may be another company's, and counted
+// in the deployment's own tenant its 99991403 would stop the listed apps.
 func (c *Config) unknown(id string) App {
 	a := c.Unknown
 	a.AppID = id
+	if a.Tenant == "" {
+		a.Tenant = id
+	}
 	return a
 }

@@ -115,7 +115,9 @@ type App struct {
 	MonthlyQuota int
 	// Tenant names the tenant of an internal app whose monthly quota is not
 	// the deployment's own (default: one tenant for every internal app of
-	// the Config). Internal apps with the same Tenant share one quota.
+	// the Config). Internal apps with the same Tenant share one quota. An
+	// app nobody listed, and the scope of unknown tokens (Config.Unknown),
+	// count in a tenant of their own unless Unknown.Tenant is set.
 	Tenant string
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/quotaware/throttle/providers/feishu/feishutest"
 	"github.com/quotaware/throttle/providers/internal/emulator"
 	"github.com/quotaware/throttle/providers/internal/penaltytime"
+	"github.com/quotaware/throttle/providers/internal/scopekind"
 )
 
 // 2025-03-10 12:34:56.250 Beijing.
@@ -367,5 +368,32 @@ func TestMonthlyQuotaStopsTheTenant(t *testing.T) {
 	v := p.Classify(reqA, response(429, nil, `{"code":99991403,"msg":"tenant monthly quota"}`), &a)
 	if v.Kind != providers.Quota || v.Scope != "monthly:own" || !slices.Contains(b.Scopes, v.Scope) {
 		t.Fatalf("99991403: %+v; want the tenant's monthly scope, in cli_b's routes too (%q)", v, b.Scopes)
+	}
+}
+
+// An app nobody listed, and the shared scope of unknown tokens, count in a
+// tenant of their own: they may be another company's, and a 99991403 of
+// theirs must not stop the listed apps of the deployment's tenant.
+func TestUnknownAppsAreNotInTheOwnTenant(t *testing.T) {
+	// Two listed apps: a token nobody knows goes to the unknown scope (with
+	// one, it would be charged to that app).
+	p := MustNew(Config{Apps: []App{{AppID: "cli_a", FreeEdition: true}, {AppID: "cli_b", FreeEdition: true}}, Unknown: App{FreeEdition: true}}).Profile()
+	route := func(id *apps.App) providers.Route {
+		req := request("GET", "https://open.feishu.cn/open-apis/im/v1/chats")
+		if id != nil {
+			req = req.WithContext(apps.NewContext(req.Context(), *id))
+		}
+		r, err := p.Route(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	listed := route(&apps.App{ID: "cli_a"})
+	own := listed.Scope(scopekind.Monthly)
+	for _, r := range []providers.Route{route(&apps.App{ID: "cli_other", Learned: true}), route(nil)} {
+		if m := r.Scope(scopekind.Monthly); m == "" || m == own {
+			t.Fatalf("monthly scope %q beside the listed app's %q, want one of its own", m, own)
+		}
 	}
 }
