@@ -8,6 +8,7 @@ import (
 	"github.com/quotaware/throttle/apps"
 	"github.com/quotaware/throttle/providers"
 	"github.com/quotaware/throttle/providers/internal/appset"
+	"github.com/quotaware/throttle/providers/internal/strikes"
 )
 
 // unknownApp is the app key of the conservative shared scope that requests
@@ -29,6 +30,9 @@ type Preset struct {
 // New builds the preset of a Config listing one app or many. It fails,
 // naming the app and field, when the config cannot describe working apps.
 func New(c Config) (*Preset, error) {
+	if c.backoff == nil {
+		c.backoff = strikes.New(maxBackoffScopes)
+	}
 	if _, err := c.build(App{AppKey: unknownApp}); err != nil {
 		return nil, err // a deployment-wide field, whatever the app
 	}

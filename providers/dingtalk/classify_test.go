@@ -383,3 +383,23 @@ func TestClassifyGzipAnswer(t *testing.T) {
 		t.Fatalf("gzip-encoded 90018: verdict %v, want quota", v.Kind)
 	}
 }
+
+// The backoff of a repeated global-limit error survives a rebuild of the
+// preset for a new latency allowance, which copies the Config.
+func TestGlobalLimitBackoffSurvivesARebuild(t *testing.T) {
+	at := now
+	p := MustNew(Config{Apps: []App{{AppKey: "dingapp"}}, Clock: func() time.Time { return at }}).Profile()
+	if p.Headroom == nil {
+		t.Fatal("no Headroom: the preset is not rebuilt")
+	}
+	old := `{"errcode":90002,"errmsg":"busy"}`
+	first := routedClassify(p, request("GET", oldURL), answer(200, json, old)).Until
+	rebuilt, err := p.Headroom.Rebuild(80 * time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at = first.Add(500 * time.Millisecond)
+	if got := routedClassify(rebuilt, request("GET", oldURL), answer(200, json, old)).Until.Sub(at); got != 2*time.Second {
+		t.Fatalf("90002 again after a rebuild: %v, want the second step, 2s", got)
+	}
+}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/quotaware/throttle/providers/internal/catalog"
 	"github.com/quotaware/throttle/providers/internal/hostcheck"
+	"github.com/quotaware/throttle/providers/internal/strikes"
 )
 
 // Edition is the customer's DingTalk edition, which sets the per-app,
@@ -181,6 +182,11 @@ type Config struct {
 	// Clock is the time source of Classify, from which penalty ends are
 	// computed (default time.Now).
 	Clock func() time.Time
+
+	// backoff is the ladder of the global per-API errors, one for the
+	// Preset and every rebuild of it for a new latency allowance (which
+	// copies the Config), so that a rebuild does not start it again.
+	backoff *strikes.Book
 }
 
 // App describes one DingTalk app, or one ISV suite, of a Config.

@@ -67,8 +67,8 @@ type preset struct {
 var globalBackoff = strikes.Ladder{Steps: []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}, Window: 10 * time.Second}
 
 // maxBackoffScopes bounds the APIs whose global-limit errors are
-// remembered.
-const maxBackoffScopes = 1024
+// remembered, for every app of a Preset.
+const maxBackoffScopes = 4096
 
 func newPreset(c settings) (*preset, error) {
 	p := &preset{
@@ -79,7 +79,10 @@ func newPreset(c settings) (*preset, error) {
 		egressScope: scopekind.Of(scopekind.Egress, c.Egress),
 		robots:      entityhash.New(c.EntityKey, "dingtalk robots"),
 		apis:        apiCatalog(),
-		backoff:     strikes.New(maxBackoffScopes),
+		backoff:     c.backoff,
+	}
+	if p.backoff == nil { // a Config not built through New
+		p.backoff = strikes.New(maxBackoffScopes)
 	}
 	extra := slices.Clone(c.APIs)
 	for _, mp := range c.MeteredPaths {
