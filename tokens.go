@@ -60,7 +60,7 @@ func (t *Transport) tokenMetric() func(provider, result string) {
 		metric.WithUnit("{exchange}"),
 		metric.WithDescription("Token exchanges shared by the fleet through Redis, by result: fetched (sent to the provider, answer kept), "+
 			"shared (answered from Redis), waited (for another replica's fetch), healed (a kept token the provider refused, dropped), "+
-			"capped (a heal refused: one per credential in 30 s, 20 a day), unshared (sent alone: Redis failed)."))
+			"capped (a heal refused: one per credential in 30 s, 20 a day), unshared (sent alone: Redis failed, or not kept: its lease lapsed)."))
 	t.tel.report(err)
 	if err != nil {
 		return nil
