@@ -126,6 +126,12 @@ func (c *Catalog) Lookup(method, path string) *API {
 func (n *node) match(rest, method string) *API {
 	seg, tail, more := strings.Cut(rest, "/")
 	if seg == "" {
+		if more {
+			// "//": the providers' front ends merge repeated slashes, so
+			// "//user/get" is /user/get (counted apart, it escaped the
+			// API's rules and the monthly quota).
+			return n.match(tail, method)
+		}
 		return nil
 	}
 	if next := n.static[seg]; next != nil {
