@@ -219,3 +219,17 @@ func TestUnlistedAppRoutedAlikeWhateverCameFirst(t *testing.T) {
 		t.Fatalf("no org then org: %q, %q; org then no org: %q, %q; want the app's key without an org, the org's with one", a1, a2, b2, b1)
 	}
 }
+
+// The path is read as sent: an ID holding an escaped "/" is one segment,
+// as DingTalk reads it, not two that match no API.
+func TestEscapedSlashInAnIDIsOneSegment(t *testing.T) {
+	p := dingtalk.MustNew(dingtalk.Config{Apps: []dingtalk.App{{AppKey: "dingA"}}}).Profile()
+	req, _ := http.NewRequest("GET", "https://api.dingtalk.com/v1.0/contact/users/a%2Fb", nil)
+	r, err := p.Route(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.API != "GET /v1.0/contact/users/{unionId}" {
+		t.Fatalf("API %q, want the user API", r.API)
+	}
+}

@@ -183,8 +183,10 @@ func (p *preset) route(req *http.Request) (providers.Route, error) {
 
 // apiOf returns the API a request calls, or catalog.Uncatalogued and false:
 // every path the catalogs do not know is one API, so IDs never make many.
+// It reads the path as sent (an ID holding an escaped "/" is one segment,
+// as the provider reads it).
 func (p *preset) apiOf(req *http.Request) (string, bool) {
-	return catalog.Find(req.Method, req.URL.Path, p.extra, p.apis)
+	return catalog.Find(req.Method, catalog.PathOf(req.URL), p.extra, p.apis)
 }
 
 func (p *preset) buildRoute(api, org string) (providers.Route, error) {

@@ -194,7 +194,7 @@ func (p *preset) match(r *http.Request) bool {
 // apiOf returns the API a request calls, or "METHOD uncatalogued" and
 // false.
 func (p *preset) apiOf(r *http.Request) (string, bool) {
-	if name, known := catalog.Find(r.Method, r.URL.Path, p.extra, p.apis); known {
+	if name, known := catalog.Find(r.Method, catalog.PathOf(r.URL), p.extra, p.apis); known {
 		return name, true
 	}
 	return uncatalogued(r.Method), false

@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"fmt"
+	"net/url"
 	"strings"
 )
 
@@ -166,6 +167,16 @@ func (n *node) api(method string) *API {
 // holds, so a new API is over-throttled a little rather than IDs making
 // many APIs of one.
 const Uncatalogued = "uncatalogued"
+
+// PathOf is the path of u to look up: the decoded path, unless the path as
+// sent escapes a "/" inside a segment (an ID "a%2Fb"), which the provider
+// reads as one segment and the decoded path would split in two.
+func PathOf(u *url.URL) string {
+	if u.RawPath != "" && (strings.Contains(u.RawPath, "%2F") || strings.Contains(u.RawPath, "%2f")) {
+		return u.RawPath
+	}
+	return u.Path
+}
 
 // Find names the API of method and path in the first of cats that knows
 // it (a preset's configured APIs first, then the provider's), or returns

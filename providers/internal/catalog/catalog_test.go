@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"fmt"
+	"net/url"
 	"strings"
 	"testing"
 )
@@ -132,5 +133,22 @@ func BenchmarkLookup(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		c.Lookup("GET", "/v1.0/svc17/things/zhangsan/part1457")
+	}
+}
+
+func TestPathOf(t *testing.T) {
+	for raw, want := range map[string]string{
+		"https://h/v1.0/users/a%2Fb":     "/v1.0/users/a%2Fb",
+		"https://h/v1.0/users/a%2fb":     "/v1.0/users/a%2fb",
+		"https://h/v1.0/users/%E5%BC%A0": "/v1.0/users/张",
+		"https://h/v1.0/users/plain":     "/v1.0/users/plain",
+	} {
+		u, err := url.Parse(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := PathOf(u); got != want {
+			t.Errorf("PathOf(%s) = %q, want %q", raw, got, want)
+		}
 	}
 }
