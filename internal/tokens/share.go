@@ -217,6 +217,11 @@ func (s *Sharer) Stored(req *http.Request, provider string) (resp *http.Response
 			}
 		}
 		if !held {
+			if timer != nil {
+				// It waited here: the exchange sent on does not count
+				// another wait.
+				return nil, p.sent.WithContext(context.WithValue(p.sent.Context(), waitedKey{}, true)), nil
+			}
 			return nil, p.sent, nil // nobody fetching: this one is sent
 		}
 		if err := s.pollWait(ctx, &timer, ex.Provider); err != nil {
@@ -318,12 +323,18 @@ func (s *Sharer) kept(ctx context.Context, req *http.Request, ex *exchange, k *k
 	return nil, err
 }
 
+// waitedKey marks the context of an exchange that Stored counted as
+// Waited already.
+type waitedKey struct{}
+
 // pollWait waits one poll for an exchange another replica is fetching, or
 // until ctx ends. The first wait (*timer nil) counts the exchange as
 // Waited; the caller stops *timer when it is done.
 func (s *Sharer) pollWait(ctx context.Context, timer **time.Timer, provider string) error {
 	if *timer == nil {
-		s.count(provider, Waited)
+		if ctx.Value(waitedKey{}) == nil {
+			s.count(provider, Waited)
+		}
 		*timer = time.NewTimer(s.poll)
 	} else {
 		(*timer).Reset(s.poll)

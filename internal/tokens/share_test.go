@@ -551,3 +551,76 @@ func TestFetchAfterItsLeaseLapsedKeepsNothing(t *testing.T) {
 		t.Fatalf("stats %+v, want 1 unshared", st)
 	}
 }
+
+// An exchange that waited in Stored and waits again when sent on is
+// counted Waited once.
+func TestWaitCountedOnce(t *testing.T) {
+	f := newFleet(t, 1)
+	s := f.sharers[0]
+	ctx := context.Background()
+	req, _ := http.NewRequest(http.MethodGet, f.emu.URL+"/cgi-bin/token?grant_type=client_credential&appid=wxA&secret="+secret, nil)
+	p, _ := s.prepare(req, exchangeFor("GET", "/cgi-bin/token"))
+	lock := p.key + ":lock"
+	until := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); !cond(); {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within 5s", what)
+			}
+			time.Sleep(time.Millisecond) // polling the sharer's counters
+		}
+	}
+	// Another replica's fetch in flight: Stored waits for it, which ends
+	// without an answer.
+	f.rdb.Set(ctx, lock, "another", time.Minute)
+	type stored struct{ sent *http.Request }
+	done := make(chan stored, 1)
+	go func() {
+		_, sent, _ := s.Stored(req, "wechat")
+		done <- stored{sent}
+	}()
+	until("Stored waits", func() bool { return s.Stats().Waited == 1 })
+	f.rdb.Del(ctx, lock)
+	sent := (<-done).sent
+	// Sent on, it finds a fetch in flight again and waits for it too.
+	f.rdb.Set(ctx, lock, "yet another", time.Minute)
+	asked := make(chan struct{}, 1)
+	sent = sent.WithContext(askedCtx{Context: sent.Context(), asked: asked})
+	answered := make(chan error, 1)
+	go func() {
+		resp, err := s.Wrap(http.DefaultTransport).RoundTrip(sent)
+		if err == nil {
+			resp.Body.Close()
+		}
+		answered <- err
+	}()
+	select {
+	case <-asked: // in its first wait
+	case <-time.After(10 * time.Second):
+		t.Fatal("the exchange sent on did not wait, or did not ask whether it had waited already")
+	}
+	f.rdb.Del(ctx, lock)
+	if err := <-answered; err != nil {
+		t.Fatal(err)
+	}
+	if st := s.Stats(); st.Waited != 1 || st.Fetched != 1 {
+		t.Fatalf("stats %+v, want 1 waited and 1 fetched", st)
+	}
+}
+
+// askedCtx tells when the exchange's wait asks whether it was counted
+// already.
+type askedCtx struct {
+	context.Context
+	asked chan struct{}
+}
+
+func (c askedCtx) Value(k any) any {
+	if _, ok := k.(waitedKey); ok {
+		select {
+		case c.asked <- struct{}{}:
+		default:
+		}
+	}
+	return c.Context.Value(k)
+}
