@@ -170,6 +170,9 @@ func TestLongBodyWithoutGetBodyIsNotRetriedVisibly(t *testing.T) {
 	found := false
 	for _, ev := range spans[0].Events {
 		found = found || ev.Name == "throttle.retry_skipped"
+		if ev.Name == "throttle.retry" {
+			t.Fatalf("span events %v: a throttle.retry for the retry that was skipped", spans[0].Events)
+		}
 	}
 	if !found {
 		t.Fatalf("span events %v lack throttle.retry_skipped", spans[0].Events)

@@ -162,12 +162,17 @@ func (r *retrier) do(req *http.Request, c *call) (*http.Response, error) {
 			next, rerr := rewind()
 			if rerr != nil {
 				again = false // keep this attempt's result: it is the last
+				c.event("throttle.retry_skipped", attribute.String("throttle.reason", "GetBody failed"))
 			}
 			body = next
 		}
 		if !again {
 			break
 		}
+		// Recorded once the retry is sure: check's yes may still be undone
+		// by a body that cannot be sent again.
+		c.event("throttle.retry", attribute.Int("throttle.attempt", c.attempts+1),
+			attribute.Float64("throttle.backoff_s", wait.Seconds()))
 		prev = attemptFailure(c, resp, err)
 		discard(resp)
 		if err := sleepCtx(ctx, wait); err != nil {
@@ -292,8 +297,6 @@ func (r *retrier) check(c *call, req *http.Request, resp *http.Response, err err
 	if hint > c.budget(ctx) {
 		return 0, false
 	}
-	c.event("throttle.retry", attribute.Int("throttle.attempt", c.attempts+1),
-		attribute.Float64("throttle.backoff_s", hint.Seconds()))
 	return hint, true
 }
 
