@@ -233,3 +233,24 @@ func TestEscapedSlashInAnIDIsOneSegment(t *testing.T) {
 		t.Fatalf("API %q, want the user API", r.API)
 	}
 }
+
+// Two templates of one path that name its parameters differently are one
+// API too.
+func TestOnePathWhateverItsParametersAreCalled(t *testing.T) {
+	p := dingtalk.MustNew(dingtalk.Config{Apps: []dingtalk.App{{AppKey: "dingA"}}}).Profile()
+	var keys []string
+	for _, method := range []string{"DELETE", "PUT"} {
+		req, _ := http.NewRequest(method, "https://api.dingtalk.com/v1.0/doc/suites/documents/d1/blocks/b1", nil)
+		r, err := p.Route(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Uncatalogued {
+			t.Fatalf("%s: uncatalogued", method)
+		}
+		keys = append(keys, r.Rules[0].Key())
+	}
+	if keys[0] != keys[1] {
+		t.Fatalf("DELETE and PUT of one document block: %q, want one rule", keys)
+	}
+}

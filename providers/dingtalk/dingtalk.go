@@ -234,12 +234,52 @@ func (p *preset) apiScope(api, org string) string {
 }
 
 // pathOf is the URL path (template) of a catalog's API name, which may
-// lead with its method.
+// lead with its method; of the catalog's templates that name one path's
+// parameters differently (DELETE .../documents/{docKey}/blocks/{blockId},
+// PUT .../documents/{documentId}/blocks/{blockId}), the first one's.
 func pathOf(api string) string {
 	if i := strings.IndexByte(api, ' '); i >= 0 {
-		return api[i+1:]
+		api = api[i+1:]
+	}
+	if same, ok := samePaths()[api]; ok {
+		return same
 	}
 	return api
+}
+
+// samePaths maps each catalog path whose parameters another template of
+// the same path names differently to the first of them.
+var samePaths = sync.OnceValue(func() map[string]string {
+	first := map[string]string{} // by the path with its parameters unnamed
+	same := map[string]string{}
+	for _, t := range catalogTemplates {
+		_, path, ok := strings.Cut(t, " ")
+		if !ok {
+			path = t
+		}
+		key := unnamed(path)
+		if f, seen := first[key]; !seen {
+			first[key] = path
+		} else if f != path {
+			same[path] = f
+		}
+	}
+	return same
+})
+
+// unnamed is path with each {parameter} written {}.
+func unnamed(path string) string {
+	var b strings.Builder
+	for {
+		i := strings.IndexByte(path, '{')
+		j := strings.IndexByte(path[max(i, 0):], '}')
+		if i < 0 || j < 0 {
+			b.WriteString(path)
+			return b.String()
+		}
+		b.WriteString(path[:i+1])
+		path = path[i+j:]
+	}
 }
 
 // orgScope names the ISV suite's calls into one customer org.
