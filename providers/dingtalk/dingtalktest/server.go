@@ -386,7 +386,7 @@ func (s *Server) decideLocked(r *http.Request, now time.Time, newAPI bool, api, 
 	if i := strings.IndexByte(api, ' '); i >= 0 {
 		path = api[i+1:]
 	}
-	k := app + "\x00" + org + "\x00" + path
+	k := app + "\x00" + org + "\x00" + paramsUnnamed(path)
 	s.qps[k]++
 	if s.qps[k] > s.qpsOf(h) {
 		s.stats.Rejected++
@@ -438,4 +438,25 @@ func token(r *http.Request, newAPI bool) string {
 		return r.PostFormValue("access_token")
 	}
 	return ""
+}
+
+// paramsUnnamed is a template path with each {parameter} written {}: two
+// templates of one path that name a parameter differently are one path.
+func paramsUnnamed(path string) string {
+	var b strings.Builder
+	for path != "" {
+		open := strings.IndexByte(path, '{')
+		if open < 0 {
+			b.WriteString(path)
+			break
+		}
+		end := strings.IndexByte(path[open:], '}')
+		if end < 0 {
+			b.WriteString(path)
+			break
+		}
+		b.WriteString(path[:open] + "{}")
+		path = path[open+end+1:]
+	}
+	return b.String()
 }

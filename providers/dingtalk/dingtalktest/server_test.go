@@ -113,6 +113,15 @@ func TestQPSPerPathWhateverTheMethod(t *testing.T) {
 	if resp.StatusCode != 403 || !strings.Contains(body, "QpsLimitForAppkeyAndApi") {
 		t.Fatalf("third call of the path in one second, by two methods: %d %s, want the per-API limit", resp.StatusCode, body)
 	}
+	// Two templates naming the path's parameter differently are one path.
+	for _, method := range []string{"DELETE", "PUT"} {
+		if resp, body := do(t, s, method, "/v1.0/doc/suites/documents/d1/blocks/b1", "{}", newToken("t1")); resp.StatusCode != 200 {
+			t.Fatalf("%s of a block within the limit: %d %s", method, resp.StatusCode, body)
+		}
+	}
+	if resp, body := do(t, s, "PUT", "/v1.0/doc/suites/documents/d1/blocks/b1", "{}", newToken("t1")); resp.StatusCode != 403 {
+		t.Fatalf("third call of the block path: %d %s, want the per-API limit", resp.StatusCode, body)
+	}
 }
 
 func TestEgressBan(t *testing.T) {
