@@ -37,19 +37,10 @@ func TestFailoverTakesOverAfterBookedSlots(t *testing.T) {
 	ctx := context.Background()
 	rl := rule.Must(rule.New("r", 10, time.Second)) // T = 100ms; the share: 5/s, T = 200ms
 	req := limiter.Request{Group: "g", Rules: []rule.Rule{rl}, MaxWait: 3 * time.Second}
-	var last limiter.Reservation
-	for i := 0; i < 5; i++ {
-		res, err := f.Reserve(ctx, req)
-		if err != nil || !res.OK() || res.Local() {
-			t.Fatalf("on the primary: %+v %v", res, err)
-		}
-		last = res
-	}
+	booked := onPrimary(t, f, req, 5)
+	last := booked[len(booked)-1]
 	primary.down.Store(true)
-	first, err := f.Reserve(ctx, req)
-	if err != nil || !first.OK() || !first.Local() {
-		t.Fatalf("after the primary failed: %+v %v, want a local slot", first, err)
-	}
+	first := localSlot(t, f, req)
 	if first.SendAt().Before(last.SendAt().Add(rl.Period())) {
 		t.Fatalf("local slot at %v, within a period of the primary's last booked slot %v", first.SendAt(), last.SendAt())
 	}
@@ -93,19 +84,16 @@ func TestFailoverHoldsWindowRulesForTheirPeriod(t *testing.T) {
 	window := rule.Must(rule.NewWindow("robot", 4, 10*time.Second))
 	other := rule.Must(rule.NewWindow("other", 4, 10*time.Second))
 	req := limiter.Request{Group: "g", Rules: []rule.Rule{window}, MaxWait: 20 * time.Second}
-	var last limiter.Reservation
-	for i := 0; i < 4; i++ { // the whole window at once, on the primary
-		res, err := f.Reserve(ctx, req)
-		if err != nil || !res.OK() || res.Local() || res.Delay() != 0 {
-			t.Fatalf("burst on the primary: %+v %v", res, err)
+	// The whole window at once, on the primary.
+	booked := onPrimary(t, f, req, 4)
+	last := booked[len(booked)-1]
+	for _, res := range booked {
+		if res.Delay() != 0 {
+			t.Fatalf("burst on the primary: %+v, want no wait", res)
 		}
-		last = res
 	}
 	primary.down.Store(true)
-	local, err := f.Reserve(ctx, req)
-	if err != nil || !local.OK() || !local.Local() {
-		t.Fatalf("after the primary failed: %+v %v, want a local slot", local, err)
-	}
+	local := localSlot(t, f, req)
 	if local.SendAt().Before(last.SendAt().Add(window.Period())) {
 		t.Fatalf("local slot at %v, within the window of the primary's burst ending %v", local.SendAt(), last.SendAt())
 	}
@@ -191,21 +179,12 @@ func TestFailoverHoldsShortWindowRules(t *testing.T) {
 	ctx := context.Background()
 	w := rule.Must(rule.NewWindow("w", 4, time.Second))
 	req := limiter.Request{Group: "g", Rules: []rule.Rule{w}, MaxWait: 10 * time.Second}
-	var last limiter.Reservation
-	for range 4 {
-		res, err := f.Reserve(ctx, req)
-		if err != nil || !res.OK() || res.Local() {
-			t.Fatalf("on the primary: %+v %v", res, err)
-		}
-		last = res
-	}
+	booked := onPrimary(t, f, req, 4)
+	last := booked[len(booked)-1]
 	primary.down.Store(true)
 	var lastLocal limiter.Reservation
 	for range 2 {
-		res, err := f.Reserve(ctx, req)
-		if err != nil || !res.OK() || !res.Local() {
-			t.Fatalf("after the primary failed: %+v %v, want a local slot", res, err)
-		}
+		res := localSlot(t, f, req)
 		if res.SendAt().Before(last.SendAt().Add(w.Period())) {
 			t.Fatalf("local send %v after the primary's last, within its window of %v", res.SendAt().Sub(last.SendAt()), w.Period())
 		}
@@ -256,22 +235,12 @@ func TestFailoverHoldAcrossClockSkew(t *testing.T) {
 	const behind = 3 * time.Second
 	primary := &skewed{Memory: limiter.NewMemory(), by: behind}
 	f := limiter.NewFailover(primary, limiter.FailoverConfig{Share: func() float64 { return 1 }, Probe: time.Hour})
-	ctx := context.Background()
 	rl := rule.Must(rule.New("r", 10, time.Second)) // T = 100ms
 	req := limiter.Request{Group: "g", Rules: []rule.Rule{rl}, MaxWait: 10 * time.Second}
-	var last limiter.Reservation
-	for range 5 {
-		res, err := f.Reserve(ctx, req)
-		if err != nil || !res.OK() || res.Local() {
-			t.Fatalf("on the primary: %+v %v", res, err)
-		}
-		last = res
-	}
+	booked := onPrimary(t, f, req, 5)
+	last := booked[len(booked)-1]
 	primary.down.Store(true)
-	local, err := f.Reserve(ctx, req)
-	if err != nil || !local.OK() || !local.Local() {
-		t.Fatalf("after the primary failed: %+v %v, want a local slot", local, err)
-	}
+	local := localSlot(t, f, req)
 	// The primary's last slot on this replica's clock; holds are kept in
 	// whole microseconds.
 	lastHere := last.SendAt().Add(behind)
@@ -313,4 +282,29 @@ func TestFailoverCancelsAtTheShareBooked(t *testing.T) {
 	if !c.SendAt().Equal(b.SendAt()) {
 		t.Fatalf("after giving back the second slot (%v after the first), the next came %v after the first, want the same slot", b.SendAt().Sub(a.SendAt()), c.SendAt().Sub(a.SendAt()))
 	}
+}
+
+// onPrimary reserves n slots of req on f, each of which must be the
+// primary's.
+func onPrimary(t *testing.T, f *limiter.Failover, req limiter.Request, n int) []limiter.Reservation {
+	t.Helper()
+	var booked []limiter.Reservation
+	for range n {
+		res, err := f.Reserve(context.Background(), req)
+		if err != nil || !res.OK() || res.Local() {
+			t.Fatalf("on the primary: %+v %v", res, err)
+		}
+		booked = append(booked, res)
+	}
+	return booked
+}
+
+// localSlot reserves one slot of req on f, which must be a local one.
+func localSlot(t *testing.T, f *limiter.Failover, req limiter.Request) limiter.Reservation {
+	t.Helper()
+	res, err := f.Reserve(context.Background(), req)
+	if err != nil || !res.OK() || !res.Local() {
+		t.Fatalf("after the primary failed: %+v %v, want a local slot", res, err)
+	}
+	return res
 }
