@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -47,10 +48,18 @@ func TestHeardLiftKeepsPenaltyWaitingToBeWritten(t *testing.T) {
 // lets it, so that a test can act while a write is in flight.
 type gatedPenalize struct {
 	store
-	entered chan struct{}
-	letGo   chan struct{}
-	open    chan struct{} // closed: every write passes (the test ended)
+	entered  chan struct{}
+	letGo    chan struct{}
+	open     chan struct{} // closed: every write passes (the test ended)
+	openOnce *sync.Once
 }
+
+func newGate(s store) gatedPenalize {
+	return gatedPenalize{store: s, entered: make(chan struct{}), letGo: make(chan struct{}), open: make(chan struct{}), openOnce: new(sync.Once)}
+}
+
+// openAll lets every write through from now on; it may be called again.
+func (g gatedPenalize) openAll() { g.openOnce.Do(func() { close(g.open) }) }
 
 func (g gatedPenalize) Penalize(ctx context.Context, group string, p Penalty) error {
 	select {
@@ -75,10 +84,10 @@ func TestLiftDuringAKeptPenaltyWriteSticks(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv.Stop()
-	gate := gatedPenalize{store: r, entered: make(chan struct{}), letGo: make(chan struct{}), open: make(chan struct{})}
+	gate := newGate(r)
 	f := newFailover(gate, failoverConfig{Probe: time.Hour, Recover: -1})
 	defer f.close()
-	defer close(gate.open)
+	defer gate.openAll()
 	ctx := context.Background()
 	done := make(chan error, 1)
 	go func() {
@@ -141,18 +150,10 @@ func TestLiftDuringAnotherKeptWriteSticks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gate := refuseCallers{gatedPenalize: gatedPenalize{store: r, entered: make(chan struct{}), letGo: make(chan struct{}), open: make(chan struct{})},
-		writing: make(chan penaltyID)}
+	gate := refuseCallers{gatedPenalize: newGate(r), writing: make(chan penaltyID)}
 	f := newFailover(gate, failoverConfig{Probe: time.Hour, Recover: -1})
-	opened := false
-	openGate := func() {
-		if !opened {
-			opened = true
-			close(gate.open)
-		}
-	}
 	defer f.close()
-	defer openGate()
+	defer gate.openAll()
 	ctx := context.WithValue(context.Background(), callerKey{}, true)
 	until := time.Now().Add(time.Hour)
 	// Two kept; the round's first write waits at the gate (the round may
@@ -173,7 +174,7 @@ func TestLiftDuringAnotherKeptWriteSticks(t *testing.T) {
 		t.Fatal(err)
 	}
 	gate.letGo <- struct{}{} // the first write goes to Redis
-	openGate()               // and any other passes at once
+	gate.openAll()           // and any other passes at once
 	f.close()
 	check := srv.Client(t)
 	if n := check.Exists(context.Background(), r.penaltyKey(first.group, first.scope)).Val(); n != 1 {
