@@ -139,16 +139,7 @@ func TestISVMonthlyQuotaPerOrg(t *testing.T) {
 // shared one rate and one month, and one org's 90020 stopped them all).
 func TestUnlistedSuiteIsLimitedPerOrg(t *testing.T) {
 	p := dingtalk.MustNew(dingtalk.Config{Apps: []dingtalk.App{{AppKey: "dingA"}}}).Profile()
-	route := func(org string) (providers.Route, *http.Request) {
-		t.Helper()
-		ctx := apps.NewContext(context.Background(), apps.App{Provider: "dingtalk", ID: "suiteX", Org: org, Learned: true})
-		req, _ := http.NewRequestWithContext(ctx, "GET", "https://oapi.dingtalk.com/user/get?access_token=x", nil)
-		r, err := p.Route(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r, req
-	}
+	route := func(org string) (providers.Route, *http.Request) { return routeAs(t, p, "suiteX", org) }
 	a, reqA := route("orgA")
 	b, _ := route("orgB")
 	keys := func(r providers.Route) string {
@@ -214,13 +205,7 @@ func TestMethodsOfOnePathShareItsLimit(t *testing.T) {
 // the app in different orders still agree on every request's keys.
 func TestUnlistedAppRoutedAlikeWhateverCameFirst(t *testing.T) {
 	key := func(p providers.Profile, org string) string {
-		t.Helper()
-		ctx := apps.NewContext(context.Background(), apps.App{Provider: "dingtalk", ID: "dingX", Org: org, Learned: true})
-		req, _ := http.NewRequestWithContext(ctx, "GET", "https://oapi.dingtalk.com/user/get?access_token=x", nil)
-		r, err := p.Route(req)
-		if err != nil {
-			t.Fatal(err)
-		}
+		r, _ := routeAs(t, p, "dingX", org)
 		return r.Rules[0].Key()
 	}
 	cfg := dingtalk.Config{Apps: []dingtalk.App{{AppKey: "dingA"}}}
@@ -244,4 +229,17 @@ func TestEscapedSlashInAnIDIsOneSegment(t *testing.T) {
 	if r.API != "GET /v1.0/contact/users/{unionId}" {
 		t.Fatalf("API %q, want the user API", r.API)
 	}
+}
+
+// routeAs routes a /user/get call of the learned app id (in org, when not
+// empty) through p.
+func routeAs(t *testing.T, p providers.Profile, id, org string) (providers.Route, *http.Request) {
+	t.Helper()
+	ctx := apps.NewContext(context.Background(), apps.App{Provider: "dingtalk", ID: id, Org: org, Learned: true})
+	req, _ := http.NewRequestWithContext(ctx, "GET", "https://oapi.dingtalk.com/user/get?access_token=x", nil)
+	r, err := p.Route(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, req
 }
