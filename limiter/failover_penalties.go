@@ -180,6 +180,11 @@ const penaltyRetry = 250 * time.Millisecond
 func (f *failover) stillKept(id penaltyID, p Penalty) bool {
 	f.penMu.Lock()
 	defer f.penMu.Unlock()
+	return f.keptAsLocked(id, p)
+}
+
+// keptAsLocked reports whether p is the penalty kept for id; penMu held.
+func (f *failover) keptAsLocked(id penaltyID, p Penalty) bool {
 	cur, ok := f.penalties[id]
 	return ok && cur.Until.Equal(p.Until) && cur.Code == p.Code
 }
@@ -188,7 +193,7 @@ func (f *failover) stillKept(id penaltyID, p Penalty) bool {
 // a later one replaced it meanwhile.
 func (f *failover) forgetKept(id penaltyID, p Penalty) {
 	f.penMu.Lock()
-	if cur, ok := f.penalties[id]; ok && cur.Until.Equal(p.Until) && cur.Code == p.Code {
+	if f.keptAsLocked(id, p) {
 		delete(f.penalties, id)
 	}
 	f.penMu.Unlock()

@@ -271,15 +271,19 @@ var samePaths = sync.OnceValue(func() map[string]string {
 func unnamed(path string) string {
 	var b strings.Builder
 	for {
-		i := strings.IndexByte(path, '{')
-		j := strings.IndexByte(path[max(i, 0):], '}')
-		if i < 0 || j < 0 {
-			b.WriteString(path)
-			return b.String()
+		open := strings.IndexByte(path, '{')
+		if open < 0 {
+			break
 		}
-		b.WriteString(path[:i+1])
-		path = path[i+j:]
+		end := strings.IndexByte(path[open:], '}')
+		if end < 0 {
+			break
+		}
+		b.WriteString(path[:open] + "{}")
+		path = path[open+end+1:]
 	}
+	b.WriteString(path)
+	return b.String()
 }
 
 // orgScope names the ISV suite's calls into one customer org.
