@@ -165,8 +165,22 @@ func TestEscalationBounded(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	// 400 scopes struck at once (with -race: no data race), 8 remembered;
-	// the bound itself is package strikes's (TestBounded).
+	// 400 scopes struck at once (with -race: no data race). The preset
+	// remembers MaxTracked of them: with 2, an API struck again soon after
+	// its penalty, once two others were struck meanwhile, is forgotten and
+	// starts again at a minute instead of climbing to an hour.
+	p = testProfile(t, Config{MaxTracked: 2, Apps: []App{{}}}, clk)
+	strike := func(path string) time.Time {
+		return routedClassify(p, request("GET", "https://qyapi.weixin.qq.com"+path),
+			response(200, `{"errcode":45009,"errmsg":"api freq out of limit"}`)).Until
+	}
+	first := strike("/cgi-bin/user/get")
+	clk.Set(first.Add(time.Second))
+	strike("/cgi-bin/user/list")
+	strike("/cgi-bin/department/list")
+	if got := strike("/cgi-bin/user/get").Sub(clk.Now()); got != time.Minute {
+		t.Fatalf("an API forgotten past MaxTracked struck again: %v, want a minute (the ladder's start)", got)
+	}
 }
 
 func TestRoute(t *testing.T) {
