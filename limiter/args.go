@@ -121,27 +121,21 @@ var ttlCache = struct {
 var boxedPaced, boxedCalendar, boxedConcurrency, boxedWindow any = "p", "c", "k", "w"
 
 // markerArg is reserve.lua's ARGV[2] with the epoch marker: "<n>e<ms>",
-// n penalty keys (the last one the marker) kept for ms, or with lazy
-// "<n>l<ms>", the marker read only once the request is not admitted at
-// once; ms is rounded up as ttlArg does, so few distinct strings are
-// formatted once and kept.
-func markerArg(n int, ms int64, lazy bool) any {
+// n penalty keys (the last one the marker) kept for ms; ms is rounded up
+// as ttlArg does, so few distinct strings are formatted once and kept.
+func markerArg(n int, ms int64) any {
 	if ms > 1024 {
 		shift := bits.Len64(uint64(ms)) - 4
 		ms = (ms + 1<<shift - 1) >> shift << shift
 	}
-	id := markerID{n, ms, lazy}
+	id := markerID{n, ms}
 	markerCache.mu.RLock()
 	v, ok := markerCache.m[id]
 	markerCache.mu.RUnlock()
 	if ok {
 		return v
 	}
-	sep := "e"
-	if lazy {
-		sep = "l"
-	}
-	v = strconv.Itoa(n) + sep + strconv.FormatInt(ms, 10)
+	v = strconv.Itoa(n) + "e" + strconv.FormatInt(ms, 10)
 	markerCache.mu.Lock()
 	if len(markerCache.m) >= keyCacheMax {
 		clear(markerCache.m)
@@ -152,9 +146,8 @@ func markerArg(n int, ms int64, lazy bool) any {
 }
 
 type markerID struct {
-	n    int
-	ms   int64
-	lazy bool
+	n  int
+	ms int64
 }
 
 var markerCache = struct {

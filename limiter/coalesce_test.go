@@ -48,7 +48,7 @@ func (g *gate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 			return next(ctx, cmd)
 		}
 		switch args[1] {
-		case limiter.ReserveSHA:
+		case limiter.ReserveSHA, limiter.OneSHA:
 			n := reservedBy(args)
 			size := 0
 			for _, a := range args[3:] {
@@ -83,19 +83,18 @@ func (g *gate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	}
 }
 
-// reservedBy counts the requests of a reserve call: "evalsha sha numkeys
-// keys... n ..." with one segment (n "f", here and in a batch: one request
-// of paced rules),
-// "evalsha sha numkeys keys... m <segments> (<keys> <args> n ...)..." with
-// several.
+// reservedBy counts the requests of a reserve call: one for one.lua's,
+// else "evalsha sha numkeys keys... n ..." with one segment, "evalsha sha
+// numkeys keys... m <segments> (<keys> <args> n ...)..." with several,
+// "... q|r <ttl> <packed numbers>" lean.
 func reservedBy(args []any) int {
+	if args[1] == limiter.OneSHA {
+		return 1
+	}
 	numKeys, _ := strconv.Atoi(args[2].(string))
 	argv := args[3+numKeys:]
 	if argv[0] == "q" || argv[0] == "r" {
 		return limiter.LeanRequests(argv[2].([]byte))
-	}
-	if argv[0] == "f" {
-		return 1
 	}
 	if argv[0] != "m" {
 		n, _ := strconv.Atoi(argv[0].(string))
@@ -105,10 +104,7 @@ func reservedBy(args []any) int {
 	total, at := 0, 2
 	for range segs {
 		na, _ := strconv.Atoi(argv[at+1].(string))
-		n, err := strconv.Atoi(argv[at+2].(string))
-		if err != nil && argv[at+2] == "f" {
-			n = 1 // a segment of one request of paced rules
-		}
+		n, _ := strconv.Atoi(argv[at+2].(string))
 		total += n
 		at += 2 + na
 	}

@@ -11,9 +11,11 @@ import (
 
 // Hooks for the external tests of this package.
 
-// ReserveSHA and CancelSHA identify the scripts' calls.
+// ReserveSHA, OneSHA and CancelSHA identify the scripts' calls: reserve.lua's,
+// one.lua's (one request of paced rules) and cancel.lua's.
 var (
 	ReserveSHA = reserveScript.sha.(string)
+	OneSHA     = oneScript.sha.(string)
 	CancelSHA  = cancelScript.sha.(string)
 )
 

@@ -16,14 +16,14 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// reserve.lua's straight path for one request of paced rules (ARGV[1]
-// "f") decides exactly as its general loop does (ARGV[1] "1"): over random
-// states of the keys (absent, past, ahead, corrupt; a penalty or none; the
-// epoch marker fresh, old or absent) and random requests, both give the
-// same reply and leave the same values, each on its own copy of the state.
-// The script runs on a fixed clock (its TIME call replaced), so that the two
-// calls see the same instant.
-func TestOnePacedPathMatchesGeneral(t *testing.T) {
+// one.lua, the call of one request of paced rules, decides exactly as
+// reserve.lua's general loop does for the same request (ARGV[1] "1"): over
+// random states of the keys (absent, past, ahead, corrupt; a penalty or
+// none; the epoch marker fresh, old or absent) and random requests, both
+// give the same reply and leave the same values, each on its own copy of
+// the state. The scripts run on a fixed clock (their TIME call replaced),
+// so that the two calls see the same instant.
+func TestOneMatchesReserve(t *testing.T) {
 	f := newFixedClock(t)
 	rng := rand.New(rand.NewPCG(1, 2))
 	seen := map[byte]int{} // replies by status: admitted, refused, penalised
@@ -47,17 +47,21 @@ func TestOnePacedPathMatchesGeneral(t *testing.T) {
 		}
 		var replies [2]string
 		var states [2][]string
-		for v, n := range []any{onePacedArg, "1"} {
+		for v := range 2 {
 			req := req
 			req.Group = fmt.Sprintf("g%d-%d", iter, v)
-			keys := f.l.appendSegmentKeys(nil, &req, true)
-			args, _ := appendSegmentArgs(nil, []Request{req}, true)
-			args[0] = n
-			call := append([]any{"evalsha", "", len(keys)}, keys...)
-			replies[v], states[v] = f.run(append(call, args...), uint64(iter))
+			a := &scriptArgs{}
+			if v == 0 {
+				f.l.appendOne(a, []Request{req}, false)
+			} else {
+				a.begin(reserveScript, len(req.Scopes)+1+len(req.Rules))
+				a.list = f.l.appendSegmentKeys(a.list, &req, true)
+				a.list, _ = appendSegmentArgs(a.list, []Request{req}, true)
+			}
+			replies[v], states[v] = f.run(a.list, uint64(iter))
 		}
 		if replies[0] != replies[1] {
-			t.Fatalf("case %d: straight path %q, general loop %q", iter, replies[0], replies[1])
+			t.Fatalf("case %d: one.lua %q, reserve.lua %q", iter, replies[0], replies[1])
 		}
 		if fmt.Sprint(states[0]) != fmt.Sprint(states[1]) {
 			t.Fatalf("case %d: states %v and %v", iter, states[0], states[1])
@@ -68,11 +72,9 @@ func TestOnePacedPathMatchesGeneral(t *testing.T) {
 		// read only when the request waits or is refused for its wait.
 		lazyReq := req
 		lazyReq.Group = fmt.Sprintf("g%d-lazy", iter)
-		keys := f.l.appendSegmentKeys(nil, &lazyReq, true)
-		args, ttl := appendSegmentArgs(nil, []Request{lazyReq}, true)
-		args[0], args[1] = onePacedArg, markerArg(len(req.Scopes)+1, ttl, true)
-		call := append([]any{"evalsha", "", len(keys)}, keys...)
-		lazy, lazyStates := f.run(append(call, args...), uint64(iter))
+		a := &scriptArgs{}
+		f.l.appendOne(a, []Request{lazyReq}, true)
+		lazy, lazyStates := f.run(a.list, uint64(iter))
 		want := replies[1]
 		if line := want[strings.Index(want, "\n")+1:]; strings.HasPrefix(line, "0 0 ") || strings.HasPrefix(line, "2 ") {
 			head, rest, _ := strings.Cut(want, "\n")
@@ -92,58 +94,6 @@ func TestOnePacedPathMatchesGeneral(t *testing.T) {
 	if seen['0'] == 0 || seen['1'] == 0 || seen['2'] == 0 || seen['l'] == 0 {
 		t.Fatalf("replies by status %v: the cases did not admit, refuse and penalise each", seen)
 	}
-}
-
-// The same holds for a batch (ARGV[1] "m") whose segments of one request of
-// paced rules go straight: random batches of requests that share some rule
-// keys and penalty scopes, some in segments of several requests, give the
-// same reply and leave the same values with those segments marked "f" as
-// with the same segments through the general loop ("1").
-func TestStraightSegmentsMatchGeneral(t *testing.T) {
-	f := newFixedClock(t)
-	rng := rand.New(rand.NewPCG(3, 4))
-	straight, general := 0, 0
-	for iter := range 300 {
-		reqs := randomBatch(rng, 2+rng.IntN(5))
-		var replies [2]string
-		var states [2][]string
-		for v := range 2 {
-			group := fmt.Sprintf("b%d-%d", iter, v)
-			batch := make([]Request, len(reqs))
-			for i, r := range reqs {
-				r.Group = group
-				batch[i] = r
-			}
-			a := &scriptArgs{segs: appendSegmentEnds(nil, batch)}
-			if len(a.segs) < 2 {
-				break // one segment: TestOnePacedPathMatchesGeneral
-			}
-			f.l.appendBatch(a, batch)
-			call := a.list
-			numKeys, _ := strconv.Atoi(call[2].(string))
-			for i := 3 + numKeys; i < len(call); i++ {
-				if call[i] == onePacedArg {
-					if v == 0 {
-						straight++
-					} else {
-						call[i] = "1"
-						general++
-					}
-				}
-			}
-			replies[v], states[v] = f.run(call, uint64(iter))
-		}
-		if replies[0] != replies[1] {
-			t.Fatalf("case %d: straight segments %q, general loop %q", iter, replies[0], replies[1])
-		}
-		if fmt.Sprint(states[0]) != fmt.Sprint(states[1]) {
-			t.Fatalf("case %d: states %v and %v", iter, states[0], states[1])
-		}
-	}
-	if straight == 0 || straight != general {
-		t.Fatalf("%d segments went straight, %d through the loop: the batches did not exercise both", straight, general)
-	}
-	t.Logf("%d straight segments compared", straight)
 }
 
 // randomBatch draws n requests of paced rules of one group-to-be, some
@@ -175,14 +125,14 @@ func randomBatch(rng *rand.Rand, n int) []Request {
 // fixedNow is the instant the script reads on a fixedClock, in µs.
 const fixedNow = int64(1764000000_500000)
 
-// fixedClock runs reserve.lua with its TIME call replaced by fixedNow, so
-// that two calls compared see the same instant, on a redis-server of the
-// test's own.
+// fixedClock runs reserve.lua (sha) and one.lua (oneSHA) with their TIME
+// call replaced by fixedNow, so that two calls compared see the same
+// instant, on a redis-server of the test's own.
 type fixedClock struct {
-	t   *testing.T
-	c   *redis.Client
-	l   *redisLimiter
-	sha string
+	t           *testing.T
+	c           *redis.Client
+	l           *redisLimiter
+	sha, oneSHA string
 }
 
 func newFixedClock(t *testing.T) *fixedClock {
@@ -192,25 +142,36 @@ func newFixedClock(t *testing.T) *fixedClock {
 	if err != nil {
 		t.Fatal(err)
 	}
+	f := &fixedClock{t: t, c: c, l: l}
 	const clock = "local t = redis.call('TIME')"
-	if !strings.Contains(reserveSource, clock) {
-		t.Fatal("reserve.lua no longer reads the time as this test expects")
+	for _, s := range []struct {
+		src string
+		sha *string
+	}{{reserveSource, &f.sha}, {oneSource, &f.oneSHA}} {
+		if !strings.Contains(s.src, clock) {
+			t.Fatal("a script no longer reads the time as this test expects")
+		}
+		src := strings.Replace(s.src, clock, "local t = {'1764000000', '500000'}", 1)
+		if *s.sha, err = c.ScriptLoad(context.Background(), src).Result(); err != nil {
+			t.Fatal(err)
+		}
 	}
-	src := strings.Replace(reserveSource, clock, "local t = {'1764000000', '500000'}", 1)
-	sha, err := c.ScriptLoad(context.Background(), src).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &fixedClock{t: t, c: c, l: l, sha: sha}
+	return f
 }
 
 // run stores a state drawn from seed (randomState, the same for the same
 // seed and keys) in every key of call, an "evalsha <sha> <numkeys>
-// keys... args..." whose SHA it fills in, runs it and returns its reply
-// and the values it left in the rule keys ("<name>=<value>", by name).
+// keys... args..." whose SHA it makes the fixed clock's (one.lua's when
+// the call is to one.lua, else reserve.lua's), runs it and returns its
+// reply and the values it left in the rule keys ("<name>=<value>", by
+// name).
 func (f *fixedClock) run(call []any, seed uint64) (reply string, states []string) {
 	ctx := context.Background()
-	call[1] = f.sha
+	if call[1] != f.oneSHA && call[1] != oneScript.sha {
+		call[1] = f.sha
+	} else {
+		call[1] = f.oneSHA
+	}
 	numKeys, _ := strconv.Atoi(fmt.Sprint(call[2]))
 	var ruleKeys []string
 	for _, k := range call[3 : 3+numKeys] {
@@ -281,7 +242,8 @@ func randomState(r *rand.Rand, key string, now int64) string {
 
 // A lean call (ARGV[1] "q" or "r", lean.go) decides random batches of
 // requests of paced rules, one request alone among them, exactly as the
-// same batch in segments ("m", or one segment's own call) does: the same answers once parsed, the same flags (but for the epoch a
+// same batch in segments ("m", or one segment's own call, one.lua's for
+// one request) does: the same answers once parsed, the same flags (but for the epoch a
 // lazy call leaves unread when every request is admitted at once) and the
 // same values left in the rule keys, over random states (penalties whose
 // stored value holds a newline among them).
@@ -306,6 +268,8 @@ func TestLeanMatchesSegments(t *testing.T) {
 				f.l.appendLean(a, batch, iter%2 == 0)
 			case len(a.segs) > 1:
 				f.l.appendBatch(a, batch)
+			case len(batch) == 1: // one request: one.lua's call, as reserveN makes
+				f.l.appendOne(a, batch, false)
 			default: // one segment: a call of its own form, as reserveN makes
 				a.begin(reserveScript, len(batch[0].Scopes)+1+len(batch[0].Rules))
 				a.list = f.l.appendSegmentKeys(a.list, &batch[0], true)

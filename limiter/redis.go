@@ -14,8 +14,16 @@ import (
 )
 
 var (
+	// reserve.lua and one.lua each run after state.lua, which holds what
+	// they share.
+	//go:embed state.lua
+	stateSource string
 	//go:embed reserve.lua
-	reserveSource string
+	reserveBody string
+	//go:embed one.lua
+	oneBody       string
+	reserveSource = stateSource + reserveBody
+	oneSource     = stateSource + oneBody
 	//go:embed cancel.lua
 	cancelSource string
 	//go:embed penalize.lua
@@ -24,6 +32,7 @@ var (
 	// Scripts run by EVALSHA and fall back to EVAL on NOSCRIPT, which cluster
 	// nodes and failed-over replicas answer until they have loaded them.
 	reserveScript  = newScript(reserveSource)
+	oneScript      = newScript(oneSource)
 	cancelScript   = newScript(cancelSource)
 	penalizeScript = newScript(penalizeSource)
 )
@@ -188,28 +197,23 @@ func (l *redisLimiter) reserveN(ctx context.Context, reqs []Request, out []Reser
 	// loop (the hot key's call); requests of many rule sets go lean.
 	a.segs = appendSegmentEnds(a.segs, reqs)
 	lean := len(a.segs) > 1 && allLean(reqs)
+	s := reserveScript
 	if lean {
 		l.appendLean(a, reqs, bookedAhead(known, time.Now()))
+	} else if len(a.segs) == 1 && len(reqs) == 1 && onlyPaced(&reqs[0]) {
+		// The common call: one request of paced rules.
+		s = oneScript
+		l.appendOne(a, reqs, !bookedAhead(known, time.Now()))
 	} else if len(a.segs) == 1 {
-		// The common case, as one segment: keys, then arguments.
+		// One segment: keys, then arguments.
 		req := &reqs[0]
-		a.begin(reserveScript, len(req.Scopes)+1+len(req.Rules))
+		a.begin(s, len(req.Scopes)+1+len(req.Rules))
 		a.list = l.appendSegmentKeys(a.list, req, true)
-		first := len(a.list)
-		var markerTTL int64
-		a.list, markerTTL = appendSegmentArgs(a.list, reqs, true)
-		if len(reqs) == 1 && onlyPaced(req) {
-			a.list[first] = onePacedArg
-			if !bookedAhead(known, time.Now()) {
-				// Nothing booked ahead: the epoch is read only if the
-				// request waits (see lean.go).
-				a.list[first+1] = markerArg(len(req.Scopes)+1, markerTTL, true)
-			}
-		}
+		a.list, _ = appendSegmentArgs(a.list, reqs, true)
 	} else {
 		l.appendBatch(a, reqs)
 	}
-	reply, err := l.run(ctx, reserveScript, a.list).Text()
+	reply, err := l.run(ctx, s, a.list).Text()
 	if err != nil {
 		if cerr := ctxEnded(ctx); cerr != nil {
 			// The caller gave up: that says nothing about Redis.
@@ -246,10 +250,24 @@ func ctxEnded(ctx context.Context) error {
 	return nil
 }
 
-// onePacedArg replaces a call's count of requests (1) when its one request
-// has only paced rules, none capped: reserve.lua then takes its straight
-// path, the one calls without load take.
-var onePacedArg any = "f"
+// appendOne builds one.lua's call of one, a single request of paced rules:
+// the keys and arguments of its segment, led by "l" (lazy: the epoch marker
+// is read only if the request waits, which a replica with nothing booked
+// ahead in the group asks for) or "e" and the marker's TTL.
+func (l *redisLimiter) appendOne(a *scriptArgs, one []Request, lazy bool) {
+	req := &one[0]
+	a.begin(oneScript, len(req.Scopes)+1+len(req.Rules))
+	a.list = l.appendSegmentKeys(a.list, req, true)
+	first := len(a.list)
+	var markerTTL int64
+	a.list, markerTTL = appendSegmentArgs(a.list, one, true)
+	a.list[first], a.list[first+1] = markerRead, ttlArg(markerTTL)
+	if lazy {
+		a.list[first] = markerLazy
+	}
+}
+
+var markerRead, markerLazy any = "e", "l"
 
 // onlyPaced reports whether every rule of req is paced and uncapped.
 func onlyPaced(req *Request) bool {

@@ -6,11 +6,14 @@
 -- one call: a run of them with the same rules is one segment, and several
 -- segments go in one batch (at the end of this file).
 --
+-- One request whose rules are all paced and none capped, the call every
+-- request makes without load, goes to one.lua instead, which decides it
+-- as this script does in fewer steps; calls of many rule sets of paced
+-- rules go lean (below).
+--
 -- KEYS: the penalty keys (ARGV[2] of them), then one key per rule.
--- ARGV[1]: n, the number of requests; 'f' for one request whose rules are
--- all paced and none capped (straight, below: the calls made without load,
--- and a batch's segments of one such request); 'm' for a batch of segments
--- (at the end of this file).
+-- ARGV[1]: n, the number of requests; 'm' for a batch of segments (at the
+-- end of this file).
 -- ARGV[2]: how many penalty keys lead KEYS; as "<n>e<ms>", the last of
 -- them is the group's epoch marker, kept for at least ms (see below).
 -- Then two arguments per request: the longest wait it accepts (µs), and
@@ -45,83 +48,7 @@
 -- or, when a penalty refuses them all, a single line
 --   penalised: "2 <penalty left µs> <penalty key index> <stored value>"
 --
--- State is integer microseconds: float seconds lose precision in Redis.
--- Time is Redis's own, so replicas whose clocks disagree still agree here.
--- Each call into Redis, each table or closure made and each number
--- formatted costs more than the Lua around it: the common path (paced
--- rules, no penalty, no wait) makes three calls (TIME, MGET, one SET per
--- rule) and formats one number per rule and request. The functions are
--- given the call's locals as arguments rather than capturing them: a
--- function that captures locals costs an object per local each time it is
--- made, which is on every call that reaches its definition. Those only
--- calls of several requests use are defined after the common call has
--- returned.
-
--- most bounds the times and counts this script reads: 10^18 µs is past
--- the year 30000 (a penalty may be given until the year 9999, 2.5 * 10^17)
--- and its distance from now still fits the 64-bit integers of the reply. A
--- stored number beyond it (tonumber also reads "inf", "nan" and "1e300") is
--- no state of ours and reads as corrupt, as text does: kept, it would
--- refuse every request of the key for good, with a wait too large to
--- format.
-local most = 1e18 -- maxStoredUs in segments.go
-
--- read_tat reads a paced rule's theoretical arrival time from its stored
--- value v: now when absent or past, and now with bad true when v is not a
--- number (it is rewritten when the rule is booked).
-local function read_tat(v, now)
-  if not v then return now, false end
-  local x = tonumber(v)
-  if not x or not (x <= most) then return now, true end
-  if x < now then return now, false end
-  return x, false
-end
-
--- epoch reads the group's epoch marker, the key at index j, and renews
--- it: it holds when the group's state began ("e<µs>"), and a replica that
--- sees it change knows the state was lost (FLUSHALL, eviction) and holds
--- its new slots back past those it knew of. Its value is "e<epoch
--- µs>:<expiry ms>"; it is renewed for mttl ms once half of that is gone,
--- and made afresh when absent or not such a value.
-local function epoch(KEYS, val, t, now, j, mttl)
-  local e, x = string.match(val[j] or '', '^(e%d+):(%d+)$')
-  if not e or #e > 17 or #x > 16 then
-    e, x = 'e' .. t[1] .. string.format('%06d', t[2]), 0
-  end
-  local nowms = math.floor(now / 1000)
-  if tonumber(x) < nowms + mttl / 2 then
-    local v = string.format('%s:%d', e, nowms + mttl)
-    redis.call('SET', KEYS[j], v, 'PX', mttl)
-    val[j] = v
-  end
-  return e
-end
-
--- penalty reads the n penalty keys after index ko and returns the one
--- that ends last while still live (its position among them, its end and
--- its stored value "end|code"; 0 when none) and whether a corrupt value
--- was found, which is deleted.
-local function penalty(KEYS, val, alias, now, ko, n)
-  local best, best_until, best_value, corrupt = 0, 0, false, false
-  for i = 1, n do
-    local j = ko + i
-    if alias then j = alias[j] or j end
-    local v = val[j]
-    if v then
-      local sep = string.find(v, '|', 1, true)
-      local u = tonumber(sep and string.sub(v, 1, sep - 1) or v)
-      if u and not (u <= most) then u = nil end
-      if u and u > now and u > best_until then
-        best, best_until, best_value = i, u, v
-      elseif not u then
-        redis.call('DEL', KEYS[j])
-        val[j] = false
-        corrupt = true
-      end
-    end
-  end
-  return best, best_until, best_value, corrupt
-end
+-- (The state read and its helpers: state.lua, which leads this script.)
 
 -- head reads a segment's epoch marker and penalty keys and returns how
 -- many penalty keys lead the segment's keys (the marker included), whether
@@ -132,24 +59,16 @@ local function head(KEYS, ARGV, val, alias, t, now, clock, ko, ao)
   if npa == '0' then return 0, false, clock end
   local first = clock
   local corrupt = false
-  local count, how, mttl = string.match(npa, '^(%d+)([el])(%d+)$')
+  -- With the marker (ARGV[2] is then "<np>e<mttl>"), it is read and
+  -- renewed for mttl ms.
+  local count, mttl = string.match(npa, '^(%d+)e(%d+)$')
   local np = tonumber(count or npa)
   local scopes = np
-  -- The marker is renewed for mttl ms (ARGV[2] is then "<np>e<mttl>"). As
-  -- "<np>l<mttl>" (one request of paced rules, from a replica with no slot
-  -- booked ahead) it is read only once the request is not admitted at
-  -- once, as a lean call's 'r' does: lazy is then its index.
-  local lazy
   if count then
     scopes = np - 1
     local j = ko + np
     if alias then j = alias[j] or j end
-    mttl = tonumber(mttl)
-    if how == 'l' then
-      lazy = j
-    else
-      first = first .. ' ' .. epoch(KEYS, val, t, now, j, mttl)
-    end
+    first = first .. ' ' .. epoch(KEYS, val, t, now, j, tonumber(mttl))
   end
   local best, best_until, best_value, bad = penalty(KEYS, val, alias, now, ko, scopes)
   corrupt = corrupt or bad
@@ -157,7 +76,7 @@ local function head(KEYS, ARGV, val, alias, t, now, clock, ko, ao)
     if corrupt then first = first .. ' c' end
     return np, corrupt, first, first .. string.format('\n2 %d %d ', best_until - now, best) .. best_value
   end
-  return np, corrupt, first, false, lazy, mttl
+  return np, corrupt, first, false
 end
 
 -- One segment: requests of the same rules and scopes, decided as above.
@@ -516,57 +435,6 @@ local function reserve(KEYS, ARGV, val, alias, t, now, clock, put, out, at, tat,
   return table.concat(out, '\n', 1, n + 1)
 end
 
--- straight decides a segment of one request whose rules are all paced and
--- none capped (its count is then 'f', its arguments otherwise those of
--- n = 1): reserve's steps in straight lines, without its tables and
--- closures. Every call made without load is one, and so is most of a
--- batch over many rule sets (BenchmarkRedisScriptCost and
--- BenchmarkRedisLargestBatch have the difference;
--- TestOnePacedPathMatchesGeneral holds the two to the same answers). Rule
--- i's arguments are ARGV[ao+4i+1 .. ao+4i+4]: 'p', T, tolerance, TTL. tat
--- is scratch indexed like KEYS: a call of one segment passes val itself.
-local function straight(KEYS, ARGV, val, alias, t, now, clock, put, tat, ko, ao, nk)
-  local np, corrupt, first, penalised, lazy, mttl = head(KEYS, ARGV, val, alias, t, now, clock, ko, ao)
-  if penalised then return penalised end
-  local kr, nr = ko + np, nk - np
-  local s, bind = now, 0
-  local nb = ARGV[ao + 4]
-  if nb ~= '0' then
-    nb = nb + 0
-    if nb > s then s = nb end
-  end
-  for i = 1, nr do
-    local j = kr + i
-    local x, bad = read_tat(val[alias and alias[j] or j], now)
-    corrupt = corrupt or bad
-    tat[j] = x
-    local allow = x - ARGV[ao + 4 * i + 3]
-    if allow > s then s, bind = allow, i end
-  end
-  local wait = s - now
-  if wait > 0 and lazy then first = first .. ' ' .. epoch(KEYS, val, t, now, lazy, mttl) end
-  if corrupt then first = first .. ' c' end
-  if wait > 0 and wait > tonumber(ARGV[ao + 3]) then
-    local line = string.format('1 %d %d', wait, bind)
-    for i = 1, nr do line = line .. string.format(' %d', tat[kr + i]) end
-    return first .. '\n' .. line
-  end
-  local line = wait == 0 and '0 0 0' or string.format('0 %d %d', wait, bind)
-  for i = 1, nr do
-    local j = kr + i
-    local x = tat[j]
-    if s > x then x = s end
-    local v = string.format('%d', x + ARGV[ao + 4 * i + 2])
-    if put then
-      put(alias[j] or j, v, ARGV[ao + 4 * i + 4])
-    else
-      redis.call('SET', KEYS[j], v, 'PX', ARGV[ao + 4 * i + 4])
-    end
-    line = line .. ' ' .. v
-  end
-  return first .. '\n' .. line
-end
-
 -- Globals cost a table lookup each time; locals do not.
 local KEYS, ARGV, tonumber = KEYS, ARGV, tonumber
 
@@ -585,15 +453,6 @@ local clock = t[1] .. ' ' .. t[2]
 local val = #KEYS > 0 and redis.call('MGET', unpack(KEYS)) or {}
 local alias = false
 
-
--- The common call: one request whose rules are all paced, none capped,
--- which is every call made without load, goes straight (ARGV[1] is 'f').
-if ARGV[1] == 'f' then
-  return straight(KEYS, ARGV, val, false, t, now, clock, false, val, 0, 0, #KEYS)
-end
-
--- The functions below serve only calls of several requests: defined after
--- the common call has gone, they cost it nothing.
 
 -- aliases maps each index of a key named again in KEYS to its first index.
 local function aliases(KEYS)
@@ -757,12 +616,7 @@ local ko, ao = 0, 2
 for s = 1, tonumber(ARGV[2]) do
   local nk, na = tonumber(ARGV[ao + 1]), tonumber(ARGV[ao + 2])
   ao = ao + 2
-  local r
-  if ARGV[ao + 1] == 'f' then
-    r = straight(KEYS, ARGV, val, alias, t, now, clock, put, tat, ko, ao, nk)
-  else
-    r = reserve(KEYS, ARGV, val, alias, t, now, clock, put, out, at, tat, last, ko, ao, nk, na)
-  end
+  local r = reserve(KEYS, ARGV, val, alias, t, now, clock, put, out, at, tat, last, ko, ao, nk, na)
   replies[s] = #r .. '\n' .. r
   ko, ao = ko + nk, ao + na
 end

@@ -11,13 +11,12 @@ import (
 )
 
 // What the one-call path costs Redis, piece by piece: Redis's own time per
-// call of reserve.lua for one request of one paced rule (INFO
-// commandstats, one caller, so the client's load does not count), on its
-// straight path (the epoch marker read, or lazy as on the common path) and
-// through the general loop, beside the same call without the epoch marker
-// and scripts that make only the calls into Redis a GCRA needs, or nothing
-// at all with the same arguments. The differences say what each part costs
-// on the common path.
+// call for one request of one paced rule (INFO commandstats, one caller, so
+// the client's load does not count): one.lua with the epoch marker lazy (the
+// common call) or read, the same request through reserve.lua's general
+// loop, that loop without the epoch marker, and scripts that make only the
+// calls into Redis a GCRA needs, or nothing at all with the same arguments.
+// The differences say what each part costs on the common path.
 func BenchmarkRedisScriptCost(b *testing.B) {
 	srv := redistest.Start(b)
 	c := srv.Client(b)
@@ -27,14 +26,13 @@ func BenchmarkRedisScriptCost(b *testing.B) {
 	}
 	req := Request{Group: "cost", Rules: []rule.Rule{rule.Must(rule.New("api", 1_000_000_000, time.Second, rule.WithBurst(1_000_000)))}}
 	keys := l.appendSegmentKeys(nil, &req, true)
-	args, ttl := appendSegmentArgs(nil, []Request{req}, true)
-	args[0] = onePacedArg
-	// The common path: no slot booked ahead, so the marker is read only if
-	// the request waits, which it does not here.
-	lazy := append([]any(nil), args...)
-	lazy[1] = markerArg(1, ttl, true)
-	general := append([]any(nil), args...)
-	general[0] = "1"
+	args, _ := appendSegmentArgs(nil, []Request{req}, true)
+	// one.lua's arguments: the common call has no slot booked ahead, so the
+	// marker is read only if the request waits, which it does not here.
+	var one [2]scriptArgs
+	l.appendOne(&one[0], []Request{req}, true)
+	l.appendOne(&one[1], []Request{req}, false)
+	lazy, read := one[0].list[3+len(keys):], one[1].list[3+len(keys):]
 	noMarker := append([]any(nil), args...)
 	noMarker[1] = "0"
 	floor := "local t = redis.call('TIME') local v = redis.call('GET', KEYS[1]) " +
@@ -45,13 +43,13 @@ func BenchmarkRedisScriptCost(b *testing.B) {
 		name, src  string
 		keys, args []any
 	}{
-		{"reserve", reserveSource, keys, args},
-		{"reserve, the marker lazy", reserveSource, keys, lazy},
-		{"reserve, the general loop", reserveSource, keys, general},
-		{"reserve without the epoch marker", reserveSource, keys[1:], noMarker},
+		{"one.lua, the marker lazy", oneSource, keys, lazy},
+		{"one.lua, the marker read", oneSource, keys, read},
+		{"reserve.lua", reserveSource, keys, args},
+		{"reserve.lua without the epoch marker", reserveSource, keys[1:], noMarker},
 		{"TIME GET SET", floor, keys[1:], nil},
 		{"TIME MGET(2) SET", floorMGET, keys, nil},
-		{"return 1, the same arguments", "return 1", keys, args},
+		{"return 1, the same arguments", "return 1", keys, lazy},
 		{"return 1, no arguments", "return 1", nil, nil},
 	} {
 		b.Run(v.name, func(b *testing.B) { benchScriptCost(b, c, v.src, v.keys, v.args) })

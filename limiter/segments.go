@@ -30,15 +30,12 @@ func (l *redisLimiter) appendBatch(a *scriptArgs, reqs []Request) {
 		}
 		var ttl int64
 		a.argv, ttl = appendSegmentArgs(a.argv, reqs[start:end], first)
-		if end-start == 1 && onlyPaced(&reqs[start]) {
-			a.argv[na+2] = onePacedArg // the segment's count: straight
-		}
 		markerTTL = max(markerTTL, ttl)
 		a.argv[na] = boxInt(len(a.keys) - nk)
 		a.argv[na+1] = boxInt(len(a.argv) - na - 2)
 		start = end
 	}
-	a.argv[marker] = markerArg(len(reqs[0].Scopes)+1, markerTTL, false)
+	a.argv[marker] = markerArg(len(reqs[0].Scopes)+1, markerTTL)
 	a.begin(reserveScript, len(a.keys))
 	a.list = append(a.list, a.keys...)
 	a.list = append(a.list, a.argv...)
@@ -87,7 +84,7 @@ func appendSegmentArgs(list []any, reqs []Request, marker bool) (_ []any, marker
 	}
 	list, markerTTL = appendRuleArgs(list, req, waitUs)
 	if marker {
-		list[counts] = markerArg(len(req.Scopes)+1, markerTTL, false)
+		list[counts] = markerArg(len(req.Scopes)+1, markerTTL)
 	} else {
 		list[counts] = boxInt(len(req.Scopes))
 	}

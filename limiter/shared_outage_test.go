@@ -86,7 +86,7 @@ func (s *stall) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proces
 func (s *stall) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		args := cmd.Args()
-		if s.open.Load() || cmd.Name() != "evalsha" || len(args) < 2 || args[1] != limiter.ReserveSHA {
+		if s.open.Load() || cmd.Name() != "evalsha" || len(args) < 2 || args[1] != limiter.ReserveSHA && args[1] != limiter.OneSHA {
 			return next(ctx, cmd)
 		}
 		s.entered <- struct{}{}
