@@ -120,10 +120,12 @@ made calls smaller without more decisions per second (` + "`maxInFlight`" + ` 1 
 request of a distinct rule set costs Redis one ` + "`SET ... PX`" + ` of its own key (1.2-1.6 µs of the about
 3.6 µs a request takes in a batch of 64, ` + "`BenchmarkRedisLargestBatch`" + `), against about 1 µs for a whole
 ` + "`return 1`" + ` call. One call per decision: the asking goroutines' CPU follows Redis's time per call (the
-client column rises with the Redis column), so the ratio follows the script, whose common path now
-leaves the group's epoch marker unread (it is read once a request waits, or while this replica has
-slots booked ahead); what remains over the GCRA floor is the arguments, the reply with the booked
-state, and reading the stored state as exact integers.`
+client column rises with the Redis column), so the ratio follows the script. That call has a script
+of its own (one.lua: straight lines, no closures of the other forms, the group's epoch marker left
+unread unless a request waits or this replica has slots booked ahead). What it spends over the GCRA
+floor, about 1 µs of Redis's time a call (` + "`BenchmarkRedisScriptCost`" + `), is the reply with Redis's
+clock and the booked state (about 0.3 µs), writing the state as an exact integer (0.3) and reading
+the marker's key beside the rule's (0.2): what an outage, a cancel and a lost state start from.`
 
 // cpuRow is one design's means over the runs on 1,000 keys.
 type cpuRow struct {
