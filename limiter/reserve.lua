@@ -505,9 +505,11 @@ local function lean(KEYS, ARGV, val, t, now, clock)
   local mttl = tonumber(ARGV[2])
   local e = ARGV[1] == 'q' and epoch(KEYS, val, t, now, 1, mttl)
   -- A key named again is known by its first index; tat holds a booked
-  -- paced key's time as a number, ttl_of the longest expiry asked for it.
+  -- paced key's time as a number, booked the same as written in the reply
+  -- (and then to the key: formatted once), ttl_of the longest expiry asked
+  -- for it.
   local alias = aliases(KEYS)
-  local tat, ttl_of, writes = {}, {}, {}
+  local tat, booked, ttl_of, writes = {}, {}, {}, {}
   local out = {clock}
   local k, x = 1, 1
   while x <= #a do
@@ -558,7 +560,9 @@ local function lean(KEYS, ARGV, val, t, now, clock)
           v = v + a[x + 3 * i - 3]
           tat[j] = v
           defer(writes, ttl_of, j, a[x + 3 * i - 1])
-          line = line .. string.format(' %d', v)
+          local f = string.format('%d', v)
+          booked[j] = f
+          line = line .. ' ' .. f
         end
       end
       out[#out + 1] = line
@@ -571,7 +575,7 @@ local function lean(KEYS, ARGV, val, t, now, clock)
     -- A TTL from the pack is a number Lua passes as its digits: a period
     -- is at most ten years and a wait at most 2^53 µs, so it has at most
     -- 13 digits of ms, short of the 15 Lua would write with an exponent.
-    redis.call('SET', KEYS[j], string.format('%d', tat[j]), 'PX', ttl_of[j])
+    redis.call('SET', KEYS[j], booked[j], 'PX', ttl_of[j])
   end
   if e then out[1] = out[1] .. ' ' .. e end
   if corrupt then out[1] = out[1] .. ' c' end
