@@ -151,6 +151,9 @@ func coalescing(t *testing.T, opts ...limiter.RedisOption) (*limiter.Redis, *gat
 	req := limiter.Request{Group: limitertest.Group(t), Rules: []rule.Rule{rl}, MaxWait: time.Hour}
 	// Load the scripts before the gate, so that no EVAL fallback runs
 	// behind it.
+	if err := limiter.LoadScripts(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
 	warm := req
 	warm.Group += "-warm"
 	res, err := l.Reserve(context.Background(), warm)

@@ -19,6 +19,18 @@ var (
 	CancelSHA  = cancelScript.sha.(string)
 )
 
+// LoadScripts loads every script of the limiter into c's Redis, so that a
+// test's hooks see no NOSCRIPT fallback: a warm-up request loads only the
+// script its own call takes (one.lua for one request of paced rules).
+func LoadScripts(ctx context.Context, c redis.UniversalClient) error {
+	for _, s := range []*script{reserveScript, oneScript, cancelScript, penalizeScript} {
+		if err := c.ScriptLoad(ctx, s.source.(string)).Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // SetOnQueued sets the function called each time a request joins a lane's
 // queue; nil removes it.
 func SetOnQueued(f func(group string)) {

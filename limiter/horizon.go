@@ -76,8 +76,8 @@ func (f *failover) noteHorizon(req Request, res Reservation) {
 // an evenly paced rule's latest slot whoever booked it (its state after
 // booking is that slot plus one interval; a rule with a burst runs its state
 // ahead of the real sends, so only its own slot counts). A refusal from Redis
-// carries the rules' state as well (reserve.lua): the paced rules' latest
-// slots and the window rules' latest sends.
+// carries the rules' state as well (reserve.lua, one.lua): the paced rules'
+// latest slots and the window rules' latest sends.
 func fleetHorizon(req *Request, res *Reservation) (at int64) {
 	if res.ok {
 		at = res.SendAt().UnixMicro()

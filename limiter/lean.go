@@ -17,11 +17,11 @@ import (
 // the decisions (BenchmarkRedisLargestBatch measures a full call).
 
 // A lean call is led by 'q' when the replica has slots booked ahead in
-// the group (the script reads the epoch marker at once, as every other
-// call does), else by 'r': the script reads it only once a request is not
-// admitted at once, since a loss of the state costs a slot booked at once
-// nothing, and the common call (no load, no wait) then neither reads,
-// renews nor returns it.
+// the group (the script reads the epoch marker at once, as a batch of
+// segments does), else by 'r' (as one.lua's 'l'): the script reads it only
+// once a request is not admitted at once, since a loss of the state costs a
+// slot booked at once nothing, and the common call (no load, no wait) then
+// neither reads, renews nor returns it.
 var leanAlways, leanLazy any = "q", "r"
 
 // allLean reports whether reqs can go in one lean call: every rule paced

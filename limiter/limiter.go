@@ -92,7 +92,7 @@ type Reservation struct {
 	// inject); nil means the process's.
 	clock func() time.Time
 	// lost marks a slot Redis booked after losing the group's state (see
-	// reserve.lua's epoch): it may overlap slots booked before.
+	// state.lua's epoch): it may overlap slots booked before.
 	lost bool
 }
 

@@ -189,7 +189,10 @@ func TestRedisOneCallPerAdmission(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// Load the script first so the EVALSHA fallback is not counted.
+			// Load the scripts first so that no EVAL fallback is counted.
+			if err := limiter.LoadScripts(context.Background(), c); err != nil {
+				t.Fatal(err)
+			}
 			r := rule.Must(rule.New("hot", 20, time.Second))
 			req := limiter.Request{Group: limitertest.Group(t), Rules: []rule.Rule{r}, MaxWait: 5 * time.Second}
 			if _, err := l.Reserve(context.Background(), req); err != nil {
@@ -232,6 +235,12 @@ func TestRedisScriptReloadAndExpiry(t *testing.T) {
 	}
 	if res, err := l.Reserve(ctx, req); err != nil || !res.OK() {
 		t.Fatalf("after SCRIPT FLUSH: %+v %v", res, err)
+	}
+	// A request of paced rules alone makes one.lua's call, loaded apart
+	// (in a group of its own: the one above took the paced rule's slot).
+	paced := limiter.Request{Group: g + "-paced", Rules: req.Rules[:1]}
+	if res, err := l.Reserve(ctx, paced); err != nil || !res.OK() {
+		t.Fatalf("one request of paced rules after SCRIPT FLUSH: %+v %v", res, err)
 	}
 	if err := l.Penalize(ctx, g, limiter.Penalty{Scope: "app", Until: time.Now().Add(time.Hour), Code: "1"}); err != nil {
 		t.Fatal(err)

@@ -68,7 +68,7 @@ func TestOneMatchesReserve(t *testing.T) {
 		}
 		seen[replies[0][strings.Index(replies[0], "\n")+1]]++
 
-		// With the marker lazy ("<n>l<ms>"), the same but for the epoch,
+		// With the marker lazy (one.lua's 'l'), the same but for the epoch,
 		// read only when the request waits or is refused for its wait.
 		lazyReq := req
 		lazyReq.Group = fmt.Sprintf("g%d-lazy", iter)

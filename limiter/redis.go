@@ -70,7 +70,7 @@ type redisLimiter struct {
 	// sent relative to it.
 	now func() time.Time
 
-	// epochs is the latest epoch seen per group (see reserve.lua).
+	// epochs is the latest epoch seen per group (see state.lua's epoch).
 	epochMu sync.Mutex
 	epochs  map[string]epochState
 }
@@ -260,7 +260,7 @@ func (l *redisLimiter) appendOne(a *scriptArgs, one []Request, lazy bool) {
 	a.list = l.appendSegmentKeys(a.list, req, true)
 	first := len(a.list)
 	var markerTTL int64
-	a.list, markerTTL = appendSegmentArgs(a.list, one, true)
+	a.list, markerTTL = appendSegmentArgs(a.list, one, false)
 	a.list[first], a.list[first+1] = markerRead, ttlArg(markerTTL)
 	if lazy {
 		a.list[first] = markerLazy

@@ -135,7 +135,7 @@ func skewBeyondBound(redisNow, local time.Time) time.Duration {
 	return skew
 }
 
-// maxStoredUs bounds the times the scripts read (reserve.lua's most): a
+// maxStoredUs bounds the times the scripts read (state.lua's most): a
 // stored end past it is no state of ours and reads as corrupt.
 const maxStoredUs = 1e18
 

@@ -106,7 +106,10 @@ func (s *stall) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 // configuration error. None of them makes Redis count as down.
 func TestSharedQueueAndInvalid(t *testing.T) {
 	const timeout = 300 * time.Millisecond
-	warmUp := func(t *testing.T, s *limiter.Shared, req limiter.Request) {
+	warmUp := func(t *testing.T, c redis.UniversalClient, s *limiter.Shared, req limiter.Request) {
+		if err := limiter.LoadScripts(context.Background(), c); err != nil {
+			t.Fatal(err)
+		}
 		warm := req
 		warm.Group += "-warm"
 		res, err := s.Reserve(context.Background(), warm)
@@ -131,7 +134,7 @@ func TestSharedQueueAndInvalid(t *testing.T) {
 		s := newShared(t, c, limiter.SharedConfig{Prefix: limitertest.Group(t), Share: 1, Mode: limiter.OutageRefuse, Timeout: timeout})
 		req := limiter.Request{Group: limitertest.Group(t), Rules: []rule.Rule{rl}, MaxWait: time.Hour}
 		group.Store(req.Group)
-		warmUp(t, s, req)
+		warmUp(t, c, s, req)
 		g := newGate()
 		c.AddHook(g)
 		t.Cleanup(func() { g.open.Store(true) })
@@ -160,7 +163,7 @@ func TestSharedQueueAndInvalid(t *testing.T) {
 		s := newShared(t, c, limiter.SharedConfig{Prefix: limitertest.Group(t), Share: 1, Mode: limiter.OutageRefuse, Timeout: time.Minute})
 		req := limiter.Request{Group: limitertest.Group(t), Rules: []rule.Rule{rl}, MaxWait: time.Hour}
 		group.Store(req.Group)
-		warmUp(t, s, req)
+		warmUp(t, c, s, req)
 		h := &stall{entered: make(chan struct{}, 4), release: make(chan struct{})}
 		c.AddHook(h)
 		t.Cleanup(func() { h.open.Store(true) })
