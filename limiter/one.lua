@@ -2,9 +2,9 @@
 -- which is every call made without load and every call of
 -- SharedConfig.NoCoalescing. It decides as reserve.lua does for n = 1, in
 -- straight lines: no tables, closures or loops of that script's other
--- forms, which cost its common call a tenth of Redis's time for it
--- (BenchmarkRedisScriptCost; TestOneMatchesReserve holds the two scripts
--- to the same answers).
+-- forms, which cost its straight path for this call about a sixth of
+-- Redis's time for it (BenchmarkRedisScriptCost; TestOneMatchesReserve
+-- holds the two scripts to the same answers).
 --
 -- KEYS as reserve.lua's for one request: the penalty keys, the group's
 -- epoch marker, one key per rule. ARGV: 'e' or 'l' and the marker's TTL
