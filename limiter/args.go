@@ -120,6 +120,21 @@ var ttlCache = struct {
 
 var boxedPaced, boxedCalendar, boxedConcurrency, boxedWindow any = "p", "c", "k", "w"
 
+// epochMode leads a lean call's arguments and one.lua's: 'q' when the
+// script is to read the group's epoch marker at once (the replica has slots
+// booked ahead in the group, which a loss of the state would let others
+// overlap), else 'r': read only once a request is not admitted at once,
+// since a loss of the state costs a slot booked at once nothing, and the
+// common call (no load, no wait) then neither reads, renews nor returns it.
+func epochMode(atOnce bool) any {
+	if atOnce {
+		return epochAtOnce
+	}
+	return epochLazy
+}
+
+var epochAtOnce, epochLazy any = "q", "r"
+
 // markerArg is reserve.lua's ARGV[2] with the epoch marker: "<n>e<ms>",
 // n penalty keys (the last one the marker) kept for ms; ms is rounded up
 // as ttlArg does, so few distinct strings are formatted once and kept.

@@ -16,14 +16,6 @@ import (
 // number made the call's arguments cost Redis and the client as much as
 // the decisions (BenchmarkRedisLargestBatch measures a full call).
 
-// A lean call is led by 'q' when the replica has slots booked ahead in
-// the group (the script reads the epoch marker at once, as a batch of
-// segments does), else by 'r' (as one.lua's 'l'): the script reads it only
-// once a request is not admitted at once, since a loss of the state costs a
-// slot booked at once nothing, and the common call (no load, no wait) then
-// neither reads, renews nor returns it.
-var leanAlways, leanLazy any = "q", "r"
-
 // allLean reports whether reqs can go in one lean call: every rule paced
 // and uncapped.
 func allLean(reqs []Request) bool {
@@ -72,11 +64,7 @@ func (l *redisLimiter) appendLean(a *scriptArgs, reqs []Request, epoch bool) {
 	}
 	// The pack's bytes go as they are: go-redis writes a []byte argument
 	// without copying it into a string.
-	mode := leanLazy
-	if epoch {
-		mode = leanAlways
-	}
-	a.list = append(a.list, mode, ttlArg(markerTTL), a.pack)
+	a.list = append(a.list, epochMode(epoch), ttlArg(markerTTL), a.pack)
 }
 
 // maxPacked bounds a packed number: Lua reads numbers as doubles, exact

@@ -7,11 +7,11 @@
 -- holds the two scripts to the same answers).
 --
 -- KEYS as reserve.lua's for one request: the penalty keys, the group's
--- epoch marker, one key per rule. ARGV: 'e' or 'l' and the marker's TTL
--- (ms): with 'e' the marker is read and renewed at once; with 'l' only once
--- the request is not admitted at once: a slot booked at once lies nowhere
--- ahead, so a loss of the state costs it nothing, and the common call
--- neither reads, renews nor returns it. Then, as in reserve.lua, the
+-- epoch marker, one key per rule. ARGV: 'q' or 'r' and the marker's TTL
+-- (ms), as a lean call's: with 'q' the marker is read and renewed at once;
+-- with 'r' only once the request is not admitted at once: a slot booked at
+-- once lies nowhere ahead, so a loss of the state costs it nothing, and the
+-- common call neither reads, renews nor returns it. Then, as in reserve.lua, the
 -- request's longest wait (µs) and "no slot before" (µs, 0 for none), then
 -- 'p', T, tolerance (µs) and TTL (ms) per rule; so the keys before the
 -- rules' number #KEYS - (#ARGV - 4) / 4, the marker last among them. These
@@ -29,7 +29,7 @@ local first = t[1] .. ' ' .. t[2]
 
 local how, mttl = ARGV[1], ARGV[2]
 local np = #KEYS - (#ARGV - 4) / 4
-if how == 'e' then first = first .. ' ' .. epoch(KEYS, val, t, now, np, tonumber(mttl)) end
+if how == 'q' then first = first .. ' ' .. epoch(KEYS, val, t, now, np, tonumber(mttl)) end
 
 -- Penalties: the one that ends last refuses the request.
 local corrupt = false
@@ -61,7 +61,7 @@ for i = 1, nr do
   if allow > s then s, bind = allow, i end
 end
 local wait = s - now
-if wait > 0 and how == 'l' then first = first .. ' ' .. epoch(KEYS, val, t, now, np, tonumber(mttl)) end
+if wait > 0 and how == 'r' then first = first .. ' ' .. epoch(KEYS, val, t, now, np, tonumber(mttl)) end
 if corrupt then first = first .. ' c' end
 if wait > 0 and wait > tonumber(ARGV[3]) then
   local line = string.format('1 %d %d', wait, bind)

@@ -52,11 +52,9 @@ func TestOneMatchesReserve(t *testing.T) {
 			req.Group = fmt.Sprintf("g%d-%d", iter, v)
 			a := &scriptArgs{}
 			if v == 0 {
-				f.l.appendOne(a, []Request{req}, false)
+				f.l.appendOne(a, []Request{req}, true)
 			} else {
-				a.begin(reserveScript, len(req.Scopes)+1+len(req.Rules))
-				a.list = f.l.appendSegmentKeys(a.list, &req, true)
-				a.list, _ = appendSegmentArgs(a.list, []Request{req}, true)
+				f.l.appendSegment(a, []Request{req})
 			}
 			replies[v], states[v] = f.run(a.list, uint64(iter))
 		}
@@ -68,12 +66,12 @@ func TestOneMatchesReserve(t *testing.T) {
 		}
 		seen[replies[0][strings.Index(replies[0], "\n")+1]]++
 
-		// With the marker lazy (one.lua's 'l'), the same but for the epoch,
+		// With the marker lazy (one.lua's 'r'), the same but for the epoch,
 		// read only when the request waits or is refused for its wait.
 		lazyReq := req
 		lazyReq.Group = fmt.Sprintf("g%d-lazy", iter)
 		a := &scriptArgs{}
-		f.l.appendOne(a, []Request{lazyReq}, true)
+		f.l.appendOne(a, []Request{lazyReq}, false)
 		lazy, lazyStates := f.run(a.list, uint64(iter))
 		want := replies[1]
 		if line := want[strings.Index(want, "\n")+1:]; strings.HasPrefix(line, "0 0 ") || strings.HasPrefix(line, "2 ") {
@@ -269,11 +267,9 @@ func TestLeanMatchesSegments(t *testing.T) {
 			case len(a.segs) > 1:
 				f.l.appendBatch(a, batch)
 			case len(batch) == 1: // one request: one.lua's call, as reserveN makes
-				f.l.appendOne(a, batch, false)
+				f.l.appendOne(a, batch, true)
 			default: // one segment: a call of its own form, as reserveN makes
-				a.begin(reserveScript, len(batch[0].Scopes)+1+len(batch[0].Rules))
-				a.list = f.l.appendSegmentKeys(a.list, &batch[0], true)
-				a.list, _ = appendSegmentArgs(a.list, batch, true)
+				f.l.appendSegment(a, batch)
 			}
 			var reply string
 			reply, states[v] = f.run(a.list, uint64(iter))

@@ -203,13 +203,9 @@ func (l *redisLimiter) reserveN(ctx context.Context, reqs []Request, out []Reser
 	} else if len(a.segs) == 1 && len(reqs) == 1 && onlyPaced(&reqs[0]) {
 		// The common call: one request of paced rules.
 		s = oneScript
-		l.appendOne(a, reqs, !bookedAhead(known, time.Now()))
+		l.appendOne(a, reqs, bookedAhead(known, time.Now()))
 	} else if len(a.segs) == 1 {
-		// One segment: keys, then arguments.
-		req := &reqs[0]
-		a.begin(s, len(req.Scopes)+1+len(req.Rules))
-		a.list = l.appendSegmentKeys(a.list, req, true)
-		a.list, _ = appendSegmentArgs(a.list, reqs, true)
+		l.appendSegment(a, reqs)
 	} else {
 		l.appendBatch(a, reqs)
 	}
@@ -251,23 +247,17 @@ func ctxEnded(ctx context.Context) error {
 }
 
 // appendOne builds one.lua's call of one, a single request of paced rules:
-// the keys and arguments of its segment, led by "l" (lazy: the epoch marker
-// is read only if the request waits, which a replica with nothing booked
-// ahead in the group asks for) or "e" and the marker's TTL.
-func (l *redisLimiter) appendOne(a *scriptArgs, one []Request, lazy bool) {
+// the keys and arguments of its segment, led by epochMode(epoch) and the
+// epoch marker's TTL.
+func (l *redisLimiter) appendOne(a *scriptArgs, one []Request, epoch bool) {
 	req := &one[0]
 	a.begin(oneScript, len(req.Scopes)+1+len(req.Rules))
 	a.list = l.appendSegmentKeys(a.list, req, true)
 	first := len(a.list)
 	var markerTTL int64
 	a.list, markerTTL = appendSegmentArgs(a.list, one, false)
-	a.list[first], a.list[first+1] = markerRead, ttlArg(markerTTL)
-	if lazy {
-		a.list[first] = markerLazy
-	}
+	a.list[first], a.list[first+1] = epochMode(epoch), ttlArg(markerTTL)
 }
-
-var markerRead, markerLazy any = "e", "l"
 
 // onlyPaced reports whether every rule of req is paced and uncapped.
 func onlyPaced(req *Request) bool {

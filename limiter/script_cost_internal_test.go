@@ -30,8 +30,8 @@ func BenchmarkRedisScriptCost(b *testing.B) {
 	// one.lua's arguments: the common call has no slot booked ahead, so the
 	// marker is read only if the request waits, which it does not here.
 	var one [2]scriptArgs
-	l.appendOne(&one[0], []Request{req}, true)
-	l.appendOne(&one[1], []Request{req}, false)
+	l.appendOne(&one[0], []Request{req}, false)
+	l.appendOne(&one[1], []Request{req}, true)
 	lazy, read := one[0].list[3+len(keys):], one[1].list[3+len(keys):]
 	noMarker := append([]any(nil), args...)
 	noMarker[1] = "0"

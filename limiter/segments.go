@@ -54,6 +54,16 @@ func appendSegmentEnds(ends []int, reqs []Request) []int {
 
 var batchArg any = "m"
 
+// appendSegment builds the call of reqs, which share their rules and
+// scopes, as one segment: its keys, the epoch marker among them, then its
+// arguments.
+func (l *redisLimiter) appendSegment(a *scriptArgs, reqs []Request) {
+	req := &reqs[0]
+	a.begin(reserveScript, len(req.Scopes)+1+len(req.Rules))
+	a.list = l.appendSegmentKeys(a.list, req, true)
+	a.list, _ = appendSegmentArgs(a.list, reqs, true)
+}
+
 // appendSegmentKeys appends the keys of one segment: the penalty keys, the
 // epoch marker (with marker), one key per rule.
 func (l *redisLimiter) appendSegmentKeys(list []any, req *Request, marker bool) []any {
