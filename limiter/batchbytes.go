@@ -1,6 +1,11 @@
 package limiter
 
-import "github.com/quotaware/throttle/limiter/internal/rulecore"
+import (
+	"slices"
+
+	"github.com/quotaware/throttle/limiter/internal/rulecore"
+	"github.com/quotaware/throttle/limiter/rule"
+)
 
 // The size of a coalesced call, estimated as lane.take fills a batch, so
 // that one call stays within maxBatchBytes of keys and arguments.
@@ -31,17 +36,24 @@ func (p *Request) argBytes(prefix string) int {
 // ruleArgBytes is about what each kind of rule's arguments take.
 var ruleArgBytes = [...]int{rulecore.Paced: 24, rulecore.Window: 32, rulecore.Concurrency: 40, rulecore.Calendar: 72}
 
-// leanBytes estimates the bytes p adds to a lean call (lean.go), which
-// names every request's keys, whatever the request before it: its keys,
-// and its numbers packed (four, and three per rule, up to 9 bytes each).
-func (p *Request) leanBytes(prefix string) int {
+// leanBytes bounds the bytes p adds to a lean call (lean.go) after prev
+// (nil: p is the first): its keys but those prev names too (the call
+// carries a key once; the app's rule and penalty beside each API's are
+// the common case), and its numbers packed: four of up to 9 bytes, each
+// penalty key's index (up to 3) and per rule its key's index, two numbers
+// and the TTL's digits (36).
+func (p *Request) leanBytes(prefix string, prev *Request) int {
 	tag := len(prefix) + len(p.Group) + 6
-	n := 36 + 27*len(p.Rules)
+	n := 36 + 3*len(p.Scopes) + 36*len(p.Rules)
 	for i := range p.Rules {
-		n += tag + len(p.Rules[i].Key())
+		if k := p.Rules[i].Key(); prev == nil || !slices.ContainsFunc(prev.Rules, func(r rule.Rule) bool { return r.Key() == k }) {
+			n += tag + len(k)
+		}
 	}
 	for _, s := range p.Scopes {
-		n += tag + len(s)
+		if prev == nil || !slices.Contains(prev.Scopes, s) {
+			n += tag + len(s)
+		}
 	}
 	return n
 }
@@ -65,7 +77,7 @@ func (b callBytes) with(p, prev *Request, prefix string) callBytes {
 	}
 	if !b.notLean {
 		if b.notLean = !onlyPaced(p); !b.notLean {
-			b.lean += p.leanBytes(prefix)
+			b.lean += p.leanBytes(prefix, prev)
 		}
 	}
 	return b

@@ -28,43 +28,63 @@ func allLean(reqs []Request) bool {
 }
 
 // appendLean builds the lean call of reqs, which share their group: the
-// epoch marker, each request's penalty keys and rule keys; then 'q' or
-// 'r' (epoch: whether the marker is read at once), the marker's TTL and
-// the packed numbers.
+// epoch marker, then every penalty and rule key of the requests once, in
+// the order first named; then 'q' or 'r' (epoch: whether the marker is
+// read at once), the marker's TTL and the packed numbers, which give each
+// request's keys by their index. A key named again (the app's rule and
+// penalty in every request of a preset) goes once: in a batch of 29
+// DingTalk requests a third of the keys, which Redis would otherwise take
+// as arguments, read, and map back to their first index in the script.
 func (l *redisLimiter) appendLean(a *scriptArgs, reqs []Request, epoch bool) {
 	group := reqs[0].Group
-	scopes, rules := 0, 0
+	numbers := 0
 	for i := range reqs {
-		scopes += len(reqs[i].Scopes)
-		rules += len(reqs[i].Rules)
+		numbers += 4 + len(reqs[i].Scopes) + 4*len(reqs[i].Rules)
 	}
-	a.begin(reserveScript, 1+scopes+rules)
+	a.begin(reserveScript, 0)
 	a.list = append(a.list, l.keys.get(l.prefix, epochTag, group, ""))
-	a.pack = appendArrayHead(a.pack[:0], 4*len(reqs)+3*rules)
+	if a.index == nil {
+		a.index = make(map[any]int64)
+	}
+	a.pack = appendArrayHead(a.pack[:0], numbers)
 	markerTTL := int64(time.Second / time.Millisecond)
 	for i := range reqs {
 		req := &reqs[i]
-		for _, s := range req.Scopes {
-			a.list = append(a.list, l.keys.get(l.prefix, penaltyTag, group, s))
-		}
 		waitUs := int64(req.MaxWait / time.Microsecond)
 		a.pack = appendUint(a.pack, int64(len(req.Scopes)))
 		a.pack = appendUint(a.pack, int64(len(req.Rules)))
 		a.pack = appendUint(a.pack, waitUs)
 		a.pack = appendUint(a.pack, req.notBefore)
+		for _, s := range req.Scopes {
+			a.pack = appendUint(a.pack, a.keyIndex(l.keys.get(l.prefix, penaltyTag, group, s)))
+		}
 		for j := range req.Rules {
-			a.list = append(a.list, l.keys.get(l.prefix, ruleTag, group, req.Rules[j].Key()))
 			r := core(&req.Rules[j])
 			ttl := pacedTTL(r, waitUs)
 			markerTTL = max(markerTTL, ttl)
+			a.pack = appendUint(a.pack, a.keyIndex(l.keys.get(l.prefix, ruleTag, group, req.Rules[j].Key())))
 			a.pack = appendUint(a.pack, r.IntervalUs)
 			a.pack = appendUint(a.pack, r.ToleranceUs)
-			a.pack = appendUint(a.pack, ttl)
+			a.pack = appendDigits(a.pack, ttl)
 		}
 	}
+	clear(a.index)
+	a.list[2] = boxInt(len(a.list) - 3)
 	// The pack's bytes go as they are: go-redis writes a []byte argument
 	// without copying it into a string.
 	a.list = append(a.list, epochMode(epoch), ttlArg(markerTTL), a.pack)
+}
+
+// keyIndex is key's index in the call's KEYS (1 for the first, a.list[3]),
+// added to them when not named before in this call.
+func (a *scriptArgs) keyIndex(key any) int64 {
+	if i, ok := a.index[key]; ok {
+		return i
+	}
+	a.list = append(a.list, key)
+	i := int64(len(a.list) - 3)
+	a.index[key] = i
+	return i
 }
 
 // maxPacked bounds a packed number: Lua reads numbers as doubles, exact
@@ -97,6 +117,15 @@ func appendUint(b []byte, n int64) []byte {
 		return append(b, 0xce, byte(u>>24), byte(u>>16), byte(u>>8), byte(u))
 	}
 	return append(b, 0xcf, byte(u>>56), byte(u>>48), byte(u>>40), byte(u>>32), byte(u>>24), byte(u>>16), byte(u>>8), byte(u))
+}
+
+// appendDigits appends n's decimal digits (n >= 0, at most 19 of them) as
+// a MessagePack string.
+func appendDigits(b []byte, n int64) []byte {
+	at := len(b)
+	b = strconv.AppendInt(append(b, 0xa0), max(n, 0), 10)
+	b[at] |= byte(len(b) - at - 1)
+	return b
 }
 
 // parseLean reads a lean call's reply into out: the first line, then one

@@ -481,21 +481,23 @@ end
 
 -- lean decides a call of requests whose rules are all paced and none
 -- capped (ARGV[1] is 'q' or 'r', below): the calls that coalescing makes
--- of many rule sets under load. Every request
--- in arrival order as if it had made its own call, each key read once
--- (val, with alias for a key named again) and written once at the end.
--- KEYS[1] is the group's epoch marker, kept for ARGV[2] ms; then each
--- request's penalty keys and rule keys. ARGV[3] packs every request's
--- numbers in one MessagePack array, read by one C call rather than as one
--- Redis argument each: per request its count of penalty keys and of
--- rules, the longest wait it accepts (µs) and "no slot before" (µs, 0 for
--- none), then per rule T, tolerance (µs) and key TTL (ms).
+-- of many rule sets under load. Every request in arrival order as if it
+-- had made its own call, each key read once and written once at the end.
+-- KEYS[1] is the group's epoch marker, kept for ARGV[2] ms; then every
+-- other key of the call once, in the order first named (the replica
+-- leaves out a key named again: an app's rule or penalty shared by the
+-- requests costs one argument, one read and one write). ARGV[3] packs
+-- every request's numbers in one MessagePack array, read by one C call
+-- rather than as one Redis argument each: per request its count of
+-- penalty keys and of rules, the longest wait it accepts (µs) and "no slot
+-- before" (µs, 0 for none), then each penalty key's index in KEYS, then
+-- per rule its key's index, T, tolerance (µs) and the key's TTL (ms, as
+-- digits: the SET takes it as it is, where a number would be formatted).
 -- Reply: the first line as above (the epoch only when it was read), then
 -- one line per request as above, but for a penalty, whose line is "2
 -- <left µs> <penalty key index> <bytes> <stored value>": the stored value
 -- may hold a newline.
 local function lean(KEYS, ARGV, val, t, now, clock)
-  local tonumber = tonumber
   local a = cmsgpack.unpack(ARGV[3])
   local corrupt = false
   -- The epoch marker, read at once when the replica asks ('q': it has
@@ -504,32 +506,32 @@ local function lean(KEYS, ARGV, val, t, now, clock)
   -- at once lies nowhere ahead, so a loss of the state costs it nothing.
   local mttl = tonumber(ARGV[2])
   local e = ARGV[1] == 'q' and epoch(KEYS, val, t, now, 1, mttl)
-  -- A key named again is known by its first index; tat holds a booked
-  -- paced key's time as a number, booked the same as written in the reply
-  -- (and then to the key: formatted once), ttl_of the longest expiry asked
-  -- for it.
-  local alias = aliases(KEYS)
+  -- tat holds a booked paced key's time as a number, booked the same as
+  -- written in the reply (and then to the key: formatted once), ttl_of
+  -- the longest expiry asked for it; all by the key's index.
   local tat, booked, ttl_of, writes = {}, {}, {}, {}
-  local out = {clock}
-  local k, x = 1, 1
-  while x <= #a do
+  local out, no = {clock}, 1
+  local x, na = 1, #a
+  while x <= na do
     local ns, nr, maxwait, s = a[x], a[x + 1], a[x + 2], a[x + 3]
     x = x + 4
     if s < now then s = now end
-    -- Penalties: the one that ends last refuses the request.
+    -- Penalties: the one that ends last refuses the request. Their key
+    -- indexes are a[x .. x + ns - 1]: the pack maps their positions.
     local best, best_until, best_value = 0, 0, false
     if ns > 0 then
       local bad
-      best, best_until, best_value, bad = penalty(KEYS, val, alias, now, k, ns)
+      best, best_until, best_value, bad = penalty(KEYS, val, a, now, x - 1, ns)
       corrupt = corrupt or bad
     end
-    k = k + ns
+    x = x + ns
+    no = no + 1
     if best > 0 then
-      out[#out + 1] = string.format('2 %d %d %d ', best_until - now, best, #best_value) .. best_value
+      out[no] = string.format('2 %d %d %d ', best_until - now, best, #best_value) .. best_value
     else
       local bind = 0
       for i = 1, nr do
-        local j = alias[k + i] or k + i
+        local j = a[x + 4 * i - 4]
         local v = tat[j]
         if not v then
           local bad
@@ -539,7 +541,7 @@ local function lean(KEYS, ARGV, val, t, now, clock)
           v = now
         end
         tat[j] = v
-        local allow = v - a[x + 3 * i - 2]
+        local allow = v - a[x + 4 * i - 2]
         if allow > s then s, bind = allow, i end
       end
       local wait = s - now
@@ -548,33 +550,28 @@ local function lean(KEYS, ARGV, val, t, now, clock)
       if wait > 0 and wait > maxwait then
         line = string.format('1 %d %d', wait, bind)
         for i = 1, nr do
-          local j = alias[k + i] or k + i
-          line = line .. string.format(' %d', tat[j])
+          line = line .. string.format(' %d', tat[a[x + 4 * i - 4]])
         end
       else
         line = wait == 0 and '0 0 0' or string.format('0 %d %d', wait, bind)
         for i = 1, nr do
-          local j = alias[k + i] or k + i
+          local j = a[x + 4 * i - 4]
           local v = tat[j]
           if s > v then v = s end
-          v = v + a[x + 3 * i - 3]
+          v = v + a[x + 4 * i - 3]
           tat[j] = v
-          defer(writes, ttl_of, j, a[x + 3 * i - 1])
+          defer(writes, ttl_of, j, a[x + 4 * i - 1])
           local f = string.format('%d', v)
           booked[j] = f
           line = line .. ' ' .. f
         end
       end
-      out[#out + 1] = line
+      out[no] = line
     end
-    k = k + nr
-    x = x + 3 * nr
+    x = x + 4 * nr
   end
   for i = 1, #writes do
     local j = writes[i]
-    -- A TTL from the pack is a number Lua passes as its digits: a period
-    -- is at most ten years and a wait at most 2^53 µs, so it has at most
-    -- 13 digits of ms, short of the 15 Lua would write with an exponent.
     redis.call('SET', KEYS[j], booked[j], 'PX', ttl_of[j])
   end
   if e then out[1] = out[1] .. ' ' .. e end

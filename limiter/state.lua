@@ -49,10 +49,12 @@ local function epoch(KEYS, val, t, now, j, mttl)
   return e
 end
 
--- penalty reads the n penalty keys after index ko and returns the one
+-- penalty reads the n penalty keys after position ko and returns the one
 -- that ends last while still live (its position among them, its end and
 -- its stored value "end|code"; 0 when none) and whether a corrupt value
--- was found, which is deleted.
+-- was found, which is deleted. A position is the key's index in KEYS, or,
+-- with alias, what alias maps it to when it maps it (a batch's keys named
+-- again; a lean call's pack, which holds every penalty key's index).
 local function penalty(KEYS, val, alias, now, ko, n)
   local best, best_until, best_value, corrupt = 0, 0, false, false
   for i = 1, n do

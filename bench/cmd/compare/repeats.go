@@ -111,7 +111,7 @@ func verdict(met bool) string {
 const repeatsWhy = `
 Where they stop here: a group keeps up to two calls in flight, when they book no rule in common (its
 requests stay in arrival order on every rule), and requests of many rule sets go in one lean call
-(keys as keys, all numbers in one MessagePack argument). Over 1,000 rule sets a call then carries
+(each key once, all numbers in one MessagePack argument). Over 1,000 rule sets a call then carries
 about 14.5 requests and lives about 250 µs, of which Redis runs it for 60-70 µs
 (` + "`BenchmarkRedisReserveManyRuleSets/coalesced`" + `); the columns above show both processes together using
 about 1.2-1.4 of the two cores: the rest of a call's life is the hops between them, which on this
