@@ -206,6 +206,34 @@ func (f *fixedClock) run(call []any, seed uint64) (reply string, states []string
 	return reply, slices.Compact(states)
 }
 
+// outlives checks that every rule key of call holding a time ahead of the
+// fixed clock expires no sooner than that time: a key that expired first
+// would lose a slot booked ahead (a lean call asks each key's longest
+// expiry of the requests that book it).
+func (f *fixedClock) outlives(call []any) {
+	ctx := context.Background()
+	numKeys, _ := strconv.Atoi(fmt.Sprint(call[2]))
+	for _, k := range call[3 : 3+numKeys] {
+		key := k.(string)
+		if !strings.Contains(key, "}:r:") {
+			continue
+		}
+		v, err := f.c.Get(ctx, key).Int64()
+		if err != nil || v <= fixedNow {
+			continue
+		}
+		ttl, err := f.c.PTTL(ctx, key).Result()
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		// A few ms pass between the call and PTTL; the key's expiry is
+		// counted in whole ms.
+		if need := time.Duration(v-fixedNow)*time.Microsecond - 50*time.Millisecond; ttl < need {
+			f.t.Fatalf("%s holds a time %v ahead but expires in %v", key, time.Duration(v-fixedNow)*time.Microsecond, ttl)
+		}
+	}
+}
+
 // randomState draws a stored value for key, by its kind: for the epoch
 // marker fresh, about to be renewed or absent; for a rule or penalty key
 // absent, ahead of now, past, or corrupt, and for a penalty key sometimes
@@ -273,6 +301,9 @@ func TestLeanMatchesSegments(t *testing.T) {
 			}
 			var reply string
 			reply, states[v] = f.run(a.list, uint64(iter))
+			if v == 0 {
+				f.outlives(a.list)
+			}
 			answers[v] = make([]Reservation, len(batch))
 			var err error
 			if v == 0 {
