@@ -32,9 +32,9 @@ func allLean(reqs []Request) bool {
 // the order first named; then 'q' or 'r' (epoch: whether the marker is
 // read at once), the marker's TTL and the packed numbers, which give each
 // request's keys by their index. A key named again (the app's rule and
-// penalty in every request of a preset) goes once: in a batch of 29
-// DingTalk requests a third of the keys, which Redis would otherwise take
-// as arguments, read, and map back to their first index in the script.
+// penalty in every request of a preset) goes once: in a batch of DingTalk
+// requests a third of the keys, which Redis would otherwise take as
+// arguments, read, and map back to their first index in the script.
 func (l *redisLimiter) appendLean(a *scriptArgs, reqs []Request, epoch bool) {
 	group := reqs[0].Group
 	numbers := 0
