@@ -117,8 +117,8 @@ about 14.5 requests and lives about 250 µs, of which Redis runs it for 60-70 µ
 about 1.2-1.4 of the two cores: the rest of a call's life is the hops between them, which on this
 virtual machine cost about what the bare round trip above does. A third or fourth call in flight
 made calls smaller without more decisions per second (` + "`maxInFlight`" + ` 1 to 4 measured). Each
-request of a distinct rule set costs Redis one ` + "`SET ... PX`" + ` of its own key (1.2-1.6 µs of the about
-3.6 µs a request takes in a batch of 64, ` + "`BenchmarkRedisLargestBatch`" + `), against about 1 µs for a whole
+request of a distinct rule set costs Redis one ` + "`SET ... PX`" + ` of its own key (about 1 µs of the about
+2.8-3.0 µs a request takes in a lean call of 64, ` + "`BenchmarkRedisLargestBatch`" + `), against about 1 µs for a whole
 ` + "`return 1`" + ` call. One call per decision: the asking goroutines' CPU follows Redis's time per call (the
 client column rises with the Redis column), so the ratio follows the script. That call has a script
 of its own (one.lua: straight lines, no closures of the other forms, the group's epoch marker left
