@@ -49,8 +49,8 @@ func (c *keyCache) get(prefix string, tag byte, group, name string) any {
 type scriptArgs struct {
 	list, keys, argv []any
 	segs             []int
-	pack             []byte        // a lean call's numbers (lean.go)
-	index            map[any]int64 // a lean call's keys named so far: their index
+	pack             []byte           // a lean call's numbers (lean.go)
+	index            map[string]int64 // a lean call's keys named so far: their index
 }
 
 var argsPool = sync.Pool{New: func() any { return &scriptArgs{list: make([]any, 0, 32)} }}

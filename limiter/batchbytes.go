@@ -4,7 +4,6 @@ import (
 	"slices"
 
 	"github.com/quotaware/throttle/limiter/internal/rulecore"
-	"github.com/quotaware/throttle/limiter/rule"
 )
 
 // The size of a coalesced call, estimated as lane.take fills a batch, so
@@ -37,16 +36,21 @@ func (p *Request) argBytes(prefix string) int {
 var ruleArgBytes = [...]int{rulecore.Paced: 24, rulecore.Window: 32, rulecore.Concurrency: 40, rulecore.Calendar: 72}
 
 // leanBytes bounds the bytes p adds to a lean call (lean.go) after prev
-// (nil: p is the first): its keys but those prev names too (the call
-// carries a key once; the app's rule and penalty beside each API's are
-// the common case), and its numbers packed: four of up to 9 bytes, each
-// penalty key's index (up to 3) and per rule its key's index, two numbers
-// and the TTL's digits (36).
+// (nil: p is the first, which also brings the epoch marker's key and the
+// call's three arguments besides the pack): its keys but those prev names
+// too (the call carries a key once; the app's rule and penalty beside each
+// API's are the common case; a key named further back is counted again,
+// so the bound is loose when few rule sets alternate), and its numbers
+// packed: four of up to 9 bytes, each penalty key's index (up to 3) and
+// per rule its key's index, two numbers and the TTL's digits (36).
 func (p *Request) leanBytes(prefix string, prev *Request) int {
 	tag := len(prefix) + len(p.Group) + 6
 	n := 36 + 3*len(p.Scopes) + 36*len(p.Rules)
+	if prev == nil {
+		n += tag + 24
+	}
 	for i := range p.Rules {
-		if k := p.Rules[i].Key(); prev == nil || !slices.ContainsFunc(prev.Rules, func(r rule.Rule) bool { return r.Key() == k }) {
+		if k := p.Rules[i].Key(); prev == nil || !prev.namesRule(k) {
 			n += tag + len(k)
 		}
 	}
@@ -58,10 +62,20 @@ func (p *Request) leanBytes(prefix string, prev *Request) int {
 	return n
 }
 
+// namesRule reports whether p has a rule of key k.
+func (p *Request) namesRule(k string) bool {
+	for i := range p.Rules {
+		if p.Rules[i].Key() == k {
+			return true
+		}
+	}
+	return false
+}
+
 // callBytes estimates the size of the call a batch makes (reserveN): in
 // segments, where a request of the shape of the one before adds only its
 // own arguments, or, when the batch holds several segments and only paced
-// rules, as one lean call, which carries every request's keys.
+// rules, as one lean call, which carries each of its keys once.
 type callBytes struct {
 	segmented, lean, segments int
 	notLean                   bool

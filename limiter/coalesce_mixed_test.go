@@ -177,7 +177,8 @@ func callsWithinBound(t *testing.T, g *gate, first <-chan outcome, waiting []<-c
 }
 
 // A batch of several rule sets of paced rules goes as one lean call, which
-// names every request's keys: the byte bound counts them, whether the rule
+// names each key once: the byte bound counts a request's keys but those
+// the request before it names, whether the rule
 // sets alternate or one follows a long run of another (which used to count
 // as one segment, 32 bytes a request, and went lean at over three times the
 // bound).
@@ -217,8 +218,9 @@ func TestRedisCoalescedBatchBytesLean(t *testing.T) {
 			}
 			calls, sizes := callsWithinBound(t, g, first, waiting)
 			t.Logf("bytes of each call: %v", sizes)
-			// About 650 bytes a request as a lean call: a call of fewer
-			// than 8 would mean an estimate far above the call's size.
+			// About 630 bytes a request as the bound counts a lean call
+			// (about 130 sent): a call of fewer than 8 would mean an
+			// estimate far above even that.
 			if calls > 64/8+1 {
 				t.Fatalf("64 requests took %d calls (%v bytes): the estimate is far above the call's size", calls, sizes)
 			}

@@ -44,7 +44,7 @@ func (l *redisLimiter) appendLean(a *scriptArgs, reqs []Request, epoch bool) {
 	a.begin(reserveScript, 0)
 	a.list = append(a.list, l.keys.get(l.prefix, epochTag, group, ""))
 	if a.index == nil {
-		a.index = make(map[any]int64)
+		a.index = make(map[string]int64)
 	}
 	a.pack = appendArrayHead(a.pack[:0], numbers)
 	markerTTL := int64(time.Second / time.Millisecond)
@@ -78,17 +78,20 @@ func (l *redisLimiter) appendLean(a *scriptArgs, reqs []Request, epoch bool) {
 // keyIndex is key's index in the call's KEYS (1 for the first, a.list[3]),
 // added to them when not named before in this call.
 func (a *scriptArgs) keyIndex(key any) int64 {
-	if i, ok := a.index[key]; ok {
+	k := key.(string)
+	if i, ok := a.index[k]; ok {
 		return i
 	}
 	a.list = append(a.list, key)
 	i := int64(len(a.list) - 3)
-	a.index[key] = i
+	a.index[k] = i
 	return i
 }
 
 // maxPacked bounds a packed number: Lua reads numbers as doubles, exact
-// up to 2^53 (µs: 285 years, past any wait or time here).
+// up to 2^53 (µs: 285 years, past any wait or time here). Only a rule's
+// tolerance can go beyond it (a burst of many periods of years); clamped,
+// it makes the lean call stricter than a segment, never looser.
 const maxPacked = 1<<53 - 1
 
 // appendArrayHead appends a MessagePack array header of n elements.

@@ -46,7 +46,7 @@
 -- refused learns from it how far ahead the others' slots go, and holds its
 -- own local slots back past them should Redis go away (failover.go).
 -- or, when a penalty refuses them all, a single line
---   penalised: "2 <penalty left µs> <penalty key index> <stored value>"
+--   penalised: "2 <penalty left µs> <position among the request's penalty keys, from 1> <stored value>"
 --
 -- (The state read and its helpers: state.lua, which leads this script.)
 
@@ -495,7 +495,7 @@ end
 -- digits: the SET takes it as it is, where a number would be formatted).
 -- Reply: the first line as above (the epoch only when it was read), then
 -- one line per request as above, but for a penalty, whose line is "2
--- <left µs> <penalty key index> <bytes> <stored value>": the stored value
+-- <left µs> <position among its penalty keys> <bytes> <stored value>": the stored value
 -- may hold a newline.
 local function lean(KEYS, ARGV, val, t, now, clock)
   local a = cmsgpack.unpack(ARGV[3])
