@@ -87,3 +87,50 @@ repeat t = redis.call('TIME') until t[1] * 1e6 + t[2] > e return 0`, nil).Err()
 		}
 	}
 }
+
+// SharedConfig.Timeout bounds every call to Redis whatever the caller's
+// context: while Redis is busy in a script for three seconds, a
+// reservation made without a deadline through the Shared limiter and one
+// made on its Redis limiter directly both end in a store failure. Had the
+// bound been lost, each would have waited for Redis and been admitted.
+func TestTimeoutBoundsCallsWithoutDeadline(t *testing.T) {
+	srv := redistest.Start(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+	t.Cleanup(func() { c.Close() })
+	admin, probe := srv.Client(t), srv.Client(t)
+	s := newShared(t, c, limiter.SharedConfig{Prefix: "bound", Mode: limiter.OutageRefuse, Timeout: 100 * time.Millisecond})
+	ctx := context.Background()
+	one := rule.Must(rule.New("k", 1000, time.Second))
+	req := limiter.Request{Group: "g", Rules: []rule.Rule{one}}
+	if _, err := s.Reserve(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	busy := make(chan error, 1)
+	go func() {
+		busy <- admin.Eval(ctx, `local t = redis.call('TIME') local e = t[1] * 1e6 + t[2] + 3000000
+repeat t = redis.call('TIME') until t[1] * 1e6 + t[2] > e return 0`, nil).Err()
+	}()
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 150*time.Millisecond)
+		err := probe.Do(pctx, "PING").Err()
+		cancel()
+		if err != nil {
+			break
+		}
+	}
+	for name, reserve := range map[string]func() (limiter.Reservation, error){
+		"shared": func() (limiter.Reservation, error) { return s.Reserve(ctx, req) },
+		"redis":  func() (limiter.Reservation, error) { return s.Redis().Reserve(ctx, req) },
+	} {
+		res, err := reserve()
+		if err == nil && res.OK() {
+			t.Errorf("%s: admitted by a Redis busy for three seconds: the Timeout did not bound the call", name)
+		}
+		if err != nil && !errors.Is(err, limiter.ErrUnavailable) {
+			t.Errorf("%s: %v, want ErrUnavailable", name, err)
+		}
+	}
+	if err := <-busy; err != nil {
+		t.Fatal(err)
+	}
+}
