@@ -57,22 +57,7 @@ func TestDeadlineDuringOwnCallIsTheCallers(t *testing.T) {
 	}
 	for range 5 {
 		// Redis busy in a script for a second, as on a loaded server.
-		busy := make(chan error, 1)
-		go func() {
-			busy <- admin.Eval(ctx, `local t = redis.call('TIME') local e = t[1] * 1e6 + t[2] + 1000000
-repeat t = redis.call('TIME') until t[1] * 1e6 + t[2] > e return 0`, nil).Err()
-		}()
-		// Wait until it is: a PING that gets no answer in 150 ms (far
-		// longer than a loaded machine delays a PING; the script still
-		// has most of its second to run).
-		for {
-			pctx, cancel := context.WithTimeout(ctx, 150*time.Millisecond)
-			err := probe.Do(pctx, "PING").Err()
-			cancel()
-			if err != nil {
-				break
-			}
-		}
+		busy := keepBusy(admin, probe, time.Second)
 		dctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
 		_, err := s.Reserve(dctx, limiter.Request{Group: "g", Rules: []rule.Rule{one}})
 		cancel()
@@ -105,19 +90,7 @@ func TestTimeoutBoundsCallsWithoutDeadline(t *testing.T) {
 	if _, err := s.Reserve(ctx, req); err != nil {
 		t.Fatal(err)
 	}
-	busy := make(chan error, 1)
-	go func() {
-		busy <- admin.Eval(ctx, `local t = redis.call('TIME') local e = t[1] * 1e6 + t[2] + 3000000
-repeat t = redis.call('TIME') until t[1] * 1e6 + t[2] > e return 0`, nil).Err()
-	}()
-	for {
-		pctx, cancel := context.WithTimeout(ctx, 150*time.Millisecond)
-		err := probe.Do(pctx, "PING").Err()
-		cancel()
-		if err != nil {
-			break
-		}
-	}
+	busy := keepBusy(admin, probe, 3*time.Second)
 	for name, reserve := range map[string]func() (limiter.Reservation, error){
 		"shared": func() (limiter.Reservation, error) { return s.Reserve(ctx, req) },
 		"redis":  func() (limiter.Reservation, error) { return s.Redis().Reserve(ctx, req) },
@@ -132,5 +105,27 @@ repeat t = redis.call('TIME') until t[1] * 1e6 + t[2] > e return 0`, nil).Err()
 	}
 	if err := <-busy; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// keepBusy runs a script that holds Redis for d through admin and returns
+// once Redis is held, which probe finds by a PING that gets no answer in
+// 150 ms (far longer than a loaded machine delays a PING; the script still
+// has most of d to run). The channel receives the script's error when it
+// ends.
+func keepBusy(admin, probe *redis.Client, d time.Duration) <-chan error {
+	ctx := context.Background()
+	busy := make(chan error, 1)
+	go func() {
+		busy <- admin.Eval(ctx, `local t = redis.call('TIME') local e = t[1] * 1e6 + t[2] + tonumber(ARGV[1])
+repeat t = redis.call('TIME') until t[1] * 1e6 + t[2] > e return 0`, nil, d.Microseconds()).Err()
+	}()
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 150*time.Millisecond)
+		err := probe.Do(pctx, "PING").Err()
+		cancel()
+		if err != nil {
+			return busy
+		}
 	}
 }
