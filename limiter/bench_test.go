@@ -59,6 +59,9 @@ func benchRedisReserve(b *testing.B, rules []rule.Rule, scopes []string, opts ..
 	}
 	parallel50(b)
 	b.ReportAllocs()
+	if err := c.ConfigResetStat(ctx).Err(); err != nil {
+		b.Fatal(err)
+	}
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
@@ -69,6 +72,8 @@ func benchRedisReserve(b *testing.B, rules []rule.Rule, scopes []string, opts ..
 			}
 		}
 	})
+	b.StopTimer()
+	reportCalls(b, c)
 }
 
 // hot is a rule far above any load, with a burst so large that requests
