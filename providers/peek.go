@@ -95,28 +95,12 @@ func peekBody(resp *http.Response, limit int) ([]byte, error) {
 	if resp.ContentLength > 0 && resp.ContentLength < int64(limit) {
 		n, known = int(resp.ContentLength), true
 	}
-	size := n
-	if !known && size > firstChunk {
-		size = firstChunk
+	start := n
+	if !known {
+		start = firstChunk
 	}
-	buf := make([]byte, 0, size)
 	body := resp.Body
-	var err error
-	for len(buf) < n {
-		if len(buf) == cap(buf) {
-			// Unknown length: grow geometrically up to the limit, so short
-			// bodies cost one small buffer.
-			next := make([]byte, len(buf), min(2*cap(buf), n))
-			copy(next, buf)
-			buf = next
-		}
-		var k int
-		k, err = body.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+k]
-		if err != nil {
-			break
-		}
-	}
+	buf, err := readPrefix(body, n, start)
 	resp.Body = &replayBody{prefix: buf, err: err, rc: body}
 	if err == io.EOF {
 		err = nil
@@ -149,3 +133,26 @@ func (b *replayBody) Read(p []byte) (int, error) {
 }
 
 func (b *replayBody) Close() error { return b.rc.Close() }
+
+// readPrefix reads up to n bytes of body, stopping at its first error,
+// which it returns. The buffer starts at start bytes (at most n) and
+// doubles up to n, so that a short body of unknown length costs one small
+// buffer.
+func readPrefix(body io.Reader, n, start int) ([]byte, error) {
+	buf := make([]byte, 0, min(max(start, 1), n))
+	var err error
+	for len(buf) < n {
+		if len(buf) == cap(buf) {
+			next := make([]byte, len(buf), min(2*cap(buf), n))
+			copy(next, buf)
+			buf = next
+		}
+		var k int
+		k, err = body.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+k]
+		if err != nil {
+			break
+		}
+	}
+	return buf, err
+}

@@ -33,22 +33,8 @@ func PeekRequestBody(req *http.Request, limit int) (prefix []byte, complete bool
 	if req.ContentLength > 0 && req.ContentLength < int64(limit) {
 		size = int(req.ContentLength) + 1
 	}
-	buf := make([]byte, 0, min(size, firstChunk))
 	body := req.Body
-	var err error
-	for len(buf) < size {
-		if len(buf) == cap(buf) {
-			next := make([]byte, len(buf), min(2*cap(buf), size))
-			copy(next, buf)
-			buf = next
-		}
-		var k int
-		k, err = body.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+k]
-		if err != nil {
-			break
-		}
-	}
+	buf, err := readPrefix(body, size, firstChunk)
 	req.Body = &replayBody{prefix: buf, err: err, rc: body}
 	if err != io.EOF || len(buf) > limit {
 		return buf[:min(len(buf), limit)], false
