@@ -2,7 +2,6 @@ package feishu
 
 import (
 	"net/http"
-	"net/url"
 	"testing"
 
 	"github.com/quotaware/throttle/providers/internal/routetest"
@@ -25,20 +24,7 @@ func FuzzRouteIDs(f *testing.F) { catalogChecker(f).Fuzz(f) }
 
 // BenchmarkRoute routes catalogued paths (with IDs) through the full
 // catalog, and one the catalog lacks.
-func BenchmarkRoute(b *testing.B) {
-	p := testProfile(b, Config{Apps: []App{{}}})
-	for _, path := range benchPaths {
-		req := &http.Request{Method: path[0], URL: &url.URL{Scheme: "https", Host: "open.feishu.cn", Path: path[1]}, Header: http.Header{}}
-		b.Run(path[1], func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := p.Route(req); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
-}
+func BenchmarkRoute(b *testing.B) { catalogChecker(b).Bench(b, benchPaths) }
 
 var benchPaths = [][2]string{
 	{http.MethodGet, "/open-apis/contact/v3/users/ou_7d8a6e6df7621556ce0d21922b676706ccs"},

@@ -27,20 +27,7 @@ func FuzzRouteIDs(f *testing.F) { catalogChecker(f).Fuzz(f) }
 
 // BenchmarkRoute routes catalogued paths (with IDs) through the full
 // catalog, and one the catalog lacks.
-func BenchmarkRoute(b *testing.B) {
-	p := testProfile(b, Config{Apps: []App{{}}}, nil)
-	for _, path := range benchPaths {
-		req := &http.Request{Method: path[0], URL: &url.URL{Scheme: "https", Host: "qyapi.weixin.qq.com", Path: path[1]}, Header: http.Header{}}
-		b.Run(path[1], func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := p.Route(req); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
-}
+func BenchmarkRoute(b *testing.B) { catalogChecker(b).Bench(b, benchPaths) }
 
 var benchPaths = [][2]string{
 	{http.MethodGet, "/cgi-bin/user/get"},

@@ -178,3 +178,19 @@ func (c *Checker) CheckUncatalogued(t *testing.T, method, prefix, want string) {
 		}
 	}
 }
+
+// Bench measures routing each of paths (method, path pairs) through the
+// profile, one sub-benchmark per path.
+func (c *Checker) Bench(b *testing.B, paths [][2]string) {
+	for _, path := range paths {
+		req := &http.Request{Method: path[0], URL: &url.URL{Scheme: "https", Host: c.Host, Path: path[1]}, Header: http.Header{}}
+		b.Run(path[1], func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := c.Profile.Route(req); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
