@@ -43,6 +43,7 @@ FUZZ_TARGETS = \
 	./providers/feishu:FuzzClassify \
 	.:FuzzRedactText \
 	./providers/feishu:FuzzRecipient \
+	./providers/feishu:FuzzLearn \
 	./providers/wecom:FuzzMemberKeys
 
 .PHONY: test-ops

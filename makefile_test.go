@@ -1,0 +1,84 @@
+package throttle_test
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// make test and make fuzz run the fuzz targets listed in the Makefile's
+// FUZZ_TARGETS: a target missing from the list is never fuzzed (its seed
+// inputs still run as a test), and an entry naming no target fails make.
+// The list must name every Fuzz function of this module, and nothing else.
+func TestMakefileListsEveryFuzzTarget(t *testing.T) {
+	mk, err := os.ReadFile("Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := regexp.MustCompile(`(?s)\nFUZZ_TARGETS = \\\n(.*?)\n\n`).FindSubmatch(mk)
+	if block == nil {
+		t.Fatal("no FUZZ_TARGETS block in the Makefile")
+	}
+	var listed []string
+	for _, line := range strings.Split(string(block[1]), "\n") {
+		if entry := strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(line), `\`)); entry != "" {
+			listed = append(listed, entry)
+		}
+	}
+
+	fuzzFunc := regexp.MustCompile(`(?m)^func (Fuzz\w*)\(\w+ \*testing\.F\)`)
+	var found []string
+	err = filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			// Other modules (bench/, integrations/) and test data are not this
+			// module's packages.
+			if path != "." && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".") || exists(filepath.Join(path, "go.mod"))) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		pkg := "./" + filepath.ToSlash(filepath.Dir(path))
+		if pkg == "./." {
+			pkg = "."
+		}
+		for _, m := range fuzzFunc.FindAllStringSubmatch(string(src), -1) {
+			found = append(found, pkg+":"+m[1])
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(found) == 0 {
+		t.Fatal("no fuzz target found in the module")
+	}
+	for _, target := range found {
+		if !slices.Contains(listed, target) {
+			t.Errorf("fuzz target %s is not in the Makefile's FUZZ_TARGETS: make test never fuzzes it", target)
+		}
+	}
+	for _, entry := range listed {
+		if !slices.Contains(found, entry) {
+			t.Errorf("FUZZ_TARGETS lists %s, which is no fuzz target of this module", entry)
+		}
+	}
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
