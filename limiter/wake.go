@@ -55,8 +55,9 @@ func sleepFor(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// fineWaker wakes waiters at their instants from one goroutine locked to
-// its thread.
+// fineWaker wakes waiters at their instants from one goroutine, which
+// sleeps in nanosleep (holding its thread in the system call) while a
+// waiter is in its last stretch and ends once none has been for fineIdle.
 type fineWaker struct {
 	mu      sync.Mutex
 	waiters wakeHeap
