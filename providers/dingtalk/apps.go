@@ -2,6 +2,7 @@ package dingtalk
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -49,14 +50,7 @@ func New(c Config) (*Preset, error) {
 			return pr.profile(), nil
 		},
 		Default: c.Default,
-		CheckDefault: func(a App) error {
-			if a.ISV && a.CorpID == "" {
-				// Requests of unknown apps name no customer org (the token
-				// calls among them): they could not be routed.
-				return errors.New("is an ISV suite without a CorpID")
-			}
-			return nil
-		},
+		CheckDefault: checkDefault,
 		Unknown: func(listed []App) (providers.Profile, error) {
 			lowest := 0
 			for _, a := range listed {
@@ -107,11 +101,27 @@ func MustNew(c Config) *Preset {
 	return p
 }
 
+// checkDefault vets the app that requests of no known app go to.
+func checkDefault(a App) error {
+	if a.ISV && a.CorpID == "" {
+		// Requests of unknown apps name no customer org (the token calls
+		// among them): they could not be routed.
+		return errors.New("is an ISV suite without a CorpID")
+	}
+	return nil
+}
+
 // Add adds or replaces an app while the service runs; requests of that app
-// use its rules from then on.
+// use its rules from then on, and so do requests of no known app when it
+// replaces the app they go to (Config.Default, or the only app listed).
 func (p *Preset) Add(a App) error {
 	if p == nil {
 		return errors.New("dingtalk: " + appset.ErrNil.Error())
+	}
+	if p.cfg.Default != "" && a.AppKey == p.cfg.Default {
+		if err := checkDefault(a); err != nil {
+			return fmt.Errorf("dingtalk: Add: Config.Default %q %w", a.AppKey, err)
+		}
 	}
 	pr, err := p.cfg.build(a)
 	if err != nil {

@@ -88,6 +88,41 @@ func TestAppsAddWhileRunning(t *testing.T) {
 	}
 }
 
+// Add replacing the app that requests of no app tag go to (the only app
+// listed, or Config.Default) changes their rules too, as it does those of
+// the app's tagged requests; a Default that Add would make an ISV suite
+// without a CorpID is refused, as New refuses it.
+func TestAppsAddReplacesTheAppUntaggedRequestsGoTo(t *testing.T) {
+	untagged := func(p providers.Profile) providers.Route {
+		req, _ := http.NewRequest("GET", "https://api.dingtalk.com/v1.0/contact/users/u1", nil)
+		r, err := p.Route(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	for _, cfg := range []dingtalk.Config{
+		{Apps: []dingtalk.App{{AppKey: "dingA"}}},
+		{Apps: []dingtalk.App{{AppKey: "dingA"}, {AppKey: "dingB"}}, Default: "dingA"},
+	} {
+		a := dingtalk.MustNew(cfg)
+		p := a.Profile()
+		if r := untagged(p); r.Scopes[0] != "api:dingA:/v1.0/contact/users/{unionId}" || r.Rules[0].Limit() != 20 {
+			t.Fatalf("%d apps, before Add: %q at %d/s, want dingA's scope at 20/s", len(cfg.Apps), r.Scopes[0], r.Rules[0].Limit())
+		}
+		if err := a.Add(dingtalk.App{AppKey: "dingA", Edition: dingtalk.Exclusive}); err != nil {
+			t.Fatal(err)
+		}
+		if r := untagged(p); r.Rules[0].Limit() != 60 {
+			t.Errorf("%d apps, after Add: %q at %d/s, want 60/s", len(cfg.Apps), r.Scopes[0], r.Rules[0].Limit())
+		}
+	}
+	a := dingtalk.MustNew(dingtalk.Config{Apps: []dingtalk.App{{AppKey: "dingA"}, {AppKey: "dingB"}}, Default: "dingA"})
+	if err := a.Add(dingtalk.App{AppKey: "dingA", ISV: true}); err == nil || !strings.Contains(err.Error(), `Config.Default "dingA" is an ISV suite`) {
+		t.Errorf("Add made the Default an ISV suite without a CorpID: err = %v", err)
+	}
+}
+
 func TestAppsConfigErrorsNameTheField(t *testing.T) {
 	cases := []struct {
 		cfg  dingtalk.Config

@@ -92,8 +92,11 @@ func MustNew(c Config) *Preset {
 	return p
 }
 
-// Add adds or replaces an internal app while the service runs. (A store
-// app's new tenants need nothing: each is learned from its token.)
+// Add adds or replaces an internal app while the service runs; requests of
+// that app use its rules from then on, and so do requests of no known app
+// when it replaces the one they go to (Config.Default, or the only app
+// listed). (A store app's new tenants need nothing: each is learned from
+// its token.)
 func (p *Preset) Add(a App) error {
 	if p == nil {
 		return errors.New("feishu: " + appset.ErrNil.Error())

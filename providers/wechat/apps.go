@@ -66,7 +66,10 @@ func MustNew(c Config) *Preset {
 	return p
 }
 
-// Add adds or replaces an account while the service runs.
+// Add adds or replaces an account while the service runs; requests of that
+// account use its rules from then on, and so do requests of no known account
+// when it replaces the one they go to (Config.Default, or the only account
+// listed).
 func (p *Preset) Add(a App) error {
 	if p == nil {
 		return errors.New("wechat: " + appset.ErrNil.Error())

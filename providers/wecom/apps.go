@@ -81,7 +81,10 @@ func MustNew(c Config) *Preset {
 	return p
 }
 
-// Add adds or replaces a company while the service runs.
+// Add adds or replaces a company while the service runs; requests of that
+// company use its rules from then on, and so do requests of no known company
+// when it replaces the one they go to (Config.Default, or the only company
+// listed).
 func (p *Preset) Add(a App) error {
 	if p == nil {
 		return errors.New("wecom: " + appset.ErrNil.Error())

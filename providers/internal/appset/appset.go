@@ -17,11 +17,15 @@ import (
 // per app (e.g. wechat.New, through Build); apps may be added while requests flow.
 // Safe for concurrent use.
 type Set struct {
-	name     string
-	match    func(*http.Request) bool
-	fallback providers.Profile
-	build    func(apps.App) (providers.Profile, string, error)
-	key      func(apps.App) string
+	name  string
+	match func(*http.Request) bool
+	build func(apps.App) (providers.Profile, string, error)
+	key   func(apps.App) string
+
+	// fallback is replaced when Add replaces the listed app it is
+	// (fallbackKey; "" when it is none).
+	fallback    atomic.Pointer[providers.Profile]
+	fallbackKey string
 
 	mu   sync.Mutex                                    // serialises writers of byID
 	byID atomic.Pointer[map[string]*providers.Profile] // the apps listed (New, Add)
@@ -46,6 +50,10 @@ type Config struct {
 	// Fallback handles requests of unknown apps: a default app's profile,
 	// or a conservative shared one.
 	Fallback providers.Profile
+	// FallbackKey is the key of the listed app Fallback is, "" when it is
+	// none: Add replacing that app replaces the fallback too, so that
+	// requests of no app tag use the new rules as the app's own do.
+	FallbackKey string
 	// Build returns the profile of an app the set does not hold yet, with
 	// the key it is kept under (e.g. app and tenant), or an error to send
 	// the request to Fallback. Nil: unlisted apps go to Fallback.
@@ -66,7 +74,9 @@ func New(c Config, keys []string, profiles []providers.Profile) (*Set, error) {
 	case len(keys) != len(profiles):
 		return nil, fmt.Errorf("appset: %d keys for %d profiles", len(keys), len(profiles))
 	}
-	s := &Set{name: c.Name, match: c.Match, fallback: c.Fallback, build: c.Build}
+	s := &Set{name: c.Name, match: c.Match, build: c.Build, fallbackKey: c.FallbackKey}
+	fallback := c.Fallback
+	s.fallback.Store(&fallback)
 	s.key = c.Key
 	if s.key == nil {
 		s.key = func(a apps.App) string { return a.ID }
@@ -79,7 +89,8 @@ func New(c Config, keys []string, profiles []providers.Profile) (*Set, error) {
 	return s, nil
 }
 
-// Add adds or replaces the profile kept under key, as a listed app.
+// Add adds or replaces the profile kept under key, as a listed app, and
+// the fallback when it is that app.
 func (s *Set) Add(key string, p providers.Profile) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -90,6 +101,9 @@ func (s *Set) Add(key string, p providers.Profile) {
 	}
 	next[key] = &p
 	s.byID.Store(&next)
+	if key == s.fallbackKey && key != "" {
+		s.fallback.Store(&p)
+	}
 	if _, ok := s.learned.LoadAndDelete(key); ok {
 		s.nLearned.Add(-1)
 	}
@@ -102,7 +116,7 @@ func (s *Set) Len() int { return len(*s.byID.Load()) + int(s.nLearned.Load()) }
 func (s *Set) Pick(req *http.Request) *providers.Profile {
 	app, ok := apps.FromContext(req.Context())
 	if !ok || (app.Provider != "" && app.Provider != s.name) {
-		return &s.fallback
+		return s.fallback.Load()
 	}
 	key := s.key(app)
 	if p := (*s.byID.Load())[key]; p != nil {
@@ -112,11 +126,11 @@ func (s *Set) Pick(req *http.Request) *providers.Profile {
 		return p.(*providers.Profile)
 	}
 	if s.build == nil {
-		return &s.fallback
+		return s.fallback.Load()
 	}
 	p, key, err := s.build(app)
 	if err != nil {
-		return &s.fallback
+		return s.fallback.Load()
 	}
 	return s.learn(key, p)
 }
@@ -157,7 +171,7 @@ func (s *Set) Profile() providers.Profile {
 			}
 			return providers.Verdict{}
 		},
-		DefaultPenalty: s.fallback.DefaultPenalty,
+		DefaultPenalty: s.fallback.Load().DefaultPenalty,
 		Lower:          s.lower,
 	}
 }
@@ -168,8 +182,8 @@ func (s *Set) Profile() providers.Profile {
 // the stored limits.
 func (s *Set) lower(l providers.Learned) bool {
 	lowered := false
-	if s.fallback.Lower != nil {
-		lowered = s.fallback.Lower(l)
+	if fb := s.fallback.Load(); fb.Lower != nil {
+		lowered = fb.Lower(l)
 	}
 	for _, p := range *s.byID.Load() {
 		if p.Lower != nil && p.Lower(l) {

@@ -198,3 +198,30 @@ func TestBuildRefusesAnAppListedTwice(t *testing.T) {
 		t.Fatalf("an app listed twice: %v, want an error naming Config.Apps[2] and [0]", err)
 	}
 }
+
+// Add replacing the listed app that is the fallback replaces the fallback
+// too: requests of no app tag were routed by the app's first rules for
+// good (a one-app preset's Add changed nothing they used), and another
+// app's Add leaves the fallback alone.
+func TestAddReplacesTheFallbackApp(t *testing.T) {
+	for _, tc := range []struct {
+		name, fallbackKey, added, want string
+	}{
+		{"the fallback's app", "a1", "a1", "a1 again"},
+		{"another app", "a1", "a2", "a1"},
+		{"a fallback of no app", "", "a1", "a1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fallback := profileOf("a1")
+			s, err := New(Config{Name: "acme", Match: func(*http.Request) bool { return true }, Fallback: fallback, FallbackKey: tc.fallbackKey},
+				[]string{"a1"}, []providers.Profile{profileOf("a1")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Add(tc.added, profileOf(tc.added+" again"))
+			if r, _ := s.Profile().Route(requestAs(nil)); r.API != tc.want {
+				t.Errorf("a request of no app routed to %q, want %q", r.API, tc.want)
+			}
+		})
+	}
+}

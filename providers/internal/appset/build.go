@@ -69,6 +69,7 @@ func Build[A any](s Spec[A]) (*Set, error) {
 		fallback = 0 // one app: every request is its
 	}
 	var fb providers.Profile
+	var fbKey string
 	switch {
 	case s.Default != "" && fallback < 0:
 		return nil, fmt.Errorf("%s: Config.Default %q is not one of Apps", s.Name, s.Default)
@@ -78,7 +79,7 @@ func Build[A any](s Spec[A]) (*Set, error) {
 				return nil, fmt.Errorf("%s: Config.Default %q %w", s.Name, s.Default, err)
 			}
 		}
-		fb = profiles[fallback]
+		fb, fbKey = profiles[fallback], keys[fallback]
 	default:
 		p, err := s.Unknown(s.Apps)
 		if err != nil {
@@ -88,7 +89,7 @@ func Build[A any](s Spec[A]) (*Set, error) {
 	}
 	// Every app of a preset shares the deployment's hosts: the fallback's
 	// Match is everyone's.
-	return New(Config{Name: s.Name, Match: fb.Match, Fallback: fb, Build: s.Learn, Key: s.Key}, keys, profiles)
+	return New(Config{Name: s.Name, Match: fb.Match, Fallback: fb, FallbackKey: fbKey, Build: s.Learn, Key: s.Key}, keys, profiles)
 }
 
 // ErrNil is Add's answer on a nil preset (a New error ignored).
