@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/quotaware/throttle"
+	"github.com/quotaware/throttle/apps"
+	"github.com/quotaware/throttle/internal/redistest"
 	"github.com/quotaware/throttle/limiter"
 )
 
@@ -475,12 +477,27 @@ type closeCounter struct {
 func (c *closeCounter) CloseIdleConnections() { c.closed.Add(1) }
 
 // http.Client.CloseIdleConnections reaches the base transport through the
-// Transport.
+// Transport, with the layers New wraps around the base too (token sharing,
+// which WithRedis turns on, and apps): it reached the base only without
+// them.
 func TestCloseIdleConnectionsForwards(t *testing.T) {
-	base := &closeCounter{RoundTripper: http.DefaultTransport}
-	c := &http.Client{Transport: throttle.MustNew(throttle.WithBase(base))}
-	c.CloseIdleConnections()
-	if n := base.closed.Load(); n != 1 {
-		t.Fatalf("base CloseIdleConnections called %d times, want 1", n)
+	rdb := redistest.Shared(t).Client(t)
+	for _, tc := range []struct {
+		name string
+		opts []throttle.Option
+	}{
+		{"base alone", nil},
+		{"Redis, tokens shared", []throttle.Option{throttle.WithRedis(rdb)}},
+		{"apps", []throttle.Option{throttle.WithApps(apps.Config{})}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			base := &closeCounter{RoundTripper: http.DefaultTransport}
+			tr := throttle.MustNew(append(tc.opts, throttle.WithBase(base), throttle.WithoutTelemetry())...)
+			t.Cleanup(func() { _ = tr.Close() })
+			(&http.Client{Transport: tr}).CloseIdleConnections()
+			if n := base.closed.Load(); n != 1 {
+				t.Fatalf("base CloseIdleConnections called %d times, want 1", n)
+			}
+		})
 	}
 }

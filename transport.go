@@ -255,9 +255,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // CloseIdleConnections closes the idle connections of the base transport,
-// so that http.Client.CloseIdleConnections reaches them.
+// so that http.Client.CloseIdleConnections reaches them. It asks the base
+// itself: the layers New wraps around it (token sharing, apps) keep no
+// connections.
 func (t *Transport) CloseIdleConnections() {
-	if c, ok := t.base.(interface{ CloseIdleConnections() }); ok {
+	if c, ok := t.direct.(interface{ CloseIdleConnections() }); ok {
 		c.CloseIdleConnections()
 	}
 }

@@ -49,7 +49,7 @@ func New(c Config) (*Preset, error) {
 			}
 			return pr.profile(), nil
 		},
-		Default: c.Default,
+		Default:      c.Default,
 		CheckDefault: checkDefault,
 		Unknown: func(listed []App) (providers.Profile, error) {
 			lowest := 0
