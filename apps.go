@@ -18,10 +18,11 @@ import (
 //
 // The Transport builds the Book from cfg, filling its zero fields with its
 // own: the Redis client and key prefix of WithRedis (or of a
-// *limiter.Shared given to WithLimiter), the meter provider of
-// WithMeterProvider, the logger of WithLogger. On Redis, give every replica
-// the same cfg.Key, so that a token one replica fetched is known to all;
-// cfg.Key is the only setting that is the Book's own. Transport.Apps returns
+// *limiter.Shared given to WithLimiter) when cfg.Redis is nil (a Book on a
+// Redis of its own keeps its own Prefix, default "throttle"), the meter
+// provider of WithMeterProvider, the logger of WithLogger. On Redis, give
+// every replica the same cfg.Key, so that a token one replica fetched is
+// known to all: it is the one setting with no default. Transport.Apps returns
 // the Book (its Stats, KeyCheck); Close closes it.
 func WithApps(cfg apps.Config) Option {
 	return optionFunc(func(c *config) { c.apps = &cfg })

@@ -145,9 +145,9 @@ func WithLimiter(l limiter.Limiter) Option {
 	})
 }
 
-// WithProfiles sets the providers the Transport knows. A request goes through
-// the first profile whose Match accepts it; other requests pass through
-// untouched.
+// WithProfiles adds providers the Transport knows (given twice, the lists
+// add up; a name given twice is an error). A request goes through the first
+// profile whose Match accepts it; other requests pass through untouched.
 func WithProfiles(profiles ...providers.Profile) Option {
 	return optionFunc(func(c *config) { c.profiles = append(c.profiles, profiles...) })
 }

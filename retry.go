@@ -53,7 +53,9 @@ func (p RetryPolicy) withDefaults() RetryPolicy {
 // defaults apply.
 //
 // What is retried, whatever the method: failures before the request was
-// written, and answers the profile reads as proof that the provider did not
+// written (known when the base transport reports its connection through
+// httptrace, as net/http's does; with a base that does not, such a failure
+// counts as ambiguous), and answers the profile reads as proof that the provider did not
 // process the call (Verdict.NotProcessed: "system busy" (-1), 429, a proxy's
 // 403/429 page in front of DingTalk, a quota penalty that ends within the
 // budget). For idempotent methods only (GET, HEAD, OPTIONS, TRACE, PUT,

@@ -164,7 +164,7 @@ func MustNew(opts ...Option) *Transport {
 // transport is left alone. A Transport dropped without Close stops that work
 // once it is garbage collected.
 //
-// Close returns within backgroundDrain (2s) whatever Redis does: the drain,
+// Close returns within 2s whatever Redis does: the drain,
 // then the shared limiter's stop with the time left (see
 // limiter.Shared.Shutdown). Work still waiting on a Redis that does not
 // answer then ends on its own timeout, and Close returns an error saying so.

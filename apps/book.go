@@ -313,7 +313,7 @@ func (b *Book) keep(h tokenHash, r stored, now uint32) {
 }
 
 // Learn records that token belongs to app for ttl (2 hours when zero,
-// at most maxTTL), here and, with Redis, for every replica. Exchanges
+// at most 30 days), here and, with Redis, for every replica. Exchanges
 // seen by Observe are learned this way; call it yourself for tokens fetched
 // elsewhere. A token already known as another app's is trusted for
 // neither from then on: Learn returns ErrConflict, and the first conflict

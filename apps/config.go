@@ -13,7 +13,7 @@ import (
 
 // Config configures a Book. The zero value is a Book that knows only the
 // exchanges this process sees; Redis and Key share it with every replica.
-// Through throttle.WithApps, the Transport fills Redis, Prefix,
+// Through throttle.WithApps, the Transport fills Redis (and then Prefix),
 // MeterProvider and Logger with its own when they are zero, so a Transport
 // on Redis needs only Key.
 type Config struct {
@@ -33,8 +33,9 @@ type Config struct {
 	// two Redis calls for one unknown token.
 	NegativeTTL time.Duration
 	// RedisTimeout bounds each Redis call (default 500 ms); a lookup that
-	// times out leaves the request untagged, and its token unknown for
-	// NegativeTTL.
+	// times out or fails leaves the request untagged, and its token unknown
+	// for 250 ms (not NegativeTTL: a slow moment should not send the
+	// token's calls to the wrong app for long).
 	RedisTimeout time.Duration
 	// MaxTokens bounds how many tokens the local cache holds (default
 	// 1,048,576, about 60 MB at most).

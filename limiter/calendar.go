@@ -57,8 +57,7 @@ return math.max(want, cur)
 // to used, a count the provider reported (WeChat's quota/get), plus what the
 // fleet booked since it read seen (CalendarUsed, before asking the
 // provider; negative: nothing is known of that). The window's first report
-// is taken to include none of the calls booked before it (see
-// calendarUsedScript). It never lowers the count and returns the count in
+// is taken to include none of the calls booked before it. It never lowers the count and returns the count in
 // force. Other rules are an ErrInvalidRequest.
 func (s *Shared) SetCalendarUsed(ctx context.Context, group string, r rule.Rule, used, seen int64) (int64, error) {
 	c := core(&r)

@@ -10,7 +10,9 @@ import (
 // Listener is told what a Shared limiter learns that its users act on: a
 // Transport opens its breakers on another replica's penalty, closes them on
 // a lift, and counts the rest. Any field may be nil. The functions run on
-// the limiter's goroutines and must not block.
+// the limiter's goroutines, and some (Switch, and Event for what a reply
+// showed) on the goroutine of the Reserve that found it: they must not
+// block.
 type Listener struct {
 	// Switch is told once per switch when Redis goes away (down true, with
 	// the error) and when the replica uses it again.

@@ -45,9 +45,12 @@ type SharedConfig struct {
 	// during an outage, in (0, 1]; zero means 1 / the number of live
 	// replicas, counted in a small registry in Redis.
 	Share float64
-	// Timeout bounds each call to Redis (default 250ms). Time a
-	// request spends queued behind another call for the same rules does
-	// not count.
+	// Timeout bounds each call to Redis on the request path (reserve,
+	// cancel, penalise; default 250ms). Time a request spends queued
+	// behind another call for the same rules does not count. The
+	// operator's calls (LiftPenalty, LiftPenaltyIf, SetCalendarUsed,
+	// Inspect, CalendarUsed) are bounded by their context alone, and the
+	// client's own timeouts.
 	Timeout time.Duration
 	// Probe is how often a replica in an outage asks Redis again (default
 	// 1s).
@@ -89,8 +92,8 @@ const (
 // comes with it: the outage mode (local limiting with this replica's share,
 // refusing, or admitting), the registry of live replicas that sets the
 // share, and the watch of penalty announcements. It owns their background
-// goroutines until Close. Use it for the limits of a fleet; use Redis alone
-// to share state without any of that, and Memory within one process.
+// goroutines until Close. Use it for the limits of a fleet, and Memory
+// within one process.
 type Shared struct {
 	redis    *redisLimiter
 	failover *failover
@@ -376,7 +379,8 @@ func (s *Shared) CalendarUsed(ctx context.Context, group string, rules []rule.Ru
 	return s.redis.CalendarUsed(ctx, group, rules)
 }
 
-// Inspect reads the limiter's state in Redis (see State), for operators:
+// Inspect reads the limiter's state in Redis, for operators (what
+// throttlectl status prints):
 // the given groups, or every group under the prefix when none is given.
 func (s *Shared) Inspect(ctx context.Context, groups ...string) (inspect.State, error) {
 	return s.redis.Inspect(ctx, groups...)
@@ -384,7 +388,7 @@ func (s *Shared) Inspect(ctx context.Context, groups ...string) (inspect.State, 
 
 // Close stops the background work (the registry beat, the announcement
 // watch, writes of penalties kept during an outage) and waits for it, at
-// most 2 s (closeWait); see Shutdown. It does not close the Redis client.
+// most 2 s; see Shutdown. It does not close the Redis client.
 // Requests may still be reserved afterwards; they get no announcements.
 func (s *Shared) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), closeWait)

@@ -12,7 +12,8 @@ import "time"
 //
 // A preset sets Headroom when its config leaves Jitter unset; an explicit
 // Jitter always wins. The Transport measures the spread of the time from
-// sending to the answer's headers, shares the largest recent estimate of
+// the slot a call was booked for to the answer's headers (a late wake for
+// the slot crowds the provider's window as the network does), shares the largest recent estimate of
 // the live replicas through Redis so that every replica paces the shared
 // rules with one allowance, and, when that allowance moves by a step,
 // replaces the profile's Route and Classify with those of Rebuild(allowance).

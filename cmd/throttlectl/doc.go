@@ -5,9 +5,9 @@
 //
 // Usage:
 //
-//	throttlectl [-redis ADDR|URL] [-prefix PREFIX] status [-json] [-check] [PROVIDER]
-//	throttlectl [-redis ADDR|URL] [-prefix PREFIX] watch [-n COUNT] [PROVIDER]
-//	throttlectl [-redis ADDR|URL] [-prefix PREFIX] lift [-yes] -provider NAME SCOPE
+//	throttlectl [-redis ADDR|URL] [-prefix PREFIX] [-timeout D] status [-json] [-check] [PROVIDER]
+//	throttlectl [-redis ADDR|URL] [-prefix PREFIX] [-timeout D] watch [-n COUNT] [PROVIDER]
+//	throttlectl [-redis ADDR|URL] [-prefix PREFIX] [-timeout D] lift [-yes] -provider NAME SCOPE
 //
 // -redis is "host:port", a URL (redis://user:password@host:port/db, or
 // rediss:// for TLS), or several comma-separated addresses (or URLs) of a
@@ -15,6 +15,7 @@
 // default is $THROTTLE_REDIS, else 127.0.0.1:6379. A password may also come
 // from $THROTTLE_REDIS_PASSWORD, so that it stays out of the process list.
 // -prefix is the Transports' limiter.SharedConfig.Prefix (default "throttle").
+// -timeout bounds each Redis call (default 5s).
 //
 // Exit codes: 0 fine; 1 penalties are active or a replica reports a fault
 // (status -check), or a lift was declined or not done because the penalty

@@ -25,9 +25,9 @@ func main() {
 }
 
 const usage = `usage:
-  throttlectl [-redis ADDR|URL] [-prefix PREFIX] status [-json] [-check] [PROVIDER]
-  throttlectl [-redis ADDR|URL] [-prefix PREFIX] watch [-n COUNT] [PROVIDER]
-  throttlectl [-redis ADDR|URL] [-prefix PREFIX] lift [-yes] -provider NAME SCOPE
+  throttlectl [-redis ADDR|URL] [-prefix PREFIX] [-timeout D] status [-json] [-check] [PROVIDER]
+  throttlectl [-redis ADDR|URL] [-prefix PREFIX] [-timeout D] watch [-n COUNT] [PROVIDER]
+  throttlectl [-redis ADDR|URL] [-prefix PREFIX] [-timeout D] lift [-yes] -provider NAME SCOPE
 
 -redis: host:port, redis://[user:password@]host:port[/db], rediss://... (TLS),
         or comma-separated addresses of a Redis Cluster

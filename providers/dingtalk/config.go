@@ -111,9 +111,10 @@ type Config struct {
 	Apps []App
 	// Default is the AppKey that a request is charged to when its app is
 	// not known (its token was not learned and the caller did not name the
-	// app). Empty: such requests share one conservative scope, app
-	// "unknown" at the lowest per-API rate of Apps, so that they can never
-	// exceed any app's limit, but may use less of it.
+	// app). Empty: the only app when Apps lists one; with several, such
+	// requests share one conservative scope, app "unknown" at the lowest
+	// per-API rate of Apps, so that they can never exceed any app's limit,
+	// but may use less of it.
 	Default string
 	// Unlisted says what to do with a request whose learned app is not in
 	// Apps: false (the default) limits it as a new standard-edition

@@ -127,7 +127,8 @@ type App struct {
 	NoPerMemberLimit                     bool
 	// BroadcastPerMinute and BroadcastPerHour are the share of a member's
 	// limits kept for messages not attributed to named members (defaults 5
-	// and 100); each must be below the PerMember limit it shares.
+	// and 100, or half the PerMember limit when that is less, at least 1);
+	// each must be below the PerMember limit it shares.
 	BroadcastPerMinute, BroadcastPerHour int
 }
 
