@@ -131,9 +131,11 @@ type scaledID struct {
 	share float64
 }
 
-// maxHold caps the pause at a switch: a per-second rule gets its whole
-// period, while holding a per-minute rule for a minute would stop the
-// service; such rules rely on their local share alone across the switch.
+// maxHold caps the pause of a paced rule at a switch: a per-second rule
+// gets its whole period, while holding a per-minute paced rule for a
+// minute would stop the service; such rules rely on their local share
+// alone across the switch. A window rule longer than maxHold is held by
+// windowHolds instead: its share may go in one burst.
 const maxHold = 2 * time.Second
 
 // newFailover wraps primary; zero Probe and Recover take their defaults.
