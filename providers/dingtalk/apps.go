@@ -127,7 +127,9 @@ func (p *Preset) Add(a App) error {
 	if err != nil {
 		return err
 	}
-	p.set.Add(a.AppKey, pr.profile())
+	if err := p.set.Add(a.AppKey, a, pr.profile()); err != nil {
+		return err
+	}
 	return p.rebuilds.Added(a)
 }
 

@@ -90,8 +90,9 @@ func TestAppsAddWhileRunning(t *testing.T) {
 
 // Add replacing the app that requests of no app tag go to (the only app
 // listed, or Config.Default) changes their rules too, as it does those of
-// the app's tagged requests; a Default that Add would make an ISV suite
-// without a CorpID is refused, as New refuses it.
+// the app's tagged requests; without a default, an added app's rate counts
+// towards the unknown scope's, the lowest of any app; a Default that Add
+// would make an ISV suite without a CorpID is refused, as New refuses it.
 func TestAppsAddReplacesTheAppUntaggedRequestsGoTo(t *testing.T) {
 	untagged := func(p providers.Profile) providers.Route {
 		req, _ := http.NewRequest("GET", "https://api.dingtalk.com/v1.0/contact/users/u1", nil)
@@ -117,7 +118,18 @@ func TestAppsAddReplacesTheAppUntaggedRequestsGoTo(t *testing.T) {
 			t.Errorf("%d apps, after Add: %q at %d/s, want 60/s", len(cfg.Apps), r.Scopes[0], r.Rules[0].Limit())
 		}
 	}
-	a := dingtalk.MustNew(dingtalk.Config{Apps: []dingtalk.App{{AppKey: "dingA"}, {AppKey: "dingB"}}, Default: "dingA"})
+	// No default app: the unknown scope runs at the lowest rate of the
+	// apps listed, an app added since included.
+	a := dingtalk.MustNew(dingtalk.Config{Apps: []dingtalk.App{{AppKey: "dingA"}, {AppKey: "dingB", Edition: dingtalk.Professional}}})
+	p := a.Profile()
+	if err := a.Add(dingtalk.App{AppKey: "dingC", PerAPIRate: 8}); err != nil {
+		t.Fatal(err)
+	}
+	if r := untagged(p); !strings.Contains(r.Scopes[0], "unknown") || r.Rules[0].Limit() != 8 {
+		t.Errorf("no default, after adding an app of 8/s: %q at %d/s, want the unknown scope at 8/s", r.Scopes[0], r.Rules[0].Limit())
+	}
+
+	a = dingtalk.MustNew(dingtalk.Config{Apps: []dingtalk.App{{AppKey: "dingA"}, {AppKey: "dingB"}}, Default: "dingA"})
 	if err := a.Add(dingtalk.App{AppKey: "dingA", ISV: true}); err == nil || !strings.Contains(err.Error(), `Config.Default "dingA" is an ISV suite`) {
 		t.Errorf("Add made the Default an ISV suite without a CorpID: err = %v", err)
 	}

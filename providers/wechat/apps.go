@@ -78,7 +78,9 @@ func (p *Preset) Add(a App) error {
 	if err != nil {
 		return err
 	}
-	p.set.Add(a.AppID, pr)
+	if err := p.set.Add(a.AppID, a, pr); err != nil {
+		return err
+	}
 	return nil
 }
 

@@ -93,7 +93,9 @@ func (p *Preset) Add(a App) error {
 	if err != nil {
 		return err
 	}
-	p.set.Add(a.CorpID, pr)
+	if err := p.set.Add(a.CorpID, a, pr); err != nil {
+		return err
+	}
 	return nil
 }
 

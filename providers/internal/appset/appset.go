@@ -26,6 +26,10 @@ type Set struct {
 	// (fallbackKey; "" when it is none).
 	fallback    atomic.Pointer[providers.Profile]
 	fallbackKey string
+	// relist, when the fallback is the conservative profile of no listed
+	// app, builds it again with app among the listed ones (Build); nil
+	// otherwise. Called under mu.
+	relist func(app any) (providers.Profile, error)
 
 	mu   sync.Mutex                                    // serialises writers of byID
 	byID atomic.Pointer[map[string]*providers.Profile] // the apps listed (New, Add)
@@ -89,11 +93,22 @@ func New(c Config, keys []string, profiles []providers.Profile) (*Set, error) {
 	return s, nil
 }
 
-// Add adds or replaces the profile kept under key, as a listed app, and
-// the fallback when it is that app.
-func (s *Set) Add(key string, p providers.Profile) {
+// Add adds or replaces the profile kept under key, as a listed app (app is
+// the preset's entry of it), and the fallback when it is that app, or when
+// it is the conservative profile of no app, which the listed apps set
+// (DingTalk's: the lowest rate of any). It fails, changing nothing, when
+// that profile cannot be built.
+func (s *Set) Add(key string, app any, p providers.Profile) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	var fallback *providers.Profile
+	if s.relist != nil {
+		fb, err := s.relist(app)
+		if err != nil {
+			return err
+		}
+		fallback = &fb
+	}
 	old := *s.byID.Load()
 	next := make(map[string]*providers.Profile, len(old)+1)
 	for k, v := range old {
@@ -102,11 +117,15 @@ func (s *Set) Add(key string, p providers.Profile) {
 	next[key] = &p
 	s.byID.Store(&next)
 	if key == s.fallbackKey && key != "" {
-		s.fallback.Store(&p)
+		fallback = &p
+	}
+	if fallback != nil {
+		s.fallback.Store(fallback)
 	}
 	if _, ok := s.learned.LoadAndDelete(key); ok {
 		s.nLearned.Add(-1)
 	}
+	return nil
 }
 
 // Len is how many profiles the set holds.

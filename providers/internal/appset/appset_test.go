@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -176,7 +177,7 @@ func TestAddWhilePicking(t *testing.T) {
 		}
 	})
 	for i := range 10 {
-		s.Add("a"+string(rune('0'+i)), profileOf("a"+string(rune('0'+i))))
+		s.Add("a"+string(rune('0'+i)), nil, profileOf("a"+string(rune('0'+i))))
 	}
 	cancel()
 	wg.Wait()
@@ -218,10 +219,51 @@ func TestAddReplacesTheFallbackApp(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			s.Add(tc.added, profileOf(tc.added+" again"))
+			s.Add(tc.added, nil, profileOf(tc.added+" again"))
 			if r, _ := s.Profile().Route(requestAs(nil)); r.API != tc.want {
 				t.Errorf("a request of no app routed to %q, want %q", r.API, tc.want)
 			}
 		})
+	}
+}
+
+// With no default app, the fallback is the conservative profile of no app
+// that the listed apps set (DingTalk's lowest rate); an app added later is
+// one of them, so Add builds it again, and a build that fails leaves every
+// profile as it was.
+func TestAddRebuildsTheProfileOfNoApp(t *testing.T) {
+	set, err := Build(Spec[string]{
+		Name: "acme", Apps: []string{"a", "b"}, ID: func(a string) string { return strings.TrimSuffix(a, "!") },
+		Build: func(a string) (providers.Profile, error) { return profileOf(a), nil },
+		Unknown: func(listed []string) (providers.Profile, error) {
+			if slices.ContainsFunc(listed, func(a string) bool { return strings.HasSuffix(a, "!") }) {
+				return providers.Profile{}, errors.New("no profile of no app")
+			}
+			return profileOf("unknown of " + strings.Join(listed, ",")), nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	untagged := func() string {
+		r, _ := set.Profile().Route(requestAs(nil))
+		return r.API
+	}
+	if got := untagged(); got != "unknown of a,b" {
+		t.Fatalf("before Add: %q", got)
+	}
+	for _, app := range []string{"c", "a"} {
+		if err := set.Add(app, app, profileOf(app)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := untagged(); got != "unknown of a,b,c" {
+		t.Errorf("after adding c and replacing a: %q, want the profile of a, b and c", got)
+	}
+	if err := set.Add("d", "d!", profileOf("d")); err == nil {
+		t.Error("Add took an app whose profile of no app could not be built")
+	}
+	if got := untagged(); got != "unknown of a,b,c" || set.Len() != 3 {
+		t.Errorf("after a failed Add: %q of %d apps, want it unchanged of 3", got, set.Len())
 	}
 }

@@ -3,6 +3,7 @@ package appset
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/quotaware/throttle/apps"
@@ -89,7 +90,32 @@ func Build[A any](s Spec[A]) (*Set, error) {
 	}
 	// Every app of a preset shares the deployment's hosts: the fallback's
 	// Match is everyone's.
-	return New(Config{Name: s.Name, Match: fb.Match, Fallback: fb, FallbackKey: fbKey, Build: s.Learn, Key: s.Key}, keys, profiles)
+	set, err := New(Config{Name: s.Name, Match: fb.Match, Fallback: fb, FallbackKey: fbKey, Build: s.Learn, Key: s.Key}, keys, profiles)
+	if err != nil || fallback >= 0 {
+		return set, err
+	}
+	// The conservative profile depends on the listed apps: an app added
+	// later is one of them.
+	listed := slices.Clone(s.Apps)
+	set.relist = func(app any) (providers.Profile, error) {
+		a, ok := app.(A)
+		if !ok {
+			return providers.Profile{}, fmt.Errorf("%s: Add: an app of type %T", s.Name, app)
+		}
+		next := slices.Clone(listed)
+		if i := slices.IndexFunc(next, func(b A) bool { return s.ID(b) == s.ID(a) }); i >= 0 {
+			next[i] = a
+		} else {
+			next = append(next, a)
+		}
+		p, err := s.Unknown(next)
+		if err != nil {
+			return providers.Profile{}, fmt.Errorf("%s: Config: %w", s.Name, err)
+		}
+		listed = next
+		return p, nil
+	}
+	return set, nil
 }
 
 // ErrNil is Add's answer on a nil preset (a New error ignored).
