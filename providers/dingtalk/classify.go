@@ -279,8 +279,11 @@ func (p *preset) statusVerdict(status int, h http.Header) providers.Verdict {
 
 // banMarkers are found in the anti-abuse page the gateway serves to a
 // banned IP (Alibaba's x5 / tmd "punish" page), and in no other page: a
-// proxy's or firewall's "access denied" must not stop every API.
-var banMarkers = [][]byte{[]byte("x5sec"), []byte("_____tmd_____"), []byte("punish")}
+// proxy's or firewall's "access denied" must not stop every API. The word
+// "punish" alone is not one: the page carries it inside its tmd path, and
+// any page or file an API returns may carry it in its text ("punishment"),
+// which would have stopped every API of the egress IP for 5 minutes.
+var banMarkers = [][]byte{[]byte("x5sec"), []byte("_____tmd_____")}
 
 // isHTML reports an HTML answer, by its type or its first byte.
 func isHTML(prefix []byte, ct string) bool {

@@ -100,6 +100,9 @@ func TestClassify(t *testing.T) {
 		{"ok binary", oldURL, 200, "image/png", "\x89PNG", providers.OK, "", zero, "", false},
 		{"ok empty", newURL, 204, "", "", providers.OK, "", zero, "", false},
 		{"ok html without markers", oldURL, 200, html, `<html>hello</html>`, providers.OK, "", zero, "", false},
+		// A page or file whose text speaks of punishment is no ban.
+		{"ok html of punishment", oldURL, 200, html, `<h1>Team rules</h1> Late commits carry no punishment.`, providers.OK, "", zero, "", false},
+		{"ok text of punishment", oldURL, 200, "text/plain", `<p>punish</p>`, providers.OK, "", zero, "", false},
 		{"ok status field", oldURL, 200, json, `{"errcode":0,"status":1111}`, providers.OK, "", zero, "", false},
 		{"truncated code", oldURL, 200, json, `{"errcode":9001`, providers.OK, "", zero, "", false},
 
