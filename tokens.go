@@ -2,6 +2,7 @@ package throttle
 
 import (
 	"context"
+	"errors"
 	"net/http"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -38,7 +39,7 @@ func (t *Transport) shareTokens(c *config) {
 		return
 	}
 	s, err := tokens.New(t.shared.Client(), tokens.WithPrefix(t.shared.Config().Prefix),
-		tokens.WithObserver(t.tokenMetric()))
+		tokens.WithObserver(t.tokenMetric()), tokens.WithMaxWait(t.maxWait))
 	if err != nil {
 		// Only a bad option fails New, and these are valid: exchange
 		// alone rather than fail the Transport.
@@ -92,6 +93,9 @@ func (t *Transport) storedExchange(req *http.Request, p *profile) (resp *http.Re
 		return nil, req, nil
 	}
 	resp, sent, err = t.tokens.Stored(req, p.Name)
+	if err != nil {
+		return nil, sent, exchangeWaitError(p.Name, req, err)
+	}
 	if resp == nil || t.apps == nil {
 		return resp, sent, err
 	}
@@ -105,3 +109,17 @@ func (t *Transport) storedExchange(req *http.Request, p *profile) (resp *http.Re
 type answered struct{ resp *http.Response }
 
 func (a answered) RoundTrip(*http.Request) (*http.Response, error) { return a.resp, nil }
+
+// exchangeWaitError turns an exchange's wait for another replica's fetch of
+// its credential, which outlasted the request's wait budget (WithMaxWait),
+// into the ThrottledError of any wait that does not fit: nothing was sent,
+// and a retry policy does not repeat it. Other errors are returned as
+// they are.
+func exchangeWaitError(provider string, req *http.Request, err error) error {
+	var we *tokens.WaitError
+	if !errors.As(err, &we) {
+		return err
+	}
+	return &ThrottledError{Provider: provider, API: req.URL.Path, Rule: "another replica's exchange of the credential, in flight",
+		Budget: we.MaxWait}
+}

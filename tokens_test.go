@@ -3,6 +3,7 @@ package throttle_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -381,5 +382,71 @@ func TestUnmatchedExchangeIsNotShared(t *testing.T) {
 	}
 	if keys := srv.Client(t).Keys(context.Background(), prefix+":token:*").Val(); len(keys) != 0 {
 		t.Fatalf("unmatched exchange kept in Redis: %v", keys)
+	}
+}
+
+// gatedBase holds every token request until release is closed, telling
+// entered when the first arrives: another replica's fetch from a provider
+// that is slow to answer.
+type gatedBase struct {
+	once     sync.Once
+	entered  chan struct{}
+	release  chan struct{}
+	upstream http.RoundTripper
+}
+
+func (g *gatedBase) RoundTrip(req *http.Request) (*http.Response, error) {
+	if strings.HasSuffix(req.URL.Path, "/cgi-bin/token") {
+		g.once.Do(func() { close(g.entered) })
+		<-g.release
+	}
+	return g.upstream.RoundTrip(req)
+}
+
+// A replica waits for another replica's fetch of the same credential no
+// longer than its WithMaxWait, then fails as any wait that does not fit
+// does, with ErrThrottled, sending nothing: it waited until its context
+// ended, up to a minute behind a slow provider (and for ever without a
+// deadline behind a lease without an end).
+func TestTokenWaitFitsTheBudget(t *testing.T) {
+	const maxWait = 150 * time.Millisecond
+	gate := &gatedBase{entered: make(chan struct{}), release: make(chan struct{}), upstream: http.DefaultTransport}
+	f := newTokenFleet(t, 2, throttle.WithBase(gate), throttle.WithMaxWait(maxWait), throttle.WithoutRetry())
+	tokenURL := f.emu.URL + "/cgi-bin/token?grant_type=client_credential&appid=" + fleetApps[0] + "&secret=" + fleetSecret
+
+	fetched := make(chan error, 1)
+	go func() {
+		resp, err := f.clients[0].Get(tokenURL)
+		if err == nil {
+			resp.Body.Close()
+		}
+		fetched <- err
+	}()
+	<-gate.entered // replica 0 holds the lease, its fetch in flight
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, tokenURL, nil)
+	start := time.Now()
+	_, err := f.clients[1].Do(req)
+	took := time.Since(start)
+	var te *throttle.ThrottledError
+	if !errors.Is(err, throttle.ErrThrottled) || !errors.As(err, &te) || te.Budget != maxWait {
+		t.Fatalf("waiting behind a slow fetch: %v, want a ThrottledError with the budget %v", err, maxWait)
+	}
+	if took < maxWait || ctx.Err() != nil {
+		t.Fatalf("failed after %v, want after the budget %v and well before the deadline", took, maxWait)
+	}
+	// The Transport's error names no secret; http.Client's *url.Error
+	// around it quotes the URL, which RedactError blanks.
+	if strings.Contains(te.Error(), fleetSecret) || strings.Contains(throttle.RedactError(err).Error(), fleetSecret) {
+		t.Fatalf("the error names the secret: %v", te)
+	}
+	close(gate.release)
+	if err := <-fetched; err != nil {
+		t.Fatal(err)
+	}
+	if n := len(f.emu.Requests()); n != 1 {
+		t.Fatalf("%d requests reached the provider, want the one fetch", n)
 	}
 }

@@ -400,6 +400,10 @@ rebooked:
 		c.t.bg.do(ctx, func(ctx context.Context) error { return rs.Release(ctx) }, nil)
 	}
 	if err != nil {
+		if err = exchangeWaitError(c.p.Name, req, err); errors.Is(err, ErrThrottled) {
+			c.outcome = outcomeThrottled
+			return nil, err
+		}
 		c.outcome = outcomeTransportError
 		return nil, err
 	}

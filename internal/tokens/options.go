@@ -18,6 +18,7 @@ type config struct {
 	obs    func(provider, result string)
 	gap    time.Duration
 	perDay int
+	wait   time.Duration
 	err    error
 }
 
@@ -87,5 +88,18 @@ func WithClock(now func() time.Time) Option {
 			c.err = errors.New("tokens: WithClock: clock must not be nil")
 		}
 		c.now = now
+	}
+}
+
+// WithMaxWait bounds how long an exchange waits for another replica's
+// fetch of its credential (default 0: until its context ends); past it,
+// the exchange fails with a *WaitError, sending nothing. The Transport
+// gives its WithMaxWait.
+func WithMaxWait(d time.Duration) Option {
+	return func(c *config) {
+		if d < 0 {
+			c.err = fmt.Errorf("tokens: WithMaxWait: %v must not be negative", d)
+		}
+		c.wait = d
 	}
 }

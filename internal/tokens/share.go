@@ -26,12 +26,13 @@ const (
 // Sharer shares token exchanges through Redis; see the package doc. Build
 // it with New and wrap the transport the exchanges go through with Wrap.
 type Sharer struct {
-	rdb    redis.UniversalClient
-	prefix string
-	margin time.Duration
-	lease  time.Duration
-	poll   time.Duration
-	now    func() time.Time
+	rdb     redis.UniversalClient
+	prefix  string
+	margin  time.Duration
+	lease   time.Duration
+	poll    time.Duration
+	maxWait time.Duration // WithMaxWait; 0: none
+	now     func() time.Time
 
 	healGap     time.Duration // WithHealLimits
 	healsPerDay int
@@ -105,7 +106,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Sharer, error) {
 	if c.err != nil {
 		return nil, c.err
 	}
-	return &Sharer{rdb: rdb, prefix: c.prefix, margin: c.margin, lease: c.lease, poll: c.poll, now: c.now,
+	return &Sharer{rdb: rdb, prefix: c.prefix, margin: c.margin, lease: c.lease, poll: c.poll, maxWait: c.wait, now: c.now,
 		healGap: c.gap, healsPerDay: c.perDay, observe: c.obs, handed: map[string][]handed{}}, nil
 }
 
@@ -203,8 +204,8 @@ func (s *Sharer) Stored(req *http.Request, provider string) (resp *http.Response
 		return nil, p.sent, nil
 	}
 	ctx := req.Context()
-	var timer *time.Timer
-	defer stopTimer(&timer)
+	var w waiter
+	defer w.stop()
 	for {
 		v, held, err := s.peek(ctx, p.key)
 		if err != nil {
@@ -217,14 +218,15 @@ func (s *Sharer) Stored(req *http.Request, provider string) (resp *http.Response
 			}
 		}
 		if !held {
-			if timer != nil {
+			if w.timer != nil {
 				// It waited here: the exchange sent on does not count
-				// another wait.
-				return nil, p.sent.WithContext(context.WithValue(p.sent.Context(), waitedKey{}, true)), nil
+				// another wait, and any later wait counts from this one's
+				// start.
+				return nil, p.sent.WithContext(context.WithValue(p.sent.Context(), waitedKey{}, w.since)), nil
 			}
 			return nil, p.sent, nil // nobody fetching: this one is sent
 		}
-		if err := s.pollWait(ctx, &timer, ex.Provider); err != nil {
+		if err := s.pollWait(ctx, &w, ex.Provider); err != nil {
 			closeBody(p.sent)
 			return nil, p.sent, err
 		}
@@ -249,8 +251,8 @@ func (s *Sharer) peek(ctx context.Context, key string) (v []byte, held bool, err
 	case !errors.Is(err, redis.Nil):
 		return nil, false, err
 	}
-	n, err := s.rdb.Exists(ctx, key+":lock").Result()
-	return nil, n > 0, err
+	held, err = s.leaseHeld(ctx, key+":lock")
+	return nil, held, err
 }
 
 // exchange answers one token exchange: from Redis, by fetching it for the
@@ -268,8 +270,9 @@ func (s *Sharer) exchange(base http.RoundTripper, ex *exchange, req *http.Reques
 	}
 	sent, k, key := p.sent, p.k, p.key
 	ctx := req.Context()
-	var timer *time.Timer
-	defer stopTimer(&timer)
+	var w waiter
+	defer w.stop()
+	looked := false // at the lease held by another replica
 	for {
 		if !p.force {
 			resp, err := s.kept(ctx, req, ex, k, key)
@@ -297,8 +300,16 @@ func (s *Sharer) exchange(base http.RoundTripper, ex *exchange, req *http.Reques
 			return s.fetch(base, sent, ex, k, key, lock)
 		}
 		// Another replica is fetching: its answer comes within its lease,
-		// or the lease ends and this one takes over.
-		if err := s.pollWait(ctx, &timer, ex.Provider); err != nil {
+		// or the lease ends and this one takes over. A lease none of them
+		// could have set is deleted, and this one takes it at once (looked
+		// at once per exchange: a wait is bounded by maxWait anyway).
+		if !looked {
+			looked = true
+			if held, err := s.leaseHeld(ctx, key+":lock"); err == nil && !held {
+				continue
+			}
+		}
+		if err := s.pollWait(ctx, &w, ex.Provider); err != nil {
 			closeBody(sent)
 			return nil, err
 		}
@@ -321,30 +332,6 @@ func (s *Sharer) kept(ctx context.Context, req *http.Request, ex *exchange, k *k
 		return nil, nil
 	}
 	return nil, err
-}
-
-// waitedKey marks the context of an exchange that Stored counted as
-// Waited already.
-type waitedKey struct{}
-
-// pollWait waits one poll for an exchange another replica is fetching, or
-// until ctx ends. The first wait (*timer nil) counts the exchange as
-// Waited; the caller stops *timer when it is done.
-func (s *Sharer) pollWait(ctx context.Context, timer **time.Timer, provider string) error {
-	if *timer == nil {
-		if ctx.Value(waitedKey{}) == nil {
-			s.count(provider, Waited)
-		}
-		*timer = time.NewTimer(s.poll)
-	} else {
-		(*timer).Reset(s.poll)
-	}
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-(*timer).C:
-		return nil
-	}
 }
 
 // unshare sends an exchange as it came, when Redis fails (or ctx ended
@@ -450,12 +437,5 @@ func (s *Sharer) answer(req *http.Request, ex *exchange, k *keys, key string, v 
 func closeBody(req *http.Request) {
 	if req.Body != nil {
 		req.Body.Close()
-	}
-}
-
-// stopTimer stops a pollWait timer, if one was made.
-func stopTimer(t **time.Timer) {
-	if *t != nil {
-		(*t).Stop()
 	}
 }

@@ -1,0 +1,91 @@
+package tokens
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"testing"
+	"time"
+)
+
+// A lease no exchange could have set, without an end or with more time
+// left than any lease is given (a key planted by anyone who can write to
+// the Redis, or left by a bug), is deleted rather than waited on: it held
+// every exchange of the credential, on every replica, until its caller gave
+// up (for ever without a deadline).
+func TestPlantedLeaseIsNotWaitedOn(t *testing.T) {
+	for _, ttl := range []time.Duration{0, time.Hour} {
+		f := newFleet(t, 1)
+		s := f.sharers[0]
+		ctx := context.Background()
+		tokenURL := f.emu.URL + "/cgi-bin/token?grant_type=client_credential&appid=wxA&secret=" + secret
+		req, _ := http.NewRequest(http.MethodGet, tokenURL, nil)
+		p, _ := s.prepare(req, exchangeFor("GET", "/cgi-bin/token"))
+		lock := p.key + ":lock"
+
+		// A deadline, so that a wait fails the test rather than hangs it.
+		bounded, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		f.rdb.Set(ctx, lock, "planted", ttl)
+		if resp, sent, err := s.Stored(req.WithContext(bounded), "wechat"); resp != nil || sent == nil || err != nil {
+			t.Fatalf("ttl %v: Stored with a planted lease: %v %v, want the request sent on", ttl, resp, err)
+		}
+		if n := f.rdb.Exists(ctx, lock).Val(); n != 0 {
+			t.Fatalf("ttl %v: the planted lease is still there", ttl)
+		}
+		f.rdb.Set(ctx, lock, "planted", ttl)
+		get, _ := http.NewRequestWithContext(bounded, http.MethodGet, tokenURL, nil)
+		resp, err := f.clients[0].Do(get)
+		if err != nil {
+			t.Fatalf("ttl %v: the exchange with a planted lease: %v", ttl, err)
+		}
+		resp.Body.Close()
+		if st := s.Stats(); st.Waited != 0 || st.Fetched != 1 {
+			t.Fatalf("ttl %v: stats %+v, want one fetch and no wait", ttl, st)
+		}
+	}
+}
+
+// WithMaxWait bounds the wait for another replica's fetch, which a slow
+// provider can stretch to its lease's longest hold (a minute): past it the
+// exchange fails with a *WaitError and sends nothing, in Stored (before the
+// limiter) and in the exchange sent on, whose wait counts from Stored's.
+func TestWaitBoundedByMaxWait(t *testing.T) {
+	const maxWait = 150 * time.Millisecond
+	f := newFleet(t, 1, WithMaxWait(maxWait))
+	s := f.sharers[0]
+	ctx := context.Background()
+	tokenURL := f.emu.URL + "/cgi-bin/token?grant_type=client_credential&appid=wxA&secret=" + secret
+	req, _ := http.NewRequest(http.MethodGet, tokenURL, nil)
+	p, _ := s.prepare(req, exchangeFor("GET", "/cgi-bin/token"))
+	f.rdb.Set(ctx, p.key+":lock", "another replica, slow", time.Minute)
+
+	// A deadline, so that an unbounded wait fails the test rather than
+	// hangs it.
+	bounded, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, _, err := s.Stored(req.WithContext(bounded), "wechat")
+	var we *WaitError
+	if !errors.As(err, &we) || !errors.Is(err, ErrWaitedTooLong) {
+		t.Fatalf("Stored behind a slow fetch: %v, want a *WaitError", err)
+	}
+	if took := time.Since(start); took < maxWait || we.Waited < maxWait || we.MaxWait != maxWait {
+		t.Fatalf("failed after %v (%+v), want after at least %v", took, we, maxWait)
+	}
+
+	// The exchange sent on after Stored waited part of the budget gets
+	// only what is left of it.
+	f.rdb.Del(ctx, p.key+":lock")
+	sent := req.WithContext(context.WithValue(bounded, waitedKey{}, time.Now().Add(-maxWait)))
+	f.rdb.Set(ctx, p.key+":lock", "another replica, slow", time.Minute)
+	if _, err := s.Wrap(http.DefaultTransport).RoundTrip(sent); !errors.Is(err, ErrWaitedTooLong) {
+		t.Fatalf("the exchange sent on: %v, want ErrWaitedTooLong at once", err)
+	}
+	if st := s.Stats(); st.Waited != 1 || st.Fetched != 0 {
+		t.Fatalf("stats %+v, want one wait counted and nothing fetched", st)
+	}
+	if reqs := f.emu.Requests(); len(reqs) != 0 {
+		t.Fatalf("%d requests reached the provider, want 0", len(reqs))
+	}
+}
