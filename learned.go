@@ -42,6 +42,17 @@ type learner struct {
 // further is garbled, and is dropped rather than kept for good.
 const maxLearned = 31 * 24 * time.Hour
 
+// Bounds of what a replica takes from the learned hash, which anyone who
+// can write to the Redis can fill: a field longer than maxLearnedField is
+// garbled (an API is a catalog template), and at most maxLearnedFields are
+// held at once, so that a flooded hash costs each replica a bounded
+// amount of memory (each field is kept in seen, and a preset keeps a route
+// per API it lowers).
+const (
+	maxLearnedField  = 512
+	maxLearnedFields = 1024
+)
+
 func learnedKey(prefix, group string) string { return "{" + prefix + ":" + group + "}:learned" }
 
 // learn applies the verdict's learned limit to this replica, logs it, and
@@ -106,6 +117,12 @@ func (l *headroomLoop) readLearned() {
 		now := time.Now()
 		var lapsed []string
 		lr.mu.Lock()
+		// What was deleted from the hash is forgotten.
+		for field := range lr.seen {
+			if _, ok := all[field]; !ok {
+				delete(lr.seen, field)
+			}
+		}
 		for field, v := range all {
 			learned, ok := parseLearned(field, v)
 			if !ok || !now.Before(learned.Until) || learned.Until.After(now.Add(maxLearned)) {
@@ -114,6 +131,9 @@ func (l *headroomLoop) readLearned() {
 			}
 			if lr.seen[field] == v {
 				continue
+			}
+			if _, had := lr.seen[field]; !had && len(lr.seen) >= maxLearnedFields {
+				continue // taken once others lapse or go
 			}
 			lr.seen[field] = v
 			if lr.lower(learned) {
@@ -144,7 +164,7 @@ func parseLearned(field, v string) (providers.Learned, bool) {
 	window, api, ok := strings.Cut(field, " ")
 	window, app, withApp := strings.Cut(window, "@")
 	limit, until, ok2 := strings.Cut(v, ":")
-	if !ok || !ok2 || window == "" || len(window) > 8 || api == "" || withApp && (app == "" || len(app) > 64) {
+	if !ok || !ok2 || len(field) > maxLearnedField || window == "" || len(window) > 8 || api == "" || withApp && (app == "" || len(app) > 64) {
 		return providers.Learned{}, false
 	}
 	n, err := strconv.Atoi(limit)

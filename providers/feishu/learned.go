@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/quotaware/throttle/providers"
+	"github.com/quotaware/throttle/providers/internal/catalog"
 	"github.com/quotaware/throttle/providers/internal/penaltytime"
 )
 
@@ -91,7 +92,7 @@ func (p *preset) learnedFrom(h http.Header, api string, now time.Time) *provider
 // It only ever lowers: a limit at or above the level in force is ignored.
 func (p *preset) lower(l providers.Learned) bool {
 	now := p.cfg.Clock()
-	if !now.Before(l.Until) || l.Limit <= 0 || l.API == "" {
+	if !now.Before(l.Until) || l.Limit <= 0 || !p.knows(l.API) {
 		return false
 	}
 	lvl := p.current(l.API, now)
@@ -142,4 +143,21 @@ func (p *preset) learnedRoute(api string) (providers.Route, bool) {
 		return providers.Route{}, false
 	}
 	return e.route, true
+}
+
+// knows reports whether api is an API the preset routes to: a template of
+// the catalog or of App.APIs, or a method's stand-in for the paths they
+// lack. A learned limit of another name lowers nothing a request could
+// use, and keeping a route for it would let a learned hash that anyone
+// with write access to the Redis can fill grow every profile's memory.
+func (p *preset) knows(api string) bool {
+	method, path, ok := strings.Cut(api, " ")
+	if !ok {
+		return false
+	}
+	if api == uncatalogued(method) {
+		return true
+	}
+	name, known := catalog.Find(method, path, p.extra, p.apis)
+	return known && name == api
 }

@@ -111,3 +111,24 @@ func TestLearnedWindowFromAFractionalReset(t *testing.T) {
 		}
 	}
 }
+
+// A learned limit lowers only an API the preset routes to (a catalog or
+// App.APIs template, or a method's stand-in): any other name lowers nothing
+// a request could use, and each kept a route in every profile, a memory
+// that a filled learned hash grew without end.
+func TestLearnedLimitOnlyForKnownAPIs(t *testing.T) {
+	now := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	prof, _ := learning(t, &now)
+	until := now.Add(time.Hour)
+	for api, want := range map[string]bool{
+		learningAPI:                            true,
+		"POST " + "uncatalogued":               true,
+		"GET /open-apis/x/1/" + "made-up":      false,
+		"GET /open-apis/contact/v3/users/ou_1": false, // a path, not its template
+		"/open-apis/contact/v3/users/:user_id": false, // no method
+	} {
+		if got := prof.Lower(providers.Learned{API: api, Window: learnedSecond, Limit: 1, Until: until}); got != want {
+			t.Errorf("%q: lowered %v, want %v", api, got, want)
+		}
+	}
+}

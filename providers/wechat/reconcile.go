@@ -142,9 +142,12 @@ func clipMsg(s string) string {
 // lower applies a reconciled daily limit of this account (a Learned with
 // App = the AppID and Window learnedDaily), raising or lowering the API's
 // daily rule until it lapses; Feishu-style learned limits (no App) and
-// other accounts' are ignored. It reports whether the rule changed.
+// other accounts' are ignored, and so is every limit when Reconcile is
+// off: only a replica reading the quota endpoint writes one, so one found
+// in Redis then is stale or planted, and a raise would lift the Daily the
+// config sets. It reports whether the rule changed.
 func (p *preset) lower(l providers.Learned) bool {
-	if l.App != p.cfg.AppID || l.Window != learnedDaily || l.Limit < 1 || !p.cfg.Clock().Before(l.Until) {
+	if !p.cfg.Reconcile || l.App != p.cfg.AppID || l.Window != learnedDaily || l.Limit < 1 || !p.cfg.Clock().Before(l.Until) {
 		return false
 	}
 	for {

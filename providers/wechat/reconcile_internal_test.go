@@ -14,11 +14,20 @@ import (
 )
 
 // A reconciled limit raises or lowers this account's daily rule (same key),
-// ignores other accounts' and Feishu-style limits, and lapses at Until.
+// ignores other accounts' and Feishu-style limits, and lapses at Until;
+// with Reconcile off, none applies (one in Redis then is stale or planted,
+// and raised the configured Daily for up to a month).
 func TestReconciledLimitAppliesToItsAccount(t *testing.T) {
 	now := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
 	const api = "/cgi-bin/message/custom/send"
-	pr, err := profileOf(settings{Config: Config{Clock: func() time.Time { return now }}, App: App{AppID: "wxa", Daily: map[string]int{api: 100}}})
+	off, err := profileOf(settings{Config: Config{Clock: func() time.Time { return now }}, App: App{AppID: "wxa", Daily: map[string]int{api: 100}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if off.Lower(providers.Learned{API: api, App: "wxa", Window: learnedDaily, Limit: 250, Until: now.Add(time.Hour)}) {
+		t.Fatal("a reconciled limit applied with Reconcile off")
+	}
+	pr, err := profileOf(settings{Config: Config{Clock: func() time.Time { return now }, Reconcile: true}, App: App{AppID: "wxa", Daily: map[string]int{api: 100}}})
 	if err != nil {
 		t.Fatal(err)
 	}

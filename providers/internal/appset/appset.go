@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/quotaware/throttle/apps"
 	"github.com/quotaware/throttle/providers"
@@ -40,7 +41,21 @@ type Set struct {
 	// the set without end.
 	learned  sync.Map // key → *providers.Profile
 	nLearned atomic.Int64
+
+	// known holds the limits learned so far (lower), to apply to every
+	// profile built later: the Transport applies a stored limit when it
+	// first reads it, which a profile built after that never sees.
+	knownMu sync.Mutex
+	known   map[learnedID]providers.Learned
 }
+
+// learnedID is what a learned limit is about; a newer one replaces it.
+type learnedID struct{ window, app, api string }
+
+// maxKnown bounds the learned limits a Set keeps for profiles built later;
+// past it, lapsed ones go first, then the new one is not kept (the
+// profiles built so far have it already).
+const maxKnown = 4096
 
 // maxLearned bounds the apps a Set builds on its own; past it, building
 // one forgets another, which is built again when a request names it.
@@ -116,6 +131,7 @@ func (s *Set) Add(key string, app any, p providers.Profile) error {
 	}
 	next[key] = &p
 	s.byID.Store(&next)
+	s.applyKnown(&p)
 	if key == s.fallbackKey && key != "" {
 		fallback = &p
 	}
@@ -161,6 +177,7 @@ func (s *Set) learn(key string, p providers.Profile) *providers.Profile {
 	if old, loaded := s.learned.LoadOrStore(key, &p); loaded {
 		return old.(*providers.Profile)
 	}
+	s.applyKnown(&p)
 	if s.nLearned.Add(1) > maxLearned {
 		s.learned.Range(func(k, _ any) bool {
 			if k == key {
@@ -197,9 +214,12 @@ func (s *Set) Profile() providers.Profile {
 
 // lower applies a limit learned from an answer to every profile of the
 // set that learns limits (Feishu: an API's level is the same for every
-// app). A profile built later gets it from the Transport's next reading of
-// the stored limits.
+// app), and keeps it for the profiles built later (applyKnown). It is kept
+// before the profiles are gone through, and a profile is stored before
+// what is kept is applied to it, so that one built meanwhile gets it
+// either way.
 func (s *Set) lower(l providers.Learned) bool {
+	s.keep(l)
 	lowered := false
 	if fb := s.fallback.Load(); fb.Lower != nil {
 		lowered = fb.Lower(l)
@@ -216,4 +236,43 @@ func (s *Set) lower(l providers.Learned) bool {
 		return true
 	})
 	return lowered
+}
+
+// keep records l for the profiles built later.
+func (s *Set) keep(l providers.Learned) {
+	s.knownMu.Lock()
+	defer s.knownMu.Unlock()
+	if s.known == nil {
+		s.known = map[learnedID]providers.Learned{}
+	}
+	id := learnedID{l.Window, l.App, l.API}
+	if _, ok := s.known[id]; !ok && len(s.known) >= maxKnown {
+		now := time.Now()
+		for k, v := range s.known {
+			if !now.Before(v.Until) {
+				delete(s.known, k)
+			}
+		}
+		if len(s.known) >= maxKnown {
+			return
+		}
+	}
+	s.known[id] = l
+}
+
+// applyKnown applies to p, just built, the learned limits kept (its Lower
+// ignores those lapsed on the profile's clock).
+func (s *Set) applyKnown(p *providers.Profile) {
+	if p.Lower == nil {
+		return
+	}
+	s.knownMu.Lock()
+	ls := make([]providers.Learned, 0, len(s.known))
+	for _, l := range s.known {
+		ls = append(ls, l)
+	}
+	s.knownMu.Unlock()
+	for _, l := range ls {
+		p.Lower(l)
+	}
 }

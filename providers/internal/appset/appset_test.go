@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/quotaware/throttle/apps"
 	"github.com/quotaware/throttle/providers"
@@ -265,5 +266,41 @@ func TestAddRebuildsTheProfileOfNoApp(t *testing.T) {
 	}
 	if got := untagged(); got != "unknown of a,b,c" || set.Len() != 3 {
 		t.Errorf("after a failed Add: %q of %d apps, want it unchanged of 3", got, set.Len())
+	}
+}
+
+// A limit learned before a profile is built reaches it when it is built
+// (an app first seen later, or one added): the Transport applies a stored
+// limit once, when it first reads it, so such a profile ran at the table's
+// level until the stored value changed (a day for Feishu's).
+func TestLearnedLimitsReachProfilesBuiltLater(t *testing.T) {
+	var mu sync.Mutex
+	got := map[string][]providers.Learned{} // by app: the limits its profile took
+	profile := func(app string) providers.Profile {
+		p := profileOf(app)
+		p.Lower = func(l providers.Learned) bool {
+			mu.Lock()
+			defer mu.Unlock()
+			got[app] = append(got[app], l)
+			return true
+		}
+		return p
+	}
+	set, err := New(Config{Name: "acme", Match: func(*http.Request) bool { return true }, Fallback: profile("fallback"),
+		Build: func(a apps.App) (providers.Profile, string, error) { return profile(a.ID), a.ID, nil }},
+		[]string{"a1"}, []providers.Profile{profile("a1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := providers.Learned{API: "GET /x/:id", Window: "s", Limit: 1, Until: time.Now().Add(time.Hour)}
+	set.Profile().Lower(l)
+	set.Pick(requestAs(&apps.App{ID: "a2"})) // built now
+	set.Add("a3", nil, profile("a3"))
+	mu.Lock()
+	defer mu.Unlock()
+	for _, app := range []string{"fallback", "a1", "a2", "a3"} {
+		if len(got[app]) != 1 || got[app][0] != l {
+			t.Errorf("%s took %v, want the one limit learned", app, got[app])
+		}
 	}
 }
