@@ -187,8 +187,13 @@ func (p *preset) levelRules(l Level, name string) (rules []rule.Rule, prefixes [
 	return rules, prefixes, nil
 }
 
+// match takes the requests to the open platform's APIs on the preset's
+// hosts: their paths start with /open-apis/, after any repeated leading
+// slashes, which Feishu's front end merges as every provider's does (the
+// catalog reads "//open-apis/..." as "/open-apis/..."; matched only as
+// written, such a request went out with no limit at all).
 func (p *preset) match(r *http.Request) bool {
-	return r.URL != nil && strings.HasPrefix(r.URL.Path, "/open-apis/") && p.hosts(r)
+	return r.URL != nil && strings.HasPrefix(strings.TrimLeft(r.URL.Path, "/"), "open-apis/") && p.hosts(r)
 }
 
 // apiOf returns the API a request calls, or "METHOD uncatalogued" and

@@ -155,6 +155,13 @@ func TestRoute(t *testing.T) {
 			"s:" + app + ":POST /open-apis/im/v1/messages: 50 per 1.05s | m:" + app + ":POST /open-apis/im/v1/messages: 1000 in any 1m0.05s | chat:" + app + ":unknown: 5 per 1.05s", 3},
 		{"IM send, receive_id in the query", Config{Apps: []App{{}}}, "POST", "https://open.larksuite.com/open-apis/im/v1/messages?receive_id_type=email&receive_id=a%40b.com", IMSend,
 			"s:" + app + ":POST /open-apis/im/v1/messages: 50 per 1.05s | m:" + app + ":POST /open-apis/im/v1/messages: 1000 in any 1m0.05s | chat:" + app + ":" + hashID("email", "a@b.com") + ": 5 per 1.05s", 3},
+		// Feishu's front end merges repeated slashes: so does the preset,
+		// which let such a path out unlimited.
+		{"IM send, slashes repeated", Config{Apps: []App{{}}}, "POST", "https://open.feishu.cn//open-apis/im/v1/messages?receive_id_type=chat_id", IMSend,
+			"s:" + app + ":POST /open-apis/im/v1/messages: 50 per 1.05s | m:" + app + ":POST /open-apis/im/v1/messages: 1000 in any 1m0.05s | chat:" + app + ":unknown: 5 per 1.05s", 3},
+		{"reply, slashes repeated", Config{Apps: []App{{}}}, "POST", "https://open.feishu.cn//open-apis/im/v1/messages/om_dc13264520392913993dd051dba21dcf/reply",
+			"POST /open-apis/im/v1/messages/:message_id/reply",
+			"s:" + app + ":POST /open-apis/im/v1/messages/:message_id/reply: 50 per 1.05s | m:" + app + ":POST /open-apis/im/v1/messages/:message_id/reply: 1000 in any 1m0.05s | chat:" + app + ":" + hashID("message", "om_dc13264520392913993dd051dba21dcf") + ": 5 per 1.05s", 3},
 		{"reply", Config{Apps: []App{{}}}, "POST", "https://open.feishu.cn/open-apis/im/v1/messages/om_dc13264520392913993dd051dba21dcf/reply",
 			"POST /open-apis/im/v1/messages/:message_id/reply",
 			"s:" + app + ":POST /open-apis/im/v1/messages/:message_id/reply: 50 per 1.05s | m:" + app + ":POST /open-apis/im/v1/messages/:message_id/reply: 1000 in any 1m0.05s | chat:" + app + ":" + hashID("message", "om_dc13264520392913993dd051dba21dcf") + ": 5 per 1.05s", 3},

@@ -203,7 +203,8 @@ func messageIDOf(r *http.Request) string {
 	if r == nil || r.URL == nil {
 		return ""
 	}
-	id, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/open-apis/im/v1/messages/"), "/")
+	// Repeated leading slashes are merged, as in match.
+	id, _, _ := strings.Cut(strings.TrimPrefix(strings.TrimLeft(r.URL.Path, "/"), "open-apis/im/v1/messages/"), "/")
 	return id
 }
 
