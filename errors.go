@@ -32,7 +32,8 @@ type ThrottledError struct {
 	API string
 	// Rule is the limit that bound ("dingtalk-api:...: 20 per 1.05s").
 	Rule string
-	// RetryAfter is how long until a slot would be free.
+	// RetryAfter is how long until a slot would be free; 0 when none is
+	// known (a wait for another replica's token exchange).
 	RetryAfter time.Duration
 	// Budget is how long the request was allowed to wait.
 	Budget time.Duration
@@ -40,6 +41,11 @@ type ThrottledError struct {
 
 // Error implements error.
 func (e *ThrottledError) Error() string {
+	if e.RetryAfter <= 0 {
+		// No slot is known: a wait for another replica's token exchange.
+		return fmt.Sprintf("throttle: %s %s: rate limited by %s: budget %v",
+			e.Provider, e.API, e.Rule, e.Budget.Round(time.Microsecond))
+	}
 	return fmt.Sprintf("throttle: %s %s: rate limited by %s: next slot in %v, budget %v",
 		e.Provider, e.API, e.Rule, e.RetryAfter.Round(time.Microsecond), e.Budget.Round(time.Microsecond))
 }

@@ -434,6 +434,9 @@ func TestTokenWaitFitsTheBudget(t *testing.T) {
 	if !errors.Is(err, throttle.ErrThrottled) || !errors.As(err, &te) || te.Budget != maxWait {
 		t.Fatalf("waiting behind a slow fetch: %v, want a ThrottledError with the budget %v", err, maxWait)
 	}
+	if want := "rate limited by another replica's exchange of the credential, in flight: budget 150ms"; !strings.Contains(te.Error(), want) {
+		t.Errorf("error %q, want it to say %q", te.Error(), want)
+	}
 	if took < maxWait || ctx.Err() != nil {
 		t.Fatalf("failed after %v, want after the budget %v and well before the deadline", took, maxWait)
 	}
