@@ -14,7 +14,8 @@ import (
 var (
 	// ErrThrottled: the request would have had to wait longer than its
 	// budget (the smaller of the context deadline and WithMaxWait) for a
-	// slot. Nothing was sent and nothing was charged.
+	// slot, or, a token exchange, for another replica's exchange of the
+	// same credential. Nothing was sent and nothing was charged.
 	ErrThrottled = errors.New("throttle: rate limited")
 	// ErrPenalized: the provider penalised a scope of the request (a quota
 	// error seen by this or another replica). Nothing was sent.
