@@ -401,6 +401,9 @@ rebooked:
 	}
 	if err != nil {
 		if err = exchangeWaitError(c.p.Name, req, err); errors.Is(err, ErrThrottled) {
+			// A token exchange that waited for another replica's past
+			// its budget sent nothing: its slot goes back.
+			c.giveBack(ctx, res)
 			c.outcome = outcomeThrottled
 			return nil, err
 		}
