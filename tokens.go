@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -39,7 +40,9 @@ func (t *Transport) shareTokens(c *config) {
 		return
 	}
 	s, err := tokens.New(t.shared.Client(), tokens.WithPrefix(t.shared.Config().Prefix),
-		tokens.WithObserver(t.tokenMetric()), tokens.WithMaxWait(t.maxWait))
+		// WithMaxWait(0) is "never wait": at once, where the Sharer's 0
+		// would be no bound.
+		tokens.WithObserver(t.tokenMetric()), tokens.WithMaxWait(max(t.maxWait, time.Nanosecond)))
 	if err != nil {
 		// Only a bad option fails New, and these are valid: exchange
 		// alone rather than fail the Transport.
@@ -94,7 +97,7 @@ func (t *Transport) storedExchange(req *http.Request, p *profile) (resp *http.Re
 	}
 	resp, sent, err = t.tokens.Stored(req, p.Name)
 	if err != nil {
-		return nil, sent, exchangeWaitError(p.Name, req, err)
+		return nil, sent, t.exchangeWaitError(p.Name, req, err)
 	}
 	if resp == nil || t.apps == nil {
 		return resp, sent, err
@@ -115,11 +118,11 @@ func (a answered) RoundTrip(*http.Request) (*http.Response, error) { return a.re
 // into the ThrottledError of any wait that does not fit: nothing was sent,
 // and a retry policy does not repeat it. Other errors are returned as
 // they are.
-func exchangeWaitError(provider string, req *http.Request, err error) error {
+func (t *Transport) exchangeWaitError(provider string, req *http.Request, err error) error {
 	var we *tokens.WaitError
 	if !errors.As(err, &we) {
 		return err
 	}
 	return &ThrottledError{Provider: provider, API: req.URL.Path, Rule: "another replica's exchange of the credential, in flight",
-		Budget: we.MaxWait}
+		Budget: t.maxWait}
 }

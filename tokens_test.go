@@ -409,7 +409,14 @@ func (g *gatedBase) RoundTrip(req *http.Request) (*http.Response, error) {
 // ended, up to a minute behind a slow provider (and for ever without a
 // deadline behind a lease without an end).
 func TestTokenWaitFitsTheBudget(t *testing.T) {
-	const maxWait = 150 * time.Millisecond
+	for _, maxWait := range []time.Duration{150 * time.Millisecond, 0} {
+		t.Run(maxWait.String(), func(t *testing.T) { testTokenWaitFitsTheBudget(t, maxWait) })
+	}
+}
+
+// WithMaxWait(0) is "never wait": an exchange behind another replica's
+// fetch fails at once (the Sharer's own 0 had been taken for no bound).
+func testTokenWaitFitsTheBudget(t *testing.T, maxWait time.Duration) {
 	gate := &gatedBase{entered: make(chan struct{}), release: make(chan struct{}), upstream: http.DefaultTransport}
 	f := newTokenFleet(t, 2, throttle.WithBase(gate), throttle.WithMaxWait(maxWait), throttle.WithoutRetry())
 	tokenURL := f.emu.URL + "/cgi-bin/token?grant_type=client_credential&appid=" + fleetApps[0] + "&secret=" + fleetSecret
@@ -434,7 +441,7 @@ func TestTokenWaitFitsTheBudget(t *testing.T) {
 	if !errors.Is(err, throttle.ErrThrottled) || !errors.As(err, &te) || te.Budget != maxWait {
 		t.Fatalf("waiting behind a slow fetch: %v, want a ThrottledError with the budget %v", err, maxWait)
 	}
-	if want := "rate limited by another replica's exchange of the credential, in flight: budget 150ms"; !strings.Contains(te.Error(), want) {
+	if want := "rate limited by another replica's exchange of the credential, in flight: budget " + maxWait.String(); !strings.Contains(te.Error(), want) {
 		t.Errorf("error %q, want it to say %q", te.Error(), want)
 	}
 	if took < maxWait || ctx.Err() != nil {

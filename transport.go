@@ -224,6 +224,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return t.direct.RoundTrip(req)
 	}
 	caller := req
+	// The budget counts from here: a token exchange's wait for another
+	// replica's fetch (storedExchange) comes off the limiter's.
+	start := time.Now()
 	if t.tokens != nil {
 		resp, sent, err := t.storedExchange(req, p)
 		if resp != nil || err != nil {
@@ -245,7 +248,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		closeBody(req)
 		return nil, fmt.Errorf("throttle: %s: %w", p.Name, err)
 	}
-	call := &call{t: t, p: p, route: route, start: time.Now()}
+	call := &call{t: t, p: p, route: route, start: start}
 	if t.retry != nil {
 		return t.retry.do(req, call)
 	}
@@ -400,7 +403,7 @@ rebooked:
 		c.t.bg.do(ctx, func(ctx context.Context) error { return rs.Release(ctx) }, nil)
 	}
 	if err != nil {
-		if err = exchangeWaitError(c.p.Name, req, err); errors.Is(err, ErrThrottled) {
+		if err = c.t.exchangeWaitError(c.p.Name, req, err); errors.Is(err, ErrThrottled) {
 			// A token exchange that waited for another replica's past
 			// its budget sent nothing: its slot goes back.
 			c.giveBack(ctx, res)
