@@ -124,7 +124,13 @@ func (p *Preset) Profile() providers.Profile {
 		prof.Headroom = p.rebuilds.Headroom(defaultJitter, func(j time.Duration) (*Preset, error) {
 			next := p.cfg
 			next.Jitter = j
-			return newPreset(next, p.memory)
+			np, err := newPreset(next, p.memory)
+			if err == nil {
+				// Apps and tenants first seen after the rebuild take the
+				// levels learned before it.
+				np.set.ShareKnown(p.set)
+			}
+			return np, err
 		}, func(np *Preset) providers.Profile { return np.set.Profile() })
 	}
 	return prof

@@ -96,3 +96,36 @@ func TestReAddedAppKeepsNoLevelAboveItsConfig(t *testing.T) {
 		t.Fatalf("after re-adding at level 6: %v, %v; want one rule of 5/s", rt.Rules, err)
 	}
 }
+
+// A level learned before a rebuild for another latency allowance reaches
+// the apps and tenants first seen after it: the rebuilt preset's app set
+// shares what the first one lowered. It built them at the table's level
+// for up to the 24 h the stored limit holds, every replica having read it
+// as seen.
+func TestRebuildKeepsLearnedLevelsForAppsSeenLater(t *testing.T) {
+	const api = "GET /open-apis/contact/v3/users/:user_id"
+	perSecond := func(prof providers.Profile, app string) int {
+		t.Helper()
+		req := httptest.NewRequest(http.MethodGet, "https://open.feishu.cn/open-apis/contact/v3/users/ou_1", nil)
+		req = req.WithContext(apps.NewContext(req.Context(), apps.App{Provider: Name, ID: app, Org: "tenant1"}))
+		rt, err := prof.Route(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rt.Rules[0].Limit()
+	}
+	prof := MustNew(Config{Apps: []App{{AppID: "cli_a", APIs: map[string]int{api: 4}}}, Unknown: App{APIs: map[string]int{api: 4}}}).Profile()
+	if !prof.Lower(providers.Learned{API: api, Window: learnedSecond, Limit: 7, Until: time.Now().Add(time.Hour)}) {
+		t.Fatal("not lowered")
+	}
+	if n := perSecond(prof, "cli_before"); n != 7 {
+		t.Fatalf("an app first seen after the limit was learned: %d/s, want 7", n)
+	}
+	rebuilt, err := prof.Headroom.Rebuild(12 * time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := perSecond(rebuilt, "cli_after"); n != 7 {
+		t.Errorf("an app first seen after the rebuild: %d/s, want the learned 7", n)
+	}
+}

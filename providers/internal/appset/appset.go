@@ -44,9 +44,15 @@ type Set struct {
 
 	// known holds the limits learned so far (lower), to apply to every
 	// profile built later: the Transport applies a stored limit when it
-	// first reads it, which a profile built after that never sees.
-	knownMu sync.Mutex
-	known   map[learnedID]providers.Learned
+	// first reads it, which a profile built after that never sees. Sets
+	// rebuilt from one preset share it (ShareKnown).
+	known *knownLimits
+}
+
+// knownLimits are the learned limits of a Set and its rebuilds.
+type knownLimits struct {
+	mu sync.Mutex
+	m  map[learnedID]providers.Learned
 }
 
 // learnedID is what a learned limit is about; a newer one replaces it.
@@ -93,7 +99,7 @@ func New(c Config, keys []string, profiles []providers.Profile) (*Set, error) {
 	case len(keys) != len(profiles):
 		return nil, fmt.Errorf("appset: %d keys for %d profiles", len(keys), len(profiles))
 	}
-	s := &Set{name: c.Name, match: c.Match, build: c.Build, fallbackKey: c.FallbackKey}
+	s := &Set{name: c.Name, match: c.Match, build: c.Build, fallbackKey: c.FallbackKey, known: &knownLimits{}}
 	fallback := c.Fallback
 	s.fallback.Store(&fallback)
 	s.key = c.Key
@@ -241,24 +247,25 @@ func (s *Set) lower(l providers.Learned) bool {
 
 // keep records l for the profiles built later.
 func (s *Set) keep(l providers.Learned) {
-	s.knownMu.Lock()
-	defer s.knownMu.Unlock()
-	if s.known == nil {
-		s.known = map[learnedID]providers.Learned{}
+	k := s.known
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.m == nil {
+		k.m = map[learnedID]providers.Learned{}
 	}
 	id := learnedID{l.Window, l.App, l.API}
-	if _, ok := s.known[id]; !ok && len(s.known) >= maxKnown {
+	if _, ok := k.m[id]; !ok && len(k.m) >= maxKnown {
 		now := time.Now()
-		for k, v := range s.known {
+		for id, v := range k.m {
 			if !now.Before(v.Until) {
-				delete(s.known, k)
+				delete(k.m, id)
 			}
 		}
-		if len(s.known) >= maxKnown {
+		if len(k.m) >= maxKnown {
 			return
 		}
 	}
-	s.known[id] = l
+	k.m[id] = l
 }
 
 // applyKnown applies to p, just built, the learned limits kept (its Lower
@@ -267,13 +274,27 @@ func (s *Set) applyKnown(p *providers.Profile) {
 	if p.Lower == nil {
 		return
 	}
-	s.knownMu.Lock()
-	ls := make([]providers.Learned, 0, len(s.known))
-	for _, l := range s.known {
+	k := s.known
+	k.mu.Lock()
+	ls := make([]providers.Learned, 0, len(k.m))
+	for _, l := range k.m {
 		ls = append(ls, l)
 	}
-	s.knownMu.Unlock()
+	k.mu.Unlock()
 	for _, l := range ls {
 		p.Lower(l)
+	}
+}
+
+// ShareKnown makes s, a rebuild of from's preset (for another latency
+// allowance) not yet in use, keep its learned limits with from's, and
+// applies them to the profiles s holds: a profile s builds later would
+// otherwise run at the table's level while every replica read the stored
+// limit as seen.
+func (s *Set) ShareKnown(from *Set) {
+	s.known = from.known
+	s.applyKnown(s.fallback.Load())
+	for _, p := range *s.byID.Load() {
+		s.applyKnown(p)
 	}
 }
