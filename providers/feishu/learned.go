@@ -95,34 +95,53 @@ func (p *preset) lower(l providers.Learned) bool {
 	if !now.Before(l.Until) || l.Limit <= 0 || !p.knows(l.API) {
 		return false
 	}
-	lvl := p.current(l.API, now)
-	switch {
-	case l.Window == learnedSecond && (lvl.PerSecond == 0 || l.Limit < lvl.PerSecond):
-		lvl.PerSecond = l.Limit
-	case l.Window == learnedMinute && (lvl.PerMinute == 0 || l.Limit < lvl.PerMinute):
-		lvl.PerMinute = l.Limit
-	default:
-		return false
-	}
-	from := []providers.Learned{l}
-	if v, ok := p.learned.m.Load(l.API); ok && now.Before(v.(*learnedEntry).until) {
-		for _, f := range v.(*learnedEntry).from {
-			if f.Window != l.Window {
-				from = append(from, f)
+	// A compare-and-swap loop: limits of one API learned at once (this
+	// replica's answer, another's stored one, the app set applying what it
+	// kept) each build on what the other stored. With a plain store, one
+	// window's limit was lost, or a higher limit stored last raised the
+	// level, now and then (tens in 3,000 races).
+	for {
+		old, had := p.learned.m.Load(l.API)
+		lvl := p.levelOf(l.API)
+		var prev *learnedEntry
+		if had && now.Before(old.(*learnedEntry).until) {
+			prev = old.(*learnedEntry)
+			lvl = prev.level
+		}
+		switch {
+		case l.Window == learnedSecond && (lvl.PerSecond == 0 || l.Limit < lvl.PerSecond):
+			lvl.PerSecond = l.Limit
+		case l.Window == learnedMinute && (lvl.PerMinute == 0 || l.Limit < lvl.PerMinute):
+			lvl.PerMinute = l.Limit
+		default:
+			return false
+		}
+		from := []providers.Learned{l}
+		if prev != nil {
+			for _, f := range prev.from {
+				if f.Window != l.Window {
+					from = append(from, f)
+				}
 			}
 		}
+		rules, _, err := p.levelRules(lvl, l.API)
+		if err != nil {
+			return false
+		}
+		rules = append(rules[:len(rules):len(rules)], p.month...)
+		e := &learnedEntry{level: lvl, until: l.Until, from: from, route: providers.Route{API: l.API,
+			Rules: rules[:len(rules):len(rules)], Scopes: p.scopes(l.API)}}
+		if had {
+			if p.learned.m.CompareAndSwap(l.API, old, e) {
+				return true
+			}
+			continue
+		}
+		if _, loaded := p.learned.m.LoadOrStore(l.API, e); !loaded {
+			p.learned.n.Add(1)
+			return true
+		}
 	}
-	rules, _, err := p.levelRules(lvl, l.API)
-	if err != nil {
-		return false
-	}
-	rules = append(rules[:len(rules):len(rules)], p.month...)
-	e := &learnedEntry{level: lvl, until: l.Until, from: from, route: providers.Route{API: l.API,
-		Rules: rules[:len(rules):len(rules)], Scopes: p.scopes(l.API)}}
-	if _, had := p.learned.m.Swap(l.API, e); !had {
-		p.learned.n.Add(1)
-	}
-	return true
 }
 
 // learnedRoute is the route of an API whose level was learned, while it

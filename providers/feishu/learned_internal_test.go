@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -129,6 +130,41 @@ func TestLearnedLimitOnlyForKnownAPIs(t *testing.T) {
 	} {
 		if got := prof.Lower(providers.Learned{API: api, Window: learnedSecond, Limit: 1, Until: until}); got != want {
 			t.Errorf("%q: lowered %v, want %v", api, got, want)
+		}
+	}
+}
+
+// Limits of one API learned at once (an answer's on the request path,
+// another replica's from the learned hash, the app set applying what it
+// kept) each build on the other: neither window is lost, and a higher limit
+// that lands last never raises the level. Stored without a compare-and-
+// swap, tens of 3,000 such races lost one.
+func TestConcurrentLearnedLimitsAllHold(t *testing.T) {
+	const trials = 1000
+	req := httptest.NewRequest(http.MethodGet, "https://open.feishu.cn/open-apis/contact/v3/users/ou_1", nil)
+	for i := range trials {
+		prof := MustNew(Config{NoJitter: true, Apps: []App{{AppID: "cli_a", APIs: map[string]int{learningAPI: 4}}}}).Profile()
+		until := time.Now().Add(time.Hour)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for _, l := range []providers.Learned{
+			{API: learningAPI, Window: learnedSecond, Limit: 20, Until: until},
+			{API: learningAPI, Window: learnedMinute, Limit: 600, Until: until},
+			{API: learningAPI, Window: learnedSecond, Limit: 30, Until: until},
+		} {
+			wg.Go(func() {
+				<-start
+				prof.Lower(l)
+			})
+		}
+		close(start)
+		wg.Wait()
+		rt, err := prof.Route(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s, m := rt.Rules[0].Limit(), rt.Rules[1].Limit(); s != 20 || m != 600 {
+			t.Fatalf("trial %d: %d/s and %d/min, want 20 and 600", i, s, m)
 		}
 	}
 }
