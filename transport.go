@@ -391,7 +391,23 @@ rebooked:
 			}
 		}
 	}
+	var unsent *atomic.Bool
+	if c.t.tokens != nil && tokens.IsExchange(req) {
+		// A token exchange may end without sending (answered from Redis
+		// after all, or given up waiting for another replica's fetch):
+		// its slot then goes back.
+		var wctx context.Context
+		wctx, unsent = tokens.WatchSent(ctx)
+		req = req.WithContext(wctx)
+	}
 	resp, err := c.t.base.RoundTrip(req)
+	if unsent != nil && unsent.Load() {
+		c.giveBack(ctx, res)
+		if err != nil && ctx.Err() != nil {
+			c.outcome = outcomeCancelled
+			return nil, err
+		}
+	}
 	if c.p.head != nil && err == nil {
 		c.p.head.observe(slot)
 	}
@@ -405,8 +421,7 @@ rebooked:
 	if err != nil {
 		if err = c.t.exchangeWaitError(c.p.Name, req, err); errors.Is(err, ErrThrottled) {
 			// A token exchange that waited for another replica's past
-			// its budget sent nothing: its slot goes back.
-			c.giveBack(ctx, res)
+			// its budget: its slot went back above.
 			c.outcome = outcomeThrottled
 			return nil, err
 		}

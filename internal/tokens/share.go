@@ -277,6 +277,7 @@ func (s *Sharer) exchange(base http.RoundTripper, ex *exchange, req *http.Reques
 		if !p.force {
 			resp, err := s.kept(ctx, req, ex, k, key)
 			if resp != nil {
+				unsent(ctx)
 				return resp, nil
 			}
 			if err != nil {
@@ -294,6 +295,7 @@ func (s *Sharer) exchange(base http.RoundTripper, ex *exchange, req *http.Reques
 			if !p.force {
 				if resp, _ := s.kept(ctx, req, ex, k, key); resp != nil {
 					s.rdb.Eval(ctx, releaseLua, []string{key + ":lock"}, lock)
+					unsent(ctx)
 					return resp, nil
 				}
 			}
@@ -311,6 +313,7 @@ func (s *Sharer) exchange(base http.RoundTripper, ex *exchange, req *http.Reques
 		}
 		if err := s.pollWait(ctx, &w, ex.Provider); err != nil {
 			closeBody(sent)
+			unsent(ctx)
 			return nil, err
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"sync/atomic"
 	"time"
 )
 
@@ -95,3 +97,31 @@ const leaseLua = `local t = redis.call('PTTL', KEYS[1])
 if t == -2 then return 0 end
 if t == -1 or t > tonumber(ARGV[1]) then redis.call('DEL', KEYS[1]) return 0 end
 return 1`
+
+// An exchange that the limiter admitted may still send nothing: answered
+// from Redis after all (another replica's fetch ended meanwhile), or given
+// up while it waited for one. Its slot of the exchange's rules was booked
+// for a call the provider never got, and, for WeChat's /cgi-bin/token,
+// counted against its 2,000 a day; the Transport watches for this and gives
+// the slot back.
+
+// unsentKey holds the flag of a watched exchange.
+type unsentKey struct{}
+
+// WatchSent returns ctx with a flag that the exchange of a request made
+// with it sets when it ends without sending anything, and the flag.
+func WatchSent(ctx context.Context) (context.Context, *atomic.Bool) {
+	f := new(atomic.Bool)
+	return context.WithValue(ctx, unsentKey{}, f), f
+}
+
+// IsExchange reports whether req is a token exchange the Sharer may answer
+// or hold: only those need watching.
+func IsExchange(req *http.Request) bool { return exchangeFor(req.Method, req.URL.Path) != nil }
+
+// unsent marks ctx's exchange as having sent nothing.
+func unsent(ctx context.Context) {
+	if f, ok := ctx.Value(unsentKey{}).(*atomic.Bool); ok {
+		f.Store(true)
+	}
+}

@@ -89,3 +89,44 @@ func TestWaitBoundedByMaxWait(t *testing.T) {
 		t.Fatalf("%d requests reached the provider, want 0", len(reqs))
 	}
 }
+
+// WatchSent's flag tells the Transport when an exchange it admitted sent
+// nothing, so that the slot goes back: answered from Redis (another
+// replica's fetch ended meanwhile) or given up waiting; not when it was
+// sent to the provider.
+func TestWatchSentTellsAnExchangeThatSentNothing(t *testing.T) {
+	f := newFleet(t, 1, WithMaxWait(50*time.Millisecond))
+	s := f.sharers[0]
+	ctx := context.Background()
+	tokenURL := f.emu.URL + "/cgi-bin/token?grant_type=client_credential&appid=wxA&secret=" + secret
+	rt := s.Wrap(http.DefaultTransport)
+	exchange := func() (bool, error) {
+		wctx, unsent := WatchSent(ctx)
+		req, _ := http.NewRequestWithContext(wctx, http.MethodGet, tokenURL, nil)
+		if !IsExchange(req) {
+			t.Fatal("a token exchange not told as one")
+		}
+		resp, err := rt.RoundTrip(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		return unsent.Load(), err
+	}
+	if unsent, err := exchange(); unsent || err != nil {
+		t.Fatalf("the first exchange, fetched: unsent %v, err %v", unsent, err)
+	}
+	if unsent, err := exchange(); !unsent || err != nil {
+		t.Fatalf("answered from Redis: unsent %v, err %v", unsent, err)
+	}
+	req, _ := http.NewRequest(http.MethodGet, tokenURL, nil)
+	p, _ := s.prepare(req, exchangeFor("GET", "/cgi-bin/token"))
+	f.rdb.Del(ctx, p.key)
+	f.rdb.Set(ctx, p.key+":lock", "another replica, slow", time.Minute)
+	if unsent, err := exchange(); !unsent || !errors.Is(err, ErrWaitedTooLong) {
+		t.Fatalf("given up waiting: unsent %v, err %v", unsent, err)
+	}
+	other, _ := http.NewRequest(http.MethodGet, f.emu.URL+"/cgi-bin/user/info", nil)
+	if IsExchange(other) {
+		t.Fatal("an API call told as an exchange")
+	}
+}
