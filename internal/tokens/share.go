@@ -193,7 +193,8 @@ func (s *Sharer) prepare(req *http.Request, ex *exchange) (p prepared, ok bool) 
 // resp is nil when no answer is kept, the request is not an exchange of
 // provider, or Redis fails: sent (req, or a copy whose body replays what
 // was read) is then to be sent on. err is the context's when it ended
-// while waiting; req's body is then closed.
+// while waiting, or a *WaitError once the wait passed WithMaxWait; req's
+// body is then closed.
 func (s *Sharer) Stored(req *http.Request, provider string) (resp *http.Response, sent *http.Request, err error) {
 	ex := exchangeFor(req.Method, req.URL.Path)
 	if ex == nil || ex.Provider != provider {
