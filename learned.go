@@ -126,7 +126,7 @@ func (l *headroomLoop) readLearned() {
 		for field, v := range all {
 			learned, ok := parseLearned(field, v)
 			if !ok || !now.Before(learned.Until) || learned.Until.After(now.Add(maxLearned)) {
-				lapsed = append(lapsed, field)
+				lapsed = append(lapsed, field, v)
 				continue
 			}
 			if lr.seen[field] == v {
@@ -147,12 +147,12 @@ func (l *headroomLoop) readLearned() {
 			}
 			lr.lowered.Add(1)
 		}
-		for _, f := range lapsed {
-			delete(lr.seen, f)
+		for i := 0; i < len(lapsed); i += 2 {
+			delete(lr.seen, lapsed[i])
 		}
 		lr.mu.Unlock()
 		if len(lapsed) > 0 {
-			l.rdb.HDel(ctx, learnedKey(l.prefix, lr.name), lapsed...)
+			dropLapsed(ctx, l.rdb, learnedKey(l.prefix, lr.name), lapsed)
 		}
 		cancel()
 	}
@@ -174,3 +174,20 @@ func parseLearned(field, v string) (providers.Learned, bool) {
 	}
 	return providers.Learned{API: api, App: app, Window: window, Limit: n, Until: time.UnixMilli(ms)}, true
 }
+
+// dropLapsed deletes the lapsed fields of the learned hash at key, given as
+// field, value pairs, each only while it still holds the value read: a
+// field another replica rewrote since (a limit learned again) stays.
+func dropLapsed(ctx context.Context, rdb redis.UniversalClient, key string, pairs []string) {
+	args := make([]any, len(pairs))
+	for i, p := range pairs {
+		args[i] = p
+	}
+	dropLapsedScript.Run(ctx, rdb, []string{key}, args...)
+}
+
+var dropLapsedScript = redis.NewScript(`local n = 0
+for i = 1, #ARGV, 2 do
+  if redis.call('HGET', KEYS[1], ARGV[i]) == ARGV[i + 1] then n = n + redis.call('HDEL', KEYS[1], ARGV[i]) end
+end
+return n`)

@@ -51,3 +51,20 @@ func TestLearnedHashFloodIsBounded(t *testing.T) {
 		t.Fatalf("after the hash was deleted: %d fields held, want 0", n)
 	}
 }
+
+// A lapsed field is deleted only while it holds the value read: one that
+// another replica wrote again since (a limit learned anew) stays. A plain
+// HDEL after the read dropped the new limit from every replica's next read.
+func TestLapsedLearnedFieldRewrittenStays(t *testing.T) {
+	rdb := redistest.Start(t).Client(t)
+	ctx := context.Background()
+	key := learnedKey("learned-test", "p")
+	rdb.HSet(ctx, key, "s GET /old", "1:1", "s GET /renewed", "5:99999999999999")
+	dropLapsed(ctx, rdb, key, []string{"s GET /old", "1:1", "s GET /renewed", "1:1"})
+	if rdb.HExists(ctx, key, "s GET /old").Val() {
+		t.Error("a lapsed field unchanged since the read was kept")
+	}
+	if v := rdb.HGet(ctx, key, "s GET /renewed").Val(); v != "5:99999999999999" {
+		t.Errorf("a field rewritten since the read: %q, want it kept", v)
+	}
+}
