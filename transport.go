@@ -401,14 +401,21 @@ rebooked:
 		req = req.WithContext(wctx)
 	}
 	resp, err := c.t.base.RoundTrip(req)
-	if unsent != nil && unsent.Load() {
+	sentNothing := unsent != nil && unsent.Load()
+	if sentNothing {
 		c.giveBack(ctx, res)
-		if err != nil && ctx.Err() != nil {
-			c.outcome = outcomeCancelled
-			return nil, err
+		if err != nil {
+			if ctx.Err() != nil {
+				c.outcome = outcomeCancelled
+				return nil, err
+			}
+			// Past its budget waiting for another replica's fetch.
+			c.outcome = outcomeThrottled
+			return nil, c.t.exchangeWaitError(c.p.Name, req, err)
 		}
 	}
-	if c.p.head != nil && err == nil {
+	// An answer from Redis is no measure of the provider's latency.
+	if c.p.head != nil && err == nil && !sentNothing {
 		c.p.head.observe(slot)
 	}
 	if hasConcurrency(c.route.Rules) {
@@ -419,12 +426,6 @@ rebooked:
 		c.t.bg.do(ctx, func(ctx context.Context) error { return rs.Release(ctx) }, nil)
 	}
 	if err != nil {
-		if err = c.t.exchangeWaitError(c.p.Name, req, err); errors.Is(err, ErrThrottled) {
-			// A token exchange that waited for another replica's past
-			// its budget: its slot went back above.
-			c.outcome = outcomeThrottled
-			return nil, err
-		}
 		c.outcome = outcomeTransportError
 		return nil, err
 	}
