@@ -44,11 +44,7 @@ func TestCancelDuringOwnCallGivesSlotBack(t *testing.T) {
 // socket's timeout as soon as the deadline passes, before the context says
 // so, and that used to count as Redis failing.
 func TestDeadlineDuringOwnCallIsTheCallers(t *testing.T) {
-	srv := redistest.Start(t)
-	c := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
-	t.Cleanup(func() { c.Close() })
-	admin, probe := srv.Client(t), srv.Client(t)
-	s := newShared(t, c, limiter.SharedConfig{Prefix: "deadline", Mode: limiter.OutageRefuse, Timeout: 5 * time.Second})
+	s, admin, probe := sharedOnSocketDeadlines(t, "deadline", 5*time.Second)
 	ctx := context.Background()
 	one := rule.Must(rule.New("k", 1, time.Hour))
 	// The script loaded, and the pool holding a connection.
@@ -79,11 +75,7 @@ func TestDeadlineDuringOwnCallIsTheCallers(t *testing.T) {
 // made on its Redis limiter directly both end in a store failure. Had the
 // bound been lost, each would have waited for Redis and been admitted.
 func TestTimeoutBoundsCallsWithoutDeadline(t *testing.T) {
-	srv := redistest.Start(t)
-	c := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
-	t.Cleanup(func() { c.Close() })
-	admin, probe := srv.Client(t), srv.Client(t)
-	s := newShared(t, c, limiter.SharedConfig{Prefix: "bound", Mode: limiter.OutageRefuse, Timeout: 100 * time.Millisecond})
+	s, admin, probe := sharedOnSocketDeadlines(t, "bound", 100*time.Millisecond)
 	ctx := context.Background()
 	one := rule.Must(rule.New("k", 1000, time.Second))
 	req := limiter.Request{Group: "g", Rules: []rule.Rule{one}}
@@ -128,4 +120,17 @@ repeat t = redis.call('TIME') until t[1] * 1e6 + t[2] > e return 0`, nil, d.Micr
 			return busy
 		}
 	}
+}
+
+// sharedOnSocketDeadlines is a Shared limiter that refuses during an
+// outage, on its own redis-server, through a client that applies context
+// deadlines to its socket and never retries; admin and probe are two more
+// clients of that server, for keepBusy.
+func sharedOnSocketDeadlines(t *testing.T, prefix string, timeout time.Duration) (s *limiter.Shared, admin, probe *redis.Client) {
+	t.Helper()
+	srv := redistest.Start(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+	t.Cleanup(func() { c.Close() })
+	s = newShared(t, c, limiter.SharedConfig{Prefix: prefix, Mode: limiter.OutageRefuse, Timeout: timeout})
+	return s, srv.Client(t), srv.Client(t)
 }
