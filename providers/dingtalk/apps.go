@@ -49,8 +49,9 @@ func New(c Config) (*Preset, error) {
 			}
 			return pr.profile(), nil
 		},
-		Default:      c.Default,
-		CheckDefault: checkDefault,
+		Default:          c.Default,
+		CheckDefault:     checkDefault,
+		UnknownReadsApps: true,
 		Unknown: func(listed []App) (providers.Profile, error) {
 			lowest := 0
 			for _, a := range listed {

@@ -234,7 +234,7 @@ func TestAddReplacesTheFallbackApp(t *testing.T) {
 // profile as it was.
 func TestAddRebuildsTheProfileOfNoApp(t *testing.T) {
 	set, err := Build(Spec[string]{
-		Name: "acme", Apps: []string{"a", "b"}, ID: func(a string) string { return strings.TrimSuffix(a, "!") },
+		Name: "acme", Apps: []string{"a", "b"}, ID: func(a string) string { return strings.TrimSuffix(a, "!") }, UnknownReadsApps: true,
 		Build: func(a string) (providers.Profile, error) { return profileOf(a), nil },
 		Unknown: func(listed []string) (providers.Profile, error) {
 			if slices.ContainsFunc(listed, func(a string) bool { return strings.HasSuffix(a, "!") }) {

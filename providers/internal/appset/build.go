@@ -27,8 +27,13 @@ type Spec[A any] struct {
 	// profile.
 	Default string
 	// Unknown builds the unknown apps' shared scope when Default is empty;
-	// it is given the profiles of the listed apps.
+	// it is given the listed apps.
 	Unknown func(listed []A) (providers.Profile, error)
+	// UnknownReadsApps says that Unknown's profile depends on the listed
+	// apps (DingTalk's lowest rate of any): an app added later makes Add
+	// build it again. Presets whose Unknown ignores them leave it false, and
+	// their shared scope's profile, with what it holds, stays as built.
+	UnknownReadsApps bool
 	// CheckDefault vets the default app (nil: any listed app will do).
 	CheckDefault func(A) error
 	// Learn builds the profile of an app learned from a token but not
@@ -91,7 +96,7 @@ func Build[A any](s Spec[A]) (*Set, error) {
 	// Every app of a preset shares the deployment's hosts: the fallback's
 	// Match is everyone's.
 	set, err := New(Config{Name: s.Name, Match: fb.Match, Fallback: fb, FallbackKey: fbKey, Build: s.Learn, Key: s.Key}, keys, profiles)
-	if err != nil || fallback >= 0 {
+	if err != nil || fallback >= 0 || !s.UnknownReadsApps {
 		return set, err
 	}
 	// The conservative profile depends on the listed apps: an app added
