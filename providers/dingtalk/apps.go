@@ -128,10 +128,7 @@ func (p *Preset) Add(a App) error {
 	if err != nil {
 		return err
 	}
-	if err := p.set.Add(a.AppKey, a, pr.profile()); err != nil {
-		return err
-	}
-	return p.rebuilds.Added(a)
+	return p.rebuilds.Add(a, func() error { return p.set.Add(a.AppKey, a, pr.profile()) })
 }
 
 // Profile returns the profile of every app, for throttle.WithProfiles.

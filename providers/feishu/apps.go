@@ -53,6 +53,7 @@ func newPreset(c Config, mem *memories) (*Preset, error) {
 		Default: c.Default,
 		Unknown: func([]App) (providers.Profile, error) { return p.profile(c.unknown(unknownApp)) },
 		Key:     appKey,
+		Clock:   c.Clock,
 		Learn: func(app apps.App) (providers.Profile, string, error) {
 			a, ok := listed[app.ID]
 			if !ok {
@@ -105,10 +106,7 @@ func (p *Preset) Add(a App) error {
 	if err != nil {
 		return err
 	}
-	if err := p.set.Add(a.AppID, a, pr); err != nil {
-		return err
-	}
-	return p.rebuilds.Added(a)
+	return p.rebuilds.Add(a, func() error { return p.set.Add(a.AppID, a, pr) })
 }
 
 // Profile returns the profile of every app, for throttle.WithProfiles.

@@ -129,3 +129,49 @@ func TestRebuildKeepsLearnedLevelsForAppsSeenLater(t *testing.T) {
 		t.Errorf("an app first seen after the rebuild: %d/s, want the learned 7", n)
 	}
 }
+
+// A rebuild keeps the lowest level in force, as a live profile does: a
+// higher limit read after it (another replica's, stored last) lowers
+// nothing, so neither the rebuilt apps nor those first seen after the
+// rebuild take it, and a minute's limit learned beside the second's is
+// kept with it.
+func TestRebuildKeepsTheLowestLearnedLevel(t *testing.T) {
+	const api = "GET /open-apis/contact/v3/users/:user_id"
+	now := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	rules := func(prof providers.Profile, app string) (perSecond, perMinute int) {
+		t.Helper()
+		req := httptest.NewRequest(http.MethodGet, "https://open.feishu.cn/open-apis/contact/v3/users/ou_1", nil)
+		req = req.WithContext(apps.NewContext(req.Context(), apps.App{Provider: Name, ID: app}))
+		rt, err := prof.Route(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rt.Rules {
+			switch r.Period() - 12*time.Millisecond {
+			case time.Second:
+				perSecond = r.Limit()
+			case time.Minute:
+				perMinute = r.Limit()
+			}
+		}
+		return perSecond, perMinute
+	}
+	prof := MustNew(Config{Clock: func() time.Time { return now },
+		Apps: []App{{AppID: "cli_a", APIs: map[string]int{api: 4}}}, Unknown: App{APIs: map[string]int{api: 4}}}).Profile()
+	if !prof.Lower(providers.Learned{API: api, Window: learnedSecond, Limit: 20, Until: now.Add(time.Hour)}) ||
+		!prof.Lower(providers.Learned{API: api, Window: learnedMinute, Limit: 600, Until: now.Add(time.Hour)}) {
+		t.Fatal("not lowered")
+	}
+	if prof.Lower(providers.Learned{API: api, Window: learnedSecond, Limit: 30, Until: now.Add(2 * time.Hour)}) {
+		t.Fatal("a higher limit lowered the level")
+	}
+	rebuilt, err := prof.Headroom.Rebuild(12 * time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, app := range []string{"cli_a", "cli_later"} {
+		if s, m := rules(rebuilt, app); s != 20 || m != 600 {
+			t.Errorf("%s after the rebuild: %d/s and %d/min, want the learned 20 and 600", app, s, m)
+		}
+	}
+}

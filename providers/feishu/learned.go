@@ -38,10 +38,6 @@ type learnedEntry struct {
 	level Level
 	until time.Time
 	route providers.Route // without a recipient, as routes caches them
-	// from are the limits learned that make level, so that a preset
-	// rebuilt for a new allowance lowers its own table by them (memories)
-	// rather than taking a level computed from another table.
-	from []providers.Learned
 }
 
 // levelOf is the level the table (or Config.APIs) gives an API.
@@ -103,10 +99,8 @@ func (p *preset) lower(l providers.Learned) bool {
 	for {
 		old, had := p.learned.m.Load(l.API)
 		lvl := p.levelOf(l.API)
-		var prev *learnedEntry
 		if had && now.Before(old.(*learnedEntry).until) {
-			prev = old.(*learnedEntry)
-			lvl = prev.level
+			lvl = old.(*learnedEntry).level
 		}
 		switch {
 		case l.Window == learnedSecond && (lvl.PerSecond == 0 || l.Limit < lvl.PerSecond):
@@ -116,20 +110,12 @@ func (p *preset) lower(l providers.Learned) bool {
 		default:
 			return false
 		}
-		from := []providers.Learned{l}
-		if prev != nil {
-			for _, f := range prev.from {
-				if f.Window != l.Window {
-					from = append(from, f)
-				}
-			}
-		}
 		rules, _, err := p.levelRules(lvl, l.API)
 		if err != nil {
 			return false
 		}
 		rules = append(rules[:len(rules):len(rules)], p.month...)
-		e := &learnedEntry{level: lvl, until: l.Until, from: from, route: providers.Route{API: l.API,
+		e := &learnedEntry{level: lvl, until: l.Until, route: providers.Route{API: l.API,
 			Rules: rules[:len(rules):len(rules)], Scopes: p.scopes(l.API)}}
 		if had {
 			if p.learned.m.CompareAndSwap(l.API, old, e) {

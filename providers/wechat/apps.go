@@ -41,6 +41,7 @@ func New(c Config) (*Preset, error) {
 		Build:   func(a App) (providers.Profile, error) { return profileOf(c.merge(a)) },
 		Default: c.Default,
 		Unknown: func([]App) (providers.Profile, error) { return profileOf(c.merge(c.unknown(unknownApp))) },
+		Clock:   c.Clock,
 	}
 	if !c.Unlisted {
 		spec.Learn = func(app apps.App) (providers.Profile, string, error) {
@@ -78,10 +79,7 @@ func (p *Preset) Add(a App) error {
 	if err != nil {
 		return err
 	}
-	if err := p.set.Add(a.AppID, a, pr); err != nil {
-		return err
-	}
-	return nil
+	return p.set.Add(a.AppID, a, pr)
 }
 
 // Profile returns the profile of every account, for throttle.WithProfiles.

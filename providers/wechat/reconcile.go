@@ -145,7 +145,11 @@ func clipMsg(s string) string {
 // other accounts' are ignored, and so is every limit when Reconcile is
 // off: only a replica reading the quota endpoint writes one, so one found
 // in Redis then is stale or planted, and a raise would lift the Daily the
-// config sets. It reports whether the rule changed.
+// config sets. A reading that lapses before the one in force was taken
+// before it (each lapses a fixed time after it was read), so it changes
+// nothing: readings applied out of order (an Add applying what the app
+// set kept while a newer one arrives) end on the newest. It reports
+// whether the rule changed.
 func (p *preset) lower(l providers.Learned) bool {
 	if !p.cfg.Reconcile || l.App != p.cfg.AppID || l.Window != learnedDaily || l.Limit < 1 || !p.cfg.Clock().Before(l.Until) {
 		return false
@@ -154,7 +158,7 @@ func (p *preset) lower(l providers.Learned) bool {
 		old := p.state.Load()
 		cur := old.byAPI[l.API]
 		i := dailyIndex(cur)
-		if i < 0 || cur[i].Limit() == l.Limit && old.until[l.API].Equal(l.Until) {
+		if i < 0 || l.Until.Before(old.until[l.API]) || cur[i].Limit() == l.Limit && old.until[l.API].Equal(l.Until) {
 			return false
 		}
 		changed := cur[i].Limit() != l.Limit

@@ -52,6 +52,11 @@ func TestReconciledLimitAppliesToItsAccount(t *testing.T) {
 	if pr.Lower(providers.Learned{API: api, App: "wxa", Window: learnedDaily, Limit: 250, Until: until}) {
 		t.Fatal("the same limit again reported a change")
 	}
+	// A reading taken before the one in force (it lapses sooner), applied
+	// after it, changes nothing.
+	if pr.Lower(providers.Learned{API: api, App: "wxa", Window: learnedDaily, Limit: 180, Until: until.Add(-time.Minute)}) || limit() != 250 {
+		t.Fatalf("an older reading applied: limit %d, want the newer 250", limit())
+	}
 	now = until
 	if limit() != 100 {
 		t.Fatalf("after Until: limit %d, want the configured 100", limit())
@@ -100,5 +105,43 @@ func TestQuotaTargetNeedsTheAccountsToken(t *testing.T) {
 		if _, ok := quotaTarget(c.req, route, c.single); ok != c.want {
 			t.Errorf("%s: target %v, want %v", c.name, ok, c.want)
 		}
+	}
+}
+
+// Readings applied out of order end on the newest, on the profile in use
+// and on one an Add builds later from what the app set kept: an older
+// reading read again (from Redis, by another replica's Transport) changes
+// neither.
+func TestReconciledReadingsOutOfOrder(t *testing.T) {
+	now := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
+	const api = "/cgi-bin/message/custom/send"
+	app := App{AppID: "wxa", Daily: map[string]int{api: 100}}
+	p, err := New(Config{Clock: func() time.Time { return now }, Reconcile: true, Apps: []App{app}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prof := p.Profile()
+	limit := func() int {
+		req := httptest.NewRequest(http.MethodPost, "https://api.weixin.qq.com"+api, nil)
+		req = req.WithContext(apps.NewContext(req.Context(), apps.App{Provider: Name, ID: "wxa"}))
+		r, err := prof.Route(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Rules[dailyIndex(r.Rules)].Limit()
+	}
+	older := providers.Learned{API: api, App: "wxa", Window: learnedDaily, Limit: 250, Until: now.Add(time.Hour)}
+	newer := providers.Learned{API: api, App: "wxa", Window: learnedDaily, Limit: 300, Until: now.Add(time.Hour + 15*time.Minute)}
+	prof.Lower(older)
+	prof.Lower(newer)
+	prof.Lower(older)
+	if got := limit(); got != 300 {
+		t.Fatalf("in use: %d a day, want the newer reading's 300", got)
+	}
+	if err := p.Add(app); err != nil {
+		t.Fatal(err)
+	}
+	if got := limit(); got != 300 {
+		t.Errorf("built by Add: %d a day, want the newer reading's 300", got)
 	}
 }

@@ -93,10 +93,7 @@ func (p *Preset) Add(a App) error {
 	if err != nil {
 		return err
 	}
-	if err := p.set.Add(a.CorpID, a, pr); err != nil {
-		return err
-	}
-	return nil
+	return p.set.Add(a.CorpID, a, pr)
 }
 
 // Profile returns the profile of every company, for throttle.WithProfiles.

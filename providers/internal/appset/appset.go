@@ -22,6 +22,7 @@ type Set struct {
 	match func(*http.Request) bool
 	build func(apps.App) (providers.Profile, string, error)
 	key   func(apps.App) string
+	clock func() time.Time
 
 	// fallback is replaced when Add replaces the listed app it is
 	// (fallbackKey; "" when it is none).
@@ -85,6 +86,8 @@ type Config struct {
 	Build func(apps.App) (p providers.Profile, key string, err error)
 	// Key returns the key a request's app is kept under (default apps.App.ID).
 	Key func(apps.App) string
+	// Clock tells when a learned limit lapses (nil: time.Now).
+	Clock func() time.Time
 }
 
 // New returns a Set holding profiles, keyed by keys[i].
@@ -102,7 +105,10 @@ func New(c Config, keys []string, profiles []providers.Profile) (*Set, error) {
 	s := &Set{name: c.Name, match: c.Match, build: c.Build, fallbackKey: c.FallbackKey, known: &knownLimits{}}
 	fallback := c.Fallback
 	s.fallback.Store(&fallback)
-	s.key = c.Key
+	s.key, s.clock = c.Key, c.Clock
+	if s.clock == nil {
+		s.clock = time.Now
+	}
 	if s.key == nil {
 		s.key = func(a apps.App) string { return a.ID }
 	}
@@ -254,8 +260,18 @@ func (s *Set) keep(l providers.Learned) {
 		k.m = map[learnedID]providers.Learned{}
 	}
 	id := learnedID{l.Window, l.App, l.API}
-	if _, ok := k.m[id]; !ok && len(k.m) >= maxKnown {
-		now := time.Now()
+	now := s.clock()
+	old, ok := k.m[id]
+	if ok && now.Before(old.Until) {
+		// As the profiles do. A limit of every app only lowers while the
+		// one in force holds: a later one above it (another replica's,
+		// stored last) must not raise a profile built later. An app's
+		// quota reading may raise, but never gives way to an older one.
+		if l.App == "" && old.Limit <= l.Limit || l.App != "" && l.Until.Before(old.Until) {
+			return
+		}
+	}
+	if !ok && len(k.m) >= maxKnown {
 		for id, v := range k.m {
 			if !now.Before(v.Until) {
 				delete(k.m, id)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/quotaware/throttle/apps"
 	"github.com/quotaware/throttle/providers"
@@ -43,6 +44,9 @@ type Spec[A any] struct {
 	Key func(apps.App) string
 	// AllowEmpty accepts a Config without Apps (every app learned).
 	AllowEmpty bool
+	// Clock tells when a learned limit lapses (nil: time.Now); the
+	// preset's own, so that the set and its profiles agree.
+	Clock func() time.Time
 }
 
 // Build builds the Set of a preset's Config, naming the entry and field of
@@ -95,7 +99,7 @@ func Build[A any](s Spec[A]) (*Set, error) {
 	}
 	// Every app of a preset shares the deployment's hosts: the fallback's
 	// Match is everyone's.
-	set, err := New(Config{Name: s.Name, Match: fb.Match, Fallback: fb, FallbackKey: fbKey, Build: s.Learn, Key: s.Key}, keys, profiles)
+	set, err := New(Config{Name: s.Name, Match: fb.Match, Fallback: fb, FallbackKey: fbKey, Build: s.Learn, Key: s.Key, Clock: s.Clock}, keys, profiles)
 	if err != nil || fallback >= 0 || !s.UnknownReadsApps {
 		return set, err
 	}

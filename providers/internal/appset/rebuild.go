@@ -18,7 +18,7 @@ import (
 type Rebuilds[A any, P interface{ Add(A) error }] struct {
 	ID func(A) string
 
-	mu    sync.Mutex // serialises Added and Rebuild
+	mu    sync.Mutex // serialises Add and Rebuild
 	added []A
 	live  map[*liveSlot[P]]struct{}
 }
@@ -26,11 +26,18 @@ type Rebuilds[A any, P interface{ Add(A) error }] struct {
 // liveSlot is the latest rebuild of one Headroom.
 type liveSlot[P any] struct{ p P }
 
-// Added records a, which the preset itself has just taken, and adds it to
-// every live rebuild.
-func (r *Rebuilds[A, P]) Added(a A) error {
+// Add has the preset take a (take: its own Add), then records a and adds
+// it to every live rebuild, all under one lock, so that Adds of one app at
+// once leave the preset, the list the rebuilds replay and the live
+// rebuilds holding the same entry (taken and recorded apart, the preset
+// could keep one and the rebuilds the other). Nothing is recorded when
+// take fails.
+func (r *Rebuilds[A, P]) Add(a A, take func() error) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if err := take(); err != nil {
+		return err
+	}
 	replaced := false
 	if r.ID != nil {
 		id := r.ID(a)
