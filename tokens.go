@@ -126,3 +126,21 @@ func (t *Transport) exchangeWaitError(provider string, req *http.Request, err er
 	return &ThrottledError{Provider: provider, API: req.URL.Path, Rule: "another replica's exchange of the credential, in flight",
 		Budget: t.maxWait}
 }
+
+// exchangeNotSent records a token exchange that ended waiting for another
+// replica's fetch of its credential, before the limiter: throttled past
+// its budget, or cancelled. It counts in throttle.requests and has a span
+// as any refused request does. (An exchange answered from Redis is counted
+// by throttle.tokens.exchanges alone: it reached no provider.)
+func (t *Transport) exchangeNotSent(p *profile, req *http.Request, start time.Time, err error) {
+	c := &call{t: t, p: p, start: start, outcome: outcomeCancelled}
+	if errors.Is(err, ErrThrottled) {
+		c.outcome = outcomeThrottled
+	}
+	// The API as a route names it (a template, never an ID); the body was
+	// read already, so a route that needs it names none.
+	if rt, err := p.Route(req); err == nil {
+		c.route.API = rt.API
+	}
+	t.tel.finish(req.Context(), c, nil, err)
+}

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -418,7 +419,8 @@ func TestTokenWaitFitsTheBudget(t *testing.T) {
 // fetch fails at once (the Sharer's own 0 had been taken for no bound).
 func testTokenWaitFitsTheBudget(t *testing.T, maxWait time.Duration) {
 	gate := &gatedBase{entered: make(chan struct{}), release: make(chan struct{}), upstream: http.DefaultTransport}
-	f := newTokenFleet(t, 2, throttle.WithBase(gate), throttle.WithMaxWait(maxWait), throttle.WithoutRetry())
+	o := newObservability(t)
+	f := newTokenFleet(t, 2, append(o.opts, throttle.WithBase(gate), throttle.WithMaxWait(maxWait), throttle.WithoutRetry())...)
 	tokenURL := f.emu.URL + "/cgi-bin/token?grant_type=client_credential&appid=" + fleetApps[0] + "&secret=" + fleetSecret
 
 	fetched := make(chan error, 1)
@@ -458,5 +460,32 @@ func testTokenWaitFitsTheBudget(t *testing.T, maxWait time.Duration) {
 	}
 	if n := len(f.emu.Requests()); n != 1 {
 		t.Fatalf("%d requests reached the provider, want the one fetch", n)
+	}
+	// The refusal shows as any refused request does, in throttle.requests
+	// and in a span, naming the API and neither the secret nor the app.
+	if got, want := counts(t, o.metrics(t)["throttle.requests"], "outcome"), map[string]int64{"admitted": 1, "throttled": 1}; !maps.Equal(got, want) {
+		t.Errorf("throttle.requests by outcome = %v, want %v", got, want)
+	}
+	var refused int
+	for _, sp := range o.spans.GetSpans() {
+		attrs := map[string]string{}
+		for _, kv := range sp.Attributes {
+			attrs[string(kv.Key)] = kv.Value.Emit()
+		}
+		if attrs["throttle.outcome"] != "throttled" {
+			continue
+		}
+		refused++
+		if attrs["throttle.api"] != "/cgi-bin/token" {
+			t.Errorf("span of the refused exchange names the API %q, want /cgi-bin/token", attrs["throttle.api"])
+		}
+		for _, text := range append(slices.Collect(maps.Values(attrs)), sp.Status.Description) {
+			if strings.Contains(text, fleetSecret) || strings.Contains(text, fleetApps[0]) {
+				t.Errorf("span of the refused exchange holds a credential: %q", text)
+			}
+		}
+	}
+	if refused != 1 {
+		t.Errorf("%d spans of a refused exchange, want 1", refused)
 	}
 }

@@ -229,6 +229,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	start := time.Now()
 	if t.tokens != nil {
 		resp, sent, err := t.storedExchange(req, p)
+		if resp == nil && err != nil {
+			t.exchangeNotSent(p, sent, start, err)
+		}
 		if resp != nil || err != nil {
 			return resp, err
 		}
