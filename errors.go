@@ -29,9 +29,13 @@ var (
 // its budget. It matches ErrThrottled.
 type ThrottledError struct {
 	Provider string
-	// API is the request's folded path.
+	// API is the API as the profile's route names it (Route.API: a
+	// catalog template such as "GET /v1.0/contact/users/{unionId}", never
+	// an ID the path holds).
 	API string
-	// Rule is the limit that bound ("dingtalk-api:...: 20 per 1.05s").
+	// Rule is the limit that bound, as rule.Rule.String writes it
+	// ("api:<app>:<API>: 20 per 1.05s"), or what held the request when no
+	// rule did.
 	Rule string
 	// RetryAfter is how long until a slot would be free; 0 when none is
 	// known (a wait for another replica's token exchange).

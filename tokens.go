@@ -97,7 +97,7 @@ func (t *Transport) storedExchange(req *http.Request, p *profile) (resp *http.Re
 	}
 	resp, sent, err = t.tokens.Stored(req, p.Name)
 	if err != nil {
-		return nil, sent, t.exchangeWaitError(p.Name, req, err)
+		return nil, sent, err
 	}
 	if resp == nil || t.apps == nil {
 		return resp, sent, err
@@ -118,29 +118,33 @@ func (a answered) RoundTrip(*http.Request) (*http.Response, error) { return a.re
 // into the ThrottledError of any wait that does not fit: nothing was sent,
 // and a retry policy does not repeat it. Other errors are returned as
 // they are.
-func (t *Transport) exchangeWaitError(provider string, req *http.Request, err error) error {
+func (t *Transport) exchangeWaitError(provider, api string, err error) error {
 	var we *tokens.WaitError
 	if !errors.As(err, &we) {
 		return err
 	}
-	return &ThrottledError{Provider: provider, API: req.URL.Path, Rule: "another replica's exchange of the credential, in flight",
+	return &ThrottledError{Provider: provider, API: api, Rule: "another replica's exchange of the credential, in flight",
 		Budget: t.maxWait}
 }
 
-// exchangeNotSent records a token exchange that ended waiting for another
+// exchangeNotSent ends a token exchange that gave up waiting for another
 // replica's fetch of its credential, before the limiter: throttled past
-// its budget, or cancelled. It counts in throttle.requests and has a span
-// as any refused request does. (An exchange answered from Redis is counted
-// by throttle.tokens.exchanges alone: it reached no provider.)
-func (t *Transport) exchangeNotSent(p *profile, req *http.Request, start time.Time, err error) {
+// its budget (exchangeWaitError), or cancelled. It counts in
+// throttle.requests and has a span as any refused request does. (An
+// exchange answered from Redis is counted by throttle.tokens.exchanges
+// alone: it reached no provider.)
+func (t *Transport) exchangeNotSent(p *profile, req *http.Request, start time.Time, err error) error {
 	c := &call{t: t, p: p, start: start, outcome: outcomeCancelled}
+	// The API as a route names it (a template, never an ID such as
+	// DingTalk's corpId in /v1.0/oauth2/{corpId}/token); the body was read
+	// already, so a route that needs it names none.
+	if rt, rerr := p.Route(req); rerr == nil {
+		c.route.API = rt.API
+	}
+	err = t.exchangeWaitError(p.Name, c.route.API, err)
 	if errors.Is(err, ErrThrottled) {
 		c.outcome = outcomeThrottled
 	}
-	// The API as a route names it (a template, never an ID); the body was
-	// read already, so a route that needs it names none.
-	if rt, err := p.Route(req); err == nil {
-		c.route.API = rt.API
-	}
 	t.tel.finish(req.Context(), c, nil, err)
+	return err
 }

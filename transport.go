@@ -230,7 +230,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if t.tokens != nil {
 		resp, sent, err := t.storedExchange(req, p)
 		if resp == nil && err != nil {
-			t.exchangeNotSent(p, sent, start, err)
+			return nil, t.exchangeNotSent(p, sent, start, err)
 		}
 		if resp != nil || err != nil {
 			return resp, err
@@ -414,7 +414,7 @@ rebooked:
 			}
 			// Past its budget waiting for another replica's fetch.
 			c.outcome = outcomeThrottled
-			return nil, c.t.exchangeWaitError(c.p.Name, req, err)
+			return nil, c.t.exchangeWaitError(c.p.Name, c.route.API, err)
 		}
 	}
 	// An answer from Redis is no measure of the provider's latency.
