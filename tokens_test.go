@@ -441,7 +441,7 @@ func testTokenWaitFitsTheBudget(t *testing.T, maxWait time.Duration) {
 	took := time.Since(start)
 	var te *throttle.ThrottledError
 	if !errors.Is(err, throttle.ErrThrottled) || !errors.As(err, &te) || te.Budget != maxWait || te.API != "/cgi-bin/token" {
-		t.Fatalf("waiting behind a slow fetch: %v (API %q), want a ThrottledError of /cgi-bin/token with the budget %v", err, te.API, maxWait)
+		t.Fatalf("waiting behind a slow fetch: %#v, want a ThrottledError of /cgi-bin/token with the budget %v", err, maxWait)
 	}
 	if want := "rate limited by another replica's exchange of the credential, in flight: budget " + maxWait.String(); !strings.Contains(te.Error(), want) {
 		t.Errorf("error %q, want it to say %q", te.Error(), want)
