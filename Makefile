@@ -26,7 +26,7 @@ FUZZ_TARGETS = \
 	./limiter:FuzzParseAnnouncement \
 	./limiter:FuzzParseReserve \
 	.:FuzzBuild \
-	.:FuzzParseLearned \
+	./internal/learnedhash:FuzzParse \
 	./providers:FuzzPeekBody \
 	./providers:FuzzFoldPath \
 	./providers/internal/jsoncode:FuzzParse \

@@ -164,25 +164,6 @@ func BenchmarkHeadroomObserve(b *testing.B) {
 	})
 }
 
-// FuzzParseLearned: a stored learned limit is read from Redis, where
-// anything may be written; it is either dropped or a limit that can only
-// lower a rule.
-func FuzzParseLearned(f *testing.F) {
-	f.Add("s GET /open-apis/contact/v3/users/:user_id", "10:1795670375557")
-	f.Add("m POST /x", "100:0")
-	f.Add("", ":")
-	f.Add("toolongwindow GET /x", "10:1")
-	f.Fuzz(func(t *testing.T, field, v string) {
-		l, ok := parseLearned(field, v)
-		if !ok {
-			return
-		}
-		if l.Limit <= 0 || l.Window == "" || len(l.Window) > 8 || l.API == "" {
-			t.Fatalf("parseLearned(%q, %q) = %+v, accepted", field, v, l)
-		}
-	})
-}
-
 // A stored estimate may only raise the allowance: one past any real spread
 // ("1e16", a number to Lua) overflowed into a negative spread and sent every
 // replica to the floor. A key of another type is replaced rather than

@@ -2,25 +2,23 @@ package throttle
 
 import (
 	"context"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/quotaware/throttle/internal/learnedhash"
 	"github.com/quotaware/throttle/providers"
 )
 
 // Limits learned from answers (providers.Learned): a Classify that reads a
 // lower limit in an answer (Feishu's x-ogw-ratelimit-limit) returns it in
 // the verdict. The replica that got it lowers the API's rule at once; it
-// writes the limit to the group's hash in Redis, field "<window> <API>"
-// ("<window>@<app> <API>" for one app's limit, read from a quota endpoint:
-// quota_check.go), value "<limit>:<until, Unix ms>", before the penalty of
-// the same answer,
-// so that the other replicas, told of the penalty at once, read it while
+// writes the limit to the group's hash in Redis (its format:
+// internal/learnedhash; one app's limit is read from a quota endpoint,
+// quota_check.go) before the penalty of the same answer, so that the other
+// replicas, told of the penalty at once, read it while
 // the penalty holds and are lowered before the API is called again. Every
 // round of the loop reads the hash again (a replica started later, a lost
 // announcement) and drops the lapsed fields.
@@ -38,22 +36,12 @@ type learner struct {
 	seen map[string]string
 }
 
-// maxLearned bounds how far ahead a stored learned limit may lapse: one
-// further is garbled, and is dropped rather than kept for good.
-const maxLearned = 31 * 24 * time.Hour
-
-// Bounds of what a replica takes from the learned hash, which anyone who
-// can write to the Redis can fill: a field longer than maxLearnedField is
-// garbled (an API is a catalog template), and at most maxLearnedFields are
-// held at once, so that a flooded hash costs each replica a bounded
-// amount of memory (each field is kept in seen, and a preset keeps a route
-// per API it lowers).
-const (
-	maxLearnedField  = 512
-	maxLearnedFields = 1024
-)
-
-func learnedKey(prefix, group string) string { return "{" + prefix + ":" + group + "}:learned" }
+// maxLearnedFields bounds the fields of the learned hash, which anyone who
+// can write to the Redis can fill, a replica holds at once (a garbled one,
+// learnedhash.Parse, it takes not at all), so that a flooded hash costs
+// each replica a bounded amount of memory (each field is kept in seen, and
+// a preset keeps a route per API it lowers).
+const maxLearnedFields = 1024
 
 // learn applies the verdict's learned limit to this replica, logs it, and
 // returns the write that shares it (a no-op without one or without Redis).
@@ -77,25 +65,12 @@ func (c *call) learn() func(context.Context) {
 	}
 }
 
-// learnedField and learnedValue are a learned limit's field and value in
-// the group's hash.
-func learnedField(l providers.Learned) string {
-	if l.App != "" {
-		return l.Window + "@" + l.App + " " + l.API
-	}
-	return l.Window + " " + l.API
-}
-
-func learnedValue(l providers.Learned) string {
-	return strconv.Itoa(l.Limit) + ":" + strconv.FormatInt(l.Until.UnixMilli(), 10)
-}
-
 // shareLearned writes a learned limit for the other replicas, which read it
 // within a round of their loop.
 func shareLearned(ctx context.Context, rdb redis.UniversalClient, prefix, group string, l providers.Learned) error {
-	key := learnedKey(prefix, group)
+	key := learnedhash.Key(prefix, group)
 	pipe := rdb.TxPipeline()
-	pipe.HSet(ctx, key, learnedField(l), learnedValue(l))
+	pipe.HSet(ctx, key, learnedhash.Field(l), learnedhash.Value(l))
 	pipe.PExpire(ctx, key, time.Until(l.Until))
 	_, err := pipe.Exec(ctx)
 	return err
@@ -108,7 +83,7 @@ func (l *headroomLoop) readLearned() {
 	}
 	for _, lr := range l.learners {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		all, err := l.rdb.HGetAll(ctx, learnedKey(l.prefix, lr.name)).Result()
+		all, err := l.rdb.HGetAll(ctx, learnedhash.Key(l.prefix, lr.name)).Result()
 		if err != nil {
 			cancel()
 			l.log.Debug("throttle: could not read the learned limits", "provider", lr.name, "error", err)
@@ -124,8 +99,8 @@ func (l *headroomLoop) readLearned() {
 			}
 		}
 		for field, v := range all {
-			learned, ok := parseLearned(field, v)
-			if !ok || !now.Before(learned.Until) || learned.Until.After(now.Add(maxLearned)) {
+			learned, ok := learnedhash.Parse(field, v)
+			if !ok || !learnedhash.InForce(learned, now) {
 				lapsed = append(lapsed, field, v)
 				continue
 			}
@@ -152,27 +127,10 @@ func (l *headroomLoop) readLearned() {
 		}
 		lr.mu.Unlock()
 		if len(lapsed) > 0 {
-			dropLapsed(ctx, l.rdb, learnedKey(l.prefix, lr.name), lapsed)
+			dropLapsed(ctx, l.rdb, learnedhash.Key(l.prefix, lr.name), lapsed)
 		}
 		cancel()
 	}
-}
-
-// parseLearned reads one field of the learned hash; a garbled one is
-// dropped rather than trusted.
-func parseLearned(field, v string) (providers.Learned, bool) {
-	window, api, ok := strings.Cut(field, " ")
-	window, app, withApp := strings.Cut(window, "@")
-	limit, until, ok2 := strings.Cut(v, ":")
-	if !ok || !ok2 || len(field) > maxLearnedField || window == "" || len(window) > 8 || api == "" || withApp && (app == "" || len(app) > 64) {
-		return providers.Learned{}, false
-	}
-	n, err := strconv.Atoi(limit)
-	ms, err2 := strconv.ParseInt(until, 10, 64)
-	if err != nil || err2 != nil || n <= 0 {
-		return providers.Learned{}, false
-	}
-	return providers.Learned{API: api, App: app, Window: window, Limit: n, Until: time.UnixMilli(ms)}, true
 }
 
 // dropLapsed deletes the lapsed fields of the learned hash at key, given as

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quotaware/throttle/internal/learnedhash"
 	"github.com/quotaware/throttle/internal/redistest"
 	"github.com/quotaware/throttle/providers"
 )
@@ -27,9 +28,9 @@ func TestLearnedHashFloodIsBounded(t *testing.T) {
 	lr := learner{name: "p", lowered: new(atomic.Int64), mu: new(sync.Mutex), seen: map[string]string{},
 		lower: func(providers.Learned) bool { applied.Add(1); return true }}
 	loop := &headroomLoop{learners: []learner{lr}, rdb: rdb, prefix: "learned-test", log: slog.New(slog.DiscardHandler)}
-	key := learnedKey(loop.prefix, "p")
+	key := learnedhash.Key(loop.prefix, "p")
 	until := strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10)
-	fields := map[string]any{"s GET " + strings.Repeat("x", maxLearnedField): "1:" + until} // too long: dropped
+	fields := map[string]any{"s GET " + strings.Repeat("x", learnedhash.MaxField): "1:" + until} // too long: dropped
 	for i := range 2 * maxLearnedFields {
 		fields[fmt.Sprintf("s GET /api/%d", i)] = "1:" + until
 	}
@@ -42,7 +43,7 @@ func TestLearnedHashFloodIsBounded(t *testing.T) {
 	if n := len(lr.seen); n != maxLearnedFields || applied.Load() != maxLearnedFields {
 		t.Fatalf("held %d fields, applied %d, want %d each", n, applied.Load(), maxLearnedFields)
 	}
-	if rdb.HExists(ctx, key, "s GET "+strings.Repeat("x", maxLearnedField)).Val() {
+	if rdb.HExists(ctx, key, "s GET "+strings.Repeat("x", learnedhash.MaxField)).Val() {
 		t.Error("the overlong field was kept in Redis")
 	}
 	rdb.Del(ctx, key)
@@ -58,7 +59,7 @@ func TestLearnedHashFloodIsBounded(t *testing.T) {
 func TestLapsedLearnedFieldRewrittenStays(t *testing.T) {
 	rdb := redistest.Start(t).Client(t)
 	ctx := context.Background()
-	key := learnedKey("learned-test", "p")
+	key := learnedhash.Key("learned-test", "p")
 	rdb.HSet(ctx, key, "s GET /old", "1:1", "s GET /renewed", "5:99999999999999")
 	dropLapsed(ctx, rdb, key, []string{"s GET /old", "1:1", "s GET /renewed", "1:1"})
 	if rdb.HExists(ctx, key, "s GET /old").Val() {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/quotaware/throttle/internal/learnedhash"
 	"github.com/quotaware/throttle/limiter"
 	"github.com/quotaware/throttle/limiter/rule"
 	"github.com/quotaware/throttle/providers"
@@ -265,7 +266,7 @@ func (l *headroomLoop) seenLearned(group string, learned providers.Learned) {
 	for _, lr := range l.learners {
 		if lr.name == group {
 			lr.mu.Lock()
-			lr.seen[learnedField(learned)] = learnedValue(learned)
+			lr.seen[learnedhash.Field(learned)] = learnedhash.Value(learned)
 			lr.mu.Unlock()
 		}
 	}

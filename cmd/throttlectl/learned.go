@@ -5,21 +5,20 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/quotaware/throttle/internal/inspect"
+	"github.com/quotaware/throttle/internal/learnedhash"
 	"github.com/quotaware/throttle/limiter"
 )
 
 // Learned limits: what the replicas applied in place of a preset's table,
-// kept in each group's hash "{prefix:group}:learned" (the Transport's
-// learned.go writes it): field "<window> <API>" for a lower limit an answer
-// stated (Feishu's x-ogw-ratelimit-limit on a 99991400), "<window>@<app>
-// <API>" for one app's limit read from the provider's quota endpoint
-// (WeChat's quota/get, Config.Reconcile); value "<limit>:<until, Unix ms>".
+// kept in each group's hash (internal/learnedhash, read here as the
+// replicas read it): a lower limit an answer stated (Feishu's
+// x-ogw-ratelimit-limit on a 99991400), or one app's limit read from the
+// provider's quota endpoint (WeChat's quota/get, Config.Reconcile).
 
 // learnedLimit is one learned limit as status shows it.
 type learnedLimit struct {
@@ -40,16 +39,17 @@ const maxLearnedShown = 1000
 func readLearned(ctx context.Context, l *limiter.Shared, st inspect.State) map[string][]learnedLimit {
 	out := map[string][]learnedLimit{}
 	for _, g := range st.Groups {
-		all, err := l.Client().HGetAll(ctx, "{"+l.Config().Prefix+":"+g.Group+"}:learned").Result()
+		all, err := l.Client().HGetAll(ctx, learnedhash.Key(l.Config().Prefix, g.Group)).Result()
 		if err != nil {
 			continue
 		}
 		for field, v := range all {
-			ll, ok := parseLearned(g.Group, field, v)
-			if !ok || !ll.Until.After(st.Now) {
+			ll, ok := learnedhash.Parse(field, v)
+			if !ok || !learnedhash.InForce(ll, st.Now) {
 				continue // garbled or lapsed: no replica applies it
 			}
-			out[g.Group] = append(out[g.Group], ll)
+			out[g.Group] = append(out[g.Group], learnedLimit{API: ll.API, App: ll.App, Window: ll.Window, Limit: ll.Limit,
+				Until: ll.Until, Source: learnedSource(g.Group, ll.App != "")})
 		}
 		slices.SortFunc(out[g.Group], func(a, b learnedLimit) int {
 			return strings.Compare(a.App+" "+a.API+" "+a.Window, b.App+" "+b.API+" "+b.Window)
@@ -59,22 +59,6 @@ func readLearned(ctx context.Context, l *limiter.Shared, st inspect.State) map[s
 		}
 	}
 	return out
-}
-
-// parseLearned reads one field of a learned hash as the replicas do.
-func parseLearned(group, field, v string) (learnedLimit, bool) {
-	head, api, ok := strings.Cut(field, " ")
-	window, app, withApp := strings.Cut(head, "@")
-	limit, until, ok2 := strings.Cut(v, ":")
-	if !ok || !ok2 || window == "" || len(window) > 8 || api == "" || withApp && app == "" {
-		return learnedLimit{}, false
-	}
-	n, err := strconv.Atoi(limit)
-	ms, err2 := strconv.ParseInt(until, 10, 64)
-	if err != nil || err2 != nil || n <= 0 {
-		return learnedLimit{}, false
-	}
-	return learnedLimit{API: api, App: app, Window: window, Limit: n, Until: time.UnixMilli(ms), Source: learnedSource(group, withApp)}, true
 }
 
 // learnedSource says where a learned limit came from.
