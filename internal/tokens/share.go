@@ -286,7 +286,7 @@ func (s *Sharer) exchange(base http.RoundTripper, ex *exchange, req *http.Reques
 			}
 		}
 		lock := nonce()
-		got, err := s.rdb.SetNX(ctx, key+":lock", lock, s.lease).Result()
+		got, err := s.take(ctx, key+":lock", lock)
 		if err != nil {
 			return s.unshare(base, sent, ctx, ex.Provider)
 		}
@@ -308,7 +308,10 @@ func (s *Sharer) exchange(base http.RoundTripper, ex *exchange, req *http.Reques
 		// at once per exchange: a wait is bounded by maxWait anyway).
 		if !looked {
 			looked = true
-			if held, err := s.leaseHeld(ctx, key+":lock"); err == nil && !held {
+			lctx, cancel := context.WithTimeout(ctx, peekTimeout)
+			held, err := s.leaseHeld(lctx, key+":lock")
+			cancel()
+			if err == nil && !held {
 				continue
 			}
 		}
@@ -324,6 +327,8 @@ func (s *Sharer) exchange(base http.RoundTripper, ex *exchange, req *http.Reques
 // returns nil: none kept (or none that opens and passes the checks), or
 // err when Redis failed.
 func (s *Sharer) kept(ctx context.Context, req *http.Request, ex *exchange, k *keys, key string) (*http.Response, error) {
+	ctx, cancel := context.WithTimeout(ctx, peekTimeout)
+	defer cancel()
 	v, err := s.rdb.Get(ctx, key).Bytes()
 	switch {
 	case err == nil:
@@ -336,6 +341,15 @@ func (s *Sharer) kept(ctx context.Context, req *http.Request, ex *exchange, k *k
 		return nil, nil
 	}
 	return nil, err
+}
+
+// take takes the lease at lock for the fetch of its credential, reporting
+// whether it did; bounded as peek is, so that a Redis that does not answer
+// delays the exchange, sent alone then, by no more.
+func (s *Sharer) take(ctx context.Context, lock, id string) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, peekTimeout)
+	defer cancel()
+	return s.rdb.SetNX(ctx, lock, id, s.lease).Result()
 }
 
 // unshare sends an exchange as it came, when Redis fails (or ctx ended

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -623,4 +624,45 @@ func (c askedCtx) Value(k any) any {
 		}
 	}
 	return c.Context.Value(k)
+}
+
+// A Redis that takes connections and never answers (stalled, or a network
+// that drops its replies) costs an exchange a bounded delay, and the
+// exchange is sent alone: each of Wrap's Redis calls waited as long as
+// go-redis's own timeouts, about 5 s in all, so a caller with a 2 s
+// deadline got nothing though the provider was there.
+func TestStalledRedisExchangesAlone(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _, _ = io.Copy(io.Discard, c) }() // reads, never answers
+		}
+	}()
+	emu := wechattest.NewServer(wechattest.Options{})
+	defer emu.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: ln.Addr().String(), MaxRetries: -1, ContextTimeoutEnabled: true}) // as the Transport asks
+	defer rdb.Close()
+	s, err := New(rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, emu.URL+"/cgi-bin/token?grant_type=client_credential&appid=wxA&secret=x", nil)
+	resp, err := (&http.Client{Transport: s.Wrap(http.DefaultTransport)}).Do(req)
+	if err != nil {
+		t.Fatalf("exchange with Redis stalled: %v, want it sent alone", err)
+	}
+	resp.Body.Close()
+	if n := emu.Fetches("wxA", "/cgi-bin/token"); n != 1 || s.Stats().Unshared != 1 {
+		t.Fatalf("%d fetches, stats %+v; want 1 sent alone", n, s.Stats())
+	}
 }

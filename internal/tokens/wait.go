@@ -11,7 +11,8 @@ import (
 
 // An exchange whose credential another replica is fetching waits for that
 // answer, polling Redis every poll, for at most maxWait (WithMaxWait) from
-// when it began to wait, and fails then: a fetch that slow must not hold
+// when it began to wait (or from the start its context carries,
+// BudgetFrom), and fails then: a fetch that slow must not hold
 // every caller of the credential past its budget. A lease no exchange of
 // this package could have set (one without an end, or longer than any
 // lease lives) is taken for what it is, a stale or planted key, and
@@ -40,6 +41,17 @@ func (e *WaitError) Is(target error) bool { return target == ErrWaitedTooLong }
 // which the exchange's later waits count too.
 type waitedKey struct{}
 
+// budgetKey holds when the request's wait budget began (BudgetFrom).
+type budgetKey struct{}
+
+// BudgetFrom returns ctx with the start of its request's wait budget: a
+// wait for another replica's fetch then ends maxWait after start rather
+// than after its own beginning, so that a request that waited for
+// something else first (the Transport's limiter) waits no longer in all.
+func BudgetFrom(ctx context.Context, start time.Time) context.Context {
+	return context.WithValue(ctx, budgetKey{}, start)
+}
+
 // waiter is one exchange's wait for another replica's fetch.
 type waiter struct {
 	timer *time.Timer
@@ -56,6 +68,9 @@ func (s *Sharer) pollWait(ctx context.Context, w *waiter, provider string) error
 		if !waited {
 			s.count(provider, Waited)
 			since = time.Now()
+		}
+		if start, ok := ctx.Value(budgetKey{}).(time.Time); ok {
+			since = start
 		}
 		w.since = since
 		w.timer = time.NewTimer(s.poll)

@@ -85,6 +85,14 @@ func TestWaitBoundedByMaxWait(t *testing.T) {
 	if st := s.Stats(); st.Waited != 1 || st.Fetched != 0 {
 		t.Fatalf("stats %+v, want one wait counted and nothing fetched", st)
 	}
+
+	// A request whose budget began before it came here (BudgetFrom: it
+	// waited for its limiter's slot) gets only what is left: the wait
+	// counts from the budget's start, not from its own.
+	budgeted := req.WithContext(BudgetFrom(bounded, time.Now().Add(-time.Hour)))
+	if _, err := s.Wrap(http.DefaultTransport).RoundTrip(budgeted); !errors.As(err, &we) || we.Waited < time.Hour {
+		t.Fatalf("an exchange whose budget began an hour ago: %v, want a *WaitError counting the hour", err)
+	}
 	if reqs := f.emu.Requests(); len(reqs) != 0 {
 		t.Fatalf("%d requests reached the provider, want 0", len(reqs))
 	}
