@@ -25,11 +25,15 @@ type keys struct {
 	aead cipher.AEAD
 }
 
-// derive returns the keys of a credential presented to provider's host at
-// path. Every value is length-prefixed, so no two credentials encode alike.
-func derive(provider, host, path string, cred []string) (*keys, error) {
+// derive returns the keys of a credential presented to provider at path.
+// The host is left out: a provider serves one credential's tokens from
+// several hosts (WeChat's api., api2., sh.api., sz.api. and
+// hk.api.weixin.qq.com), and a key per host kept one token per host, each
+// fetch invalidating the others'. Every value is length-prefixed, so no
+// two credentials encode alike.
+func derive(provider, path string, cred []string) (*keys, error) {
 	var ikm []byte
-	for _, v := range append([]string{provider, host, path}, cred...) {
+	for _, v := range append([]string{provider, path}, cred...) {
 		ikm = binary.BigEndian.AppendUint32(ikm, uint32(len(v)))
 		ikm = append(ikm, v...)
 	}

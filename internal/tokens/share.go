@@ -176,7 +176,7 @@ func (s *Sharer) prepare(req *http.Request, ex *exchange) (p prepared, ok bool) 
 	if cred == nil {
 		return p, false
 	}
-	k, err := derive(ex.Provider, req.URL.Host, req.URL.Path, cred)
+	k, err := derive(ex.Provider, req.URL.Path, cred)
 	if err != nil {
 		return p, false
 	}

@@ -259,7 +259,7 @@ func TestForcedRefreshWaitsForTheFetchInFlight(t *testing.T) {
 		}
 	}))
 	rdb.Store(f.rdb)
-	k, err := derive(wechat, strings.TrimPrefix(f.emu.URL, "http://"), "/cgi-bin/stable_token", []string{"wxA", secret})
+	k, err := derive(wechat, "/cgi-bin/stable_token", []string{"wxA", secret})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,7 +283,7 @@ func TestForcedRefreshWaitsForTheFetchInFlight(t *testing.T) {
 // the lease: the next exchange fetches once it has passed.
 func TestDeadFetcherHoldsOnlyItsLease(t *testing.T) {
 	f := newFleet(t, 1, WithLease(300*time.Millisecond))
-	k, err := derive(wechat, strings.TrimPrefix(f.emu.URL, "http://"), "/cgi-bin/token", []string{"wxA", secret})
+	k, err := derive(wechat, "/cgi-bin/token", []string{"wxA", secret})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -488,8 +488,7 @@ func TestHealsAreCapped(t *testing.T) {
 // emulator.
 func (f *fleet) keys(t *testing.T, app string) *keys {
 	t.Helper()
-	u, _ := url.Parse(f.emu.URL)
-	k, err := derive(wechat, u.Host, "/cgi-bin/token", []string{app, secret})
+	k, err := derive(wechat, "/cgi-bin/token", []string{app, secret})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -664,5 +663,30 @@ func TestStalledRedisExchangesAlone(t *testing.T) {
 	resp.Body.Close()
 	if n := emu.Fetches("wxA", "/cgi-bin/token"); n != 1 || s.Stats().Unshared != 1 {
 		t.Fatalf("%d fetches, stats %+v; want 1 sent alone", n, s.Stats())
+	}
+}
+
+// One account exchanged through two of the provider's hosts (WeChat's
+// api. and api2.weixin.qq.com; here 127.0.0.1 and localhost, one
+// emulator) is one credential: one fetch, and both replicas hold the one
+// token that works. With a key per host each host fetched, the second
+// fetch invalidated the first token, and Redis handed that dead token out
+// for its host until a heal.
+func TestOneCredentialAcrossHosts(t *testing.T) {
+	f := newFleet(t, 2)
+	other := strings.Replace(f.emu.URL, "127.0.0.1", "localhost", 1)
+	if other == f.emu.URL {
+		t.Fatalf("emulator at %s: no second name for its host", f.emu.URL)
+	}
+	first := f.fetch(t, 0, "wxA")
+	resp, err := f.clients[1].Get(other + "/cgi-bin/token?grant_type=client_credential&appid=wxA&secret=" + secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var second tokenAnswer
+	_ = json.NewDecoder(resp.Body).Decode(&second)
+	resp.Body.Close()
+	if n := f.emu.Fetches("wxA", "/cgi-bin/token"); n != 1 || second.AccessToken != first.AccessToken {
+		t.Fatalf("%d fetches, tokens %q and %q; want one fetch and one token", n, first.AccessToken, second.AccessToken)
 	}
 }
