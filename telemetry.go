@@ -33,11 +33,13 @@ const (
 	outcomeCancelled      = "cancelled"       // the caller gave up while waiting
 	outcomeTransportError = "transport_error" // the base transport failed
 	outcomeLimiterError   = "limiter_error"   // the limiter failed and the fallback is to fail closed
+	outcomeRouteError     = "route_error"     // the profile could not route it (its config): nothing sent
 )
 
 var allOutcomes = []string{
 	outcomeAdmitted, outcomeWaited, outcomeThrottled, outcomePenalized, outcomeQuotaError,
 	outcomeTransientError, outcomeFatalError, outcomeCancelled, outcomeTransportError, outcomeLimiterError,
+	outcomeRouteError,
 }
 
 func outcomeFor(k providers.Kind, waited bool) string {
@@ -199,7 +201,9 @@ func (tel *telemetry) limiterCall(ctx context.Context, c *call, d time.Duration)
 
 // finish records the call's outcome once, after its last attempt.
 func (tel *telemetry) finish(ctx context.Context, c *call, resp *http.Response, err error) {
-	if tel.disabled {
+	if tel.disabled || c.shared {
+		// An exchange answered from Redis reached no provider: it counts
+		// in throttle.tokens.exchanges alone.
 		return
 	}
 	tel.requests.Add(ctx, 1, tel.outcomeSets[outcomeKey{c.p.Name, c.outcome}])

@@ -14,12 +14,14 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/quotaware/throttle"
+	"github.com/quotaware/throttle/providers"
 )
 
 // observability collects everything a Transport exports.
@@ -245,5 +247,32 @@ func TestRetryTelemetry(t *testing.T) {
 	spans := o.spans.GetSpans()
 	if len(spans) != 1 || len(spans[0].Events) != 1 || spans[0].Events[0].Name != "throttle.retry" {
 		t.Fatalf("spans %v, want one span with a throttle.retry event", spans)
+	}
+}
+
+// A request its profile cannot route (a config that cannot work, such as
+// a DingTalk ISV app without its org) fails, sending nothing, and shows as
+// route_error in throttle.requests and in a span: it was recorded nowhere,
+// so a misconfiguration failing every call left the dashboards quiet.
+func TestRouteErrorIsRecorded(t *testing.T) {
+	o := newObservability(t)
+	p := testProfile("p")
+	p.Route = func(*http.Request) (providers.Route, error) {
+		return providers.Route{}, errors.New("no route for this request")
+	}
+	var sent int
+	base := roundTripFunc(func(*http.Request) (*http.Response, error) { sent++; return nil, errors.New("sent") })
+	tr := throttle.MustNew(append(o.opts, throttle.WithProfiles(p), throttle.WithBase(base))...)
+	defer tr.Close()
+	req, _ := http.NewRequest(http.MethodGet, "https://p.example/api", nil)
+	if _, err := tr.RoundTrip(req); err == nil || !strings.Contains(err.Error(), "no route for this request") || sent != 0 {
+		t.Fatalf("RoundTrip: %v, %d sent; want the route's error and nothing sent", err, sent)
+	}
+	if got := counts(t, o.metrics(t)["throttle.requests"], "outcome"); len(got) != 1 || got["route_error"] != 1 {
+		t.Errorf("throttle.requests by outcome = %v, want route_error: 1", got)
+	}
+	spans := o.spans.GetSpans()
+	if len(spans) != 1 || spans[0].Status.Code != codes.Error {
+		t.Fatalf("%d spans (%+v), want one with an error status", len(spans), spans)
 	}
 }

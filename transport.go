@@ -254,7 +254,12 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	route, err := p.Route(req)
 	if err != nil {
 		closeBody(req)
-		return nil, fmt.Errorf("throttle: %s: %w", p.Name, err)
+		err = fmt.Errorf("throttle: %s: %w", p.Name, err)
+		// A config that cannot route (a DingTalk ISV app without its
+		// org) fails every such call: it shows, as every matched
+		// request does.
+		t.tel.finish(req.Context(), &call{t: t, p: p, start: start, outcome: outcomeRouteError}, nil, err)
+		return nil, err
 	}
 	call := &call{t: t, p: p, route: route, start: start}
 	if t.retry != nil {
@@ -294,6 +299,7 @@ type call struct {
 	attempts int
 	waited   time.Duration
 	outcome  string
+	shared   bool // a token exchange answered from Redis after the limiter
 	verdict  providers.Verdict
 	events   []spanEvent
 
@@ -316,7 +322,7 @@ func (c *call) budget(ctx context.Context) time.Duration {
 // attempt reserves a slot, waits for it, sends once and reads the verdict.
 func (c *call) attempt(req *http.Request) (*http.Response, error) {
 	c.attempts++
-	c.verdict = providers.Verdict{}
+	c.verdict, c.shared = providers.Verdict{}, false
 	if err := req.Context().Err(); err != nil {
 		// The caller gave up before this attempt: nothing to reserve.
 		closeBody(req)
@@ -412,6 +418,7 @@ rebooked:
 	sentNothing := unsent != nil && unsent.Load()
 	if sentNothing {
 		c.giveBack(ctx, res)
+		c.shared = err == nil
 		if err != nil {
 			if ctx.Err() != nil {
 				c.outcome = outcomeCancelled
