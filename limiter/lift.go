@@ -57,7 +57,7 @@ var ErrPenaltyChanged = errors.New("limiter: the penalty changed since it was re
 type PenaltyChangedError struct {
 	Group, Scope string
 	// Now is the penalty in Redis now; nil when there is none any more.
-	Now *inspect.PenaltyState
+	Now *PenaltyState
 }
 
 // Error implements error.
@@ -99,7 +99,7 @@ return {1, shown}
 // nothing, announces nothing and returns a *PenaltyChangedError, so that a
 // penalty recorded while the operator read (a new IP ban) stays. It
 // reports whether a penalty was removed.
-func (l *redisLimiter) LiftPenaltyIf(ctx context.Context, group, scope string, seen *inspect.PenaltyState) (bool, error) {
+func (l *redisLimiter) LiftPenaltyIf(ctx context.Context, group, scope string, seen *PenaltyState) (bool, error) {
 	if err := checkGroup(group); err != nil {
 		return false, fmt.Errorf("%w: group %v", ErrInvalidRequest, err)
 	}
@@ -172,7 +172,7 @@ func (f *failover) LiftPenalty(ctx context.Context, group, scope string) (bool, 
 // LiftPenaltyIf is LiftPenalty that removes the penalty only while it is
 // the one seen (see redisLimiter.LiftPenaltyIf); the copies kept for
 // outages go only when it does.
-func (f *failover) LiftPenaltyIf(ctx context.Context, group, scope string, seen *inspect.PenaltyState) (bool, error) {
+func (f *failover) LiftPenaltyIf(ctx context.Context, group, scope string, seen *PenaltyState) (bool, error) {
 	p, ok := f.primary.(interface {
 		LiftPenaltyIf(context.Context, string, string, *inspect.PenaltyState) (bool, error)
 	})
@@ -218,6 +218,6 @@ func (s *Shared) LiftPenalty(ctx context.Context, group, scope string) (bool, er
 // (errors.Is ErrPenaltyChanged); when the key went but the announcement did
 // not, the error wraps ErrNotAnnounced. It reports whether a penalty
 // was removed.
-func (s *Shared) LiftPenaltyIf(ctx context.Context, group, scope string, seen *inspect.PenaltyState) (bool, error) {
+func (s *Shared) LiftPenaltyIf(ctx context.Context, group, scope string, seen *PenaltyState) (bool, error) {
 	return s.failover.LiftPenaltyIf(ctx, group, scope, seen)
 }

@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/quotaware/throttle/internal/inspect"
 	"github.com/quotaware/throttle/limiter/internal/rulecore"
 	"github.com/quotaware/throttle/limiter/rule"
 
@@ -382,7 +381,7 @@ func (s *Shared) CalendarUsed(ctx context.Context, group string, rules []rule.Ru
 // Inspect reads the limiter's state in Redis, for operators (what
 // throttlectl status prints):
 // the given groups, or every group under the prefix when none is given.
-func (s *Shared) Inspect(ctx context.Context, groups ...string) (inspect.State, error) {
+func (s *Shared) Inspect(ctx context.Context, groups ...string) (State, error) {
 	return s.redis.Inspect(ctx, groups...)
 }
 
