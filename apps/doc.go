@@ -28,8 +28,9 @@
 // A token the Book does not know leaves the request untagged and is counted
 // (Stats.Unknown, metric throttle.apps.unknown); the preset then charges it
 // to its configured default app or to its conservative shared scope (see
-// each preset's Apps type). A caller that knows better tags the request
-// itself (throttle.ContextWithApp), which wins over learning.
+// each preset's Config.Default and Config.Unknown). A caller that knows
+// better tags the request itself (throttle.ContextWithApp), which wins over
+// learning.
 //
 // Use a Book through throttle.WithApps; use it directly (Learn, Lookup) only
 // for tokens fetched outside the Transport.

@@ -20,5 +20,5 @@
 // with Retry-After. Presets for DingTalk, WeChat, WeCom and Feishu live in
 // sub-packages, each routing requests by its provider's API catalog and
 // each with an emulator of the provider's limits in its <name>test package;
-// their Apps types serve several apps at once, told apart by package apps.
+// each serves several apps at once (Config.Apps), told apart by package apps.
 package providers

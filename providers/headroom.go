@@ -32,7 +32,7 @@ type Headroom struct {
 	// loaded 2-core machine was answered with a rejection now and then).
 	Margin time.Duration
 	// Initial is the allowance until enough answers were measured: the
-	// preset's old fixed default, safe for most networks.
+	// preset's old fixed default, safe for most networks (zero: Ceiling).
 	Initial time.Duration
 	// Rebuild returns the profile with every window widened by allowance
 	// instead of Jitter. It is called off the request path, rarely (the

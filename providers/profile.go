@@ -11,8 +11,8 @@ import (
 
 // Profile tells the Transport how to treat one provider's requests: which it
 // handles, the rules and penalty scopes of each, and how to read its answers.
-// Presets build one from a config (e.g. dingtalk.Profile); users may write
-// their own.
+// Presets build one from a config (e.g. dingtalk.New(cfg).Profile()); users
+// may write their own.
 type Profile struct {
 	// Name identifies the provider in errors and telemetry, and is the
 	// limiter group: every key of the provider shares one Redis hash tag.
@@ -25,7 +25,8 @@ type Profile struct {
 	// which leaves the body, GetBody and ContentLength as they were, and
 	// only when a limit of the provider is named in the body.
 	Route func(*http.Request) (Route, error)
-	// Classify reads the provider's answer to a request Route routed. It
+	// Classify reads the provider's answer to a request Route routed (nil:
+	// every answer is OK, so nothing is penalised or learned). It
 	// may peek at the body with PeekBody, which leaves the body reading
 	// exactly like the original, and names the scope a Quota verdict
 	// penalises from the route (Route.Scope) rather than rebuilding it.

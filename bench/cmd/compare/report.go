@@ -95,7 +95,7 @@ func report(c config, res results, charts []chart, root string) string {
 		w("HTTP transport, generate an open-loop demand of %d× the limit (%d calls/s in all) for %v; a call\n", f.demandX, f.limit*f.demandX, f.dur)
 		w("waits at most %v for a slot (demand stops at the end; calls already waiting may still go). Every peer is set to\n", f.budget)
 		w("the published %d/s. This project runs as a user runs it: `throttle.New` with `WithRedis` and the\n", f.limit)
-		w("DingTalk preset (`dingtalk.Profile`, default `Jitter` of %v: %d calls in any %v).\n", dingtalkJitter, f.limit, time.Second+dingtalkJitter)
+		w("DingTalk preset (`dingtalk.New`, no `Jitter` set: a latency allowance it measures, starting at %v: %d calls in any %v at the start).\n", dingtalkJitter, f.limit, time.Second+dingtalkJitter)
 		w("The skew rows spread the replicas' clocks over ±%v, for the designs that read the client's clock.\n", f.skew)
 		if f.parallel {
 			w("All rows ran at the same time, each against its own emulator and its own keys on the one Redis.\n")
@@ -186,5 +186,5 @@ func report(c config, res results, charts []chart, root string) string {
 	return b.String()
 }
 
-// dingtalkJitter is the preset's default allowance, stated in the report.
+// dingtalkJitter is the allowance the preset starts from, stated in the report.
 const dingtalkJitter = 50 * time.Millisecond

@@ -210,9 +210,9 @@ func verdicts(res results) string {
 				dirtyFull = append(dirtyFull, fmt.Sprintf("%s (%d rejected)", f.d.name, f.rejected))
 			}
 		}
-		shareWhy := "By design: the DingTalk preset keeps 20 calls in any 1.05 s (`Config.Jitter`, 50 ms), i.e. " +
-			"19.05/s, 95.2% of the published rate, so that latency varying by up to 50 ms never puts 21 calls in " +
-			"one provider second; `Jitter: -1` paces at the full 20/s."
+		shareWhy := "By design: the DingTalk preset keeps 20 calls in any 1.05 s (a latency allowance it measures, " +
+			"starting at 50 ms; `Config.Jitter` fixes it), i.e. 19.05/s, 95.2% of the published rate, so that latency " +
+			"varying by up to 50 ms never puts 21 calls in one provider second; `NoJitter` paces at the full 20/s."
 		if len(dirtyFull) > 0 {
 			shareWhy += " " + strings.Join(dirtyFull, ", ") + " got more through by also sending calls the provider rejected."
 		}

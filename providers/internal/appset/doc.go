@@ -1,3 +1,3 @@
 // Package appset serves many apps of one provider through one profile: the
-// presets' Apps types are built on it.
+// presets' Config.Apps, Default and Unknown are built on it.
 package appset
