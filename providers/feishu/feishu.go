@@ -2,8 +2,6 @@ package feishu
 
 import (
 	"cmp"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"net/http"
 	"slices"
@@ -175,9 +173,9 @@ func (p *preset) levelRules(l Level, name string) (rules []rule.Rule, prefixes [
 		// which lets a burst go at once while the minute has room.
 		var r rule.Rule
 		if w.period >= time.Minute {
-			r, err = rule.NewWindow(fit(prefix, name), w.n, w.period+p.cfg.Jitter)
+			r, err = rule.NewWindow(scopekind.Fit(prefix, name), w.n, w.period+p.cfg.Jitter)
 		} else {
-			r, err = rule.New(fit(prefix, name), w.n, w.period+p.cfg.Jitter)
+			r, err = rule.New(scopekind.Fit(prefix, name), w.n, w.period+p.cfg.Jitter)
 		}
 		if err != nil {
 			return nil, nil, err
@@ -258,7 +256,7 @@ func (p *preset) buildRoute(name string) (providers.Route, error) {
 	rules, ok := p.listed[name]
 	if !ok {
 		for i, t := range p.defaults {
-			rl, err := t.WithKey(fit(p.defaultPrefixes[i], name))
+			rl, err := t.WithKey(scopekind.Fit(p.defaultPrefixes[i], name))
 			if err != nil {
 				return providers.Route{}, err
 			}
@@ -293,21 +291,10 @@ func tenantOf(a *App) string {
 }
 
 func (p *preset) apiScope(name string) string {
-	return scopekind.Of(scopekind.API, fit(p.cfg.AppID+":", name))
+	return scopekind.Of(scopekind.API, scopekind.Fit(p.cfg.AppID+":", name))
 }
 
 // chatScope is the penalty scope of one recipient of the app's messages.
 func (p *preset) chatScope(chat string) string {
 	return scopekind.Of(scopekind.Entity, p.cfg.AppID+":chat#"+chat)
-}
-
-// fit joins prefix and name, replacing name by its hash when the whole
-// would exceed rule.MaxKeyLen (validate and the catalog bound both, so
-// this is a safeguard).
-func fit(prefix, name string) string {
-	if len(prefix)+len(name)+len(scopekind.API)+1 <= rule.MaxKeyLen {
-		return prefix + name
-	}
-	sum := sha256.Sum256([]byte(name))
-	return prefix + "#" + hex.EncodeToString(sum[:12])
 }

@@ -1,8 +1,6 @@
 package wecom
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"net/http"
 	"slices"
@@ -204,14 +202,14 @@ func (p *preset) withMembers(r *http.Request, api string, rt providers.Route) (p
 func (p *preset) buildRoute(api string) (providers.Route, error) {
 	rules := make([]rule.Rule, len(p.templates), len(p.templates)+1)
 	for i, t := range p.templates {
-		rl, err := t.WithKey(fit(p.prefixes[i], api))
+		rl, err := t.WithKey(scopekind.Fit(p.prefixes[i], api))
 		if err != nil {
 			return providers.Route{}, err
 		}
 		rules[i] = rl
 	}
 	if p.inFlight != nil {
-		rl, err := p.inFlight.WithKey(fit("inflight:"+p.cfg.CorpID+":", api))
+		rl, err := p.inFlight.WithKey(scopekind.Fit("inflight:"+p.cfg.CorpID+":", api))
 		if err != nil {
 			return providers.Route{}, err
 		}
@@ -222,17 +220,7 @@ func (p *preset) buildRoute(api string) (providers.Route, error) {
 
 // apiScope is the penalty scope of one API of the company.
 func (p *preset) apiScope(api string) string {
-	return scopekind.Of(scopekind.API, fit(p.cfg.CorpID+":", api))
-}
-
-// fit joins prefix and api, replacing api by its hash when the whole would
-// exceed rule.MaxKeyLen (catalog names are short, so this is a safeguard).
-func fit(prefix, api string) string {
-	if len(prefix)+len(api)+len(scopekind.API)+1 <= rule.MaxKeyLen {
-		return prefix + api
-	}
-	sum := sha256.Sum256([]byte(api))
-	return prefix + "#" + hex.EncodeToString(sum[:12])
+	return scopekind.Of(scopekind.API, scopekind.Fit(p.cfg.CorpID+":", api))
 }
 
 // scaled is a window's length under TimeScale.

@@ -1,5 +1,12 @@
 package scopekind
 
+import (
+	"crypto/sha256"
+	"encoding/hex"
+
+	"github.com/quotaware/throttle/limiter/rule"
+)
+
 // The kinds of scope the presets use.
 const (
 	API     = "api"     // one API of one app
@@ -12,3 +19,15 @@ const (
 
 // Of builds the scope "kind:id".
 func Of(kind, id string) string { return kind + ":" + id }
+
+// Fit joins prefix and name into a rule key or scope id, replacing name by
+// its hash when the whole, as a scope "api:<prefix><name>", would exceed
+// rule.MaxKeyLen (the presets validate their names and catalog names are
+// short, so this is a safeguard).
+func Fit(prefix, name string) string {
+	if len(prefix)+len(name)+len(API)+1 <= rule.MaxKeyLen {
+		return prefix + name
+	}
+	sum := sha256.Sum256([]byte(name))
+	return prefix + "#" + hex.EncodeToString(sum[:12])
+}
