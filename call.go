@@ -1,0 +1,261 @@
+package throttle
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/quotaware/throttle/internal/circuit"
+	"github.com/quotaware/throttle/internal/tokens"
+	"github.com/quotaware/throttle/limiter"
+	"github.com/quotaware/throttle/limiter/rule"
+	"github.com/quotaware/throttle/providers"
+)
+
+// call is one RoundTrip of a matched request, across its attempts.
+type call struct {
+	t     *Transport
+	p     *profile
+	route providers.Route
+	start time.Time
+
+	attempts int
+	waited   time.Duration
+	outcome  string
+	shared   bool // a token exchange answered from Redis after the limiter
+	verdict  providers.Verdict
+	events   []spanEvent
+
+	// For retries, from httptrace: whether the last attempt's request was
+	// written, and whether the base transport reported its work at all.
+	wrote  atomic.Bool
+	traced atomic.Bool
+}
+
+// budget is how long the call may still wait: the smaller of the time left
+// of WithMaxWait since the call started and of the context deadline.
+func (c *call) budget(ctx context.Context) time.Duration {
+	b := c.t.maxWait - time.Since(c.start)
+	if dl, ok := ctx.Deadline(); ok {
+		b = min(b, time.Until(dl))
+	}
+	return max(b, 0)
+}
+
+// attempt reserves a slot, waits for it, sends once and reads the verdict.
+func (c *call) attempt(req *http.Request) (*http.Response, error) {
+	c.attempts++
+	c.verdict, c.shared = providers.Verdict{}, false
+	if err := req.Context().Err(); err != nil {
+		// The caller gave up before this attempt: nothing to reserve.
+		closeBody(req)
+		c.outcome = outcomeCancelled
+		return nil, err
+	}
+	// Local breakers first: a scope known to be penalised costs no I/O.
+	done, err := c.p.breakers.Allow(c.route.Scopes)
+	if err != nil {
+		closeBody(req)
+		c.outcome = outcomePenalized
+		var oe *circuit.OpenError
+		if errors.As(err, &oe) {
+			return nil, c.penaltyError(oe.Scope, oe.Until, oe.Code)
+		}
+		return nil, c.penaltyError("", time.Time{}, "")
+	}
+	resp, err := c.reserveAndSend(req)
+	switch {
+	case err != nil:
+		done(circuit.Ignored)
+	case c.verdict.Kind == providers.OK:
+		done(circuit.Success)
+	default:
+		// A quota verdict was reported through Penalize already.
+		done(circuit.Ignored)
+	}
+	return resp, err
+}
+
+func (c *call) reserveAndSend(req *http.Request) (*http.Response, error) {
+	ctx := req.Context()
+rebooked:
+	gen := c.p.lowered.Load()
+	lreq := limiter.Request{Group: c.p.Name, Rules: c.route.Rules, Scopes: c.route.Scopes, MaxWait: c.budget(ctx)}
+	res, err := c.reserve(ctx, &lreq)
+	if err != nil {
+		closeBody(req)
+		return nil, err
+	}
+	if res.Delay() <= 0 && ctx.Err() != nil {
+		// The caller gave up as the limiter answered: nothing will be
+		// sent, so the slot goes back (Wait gives back a later one).
+		c.giveBack(ctx, res)
+		closeBody(req)
+		c.outcome = outcomeCancelled
+		return nil, ctx.Err()
+	}
+	var slot time.Time // when the slot was booked for: latency is measured from it
+	if c.p.head != nil {
+		slot = time.Now().Add(res.Delay())
+	}
+	if d := res.Delay(); d > 0 {
+		if err := res.Wait(ctx); err != nil {
+			// The slot will not be used: give it back so the next caller
+			// can have it.
+			c.giveBack(ctx, res)
+			closeBody(req)
+			c.outcome = outcomeCancelled
+			return nil, contextError(ctx, err)
+		}
+		c.waited += d
+		// A quota error may have come back while this request waited: a
+		// slot booked before it must not be spent inside the penalty.
+		if pe := c.openScope(); pe != nil {
+			c.giveBack(ctx, res)
+			closeBody(req)
+			c.outcome = outcomePenalized
+			return nil, pe
+		}
+		// A rule was made stricter while this request waited (a limit the
+		// provider stated, learned.go; a wider latency allowance,
+		// headroom.go): its slot was booked at the old pace, so it books
+		// again under the new rules.
+		if c.p.lowered.Load() != gen {
+			if rt, err := c.p.Route(req); err == nil {
+				c.giveBack(ctx, res)
+				c.route = rt
+				goto rebooked
+			}
+		}
+	}
+	var unsent *atomic.Bool
+	if c.t.tokens != nil && tokens.IsExchange(req) {
+		// A token exchange may end without sending (answered from Redis
+		// after all, or given up waiting for another replica's fetch):
+		// its slot then goes back.
+		var wctx context.Context
+		wctx, unsent = tokens.WatchSent(ctx)
+		req = req.WithContext(wctx)
+	}
+	resp, err := c.t.base.RoundTrip(req)
+	sentNothing := unsent != nil && unsent.Load()
+	if sentNothing {
+		c.giveBack(ctx, res)
+		c.shared = err == nil
+		if err != nil {
+			if ctx.Err() != nil {
+				c.outcome = outcomeCancelled
+				return nil, err
+			}
+			// Past its budget waiting for another replica's fetch.
+			c.outcome = outcomeThrottled
+			return nil, c.t.exchangeWaitError(c.p.Name, c.route.API, err)
+		}
+	}
+	// An answer from Redis is no measure of the provider's latency.
+	if c.p.head != nil && err == nil && !sentNothing {
+		c.p.head.observe(slot)
+	}
+	if hasConcurrency(c.route.Rules) {
+		// The answer is here (or never will be): end the in-flight lease,
+		// off the request path.
+		// Copies, so that only this branch moves them to the heap.
+		rs := res
+		c.t.bg.do(ctx, func(ctx context.Context) error { return rs.Release(ctx) }, nil)
+	}
+	if err != nil {
+		c.outcome = outcomeTransportError
+		return nil, err
+	}
+	if c.p.Classify != nil {
+		c.verdict = c.p.Classify(req, resp, &c.route)
+	}
+	c.outcome = outcomeFor(c.verdict.Kind, c.waited > 0)
+	if c.verdict.Kind == providers.Quota {
+		c.penalize(ctx)
+	}
+	return resp, nil
+}
+
+// openScope returns the penalty of one of the request's scopes that this
+// process knows to be open, or nil.
+func (c *call) openScope() *PenaltyError {
+	if c.p.breakers.Len() == 0 {
+		return nil
+	}
+	for _, sc := range c.route.Scopes {
+		if until, code, open := c.p.breakers.Penalty(sc); open {
+			return c.penaltyError(sc, until, code)
+		}
+	}
+	return nil
+}
+
+// giveBack returns a slot that will not be used, off the request path.
+func (c *call) giveBack(ctx context.Context, res limiter.Reservation) {
+	c.t.bg.do(ctx, func(ctx context.Context) error { return res.Cancel(ctx) }, nil)
+}
+
+// penalize shares the provider's quota verdict with every replica.
+func (c *call) penalize(ctx context.Context) {
+	v := &c.verdict
+	if v.Scope == "" && len(c.route.Scopes) > 0 {
+		v.Scope = c.route.Scopes[0]
+	}
+	if v.Scope == "" {
+		return
+	}
+	if v.Until.IsZero() {
+		v.Until = time.Now().Add(c.p.DefaultPenalty)
+	}
+	// This process stops at once; the other replicas once the penalty is
+	// written, off the request path.
+	v.Until = c.p.stop(v.Scope, v.Until, v.Code, "answer")
+	c.t.tel.penalty(ctx, c)
+	learned := c.learn()
+	lim, tel, name, pen := c.t.limiter, c.t.tel, c.p.Name, limiter.Penalty{Scope: v.Scope, Until: v.Until, Code: v.Code}
+	if m, ok := lim.(*limiter.Memory); ok {
+		// In process: a map write, done before the caller gets the
+		// answer, so that a LiftPenalty after it cannot come first
+		// (without Redis, the learned limit is local too).
+		learned(ctx)
+		_ = m.Penalize(ctx, name, pen)
+		return
+	}
+	c.t.bg.do(ctx, func(ctx context.Context) error {
+		// The learned limit first: the penalty's announcement tells the
+		// other replicas to read it.
+		learned(ctx)
+		return lim.Penalize(ctx, name, pen)
+	}, func(err error) {
+		if err != nil {
+			tel.log.Warn("throttle: could not share a penalty", "provider", name,
+				"scope_kind", scopeKind(pen.Scope), "error", err)
+		}
+	})
+}
+
+// penaltyError is the one place the error a caller gets for a penalised
+// scope is built, whichever check found the penalty.
+func (c *call) penaltyError(scope string, until time.Time, code string) *PenaltyError {
+	return &PenaltyError{Provider: c.p.Name, API: c.route.API, Scope: scope, Until: until, Code: code}
+}
+
+func closeBody(req *http.Request) {
+	if req.Body != nil {
+		req.Body.Close()
+	}
+}
+
+// hasConcurrency reports whether a rule caps requests in flight, so that
+// the lease must be released when the answer arrives.
+func hasConcurrency(rules []rule.Rule) bool {
+	for i := range rules {
+		if rules[i].IsConcurrency() {
+			return true
+		}
+	}
+	return false
+}
