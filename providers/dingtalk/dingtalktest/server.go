@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/quotaware/throttle/providers/internal/emulator"
-	"github.com/quotaware/throttle/providers/internal/penaltytime"
 )
 
 // Options configure the emulator. Zero fields take the platform's values.
@@ -400,7 +399,7 @@ func (s *Server) decideLocked(r *http.Request, now time.Time, newAPI bool, api, 
 		if org != "" {
 			payer = "org\x00" + org
 		}
-		mk := payer + "\x00" + now.In(penaltytime.Beijing()).Format("2006-01")
+		mk := payer + "\x00" + now.In(Beijing).Format("2006-01")
 		if s.month[mk] >= s.opts.MonthlyQuota {
 			s.stats.Rejected++
 			if newAPI {
