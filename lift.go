@@ -5,13 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-)
 
-// penaltyLifter is a limiter that can end a shared penalty:
-// limiter.Memory and limiter.Shared.
-type penaltyLifter interface {
-	LiftPenalty(ctx context.Context, group, scope string) (bool, error)
-}
+	"github.com/quotaware/throttle/limiter"
+)
 
 // LiftPenalty ends the penalty on scope of provider at once, for an operator
 // who knows it should not be there (a garbled answer, a test run against
@@ -20,9 +16,9 @@ type penaltyLifter interface {
 // breaker too. A scope that the provider really penalises will answer with
 // a quota error again and be penalised again. The throttlectl tool does the
 // same from outside a service: throttlectl lift SCOPE -provider NAME.
-// A limiter given with WithLimiter that cannot lift a penalty (neither
-// limiter.Memory nor limiter.Shared) gives an error that is
-// errors.ErrUnsupported.
+// A limiter given with WithLimiter that cannot lift a penalty (not a
+// limiter.PenaltyLifter, as limiter.Memory and limiter.Shared are) gives an
+// error that is errors.ErrUnsupported.
 func (t *Transport) LiftPenalty(ctx context.Context, provider, scope string) error {
 	var p *profile
 	for i := range t.profiles {
@@ -36,7 +32,7 @@ func (t *Transport) LiftPenalty(ctx context.Context, provider, scope string) err
 	if scope == "" {
 		return errors.New("throttle: LiftPenalty: scope must not be empty")
 	}
-	l, ok := t.limiter.(penaltyLifter)
+	l, ok := t.limiter.(limiter.PenaltyLifter)
 	if !ok {
 		return fmt.Errorf("throttle: LiftPenalty: %w by the limiter %T", errors.ErrUnsupported, t.limiter)
 	}

@@ -134,7 +134,9 @@ func isNil(v any) bool {
 // exactly as WithRedis wires the one it builds: other replicas' penalties
 // and lifts reach this process's breakers at once, outages and events show
 // in the telemetry, and Close closes it (the Transport owns it once New
-// succeeds; a New that fails leaves it as it was).
+// succeeds; a New that fails leaves it as it was). A limiter of your own
+// that is also a limiter.PenaltyLifter serves LiftPenalty, and one that is
+// a limiter.CalendarReader the quota gauges.
 func WithLimiter(l limiter.Limiter) Option {
 	return optionFunc(func(c *config) {
 		if isNil(l) {

@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/quotaware/throttle/limiter"
 	"github.com/quotaware/throttle/limiter/rule"
 	"github.com/quotaware/throttle/providers"
 )
@@ -36,19 +37,13 @@ const maxKnownQuotas = 1024
 // quotaGaugeTimeout bounds the read behind one collection.
 const quotaGaugeTimeout = 250 * time.Millisecond
 
-// calendarReader is a limiter that can report calendar rules' counts:
-// limiter.Shared and limiter.Memory.
-type calendarReader interface {
-	CalendarUsed(ctx context.Context, group string, rules []rule.Rule) ([]int64, error)
-}
-
 type quotaKey struct{ group, key string }
 
 // quotaWatch learns the calendar rules of the routes the Transport builds
 // and reports them as gauges. (The shared limiter records them for
 // throttlectl itself.)
 type quotaWatch struct {
-	reader calendarReader // nil when the limiter cannot say
+	reader limiter.CalendarReader // nil when the limiter cannot say
 	log    *slog.Logger
 
 	// known is read on the request path without a lock: a map never
@@ -73,7 +68,7 @@ func (t *Transport) startQuotaWatch(c *config) {
 		// The shared limiter's own Redis reads the counts: no second
 		// limiter on the same client.
 		q.reader = t.shared
-	} else if cr, ok := t.limiter.(calendarReader); ok {
+	} else if cr, ok := t.limiter.(limiter.CalendarReader); ok {
 		q.reader = cr
 	}
 	if !c.telemetry.disabled && q.reader != nil {

@@ -33,6 +33,30 @@ type Limiter interface {
 	Penalize(ctx context.Context, group string, p Penalty) error
 }
 
+// A Limiter may also do what some of the Transport's features need; those
+// it cannot do are left out, not faked. Memory and Shared do both.
+
+// PenaltyLifter is a Limiter that can end a shared penalty at once
+// (throttle.Transport.LiftPenalty; without it that returns an error that is
+// errors.ErrUnsupported). It reports whether a penalty was there.
+type PenaltyLifter interface {
+	LiftPenalty(ctx context.Context, group, scope string) (bool, error)
+}
+
+// CalendarReader is a Limiter that can report how much of each calendar
+// rule's period is used (the Transport's throttle.quota.used gauges; without
+// it they stay empty), one count per rule, in order.
+type CalendarReader interface {
+	CalendarUsed(ctx context.Context, group string, rules []rule.Rule) ([]int64, error)
+}
+
+var (
+	_ PenaltyLifter  = (*Memory)(nil)
+	_ PenaltyLifter  = (*Shared)(nil)
+	_ CalendarReader = (*Memory)(nil)
+	_ CalendarReader = (*Shared)(nil)
+)
+
 // Request is what one outbound request asks of a Limiter.
 type Request struct {
 	// Group keeps the keys of related requests together: the Redis limiter
