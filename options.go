@@ -71,9 +71,6 @@ func (c *config) validate() error {
 			c.fail("WithProfiles[%d]: %v", i, err)
 			continue
 		}
-		if p.MaxPenalty < 0 {
-			c.fail("WithProfiles[%d]: profile %q: MaxPenalty must not be negative, got %v", i, p.Name, p.MaxPenalty)
-		}
 		if seen[p.Name] {
 			c.fail("WithProfiles: two profiles named %q", p.Name)
 		}

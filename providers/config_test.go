@@ -2,9 +2,12 @@ package providers_test
 
 import (
 	"math"
+	"net/http"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/quotaware/throttle/providers"
 	"github.com/quotaware/throttle/providers/dingtalk"
 	"github.com/quotaware/throttle/providers/feishu"
 	"github.com/quotaware/throttle/providers/wechat"
@@ -42,6 +45,33 @@ func TestAppErrorsNameTheEntryOnce(t *testing.T) {
 	} {
 		if err == nil || !strings.HasPrefix(err.Error(), want) {
 			t.Errorf("got %v, want it to start %q", err, want)
+		}
+	}
+}
+
+// Validate refuses a profile that cannot work, naming the field.
+func TestProfileValidateNamesTheField(t *testing.T) {
+	good := func() providers.Profile {
+		return providers.Profile{Name: "p", Match: func(*http.Request) bool { return true },
+			Route: func(*http.Request) (providers.Route, error) { return providers.Route{}, nil }}
+	}
+	if p := good(); p.Validate() != nil {
+		t.Fatalf("a good profile: %v", p.Validate())
+	}
+	for field, mutate := range map[string]func(*providers.Profile){
+		"Name":           func(p *providers.Profile) { p.Name = "a{b}" },
+		"Match":          func(p *providers.Profile) { p.Match = nil },
+		"Route":          func(p *providers.Profile) { p.Route = nil },
+		"DefaultPenalty": func(p *providers.Profile) { p.DefaultPenalty = -time.Second },
+		"MaxPenalty":     func(p *providers.Profile) { p.MaxPenalty = -time.Second },
+		"QuotaCheck.Every": func(p *providers.Profile) {
+			p.QuotaCheck = &providers.QuotaCheck{Every: time.Millisecond}
+		},
+	} {
+		p := good()
+		mutate(&p)
+		if err := p.Validate(); err == nil || !strings.Contains(err.Error(), field) {
+			t.Errorf("bad %s: %v, want an error naming it", field, err)
 		}
 	}
 }

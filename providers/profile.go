@@ -67,6 +67,8 @@ func (p *Profile) Validate() error {
 		return fmt.Errorf("providers: profile %q: Route must not be nil", p.Name)
 	case p.DefaultPenalty < 0:
 		return fmt.Errorf("providers: profile %q: DefaultPenalty must not be negative, got %v", p.Name, p.DefaultPenalty)
+	case p.MaxPenalty < 0:
+		return fmt.Errorf("providers: profile %q: MaxPenalty must not be negative, got %v", p.Name, p.MaxPenalty)
 	case p.QuotaCheck != nil && p.QuotaCheck.Every < time.Second:
 		return fmt.Errorf("providers: profile %q: QuotaCheck.Every must be at least 1s, got %v", p.Name, p.QuotaCheck.Every)
 	case p.QuotaCheck != nil && (p.QuotaCheck.Target == nil || p.QuotaCheck.Query == nil || p.QuotaCheck.Read == nil):
