@@ -267,3 +267,19 @@ func TestWithAppOverridesLearning(t *testing.T) {
 		t.Fatalf("routed to %q, want dingA (learned) then dingB (the caller's)", routed)
 	}
 }
+
+// ContextWithApp and ContextWithTenant tag a request with the app, and the
+// customer org or tenant, that the presets charge it to.
+func TestContextWithAppAndTenant(t *testing.T) {
+	for _, c := range []struct {
+		ctx  context.Context
+		want apps.App
+	}{
+		{throttle.ContextWithApp(context.Background(), "dingA"), apps.App{ID: "dingA"}},
+		{throttle.ContextWithTenant(context.Background(), "suiteS", "dingcorp1"), apps.App{ID: "suiteS", Org: "dingcorp1"}},
+	} {
+		if got, ok := apps.FromContext(c.ctx); !ok || got != c.want {
+			t.Errorf("FromContext = %+v, %v; want %+v", got, ok, c.want)
+		}
+	}
+}
