@@ -15,13 +15,15 @@ var (
 	// ErrThrottled: the request would have had to wait longer than its
 	// budget (the smaller of the context deadline and WithMaxWait) for a
 	// slot, or, a token exchange, for another replica's exchange of the
-	// same credential. Nothing was sent and nothing was charged.
+	// same credential. Nothing was sent and nothing was charged (a
+	// *ThrottledError).
 	ErrThrottled = errors.New("throttle: rate limited")
 	// ErrPenalized: the provider penalised a scope of the request (a quota
-	// error seen by this or another replica). Nothing was sent.
+	// error seen by this or another replica). Nothing was sent (a
+	// *PenaltyError).
 	ErrPenalized = errors.New("throttle: scope penalized by the provider")
 	// ErrLimiterUnavailable: the shared limiter did not answer and the
-	// configured fallback is to fail closed.
+	// configured fallback is to fail closed (a *LimiterError).
 	ErrLimiterUnavailable = errors.New("throttle: limiter unavailable")
 )
 
@@ -81,6 +83,26 @@ func (e *PenaltyError) Is(target error) bool { return target == ErrPenalized }
 
 // RetryAfter is how long until the penalty ends, from now.
 func (e *PenaltyError) RetryAfter() time.Duration { return time.Until(e.Until) }
+
+// LimiterError reports a request refused because the shared limiter did
+// not answer (Redis unreachable, too slow) and the fallback is to fail
+// closed. It matches ErrLimiterUnavailable; Err is the limiter's own error.
+type LimiterError struct {
+	Provider string
+	API      string
+	Err      error
+}
+
+// Error implements error.
+func (e *LimiterError) Error() string {
+	return fmt.Sprintf("%v: %s %s: %v", ErrLimiterUnavailable, e.Provider, e.API, e.Err)
+}
+
+// Is makes errors.Is(err, ErrLimiterUnavailable) true.
+func (e *LimiterError) Is(target error) bool { return target == ErrLimiterUnavailable }
+
+// Unwrap returns the limiter's error.
+func (e *LimiterError) Unwrap() error { return e.Err }
 
 // retriedError is a refusal by the limiter (or a breaker) that ended a call
 // after an earlier attempt failed: it wraps both, so errors.Is finds the

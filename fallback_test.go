@@ -163,6 +163,10 @@ func TestRedisOutageFailClosed(t *testing.T) {
 	if !errors.Is(err, throttle.ErrLimiterUnavailable) || !errors.Is(err, limiter.ErrUnavailable) || !strings.Contains(err.Error(), "redis") {
 		t.Fatalf("err = %v, want ErrLimiterUnavailable naming redis", err)
 	}
+	var le *throttle.LimiterError
+	if !errors.As(err, &le) || le.API != "/a" || !errors.Is(le.Err, limiter.ErrUnavailable) {
+		t.Fatalf("err = %#v, want a *LimiterError of /a wrapping the limiter's error", err)
+	}
 	if n := len(rec.seen()); n != 1 {
 		t.Fatalf("server saw %d requests, want 1", n)
 	}

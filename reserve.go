@@ -34,13 +34,14 @@ func (c *call) reserve(ctx context.Context, lreq *limiter.Request) (limiter.Rese
 				c.outcome = outcomeCancelled
 				return res, ctx.Err()
 			}
-			c.outcome = outcomeLimiterError
 			if errors.Is(err, limiter.ErrInvalidRequest) {
 				// The profile's route cannot be limited (a scope too
 				// long, say): a configuration error, not an outage.
+				c.outcome = outcomeRouteError
 				return res, fmt.Errorf("throttle: %s %s: %w", c.p.Name, c.route.API, err)
 			}
-			return res, fmt.Errorf("%w: %s: %w", ErrLimiterUnavailable, c.p.Name, err)
+			c.outcome = outcomeLimiterError
+			return res, &LimiterError{Provider: c.p.Name, API: c.route.API, Err: err}
 		}
 		if res.OK() {
 			return res, nil

@@ -88,11 +88,13 @@ func (t *Transport) tokenMetric() func(provider, result string) {
 // exchanges sent to the provider take a slot of the exchange's rules. resp
 // is nil when the request is to be sent on, as sent (req, or a copy whose
 // body replays what was read); err when the caller gave up while an
-// exchange in flight was awaited.
+// exchange in flight was awaited, or a *tokens.WaitError once that wait
+// passed WithMaxWait (RoundTrip makes it a ThrottledError).
 func (t *Transport) storedExchange(req *http.Request, p *profile) (resp *http.Response, sent *http.Request, err error) {
 	if t.tel.fallbackOn.Load() == 1 {
-		// The limiter finds Redis down: no call before it; the base's
-		// exchange sends it as it came.
+		// The limiter finds Redis down: no call before it. The base's
+		// exchange still asks Redis, each call bounded (250 ms), and
+		// sends it as it came when Redis does not answer.
 		return nil, req, nil
 	}
 	resp, sent, err = t.tokens.Stored(req, p.Name)
