@@ -489,3 +489,77 @@ func testTokenWaitFitsTheBudget(t *testing.T, maxWait time.Duration) {
 		t.Errorf("%d spans of a refused exchange, want 1", refused)
 	}
 }
+
+// An exchange the limiter admitted and that was then answered from Redis
+// (another replica's fetch ended while it waited for its slot) reached no
+// provider: it counts in throttle.tokens.exchanges alone, as one answered
+// before the limiter does. It counted as waited in throttle.requests.
+func TestExchangeAnsweredAfterTheLimiterIsNotARequest(t *testing.T) {
+	srv := redistest.Shared(t)
+	prefix := limitertest.Group(t)
+	rdb := srv.Client(t)
+	emu := wechattest.NewServer(wechattest.Options{Apps: map[string]string{fleetApps[0]: fleetSecret}})
+	defer emu.Close()
+	tokenURL := emu.URL + "/cgi-bin/token?grant_type=client_credential&appid=" + fleetApps[0] + "&secret=" + fleetSecret
+	o := newObservability(t)
+	paced := throttle.MustNew(append(o.opts, throttle.WithLimiter(limiter.MustNewShared(rdb, limiter.SharedConfig{Prefix: prefix})),
+		throttle.WithProfiles(testProfile("wechat", mustRule(t, 1, 3*time.Second))), throttle.WithMaxWait(10*time.Second), throttle.WithoutRetry())...)
+	defer paced.Close()
+	free := throttle.MustNew(throttle.WithLimiter(limiter.MustNewShared(srv.Client(t), limiter.SharedConfig{Prefix: prefix})),
+		throttle.WithProfiles(testProfile("wechat")), throttle.WithoutTelemetry())
+	defer free.Close()
+
+	// The paced replica's first call takes the rule's slot: its exchange
+	// then waits 3 s for the next.
+	resp, err := (&http.Client{Transport: paced}).Get(emu.URL + "/cgi-bin/user/info?openid=o")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	ruleState := func() string {
+		keys, _ := rdb.Keys(context.Background(), "{"+prefix+":wechat}:*").Result()
+		slices.Sort(keys)
+		var b strings.Builder
+		for _, k := range keys {
+			v, _ := rdb.Get(context.Background(), k).Result()
+			b.WriteString(k + "=" + v + ";")
+		}
+		return b.String()
+	}
+	before := ruleState()
+	exchanged := make(chan error, 1)
+	go func() {
+		resp, err := (&http.Client{Transport: paced}).Get(tokenURL)
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		exchanged <- err
+	}()
+	// Once its slot is booked (the rule's state changed in Redis), it has
+	// found nothing kept before the limiter: the other replica fetches now.
+	for deadline := time.Now().Add(2 * time.Second); ruleState() == before; {
+		if time.Now().After(deadline) {
+			t.Fatal("the exchange booked no slot within 2 s")
+		}
+		time.Sleep(time.Millisecond) // polling Redis for the booking
+	}
+	resp, err = (&http.Client{Transport: free}).Get(tokenURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if err := <-exchanged; err != nil {
+		t.Fatal(err)
+	}
+	if n := emu.Fetches(fleetApps[0], "/cgi-bin/token"); n != 1 {
+		t.Fatalf("%d fetches at WeChat, want the other replica's one", n)
+	}
+	m := o.metrics(t)
+	if got := counts(t, m["throttle.requests"], "outcome"); len(got) != 1 || got["admitted"] != 1 {
+		t.Errorf("throttle.requests by outcome = %v, want only the API call admitted", got)
+	}
+	if got := counts(t, m["throttle.tokens.exchanges"], "result"); got["shared"] != 1 {
+		t.Errorf("throttle.tokens.exchanges by result = %v, want it shared", got)
+	}
+}
