@@ -433,7 +433,8 @@ func TestInvalidRouteIsNotAnOutage(t *testing.T) {
 		return providers.Route{API: "/a", Rules: []rule.Rule{mustRule(t, 100, time.Second)},
 			Scopes: []string{"api:" + strings.Repeat("x", 300)}}, nil
 	}
-	tr := throttle.MustNew(throttle.WithRedis(rdb.Client(t)), throttle.WithProfiles(p), throttle.WithoutTelemetry(), throttle.WithLogger(quiet))
+	o := newObservability(t)
+	tr := throttle.MustNew(append(o.opts, throttle.WithRedis(rdb.Client(t)), throttle.WithProfiles(p), throttle.WithLogger(quiet))...)
 	t.Cleanup(func() { tr.Close() })
 	_, err := get(context.Background(), &http.Client{Transport: tr}, srv.URL+"/a")
 	if !errors.Is(err, limiter.ErrInvalidRequest) || errors.Is(err, throttle.ErrLimiterUnavailable) {
@@ -441,5 +442,14 @@ func TestInvalidRouteIsNotAnOutage(t *testing.T) {
 	}
 	if n := len(srv.Config.Handler.(*recorder).seen()); n != 0 {
 		t.Fatalf("server saw %d requests, want none", n)
+	}
+	// A config's fault, counted as route_error and not retried (the same
+	// route gets the same answer): it was limiter_error, retried twice.
+	m := o.metrics(t)
+	if got := counts(t, m["throttle.requests"], "outcome"); len(got) != 1 || got["route_error"] != 1 {
+		t.Errorf("throttle.requests by outcome = %v, want route_error: 1", got)
+	}
+	if r, ok := m["throttle.retries"]; ok && len(counts(t, r, "provider")) > 0 {
+		t.Errorf("throttle.retries = %v, want none", counts(t, r, "provider"))
 	}
 }

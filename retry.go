@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/quotaware/throttle/internal/tokenform"
+	"github.com/quotaware/throttle/limiter"
 	"github.com/quotaware/throttle/providers"
 )
 
@@ -255,9 +256,11 @@ func (r *retrier) check(c *call, req *http.Request, resp *http.Response, err err
 			if left := time.Until(pe.Until); left > 0 {
 				hint, haveHint = left, true
 			}
-		case errors.Is(err, ErrThrottled), errors.Is(err, ErrLimiterUnavailable):
+		case errors.Is(err, ErrThrottled), errors.Is(err, ErrLimiterUnavailable), errors.Is(err, limiter.ErrInvalidRequest):
 			// The caller's own cancellation was caught above; a timeout of
 			// the base transport lands below, like any ambiguous failure.
+			// A route the limiter refuses as invalid is its config's
+			// fault: asking again gets the same answer.
 			return 0, false
 		case permanent(ctx, req, err):
 			return 0, false

@@ -201,9 +201,10 @@ func (tel *telemetry) limiterCall(ctx context.Context, c *call, d time.Duration)
 
 // finish records the call's outcome once, after its last attempt.
 func (tel *telemetry) finish(ctx context.Context, c *call, resp *http.Response, err error) {
-	if tel.disabled || c.shared {
-		// An exchange answered from Redis reached no provider: it counts
-		// in throttle.tokens.exchanges alone.
+	if tel.disabled || c.shared && c.attempts == 1 {
+		// An exchange answered from Redis at once reached no provider: it
+		// counts in throttle.tokens.exchanges alone. One whose earlier
+		// attempt failed is a call like any retried one.
 		return
 	}
 	tel.requests.Add(ctx, 1, tel.outcomeSets[outcomeKey{c.p.Name, c.outcome}])

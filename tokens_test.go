@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -561,5 +562,68 @@ func TestExchangeAnsweredAfterTheLimiterIsNotARequest(t *testing.T) {
 	}
 	if got := counts(t, m["throttle.tokens.exchanges"], "result"); got["shared"] != 1 {
 		t.Errorf("throttle.tokens.exchanges by result = %v, want it shared", got)
+	}
+}
+
+// A token exchange whose first attempt failed, and whose retry was then
+// answered from Redis (another replica fetched meanwhile), is a retried
+// call like any other: it shows in throttle.requests, throttle.retries and
+// a span. It left no trace.
+func TestRetriedExchangeAnsweredFromRedisIsRecorded(t *testing.T) {
+	srv := redistest.Shared(t)
+	prefix := limitertest.Group(t)
+	emu := wechattest.NewServer(wechattest.Options{Apps: map[string]string{fleetApps[0]: fleetSecret}})
+	defer emu.Close()
+	u, _ := url.Parse(emu.URL)
+	set := wechat.MustNew(wechat.Config{Hosts: []string{u.Hostname()}, Apps: []wechat.App{{AppID: fleetApps[0]}}})
+	tokenURL := emu.URL + "/cgi-bin/token?grant_type=client_credential&appid=" + fleetApps[0] + "&secret=" + fleetSecret
+	other := throttle.MustNew(throttle.WithLimiter(limiter.MustNewShared(srv.Client(t), limiter.SharedConfig{Prefix: prefix})),
+		throttle.WithProfiles(set.Profile()), throttle.WithoutTelemetry())
+	defer other.Close()
+
+	var calls atomic.Int32
+	fetched := make(chan error, 1)
+	base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		if calls.Add(1) > 1 {
+			return http.DefaultTransport.RoundTrip(req)
+		}
+		// The first attempt fails. The other replica, waiting for this
+		// one's lease, fetches once it is let go, well within the retry's
+		// backoff of a second.
+		go func() {
+			resp, err := (&http.Client{Transport: other}).Get(tokenURL)
+			if err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+			fetched <- err
+		}()
+		return nil, errors.New("connection reset by peer")
+	})
+	o := newObservability(t)
+	tr := throttle.MustNew(append(o.opts, throttle.WithLimiter(limiter.MustNewShared(srv.Client(t), limiter.SharedConfig{Prefix: prefix})),
+		throttle.WithProfiles(set.Profile()), throttle.WithBase(base),
+		throttle.WithRetry(throttle.RetryPolicy{MaxAttempts: 2, MinBackoff: time.Second, MaxBackoff: time.Second}))...)
+	defer tr.Close()
+	resp, err := (&http.Client{Transport: tr}).Get(tokenURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if err := <-fetched; err != nil {
+		t.Fatal(err)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("the retry reached the provider (%d sends): the other replica's fetch came too late to test the case", n)
+	}
+	m := o.metrics(t)
+	if got := counts(t, m["throttle.requests"], "outcome"); got["admitted"]+got["waited"] != 1 {
+		t.Errorf("throttle.requests by outcome = %v, want the call once", got)
+	}
+	if got := counts(t, m["throttle.retries"], "provider"); got["wechat"] != 1 {
+		t.Errorf("throttle.retries = %v, want 1", got)
+	}
+	if n := len(o.spans.GetSpans()); n != 1 {
+		t.Errorf("%d spans, want the retried call's", n)
 	}
 }
