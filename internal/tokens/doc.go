@@ -13,7 +13,8 @@
 // first replica to ask fetches; the provider's answer is kept in Redis
 // encrypted (AES-256-GCM) under keys derived (HKDF-SHA256) from the
 // credential the exchange presents (the app secret; the suite secret and
-// org; the permanent code) and the host it went to, so that Redis never
+// org; the permanent code) and its path, whichever of the provider's hosts
+// it went to (WeChat serves one account from several), so that Redis never
 // holds a token in clear and a caller without the secret can neither find
 // nor read it. Every other exchange of that credential, on any replica, is
 // answered from it: the provider's body as it was sent, with only its

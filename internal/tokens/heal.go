@@ -62,7 +62,9 @@ func (s *Sharer) heal(ctx context.Context, tok string) {
 	delete(s.handed, tok)
 	s.nHand.Store(int32(len(s.handed)))
 	s.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.lease)
+	// On the caller's way back with the provider's answer: bounded as an
+	// exchange's Redis calls are, each heal's three calls at most.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*peekTimeout)
 	defer cancel()
 	for _, h := range hs {
 		s.healAnswer(ctx, h)

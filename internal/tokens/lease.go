@@ -34,7 +34,9 @@ func (s *Sharer) holdLease(ctx context.Context, lock, id string) (release func()
 			case <-limit.C:
 				return
 			case <-tick.C:
-				rctx, cancel := context.WithTimeout(ctx, s.lease/2)
+				// Bounded as every Redis call of an exchange is: a renewal
+				// that fails leaves the lease half its time to the next.
+				rctx, cancel := context.WithTimeout(ctx, peekTimeout)
 				s.rdb.Eval(rctx, renewLua, []string{lock}, id, s.lease.Milliseconds())
 				cancel()
 			}
@@ -43,7 +45,7 @@ func (s *Sharer) holdLease(ctx context.Context, lock, id string) (release func()
 	return func() {
 		close(stop)
 		<-done
-		rctx, cancel := context.WithTimeout(ctx, s.lease)
+		rctx, cancel := context.WithTimeout(ctx, peekTimeout)
 		defer cancel()
 		s.rdb.Eval(rctx, releaseLua, []string{lock}, id)
 	}
@@ -56,6 +58,8 @@ func (s *Sharer) holdLease(ctx context.Context, lock, id string) (release func()
 // own exchange, which takes a provider's round trip: its answer, the newer,
 // lands last.
 func (s *Sharer) stillHeld(ctx context.Context, lock, id string) bool {
+	ctx, cancel := context.WithTimeout(ctx, peekTimeout)
+	defer cancel()
 	cur, err := s.rdb.Get(ctx, lock).Result()
 	return err == nil && cur == id
 }

@@ -295,7 +295,9 @@ func (s *Sharer) exchange(base http.RoundTripper, ex *exchange, req *http.Reques
 			// the lease: read again before fetching.
 			if !p.force {
 				if resp, _ := s.kept(ctx, req, ex, k, key); resp != nil {
-					s.rdb.Eval(ctx, releaseLua, []string{key + ":lock"}, lock)
+					rctx, cancel := context.WithTimeout(ctx, peekTimeout)
+					s.rdb.Eval(rctx, releaseLua, []string{key + ":lock"}, lock)
+					cancel()
 					unsent(ctx)
 					return resp, nil
 				}
@@ -343,6 +345,13 @@ func (s *Sharer) kept(ctx context.Context, req *http.Request, ex *exchange, k *k
 	return nil, err
 }
 
+// keep writes the answer v at key for d, bounded as peek is.
+func (s *Sharer) keep(ctx context.Context, key string, v []byte, d time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, peekTimeout)
+	defer cancel()
+	return s.rdb.Set(ctx, key, v, d).Err()
+}
+
 // take takes the lease at lock for the fetch of its credential, reporting
 // whether it did; bounded as peek is, so that a Redis that does not answer
 // delays the exchange, sent alone then, by no more.
@@ -375,10 +384,11 @@ func (s *Sharer) fetch(base http.RoundTripper, sent *http.Request, ex *exchange,
 		return resp, err
 	}
 	// Redis writes outlive a caller that gives up (the answer is the
-	// fleet's), and their bound starts now: a provider slower than it
-	// must not cost the fleet its answer.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(sent.Context()), s.lease)
-	defer cancel()
+	// fleet's), and each is bounded from when it starts, as every Redis
+	// call of an exchange is (peekTimeout): a provider slower than a
+	// bound must not cost the fleet its answer, nor a stalled Redis hold
+	// the caller that has it.
+	ctx := context.WithoutCancel(sent.Context())
 	fetched := s.now()
 	raw, err := providers.PeekBody(resp, maxAnswer)
 	if err != nil || len(raw) >= maxAnswer {
@@ -402,7 +412,7 @@ func (s *Sharer) fetch(base http.RoundTripper, sent *http.Request, ex *exchange,
 		s.count(ex.Provider, Unshared)
 		return resp, nil
 	}
-	if err := s.rdb.Set(ctx, key, v, keep).Err(); err != nil {
+	if err := s.keep(ctx, key, v, keep); err != nil {
 		s.count(ex.Provider, Unshared)
 		return resp, nil
 	}

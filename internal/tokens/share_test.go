@@ -690,3 +690,71 @@ func TestOneCredentialAcrossHosts(t *testing.T) {
 		t.Fatalf("%d fetches, tokens %q and %q; want one fetch and one token", n, first.AccessToken, second.AccessToken)
 	}
 }
+
+// A Redis that stops answering once the lease is taken (while the provider
+// answers) holds the caller no longer than an exchange's bounded Redis
+// calls: reading the lease back, keeping the answer and letting the lease
+// go each waited up to 3 s, 7.5 s in all, past a caller's 2 s deadline.
+// The caller gets the provider's answer, not kept.
+func TestRedisStalledDuringTheFetch(t *testing.T) {
+	srv := redistest.Start(t)
+	var stalled atomic.Bool
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() { // a proxy to the Redis whose answers stop once stalled
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", srv.Addr)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			go func() { _, _ = io.Copy(up, c) }()
+			go func() {
+				buf := make([]byte, 32<<10)
+				for {
+					n, err := up.Read(buf)
+					if err != nil {
+						return
+					}
+					if !stalled.Load() {
+						_, _ = c.Write(buf[:n])
+					}
+				}
+			}()
+		}
+	}()
+	emu := wechattest.NewServer(wechattest.Options{Apps: map[string]string{"wxA": secret}})
+	defer emu.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: ln.Addr().String(), MaxRetries: -1, ContextTimeoutEnabled: true})
+	defer rdb.Close()
+	s, err := New(rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		stalled.Store(true) // the lease is taken: Redis answers no more
+		return http.DefaultTransport.RoundTrip(r)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, emu.URL+"/cgi-bin/token?grant_type=client_credential&appid=wxA&secret="+secret, nil)
+	resp, err := s.Wrap(base).RoundTrip(req)
+	if err != nil || ctx.Err() != nil {
+		t.Fatalf("exchange with Redis stalled during the fetch: %v (deadline passed: %v), want the provider's answer within the caller's 2 s", err, ctx.Err())
+	}
+	resp.Body.Close()
+	if st := s.Stats(); st.Fetched != 0 || st.Unshared != 1 {
+		t.Fatalf("stats %+v, want the answer given, not kept", st)
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

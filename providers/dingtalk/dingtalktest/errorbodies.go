@@ -26,13 +26,13 @@ func (s *Server) banAnswer() answer {
 		body: `{"status":1111,"wait":5,"source":"x5","punish":"deny","uuid":"` + requestID() + `"}`}
 }
 
-// banHTML is the shape of the gateway's anti-abuse page.
-// Beijing is the time zone of DingTalk's clock, in which its penalty ends
+// beijing is the time zone of DingTalk's clock, in which its penalty ends
 // are written and its monthly quotas reset: UTC+8, without daylight saving.
 // The emulator's own, not the preset's, so that a preset that reads the
 // zone wrong is caught.
-var Beijing = time.FixedZone("CST", 8*3600)
+var beijing = time.FixedZone("CST", 8*3600)
 
+// banHTML is the shape of the gateway's anti-abuse page.
 const banHTML = `<!DOCTYPE html><html><head><meta charset="utf-8"><title>访问被拒绝</title></head>` +
 	`<body><div id="x5sec">您的访问过于频繁，请稍后再试</div>` +
 	`<script>window._config_={"action":"deny","url":"/_____tmd_____/punish"};</script></body></html>`
@@ -43,14 +43,14 @@ func qpsAnswer(now time.Time, newAPI bool, path string, isv bool) answer {
 			return jsonAnswer(http.StatusForbidden, "Forbidden.AccessDenied.QpsLimitForSuitekeyAndOrgAndApi",
 				`{"code":"Forbidden.AccessDenied.QpsLimitForSuitekeyAndOrgAndApi","message":"The request has exceeded the QPS limit of the suitekey, org and api: apiPath(`+path+`)","requestid":"`+requestID()+`"}`)
 		}
-		end := now.Truncate(time.Second).Add(time.Second).In(Beijing).Format("2006-01-02 15:04:05")
+		end := now.Truncate(time.Second).Add(time.Second).In(beijing).Format("2006-01-02 15:04:05")
 		return wrapOld(path, "90019", "当前套件在该企业调用该接口的频率已超过限制, 处罚将在 "+end+" 结束.")
 	}
 	if newAPI {
 		return jsonAnswer(http.StatusForbidden, "Forbidden.AccessDenied.QpsLimitForAppkeyAndApi",
 			`{"code":"Forbidden.AccessDenied.QpsLimitForAppkeyAndApi","message":"The request has exceeded the QPS limit of the appkey and api: apiPath(`+path+`)","requestid":"`+requestID()+`"}`)
 	}
-	end := now.Truncate(time.Second).Add(time.Second).In(Beijing).Format("2006-01-02 15:04:05")
+	end := now.Truncate(time.Second).Add(time.Second).In(beijing).Format("2006-01-02 15:04:05")
 	return wrapOld(path, "90018", "当前应用调用该接口的频率已超过限制, 处罚将在 "+end+" 结束.")
 }
 

@@ -399,7 +399,7 @@ func (s *Server) decideLocked(r *http.Request, now time.Time, newAPI bool, api, 
 		if org != "" {
 			payer = "org\x00" + org
 		}
-		mk := payer + "\x00" + now.In(Beijing).Format("2006-01")
+		mk := payer + "\x00" + now.In(beijing).Format("2006-01")
 		if s.month[mk] >= s.opts.MonthlyQuota {
 			s.stats.Rejected++
 			if newAPI {
