@@ -66,13 +66,10 @@ func (c *call) learn() func(context.Context) {
 }
 
 // shareLearned writes a learned limit for the other replicas, which read it
-// within a round of their loop.
+// within a round of their loop; one the hash holds a stricter (or, for an
+// app's reading, newer) value of stays (learnedhash.Write).
 func shareLearned(ctx context.Context, rdb redis.UniversalClient, prefix, group string, l providers.Learned) error {
-	key := learnedhash.Key(prefix, group)
-	pipe := rdb.TxPipeline()
-	pipe.HSet(ctx, key, learnedhash.Field(l), learnedhash.Value(l))
-	pipe.PExpire(ctx, key, time.Until(l.Until))
-	_, err := pipe.Exec(ctx)
+	_, err := learnedhash.Write(ctx, rdb, learnedhash.Key(prefix, group), l, time.Now())
 	return err
 }
 

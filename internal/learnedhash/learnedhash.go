@@ -1,9 +1,12 @@
 package learnedhash
 
 import (
+	"context"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/quotaware/throttle/providers"
 )
@@ -55,3 +58,45 @@ func Parse(field, v string) (l providers.Learned, ok bool) {
 func InForce(l providers.Learned, now time.Time) bool {
 	return now.Before(l.Until) && !l.Until.After(now.Add(MaxAhead))
 }
+
+// Write stores l in the hash at key as the profiles apply limits, so that a
+// replica that reads the hash later (one started since) takes what the
+// fleet runs at: a limit of every app (Feishu's) replaces one still in
+// force only when lower, since a profile only lowers while a limit holds;
+// one app's quota reading (App set) replaces one only when it lapses no
+// sooner, i.e. was read no earlier. The hash lives as long as its
+// longest-lived field. It reports whether l was stored; a limit already
+// lapsed at now is not.
+func Write(ctx context.Context, rdb redis.Scripter, key string, l providers.Learned, now time.Time) (bool, error) {
+	ttl := l.Until.Sub(now).Milliseconds()
+	if ttl <= 0 {
+		return false, nil
+	}
+	byReading := "0"
+	if l.App != "" {
+		byReading = "1"
+	}
+	n, err := writeScript.Run(ctx, rdb, []string{key}, Field(l), Value(l), now.UnixMilli(), byReading, ttl).Int()
+	return n == 1, err
+}
+
+// writeScript: KEYS[1] the hash; ARGV: field, value, now (Unix ms), "1"
+// for an app's reading (the later Until wins) or "0" (the lower limit in
+// force wins), the value's time to live (ms). A field held now that does
+// not parse is replaced.
+var writeScript = redis.NewScript(`local cur = redis.call('HGET', KEYS[1], ARGV[1])
+if cur then
+  local cl, cu = string.match(cur, '^(%d+):(%d+)$')
+  local nl, nu = string.match(ARGV[2], '^(%d+):(%d+)$')
+  if cl and nl and tonumber(cu) > tonumber(ARGV[3]) then
+    if ARGV[4] == '1' then
+      if tonumber(nu) < tonumber(cu) then return 0 end
+    elseif tonumber(cl) <= tonumber(nl) then
+      return 0
+    end
+  end
+end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+local ttl = tonumber(ARGV[5])
+if redis.call('PTTL', KEYS[1]) < ttl then redis.call('PEXPIRE', KEYS[1], ttl) end
+return 1`)

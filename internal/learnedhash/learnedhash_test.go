@@ -1,9 +1,11 @@
 package learnedhash
 
 import (
+	"context"
 	"testing"
 	"time"
 
+	"github.com/quotaware/throttle/internal/redistest"
 	"github.com/quotaware/throttle/providers"
 )
 
@@ -47,4 +49,63 @@ func TestInForce(t *testing.T) {
 			t.Errorf("InForce(until now+%v) = %v, want %v", c.until.Sub(now), got, c.want)
 		}
 	}
+}
+
+// Write keeps a field as the profiles apply limits: a limit of every app
+// only lowers one in force; an app's reading gives way only to one read no
+// earlier (a later Until), higher or not; a lapsed field is replaced. The
+// hash lives as long as its longest-lived field. A replica started later
+// reads what the fleet runs at: with a plain write, the last writer won.
+func TestWrite(t *testing.T) {
+	rdb := redistest.Start(t).Client(t)
+	ctx := context.Background()
+	key := Key("learnedhash-test", "g")
+	now := time.Now()
+	stored := func(l providers.Learned) string {
+		t.Helper()
+		v, err := rdb.HGet(ctx, key, Field(l)).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	write := func(l providers.Learned, want bool) {
+		t.Helper()
+		if got, err := Write(ctx, rdb, key, l, now); err != nil || got != want {
+			t.Fatalf("Write(%+v) = %v, %v; want %v", l, got, err, want)
+		}
+	}
+	api := providers.Learned{API: "GET /x", Window: "s", Limit: 20, Until: now.Add(time.Hour)}
+	write(api, true)
+	higher := api
+	higher.Limit, higher.Until = 30, now.Add(2*time.Hour)
+	write(higher, false)
+	if got := stored(api); got != Value(api) {
+		t.Fatalf("after a higher limit: %s, want the 20 in force", got)
+	}
+	lower := api
+	lower.Limit = 10
+	write(lower, true)
+
+	reading := providers.Learned{API: "/cgi-bin/x", App: "wx1", Window: "day", Limit: 5000, Until: now.Add(24 * time.Hour)}
+	write(reading, true)
+	older := reading
+	older.Limit, older.Until = 3000, now.Add(23*time.Hour)
+	write(older, false)
+	newer := reading
+	newer.Limit, newer.Until = 8000, now.Add(25*time.Hour)
+	write(newer, true)
+	if got := stored(reading); got != Value(newer) {
+		t.Fatalf("after a newer reading: %s, want %s", got, Value(newer))
+	}
+	if ttl := rdb.PTTL(ctx, key).Val(); ttl < 24*time.Hour {
+		t.Fatalf("hash lives %v, want as long as its longest field (25 h)", ttl)
+	}
+	// A field that lapsed is replaced whatever it held.
+	lapsed := providers.Learned{API: "GET /y", Window: "s", Limit: 1, Until: now.Add(-time.Minute)}
+	rdb.HSet(ctx, key, Field(lapsed), Value(lapsed))
+	again := lapsed
+	again.Limit, again.Until = 50, now.Add(time.Hour)
+	write(again, true)
+	write(providers.Learned{API: "GET /z", Window: "s", Limit: 1, Until: now.Add(-time.Second)}, false)
 }
