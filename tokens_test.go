@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/quotaware/throttle"
@@ -517,16 +518,7 @@ func TestExchangeAnsweredAfterTheLimiterIsNotARequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	ruleState := func() string {
-		keys, _ := rdb.Keys(context.Background(), "{"+prefix+":wechat}:*").Result()
-		slices.Sort(keys)
-		var b strings.Builder
-		for _, k := range keys {
-			v, _ := rdb.Get(context.Background(), k).Result()
-			b.WriteString(k + "=" + v + ";")
-		}
-		return b.String()
-	}
+	ruleState := groupState(rdb, prefix, "wechat")
 	before := ruleState()
 	exchanged := make(chan error, 1)
 	go func() {
@@ -625,5 +617,93 @@ func TestRetriedExchangeAnsweredFromRedisIsRecorded(t *testing.T) {
 	}
 	if n := len(o.spans.GetSpans()); n != 1 {
 		t.Errorf("%d spans, want the retried call's", n)
+	}
+}
+
+// An exchange that waited for its limiter slot, then behind another
+// replica's fetch, waits no longer in all than WithMaxWait from its start:
+// the wait behind the fetch had a fresh WithMaxWait of its own (2 s for
+// the slot, then 2.5 s more: 4.5 s with WithMaxWait(2.5s)).
+func TestExchangeWaitsNoLongerThanItsBudgetInAll(t *testing.T) {
+	const slotWait, maxWait = 2 * time.Second, 2500 * time.Millisecond
+	srv := redistest.Shared(t)
+	prefix := limitertest.Group(t)
+	rdb := srv.Client(t)
+	emu := wechattest.NewServer(wechattest.Options{Apps: map[string]string{fleetApps[0]: fleetSecret}})
+	defer emu.Close()
+	tokenURL := emu.URL + "/cgi-bin/token?grant_type=client_credential&appid=" + fleetApps[0] + "&secret=" + fleetSecret
+	paced := throttle.MustNew(throttle.WithLimiter(limiter.MustNewShared(rdb, limiter.SharedConfig{Prefix: prefix})),
+		throttle.WithProfiles(testProfile("wechat", mustRule(t, 1, slotWait))), throttle.WithMaxWait(maxWait),
+		throttle.WithoutRetry(), throttle.WithoutTelemetry())
+	defer paced.Close()
+	gate := &gatedBase{entered: make(chan struct{}), release: make(chan struct{}), upstream: http.DefaultTransport}
+	slow := throttle.MustNew(throttle.WithLimiter(limiter.MustNewShared(srv.Client(t), limiter.SharedConfig{Prefix: prefix})),
+		throttle.WithProfiles(testProfile("wechat")), throttle.WithBase(gate), throttle.WithoutTelemetry())
+	defer slow.Close()
+
+	resp, err := (&http.Client{Transport: paced}).Get(emu.URL + "/cgi-bin/user/info?openid=o") // takes the slot
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	ruleState := groupState(rdb, prefix, "wechat")
+	before := ruleState()
+	type result struct {
+		err  error
+		took time.Duration
+	}
+	done := make(chan result, 1)
+	go func() {
+		start := time.Now()
+		resp, err := (&http.Client{Transport: paced}).Get(tokenURL)
+		if err == nil {
+			resp.Body.Close()
+		}
+		done <- result{err, time.Since(start)}
+	}()
+	for deadline := time.Now().Add(slotWait / 2); ruleState() == before; {
+		if time.Now().After(deadline) {
+			t.Fatal("the exchange booked no slot in time")
+		}
+		time.Sleep(time.Millisecond) // polling Redis for the booking
+	}
+	// While it waits for its slot, the other replica takes the lease and
+	// its fetch hangs.
+	fetched := make(chan error, 1)
+	go func() {
+		resp, err := (&http.Client{Transport: slow}).Get(tokenURL)
+		if err == nil {
+			resp.Body.Close()
+		}
+		fetched <- err
+	}()
+	<-gate.entered
+	r := <-done
+	close(gate.release)
+	if err := <-fetched; err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(r.err, throttle.ErrThrottled) {
+		t.Fatalf("exchange behind a hung fetch: %v, want ErrThrottled", r.err)
+	}
+	// WithMaxWait from its start, not the slot's wait and then WithMaxWait
+	// again (1 s either side of the midpoint).
+	if r.took >= slotWait+maxWait-time.Second {
+		t.Fatalf("the exchange took %v, want about its budget %v, well under %v", r.took, maxWait, slotWait+maxWait)
+	}
+}
+
+// groupState returns what reads the string keys of a limiter group in
+// Redis, to tell when a request booked a slot.
+func groupState(rdb *redis.Client, prefix, group string) func() string {
+	return func() string {
+		keys, _ := rdb.Keys(context.Background(), "{"+prefix+":"+group+"}:*").Result()
+		slices.Sort(keys)
+		var b strings.Builder
+		for _, k := range keys {
+			v, _ := rdb.Get(context.Background(), k).Result()
+			b.WriteString(k + "=" + v + ";")
+		}
+		return b.String()
 	}
 }
