@@ -57,8 +57,12 @@ func TestStatusShowsLearnedLimits(t *testing.T) {
 		time.Sleep(20 * time.Millisecond) // polling Redis for the background write
 	}
 	until := time.Now().Add(24 * time.Hour).UnixMilli()
+	// In force, lapsed, and two no replica takes (lapsing past 31 days; an
+	// app name over 64 bytes): only the first is shown.
 	c.HSet(ctx, "{ops:feishu}:learned", "s POST /open-apis/im/v1/messages", "20:"+strconv.FormatInt(until, 10),
-		"m GET /open-apis/contact/v3/users/:user_id", "5:"+strconv.FormatInt(time.Now().Add(-time.Minute).UnixMilli(), 10))
+		"m GET /open-apis/contact/v3/users/:user_id", "5:"+strconv.FormatInt(time.Now().Add(-time.Minute).UnixMilli(), 10),
+		"s GET /open-apis/planted/far", "1:"+strconv.FormatInt(time.Now().Add(40*24*time.Hour).UnixMilli(), 10),
+		"s@"+strings.Repeat("a", 65)+" GET /open-apis/planted/app", "1:"+strconv.FormatInt(until, 10))
 	c.Set(ctx, "{ops:feishu}:r:s:cli_x:POST /open-apis/im/v1/messages", strconv.FormatInt(time.Now().UnixMicro(), 10), time.Hour)
 
 	out, stderr, code := ctl(t, "", "-redis", srv.Addr, "-prefix", "ops", "status")
@@ -74,6 +78,9 @@ func TestStatusShowsLearnedLimits(t *testing.T) {
 	}
 	if strings.Contains(out, "/open-apis/contact/v3/users") {
 		t.Error("status shows a lapsed learned limit")
+	}
+	if strings.Contains(out, "/open-apis/planted") {
+		t.Error("status shows a learned limit every replica drops as garbled")
 	}
 	if strings.Contains(out, emu.Token(app)[:8]) {
 		t.Error("status shows a token")
