@@ -1,10 +1,13 @@
 package providers_test
 
 import (
+	"io"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/quotaware/throttle/providers"
 	"github.com/quotaware/throttle/providers/dingtalk"
 	"github.com/quotaware/throttle/providers/feishu"
 	"github.com/quotaware/throttle/providers/wechat"
@@ -67,3 +70,74 @@ func TestPresetOfOneAppChargesEveryRequestToIt(t *testing.T) {
 }
 
 func newErr[P any](_ P, err error) error { return err }
+
+// Every default that zero stands for has a No... switch for none, and a
+// value given and turned off is off, as in DingTalk's: WeChat's and WeCom's
+// Jitter and DayGrace, and Feishu's MonthGrace, had none, so an exact
+// window or no grace could not be asked for.
+func TestPresetsTurnDefaultsOff(t *testing.T) {
+	const api = "/cgi-bin/user/info"
+	minuteWindow := func(p providers.Profile, url string) time.Duration {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, url, nil)
+		r, err := p.Route(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, rl := range r.Rules {
+			if d := rl.Period(); d >= time.Minute && d < time.Minute+time.Second {
+				return d
+			}
+		}
+		t.Fatalf("%s: no minute window in %v", url, r.Rules)
+		return 0
+	}
+	wechatApp := []wechat.App{{AppID: "wx1", PerMinute: map[string]int{api: 100}}}
+	for _, c := range []struct {
+		cfg  wechat.Config
+		want time.Duration
+	}{
+		{wechat.Config{Apps: wechatApp}, time.Minute + 50*time.Millisecond},
+		{wechat.Config{Apps: wechatApp, NoJitter: true}, time.Minute},
+		{wechat.Config{Apps: wechatApp, NoJitter: true, Jitter: time.Second}, time.Minute},
+	} {
+		if got := minuteWindow(wechat.MustNew(c.cfg).Profile(), "https://api.weixin.qq.com"+api+"?openid=o"); got != c.want {
+			t.Errorf("wechat NoJitter %v Jitter %v: minute window %v, want %v", c.cfg.NoJitter, c.cfg.Jitter, got, c.want)
+		}
+	}
+	wecomApp := []wecom.App{{CorpID: "ww1"}}
+	for _, c := range []struct {
+		cfg  wecom.Config
+		want time.Duration
+	}{
+		{wecom.Config{Apps: wecomApp}, time.Minute + 50*time.Millisecond},
+		{wecom.Config{Apps: wecomApp, NoJitter: true, Jitter: time.Second}, time.Minute},
+	} {
+		if got := minuteWindow(wecom.MustNew(c.cfg).Profile(), "https://qyapi.weixin.qq.com/cgi-bin/user/get?userid=u"); got != c.want {
+			t.Errorf("wecom NoJitter %v Jitter %v: minute window %v, want %v", c.cfg.NoJitter, c.cfg.Jitter, got, c.want)
+		}
+	}
+	// WeChat's 45009 ends at midnight plus DayGrace: none with NoDayGrace.
+	now := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	midnight := time.Date(2026, 3, 1, 16, 0, 0, 0, time.UTC) // 00:00 in Beijing
+	for _, c := range []struct {
+		cfg  wechat.Config
+		want time.Time
+	}{
+		{wechat.Config{Apps: wechatApp}, midnight.Add(5 * time.Second)},
+		{wechat.Config{Apps: wechatApp, NoDayGrace: true, DayGrace: 10 * time.Second}, midnight},
+	} {
+		c.cfg.Clock = func() time.Time { return now }
+		p := wechat.MustNew(c.cfg).Profile()
+		req, _ := http.NewRequest(http.MethodGet, "https://api.weixin.qq.com"+api+"?openid=o", nil)
+		r, _ := p.Route(req)
+		resp := &http.Response{StatusCode: 200, ContentLength: -1, Header: http.Header{"Content-Type": {"application/json"}},
+			Body: io.NopCloser(strings.NewReader(`{"errcode":45009,"errmsg":"reach max api daily quota limit"}`))}
+		if v := p.Classify(req, resp, &r); !v.Until.Equal(c.want) {
+			t.Errorf("wechat NoDayGrace %v: a 45009 ends %v, want %v", c.cfg.NoDayGrace, v.Until, c.want)
+		}
+	}
+	if _, err := feishu.New(feishu.Config{NoMonthGrace: true, Apps: []feishu.App{{AppID: "cli_a"}}}); err != nil {
+		t.Errorf("feishu NoMonthGrace: %v", err)
+	}
+}

@@ -50,7 +50,9 @@ type Config struct {
 	EntityKey string
 	// MonthGrace starts each month's quota, and ends a 99991403 penalty,
 	// this long after midnight on the 1st (default 5s, under a minute).
-	MonthGrace time.Duration
+	// NoMonthGrace: none.
+	MonthGrace   time.Duration
+	NoMonthGrace bool
 	// ShortPenalty is how long the other rate-limit codes (1000004,
 	// 230020, ...) penalise their scope when no reset header says (default 1s).
 	ShortPenalty time.Duration
@@ -173,9 +175,16 @@ func (c *settings) setDefaults() {
 	}
 	c.ChatPeekLimit = cmp.Or(c.ChatPeekLimit, defaultChatPeekLimit)
 	c.MonthlyQuota = cmp.Or(c.MonthlyQuota, defaultMonthlyQuota)
-	c.MonthGrace = cmp.Or(c.MonthGrace, defaultMonthGrace)
+	// Values given and turned off: off wins, as in every preset.
+	if c.NoMonthGrace {
+		c.MonthGrace = 0
+	} else {
+		c.MonthGrace = cmp.Or(c.MonthGrace, defaultMonthGrace)
+	}
 	c.ShortPenalty = cmp.Or(c.ShortPenalty, defaultShortPenalty)
-	if !c.NoJitter {
+	if c.NoJitter {
+		c.Jitter = 0
+	} else {
 		c.Jitter = cmp.Or(c.Jitter, defaultJitter)
 	}
 	c.DefaultPenalty = cmp.Or(c.DefaultPenalty, providers.DefaultPenalty)
@@ -199,7 +208,7 @@ func (c *settings) validate() error {
 	case len(c.Tenant) > maxAppID || strings.ContainsAny(c.Tenant, ": \t\r\n"):
 		return fmt.Errorf("feishu: App.Tenant must be at most %d bytes without ':' or spaces, got %q", maxAppID, c.Tenant)
 	case c.MonthGrace < 0 || c.MonthGrace >= time.Minute:
-		return fmt.Errorf("feishu: Config.MonthGrace must be within [0, 1m), got %v", c.MonthGrace)
+		return fmt.Errorf("feishu: Config.MonthGrace must be within (0, 1m) (NoMonthGrace: none), got %v", c.MonthGrace)
 	case c.ShortPenalty < 0:
 		return fmt.Errorf("feishu: Config.ShortPenalty must not be negative, got %v", c.ShortPenalty)
 	case c.Jitter < 0 || c.Jitter > time.Second:

@@ -79,15 +79,18 @@ type Config struct {
 	// Jitter widens the per-minute windows: a rule keeps at most the limit
 	// in any window of one minute plus Jitter, so that latency varying by
 	// up to Jitter cannot crowd one of WeChat's minutes (default 50ms).
-	Jitter time.Duration
+	// NoJitter: none.
+	Jitter   time.Duration
+	NoJitter bool
 	// TimeScale divides the length of every minute and hour window (default
 	// 1), for tests against an emulator that runs that much faster than the
 	// wall clock. Never set it against the real platform.
 	TimeScale float64
 	// DayGrace starts each day's quota this late, and ends a 45009 penalty
 	// this long after midnight, since our clock and WeChat's differ
-	// (default 5s; must be under a minute).
-	DayGrace time.Duration
+	// (default 5s; must be under a minute). NoDayGrace: none.
+	DayGrace   time.Duration
+	NoDayGrace bool
 	// DefaultPenalty applies to quota errors whose end is not implied
 	// (default providers.DefaultPenalty).
 	DefaultPenalty time.Duration
@@ -162,9 +165,18 @@ func (c *settings) setDefaults() {
 	if c.PerMinute == nil {
 		c.PerMinute = defaultPerMinute()
 	}
-	c.Jitter = cmp.Or(c.Jitter, defaultJitter)
+	// Values given and turned off: off wins, as in every preset.
+	if c.NoJitter {
+		c.Jitter = 0
+	} else {
+		c.Jitter = cmp.Or(c.Jitter, defaultJitter)
+	}
 	c.TimeScale = cmp.Or(c.TimeScale, 1)
-	c.DayGrace = cmp.Or(c.DayGrace, defaultDayGrace)
+	if c.NoDayGrace {
+		c.DayGrace = 0
+	} else {
+		c.DayGrace = cmp.Or(c.DayGrace, defaultDayGrace)
+	}
 	c.DefaultPenalty = cmp.Or(c.DefaultPenalty, providers.DefaultPenalty)
 	if c.Clock == nil {
 		c.Clock = time.Now
@@ -187,9 +199,9 @@ func (c *settings) validate() error {
 	case !(c.TimeScale >= 1) || math.IsInf(c.TimeScale, 1):
 		return fmt.Errorf("wechat: Config.TimeScale must be a finite number of at least 1, got %v", c.TimeScale)
 	case c.Jitter < 0 || c.Jitter > time.Minute:
-		return fmt.Errorf("wechat: Config.Jitter must be within [0, 1m], got %v", c.Jitter)
+		return fmt.Errorf("wechat: Config.Jitter must be within (0, 1m] (NoJitter: none), got %v", c.Jitter)
 	case c.DayGrace < 0 || c.DayGrace >= time.Minute:
-		return fmt.Errorf("wechat: Config.DayGrace must be within [0, 1m), got %v", c.DayGrace)
+		return fmt.Errorf("wechat: Config.DayGrace must be within (0, 1m) (NoDayGrace: none), got %v", c.DayGrace)
 	case c.DefaultPenalty < 0:
 		return fmt.Errorf("wechat: Config.DefaultPenalty must not be negative, got %v", c.DefaultPenalty)
 	case c.ReconcileEvery < time.Second:

@@ -57,7 +57,9 @@ type Config struct {
 	// Jitter widens every window: a rule keeps at most its limit in any
 	// window of its period plus Jitter, so that latency varying by up to
 	// Jitter cannot crowd one of WeCom's fixed windows (default 50ms).
-	Jitter time.Duration
+	// NoJitter: none.
+	Jitter   time.Duration
+	NoJitter bool
 	// TimeScale divides the length of every minute and hour window (default
 	// 1), for tests against an emulator that runs that much faster than the
 	// wall clock. Never set it against the real platform.
@@ -72,8 +74,10 @@ type Config struct {
 	// EscalationWindow is how long after a penalty a repeat counts as the
 	// same trouble (default 10m).
 	EscalationWindow time.Duration
-	// DayGrace ends a day-long penalty this long after midnight (default 5s).
-	DayGrace time.Duration
+	// DayGrace ends a day-long penalty this long after midnight (default
+	// 5s; under a minute). NoDayGrace: none.
+	DayGrace   time.Duration
+	NoDayGrace bool
 	// MaxTracked bounds how many API scopes the escalation remembers
 	// (default 1024); the oldest are forgotten first.
 	MaxTracked int
@@ -182,13 +186,22 @@ func (c *settings) setDefaults() {
 	if c.Hosts == nil {
 		c.Hosts = defaultHosts
 	}
-	c.Jitter = cmp.Or(c.Jitter, defaultJitter)
+	// Values given and turned off: off wins, as in every preset.
+	if c.NoJitter {
+		c.Jitter = 0
+	} else {
+		c.Jitter = cmp.Or(c.Jitter, defaultJitter)
+	}
 	c.TimeScale = cmp.Or(c.TimeScale, 1)
 	if c.Escalation == nil {
 		c.Escalation = defaultEscalation()
 	}
 	c.EscalationWindow = cmp.Or(c.EscalationWindow, defaultEscalationWindow)
-	c.DayGrace = cmp.Or(c.DayGrace, defaultDayGrace)
+	if c.NoDayGrace {
+		c.DayGrace = 0
+	} else {
+		c.DayGrace = cmp.Or(c.DayGrace, defaultDayGrace)
+	}
 	c.InFlightLease = cmp.Or(c.InFlightLease, defaultInFlightLease)
 	c.ConcurrentRetry = cmp.Or(c.ConcurrentRetry, defaultConcurrentRetry)
 	c.DefaultPenalty = cmp.Or(c.DefaultPenalty, providers.DefaultPenalty)
@@ -207,13 +220,13 @@ func (c *settings) validate() error {
 	case !(c.TimeScale >= 1) || math.IsInf(c.TimeScale, 1):
 		return fmt.Errorf("wecom: Config.TimeScale must be a finite number of at least 1, got %v", c.TimeScale)
 	case c.Jitter < 0 || c.Jitter > time.Minute:
-		return fmt.Errorf("wecom: Config.Jitter must be within [0, 1m], got %v", c.Jitter)
+		return fmt.Errorf("wecom: Config.Jitter must be within (0, 1m] (NoJitter: none), got %v", c.Jitter)
 	case len(c.Escalation) == 0:
 		return fmt.Errorf("wecom: Config.Escalation must not be empty")
 	case c.EscalationWindow < 0:
 		return fmt.Errorf("wecom: Config.EscalationWindow must not be negative, got %v", c.EscalationWindow)
 	case c.DayGrace < 0 || c.DayGrace >= time.Minute:
-		return fmt.Errorf("wecom: Config.DayGrace must be within [0, 1m), got %v", c.DayGrace)
+		return fmt.Errorf("wecom: Config.DayGrace must be within (0, 1m) (NoDayGrace: none), got %v", c.DayGrace)
 	case c.MaxTracked < 1:
 		return fmt.Errorf("wecom: Config.MaxTracked must be at least 1, got %d", c.MaxTracked)
 	case !c.NoPerMemberLimit && (c.PerMemberPerMinute < 1 || c.PerMemberPerHour < 1):
