@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"runtime"
 	"sync/atomic"
+	"strings"
 	"time"
 
 	"github.com/quotaware/throttle/apps"
@@ -54,7 +55,10 @@ type profile struct {
 // returns its end. It is the one place a penalty is clamped to MaxPenalty:
 // a longer one is garbled or hostile (an end in the year 9999 would stop the
 // scope for good on every replica) and is logged once per provider and code.
+// The end is in UTC from here on, in logs, errors and breakers alike,
+// whatever zone the provider's answer wrote it in (Beijing, mostly).
 func (p *profile) stop(scope string, until time.Time, code, source string) time.Time {
+	until = until.UTC()
 	if limit := time.Now().Add(p.MaxPenalty); until.After(limit) {
 		p.tel.clampedPenalty(p.Name, code, source, until, p.MaxPenalty)
 		until = limit
@@ -252,7 +256,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	route, err := p.Route(req)
 	if err != nil {
 		closeBody(req)
-		err = fmt.Errorf("throttle: %s: %w", p.Name, err)
+		if !strings.HasPrefix(err.Error(), p.Name+": ") { // presets name themselves
+			err = fmt.Errorf("%s: %w", p.Name, err)
+		}
+		err = fmt.Errorf("throttle: %w", err)
 		// A config that cannot route (a DingTalk ISV app without its
 		// org) fails every such call: it shows, as every matched
 		// request does.

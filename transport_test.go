@@ -456,3 +456,24 @@ func TestRoundTripLeavesCallersRequest(t *testing.T) {
 		t.Fatalf("after an exchange, the caller's request body is now a %T, want its own", req.Body)
 	}
 }
+
+// A penalty's end is in UTC from the Transport on, whatever zone the
+// provider wrote it in: logs, errors and throttlectl used to mix Beijing's
+// +08:00 and UTC for one penalty.
+func TestPenaltyEndsAreUTC(t *testing.T) {
+	beijing := time.FixedZone("CST", 8*3600)
+	p := testProfile("p")
+	p.Classify = func(*http.Request, *http.Response, *providers.Route) providers.Verdict {
+		return providers.Verdict{Kind: providers.Quota, Code: "90018", NotProcessed: true, Until: time.Now().Add(time.Hour).In(beijing)}
+	}
+	srv := serve(t, &recorder{})
+	c := &http.Client{Transport: throttle.MustNew(throttle.WithProfiles(p), throttle.WithoutRetry(), throttle.WithLogger(quiet))}
+	if _, err := get(context.Background(), c, srv.URL+"/a"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := get(context.Background(), c, srv.URL+"/a")
+	var pe *throttle.PenaltyError
+	if !errors.As(err, &pe) || pe.Until.Location() != time.UTC || !strings.Contains(pe.Error(), "Z") {
+		t.Fatalf("penalised: %v, want a PenaltyError whose end is in UTC", err)
+	}
+}

@@ -269,3 +269,27 @@ func TestISVPenaltyStaysInItsOrg(t *testing.T) {
 		t.Errorf("the emulator rejected %d calls, want none", st.Rejected)
 	}
 }
+
+// A lone ISV suite without a CorpID is no default: it names no org for a
+// request of no known app, which goes to the conservative unknown scope
+// rather than failing every call as the suite's. A request tagged with the
+// suite and no org fails with an error that says how to name one.
+func TestLoneISVSuiteIsNoDefault(t *testing.T) {
+	p := dingtalk.MustNew(dingtalk.Config{Apps: []dingtalk.App{{AppKey: "suiteKey", ISV: true}}}).Profile()
+	untagged, _ := http.NewRequest(http.MethodGet, "https://api.dingtalk.com/v1.0/contact/users/u1", nil)
+	r, err := p.Route(untagged)
+	if err != nil {
+		t.Fatalf("a request of no app: %v, want it routed to the unknown scope", err)
+	}
+	if !strings.Contains(strings.Join(r.Scopes, " "), "unknown") {
+		t.Errorf("a request of no app: scopes %q, want the unknown scope", r.Scopes)
+	}
+	tagged := untagged.WithContext(throttle.ContextWithApp(context.Background(), "suiteKey"))
+	if _, err := p.Route(tagged); err == nil || !strings.Contains(err.Error(), "throttle.ContextWithTenant") {
+		t.Errorf("the suite's request without an org: %v, want an error naming ContextWithTenant", err)
+	}
+	withOrg := untagged.WithContext(throttle.ContextWithTenant(context.Background(), "suiteKey", "dingcorp1"))
+	if r, err := p.Route(withOrg); err != nil || !strings.Contains(r.Rules[0].Key(), "suiteKey@dingcorp1") {
+		t.Errorf("the suite in an org: %v, %v", r.Rules, err)
+	}
+}

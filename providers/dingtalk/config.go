@@ -111,10 +111,12 @@ type Config struct {
 	Apps []App
 	// Default is the AppKey that a request is charged to when its app is
 	// not known (its token was not learned and the caller did not name the
-	// app). Empty: the only app when Apps lists one; with several, such
+	// app). Empty: the only app when Apps lists one (unless it is an ISV
+	// suite without a CorpID, which names no org for them); otherwise such
 	// requests share one conservative scope, app "unknown" at the lowest
 	// per-API rate of Apps, so that they can never exceed any app's limit,
-	// but may use less of it.
+	// but may use less of it. An ISV suite without a CorpID cannot be the
+	// Default.
 	Default string
 	// Unlisted says what to do with a request whose learned app is not in
 	// Apps: false (the default) limits it as a new standard-edition

@@ -148,7 +148,7 @@ func (p *preset) match(req *http.Request) bool {
 }
 
 // errNoOrg reports an ISV request whose customer org is unknown.
-var errNoOrg = errors.New("dingtalk: ISV request without a customer org: set App.CorpID or make OrgFromRequest return one")
+var errNoOrg = errors.New("dingtalk: ISV request without a customer org: name it (throttle.ContextWithTenant), let throttle.WithApps learn it from the org's token, set App.CorpID or make OrgFromRequest return one")
 
 // route returns the request's rules and scopes. Routes are cached per API
 // (and org): the slices are shared, capped so that an append copies them,

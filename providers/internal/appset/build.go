@@ -24,8 +24,8 @@ type Spec[A any] struct {
 	Build func(A) (providers.Profile, error)
 	// Default is Config.Default: the listed app requests of unknown apps
 	// are charged to. Empty: the one app when only one is listed (a
-	// deployment of one app charges every request to it), else Unknown's
-	// profile.
+	// deployment of one app charges every request to it) and CheckDefault
+	// takes it, else Unknown's profile.
 	Default string
 	// Unknown builds the unknown apps' shared scope when Default is empty;
 	// it is given the listed apps.
@@ -75,8 +75,11 @@ func Build[A any](s Spec[A]) (*Set, error) {
 			fallback = i
 		}
 	}
-	if s.Default == "" && len(s.Apps) == 1 {
-		fallback = 0 // one app: every request is its
+	if s.Default == "" && len(s.Apps) == 1 && (s.CheckDefault == nil || s.CheckDefault(s.Apps[0]) == nil) {
+		// One app: every request is its, unless it cannot take requests
+		// of no app (DingTalk's ISV suite without a CorpID names no org
+		// for them): those go to Unknown's scope rather than fail.
+		fallback = 0
 	}
 	var fb providers.Profile
 	var fbKey string
