@@ -1,0 +1,340 @@
+package throttle_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"maps"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/quotaware/throttle"
+	"github.com/quotaware/throttle/internal/redistest"
+	"github.com/quotaware/throttle/limiter"
+	"github.com/quotaware/throttle/limiter/limitertest"
+	"github.com/quotaware/throttle/providers/wechat"
+	"github.com/quotaware/throttle/providers/wechat/wechattest"
+)
+
+// Token exchanges around the limiter: waits for a slot and for another
+// replica's fetch, and how such exchanges are counted.
+
+// gatedBase holds every token request until release is closed, telling
+// entered when the first arrives: another replica's fetch from a provider
+// that is slow to answer.
+type gatedBase struct {
+	once     sync.Once
+	entered  chan struct{}
+	release  chan struct{}
+	upstream http.RoundTripper
+}
+
+// A replica waits for another replica's fetch of the same credential no
+// longer than its WithMaxWait, then fails as any wait that does not fit
+// does, with ErrThrottled, sending nothing: it waited until its context
+// ended, up to a minute behind a slow provider (and for ever without a
+// deadline behind a lease without an end).
+func TestTokenWaitFitsTheBudget(t *testing.T) {
+	for _, maxWait := range []time.Duration{150 * time.Millisecond, 0} {
+		t.Run(maxWait.String(), func(t *testing.T) { testTokenWaitFitsTheBudget(t, maxWait) })
+	}
+}
+
+// WithMaxWait(0) is "never wait": an exchange behind another replica's
+// fetch fails at once (the Sharer's own 0 had been taken for no bound).
+func testTokenWaitFitsTheBudget(t *testing.T, maxWait time.Duration) {
+	gate := &gatedBase{entered: make(chan struct{}), release: make(chan struct{}), upstream: http.DefaultTransport}
+	o := newObservability(t)
+	f := newTokenFleet(t, 2, append(o.opts, throttle.WithBase(gate), throttle.WithMaxWait(maxWait), throttle.WithoutRetry())...)
+	tokenURL := f.emu.URL + "/cgi-bin/token?grant_type=client_credential&appid=" + fleetApps[0] + "&secret=" + fleetSecret
+
+	fetched := make(chan error, 1)
+	go func() {
+		resp, err := f.clients[0].Get(tokenURL)
+		if err == nil {
+			resp.Body.Close()
+		}
+		fetched <- err
+	}()
+	<-gate.entered // replica 0 holds the lease, its fetch in flight
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, tokenURL, nil)
+	start := time.Now()
+	_, err := f.clients[1].Do(req)
+	took := time.Since(start)
+	var te *throttle.ThrottledError
+	if !errors.Is(err, throttle.ErrThrottled) || !errors.As(err, &te) || te.Budget != maxWait || te.API != "/cgi-bin/token" {
+		t.Fatalf("waiting behind a slow fetch: %#v, want a ThrottledError of /cgi-bin/token with the budget %v", err, maxWait)
+	}
+	if want := "rate limited by another replica's exchange of the credential, in flight: budget " + maxWait.String(); !strings.Contains(te.Error(), want) {
+		t.Errorf("error %q, want it to say %q", te.Error(), want)
+	}
+	if took < maxWait || ctx.Err() != nil {
+		t.Fatalf("failed after %v, want after the budget %v and well before the deadline", took, maxWait)
+	}
+	// The Transport's error names no secret; http.Client's *url.Error
+	// around it quotes the URL, which RedactError blanks.
+	if strings.Contains(te.Error(), fleetSecret) || strings.Contains(throttle.RedactError(err).Error(), fleetSecret) {
+		t.Fatalf("the error names the secret: %v", te)
+	}
+	close(gate.release)
+	if err := <-fetched; err != nil {
+		t.Fatal(err)
+	}
+	if n := len(f.emu.Requests()); n != 1 {
+		t.Fatalf("%d requests reached the provider, want the one fetch", n)
+	}
+	// The refusal shows as any refused request does, in throttle.requests
+	// and in a span, naming the API and neither the secret nor the app.
+	if got, want := counts(t, o.metrics(t)["throttle.requests"], "outcome"), map[string]int64{"admitted": 1, "throttled": 1}; !maps.Equal(got, want) {
+		t.Errorf("throttle.requests by outcome = %v, want %v", got, want)
+	}
+	var refused int
+	for _, sp := range o.spans.GetSpans() {
+		attrs := map[string]string{}
+		for _, kv := range sp.Attributes {
+			attrs[string(kv.Key)] = kv.Value.Emit()
+		}
+		if attrs["throttle.outcome"] != "throttled" {
+			continue
+		}
+		refused++
+		if attrs["throttle.api"] != "/cgi-bin/token" {
+			t.Errorf("span of the refused exchange names the API %q, want /cgi-bin/token", attrs["throttle.api"])
+		}
+		for _, text := range append(slices.Collect(maps.Values(attrs)), sp.Status.Description) {
+			if strings.Contains(text, fleetSecret) || strings.Contains(text, fleetApps[0]) {
+				t.Errorf("span of the refused exchange holds a credential: %q", text)
+			}
+		}
+	}
+	if refused != 1 {
+		t.Errorf("%d spans of a refused exchange, want 1", refused)
+	}
+}
+
+// An exchange the limiter admitted and that was then answered from Redis
+// (another replica's fetch ended while it waited for its slot) reached no
+// provider: it counts in throttle.tokens.exchanges alone, as one answered
+// before the limiter does. It counted as waited in throttle.requests.
+func TestExchangeAnsweredAfterTheLimiterIsNotARequest(t *testing.T) {
+	srv := redistest.Shared(t)
+	prefix := limitertest.Group(t)
+	rdb := srv.Client(t)
+	emu := wechattest.NewServer(wechattest.Options{Apps: map[string]string{fleetApps[0]: fleetSecret}})
+	defer emu.Close()
+	tokenURL := emu.URL + "/cgi-bin/token?grant_type=client_credential&appid=" + fleetApps[0] + "&secret=" + fleetSecret
+	o := newObservability(t)
+	paced := throttle.MustNew(append(o.opts, throttle.WithLimiter(limiter.MustNewShared(rdb, limiter.SharedConfig{Prefix: prefix})),
+		throttle.WithProfiles(testProfile("wechat", mustRule(t, 1, 3*time.Second))), throttle.WithMaxWait(10*time.Second), throttle.WithoutRetry())...)
+	defer paced.Close()
+	free := throttle.MustNew(throttle.WithLimiter(limiter.MustNewShared(srv.Client(t), limiter.SharedConfig{Prefix: prefix})),
+		throttle.WithProfiles(testProfile("wechat")), throttle.WithoutTelemetry())
+	defer free.Close()
+
+	// The paced replica's first call takes the rule's slot: its exchange
+	// then waits 3 s for the next.
+	resp, err := (&http.Client{Transport: paced}).Get(emu.URL + "/cgi-bin/user/info?openid=o")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	ruleState := groupState(rdb, prefix, "wechat")
+	before := ruleState()
+	exchanged := make(chan error, 1)
+	go func() {
+		resp, err := (&http.Client{Transport: paced}).Get(tokenURL)
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		exchanged <- err
+	}()
+	// Once its slot is booked (the rule's state changed in Redis), it has
+	// found nothing kept before the limiter: the other replica fetches now.
+	for deadline := time.Now().Add(2 * time.Second); ruleState() == before; {
+		if time.Now().After(deadline) {
+			t.Fatal("the exchange booked no slot within 2 s")
+		}
+		time.Sleep(time.Millisecond) // polling Redis for the booking
+	}
+	resp, err = (&http.Client{Transport: free}).Get(tokenURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if err := <-exchanged; err != nil {
+		t.Fatal(err)
+	}
+	if n := emu.Fetches(fleetApps[0], "/cgi-bin/token"); n != 1 {
+		t.Fatalf("%d fetches at WeChat, want the other replica's one", n)
+	}
+	m := o.metrics(t)
+	if got := counts(t, m["throttle.requests"], "outcome"); len(got) != 1 || got["admitted"] != 1 {
+		t.Errorf("throttle.requests by outcome = %v, want only the API call admitted", got)
+	}
+	if got := counts(t, m["throttle.tokens.exchanges"], "result"); got["shared"] != 1 {
+		t.Errorf("throttle.tokens.exchanges by result = %v, want it shared", got)
+	}
+}
+
+// A token exchange whose first attempt failed, and whose retry was then
+// answered from Redis (another replica fetched meanwhile), is a retried
+// call like any other: it shows in throttle.requests, throttle.retries and
+// a span. It left no trace.
+func TestRetriedExchangeAnsweredFromRedisIsRecorded(t *testing.T) {
+	srv := redistest.Shared(t)
+	prefix := limitertest.Group(t)
+	emu := wechattest.NewServer(wechattest.Options{Apps: map[string]string{fleetApps[0]: fleetSecret}})
+	defer emu.Close()
+	u, _ := url.Parse(emu.URL)
+	set := wechat.MustNew(wechat.Config{Hosts: []string{u.Hostname()}, Apps: []wechat.App{{AppID: fleetApps[0]}}})
+	tokenURL := emu.URL + "/cgi-bin/token?grant_type=client_credential&appid=" + fleetApps[0] + "&secret=" + fleetSecret
+	other := throttle.MustNew(throttle.WithLimiter(limiter.MustNewShared(srv.Client(t), limiter.SharedConfig{Prefix: prefix})),
+		throttle.WithProfiles(set.Profile()), throttle.WithoutTelemetry())
+	defer other.Close()
+
+	var calls atomic.Int32
+	fetched := make(chan error, 1)
+	base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		if calls.Add(1) > 1 {
+			return http.DefaultTransport.RoundTrip(req)
+		}
+		// The first attempt fails. The other replica, waiting for this
+		// one's lease, fetches once it is let go, well within the retry's
+		// backoff of a second.
+		go func() {
+			resp, err := (&http.Client{Transport: other}).Get(tokenURL)
+			if err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+			fetched <- err
+		}()
+		return nil, errors.New("connection reset by peer")
+	})
+	o := newObservability(t)
+	tr := throttle.MustNew(append(o.opts, throttle.WithLimiter(limiter.MustNewShared(srv.Client(t), limiter.SharedConfig{Prefix: prefix})),
+		throttle.WithProfiles(set.Profile()), throttle.WithBase(base),
+		throttle.WithRetry(throttle.RetryPolicy{MaxAttempts: 2, MinBackoff: time.Second, MaxBackoff: time.Second}))...)
+	defer tr.Close()
+	resp, err := (&http.Client{Transport: tr}).Get(tokenURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if err := <-fetched; err != nil {
+		t.Fatal(err)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("the retry reached the provider (%d sends): the other replica's fetch came too late to test the case", n)
+	}
+	m := o.metrics(t)
+	if got := counts(t, m["throttle.requests"], "outcome"); got["admitted"]+got["waited"] != 1 {
+		t.Errorf("throttle.requests by outcome = %v, want the call once", got)
+	}
+	if got := counts(t, m["throttle.retries"], "provider"); got["wechat"] != 1 {
+		t.Errorf("throttle.retries = %v, want 1", got)
+	}
+	if n := len(o.spans.GetSpans()); n != 1 {
+		t.Errorf("%d spans, want the retried call's", n)
+	}
+}
+
+// An exchange that waited for its limiter slot, then behind another
+// replica's fetch, waits no longer in all than WithMaxWait from its start:
+// the wait behind the fetch had a fresh WithMaxWait of its own (2 s for
+// the slot, then 2.5 s more: 4.5 s with WithMaxWait(2.5s)).
+func TestExchangeWaitsNoLongerThanItsBudgetInAll(t *testing.T) {
+	const slotWait, maxWait = 2 * time.Second, 2500 * time.Millisecond
+	srv := redistest.Shared(t)
+	prefix := limitertest.Group(t)
+	rdb := srv.Client(t)
+	emu := wechattest.NewServer(wechattest.Options{Apps: map[string]string{fleetApps[0]: fleetSecret}})
+	defer emu.Close()
+	tokenURL := emu.URL + "/cgi-bin/token?grant_type=client_credential&appid=" + fleetApps[0] + "&secret=" + fleetSecret
+	paced := throttle.MustNew(throttle.WithLimiter(limiter.MustNewShared(rdb, limiter.SharedConfig{Prefix: prefix})),
+		throttle.WithProfiles(testProfile("wechat", mustRule(t, 1, slotWait))), throttle.WithMaxWait(maxWait),
+		throttle.WithoutRetry(), throttle.WithoutTelemetry())
+	defer paced.Close()
+	gate := &gatedBase{entered: make(chan struct{}), release: make(chan struct{}), upstream: http.DefaultTransport}
+	slow := throttle.MustNew(throttle.WithLimiter(limiter.MustNewShared(srv.Client(t), limiter.SharedConfig{Prefix: prefix})),
+		throttle.WithProfiles(testProfile("wechat")), throttle.WithBase(gate), throttle.WithoutTelemetry())
+	defer slow.Close()
+
+	resp, err := (&http.Client{Transport: paced}).Get(emu.URL + "/cgi-bin/user/info?openid=o") // takes the slot
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	ruleState := groupState(rdb, prefix, "wechat")
+	before := ruleState()
+	type result struct {
+		err  error
+		took time.Duration
+	}
+	done := make(chan result, 1)
+	go func() {
+		start := time.Now()
+		resp, err := (&http.Client{Transport: paced}).Get(tokenURL)
+		if err == nil {
+			resp.Body.Close()
+		}
+		done <- result{err, time.Since(start)}
+	}()
+	for deadline := time.Now().Add(slotWait / 2); ruleState() == before; {
+		if time.Now().After(deadline) {
+			t.Fatal("the exchange booked no slot in time")
+		}
+		time.Sleep(time.Millisecond) // polling Redis for the booking
+	}
+	// While it waits for its slot, the other replica takes the lease and
+	// its fetch hangs.
+	fetched := make(chan error, 1)
+	go func() {
+		resp, err := (&http.Client{Transport: slow}).Get(tokenURL)
+		if err == nil {
+			resp.Body.Close()
+		}
+		fetched <- err
+	}()
+	<-gate.entered
+	r := <-done
+	close(gate.release)
+	if err := <-fetched; err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(r.err, throttle.ErrThrottled) {
+		t.Fatalf("exchange behind a hung fetch: %v, want ErrThrottled", r.err)
+	}
+	// WithMaxWait from its start, not the slot's wait and then WithMaxWait
+	// again (1 s either side of the midpoint).
+	if r.took >= slotWait+maxWait-time.Second {
+		t.Fatalf("the exchange took %v, want about its budget %v, well under %v", r.took, maxWait, slotWait+maxWait)
+	}
+}
+
+// groupState returns what reads the string keys of a limiter group in
+// Redis, to tell when a request booked a slot.
+func groupState(rdb *redis.Client, prefix, group string) func() string {
+	return func() string {
+		keys, _ := rdb.Keys(context.Background(), "{"+prefix+":"+group+"}:*").Result()
+		slices.Sort(keys)
+		var b strings.Builder
+		for _, k := range keys {
+			v, _ := rdb.Get(context.Background(), k).Result()
+			b.WriteString(k + "=" + v + ";")
+		}
+		return b.String()
+	}
+}
