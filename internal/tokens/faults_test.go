@@ -1,0 +1,164 @@
+package tokens
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/quotaware/throttle/internal/redistest"
+	"github.com/quotaware/throttle/providers/wechat/wechattest"
+)
+
+// Redis down, stalled or stalling mid-fetch: an exchange is sent alone,
+// after bounded Redis calls, and its answer given.
+
+// With Redis down each exchange is sent as it came.
+func TestRedisDownExchangesAlone(t *testing.T) {
+	emu := wechattest.NewServer(wechattest.Options{})
+	defer emu.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
+	defer rdb.Close()
+	s, err := New(rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &http.Client{Transport: s.Wrap(http.DefaultTransport)}
+	for range 2 {
+		resp, err := c.Get(emu.URL + "/cgi-bin/token?grant_type=client_credential&appid=wxA&secret=x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	if n := emu.Fetches("wxA", "/cgi-bin/token"); n != 2 || s.Stats().Unshared != 2 {
+		t.Fatalf("%d fetches, stats %+v; want 2 sent as they came", n, s.Stats())
+	}
+}
+
+// With Redis down, Stored answers nothing and sends the request on, at
+// once and without an error.
+func TestStoredRedisDown(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
+	defer rdb.Close()
+	s, err := New(rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodGet, "http://api.weixin.qq.com/cgi-bin/token?grant_type=client_credential&appid=wxA&secret=x", nil)
+	if resp, sent, err := s.Stored(req, "wechat"); resp != nil || sent != req || err != nil {
+		t.Fatalf("Redis down: %v %v, want the request sent on", resp, err)
+	}
+}
+
+// A Redis that takes connections and never answers (stalled, or a network
+// that drops its replies) costs an exchange a bounded delay, and the
+// exchange is sent alone: each of Wrap's Redis calls waited as long as
+// go-redis's own timeouts, about 5 s in all, so a caller with a 2 s
+// deadline got nothing though the provider was there.
+func TestStalledRedisExchangesAlone(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _, _ = io.Copy(io.Discard, c) }() // reads, never answers
+		}
+	}()
+	emu := wechattest.NewServer(wechattest.Options{})
+	defer emu.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: ln.Addr().String(), MaxRetries: -1, ContextTimeoutEnabled: true}) // as the Transport asks
+	defer rdb.Close()
+	s, err := New(rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, emu.URL+"/cgi-bin/token?grant_type=client_credential&appid=wxA&secret=x", nil)
+	resp, err := (&http.Client{Transport: s.Wrap(http.DefaultTransport)}).Do(req)
+	if err != nil {
+		t.Fatalf("exchange with Redis stalled: %v, want it sent alone", err)
+	}
+	resp.Body.Close()
+	if n := emu.Fetches("wxA", "/cgi-bin/token"); n != 1 || s.Stats().Unshared != 1 {
+		t.Fatalf("%d fetches, stats %+v; want 1 sent alone", n, s.Stats())
+	}
+}
+
+// A Redis that stops answering once the lease is taken (while the provider
+// answers) holds the caller no longer than an exchange's bounded Redis
+// calls: reading the lease back, keeping the answer and letting the lease
+// go each waited up to 3 s, 7.5 s in all, past a caller's 2 s deadline.
+// The caller gets the provider's answer, not kept.
+func TestRedisStalledDuringTheFetch(t *testing.T) {
+	srv := redistest.Start(t)
+	var stalled atomic.Bool
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() { // a proxy to the Redis whose answers stop once stalled
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", srv.Addr)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			go func() { _, _ = io.Copy(up, c) }()
+			go func() {
+				buf := make([]byte, 32<<10)
+				for {
+					n, err := up.Read(buf)
+					if err != nil {
+						return
+					}
+					if !stalled.Load() {
+						_, _ = c.Write(buf[:n])
+					}
+				}
+			}()
+		}
+	}()
+	emu := wechattest.NewServer(wechattest.Options{Apps: map[string]string{"wxA": secret}})
+	defer emu.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: ln.Addr().String(), MaxRetries: -1, ContextTimeoutEnabled: true})
+	defer rdb.Close()
+	s, err := New(rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		stalled.Store(true) // the lease is taken: Redis answers no more
+		return http.DefaultTransport.RoundTrip(r)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, emu.URL+"/cgi-bin/token?grant_type=client_credential&appid=wxA&secret="+secret, nil)
+	resp, err := s.Wrap(base).RoundTrip(req)
+	if err != nil || ctx.Err() != nil {
+		t.Fatalf("exchange with Redis stalled during the fetch: %v (deadline passed: %v), want the provider's answer within the caller's 2 s", err, ctx.Err())
+	}
+	resp.Body.Close()
+	if st := s.Stats(); st.Fetched != 0 || st.Unshared != 1 {
+		t.Fatalf("stats %+v, want the answer given, not kept", st)
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
