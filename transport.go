@@ -61,7 +61,7 @@ func (p *profile) stop(scope string, until time.Time, code, source string) time.
 	until = until.UTC()
 	if limit := time.Now().Add(p.MaxPenalty); until.After(limit) {
 		p.tel.clampedPenalty(p.Name, code, source, until, p.MaxPenalty)
-		until = limit
+		until = limit.UTC()
 	}
 	p.breakers.Penalize(scope, until, code)
 	return until

@@ -476,4 +476,14 @@ func TestPenaltyEndsAreUTC(t *testing.T) {
 	if !errors.As(err, &pe) || pe.Until.Location() != time.UTC || !strings.Contains(pe.Error(), "Z") {
 		t.Fatalf("penalised: %v, want a PenaltyError whose end is in UTC", err)
 	}
+	// An end clamped to MaxPenalty too.
+	p.MaxPenalty = time.Minute
+	c = &http.Client{Transport: throttle.MustNew(throttle.WithProfiles(p), throttle.WithoutRetry(), throttle.WithLogger(quiet))}
+	if _, err := get(context.Background(), c, srv.URL+"/a"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = get(context.Background(), c, srv.URL+"/a")
+	if !errors.As(err, &pe) || pe.Until.Location() != time.UTC || pe.Until.After(time.Now().Add(time.Minute)) {
+		t.Fatalf("penalised, end clamped: %v, want a PenaltyError whose end is in UTC, within MaxPenalty", err)
+	}
 }

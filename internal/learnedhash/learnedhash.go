@@ -76,19 +76,23 @@ func Write(ctx context.Context, rdb redis.Scripter, key string, l providers.Lear
 	if l.App != "" {
 		byReading = "1"
 	}
-	n, err := writeScript.Run(ctx, rdb, []string{key}, Field(l), Value(l), now.UnixMilli(), byReading, ttl).Int()
+	n, err := writeScript.Run(ctx, rdb, []string{key}, Field(l), Value(l), now.UnixMilli(), byReading, ttl,
+		now.Add(MaxAhead).UnixMilli()).Int()
 	return n == 1, err
 }
 
 // writeScript: KEYS[1] the hash; ARGV: field, value, now (Unix ms), "1"
 // for an app's reading (the later Until wins) or "0" (the lower limit in
-// force wins), the value's time to live (ms). A field held now that does
-// not parse is replaced.
+// force wins), the value's time to live (ms), the latest end a replica
+// takes (now + MaxAhead, Unix ms). A value held now that no replica takes
+// (it does not parse, its limit is 0, it has lapsed or ends past MaxAhead:
+// Parse and InForce) is replaced, so that a planted one cannot block the
+// limits the fleet learns.
 var writeScript = redis.NewScript(`local cur = redis.call('HGET', KEYS[1], ARGV[1])
 if cur then
   local cl, cu = string.match(cur, '^(%d+):(%d+)$')
   local nl, nu = string.match(ARGV[2], '^(%d+):(%d+)$')
-  if cl and nl and tonumber(cu) > tonumber(ARGV[3]) then
+  if cl and nl and tonumber(cl) > 0 and tonumber(cu) > tonumber(ARGV[3]) and tonumber(cu) <= tonumber(ARGV[6]) then
     if ARGV[4] == '1' then
       if tonumber(nu) < tonumber(cu) then return 0 end
     elseif tonumber(cl) <= tonumber(nl) then

@@ -2,6 +2,7 @@ package learnedhash
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -108,4 +109,16 @@ func TestWrite(t *testing.T) {
 	again.Limit, again.Until = 50, now.Add(time.Hour)
 	write(again, true)
 	write(providers.Learned{API: "GET /z", Window: "s", Limit: 1, Until: now.Add(-time.Second)}, false)
+
+	// A value no replica takes (a limit of 0, an end past MaxAhead),
+	// planted, blocks nothing: it blocked every write until a replica's
+	// read dropped it.
+	for _, planted := range []string{"1:" + fmt.Sprint(now.Add(MaxAhead+time.Hour).UnixMilli()), "0:" + fmt.Sprint(now.Add(time.Hour).UnixMilli())} {
+		l := providers.Learned{API: "GET /planted", Window: "s", Limit: 10, Until: now.Add(time.Hour)}
+		rdb.HSet(ctx, key, Field(l), planted)
+		write(l, true)
+		r := providers.Learned{API: "/cgi-bin/planted", App: "wx1", Window: "day", Limit: 10, Until: now.Add(time.Hour)}
+		rdb.HSet(ctx, key, Field(r), planted)
+		write(r, true)
+	}
 }

@@ -2,9 +2,11 @@ package tokens
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -162,3 +164,52 @@ func TestRedisStalledDuringTheFetch(t *testing.T) {
 }
 
 type roundTripFunc func(*http.Request) (*http.Response, error)
+
+// failFirstRenew fails the first renewal of a lease, as one that could
+// not be sent within its bound would.
+type failFirstRenew struct{ n atomic.Int32 }
+
+func (h *failFirstRenew) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *failFirstRenew) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if a := cmd.Args(); len(a) > 1 && cmd.Name() == "eval" && strings.Contains(a[1].(string), "PEXPIRE") && h.n.Add(1) == 1 {
+			err := errors.New("simulated: renewal not sent within 250 ms (pool wait / dial)")
+			cmd.SetErr(err)
+			return err
+		}
+		return next(ctx, cmd)
+	}
+}
+func (h *failFirstRenew) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// One renewal that fails (each is bounded, 250 ms) leaves the lease to
+// the next: renewals every half lease put the next one as the lease
+// ended, so a slow provider's answer was given but not kept (2 runs in 3),
+// and another replica fetched again.
+func TestOneMissedRenewalKeepsTheLease(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, ContextTimeoutEnabled: true})
+	defer rdb.Close()
+	rdb.AddHook(&failFirstRenew{})
+	emu := wechattest.NewServer(wechattest.Options{Apps: map[string]string{"wxA": secret}})
+	defer emu.Close()
+	s, err := New(rdb, WithLease(400*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		time.Sleep(700 * time.Millisecond) // a slow provider, within maxLeaseHold
+		return http.DefaultTransport.RoundTrip(r)
+	})
+	req, _ := http.NewRequest(http.MethodGet, emu.URL+"/cgi-bin/token?grant_type=client_credential&appid=wxA&secret="+secret, nil)
+	resp, err := s.Wrap(base).RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if st := s.Stats(); st.Fetched != 1 {
+		t.Errorf("stats %+v: one failed renewal lost the lease, the answer was not kept", st)
+	}
+}

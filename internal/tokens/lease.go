@@ -15,15 +15,16 @@ import (
 // replica may fetch.
 const maxLeaseHold = time.Minute
 
-// holdLease renews this replica's lease at lock every half lease while its
-// fetch lasts, up to maxLeaseHold; the function it returns stops renewing
-// and lets the lease go.
+// holdLease renews this replica's lease at lock every third of a lease
+// while its fetch lasts, up to maxLeaseHold, so that one renewal that
+// fails (each is bounded, peekTimeout) leaves another before the lease
+// ends; the function it returns stops renewing and lets the lease go.
 func (s *Sharer) holdLease(ctx context.Context, lock, id string) (release func()) {
 	ctx = context.WithoutCancel(ctx)
 	stop, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
-		tick := time.NewTicker(s.lease / 2)
+		tick := time.NewTicker(s.lease / 3)
 		defer tick.Stop()
 		limit := time.NewTimer(maxLeaseHold)
 		defer limit.Stop()
@@ -34,8 +35,7 @@ func (s *Sharer) holdLease(ctx context.Context, lock, id string) (release func()
 			case <-limit.C:
 				return
 			case <-tick.C:
-				// Bounded as every Redis call of an exchange is: a renewal
-				// that fails leaves the lease half its time to the next.
+				// Bounded as every Redis call of an exchange is.
 				rctx, cancel := context.WithTimeout(ctx, peekTimeout)
 				s.rdb.Eval(rctx, renewLua, []string{lock}, id, s.lease.Milliseconds())
 				cancel()

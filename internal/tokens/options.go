@@ -47,7 +47,7 @@ func WithMargin(d time.Duration) Option {
 
 // WithLease sets how long an exchange in flight holds the others of its
 // credential (default 3 s): a replica that dies while fetching delays them
-// by no more. It must be at least 10 ms: it is renewed every half lease,
+// by no more. It must be at least 10 ms: it is renewed every third of a lease,
 // in whole milliseconds.
 func WithLease(d time.Duration) Option {
 	return func(c *config) {
@@ -58,7 +58,7 @@ func WithLease(d time.Duration) Option {
 	}
 }
 
-// minLease is the shortest lease: below it the renewals (every half
+// minLease is the shortest lease: below it the renewals (every third of a
 // lease, PEXPIRE in whole ms) would tick at zero or expire it at once.
 const minLease = 10 * time.Millisecond
 
