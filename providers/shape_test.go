@@ -26,8 +26,16 @@ func TestPresetsRejectNegativeOffValues(t *testing.T) {
 		"wecom PerMember":       {newErr(wecom.New(wecom.Config{Apps: []wecom.App{{CorpID: "ww1", PerMemberPerMinute: -1, PerMemberPerHour: -1}}})), "NoPerMemberLimit"},
 		"feishu DefaultLevel":   {newErr(feishu.New(feishu.Config{Apps: []feishu.App{{AppID: "cli_a", DefaultLevel: -1}}})), "App.DefaultLevel must not be negative (NoDefaultLevel"},
 		"feishu PerChat":        {newErr(feishu.New(feishu.Config{Apps: []feishu.App{{AppID: "cli_a", PerChat: -1}}})), "App.PerChat must not be negative (NoPerChat"},
+		// Turned off, a negative value is still refused, as DingTalk's is;
+		// a deployment-wide field is named as such, not as Config.Unknown.
+		"wechat Jitter":     {newErr(wechat.New(wechat.Config{NoJitter: true, Jitter: -time.Second, Apps: []wechat.App{{AppID: "wx1"}}})), "wechat: Config.Jitter must be within (0, 1m] (NoJitter"},
+		"wechat DayGrace":   {newErr(wechat.New(wechat.Config{NoDayGrace: true, DayGrace: -time.Second, Apps: []wechat.App{{AppID: "wx1"}}})), "wechat: Config.DayGrace must be within"},
+		"wecom Jitter":      {newErr(wecom.New(wecom.Config{NoJitter: true, Jitter: -time.Second, Apps: []wecom.App{{CorpID: "ww1"}}})), "wecom: Config.Jitter must be within (0, 1m] (NoJitter"},
+		"feishu MonthGrace": {newErr(feishu.New(feishu.Config{NoMonthGrace: true, MonthGrace: -time.Second, Apps: []feishu.App{{AppID: "cli_a"}}})), "feishu: Config.MonthGrace must be within"},
+		"feishu Jitter":     {newErr(feishu.New(feishu.Config{NoJitter: true, Jitter: -time.Second, Apps: []feishu.App{{AppID: "cli_a"}}})), "(NoJitter: none)"},
+		"dingtalk NoJitter": {newErr(dingtalk.New(dingtalk.Config{NoJitter: true, Jitter: -1, Apps: []dingtalk.App{{AppKey: "a"}}})), "Config.Jitter must not be negative (NoJitter"},
 	} {
-		if tc.err == nil || !strings.Contains(tc.err.Error(), tc.want) {
+		if tc.err == nil || !strings.Contains(tc.err.Error(), tc.want) || strings.Contains(tc.err.Error(), "Config.Unknown") {
 			t.Errorf("%s: %v, want an error naming %q", name, tc.err, tc.want)
 		}
 	}

@@ -119,9 +119,16 @@ func (p *Preset) Add(a App) error {
 	if p == nil {
 		return errors.New("dingtalk: " + appset.ErrNil.Error())
 	}
-	if p.cfg.Default != "" && a.AppKey == p.cfg.Default {
+	switch {
+	case p.cfg.Default != "" && a.AppKey == p.cfg.Default:
 		if err := checkDefault(a); err != nil {
 			return fmt.Errorf("dingtalk: Add: Config.Default %q %w", a.AppKey, err)
+		}
+	case a.AppKey == p.set.FallbackKey():
+		// The only app listed, which requests of no known app go to:
+		// replaced by an app that cannot take them, they would fail.
+		if err := checkDefault(a); err != nil {
+			return fmt.Errorf("dingtalk: Add: %q, the only app listed, takes the requests of no known app, and %w", a.AppKey, err)
 		}
 	}
 	pr, err := p.cfg.build(a)

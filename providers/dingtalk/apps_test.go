@@ -293,3 +293,17 @@ func TestLoneISVSuiteIsNoDefault(t *testing.T) {
 		t.Errorf("the suite in an org: %v, %v", r.Rules, err)
 	}
 }
+
+// An Add that would make the only app listed, which requests of no known
+// app go to, an ISV suite without a CorpID is refused, as one making the
+// Default such a suite is: those requests would all fail.
+func TestAddKeepsTheOnlyAppAbleToTakeRequestsOfNoApp(t *testing.T) {
+	p := dingtalk.MustNew(dingtalk.Config{Apps: []dingtalk.App{{AppKey: "k1", ISV: true, CorpID: "dingcorp1"}}})
+	if err := p.Add(dingtalk.App{AppKey: "k1", ISV: true}); err == nil || !strings.Contains(err.Error(), "the only app listed") {
+		t.Fatalf("Add: %v, want it refused", err)
+	}
+	req, _ := http.NewRequest(http.MethodGet, "https://api.dingtalk.com/v1.0/contact/users/u1", nil)
+	if _, err := p.Profile().Route(req); err != nil {
+		t.Fatalf("a request of no app after the refused Add: %v", err)
+	}
+}

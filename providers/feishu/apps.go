@@ -2,7 +2,6 @@ package feishu
 
 import (
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/quotaware/throttle/apps"
@@ -38,7 +37,7 @@ func newPreset(c Config, mem *memories) (*Preset, error) {
 		return nil, errors.New("feishu: Config.Unknown.AppID must be empty: Unknown is every app Apps does not list")
 	}
 	if _, err := (&Preset{cfg: c}).profile(c.unknown(unknownApp)); err != nil {
-		return nil, fmt.Errorf("feishu: Config.Unknown: %w", err)
+		return nil, appset.UnknownError("feishu", err)
 	}
 	listed := make(map[string]App, len(c.Apps)) // never written after New, for a store app's tenants
 	for _, a := range c.Apps {

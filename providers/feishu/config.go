@@ -176,13 +176,13 @@ func (c *settings) setDefaults() {
 	c.ChatPeekLimit = cmp.Or(c.ChatPeekLimit, defaultChatPeekLimit)
 	c.MonthlyQuota = cmp.Or(c.MonthlyQuota, defaultMonthlyQuota)
 	// Values given and turned off: off wins, as in every preset.
-	if c.NoMonthGrace {
+	if c.NoMonthGrace && c.MonthGrace >= 0 { // a negative one stays, refused below
 		c.MonthGrace = 0
 	} else {
 		c.MonthGrace = cmp.Or(c.MonthGrace, defaultMonthGrace)
 	}
 	c.ShortPenalty = cmp.Or(c.ShortPenalty, defaultShortPenalty)
-	if c.NoJitter {
+	if c.NoJitter && c.Jitter >= 0 { // a negative one stays, refused below
 		c.Jitter = 0
 	} else {
 		c.Jitter = cmp.Or(c.Jitter, defaultJitter)
@@ -212,7 +212,7 @@ func (c *settings) validate() error {
 	case c.ShortPenalty < 0:
 		return fmt.Errorf("feishu: Config.ShortPenalty must not be negative, got %v", c.ShortPenalty)
 	case c.Jitter < 0 || c.Jitter > time.Second:
-		return fmt.Errorf("feishu: Config.Jitter must be within [0, 1s], got %v", c.Jitter)
+		return fmt.Errorf("feishu: Config.Jitter must be within (0, 1s] (NoJitter: none), got %v", c.Jitter)
 	case c.DefaultPenalty < 0:
 		return fmt.Errorf("feishu: Config.DefaultPenalty must not be negative, got %v", c.DefaultPenalty)
 	}

@@ -2,7 +2,6 @@ package wechat
 
 import (
 	"errors"
-	"fmt"
 
 	"github.com/quotaware/throttle/apps"
 	"github.com/quotaware/throttle/providers"
@@ -31,7 +30,7 @@ func New(c Config) (*Preset, error) {
 		return nil, errors.New("wechat: Config.Unknown.AppID must be empty: Unknown is every account Apps does not list")
 	}
 	if _, err := profileOf(c.merge(c.unknown(unknownApp))); err != nil {
-		return nil, fmt.Errorf("wechat: Config.Unknown: %w", err)
+		return nil, appset.UnknownError("wechat", err)
 	}
 	p := &Preset{cfg: c}
 	spec := appset.Spec[App]{

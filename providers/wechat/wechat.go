@@ -166,13 +166,13 @@ func (c *settings) setDefaults() {
 		c.PerMinute = defaultPerMinute()
 	}
 	// Values given and turned off: off wins, as in every preset.
-	if c.NoJitter {
+	if c.NoJitter && c.Jitter >= 0 { // a negative one stays, refused below
 		c.Jitter = 0
 	} else {
 		c.Jitter = cmp.Or(c.Jitter, defaultJitter)
 	}
 	c.TimeScale = cmp.Or(c.TimeScale, 1)
-	if c.NoDayGrace {
+	if c.NoDayGrace && c.DayGrace >= 0 { // a negative one stays, refused below
 		c.DayGrace = 0
 	} else {
 		c.DayGrace = cmp.Or(c.DayGrace, defaultDayGrace)

@@ -2,7 +2,6 @@ package wecom
 
 import (
 	"errors"
-	"fmt"
 
 	"github.com/quotaware/throttle/apps"
 	"github.com/quotaware/throttle/providers"
@@ -35,7 +34,7 @@ func New(c Config) (*Preset, error) {
 		return nil, errors.New("wecom: Config.Unknown.CorpID must be empty: Unknown is every company Apps does not list")
 	}
 	if _, err := c.profile(c.unknown(unknownCorp)); err != nil {
-		return nil, fmt.Errorf("wecom: Config.Unknown: %w", err)
+		return nil, appset.UnknownError("wecom", err)
 	}
 	p := &Preset{cfg: c}
 	spec := appset.Spec[App]{

@@ -187,7 +187,7 @@ func (c *settings) setDefaults() {
 		c.Hosts = defaultHosts
 	}
 	// Values given and turned off: off wins, as in every preset.
-	if c.NoJitter {
+	if c.NoJitter && c.Jitter >= 0 { // a negative one stays, refused below
 		c.Jitter = 0
 	} else {
 		c.Jitter = cmp.Or(c.Jitter, defaultJitter)
@@ -197,7 +197,7 @@ func (c *settings) setDefaults() {
 		c.Escalation = defaultEscalation()
 	}
 	c.EscalationWindow = cmp.Or(c.EscalationWindow, defaultEscalationWindow)
-	if c.NoDayGrace {
+	if c.NoDayGrace && c.DayGrace >= 0 { // a negative one stays, refused below
 		c.DayGrace = 0
 	} else {
 		c.DayGrace = cmp.Or(c.DayGrace, defaultDayGrace)

@@ -157,6 +157,11 @@ func (s *Set) Add(key string, app any, p providers.Profile) error {
 	return nil
 }
 
+// FallbackKey is the key of the listed app that requests of no known app
+// go to (Config.Default, or the only app listed), or "" when they go to a
+// profile of no app.
+func (s *Set) FallbackKey() string { return s.fallbackKey }
+
 // Len is how many profiles the set holds.
 func (s *Set) Len() int { return len(*s.byID.Load()) + int(s.nLearned.Load()) }
 

@@ -136,6 +136,16 @@ var ErrNil = errors.New("Add on a nil *Preset (New failed?)")
 // Nil is the profile of a nil preset: Validate names its missing Match.
 func Nil(name string) providers.Profile { return providers.Profile{Name: name} }
 
+// UnknownError is the error of building the profile of the apps a preset
+// does not list (Config.Unknown): it names Config.Unknown, unless the error
+// is about a deployment-wide field (Config.X), which it names already.
+func UnknownError(name string, err error) error {
+	if strings.HasPrefix(err.Error(), name+": Config.") {
+		return err
+	}
+	return entryError(name, "Config.Unknown", err)
+}
+
 // entryError names the entry of a preset's config an error is about, with
 // the preset's name once: the presets' own errors start with it.
 func entryError(name, entry string, err error) error {
