@@ -222,8 +222,9 @@ func (s *Sharer) Stored(req *http.Request, provider string) (resp *http.Response
 			if w.timer != nil {
 				// It waited here: the exchange sent on does not count
 				// another wait, and any later wait counts from this one's
-				// start.
-				return nil, p.sent.WithContext(context.WithValue(p.sent.Context(), waitedKey{}, w.since)), nil
+				// start (or the budget's, when the context had one).
+				ctx := context.WithValue(BudgetFrom(p.sent.Context(), w.since), waitedKey{}, true)
+				return nil, p.sent.WithContext(ctx), nil
 			}
 			return nil, p.sent, nil // nobody fetching: this one is sent
 		}

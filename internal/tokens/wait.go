@@ -36,9 +36,8 @@ func (e *WaitError) Error() string {
 // Is makes errors.Is(err, ErrWaitedTooLong) true.
 func (e *WaitError) Is(target error) bool { return target == ErrWaitedTooLong }
 
-// waitedKey is in the context of an exchange that Stored counted as
-// Waited already; its value is when the wait began (a time.Time), from
-// which the exchange's later waits count too.
+// waitedKey marks the context of an exchange that Stored counted as
+// Waited already (and gave the start of its wait, BudgetFrom).
 type waitedKey struct{}
 
 // budgetKey holds when the request's wait budget began (BudgetFrom).
@@ -64,15 +63,13 @@ type waiter struct {
 // did); the caller stops w when it is done.
 func (s *Sharer) pollWait(ctx context.Context, w *waiter, provider string) error {
 	if w.timer == nil {
-		since, waited := ctx.Value(waitedKey{}).(time.Time)
-		if !waited {
+		if ctx.Value(waitedKey{}) == nil {
 			s.count(provider, Waited)
-			since = time.Now()
 		}
+		w.since = time.Now()
 		if start, ok := ctx.Value(budgetKey{}).(time.Time); ok {
-			since = start
+			w.since = start
 		}
-		w.since = since
 		w.timer = time.NewTimer(s.poll)
 	} else {
 		w.timer.Reset(s.poll)

@@ -77,7 +77,7 @@ func TestWaitBoundedByMaxWait(t *testing.T) {
 	// The exchange sent on after Stored waited part of the budget gets
 	// only what is left of it.
 	f.rdb.Del(ctx, p.key+":lock")
-	sent := req.WithContext(context.WithValue(bounded, waitedKey{}, time.Now().Add(-maxWait)))
+	sent := req.WithContext(context.WithValue(BudgetFrom(bounded, time.Now().Add(-maxWait)), waitedKey{}, true))
 	f.rdb.Set(ctx, p.key+":lock", "another replica, slow", time.Minute)
 	if _, err := s.Wrap(http.DefaultTransport).RoundTrip(sent); !errors.Is(err, ErrWaitedTooLong) {
 		t.Fatalf("the exchange sent on: %v, want ErrWaitedTooLong at once", err)
