@@ -149,7 +149,9 @@ func (s *Set) Add(key string, app any, p providers.Profile) error {
 	}
 	if fallback != nil {
 		s.fallback.Store(fallback)
-		s.applyKnown(fallback)
+		if fallback != &p { // p has them already
+			s.applyKnown(fallback)
+		}
 	}
 	if _, ok := s.learned.LoadAndDelete(key); ok {
 		s.nLearned.Add(-1)
