@@ -206,13 +206,13 @@ func TestRetriedExchangeAnsweredFromRedisIsRecorded(t *testing.T) {
 
 	var calls atomic.Int32
 	fetched := make(chan error, 1)
+	done := make(chan struct{}) // the other replica's fetch is kept
 	base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
 		if calls.Add(1) > 1 {
 			return http.DefaultTransport.RoundTrip(req)
 		}
-		// The first attempt fails. The other replica, waiting for this
-		// one's lease, fetches once it is let go, well within the retry's
-		// backoff of a second.
+		// The first attempt fails; the other replica, waiting for this
+		// one's lease, fetches once it is let go.
 		go func() {
 			resp, err := (&http.Client{Transport: other}).Get(tokenURL)
 			if err == nil {
@@ -220,13 +220,19 @@ func TestRetriedExchangeAnsweredFromRedisIsRecorded(t *testing.T) {
 				resp.Body.Close()
 			}
 			fetched <- err
+			close(done)
 		}()
 		return nil, errors.New("connection reset by peer")
 	})
+	// The retry books its slot, then reads the kept answer, only once the
+	// other replica has kept it: its Redis client holds the booking until
+	// then (within the limiter's Timeout, made long for it).
+	rdb := srv.Client(t)
+	rdb.AddHook(holdScripts{until: done, after: func() bool { return calls.Load() > 0 }})
 	o := newObservability(t)
-	tr := throttle.MustNew(append(o.opts, throttle.WithLimiter(limiter.MustNewShared(srv.Client(t), limiter.SharedConfig{Prefix: prefix})),
+	tr := throttle.MustNew(append(o.opts, throttle.WithLimiter(limiter.MustNewShared(rdb, limiter.SharedConfig{Prefix: prefix, Timeout: time.Minute})),
 		throttle.WithProfiles(set.Profile()), throttle.WithBase(base),
-		throttle.WithRetry(throttle.RetryPolicy{MaxAttempts: 2, MinBackoff: time.Second, MaxBackoff: time.Second}))...)
+		throttle.WithRetry(throttle.RetryPolicy{MaxAttempts: 2, MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond}))...)
 	defer tr.Close()
 	resp, err := (&http.Client{Transport: tr}).Get(tokenURL)
 	if err != nil {
@@ -237,7 +243,7 @@ func TestRetriedExchangeAnsweredFromRedisIsRecorded(t *testing.T) {
 		t.Fatal(err)
 	}
 	if n := calls.Load(); n != 1 {
-		t.Fatalf("the retry reached the provider (%d sends): the other replica's fetch came too late to test the case", n)
+		t.Fatalf("the retry reached the provider (%d sends), want it answered from Redis", n)
 	}
 	m := o.metrics(t)
 	if got := counts(t, m["throttle.requests"], "outcome"); got["admitted"]+got["waited"] != 1 {
@@ -337,4 +343,30 @@ func groupState(rdb *redis.Client, prefix, group string) func() string {
 		}
 		return b.String()
 	}
+}
+
+// holdScripts holds a client's EVALSHA calls (the limiter's reservations;
+// the token leases go through EVAL) until until is closed, once after
+// says so.
+type holdScripts struct {
+	until <-chan struct{}
+	after func() bool
+}
+
+func (holdScripts) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h holdScripts) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "evalsha" && h.after() {
+			select {
+			case <-h.until:
+			case <-ctx.Done():
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (holdScripts) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
 }
