@@ -56,14 +56,7 @@ func testTokenWaitFitsTheBudget(t *testing.T, maxWait time.Duration) {
 	f := newTokenFleet(t, 2, append(o.opts, throttle.WithBase(gate), throttle.WithMaxWait(maxWait), throttle.WithoutRetry())...)
 	tokenURL := f.emu.URL + "/cgi-bin/token?grant_type=client_credential&appid=" + fleetApps[0] + "&secret=" + fleetSecret
 
-	fetched := make(chan error, 1)
-	go func() {
-		resp, err := f.clients[0].Get(tokenURL)
-		if err == nil {
-			resp.Body.Close()
-		}
-		fetched <- err
-	}()
+	fetched := getAsync(f.clients[0], tokenURL)
 	<-gate.entered // replica 0 holds the lease, its fetch in flight
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -151,15 +144,7 @@ func TestExchangeAnsweredAfterTheLimiterIsNotARequest(t *testing.T) {
 	resp.Body.Close()
 	ruleState := groupState(rdb, prefix, "wechat")
 	before := ruleState()
-	exchanged := make(chan error, 1)
-	go func() {
-		resp, err := (&http.Client{Transport: paced}).Get(tokenURL)
-		if err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-		}
-		exchanged <- err
-	}()
+	exchanged := getAsync((&http.Client{Transport: paced}), tokenURL)
 	// Once its slot is booked (the rule's state changed in Redis), it has
 	// found nothing kept before the limiter: the other replica fetches now.
 	for deadline := time.Now().Add(2 * time.Second); ruleState() == before; {
@@ -306,14 +291,7 @@ func TestExchangeWaitsNoLongerThanItsBudgetInAll(t *testing.T) {
 	}
 	// While it waits for its slot, the other replica takes the lease and
 	// its fetch hangs.
-	fetched := make(chan error, 1)
-	go func() {
-		resp, err := (&http.Client{Transport: slow}).Get(tokenURL)
-		if err == nil {
-			resp.Body.Close()
-		}
-		fetched <- err
-	}()
+	fetched := getAsync((&http.Client{Transport: slow}), tokenURL)
 	<-gate.entered
 	r := <-done
 	close(gate.release)
@@ -369,4 +347,19 @@ func (h holdScripts) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 
 func (holdScripts) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
+}
+
+// getAsync GETs url through c on a goroutine of its own, reads and closes
+// the body, and delivers the error.
+func getAsync(c *http.Client, url string) <-chan error {
+	out := make(chan error, 1)
+	go func() {
+		resp, err := c.Get(url)
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		out <- err
+	}()
+	return out
 }
