@@ -229,12 +229,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	// The budget counts from here: a token exchange's wait for another
 	// replica's fetch (storedExchange) comes off the limiter's.
 	start := time.Now()
-	if t.tokens != nil {
-		if tokens.IsExchange(req) {
-			// Every wait of the exchange for another replica's fetch, the
-			// one after the limiter's too, comes off this budget.
-			req = req.WithContext(tokens.BudgetFrom(req.Context(), start))
-		}
+	if t.tokens != nil && tokens.IsExchange(req) {
+		// Every wait of the exchange for another replica's fetch, the one
+		// after the limiter's too, comes off this budget.
+		req = req.WithContext(tokens.BudgetFrom(req.Context(), start))
 		resp, sent, err := t.storedExchange(req, p)
 		if resp == nil && err != nil {
 			return nil, t.exchangeNotSent(p, sent, start, err)
