@@ -3,6 +3,7 @@ package limiter
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -59,7 +60,11 @@ type failover struct {
 
 	down      atomic.Bool
 	nextProbe atomic.Int64 // unix nanos
-	switchMu  sync.Mutex
+	// lastErr is the primary's latest failure (an error), what a request
+	// refused during an outage (OutageRefuse) names: "down" alone left
+	// on-call without the address or the dial error behind it.
+	lastErr  atomic.Value
+	switchMu sync.Mutex
 
 	// Hysteresis: goodSince is when the probes began to succeed (unix
 	// nanos, 0 while failing), recover the current Recover, upAt when the
@@ -226,6 +231,9 @@ func (f *failover) reserve(ctx context.Context, req Request) (Reservation, error
 func (f *failover) reserveLocal(ctx context.Context, req Request) (Reservation, error) {
 	switch f.cfg.Mode {
 	case OutageRefuse:
+		if last, ok := f.lastErr.Load().(error); ok {
+			return Reservation{}, fmt.Errorf("%w (refused without a call while it is down)", last)
+		}
 		return Reservation{}, unavailable("reserve", errors.New("primary limiter is down"))
 	case OutageAdmit:
 		return Reservation{ok: true, ruleIndex: -1, now: time.Now(), local: true}, nil
@@ -277,6 +285,7 @@ func (f *failover) callPrimary(ctx context.Context, req Request, probing bool) (
 	case errors.Is(err, ErrUnavailable) || errors.Is(err, context.DeadlineExceeded):
 		f.goodSince.Store(0)
 		f.nextProbe.Store(time.Now().Add(f.cfg.Probe).UnixNano())
+		f.lastErr.Store(err)
 		if !f.down.Load() {
 			f.setDown(true, err)
 		}

@@ -58,6 +58,10 @@ type redisLimiter struct {
 	// timeout bounds each call to Redis (0: the context alone), so that
 	// time a request spends queued behind another call does not count.
 	timeout time.Duration
+	// addr names the Redis the client calls, for the errors of failed
+	// reserves: an outage's "context deadline exceeded" alone said
+	// neither which Redis nor whose deadline.
+	addr string
 	// report, if set, is told of lost state and corrupt values.
 	report func(event)
 	// onPenalty, if set, is told of every penalty this replica met in
@@ -99,6 +103,12 @@ func newRedis(client redis.UniversalClient, opts ...redisOption) (*redisLimiter,
 		lanes: lanes{m: make(map[string]*lane)}, epochs: make(map[string]epochState), now: time.Now}
 	for _, o := range opts {
 		o.applyRedis(r)
+	}
+	switch c := client.(type) {
+	case *redis.Client:
+		r.addr = c.Options().Addr
+	case *redis.ClusterClient:
+		r.addr = "cluster " + strings.Join(c.Options().Addrs, ",")
 	}
 	if r.prefix == "" || len(r.prefix) > 64 || strings.ContainsAny(r.prefix, "{}") {
 		return nil, fmt.Errorf("limiter: NewShared: Prefix must be 1..64 bytes without braces, got %q", r.prefix)
@@ -216,7 +226,7 @@ func (l *redisLimiter) reserveN(ctx context.Context, reqs []Request, out []Reser
 			return cerr
 		}
 		l.reloadCluster()
-		return unavailable("reserve", err)
+		return unavailable("reserve", l.callError(err))
 	}
 	answered := time.Now()
 	var flags replyFlags
@@ -477,6 +487,19 @@ func (l *redisLimiter) reloadCluster() {
 	if cc, ok := l.client.(*redis.ClusterClient); ok {
 		cc.ReloadState(context.Background())
 	}
+}
+
+// callError says which Redis failed a call and, when the call ran out of
+// time, that the time was the limiter's own Timeout (the caller's
+// deadline is handled before: it says nothing about Redis).
+func (l *redisLimiter) callError(err error) error {
+	switch {
+	case l.addr == "":
+		return err
+	case l.timeout > 0 && errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("%s: no answer within the Timeout of %v: %w", l.addr, l.timeout, err)
+	}
+	return fmt.Errorf("%s: %w", l.addr, err)
 }
 
 func unavailable(op string, err error) error {

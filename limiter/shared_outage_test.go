@@ -238,3 +238,28 @@ func TestShareOutOfRangeRefused(t *testing.T) {
 		}
 	}
 }
+
+// A request refused during an outage (OutageRefuse) says what failed, the
+// address and the dial error, not only that Redis is down: on-call reads
+// it from the caller's error.
+func TestOutageRefusalNamesTheFailure(t *testing.T) {
+	srv := redistest.Start(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, DialTimeout: 100 * time.Millisecond, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { c.Close() })
+	s := newShared(t, c, limiter.SharedConfig{Prefix: limitertest.Group(t), Share: 1, Mode: limiter.OutageRefuse, Timeout: 200 * time.Millisecond, Probe: time.Hour})
+	ctx := context.Background()
+	req := limiter.Request{Group: "g", Rules: []rule.Rule{rule.Must(rule.New("api", 1000, time.Second))}, MaxWait: time.Second}
+	if _, err := s.Reserve(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	srv.Stop()
+	for i := range 2 { // the call that finds Redis away, then one refused while it is down
+		_, err := s.Reserve(ctx, req)
+		if !errors.Is(err, limiter.ErrUnavailable) || !strings.Contains(err.Error(), srv.Addr) {
+			t.Fatalf("request %d with Redis stopped: %v, want ErrUnavailable naming %s", i, err, srv.Addr)
+		}
+	}
+	if !s.Down() {
+		t.Fatal("not down with Redis stopped")
+	}
+}
