@@ -165,6 +165,13 @@ type watcher struct {
 	// penalties this replica met (end, local clock), which it then re-reads
 	// every pollEvery to hear of lifts without announcements.
 	refused atomic.Bool
+	// subscribedOnce is set at the first subscription; recheck asks poll
+	// for one pass of the known penalties at once, after every later one:
+	// a lift announced while the subscription was being made again (a
+	// network blip, a failover, a killed client) reached no one here, and
+	// the replica's breaker would refuse the scope until the penalty's end.
+	subscribedOnce atomic.Bool
+	recheck        chan struct{}
 	knownMu sync.Mutex
 	known   map[penaltyID]time.Time
 }
@@ -188,7 +195,7 @@ const maxKnown = 1024
 func (l *redisLimiter) watch(cfg watcherConfig) *watcher {
 	w := &watcher{l: l, cfg: cfg, ps: l.client.Subscribe(context.Background(), l.channel()),
 		pending: heard.New[penaltyID, string](maxUnconfirmed), quit: make(chan struct{}),
-		known: make(map[penaltyID]time.Time)}
+		known: make(map[penaltyID]time.Time), recheck: make(chan struct{}, 1)}
 	w.done.Add(3)
 	go w.listen()
 	go w.confirm()
@@ -235,6 +242,12 @@ func (w *watcher) listen() {
 		case *redis.Subscription:
 			if m.Kind == "subscribe" {
 				w.subscribed(nil)
+				if w.subscribedOnce.Swap(true) {
+					select {
+					case w.recheck <- struct{}{}:
+					default: // a pass is already due
+					}
+				}
 			}
 		case *redis.Message:
 			w.hear(m.Payload)
@@ -287,12 +300,23 @@ func (w *watcher) remember(group string, p Penalty) {
 }
 
 // poll re-reads the known penalties while the subscription is refused, so
-// that a lift (its key gone) still reaches onLift within about pollEvery.
+// that a lift (its key gone) still reaches onLift within about pollEvery,
+// and once each time the subscription is made again, for the lifts
+// announced while it was not in place.
 func (w *watcher) poll() {
 	defer w.done.Done()
-	for w.pause(pollEvery) {
-		if !w.refused.Load() {
-			continue
+	t := time.NewTimer(pollEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-w.quit:
+			return
+		case <-w.recheck:
+		case <-t.C:
+			t.Reset(pollEvery)
+			if !w.refused.Load() {
+				continue
+			}
 		}
 		w.knownMu.Lock()
 		now := time.Now()

@@ -1,0 +1,84 @@
+package throttle_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/quotaware/throttle"
+	"github.com/quotaware/throttle/internal/faultproxy"
+	"github.com/quotaware/throttle/internal/redistest"
+)
+
+// A lift announced while a replica's subscription is being made again (a
+// network blip, a failover, a killed client) reaches it all the same: once
+// subscribed again it re-reads the penalties it knows, and calls the scope
+// again. It used to refuse the scope until the penalty's end (an hour here,
+// up to a month for a monthly quota) while every other replica called it.
+func TestLiftMissedDuringResubscribeStillHeard(t *testing.T) {
+	srv := redistest.Start(t)
+	proxy, err := faultproxy.New(srv.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+	var refuse atomic.Bool
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if refuse.Swap(false) {
+			w.WriteHeader(http.StatusTooManyRequests)
+		}
+	}))
+	t.Cleanup(api.Close)
+	replica := func(addr string) (*throttle.Transport, *http.Client) {
+		rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+		t.Cleanup(func() { rdb.Close() })
+		tr := throttle.MustNew(throttle.WithProfiles(dailyProfile(t, api.Listener.Addr().String())), throttle.WithRedis(rdb),
+			throttle.WithoutRetry(), throttle.WithoutTelemetry(), throttle.WithLogger(quiet))
+		t.Cleanup(func() { tr.Close() })
+		return tr, &http.Client{Transport: tr}
+	}
+	a, ca := replica(srv.Addr)
+	_, cb := replica(proxy.Addr()) // B reaches Redis through the proxy
+	call := func(c *http.Client) error {
+		resp, err := c.Get(api.URL + "/?org=1")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err
+	}
+	refuse.Store(true)
+	if err := call(ca); err != nil {
+		t.Fatal(err) // the 429 that penalises org:1 for an hour
+	}
+	until(t, 5*time.Second, "B refuses the penalised scope", func() bool { return errors.Is(call(cb), throttle.ErrPenalized) })
+
+	// B's connections drop and the new ones hang: its subscription is not
+	// in place while the lift is announced.
+	proxy.Stall()
+	proxy.ResetAll()
+	if err := a.LiftPenalty(context.Background(), "daily", "org:1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := call(ca); err != nil {
+		t.Fatalf("A after the lift: %v", err)
+	}
+	proxy.Resume()
+	until(t, 5*time.Second, "B calls the lifted scope again", func() bool { return call(cb) == nil })
+}
+
+// until polls cond until it holds, failing the test after d.
+func until(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(d); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, d)
+		}
+		time.Sleep(20 * time.Millisecond) // a poll of an outcome, not a wait for one
+	}
+}
