@@ -172,8 +172,8 @@ type watcher struct {
 	// the replica's breaker would refuse the scope until the penalty's end.
 	subscribedOnce atomic.Bool
 	recheck        chan struct{}
-	knownMu sync.Mutex
-	known   map[penaltyID]time.Time
+	knownMu        sync.Mutex
+	known          map[penaltyID]time.Time
 }
 
 // Timing of the watch: how long a receive waits before pinging the
