@@ -56,7 +56,7 @@ func TestLiftMissedDuringResubscribeStillHeard(t *testing.T) {
 	if err := call(ca); err != nil {
 		t.Fatal(err) // the 429 that penalises org:1 for an hour
 	}
-	until(t, 5*time.Second, "B refuses the penalised scope", func() bool { return errors.Is(call(cb), throttle.ErrPenalized) })
+	waitFor(t, 5*time.Second, func() bool { return errors.Is(call(cb), throttle.ErrPenalized) }) // B heard it
 
 	// B's connections drop and the new ones hang: its subscription is not
 	// in place while the lift is announced.
@@ -69,16 +69,5 @@ func TestLiftMissedDuringResubscribeStillHeard(t *testing.T) {
 		t.Fatalf("A after the lift: %v", err)
 	}
 	proxy.Resume()
-	until(t, 5*time.Second, "B calls the lifted scope again", func() bool { return call(cb) == nil })
-}
-
-// until polls cond until it holds, failing the test after d.
-func until(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(d); !cond(); {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, d)
-		}
-		time.Sleep(20 * time.Millisecond) // a poll of an outcome, not a wait for one
-	}
+	waitFor(t, 5*time.Second, func() bool { return call(cb) == nil }) // B calls the lifted scope again
 }
