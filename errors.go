@@ -30,6 +30,7 @@ var (
 // ThrottledError reports a request refused because its wait would not fit
 // its budget. It matches ErrThrottled.
 type ThrottledError struct {
+	// Provider is the profile's name ("dingtalk").
 	Provider string
 	// API is the API as the profile's route names it (Route.API: a
 	// catalog template such as "GET /v1.0/contact/users/{unionId}", never
@@ -63,10 +64,13 @@ func (e *ThrottledError) Is(target error) bool { return target == ErrThrottled }
 // PenaltyError reports a request refused because the provider penalised one
 // of its scopes until Until. It matches ErrPenalized.
 type PenaltyError struct {
+	// Provider is the profile's name ("dingtalk").
 	Provider string
-	API      string
+	// API is the API as the profile's route names it (Route.API).
+	API string
 	// Scope is the penalised scope, "kind:id" (e.g. "egress:default").
 	Scope string
+	// Until is when the penalty ends, in UTC.
 	Until time.Time
 	// Code is the provider's error code that caused the penalty.
 	Code string
@@ -88,9 +92,13 @@ func (e *PenaltyError) RetryAfter() time.Duration { return time.Until(e.Until) }
 // not answer (Redis unreachable, too slow) and the fallback is to fail
 // closed. It matches ErrLimiterUnavailable; Err is the limiter's own error.
 type LimiterError struct {
+	// Provider is the profile's name ("dingtalk").
 	Provider string
-	API      string
-	Err      error
+	// API is the API as the profile's route names it (Route.API).
+	API string
+	// Err is the limiter's error: for the shared limiter, the Redis it
+	// called and what failed (limiter.ErrUnavailable).
+	Err error
 }
 
 // Error implements error.

@@ -97,8 +97,9 @@ func WithBase(rt http.RoundTripper) Option {
 // a zero limiter.SharedConfig: key prefix "throttle", a 250ms timeout per
 // Redis call, and while Redis does not answer each replica limits alone with
 // its share of every rule. It is short for
-// WithLimiter(limiter.MustNewShared(client, limiter.SharedConfig{})); build the
-// limiter yourself to set the prefix or the outage mode. Give the client
+// WithLimiter(limiter.MustNewShared(client, limiter.SharedConfig{Logger: l}))
+// with l the WithLogger logger; build the limiter yourself to set the prefix
+// or the outage mode (and set its Logger: it defaults to slog.Default()). Give the client
 // ContextTimeoutEnabled: true. Without it (and without WithLimiter) the
 // Transport limits in-process only.
 func WithRedis(client redis.UniversalClient) Option {

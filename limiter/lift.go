@@ -55,6 +55,7 @@ var ErrPenaltyChanged = errors.New("limiter: the penalty changed since it was re
 // PenaltyChangedError is LiftPenaltyIf's refusal: the penalty in Redis is
 // no longer the one seen, so nothing was removed and nothing announced.
 type PenaltyChangedError struct {
+	// Group and Scope name the penalty the lift was asked for.
 	Group, Scope string
 	// Now is the penalty in Redis now; nil when there is none any more.
 	Now *PenaltyState

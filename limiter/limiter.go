@@ -241,7 +241,9 @@ func (g funcGiver) release(ctx context.Context, _ Request, _ Reservation) error 
 
 // Penalty is a provider's ban on one scope, shared by every replica.
 type Penalty struct {
+	// Scope is what the penalty stops: a scope of the requests' Scopes.
 	Scope string
+	// Until is when it ends.
 	Until time.Time
 	// Code is the provider's error code that caused it, for errors and
 	// telemetry.

@@ -11,7 +11,7 @@ import (
 
 // Profile tells the Transport how to treat one provider's requests: which it
 // handles, the rules and penalty scopes of each, and how to read its answers.
-// Presets build one from a config (e.g. dingtalk.New(cfg).Profile()); users
+// Presets build one from a config (e.g. dingtalk.MustNew(cfg).Profile()); users
 // may write their own.
 type Profile struct {
 	// Name identifies the provider in errors and telemetry, and is the
@@ -145,6 +145,8 @@ func (k Kind) String() string {
 
 // Verdict is a profile's reading of one answer.
 type Verdict struct {
+	// Kind is what the answer means for the limiter (OK, Quota,
+	// Transient, Fatal).
 	Kind Kind
 	// Scope is the scope a Quota verdict penalises (one of the request's
 	// Route.Scopes, or a wider one such as the egress).

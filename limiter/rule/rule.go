@@ -86,8 +86,11 @@ func WithMaxBookAhead(d time.Duration) Option {
 
 // Error reports an invalid rule, naming the field at fault.
 type Error struct {
-	Key    string
-	Field  string
+	// Key is the rule's key, as given.
+	Key string
+	// Field names what is wrong ("Limit", "Period", ...).
+	Field string
+	// Reason says why, with the value given.
 	Reason string
 }
 

@@ -31,7 +31,7 @@ type endKind int
 
 const (
 	endSecond  endKind = iota // the next wall-clock second
-	endBackoff                // 1 s, 2 s, then 4 s as the error repeats (globalBackoff)
+	endBackoff                // Config.Escalation: 1 s, 2 s, then 4 s as the error repeats
 	endMinute                 // the next wall-clock minute
 	endMonth                  // the 1st of next month, Beijing time
 	endDefault                // the profile's default penalty
@@ -243,7 +243,7 @@ func (p *preset) quota(route *providers.Route, q quotaCode, code, msg, altMsg st
 	case endSecond:
 		v.Until = penaltytime.NextSecond(now)
 	case endBackoff:
-		v.Until = p.backoff.Penalty(v.Scope, now, &globalBackoff)
+		v.Until = p.backoff.Penalty(v.Scope, now, &p.ladder)
 	case endMinute:
 		v.Until = penaltytime.NextMinute(now)
 	case endMonth:

@@ -62,7 +62,7 @@ const (
 func TestClassify(t *testing.T) {
 	p := testProfile(t, Config{Apps: []App{{}}})
 	nextSec := now.Truncate(time.Second).Add(time.Second)
-	backedOff := now.Add(time.Second) // the first step of globalBackoff
+	backedOff := now.Add(time.Second) // the first step of Config.Escalation
 	nextMin := time.Date(2025, 3, 10, 14, 31, 0, 0, penaltytime.Beijing())
 	nextMonth := time.Date(2025, 4, 1, 0, 0, 0, 0, penaltytime.Beijing()).Add(defaultMonthGrace)
 	stated := time.Date(2025, 3, 10, 14, 30, 17, 0, penaltytime.Beijing())
@@ -274,6 +274,22 @@ func TestGlobalLimitBacksOff(t *testing.T) {
 	// The per-app limit still ends at the next second.
 	if got := classify(oldURL, 200, `{"errcode":90018,"errmsg":"m"}`); !got.Equal(at.Truncate(time.Second).Add(time.Second)) {
 		t.Fatalf("90018: until %v, want the next second", got)
+	}
+}
+
+// Config.Escalation and EscalationWindow replace the docs' backoff: a
+// platform that changes its advice is followed without a release.
+func TestGlobalLimitEscalationIsConfigured(t *testing.T) {
+	at := now
+	p := testProfile(t, Config{Apps: []App{{}}, Clock: func() time.Time { return at },
+		Escalation: []time.Duration{3 * time.Second, 30 * time.Second}, EscalationWindow: time.Minute})
+	old := `{"errcode":90002,"errmsg":"busy"}`
+	for i, want := range []time.Duration{3 * time.Second, 30 * time.Second, 30 * time.Second} {
+		v := routedClassify(p, request("GET", oldURL), answer(200, json, old))
+		if got := v.Until.Sub(at); got != want {
+			t.Fatalf("90002 number %d: penalty %v, want %v", i+1, got, want)
+		}
+		at = v.Until.Add(50 * time.Second) // within the minute's window
 	}
 }
 

@@ -154,6 +154,17 @@ type Config struct {
 
 	// DefaultPenalty applies when an error implies no end (default 5 min).
 	DefaultPenalty time.Duration
+	// Escalation is how long successive global per-API errors of one API
+	// (90002, QpsLimitForApi: every caller of the API at once, at the top
+	// of the hour) penalise it (default 1 s, 2 s, then 4 s: the docs'
+	// backoff). An error within EscalationWindow after the previous
+	// penalty ended takes the next step; one beyond the last step repeats
+	// it.
+	Escalation []time.Duration
+	// EscalationWindow is how long after a penalty a repeat counts as the
+	// same trouble (default 10 s); later, the API starts again at the
+	// first step.
+	EscalationWindow time.Duration
 	// IPBanPenalty is how long the egress IP is banned (default 5 min).
 	IPBanPenalty time.Duration
 
@@ -307,6 +318,10 @@ func (c settings) withDefaults() (settings, error) {
 		setDur(&c.Jitter, defaultJitter)
 	}
 	setDur(&c.DefaultPenalty, 5*time.Minute)
+	if len(c.Escalation) == 0 {
+		c.Escalation = defaultEscalation
+	}
+	setDur(&c.EscalationWindow, defaultEscalationWindow)
 	setDur(&c.IPBanPenalty, defaultIPBanPenalty)
 	if !c.NoRobotLimit {
 		setInt(&c.RobotPerMinute, defaultRobotPerMinute)
@@ -353,6 +368,8 @@ func (c *settings) validate() error {
 		return fieldErr("Jitter", "must be under a second (it widens a 1 s window), got %v", c.Jitter)
 	case c.DefaultPenalty < 0:
 		return fieldErr("DefaultPenalty", "must not be negative, got %v", c.DefaultPenalty)
+	case c.EscalationWindow < 0:
+		return fieldErr("EscalationWindow", "must not be negative, got %v", c.EscalationWindow)
 	case c.IPBanPenalty < 0:
 		return fieldErr("IPBanPenalty", "must not be negative, got %v", c.IPBanPenalty)
 	case c.RobotPenalty < 0:
@@ -364,6 +381,11 @@ func (c *settings) validate() error {
 	}
 	if err := hostcheck.All("Config.Hosts", c.Hosts); err != nil {
 		return fmt.Errorf("dingtalk: %w", err)
+	}
+	for i, d := range c.Escalation {
+		if d <= 0 || d > time.Hour {
+			return fieldErr(fmt.Sprintf("Escalation[%d]", i), "must be within (0, 1h], got %v", d)
+		}
 	}
 	for _, p := range c.MeteredPaths {
 		if p == "" || p[0] != '/' || strings.ContainsAny(p, " ?#") {

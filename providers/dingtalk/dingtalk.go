@@ -57,14 +57,13 @@ type preset struct {
 	robots      *entityhash.Hasher // names robots by their tokens
 	routes      routecache.Cache   // by org + "\x00" + API
 	backoff     *strikes.Book      // of each API's repeated global-limit errors
+	ladder      strikes.Ladder     // their penalties (Config.Escalation)
 }
 
-// globalBackoff is how a repeated global per-API error (90002,
-// QpsLimitForApi: every caller of the API, at the top of the hour) is
-// penalised: the docs advise backing off 1 s, 2 s, then 4 s. One within
-// 10 s of the last penalty's end climbs a step; the rest of the time an
-// API starts again at 1 s.
-var globalBackoff = strikes.Ladder{Steps: []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}, Window: 10 * time.Second}
+// The docs' backoff for the global per-API error (Config.Escalation).
+var defaultEscalation = []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}
+
+const defaultEscalationWindow = 10 * time.Second
 
 // maxBackoffScopes bounds the APIs whose global-limit errors are
 // remembered, for every app of a Preset.
@@ -80,6 +79,7 @@ func newPreset(c settings) (*preset, error) {
 		robots:      entityhash.New(c.EntityKey, "dingtalk robots"),
 		apis:        apiCatalog(),
 		backoff:     c.backoff,
+		ladder:      strikes.Ladder{Steps: slices.Clone(c.Escalation), Window: c.EscalationWindow},
 	}
 	if p.backoff == nil { // a Config not built through New
 		p.backoff = strikes.New(maxBackoffScopes)

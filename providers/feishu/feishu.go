@@ -33,6 +33,8 @@ const IMSend = "POST /open-apis/im/v1/messages"
 
 // Level is one row of Feishu's frequency level table. Zero means no cap.
 type Level struct {
+	// PerSecond and PerMinute are the level's two caps, per app and API
+	// (0: that cap does not apply).
 	PerSecond, PerMinute int
 }
 

@@ -5,8 +5,8 @@
 // share its budget, hence App.CorpID) and per egress IP, by the minute and
 // by the hour. Any of them answers 45009 "api freq out of limit" without
 // saying which, and then blocks for as long as the window that tripped: a
-// minute, an hour, the day. The profile therefore paces every API under all
-// four limits and, on a 45009, penalises that API of the company for at least
+// minute, an hour, the day. The profile therefore keeps every API within all
+// four limits (sliding windows) and, on a 45009, penalises that API of the company for at least
 // a minute, escalating to an hour and then the rest of the day when the error
 // comes back right after a penalty ends.
 //
