@@ -26,7 +26,11 @@ const firstChunk = 2 << 10
 // text/json, anything+json), HTML, text/plain, or missing: providers answer
 // errors in these, and a missing type is common on gateway errors. Other
 // bodies (files, images, streams), a nil body and http.NoBody are left
-// untouched and PeekBody returns nil, nil.
+// untouched and PeekBody returns nil, nil. So is an answer that says it is
+// a file (a Content-Disposition of "attachment" or naming a filename,
+// whatever its type): its bytes are a user's, and a file that reads like
+// an error document ({"punish":"deny"} sent to a bot, then downloaded)
+// would otherwise stop every replica's calls.
 //
 // After a peek resp.Body reads exactly like the original: the prefix, then
 // the rest of the original body, byte for byte. An error the original body
@@ -74,7 +78,7 @@ func peekBody(resp *http.Response, limit int) ([]byte, error) {
 	if resp == nil || resp.Body == nil || resp.Body == http.NoBody {
 		return nil, nil
 	}
-	if !mediatype.Peekable(resp.Header.Get("Content-Type")) {
+	if !mediatype.Peekable(resp.Header.Get("Content-Type")) || isFile(resp.Header) {
 		return nil, nil
 	}
 	if rb, ok := resp.Body.(*replayBody); ok && rb.off == 0 && (rb.err != nil || len(rb.prefix) >= limit) {
@@ -155,4 +159,12 @@ func readPrefix(body io.Reader, n, start int) ([]byte, error) {
 		}
 	}
 	return buf, err
+}
+
+// isFile reports an answer that says it is a file: its Content-Disposition
+// is "attachment" or names a filename (a malformed one too: the bytes are
+// still not the provider's error).
+func isFile(h http.Header) bool {
+	cd := strings.ToLower(h.Get("Content-Disposition"))
+	return strings.HasPrefix(strings.TrimSpace(cd), "attachment") || strings.Contains(cd, "filename")
 }

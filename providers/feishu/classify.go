@@ -77,11 +77,14 @@ func (p *preset) classify(req *http.Request, resp *http.Response, route *provide
 		}
 		v.Until = p.resetOr(resp.Header, now, fallback)
 		v.Learned = p.learnedFrom(resp.Header, route.API, now)
-	case code == codeMonthlyQuota:
+	case code == codeMonthlyQuota && resp.StatusCode >= http.StatusBadRequest:
 		// The tenant's monthly quota: every API of the tenant's apps is
 		// refused until the 1st, whatever the 429 seems to promise (of
 		// this app alone when it is not marked FreeEdition: its routes
-		// name no tenant).
+		// name no tenant). Feishu answers it with a 429: a success
+		// carrying the code is data (a user's file), and stopping the
+		// app for the month on its word would be a gift to whoever sent
+		// it.
 		v.Kind, v.NotProcessed = providers.Quota, true
 		v.Scope = cmp.Or(p.monthScope, p.appScope)
 		v.Until = penaltytime.NextMonth(now).Add(p.cfg.MonthGrace)
