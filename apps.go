@@ -63,7 +63,11 @@ func (t *Transport) buildApps(c *config) error {
 // ContextWithApp returns a context whose requests are made as app (a DingTalk
 // AppKey or SuiteKey, a WeChat AppID, a WeCom CorpID, a Feishu app_id),
 // whatever token they carry: for callers that hold several clients or know
-// better than what the Transport learned.
+// better than what the Transport learned. The tag names no provider, so
+// every preset reads it: one that does not list app (nor learned it from a
+// token) charges the request to its default app or unknown scope, never to
+// a budget made up for app, so a context reused for another provider's
+// call cannot lift that call's limit.
 func ContextWithApp(ctx context.Context, app string) context.Context {
 	return apps.NewContext(ctx, apps.App{ID: app})
 }

@@ -180,7 +180,13 @@ func (s *Set) Pick(req *http.Request) *providers.Profile {
 	if p, ok := s.learned.Load(key); ok {
 		return p.(*providers.Profile)
 	}
-	if s.build == nil {
+	if s.build == nil || app.Provider == "" && app.Org == "" {
+		// An app the caller named (ContextWithApp: no provider, no org)
+		// that is not listed opens no budget of its own: every preset
+		// reads the tag, and one meant for another provider's app (a
+		// context reused across providers) would make up an app beside
+		// the one the request's token belongs to. A tenant the caller
+		// named (ContextWithTenant) is an ISV's org, built as before.
 		return s.fallback.Load()
 	}
 	p, key, err := s.build(app)

@@ -49,9 +49,13 @@ func TestPick(t *testing.T) {
 		{"listed app", build, &apps.App{ID: "a1"}, "a1"},
 		{"listed app of this provider", build, &apps.App{Provider: "acme", ID: "a1", Learned: true}, "a1"},
 		{"another provider's app", build, &apps.App{Provider: "other", ID: "a1"}, "fallback"},
-		{"unlisted app is built", build, &apps.App{ID: "a2"}, "built a2"},
-		{"an app that fails to build", build, &apps.App{ID: "bad"}, "fallback"},
-		{"unlisted app without Build", nil, &apps.App{ID: "a2"}, "fallback"},
+		{"unlisted app is built", build, &apps.App{Provider: "acme", ID: "a2", Learned: true}, "built a2"},
+		// A caller's tag names no provider: an unlisted ID in it may be
+		// another provider's app, and opens no budget of its own.
+		{"unlisted app the caller named", build, &apps.App{ID: "a2"}, "fallback"},
+		{"unlisted tenant the caller named", build, &apps.App{ID: "a2", Org: "o1"}, "built a2"},
+		{"an app that fails to build", build, &apps.App{Provider: "acme", ID: "bad", Learned: true}, "fallback"},
+		{"unlisted app without Build", nil, &apps.App{Provider: "acme", ID: "a2", Learned: true}, "fallback"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -76,7 +80,7 @@ func TestBuiltAppIsKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 3 {
-		s.Pick(requestAs(&apps.App{ID: "a9"}))
+		s.Pick(requestAs(&apps.App{Provider: "acme", Learned: true, ID: "a9"}))
 	}
 	if calls != 1 || s.Len() != 1 {
 		t.Errorf("built %d times, holding %d profiles; want once, 1", calls, s.Len())
@@ -101,7 +105,7 @@ func TestLearnedAppsBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	route := func(id string) string {
-		r, err := s.Profile().Route(requestAs(&apps.App{ID: id}))
+		r, err := s.Profile().Route(requestAs(&apps.App{Provider: "acme", Learned: true, ID: id}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -172,7 +176,7 @@ func TestAddWhilePicking(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		req := requestAs(&apps.App{ID: "a5"})
+		req := requestAs(&apps.App{Provider: "acme", Learned: true, ID: "a5"})
 		for ctx.Err() == nil {
 			s.Pick(req)
 		}
@@ -182,7 +186,7 @@ func TestAddWhilePicking(t *testing.T) {
 	}
 	cancel()
 	wg.Wait()
-	if r, _ := s.Pick(requestAs(&apps.App{ID: "a5"})).Route(nil); r.API != "a5" || s.Len() != 10 {
+	if r, _ := s.Pick(requestAs(&apps.App{Provider: "acme", Learned: true, ID: "a5"})).Route(nil); r.API != "a5" || s.Len() != 10 {
 		t.Errorf("after adding: picked %q of %d profiles, want a5 of 10", r.API, s.Len())
 	}
 }
@@ -294,7 +298,7 @@ func TestLearnedLimitsReachProfilesBuiltLater(t *testing.T) {
 	}
 	l := providers.Learned{API: "GET /x/:id", Window: "s", Limit: 1, Until: time.Now().Add(time.Hour)}
 	set.Profile().Lower(l)
-	set.Pick(requestAs(&apps.App{ID: "a2"})) // built now
+	set.Pick(requestAs(&apps.App{Provider: "acme", Learned: true, ID: "a2"})) // built now
 	set.Add("a3", nil, profile("a3"))
 	mu.Lock()
 	defer mu.Unlock()
