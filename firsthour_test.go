@@ -45,21 +45,28 @@ func TestUnmatchedProviderRequestIsCountedAndLogged(t *testing.T) {
 		"https://oapi.dingtalk.com/topapi/v2/user/get",
 		"https://qyapi.weixin.qq.com/cgi-bin/message/send",
 		"https://example.org/not-a-provider",
+		"http://10.0.0.9:8080/v1.0/contact/users/me", // sent to a gateway naming DingTalk in its Host header
 	} {
-		if _, err := get(ctx, c, u); err != nil {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+		if strings.HasPrefix(u, "http://10.") {
+			req.Host = "api.dingtalk.com"
+		}
+		resp, err := c.Do(req)
+		if err != nil {
 			t.Fatal(err)
 		}
+		resp.Body.Close()
 	}
-	if base.n != 5 {
-		t.Fatalf("base saw %d requests, want 5 (unmatched requests still go out)", base.n)
+	if base.n != 6 {
+		t.Fatalf("base saw %d requests, want 6 (unmatched requests still go out)", base.n)
 	}
 	m, ok := o.metrics(t)["throttle.requests.unmatched"]
 	if !ok {
 		t.Fatal("no throttle.requests.unmatched metric")
 	}
 	got := counts(t, m, "provider")
-	if got["dingtalk"] != 3 || got["wecom"] != 1 || len(got) != 2 {
-		t.Fatalf("unmatched = %v, want dingtalk 3, wecom 1", got)
+	if got["dingtalk"] != 4 || got["wecom"] != 1 || len(got) != 2 {
+		t.Fatalf("unmatched = %v, want dingtalk 4, wecom 1", got)
 	}
 	logs := o.logs.String()
 	if n := strings.Count(logs, "host=api.dingtalk.com"); n != 1 {

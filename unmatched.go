@@ -79,6 +79,11 @@ func (u *unmatched) record(req *http.Request, log *slog.Logger) {
 		host = req.URL.Host
 	}
 	prov := providerOf(host)
+	if prov == "" && req.Host != "" && req.Host != host {
+		// Sent to a gateway by URL, naming the provider in Host.
+		host = req.Host
+		prov = providerOf(host)
+	}
 	if prov == "" {
 		return
 	}

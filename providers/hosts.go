@@ -13,7 +13,8 @@ import (
 // matches a request that names it or, for the scheme's default port (443
 // for https, 80 for http), names none. Each entry is the host alone, never
 // a URL: an entry with a scheme or path matches no request, which is why
-// the presets check their Hosts when built.
+// the presets check their Hosts when built. A request matches by its URL's
+// host or, sent elsewhere, by its Host header.
 func MatchHosts(hosts ...string) func(*http.Request) bool {
 	s := hostSet{any: make(map[string]bool, len(hosts))}
 	for _, h := range hosts {
@@ -41,9 +42,18 @@ func (s hostSet) match(req *http.Request) bool {
 	if req == nil || req.URL == nil {
 		return false
 	}
-	h := req.URL.Host
+	if s.matchHost(req.URL.Host, req.URL.Scheme) {
+		return true
+	}
+	// A request sent to a gateway by its URL that names the provider in
+	// its Host header (the gateway forwards by it) goes to the provider
+	// all the same.
+	return req.Host != "" && req.Host != req.URL.Host && s.matchHost(req.Host, req.URL.Scheme)
+}
+
+func (s hostSet) matchHost(h, scheme string) bool {
 	if h == "" {
-		h = req.Host
+		return false
 	}
 	host, port := splitHost(h)
 	if s.any[host] {
@@ -57,7 +67,7 @@ func (s hostSet) match(req *http.Request) bool {
 		return false
 	}
 	if port == "" {
-		switch strings.ToLower(req.URL.Scheme) {
+		switch strings.ToLower(scheme) {
 		case "https":
 			port = "443"
 		case "http":
