@@ -9,9 +9,12 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/quotaware/throttle/internal/inspect"
 
@@ -262,9 +265,9 @@ func lift(ctx context.Context, c *common, provider, scope string, yes bool, stdi
 
 // describe writes a penalty for a person.
 func describe(p inspect.PenaltyState) string {
-	s := fmt.Sprintf("code %s, ends %s (in %s)", p.Code, p.Until.Local().Format(timeLayout), inspect.FormatLeft(p.Left))
+	s := fmt.Sprintf("code %s, ends %s (in %s)", shown(p.Code), p.Until.Local().Format(timeLayout), inspect.FormatLeft(p.Left))
 	if p.SetBy != "" {
-		s += ", set by " + p.SetBy
+		s += ", set by " + shown(p.SetBy)
 	}
 	return s
 }
@@ -276,7 +279,7 @@ func render(w io.Writer, st inspect.State, learned map[string][]learnedLimit) {
 	fmt.Fprintf(w, "prefix %q at %s (Redis clock)\n", st.Prefix, st.Now.Local().Format(timeLayout))
 	ids := make([]string, 0, len(st.Replicas))
 	for _, r := range st.Replicas {
-		ids = append(ids, fmt.Sprintf("%s (beat %s ago)", r.ID, inspect.FormatLeft(st.Now.Sub(r.LastBeat))))
+		ids = append(ids, fmt.Sprintf("%s (beat %s ago)", shown(r.ID), inspect.FormatLeft(st.Now.Sub(r.LastBeat))))
 	}
 	fmt.Fprintf(w, "replicas: %d live", len(st.Replicas))
 	if len(ids) > 0 {
@@ -288,13 +291,13 @@ func render(w io.Writer, st inspect.State, learned map[string][]learnedLimit) {
 		if f.What != "" {
 			what = "cannot " + f.What
 		}
-		fmt.Fprintf(w, "FAULT: replica %s %s (%s): %s\n", f.Replica, what, clip(f.Error, 200), f.Meaning())
+		fmt.Fprintf(w, "FAULT: replica %s %s (%s): %s\n", shown(f.Replica), shown(what), shown(clip(f.Error, 200)), f.Meaning())
 	}
 	if st.FaultsTruncated {
 		fmt.Fprintf(w, "FAULT: more than %d replica faults; only the first are shown\n", inspect.MaxFaults)
 	}
 	for _, g := range st.Groups {
-		fmt.Fprintf(w, "\n%s\n", g.Group)
+		fmt.Fprintf(w, "\n%s\n", shown(g.Group))
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		if g.PenaltiesTruncated {
 			fmt.Fprintf(w, "  penalties: more than %d keys, only the first read: others may be active\n", inspect.MaxPenaltyKeys)
@@ -309,7 +312,7 @@ func render(w io.Writer, st inspect.State, learned map[string][]learnedLimit) {
 				if by == "" {
 					by = "-"
 				}
-				fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", p.Scope, p.Code, p.Until.Local().Format(timeLayout), inspect.FormatLeft(p.Left), by)
+				fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", shown(p.Scope), shown(p.Code), p.Until.Local().Format(timeLayout), inspect.FormatLeft(p.Left), shown(by))
 			}
 		}
 		tw.Flush()
@@ -319,7 +322,7 @@ func render(w io.Writer, st inspect.State, learned map[string][]learnedLimit) {
 		} else {
 			fmt.Fprintln(tw, "  RULE\tKIND\tSTATE")
 			for _, r := range g.Rules {
-				fmt.Fprintf(tw, "  %s\t%s\t%s\n", r.Key, r.Kind, r.Words(st.Now))
+				fmt.Fprintf(tw, "  %s\t%s\t%s\n", shown(r.Key), shown(r.Kind), shown(r.Words(st.Now)))
 			}
 		}
 		tw.Flush()
@@ -336,4 +339,17 @@ func clip(s string, n int) string {
 		return s
 	}
 	return strings.ToValidUTF8(s[:n], "") + "..."
+}
+
+// shown is a value read from Redis as the terminal may print it: quoted,
+// with its control characters escaped, when it has any (anyone who can
+// write to Redis could otherwise redraw the operator's screen, say over a
+// penalty with "penalties: none"), else as it is.
+func shown(s string) string {
+	for _, r := range s {
+		if r == utf8.RuneError || unicode.IsControl(r) {
+			return strconv.Quote(s)
+		}
+	}
+	return s
 }

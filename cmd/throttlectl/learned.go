@@ -87,7 +87,7 @@ func renderLearned(w io.Writer, now time.Time, ls []learnedLimit) {
 		if app == "" {
 			app = "(all)"
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%s\t%s\t%s\n", l.API, app, l.Window, l.Limit, l.Source,
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%s\t%s\t%s\n", shown(l.API), shown(app), shown(l.Window), l.Limit, shown(l.Source),
 			l.Until.Local().Format(timeLayout), inspect.FormatLeft(l.Until.Sub(now)))
 	}
 	tw.Flush()
