@@ -76,21 +76,14 @@ func TestOneReplicaCutOffAddsOnlyItsShare(t *testing.T) {
 	ts := rec.seen()
 	sortTimes(ts)
 	most := func(from, to time.Time) int { // the busiest second starting in [from, to)
-		best := 0
-		for i, a := range ts {
-			if a.Before(from) || !a.Before(to) {
-				continue
+		var in []time.Time
+		for _, at := range ts {
+			if !at.Before(from) && at.Before(to.Add(time.Second)) {
+				in = append(in, at)
 			}
-			n := 0
-			for _, b := range ts[i:] {
-				if b.Sub(a) >= time.Second {
-					break
-				}
-				n++
-			}
-			best = max(best, n)
 		}
-		return best
+		n, _ := limitertest.MaxInWindow(in, time.Second)
+		return n
 	}
 	before, during, after := most(start, cut), most(cut, healed), most(healed, healed.Add(time.Second))
 	t.Logf("busiest second against a limit of %d: before the cut %d, while B alone is cut off %d, after %d", limit, before, during, after)
