@@ -21,18 +21,18 @@ const unknownApp = "unknown"
 type Preset struct {
 	cfg      Config
 	set      *appset.Set
-	memory   *memories                      // shared with the rebuilds
+	memory   *messageChats                  // every app's, shared with the rebuilds
 	rebuilds *appset.Rebuilds[App, *Preset] // for a new latency allowance
 }
 
 // New builds the preset of a Config listing one app or many, naming the
 // entry and field of a config that cannot work.
 func New(c Config) (*Preset, error) {
-	return newPreset(c, &memories{})
+	return newPreset(c, newMessageChats(messageMemory))
 }
 
-// newPreset is New with the memories of the apps' earlier presets.
-func newPreset(c Config, mem *memories) (*Preset, error) {
+// newPreset is New with the message memory of the apps' earlier presets.
+func newPreset(c Config, mem *messageChats) (*Preset, error) {
 	if c.Unknown.AppID != "" {
 		return nil, errors.New("feishu: Config.Unknown.AppID must be empty: Unknown is every app Apps does not list")
 	}
@@ -117,7 +117,7 @@ func (p *Preset) Profile() providers.Profile {
 	if p.cfg.Jitter == 0 && !p.cfg.NoJitter {
 		// No Jitter chosen: the Transport measures the allowance, starting
 		// from the old default, and rebuilds the preset with it; each app
-		// keeps what its preset learned (memories).
+		// keeps the chats of the messages seen (memory).
 		prof.Headroom = p.rebuilds.Headroom(defaultJitter, func(j time.Duration) (*Preset, error) {
 			next := p.cfg
 			next.Jitter = j

@@ -128,9 +128,10 @@ type App struct {
 type settings struct {
 	Config
 	App
-	// memory keeps each app's memories across the rebuilds of a new
-	// latency allowance; nil: none kept.
-	memory *memories
+	// memory is the chats of the messages seen, one for every app and
+	// tenant of a Preset and its rebuilds for a new latency allowance; nil:
+	// the profile's own.
+	memory *messageChats
 }
 
 // merge returns app a's settings in the deployment c, before defaults.

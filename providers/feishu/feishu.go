@@ -122,10 +122,12 @@ func profileOf(cfg settings) (providers.Profile, error) {
 	}
 	p.appScope = scopekind.Of(scopekind.App, cfg.AppID)
 	p.chatScopePrefix = p.chatScope("")
-	p.messages = newMessageChats(messageMemory)
+	p.messages = cfg.memory
+	if p.messages == nil {
+		p.messages = newMessageChats(messageMemory)
+	}
 	p.learned = &learnedLimits{}
 	p.entities = entityhash.New(cfg.EntityKey, cfg.AppID)
-	cfg.memory.adopt(p)
 	prof := providers.Profile{
 		Name:           Name,
 		Match:          p.match,
@@ -150,7 +152,7 @@ type preset struct {
 	defaultPrefixes []string
 	chat            rule.Rule     // template of PerChat; zero when disabled
 	chatScopePrefix string        // chatScope("") : the scope of a chat less its key
-	messages        *messageChats // the chats of the messages seen in answers
+	messages        *messageChats // the chats of the messages seen in answers (the Preset's, every app's)
 	month           []rule.Rule   // the monthly quota, when FreeEdition
 	monthScope      string        // its penalty scope, the tenant's; "" when not FreeEdition
 	entities        *entityhash.Hasher

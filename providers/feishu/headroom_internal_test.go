@@ -8,6 +8,7 @@ import (
 
 	"github.com/quotaware/throttle/apps"
 	"github.com/quotaware/throttle/providers"
+	"github.com/quotaware/throttle/providers/internal/scopekind"
 )
 
 // Without Jitter the preset asks the Transport for a measured allowance;
@@ -48,14 +49,30 @@ func TestRebuildForAnAllowanceKeepsWhatWasLearned(t *testing.T) {
 		t.Fatal("Lower did not lower")
 	}
 
-	before := set.memory.m["cli_a"]
+	const base = "https://open.feishu.cn/open-apis/im/v1/messages"
+	asApp := func(r *http.Request, app string) *http.Request {
+		return r.WithContext(apps.NewContext(r.Context(), apps.App{ID: app}))
+	}
+	replyChat := func(p providers.Profile) string {
+		rt, err := p.Route(asApp(httptest.NewRequest(http.MethodPost, base+"/om_1/reply", nil), "cli_a"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rt.Scope(scopekind.Entity)
+	}
+	unknown := replyChat(prof)
+	send := asApp(httptest.NewRequest(http.MethodPost, base+"?receive_id_type=chat_id&receive_id=oc_team", nil), "cli_a")
+	routedClassify(prof, send, response(200, nil, answer("om_1", "oc_team", "")))
+	learned := replyChat(prof)
+	if learned == unknown {
+		t.Fatal("a reply to a message an answer named is not keyed by its chat")
+	}
 	rebuilt, err := prof.Headroom.Rebuild(12 * time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
-	after := set.memory.m["cli_a"]
-	if before == after || before.messages != after.messages {
-		t.Error("the rebuilt preset of cli_a does not keep the chats of the messages seen")
+	if got := replyChat(rebuilt); got != learned {
+		t.Errorf("after the rebuild a reply to om_1 counts against %q, want its chat's %q", got, learned)
 	}
 	rt := route(rebuilt, "cli_a")
 	if rt.Rules[0].Limit() != 20 || rt.Rules[0].Period() != time.Second+12*time.Millisecond {

@@ -47,11 +47,14 @@ func (p *preset) replyChat(r *http.Request) string {
 	return ""
 }
 
-// messageMemory bounds the messages remembered per preset (one app, or one
-// tenant of a store app): 3.4 MB of heap when full (measured). At the app's
-// 1000 sends a minute it holds the last hour of the app's messages; replies
-// usually follow within that.
-const messageMemory = 1 << 16
+// messageMemory bounds the messages remembered by a Preset, every app and
+// tenant together (one memory, the oldest evicted first): 13.6 MB of heap
+// when full (3.4 MB measured per 65,536). At one app's 1000 sends a minute
+// it holds the last four hours of its messages; replies usually follow
+// within one. It used to be 65,536 per app and tenant, and a preset kept
+// per tenant ever seen: a store app's heap grew by 6 KB a tenant without
+// end, and could reach 3.4 MB a busy tenant.
+const messageMemory = 1 << 18
 
 // answerPeekLimit bounds how much of an IM answer Classify reads to learn a
 // message's chat: the answer repeats the message's content (a card up to
@@ -61,13 +64,15 @@ const answerPeekLimit = 64 << 10
 // imGetMessage reads a message; its answer names the message's chat.
 const imGetMessage = "GET /open-apis/im/v1/messages/:message_id"
 
-// messageKey names a message in memory: a hash of its ID, so no message ID
-// is kept.
+// messageKey names a message of an app (or tenant) in memory: a hash of
+// both IDs, so no message ID is kept, and the apps sharing the memory (whose
+// recipient keys differ) never read each other's.
 type messageKey [12]byte
 
-func keyOfMessage(id string) messageKey {
-	var buf [96]byte // message IDs are 35 bytes: hashed without allocating
-	sum := sha256.Sum256(append(append(buf[:0], "message\x00"...), id...))
+func keyOfMessage(app, id string) messageKey {
+	var buf [160]byte // IDs are 35 bytes, apps 20 (64 with a tenant): no allocation
+	b := append(append(append(append(buf[:0], "message\x00"...), app...), 0), id...)
+	sum := sha256.Sum256(b)
 	return messageKey(sum[:12])
 }
 
@@ -91,9 +96,10 @@ func newMessageChats(capacity int) *messageChats {
 	return &messageChats{capacity: capacity, chats: map[messageKey]chatKey{}}
 }
 
-// chat returns the recipient key of the message's chat, or "" when unknown.
-func (m *messageChats) chat(id string) string {
-	k := keyOfMessage(id)
+// chat returns the recipient key of app's message's chat, or "" when
+// unknown.
+func (m *messageChats) chat(app, id string) string {
+	k := keyOfMessage(app, id)
 	m.mu.Lock()
 	chat, ok := m.chats[k]
 	m.mu.Unlock()
@@ -106,7 +112,7 @@ func (m *messageChats) chat(id string) string {
 // learn records the message's chat, a recipient key (hashID), unless it is
 // known already: a message never changes chats, and the first key learned
 // (a send's recipient) is the one its chat's sends are counted by.
-func (m *messageChats) learn(id, chat string) {
+func (m *messageChats) learn(app, id, chat string) {
 	var c chatKey
 	if id == "" || hex.DecodedLen(len(chat)) != len(c) {
 		return
@@ -114,7 +120,7 @@ func (m *messageChats) learn(id, chat string) {
 	if _, err := hex.Decode(c[:], []byte(chat)); err != nil {
 		return
 	}
-	k := keyOfMessage(id)
+	k := keyOfMessage(app, id)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, ok := m.chats[k]; ok {
@@ -166,7 +172,7 @@ func (p *preset) learn(r *http.Request, route *providers.Route, prefix []byte) {
 		// forward, are the messages it bundles, from other chats).
 		id, chat := messageAndChat(items[1:])
 		if id == messageIDOf(r) {
-			p.messages.learn(id, p.hashID("chat_id", chat))
+			p.messages.learn(p.cfg.AppID, id, p.hashID("chat_id", chat))
 		}
 		return
 	case imMergeForward:
@@ -183,9 +189,9 @@ func (p *preset) learn(r *http.Request, route *providers.Route, prefix []byte) {
 		(route.API == imReply && key == p.hashID("message", messageIDOf(r))) {
 		key = p.hashID("chat_id", chat)
 	}
-	p.messages.learn(id, key)
+	p.messages.learn(p.cfg.AppID, id, key)
 	if route.API == imReply {
-		p.messages.learn(messageIDOf(r), key) // the message answered, in the same chat
+		p.messages.learn(p.cfg.AppID, messageIDOf(r), key) // the message answered, in the same chat
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/quotaware/throttle/apps"
 	"github.com/quotaware/throttle/providers"
 	"github.com/quotaware/throttle/providers/internal/scopekind"
 )
@@ -16,20 +17,20 @@ func TestMessageChatsEvictsTheOldest(t *testing.T) {
 	chat := func(n int) string { return hashID("chat_id", fmt.Sprintf("oc_%d", n)) }
 	m := newMessageChats(4)
 	for i := range 6 {
-		m.learn(fmt.Sprintf("om_%d", i), chat(i))
+		m.learn("cli_a", fmt.Sprintf("om_%d", i), chat(i))
 	}
-	m.learn("om_3", chat(9)) // known: the first chat learned stays, and so does its age
-	m.learn("", chat(9))     // nothing to learn
-	m.learn("om_x", "")
-	m.learn("om_y", "unknown") // not a recipient key
+	m.learn("cli_a", "om_3", chat(9)) // known: the first chat learned stays, and so does its age
+	m.learn("cli_a", "", chat(9))     // nothing to learn
+	m.learn("cli_a", "om_x", "")
+	m.learn("cli_a", "om_y", "unknown") // not a recipient key
 	for i, want := range []string{"", "", chat(2), chat(3), chat(4), chat(5)} {
-		if got := m.chat(fmt.Sprintf("om_%d", i)); got != want {
+		if got := m.chat("cli_a", fmt.Sprintf("om_%d", i)); got != want {
 			t.Errorf("om_%d: chat %q, want %q", i, got, want)
 		}
 	}
-	m.learn("om_6", chat(6)) // evicts om_2, the oldest, though om_3 was learned again since
-	if m.chat("om_2") != "" || m.chat("om_3") != chat(3) || m.chat("om_6") != chat(6) {
-		t.Errorf("after om_6: om_2 %q, om_3 %q, om_6 %q; want om_2 evicted", m.chat("om_2"), m.chat("om_3"), m.chat("om_6"))
+	m.learn("cli_a", "om_6", chat(6)) // evicts om_2, the oldest, though om_3 was learned again since
+	if m.chat("cli_a", "om_2") != "" || m.chat("cli_a", "om_3") != chat(3) || m.chat("cli_a", "om_6") != chat(6) {
+		t.Errorf("after om_6: om_2 %q, om_3 %q, om_6 %q; want om_2 evicted", m.chat("cli_a", "om_2"), m.chat("cli_a", "om_3"), m.chat("cli_a", "om_6"))
 	}
 	if n := m.len(); n != 4 {
 		t.Errorf("%d messages remembered, want the capacity, 4", n)
@@ -50,9 +51,9 @@ func TestMessageChatsConcurrent(t *testing.T) {
 			defer wg.Done()
 			for i := range each {
 				id := fmt.Sprintf("om_%d_%d", w, i)
-				m.learn(id, chatOf(id))
+				m.learn("cli_a", id, chatOf(id))
 				for _, read := range []string{id, fmt.Sprintf("om_%d_%d", (w+1)%workers, i)} {
-					if got := m.chat(read); got != "" && got != chatOf(read) {
+					if got := m.chat("cli_a", read); got != "" && got != chatOf(read) {
 						errs <- fmt.Sprintf("%s: chat %q", read, got)
 						return
 					}
@@ -284,4 +285,34 @@ func FuzzLearn(f *testing.F) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// Every app and tenant of a Preset learns into one bounded memory (it was
+// one memory of 65,536 per app and tenant, and a preset kept per tenant
+// ever seen: a store app's heap grew without end), keyed by app, so one
+// tenant never reads another's chats.
+func TestTenantsShareOneMemoryKeyedByApp(t *testing.T) {
+	set := MustNew(Config{Apps: []App{{AppID: "cli_store"}}})
+	prof := set.Profile()
+	const base = "https://open.feishu.cn/open-apis/im/v1/messages"
+	as := func(r *http.Request, tenant string) *http.Request {
+		return r.WithContext(apps.NewContext(r.Context(), apps.App{ID: "cli_store", Org: tenant}))
+	}
+	chatOf := func(tenant string) string {
+		rt, err := prof.Route(as(request("POST", base+"/om_1/reply"), tenant))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rt.Scope(scopekind.Entity)
+	}
+	for i, tenant := range []string{"t1", "t2"} {
+		send := as(request("POST", base+"?receive_id_type=chat_id&receive_id=oc_"+tenant), tenant)
+		routedClassify(prof, send, response(200, nil, answer("om_1", "oc_"+tenant, "")))
+		if n := set.memory.len(); n != i+1 {
+			t.Fatalf("after tenant %s: %d messages in the Preset's memory, want %d", tenant, n, i+1)
+		}
+	}
+	if a, b := chatOf("t1"), chatOf("t2"); a == b {
+		t.Fatalf("both tenants' replies to om_1 count against %q: one read the other's chat", a)
+	}
 }

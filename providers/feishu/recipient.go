@@ -61,7 +61,7 @@ func (p *preset) chatsOf(name string, r *http.Request) []string {
 		// batch_send (message/v4) names its recipients in lists and has no
 		// rule here: docs/providers.md records no per-recipient limit for it.
 		id := messageIDOf(r)
-		if chat := p.messages.chat(id); chat != "" {
+		if chat := p.messages.chat(p.cfg.AppID, id); chat != "" {
 			return []string{chat}
 		}
 		if chat := p.replyChat(r); chat != "" {
