@@ -2,6 +2,7 @@ package throttle
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"github.com/hashicorp/go-retryablehttp"
 	"go.opentelemetry.io/otel/attribute"
 
+	"github.com/quotaware/throttle/internal/exchanges"
 	"github.com/quotaware/throttle/internal/tokenform"
 	"github.com/quotaware/throttle/limiter"
 	"github.com/quotaware/throttle/providers"
@@ -60,7 +62,10 @@ func (p RetryPolicy) withDefaults() RetryPolicy {
 // process the call (Verdict.NotProcessed: "system busy" (-1), 429, a proxy's
 // 403/429 page in front of DingTalk, a quota penalty that ends within the
 // budget). For idempotent methods only (GET, HEAD, OPTIONS, TRACE, PUT,
-// DELETE, or a request with an Idempotency-Key header): ambiguous failures,
+// DELETE, but not WeChat's GET /cgi-bin/token, each call of which issues a
+// new token; or a request with an Idempotency-Key header, which is the
+// caller's promise that a repeat does no harm: none of the four providers
+// deduplicates by it, so set it only where something does): ambiguous failures,
 // which are timeouts after the request was written and every 5xx answer,
 // 503 included: the presets cannot tell whether a gateway's 5xx came before
 // or after the API acted, so a POST that gets one (a message sent twice) is
@@ -275,10 +280,15 @@ func (r *retrier) check(c *call, req *http.Request, resp *http.Response, err err
 		v := c.verdict
 		switch v.Kind {
 		case providers.Quota:
-			// The provider rejected the call without processing it. A
-			// verdict that stops nothing (no scope, no end: a custom
-			// profile's) backs off as a transient failure does, rather
-			// than resending at once.
+			// The provider rejected the call without processing it (the
+			// presets' every quota verdict says so; a custom profile's
+			// that does not is resent only when idempotent). A verdict
+			// that stops nothing (no scope, no end: a custom profile's)
+			// backs off as a transient failure does, rather than
+			// resending at once.
+			if !v.NotProcessed && !idempotent(req) {
+				return 0, false
+			}
 			if !v.Until.IsZero() {
 				hint, haveHint = time.Until(v.Until), true
 			}
@@ -318,12 +328,14 @@ func backoff(p RetryPolicy, attempt int) time.Duration {
 	return p.MinBackoff + rand.N(ceil-p.MinBackoff)
 }
 
-// idempotent: methods whose repetition does no harm (RFC 9110), or a
-// request carrying an idempotency key.
+// idempotent: methods whose repetition does no harm (RFC 9110), but for a
+// token exchange that rotates its token; or a request carrying an
+// idempotency key, the caller's promise (as net/http reads it too: no
+// provider of the presets deduplicates by it).
 func idempotent(req *http.Request) bool {
 	switch req.Method {
 	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
-		return true
+		return req.URL == nil || !exchanges.Rotates(cmp.Or(req.Method, http.MethodGet), req.URL.Path)
 	}
 	return tokenform.Header(req.Header, "Idempotency-Key") != "" || tokenform.Header(req.Header, "X-Idempotency-Key") != ""
 }

@@ -16,6 +16,9 @@ import (
 	"github.com/quotaware/throttle/apps"
 	"github.com/quotaware/throttle/internal/redistest"
 	"github.com/quotaware/throttle/limiter"
+	"github.com/quotaware/throttle/providers"
+	"github.com/quotaware/throttle/providers/dingtalk"
+	"github.com/quotaware/throttle/providers/wechat"
 )
 
 // scripted answers each request with the next step of a script, then OK.
@@ -48,6 +51,13 @@ func penalty(ms string) func(w http.ResponseWriter) {
 		w.Header().Set("X-Test-Penalty-Ms", ms)
 		io.WriteString(w, `{"errcode":90018,"errmsg":"too fast"}`)
 	}
+}
+
+// processedPenalty is a short quota penalty whose verdict does not say the
+// call went unprocessed.
+func processedPenalty(w http.ResponseWriter) {
+	w.Header().Set("X-Test-Processed", "1")
+	penalty("20")(w)
 }
 
 // counting counts Reserve calls: one per attempt, each taking its own slot.
@@ -175,6 +185,10 @@ func TestRetryOnlyWhatIsSafe(t *testing.T) {
 		{"POST busy was not processed", http.MethodPost, busy, 2},
 		{"GET 500 may repeat", http.MethodGet, status(500), 2},
 		{"PUT 504 may repeat", http.MethodPut, status(504), 2},
+		// A quota verdict that does not say the call went unprocessed (a
+		// custom profile's) is no proof for a POST.
+		{"POST quota, maybe processed", http.MethodPost, processedPenalty, 1},
+		{"GET quota, maybe processed", http.MethodGet, processedPenalty, 2},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -497,6 +511,41 @@ func TestCloseIdleConnectionsForwards(t *testing.T) {
 			(&http.Client{Transport: tr}).CloseIdleConnections()
 			if n := base.closed.Load(); n != 1 {
 				t.Fatalf("base CloseIdleConnections called %d times, want 1", n)
+			}
+		})
+	}
+}
+
+// WeChat's GET /cgi-bin/token issues a new token and retires the last with
+// every call: a GET, yet not idempotent. After an ambiguous failure (a 502
+// the API may have acted behind) it is returned, not sent again, which
+// would charge the account's 2,000 a day twice and invalidate the token
+// the first call may have handed out; DingTalk's GET /gettoken, which
+// hands the same token out again, is still retried.
+func TestRotatingTokenExchangeIsNotRepeated(t *testing.T) {
+	for _, tc := range []struct {
+		name, path string
+		profile    func(host string) providers.Profile
+		want       int
+	}{
+		{"wechat /cgi-bin/token", "/cgi-bin/token?grant_type=client_credential&appid=wx1&secret=s", func(host string) providers.Profile {
+			return wechat.MustNew(wechat.Config{Hosts: []string{host}, Apps: []wechat.App{{AppID: "wx1"}}}).Profile()
+		}, 1},
+		{"dingtalk /gettoken", "/gettoken?appkey=dingapp&appsecret=s", func(host string) providers.Profile {
+			return dingtalk.MustNew(dingtalk.Config{Hosts: []string{host}, Apps: []dingtalk.App{{AppKey: "dingapp"}}}).Profile()
+		}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := scripted(status(http.StatusBadGateway))
+			srv := serve(t, rec)
+			c := &http.Client{Transport: throttle.MustNew(throttle.WithProfiles(tc.profile(srv.Listener.Addr().String())),
+				throttle.WithRetry(throttle.RetryPolicy{MaxAttempts: 3, MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond}),
+				throttle.WithoutTelemetry(), throttle.WithLogger(quiet))}
+			if _, _, err := do(t, c, http.MethodGet, srv.URL+tc.path, ""); err != nil {
+				t.Fatal(err)
+			}
+			if n := len(rec.seen()); n != tc.want {
+				t.Fatalf("the provider saw %d exchanges, want %d", n, tc.want)
 			}
 		})
 	}

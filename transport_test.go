@@ -81,7 +81,8 @@ func testProfile(name string, rules ...rule.Rule) providers.Profile {
 			}
 			if ms := resp.Header.Get("X-Test-Penalty-Ms"); ms != "" {
 				n, _ := strconv.Atoi(ms)
-				return providers.Verdict{Kind: providers.Quota, Until: time.Now().Add(time.Duration(n) * time.Millisecond), Code: "90018", NotProcessed: true}
+				return providers.Verdict{Kind: providers.Quota, Until: time.Now().Add(time.Duration(n) * time.Millisecond), Code: "90018",
+					NotProcessed: resp.Header.Get("X-Test-Processed") == ""}
 			}
 			switch {
 			case resp.Header.Get("X-Test-Busy") != "":

@@ -72,6 +72,14 @@ func For(method, path string) *Kind {
 	return nil
 }
 
+// Rotates reports an exchange each call of which issues a new token and
+// retires the one before (WeChat's GET /cgi-bin/token): though a GET, it
+// is not idempotent, and sent twice it charges the account's daily count
+// twice and invalidates the token the first call handed out.
+func Rotates(method, path string) bool {
+	return method == http.MethodGet && path == "/cgi-bin/token"
+}
+
 // Names returns the app (and org or tenant) the request names; "" when it
 // names none.
 func (k *Kind) Names(path string, q url.Values, b *Request, lookup Lookup) (app, org string) {
