@@ -54,8 +54,17 @@ type quotaEntry struct {
 	p     *profile
 	check *providers.QuotaCheck
 	cur   atomic.Pointer[providers.QuotaTarget] // the latest token seen
+	named atomic.Int64                          // when a request last named it (unix nanos)
 	next  time.Time                             // the next reading; guarded by the checker's busy
+	fails int                                   // failed readings in a row; guarded by busy
 }
+
+// idleReadings is how many periods (Every) a quota no request names is
+// still read: an app that stopped calling needs no reading, and its last
+// token expires (WeChat: 2 h), after which every reading failed, a WARN a
+// minute, for as long as the process ran. A request naming it again
+// brings it back, read at once.
+const idleReadings = 2
 
 // quotaChecker runs the readings of a Transport. It holds the Transport
 // only weakly, so a dropped Transport can be collected, and stops with its
@@ -105,11 +114,13 @@ func (t *Transport) startQuotaCheck(c *config) {
 // A quota met for the first time is read at once, off the request path.
 func (q *quotaChecker) note(p *profile, check *providers.QuotaCheck, qt providers.QuotaTarget) {
 	k := quotaTargetKey{p.Name, qt.Rule.Key()}
+	now := time.Now().UnixNano()
 	if v, ok := q.targets.Load(k); ok {
 		e := v.(*quotaEntry)
 		if c := e.cur.Load(); c.Token != qt.Token || c.Origin != qt.Origin || c.Rule.Limit() != qt.Rule.Limit() {
 			e.cur.Store(&qt)
 		}
+		e.named.Store(now)
 		return
 	}
 	if q.n.Load() >= maxQuotaTargets {
@@ -117,6 +128,7 @@ func (q *quotaChecker) note(p *profile, check *providers.QuotaCheck, qt provider
 	}
 	e := &quotaEntry{key: k, p: p, check: check}
 	e.cur.Store(&qt)
+	e.named.Store(now)
 	if _, had := q.targets.LoadOrStore(k, e); had {
 		return
 	}
@@ -148,8 +160,14 @@ func (q *quotaChecker) round() {
 	}
 	now := time.Now()
 	next := time.Duration(-1)
-	q.targets.Range(func(_, v any) bool {
+	q.targets.Range(func(k, v any) bool {
 		e := v.(*quotaEntry)
+		if now.Sub(time.Unix(0, e.named.Load())) > idleReadings*e.check.Every {
+			// Idle: forgotten, making room in maxQuotaTargets.
+			q.targets.Delete(k)
+			q.n.Add(-1)
+			return q.done.Err() == nil
+		}
 		if !now.Before(e.next) {
 			q.read(tr, e)
 		}
@@ -192,7 +210,9 @@ func (q *quotaChecker) read(tr *Transport, e *quotaEntry) {
 	}
 	reading, err := q.ask(ctx, tr, e.check, t)
 	if err != nil {
-		e.next = time.Now().Add(min(quotaRetry, every))
+		// Backing off: a minute, two, four ..., up to Every.
+		e.fails++
+		e.next = time.Now().Add(min(quotaRetry<<min(e.fails-1, 10), every))
 		if q.rdb != nil {
 			// Give the period's lease back, or the retry (this replica's
 			// or another's) would wait for it to lapse: a whole Every.
@@ -200,10 +220,15 @@ func (q *quotaChecker) read(tr *Transport, e *quotaEntry) {
 			q.rdb.Del(dctx, lease)
 			dcancel()
 		}
-		q.log.Warn("throttle: could not read a quota from the provider", "provider", group, "quota", t.String(),
-			"error", RedactError(err))
+		level := slog.LevelWarn
+		if e.fails > 1 {
+			level = slog.LevelDebug // said once per run of failures
+		}
+		q.log.Log(ctx, level, "throttle: could not read a quota from the provider", "provider", group, "quota", t.String(),
+			"error", RedactError(err), "failures", e.fails)
 		return
 	}
+	e.fails = 0
 	q.apply(ctx, e, t, reading, seen)
 }
 

@@ -7,9 +7,11 @@ package wechat_test
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -147,5 +149,64 @@ func TestReconcileRaisedQuotaIsUsed(t *testing.T) {
 	if ok <= preset || ok < raised-twice-recSlack {
 		t.Errorf("%d calls succeeded, want past the preset's %d up to WeChat's %d (less the %d calls before the first reading, counted twice, and %d in flight)",
 			ok, preset, raised, twice, recSlack)
+	}
+}
+
+// warnCounter counts the WARN lines about quotas.
+type warnCounter struct {
+	slog.Handler
+	n *atomic.Int64
+}
+
+func (c warnCounter) Handle(_ context.Context, r slog.Record) error {
+	if r.Level >= slog.LevelWarn && strings.Contains(r.Message, "quota") {
+		c.n.Add(1)
+	}
+	return nil
+}
+
+func (warnCounter) Enabled(context.Context, slog.Level) bool { return true }
+
+// An account that made one call and went idle is read no more once
+// idleReadings periods pass without a request naming it: its token expires
+// (here after a second), and every reading used to fail, with a WARN each,
+// for as long as the process ran. A failing reading is said once.
+func TestIdleAccountIsNoLongerRead(t *testing.T) {
+	if testing.Short() {
+		t.Skip("seconds of idle time: make test runs it, make test-short does not")
+	}
+	const every = time.Second
+	emu := wechattest.NewServer(wechattest.Options{Limits: wechattest.Limits{Daily: map[string]int{recAPI: 1000}}, TokenTTL: every})
+	t.Cleanup(emu.Close)
+	u, _ := url.Parse(emu.URL)
+	var warns atomic.Int64
+	app := "wx" + limitertest.Group(t)
+	cfg := wechat.Config{Hosts: []string{u.Hostname()}, Reconcile: true, ReconcileEvery: every, Apps: []wechat.App{{AppID: app}}}
+	client := loadtest.Replicas(t, 1, throttle.WithProfiles(wechat.MustNew(cfg).Profile()),
+		throttle.WithLogger(slog.New(warnCounter{slog.DiscardHandler, &warns})))[0]
+	req, _ := http.NewRequest(http.MethodPost, emu.URL+recAPI+"?access_token="+emu.Token(app),
+		strings.NewReader(`{"touser":"o6_bmjrPTlm6_2sgVt7hMZOPfL2M","msgtype":"text","text":{"content":"hi"}}`))
+	if r := loadtest.Send(client, req, "errcode"); r.Err != nil || r.Code != 0 {
+		t.Fatalf("the call: %+v", r)
+	}
+	called := time.Now()
+	reads := func() (n, failed int) {
+		for _, r := range emu.Requests() {
+			if r.Path == wechattest.QuotaGetPath {
+				n++
+				if r.Code != 0 {
+					failed++
+				}
+			}
+		}
+		return n, failed
+	}
+	time.Sleep(6*every - time.Since(called)) // the span observed: what is read in it
+	n, failed := reads()
+	t.Logf("one call, then %v idle: %d readings (%d failed: the token expired), %d WARN lines", 6*every, n, failed, warns.Load())
+	// The first reading at once, one a period while the account counts as
+	// used (idleReadings of them), and no more.
+	if n > 1+2 || warns.Load() > 1 {
+		t.Fatalf("%d readings and %d WARN lines in %v of idleness, want at most 3 and 1", n, warns.Load(), 6*every)
 	}
 }
