@@ -3,7 +3,6 @@ package throttle
 import (
 	"context"
 	"log/slog"
-	"maps"
 	"net/http"
 	"strings"
 	"sync"
@@ -31,8 +30,15 @@ import (
 // with many customer orgs), the gauges report the key nearest its limit,
 // which is the one an alert is about.
 
-// maxKnownQuotas bounds the calendar rule keys a Transport tracks.
-const maxKnownQuotas = 1024
+// maxKnownQuotas bounds the calendar rule keys a Transport tracks (a few
+// MB of heap when full), and quotaIdle is how long one no route names
+// stays tracked: with more keys than the bound (a DingTalk ISV in 10,000
+// orgs) the gauges used to watch the first 1,024 met for good, so an org
+// met later could pass 80% of its month unseen.
+const (
+	maxKnownQuotas = 16384
+	quotaIdle      = time.Hour
+)
 
 // quotaGaugeTimeout bounds the read behind one collection.
 const quotaGaugeTimeout = 250 * time.Millisecond
@@ -46,18 +52,18 @@ type quotaWatch struct {
 	reader limiter.CalendarReader // nil when the limiter cannot say
 	log    *slog.Logger
 
-	// known is read on the request path without a lock: a map never
-	// modified once published, replaced whole (under mu) when a rule is new.
-	known atomic.Pointer[map[quotaKey]*knownQuota]
-	mu    sync.Mutex
-	order []quotaKey // in the order met, for stable reads; guarded by mu
+	// known holds the calendar rules met, by key: read on the request
+	// path without a lock, a key added in O(1) however many there are.
+	known sync.Map // quotaKey -> *knownQuota
+	n     atomic.Int32
 
 	reg metric.Registration
 }
 
 type knownQuota struct {
 	rule rule.Rule
-	name string // rule attribute
+	name string       // rule attribute
+	seen atomic.Int64 // when a route last named it (unix nanos)
 }
 
 // startQuotaWatch sets up the gauges and wraps each profile's Route so that
@@ -105,45 +111,31 @@ func (q *quotaWatch) observe(group string, route func(*http.Request) (providers.
 
 func (q *quotaWatch) see(group string, r rule.Rule) {
 	k := quotaKey{group, r.Key()}
-	var kq *knownQuota
-	if m := q.known.Load(); m != nil {
-		kq = (*m)[k]
+	now := time.Now().UnixNano()
+	if v, ok := q.known.Load(k); ok {
+		kq := v.(*knownQuota)
+		if kq.rule == r {
+			kq.seen.Store(now)
+			return
+		}
+		// The rule changed under its key (a limit reconciled with the
+		// provider's): the gauge reads the rule in force.
+		q.known.Store(k, q.entry(r, now))
+		return
 	}
-	if kq == nil || kq.rule != r {
-		// New, or the rule changed under its key (a limit reconciled
-		// with the provider's): the gauge reads the rule in force.
-		q.add(k, r)
+	if q.n.Load() >= maxKnownQuotas {
+		return // until idle keys are forgotten (read)
+	}
+	if _, had := q.known.LoadOrStore(k, q.entry(r, now)); !had {
+		q.n.Add(1)
 	}
 }
 
-// add makes a rule known, unless maxKnownQuotas are already; it returns
-// the rule's entry, or nil.
-func (q *quotaWatch) add(k quotaKey, r rule.Rule) *knownQuota {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	old := q.known.Load()
-	replaced := false
-	if old != nil {
-		if kq := (*old)[k]; kq != nil {
-			if kq.rule == r {
-				return kq
-			}
-			replaced = true
-		} else if len(*old) >= maxKnownQuotas {
-			return nil
-		}
-	}
-	m := make(map[quotaKey]*knownQuota, len(q.order)+1)
-	if old != nil {
-		maps.Copy(m, *old)
-	}
+// entry is a known rule, named by a route at now.
+func (q *quotaWatch) entry(r rule.Rule, now int64) *knownQuota {
 	name, _, _ := strings.Cut(r.Key(), ":")
 	kq := &knownQuota{rule: r, name: name}
-	m[k] = kq
-	if !replaced {
-		q.order = append(q.order, k)
-	}
-	q.known.Store(&m)
+	kq.seen.Store(now)
 	return kq
 }
 
@@ -181,18 +173,24 @@ type quotaReading struct {
 // per provider and rule name, the key nearest its limit. A provider whose
 // read fails is left out of this collection.
 func (q *quotaWatch) read(ctx context.Context) []quotaReading {
-	q.mu.Lock()
 	byGroup := make(map[string][]*knownQuota)
 	var groups []string
-	if m := q.known.Load(); m != nil {
-		for _, k := range q.order {
-			if byGroup[k.group] == nil {
-				groups = append(groups, k.group)
+	idle := time.Now().Add(-quotaIdle).UnixNano()
+	q.known.Range(func(k, v any) bool {
+		kq := v.(*knownQuota)
+		if kq.seen.Load() < idle {
+			if q.known.CompareAndDelete(k, v) {
+				q.n.Add(-1)
 			}
-			byGroup[k.group] = append(byGroup[k.group], (*m)[k])
+			return true
 		}
-	}
-	q.mu.Unlock()
+		g := k.(quotaKey).group
+		if byGroup[g] == nil {
+			groups = append(groups, g)
+		}
+		byGroup[g] = append(byGroup[g], kq)
+		return true
+	})
 	ctx, cancel := context.WithTimeout(ctx, quotaGaugeTimeout)
 	defer cancel()
 	var out []quotaReading
