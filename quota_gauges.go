@@ -56,6 +56,14 @@ type quotaWatch struct {
 	// path without a lock, a key added in O(1) however many there are.
 	known sync.Map // quotaKey -> *knownQuota
 	n     atomic.Int32
+	// gen counts the collections (reads); a route marks its rule with the
+	// current one, which costs no clock read on the request path. A rule
+	// not marked since the generation an idle spell ago is forgotten.
+	gen      atomic.Int64
+	mu       sync.Mutex // guards the spells; one read at a time
+	spellGen int64      // the generation the current spell began at
+	spellAt  time.Time  // when it began
+	idleGen  int64      // rules marked before it are forgotten
 
 	reg metric.Registration
 }
@@ -63,7 +71,7 @@ type quotaWatch struct {
 type knownQuota struct {
 	rule rule.Rule
 	name string       // rule attribute
-	seen atomic.Int64 // when a route last named it (unix nanos)
+	seen atomic.Int64 // the generation (quotaWatch.gen) a route last named it in
 }
 
 // startQuotaWatch sets up the gauges and wraps each profile's Route so that
@@ -111,11 +119,13 @@ func (q *quotaWatch) observe(group string, route func(*http.Request) (providers.
 
 func (q *quotaWatch) see(group string, r rule.Rule) {
 	k := quotaKey{group, r.Key()}
-	now := time.Now().UnixNano()
+	now := q.gen.Load()
 	if v, ok := q.known.Load(k); ok {
 		kq := v.(*knownQuota)
 		if kq.rule == r {
-			kq.seen.Store(now)
+			if kq.seen.Load() != now {
+				kq.seen.Store(now)
+			}
 			return
 		}
 		// The rule changed under its key (a limit reconciled with the
@@ -175,7 +185,15 @@ type quotaReading struct {
 func (q *quotaWatch) read(ctx context.Context) []quotaReading {
 	byGroup := make(map[string][]*knownQuota)
 	var groups []string
-	idle := time.Now().Add(-quotaIdle).UnixNano()
+	q.mu.Lock()
+	if now := time.Now(); now.Sub(q.spellAt) >= quotaIdle {
+		// A new spell: rules not named since the last one began are
+		// forgotten (idle for one to two spells).
+		q.idleGen, q.spellGen, q.spellAt = q.spellGen, q.gen.Load(), now
+	}
+	idle := q.idleGen
+	q.gen.Add(1)
+	q.mu.Unlock()
 	q.known.Range(func(k, v any) bool {
 		kq := v.(*knownQuota)
 		if kq.seen.Load() < idle {
