@@ -111,8 +111,9 @@ type Shared struct {
 
 	// described holds, per calendar rule met, when to record it in the
 	// catalogue again (unix nanos): once per window, for throttlectl.
-	describedMu sync.RWMutex
-	described   map[stateKey]*description
+	describedMu    sync.RWMutex
+	described      map[stateKey]*description
+	describedSwept time.Time // guarded by describedMu
 
 	listeners listeners // see Listen
 }
@@ -322,9 +323,11 @@ func (s *Shared) Reserve(ctx context.Context, req Request) (Reservation, error) 
 }
 
 // maxDescribed bounds the calendar rules a Shared limiter keeps track of
-// describing; rules met beyond it are not described (throttlectl then
-// shows their counts without the limit).
-const maxDescribed = 4096
+// describing (about 6 MB when full); rules met beyond it are not described
+// (throttlectl then shows their counts without the limit) until rules whose
+// window has ended make room. It was 4,096 with no room ever made: an ISV
+// in 100,000 orgs had the first 4,096 described, for good.
+const maxDescribed = 65536
 
 // description is when a calendar rule is next to be recorded in the
 // catalogue, and the limit it was recorded with.
@@ -343,7 +346,10 @@ func (s *Shared) describe(group string, rl rule.Rule) {
 	s.describedMu.RUnlock()
 	if next == nil {
 		s.describedMu.Lock()
-		if next = s.described[k]; next == nil && len(s.described) < maxDescribed {
+		if next = s.described[k]; next == nil && len(s.described) >= maxDescribed {
+			s.forgetDescribed(time.Now())
+		}
+		if next == nil && len(s.described) < maxDescribed {
 			next = new(description)
 			s.described[k] = next
 		}
@@ -363,6 +369,21 @@ func (s *Shared) describe(group string, rl rule.Rule) {
 		defer cancel()
 		_ = s.redis.Describe(ctx, group, rl)
 	})
+}
+
+// forgetDescribed drops, at most once a minute, the rules whose window
+// ended before now: met again, they are described in their new window as
+// if new. Its caller holds describedMu.
+func (s *Shared) forgetDescribed(now time.Time) {
+	if now.Before(s.describedSwept.Add(time.Minute)) {
+		return
+	}
+	s.describedSwept = now
+	for k, d := range s.described {
+		if d.next.Load() <= now.UnixNano() {
+			delete(s.described, k)
+		}
+	}
 }
 
 // Penalize implements Limiter. During an outage the penalty holds locally
