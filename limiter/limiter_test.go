@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -130,6 +131,40 @@ func TestMemoryForgetsIdleKeys(t *testing.T) {
 	now.Store(&later)
 	if n := m.Len(); n != 0 {
 		t.Fatalf("Len = %d after every key went idle, want 0", n)
+	}
+}
+
+// Calendar states (sweeps of which wait for the earliest window end, not a
+// second) go at their windows' ends, each at its own: a day's before a
+// month's.
+func TestMemoryForgetsEndedCalendarWindows(t *testing.T) {
+	var now atomic.Pointer[time.Time]
+	t0 := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	now.Store(&t0)
+	m := limiter.NewMemoryWithClock(func() time.Time { return *now.Load() })
+	for i := range 100 {
+		unit, name := rule.Month, "month:org"
+		if i%2 == 0 {
+			unit, name = rule.Day, "day:org"
+		}
+		r := rule.Must(rule.NewCalendar(name+strconv.Itoa(i), 1000, unit, time.UTC))
+		if _, err := m.Reserve(context.Background(), limiter.Request{Group: "g", Rules: []rule.Rule{r}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		at   time.Time
+		want int
+	}{
+		{t0.Add(time.Hour), 100},
+		{time.Date(2026, 11, 29, 0, 0, 1, 0, time.UTC), 50}, // the days ended
+		{time.Date(2026, 11, 30, 0, 0, 1, 0, time.UTC), 50},
+		{time.Date(2026, 12, 1, 0, 0, 1, 0, time.UTC), 0}, // the month too
+	} {
+		now.Store(&tc.at)
+		if n := m.Len(); n != tc.want {
+			t.Fatalf("at %v: %d states held, want %d", tc.at, n, tc.want)
+		}
 	}
 }
 
