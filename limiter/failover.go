@@ -63,7 +63,7 @@ type failover struct {
 	// lastErr is the primary's latest failure (an error), what a request
 	// refused during an outage (OutageRefuse) names: "down" alone left
 	// on-call without the address or the dial error behind it.
-	lastErr  atomic.Value
+	lastErr  atomic.Pointer[error]
 	switchMu sync.Mutex
 
 	// Hysteresis: goodSince is when the probes began to succeed (unix
@@ -231,8 +231,8 @@ func (f *failover) reserve(ctx context.Context, req Request) (Reservation, error
 func (f *failover) reserveLocal(ctx context.Context, req Request) (Reservation, error) {
 	switch f.cfg.Mode {
 	case OutageRefuse:
-		if last, ok := f.lastErr.Load().(error); ok {
-			return Reservation{}, fmt.Errorf("%w (refused without a call while it is down)", last)
+		if last := f.lastErr.Load(); last != nil {
+			return Reservation{}, fmt.Errorf("%w (refused without a call while it is down)", *last)
 		}
 		return Reservation{}, unavailable("reserve", errors.New("primary limiter is down"))
 	case OutageAdmit:
@@ -285,7 +285,7 @@ func (f *failover) callPrimary(ctx context.Context, req Request, probing bool) (
 	case errors.Is(err, ErrUnavailable) || errors.Is(err, context.DeadlineExceeded):
 		f.goodSince.Store(0)
 		f.nextProbe.Store(time.Now().Add(f.cfg.Probe).UnixNano())
-		f.lastErr.Store(err)
+		f.lastErr.Store(&err) // a pointer: the errors' types differ (an atomic.Value panics)
 		if !f.down.Load() {
 			f.setDown(true, err)
 		}

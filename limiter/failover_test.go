@@ -2,6 +2,9 @@ package limiter_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -307,4 +310,36 @@ func localSlot(t *testing.T, f *limiter.Failover, req limiter.Request) limiter.R
 		t.Fatalf("after the primary failed: %+v %v, want a local slot", res, err)
 	}
 	return res
+}
+
+// twoErrors fails with errors of two different types, as a Redis limiter
+// does (a dial error wrapped, then a malformed reply).
+type twoErrors struct {
+	*limiter.Memory
+	n atomic.Int32
+}
+
+func (f *twoErrors) Reserve(ctx context.Context, req limiter.Request) (limiter.Reservation, error) {
+	if f.n.Add(1)%2 == 1 {
+		return limiter.Reservation{}, fmt.Errorf("%w: redis reserve: %w", limiter.ErrUnavailable, errors.New("dial tcp: connection refused"))
+	}
+	return limiter.Reservation{}, fmt.Errorf("%w: reserve: malformed reply %q", limiter.ErrUnavailable, "x")
+}
+
+// The primary's failures of different types are each kept for the
+// refusals' text (an atomic.Value holding them panicked at the second).
+func TestFailoverKeepsFailuresOfAnyType(t *testing.T) {
+	f := limiter.NewFailover(&twoErrors{Memory: limiter.NewMemory()}, limiter.FailoverConfig{
+		Mode: limiter.OutageRefuse, Share: func() float64 { return 1 }, Probe: time.Nanosecond})
+	req := limiter.Request{Group: "g", Rules: []rule.Rule{rule.Must(rule.New("r", 10, time.Second))}, MaxWait: time.Second}
+	var last error
+	for range 4 {
+		_, last = f.Reserve(context.Background(), req)
+		if !errors.Is(last, limiter.ErrUnavailable) {
+			t.Fatalf("%v, want ErrUnavailable", last)
+		}
+	}
+	if !strings.Contains(last.Error(), "malformed reply") && !strings.Contains(last.Error(), "connection refused") {
+		t.Fatalf("%v: names neither failure", last)
+	}
 }
