@@ -307,14 +307,20 @@ func (w *watcher) poll() {
 	defer w.done.Done()
 	t := time.NewTimer(pollEvery)
 	defer t.Stop()
+	// owed is a pass asked for after a resubscription that has not yet
+	// had every key answered: right after a blip the pool dials again,
+	// and a pass that times out would leave a missed lift unheard until
+	// the penalty's end.
+	owed := false
 	for {
 		select {
 		case <-w.quit:
 			return
 		case <-w.recheck:
+			owed = true
 		case <-t.C:
 			t.Reset(pollEvery)
-			if !w.refused.Load() {
+			if !owed && !w.refused.Load() {
 				continue
 			}
 		}
@@ -330,6 +336,7 @@ func (w *watcher) poll() {
 		}
 		w.knownMu.Unlock()
 		if len(ids) == 0 {
+			owed = false
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), defaultTimeout)
@@ -340,8 +347,13 @@ func (w *watcher) poll() {
 		}
 		_, _ = pipe.Exec(ctx)
 		cancel()
+		owed = false
 		for i, id := range ids {
-			if n, err := cmds[i].Result(); err != nil || n != 0 {
+			n, err := cmds[i].Result()
+			if err != nil {
+				owed = true // asked again in pollEvery
+			}
+			if err != nil || n != 0 {
 				continue
 			}
 			w.knownMu.Lock()
