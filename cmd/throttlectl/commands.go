@@ -13,7 +13,6 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/quotaware/throttle/internal/inspect"
@@ -342,12 +341,13 @@ func clip(s string, n int) string {
 }
 
 // shown is a value read from Redis as the terminal may print it: quoted,
-// with its control characters escaped, when it has any (anyone who can
-// write to Redis could otherwise redraw the operator's screen, say over a
-// penalty with "penalties: none"), else as it is.
+// with its unprintable characters escaped (controls, bidi overrides,
+// zero-width and line separators, invalid UTF-8), when it has any: anyone
+// who can write to Redis could otherwise redraw or reorder the operator's
+// screen, say over a penalty with "penalties: none". Else as it is.
 func shown(s string) string {
 	for _, r := range s {
-		if r == utf8.RuneError || unicode.IsControl(r) {
+		if r == utf8.RuneError || !strconv.IsPrint(r) {
 			return strconv.Quote(s)
 		}
 	}

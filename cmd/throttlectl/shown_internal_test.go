@@ -29,4 +29,12 @@ func TestStatusEscapesControlCharacters(t *testing.T) {
 	if got := describe(st.Groups[0].Penalties[0]); strings.ContainsAny(got, "\r\x1b\x07") {
 		t.Fatalf("describe: %q", got)
 	}
+	for _, s := range []string{"a\u202eb", "a\u200bb", "a\u2028b"} { // a bidi override, a zero-width space, a line separator
+		if got := shown(s); got != strconv.Quote(s) {
+			t.Errorf("shown(%q) = %q, want it quoted", s, got)
+		}
+	}
+	if got := shown("钉钉 org:1"); got != "钉钉 org:1" {
+		t.Errorf("shown of a printable name = %q, want it as it is", got)
+	}
 }

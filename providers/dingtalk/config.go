@@ -159,7 +159,7 @@ type Config struct {
 	// of the hour) penalise it (default 1 s, 2 s, then 4 s: the docs'
 	// backoff). An error within EscalationWindow after the previous
 	// penalty ended takes the next step; one beyond the last step repeats
-	// it.
+	// it. Nil: the default; empty: an error.
 	Escalation []time.Duration
 	// EscalationWindow is how long after a penalty a repeat counts as the
 	// same trouble (default 10 s); later, the API starts again at the
@@ -318,7 +318,7 @@ func (c settings) withDefaults() (settings, error) {
 		setDur(&c.Jitter, defaultJitter)
 	}
 	setDur(&c.DefaultPenalty, 5*time.Minute)
-	if len(c.Escalation) == 0 {
+	if c.Escalation == nil {
 		c.Escalation = defaultEscalation
 	}
 	setDur(&c.EscalationWindow, defaultEscalationWindow)
@@ -368,6 +368,8 @@ func (c *settings) validate() error {
 		return fieldErr("Jitter", "must be under a second (it widens a 1 s window), got %v", c.Jitter)
 	case c.DefaultPenalty < 0:
 		return fieldErr("DefaultPenalty", "must not be negative, got %v", c.DefaultPenalty)
+	case len(c.Escalation) == 0:
+		return fieldErr("Escalation", "must not be empty (nil: 1s, 2s, 4s)")
 	case c.EscalationWindow < 0:
 		return fieldErr("EscalationWindow", "must not be negative, got %v", c.EscalationWindow)
 	case c.IPBanPenalty < 0:

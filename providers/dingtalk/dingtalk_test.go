@@ -43,6 +43,7 @@ func TestConfigValidation(t *testing.T) {
 		{"jitter a second", Config{Jitter: time.Second, Apps: []App{{AppKey: "a"}}}, "Jitter"},
 		{"negative penalty", Config{DefaultPenalty: -1, Apps: []App{{AppKey: "a"}}}, "DefaultPenalty"},
 		{"negative ban", Config{IPBanPenalty: -1, Apps: []App{{AppKey: "a"}}}, "IPBanPenalty"},
+		{"empty escalation", Config{Escalation: []time.Duration{}, Apps: []App{{AppKey: "a"}}}, "Escalation"},
 		{"zero escalation step", Config{Escalation: []time.Duration{time.Second, 0}, Apps: []App{{AppKey: "a"}}}, "Escalation[1]"},
 		{"escalation step over an hour", Config{Escalation: []time.Duration{2 * time.Hour}, Apps: []App{{AppKey: "a"}}}, "Escalation[0]"},
 		{"negative escalation window", Config{EscalationWindow: -1, Apps: []App{{AppKey: "a"}}}, "EscalationWindow"},
