@@ -23,6 +23,7 @@ import (
 	"github.com/quotaware/throttle/providers"
 	"github.com/quotaware/throttle/providers/dingtalk"
 	"github.com/quotaware/throttle/providers/dingtalk/dingtalktest"
+	"github.com/quotaware/throttle/providers/feishu"
 )
 
 // Tokens and secrets reach no Redis key or value (nor a Pub/Sub message),
@@ -281,5 +282,49 @@ func TestContextWithAppAndTenant(t *testing.T) {
 		if got, ok := apps.FromContext(c.ctx); !ok || got != c.want {
 			t.Errorf("FromContext = %+v, %v; want %+v", got, ok, c.want)
 		}
+	}
+}
+
+// A context tagged with one provider's app (ContextWithApp names no
+// provider) reused for another provider's call: the preset that does not
+// know the named app charges the call to the app its token is known to
+// belong to, not to an app made up under the tag's name beside it. A tag
+// naming an app the preset does not know, with a token it does not know
+// either, still gets the app's own budget (WeCom companies named by the
+// caller, unlisted).
+func TestCallerTagOfAnotherProvidersApp(t *testing.T) {
+	const api = "https://open.feishu.cn/open-apis/contact/v3/users/ou_1"
+	var routed []string
+	p := feishu.MustNew(feishu.Config{Apps: []feishu.App{{AppID: "cli_1"}, {AppID: "cli_2"}}}).Profile()
+	route := p.Route
+	p.Route = func(req *http.Request) (providers.Route, error) {
+		r, err := route(req)
+		if err == nil {
+			routed = append(routed, r.Rules[0].Key())
+		}
+		return r, err
+	}
+	tr := throttle.MustNew(throttle.WithProfiles(p), throttle.WithApps(apps.Config{}), throttle.WithoutTelemetry(),
+		throttle.WithBase(&answerAll{}), throttle.WithoutRetry())
+	t.Cleanup(func() { tr.Close() })
+	if err := tr.Apps().Learn(context.Background(), "t-cli1", apps.App{Provider: "feishu", ID: "cli_1"}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	client := &http.Client{Transport: tr}
+	for _, tc := range []struct{ tag, token string }{
+		{"dingabc", "t-cli1"},  // another provider's app, a token known as cli_1's
+		{"cli_2", "t-cli1"},    // a listed app: the caller's word wins
+		{"cli_new", "t-other"}, // unknown app, unknown token: the app's own budget
+	} {
+		req, _ := http.NewRequestWithContext(throttle.ContextWithApp(context.Background(), tc.tag), http.MethodGet, api, nil)
+		req.Header.Set("Authorization", "Bearer "+tc.token)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	if len(routed) != 3 || !strings.Contains(routed[0], "cli_1") || !strings.Contains(routed[1], "cli_2") || !strings.Contains(routed[2], "cli_new") {
+		t.Fatalf("routed by %q, want cli_1's rule (the token's), cli_2's (listed), cli_new's (named, unknown)", routed)
 	}
 }

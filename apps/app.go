@@ -42,3 +42,21 @@ func FromContext(ctx context.Context) (App, bool) {
 	a, ok := ctx.Value(appKey{}).(App)
 	return a, ok && a.ID != ""
 }
+
+type tokenAppKey struct{}
+
+// withTokenApp records, beside an app the caller named, the app the
+// request's token is known to belong to.
+func withTokenApp(ctx context.Context, app App) context.Context {
+	return context.WithValue(ctx, tokenAppKey{}, app)
+}
+
+// TokenApp returns the app the request's token belongs to, as this replica
+// knows it, when the caller named an app of no provider (ContextWithApp):
+// a preset that neither lists nor learned the caller's app charges the
+// request to the token's, since the tag may be meant for another
+// provider's app.
+func TokenApp(ctx context.Context) (App, bool) {
+	a, ok := ctx.Value(tokenAppKey{}).(App)
+	return a, ok && a.ID != ""
+}

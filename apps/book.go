@@ -206,7 +206,17 @@ func (b *Book) Resolve(req *http.Request, provider string) *http.Request {
 	if b == nil {
 		return req
 	}
-	if _, ok := FromContext(ctx); ok {
+	if named, ok := FromContext(ctx); ok {
+		if named.Provider == "" && named.Org == "" {
+			// The caller's tag names no provider: note the token's app
+			// too, from memory only (no Redis call for a tagged request),
+			// for a preset that does not know the named app (TokenApp).
+			if tok := tokenform.FromRequest(req); tok != "" {
+				if app, ok := b.known(tok); ok && app.Provider == provider {
+					return req.WithContext(withTokenApp(ctx, app))
+				}
+			}
+		}
 		return req
 	}
 	tok := tokenform.FromRequest(req)
@@ -253,6 +263,13 @@ func (b *Book) Lookup(ctx context.Context, token string) (App, bool) {
 		return App{}, false
 	}
 	return b.fetchOnce(ctx, h)
+}
+
+// known returns the app token belongs to when this replica holds it in
+// memory; it never asks Redis.
+func (b *Book) known(token string) (App, bool) {
+	app, e, ok := b.get(b.hash(token), b.tick(b.cfg.now()))
+	return app, ok && e.app != noApp && e.app != conflictApp
 }
 
 // flight is one Redis lookup that concurrent lookups of a token share.

@@ -180,14 +180,16 @@ func (s *Set) Pick(req *http.Request) *providers.Profile {
 	if p, ok := s.learned.Load(key); ok {
 		return p.(*providers.Profile)
 	}
-	if s.build == nil || app.Provider == "" && app.Org == "" {
-		// An app the caller named (ContextWithApp: no provider, no org)
-		// that is not listed opens no budget of its own: every preset
-		// reads the tag, and one meant for another provider's app (a
-		// context reused across providers) would make up an app beside
-		// the one the request's token belongs to. A tenant the caller
-		// named (ContextWithTenant) is an ISV's org, built as before.
+	if s.build == nil {
 		return s.fallback.Load()
+	}
+	if tok, ok := apps.TokenApp(req.Context()); ok && tok.Provider == s.name && tok.ID != app.ID {
+		// An app the caller named with no provider (ContextWithApp), which
+		// this set does not know, beside a token this replica knows as
+		// one of this provider's apps: the tag was meant for another
+		// provider (a context reused across providers), and the request
+		// is charged to the token's app rather than to one made up.
+		return s.Pick(req.WithContext(apps.NewContext(req.Context(), tok)))
 	}
 	p, key, err := s.build(app)
 	if err != nil {

@@ -50,9 +50,10 @@ func TestPick(t *testing.T) {
 		{"listed app of this provider", build, &apps.App{Provider: "acme", ID: "a1", Learned: true}, "a1"},
 		{"another provider's app", build, &apps.App{Provider: "other", ID: "a1"}, "fallback"},
 		{"unlisted app is built", build, &apps.App{Provider: "acme", ID: "a2", Learned: true}, "built a2"},
-		// A caller's tag names no provider: an unlisted ID in it may be
-		// another provider's app, and opens no budget of its own.
-		{"unlisted app the caller named", build, &apps.App{ID: "a2"}, "fallback"},
+		// A caller's tag names no provider: without a token this replica
+		// knows, an unlisted app in it is built (the Transport's test of
+		// one beside a known token: TestCallerTagOfAnotherProvidersApp).
+		{"unlisted app the caller named", build, &apps.App{ID: "a2"}, "built a2"},
 		{"unlisted tenant the caller named", build, &apps.App{ID: "a2", Org: "o1"}, "built a2"},
 		{"an app that fails to build", build, &apps.App{Provider: "acme", ID: "bad", Learned: true}, "fallback"},
 		{"unlisted app without Build", nil, &apps.App{Provider: "acme", ID: "a2", Learned: true}, "fallback"},
