@@ -64,10 +64,10 @@ func (t *Transport) buildApps(c *config) error {
 // AppKey or SuiteKey, a WeChat AppID, a WeCom CorpID, a Feishu app_id),
 // whatever token they carry: for callers that hold several clients or know
 // better than what the Transport learned. The tag names no provider, so
-// every preset reads it: one that does not list app (nor learned it from a
-// token) charges the request to its default app or unknown scope, never to
-// a budget made up for app, so a context reused for another provider's
-// call cannot lift that call's limit.
+// every preset reads it: one that neither lists nor learned app charges the
+// request to the app its token is known (WithApps) to belong to, so a
+// context reused for another provider's call does not lift that call's
+// limit; with no such token, to a profile of app's own.
 func ContextWithApp(ctx context.Context, app string) context.Context {
 	return apps.NewContext(ctx, apps.App{ID: app})
 }
