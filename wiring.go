@@ -2,8 +2,6 @@ package throttle
 
 import (
 	"runtime"
-	"sort"
-	"strings"
 
 	"github.com/quotaware/throttle/limiter"
 	"github.com/redis/go-redis/v9"
@@ -33,7 +31,7 @@ func (t *Transport) wireShared(s *limiter.Shared, c *config) {
 	}
 	// The callbacks hold the telemetry and the breakers, never the
 	// Transport, so background goroutines do not keep it from collection.
-	tel, mode, addr := t.tel, outageModeName(s.Config().Mode), redisAddrs(s.Client())
+	tel, mode, addr := t.tel, outageModeName(s.Config().Mode), s.Addr()
 	stop := s.Listen(limiter.Listener{
 		Switch:  func(down bool, err error) { tel.fallbackSwitch(down, mode, addr, err) },
 		Penalty: penaltyRouter(t.profiles, t.head),
@@ -77,26 +75,6 @@ func penaltyRouter(profiles []profile, learned *headroomLoop) func(group string,
 			}
 		}
 	}
-}
-
-// redisAddrs names the servers a go-redis client dials, for the log of an
-// outage: a wrong address (a typo, a port) shows there at once. Addresses
-// only, never the options' credentials.
-func redisAddrs(c redis.UniversalClient) string {
-	switch c := c.(type) {
-	case *redis.Client:
-		return c.Options().Addr
-	case *redis.ClusterClient:
-		return strings.Join(c.Options().Addrs, ",")
-	case *redis.Ring:
-		addrs := make([]string, 0, len(c.Options().Addrs))
-		for _, a := range c.Options().Addrs {
-			addrs = append(addrs, a)
-		}
-		sort.Strings(addrs)
-		return strings.Join(addrs, ",")
-	}
-	return ""
 }
 
 // contextTimeouts reports whether a go-redis client honours context

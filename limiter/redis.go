@@ -5,6 +5,8 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -104,12 +106,7 @@ func newRedis(client redis.UniversalClient, opts ...redisOption) (*redisLimiter,
 	for _, o := range opts {
 		o.applyRedis(r)
 	}
-	switch c := client.(type) {
-	case *redis.Client:
-		r.addr = c.Options().Addr
-	case *redis.ClusterClient:
-		r.addr = "cluster " + strings.Join(c.Options().Addrs, ",")
-	}
+	r.addr = redisAddrs(client)
 	if r.prefix == "" || len(r.prefix) > 64 || strings.ContainsAny(r.prefix, "{}") {
 		return nil, fmt.Errorf("limiter: NewShared: Prefix must be 1..64 bytes without braces, got %q", r.prefix)
 	}
@@ -487,6 +484,25 @@ func (l *redisLimiter) reloadCluster() {
 	if cc, ok := l.client.(*redis.ClusterClient); ok {
 		cc.ReloadState(context.Background())
 	}
+}
+
+// redisAddrs names the servers a go-redis client dials, for errors and the
+// log of an outage: a wrong address (a typo, a port) shows there at once.
+// Addresses only, never the options' credentials; "" for a Sentinel
+// failover client, whose options hold a placeholder, not the address.
+func redisAddrs(c redis.UniversalClient) string {
+	switch c := c.(type) {
+	case *redis.Client:
+		if a := c.Options().Addr; a != "FailoverClient" {
+			return a
+		}
+	case *redis.ClusterClient:
+		return strings.Join(c.Options().Addrs, ",")
+	case *redis.Ring:
+		addrs := slices.Sorted(maps.Values(c.Options().Addrs)) // shard name -> address
+		return strings.Join(addrs, ",")
+	}
+	return ""
 }
 
 // callError says which Redis failed a call and, when the call ran out of

@@ -249,6 +249,11 @@ func (s *Shared) startAnnouncements(client redis.UniversalClient, r *redisLimite
 	r.onPenalty = s.watcher.remember
 }
 
+// Addr names the Redis servers the limiter's client dials ("host:port",
+// comma-separated for a cluster or ring; "" when the client does not say):
+// what its errors and the outage log name.
+func (s *Shared) Addr() string { return s.redis.addr }
+
 // MustNewShared is NewShared for use in one expression, panicking when cfg
 // is invalid: a configuration error is a programming error found at
 // start-up.
