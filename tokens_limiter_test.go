@@ -6,6 +6,7 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"slices"
 	"strings"
@@ -196,8 +197,14 @@ func TestRetriedExchangeAnsweredFromRedisIsRecorded(t *testing.T) {
 		if calls.Add(1) > 1 {
 			return http.DefaultTransport.RoundTrip(req)
 		}
-		// The first attempt fails; the other replica, waiting for this
-		// one's lease, fetches once it is let go.
+		// The first attempt fails before it is written (as net/http
+		// reports a refused dial: GetConn without WroteRequest), so that
+		// it is retried although WeChat's /cgi-bin/token is no idempotent
+		// GET; the other replica, waiting for this one's lease, fetches
+		// once it is let go.
+		if trace := httptrace.ContextClientTrace(req.Context()); trace != nil && trace.GetConn != nil {
+			trace.GetConn(req.URL.Host)
+		}
 		go func() {
 			resp, err := (&http.Client{Transport: other}).Get(tokenURL)
 			if err == nil {
@@ -207,7 +214,7 @@ func TestRetriedExchangeAnsweredFromRedisIsRecorded(t *testing.T) {
 			fetched <- err
 			close(done)
 		}()
-		return nil, errors.New("connection reset by peer")
+		return nil, errors.New("connection refused")
 	})
 	// The retry books its slot, then reads the kept answer, only once the
 	// other replica has kept it: its Redis client holds the booking until
