@@ -2,6 +2,7 @@ package throttle_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/quotaware/throttle"
 	"github.com/quotaware/throttle/limiter"
+	"github.com/quotaware/throttle/limiter/rule"
 	"github.com/quotaware/throttle/providers"
 	"github.com/quotaware/throttle/providers/dingtalk"
 )
@@ -183,5 +185,44 @@ func TestLongBodyWithoutGetBodyIsNotRetriedVisibly(t *testing.T) {
 	}
 	if !found {
 		t.Fatalf("span events %v lack throttle.retry_skipped", spans[0].Events)
+	}
+}
+
+// A request sent to a gateway by its URL, naming the provider in its Host
+// header (the gateway forwards by it), is limited by the provider's
+// profile: it passed unlimited and unreported. A profile of the gateway's
+// own address keeps the requests its URL names, whatever their Host.
+func TestGatewayRequestsMatchByTheirHostHeader(t *testing.T) {
+	dt := dingtalk.MustNew(dingtalk.Config{Apps: []dingtalk.App{{AppKey: "dingapp", PerAPIRate: 1}}}).Profile()
+	gateway := testProfile("gateway", rule.Must(rule.New("gw", 1000, time.Second, rule.WithBurst(100))))
+	gateway.Match = providers.MatchHosts("10.0.0.9")
+	send := func(tr *throttle.Transport) error {
+		req, _ := http.NewRequest(http.MethodGet, "http://10.0.0.9:8080/topapi/v2/user/get?access_token=tok", nil)
+		req.Host = "oapi.dingtalk.com"
+		resp, err := tr.RoundTrip(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err
+	}
+	for _, tc := range []struct {
+		name     string
+		profiles []providers.Profile
+		second   error // the second request's error: DingTalk's 1/s binds
+	}{
+		{"the provider's profile alone", []providers.Profile{dt}, throttle.ErrThrottled},
+		{"a profile of the gateway too", []providers.Profile{dt, gateway}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := throttle.MustNew(throttle.WithBase(&answerAll{}), throttle.WithProfiles(tc.profiles...), throttle.WithMaxWait(0),
+				throttle.WithoutRetry(), throttle.WithoutTelemetry(), throttle.WithLogger(quiet))
+			defer tr.Close()
+			if err := send(tr); err != nil {
+				t.Fatal(err)
+			}
+			if err := send(tr); !errors.Is(err, tc.second) && err != tc.second {
+				t.Fatalf("second request: %v, want %v", err, tc.second)
+			}
+		})
 	}
 }

@@ -289,5 +289,21 @@ func (t *Transport) match(req *http.Request) *profile {
 			return &t.profiles[i]
 		}
 	}
+	if req.URL == nil || req.Host == "" || req.Host == req.URL.Host {
+		return nil
+	}
+	// Sent to a gateway by its URL, naming the provider in its Host
+	// header (the gateway forwards by it): the request goes to the
+	// provider all the same. Tried only once no profile took the URL,
+	// so a profile of the gateway's own address keeps its requests.
+	u := *req.URL
+	u.Host = req.Host
+	byHost := *req
+	byHost.URL = &u
+	for i := range t.profiles {
+		if t.profiles[i].Match(&byHost) {
+			return &t.profiles[i]
+		}
+	}
 	return nil
 }

@@ -14,7 +14,8 @@ import (
 // for https, 80 for http), names none. Each entry is the host alone, never
 // a URL: an entry with a scheme or path matches no request, which is why
 // the presets check their Hosts when built. A request matches by its URL's
-// host or, sent elsewhere, by its Host header.
+// host (its Host header when the URL has none); the Transport tries the
+// Host header of a request sent elsewhere once no profile matched its URL.
 func MatchHosts(hosts ...string) func(*http.Request) bool {
 	s := hostSet{any: make(map[string]bool, len(hosts))}
 	for _, h := range hosts {
@@ -42,13 +43,11 @@ func (s hostSet) match(req *http.Request) bool {
 	if req == nil || req.URL == nil {
 		return false
 	}
-	if s.matchHost(req.URL.Host, req.URL.Scheme) {
-		return true
+	h := req.URL.Host
+	if h == "" {
+		h = req.Host
 	}
-	// A request sent to a gateway by its URL that names the provider in
-	// its Host header (the gateway forwards by it) goes to the provider
-	// all the same.
-	return req.Host != "" && req.Host != req.URL.Host && s.matchHost(req.Host, req.URL.Scheme)
+	return s.matchHost(h, req.URL.Scheme)
 }
 
 func (s hostSet) matchHost(h, scheme string) bool {

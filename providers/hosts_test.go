@@ -163,25 +163,6 @@ func TestMatchHostsEntriesMatchTheirHost(t *testing.T) {
 	}
 }
 
-// A request sent to a gateway by its URL, naming the provider in its Host
-// header (the gateway forwards by it), goes to the provider: it used to
-// pass unlimited, and unreported.
-func TestMatchHostsReadsTheHostHeader(t *testing.T) {
-	m := providers.MatchHosts("oapi.dingtalk.com")
-	req, _ := http.NewRequest(http.MethodGet, "http://10.0.0.9:8080/topapi/v2/user/get", nil)
-	if m(req) {
-		t.Fatal("matches the gateway's address")
-	}
-	req.Host = "OAPI.dingtalk.com"
-	if !m(req) {
-		t.Fatal("does not match a request whose Host names the provider")
-	}
-	req.Host = "example.org"
-	if m(req) {
-		t.Fatal("matches a request whose Host names another site")
-	}
-}
-
 // A profile's name is the limiter's group, inside its Redis keys' hash
 // tag: a brace in it is refused where the profile is checked.
 func TestProfileNameWithBraceRefused(t *testing.T) {
