@@ -42,8 +42,10 @@ type QuotaTarget struct {
 	// Rule is the calendar rule that keeps the quota.
 	Rule rule.Rule
 	// Origin is the scheme and host the request went to
-	// ("https://api.weixin.qq.com").
-	Origin string
+	// ("https://api.weixin.qq.com"), and Host the Host header it carried
+	// when that named another host (a gateway reached by URL that
+	// forwards by Host), "" otherwise: the reading goes the same way.
+	Origin, Host string
 	// Token is the credential the request carried: kept in memory only,
 	// never logged (String leaves it out).
 	Token string

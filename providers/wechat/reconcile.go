@@ -85,7 +85,11 @@ func quotaTarget(req *http.Request, r *providers.Route, single bool) (providers.
 		if scheme == "" {
 			scheme = "https"
 		}
-		return providers.QuotaTarget{App: app, API: path, Rule: rl, Origin: scheme + "://" + req.URL.Host, Token: tok}, true
+		t := providers.QuotaTarget{App: app, API: path, Rule: rl, Origin: scheme + "://" + req.URL.Host, Token: tok}
+		if req.Host != "" && req.Host != req.URL.Host {
+			t.Host = req.Host
+		}
+		return t, true
 	}
 	return providers.QuotaTarget{}, false
 }
@@ -103,6 +107,7 @@ func quotaQuery(ctx context.Context, t providers.QuotaTarget) (*http.Request, er
 		return nil, fmt.Errorf("wechat: quota/get request for %s: bad origin %q", t.API, t.Origin)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	req.Host = t.Host // through the gateway the account's requests took, if any
 	return req, nil
 }
 

@@ -1,6 +1,7 @@
 package wechat
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -143,5 +144,29 @@ func TestReconciledReadingsOutOfOrder(t *testing.T) {
 	}
 	if got := limit(); got != 300 {
 		t.Errorf("built by Add: %d a day, want the newer reading's 300", got)
+	}
+}
+
+// An account whose requests reach WeChat through a gateway by URL, naming
+// api.weixin.qq.com in their Host header, is read the same way: the reading
+// to the gateway with that Host (without it, the gateway could not forward
+// it and every reading failed).
+func TestQuotaReadingTakesTheRequestsGateway(t *testing.T) {
+	const api = "/cgi-bin/message/custom/send"
+	day := rule.Must(rule.NewCalendar("day:wxa:"+api, 100, rule.Day, time.UTC))
+	route := &providers.Route{API: api, Rules: []rule.Rule{day}}
+	req := httptest.NewRequest(http.MethodPost, "http://10.0.0.9:8080"+api+"?access_token=tok", nil)
+	req.Host = "api.weixin.qq.com"
+	target, ok := quotaTarget(req, route, true)
+	if !ok || target.Origin != "http://10.0.0.9:8080" || target.Host != "api.weixin.qq.com" {
+		t.Fatalf("target %+v, %v; want the gateway's origin and the provider's Host", target, ok)
+	}
+	q, err := quotaQuery(context.Background(), target)
+	if err != nil || q.URL.Host != "10.0.0.9:8080" || q.Host != "api.weixin.qq.com" {
+		t.Fatalf("reading to %s with Host %q (%v), want the gateway with api.weixin.qq.com", q.URL.Host, q.Host, err)
+	}
+	direct := httptest.NewRequest(http.MethodPost, "https://api.weixin.qq.com"+api+"?access_token=tok", nil)
+	if target, _ := quotaTarget(direct, route, true); target.Host != "" {
+		t.Errorf("a direct request's target names Host %q, want none", target.Host)
 	}
 }
