@@ -223,7 +223,7 @@ func (l *redisLimiter) reserveN(ctx context.Context, reqs []Request, out []Reser
 			return cerr
 		}
 		l.reloadCluster()
-		return unavailable("reserve", l.callError(err))
+		return unavailable("reserve", l.callError(ctx, err))
 	}
 	answered := time.Now()
 	var flags replyFlags
@@ -370,7 +370,7 @@ func (l *redisLimiter) cancelAll(ctx context.Context, req Request, rs []Reservat
 		}
 	}
 	if err := l.run(ctx, cancelScript, a.list).Err(); err != nil && !errors.Is(err, redis.Nil) {
-		return unavailable("cancel", err)
+		return unavailable("cancel", l.callError(ctx, err))
 	}
 	return nil
 }
@@ -404,7 +404,7 @@ func (l *redisLimiter) release(ctx context.Context, req Request, res Reservation
 		}
 	}
 	if err := l.run(ctx, cancelScript, a.list).Err(); err != nil && !errors.Is(err, redis.Nil) {
-		return unavailable("release", err)
+		return unavailable("release", l.callError(ctx, err))
 	}
 	return nil
 }
@@ -434,7 +434,7 @@ func (l *redisLimiter) Penalize(ctx context.Context, group string, p Penalty) er
 		boxInt64(p.Until.UnixMicro()), p.Code, l.channel(), penaltyHeader(group, p.Scope), boxInt64(now.UnixMicro()))
 	v, err := l.run(ctx, penalizeScript, a.list).Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
-		return unavailable("penalize", err)
+		return unavailable("penalize", l.callError(ctx, err))
 	}
 	if n, ok := v.(int64); ok && n < 0 {
 		if l.report != nil {
@@ -505,14 +505,14 @@ func redisAddrs(c redis.UniversalClient) string {
 	return ""
 }
 
-// callError says which Redis failed a call and, when the call ran out of
-// time, that the time was the limiter's own Timeout (the caller's
-// deadline is handled before: it says nothing about Redis).
-func (l *redisLimiter) callError(err error) error {
+// callError says which Redis failed a call (made with ctx, to which run
+// adds the limiter's Timeout) and, when the call ran out of time while ctx
+// had not, that the time was that Timeout.
+func (l *redisLimiter) callError(ctx context.Context, err error) error {
 	switch {
 	case l.addr == "":
 		return err
-	case l.timeout > 0 && errors.Is(err, context.DeadlineExceeded):
+	case l.timeout > 0 && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded):
 		return fmt.Errorf("%s: no answer within the Timeout of %v: %w", l.addr, l.timeout, err)
 	}
 	return fmt.Errorf("%s: %w", l.addr, err)
