@@ -285,12 +285,15 @@ func (f *failover) callPrimary(ctx context.Context, req Request, probing bool) (
 	case errors.Is(err, ErrUnavailable) || errors.Is(err, context.DeadlineExceeded):
 		f.goodSince.Store(0)
 		f.nextProbe.Store(time.Now().Add(f.cfg.Probe).UnixNano())
-		f.lastErr.Store(&err) // a pointer: the errors' types differ (an atomic.Value panics)
-		if !f.down.Load() {
-			f.setDown(true, err)
-		}
 		if !errors.Is(err, ErrUnavailable) {
 			err = unavailable("reserve", err)
+		}
+		// A pointer to a copy no one writes again: the errors' types
+		// differ (an atomic.Value panics), and err itself is the caller's.
+		last := err
+		f.lastErr.Store(&last)
+		if !f.down.Load() {
+			f.setDown(true, err)
 		}
 	}
 	return res, err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -342,4 +343,34 @@ func TestFailoverKeepsFailuresOfAnyType(t *testing.T) {
 	if !strings.Contains(last.Error(), "malformed reply") && !strings.Contains(last.Error(), "connection refused") {
 		t.Fatalf("%v: names neither failure", last)
 	}
+}
+
+// timedOut fails as the Redis limiter does when the failover's own Timeout
+// ends its call: with the bare context error, which the failover wraps.
+type timedOut struct{ *limiter.Memory }
+
+func (timedOut) Reserve(context.Context, limiter.Request) (limiter.Reservation, error) {
+	return limiter.Reservation{}, context.DeadlineExceeded
+}
+
+// Requests refused during an outage read the kept failure while others
+// keep it (run with -race): the kept failure is a copy no one writes again.
+func TestFailoverKeptFailureReadWhileKept(t *testing.T) {
+	f := limiter.NewFailover(timedOut{limiter.NewMemory()}, limiter.FailoverConfig{
+		Mode: limiter.OutageRefuse, Share: func() float64 { return 1 }, Probe: time.Microsecond})
+	req := limiter.Request{Group: "g", Rules: []rule.Rule{rule.Must(rule.New("r", 10, time.Second))}, MaxWait: time.Second}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 500 {
+				if _, err := f.Reserve(context.Background(), req); !errors.Is(err, limiter.ErrUnavailable) {
+					t.Errorf("%v, want ErrUnavailable", err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }
