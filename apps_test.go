@@ -24,6 +24,7 @@ import (
 	"github.com/quotaware/throttle/providers/dingtalk"
 	"github.com/quotaware/throttle/providers/dingtalk/dingtalktest"
 	"github.com/quotaware/throttle/providers/feishu"
+	"github.com/quotaware/throttle/providers/wechat"
 )
 
 // Tokens and secrets reach no Redis key or value (nor a Pub/Sub message),
@@ -327,4 +328,66 @@ func TestCallerTagOfAnotherProvidersApp(t *testing.T) {
 	if len(routed) != 3 || !strings.Contains(routed[0], "cli_1") || !strings.Contains(routed[1], "cli_2") || !strings.Contains(routed[2], "cli_new") {
 		t.Fatalf("routed by %q, want cli_1's rule (the token's), cli_2's (listed), cli_new's (named, unknown)", routed)
 	}
+}
+
+// The token's app wins over a tag of an app the preset does not list in
+// every preset: one that builds no unlisted app (Unlisted) too, and after a
+// profile was built for the tag while the token was not known yet.
+func TestCallerTagYieldsToTheKnownToken(t *testing.T) {
+	routedBy := func(p *providers.Profile) *[]string {
+		var routed []string
+		route := p.Route
+		p.Route = func(req *http.Request) (providers.Route, error) {
+			r, err := route(req)
+			if err == nil {
+				routed = append(routed, r.Rules[0].Key())
+			}
+			return r, err
+		}
+		return &routed
+	}
+	send := func(t *testing.T, tr *throttle.Transport, u, bearer string) {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(throttle.ContextWithApp(context.Background(), "dingabc"), http.MethodGet, u, nil)
+		if bearer != "" {
+			req.Header.Set("Authorization", "Bearer "+bearer)
+		}
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	newTransport := func(t *testing.T, p providers.Profile) *throttle.Transport {
+		tr := throttle.MustNew(throttle.WithProfiles(p), throttle.WithApps(apps.Config{}), throttle.WithoutTelemetry(),
+			throttle.WithBase(&answerAll{}), throttle.WithoutRetry())
+		t.Cleanup(func() { tr.Close() })
+		return tr
+	}
+	t.Run("Unlisted", func(t *testing.T) {
+		p := wechat.MustNew(wechat.Config{Apps: []wechat.App{{AppID: "wx1"}, {AppID: "wx2"}}, Default: "wx1", Unlisted: true}).Profile()
+		routed := routedBy(&p)
+		tr := newTransport(t, p)
+		if err := tr.Apps().Learn(context.Background(), "t-wx2", apps.App{Provider: "wechat", ID: "wx2"}, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		send(t, tr, "https://api.weixin.qq.com/cgi-bin/user/info?access_token=t-wx2", "")
+		if len(*routed) != 1 || !strings.Contains((*routed)[0], "wx2") {
+			t.Fatalf("routed by %q, want wx2's rule", *routed)
+		}
+	})
+	t.Run("built before the token was known", func(t *testing.T) {
+		p := feishu.MustNew(feishu.Config{Apps: []feishu.App{{AppID: "cli_1"}, {AppID: "cli_2"}}}).Profile()
+		routed := routedBy(&p)
+		tr := newTransport(t, p)
+		const u = "https://open.feishu.cn/open-apis/contact/v3/users/ou_1"
+		send(t, tr, u, "t-cli1") // the token not known yet: the named app's own profile
+		if err := tr.Apps().Learn(context.Background(), "t-cli1", apps.App{Provider: "feishu", ID: "cli_1"}, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		send(t, tr, u, "t-cli1")
+		if len(*routed) != 2 || !strings.Contains((*routed)[0], "dingabc") || !strings.Contains((*routed)[1], "cli_1") {
+			t.Fatalf("routed by %q, want dingabc's then, the token known, cli_1's", *routed)
+		}
+	})
 }

@@ -117,7 +117,7 @@ func (q *quotaChecker) note(p *profile, check *providers.QuotaCheck, qt provider
 	now := time.Now().UnixNano()
 	if v, ok := q.targets.Load(k); ok {
 		e := v.(*quotaEntry)
-		if c := e.cur.Load(); c.Token != qt.Token || c.Origin != qt.Origin || c.Rule.Limit() != qt.Rule.Limit() {
+		if c := e.cur.Load(); c.Token != qt.Token || c.Origin != qt.Origin || c.Host != qt.Host || c.Rule.Limit() != qt.Rule.Limit() {
 			e.cur.Store(&qt)
 		}
 		e.named.Store(now)

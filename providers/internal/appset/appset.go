@@ -177,19 +177,21 @@ func (s *Set) Pick(req *http.Request) *providers.Profile {
 	if p := (*s.byID.Load())[key]; p != nil {
 		return p
 	}
+	if tok, ok := apps.TokenApp(req.Context()); ok && tok.Provider == s.name && tok.ID != app.ID {
+		// An app the caller named with no provider (ContextWithApp) that
+		// this set does not list, beside a token this replica knows as
+		// one of this provider's apps: the tag was meant for another
+		// provider (a context reused across providers), and the request
+		// is charged to the token's app, before any profile built for
+		// the tag earlier (when the token was not known yet) and whether
+		// or not the set builds unlisted apps.
+		return s.Pick(req.WithContext(apps.NewContext(req.Context(), tok)))
+	}
 	if p, ok := s.learned.Load(key); ok {
 		return p.(*providers.Profile)
 	}
 	if s.build == nil {
 		return s.fallback.Load()
-	}
-	if tok, ok := apps.TokenApp(req.Context()); ok && tok.Provider == s.name && tok.ID != app.ID {
-		// An app the caller named with no provider (ContextWithApp), which
-		// this set does not know, beside a token this replica knows as
-		// one of this provider's apps: the tag was meant for another
-		// provider (a context reused across providers), and the request
-		// is charged to the token's app rather than to one made up.
-		return s.Pick(req.WithContext(apps.NewContext(req.Context(), tok)))
 	}
 	p, key, err := s.build(app)
 	if err != nil {
