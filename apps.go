@@ -64,10 +64,11 @@ func (t *Transport) buildApps(c *config) error {
 // AppKey or SuiteKey, a WeChat AppID, a WeCom CorpID, a Feishu app_id),
 // whatever token they carry: for callers that hold several clients or know
 // better than what the Transport learned. The tag names no provider, so
-// every preset reads it: one that neither lists nor learned app charges the
-// request to the app its token is known (WithApps) to belong to, so a
-// context reused for another provider's call does not lift that call's
-// limit; with no such token, to a profile of app's own.
+// every preset reads it: one that does not list app charges the request to
+// the app its token is known (WithApps, in this replica's memory) to
+// belong to, so a context reused for another provider's call does not lift
+// that call's limit; with no such token, to a profile of app's own (or the
+// default app or unknown scope, with Unlisted).
 func ContextWithApp(ctx context.Context, app string) context.Context {
 	return apps.NewContext(ctx, apps.App{ID: app})
 }
