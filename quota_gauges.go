@@ -32,9 +32,11 @@ import (
 
 // maxKnownQuotas bounds the calendar rule keys a Transport tracks (a few
 // MB of heap when full), and quotaIdle is how long one no route names
-// stays tracked: with more keys than the bound (a DingTalk ISV in 10,000
-// orgs) the gauges used to watch the first 1,024 met for good, so an org
-// met later could pass 80% of its month unseen.
+// stays tracked once the bound is reached (below it, every key stays, so
+// an org calling once a night keeps its series): with more keys than the
+// bound (a DingTalk ISV in 10,000 orgs) the gauges used to watch the first
+// 1,024 met for good, so an org met later could pass 80% of its month
+// unseen.
 const (
 	maxKnownQuotas = 16384
 	quotaIdle      = time.Hour
@@ -129,9 +131,12 @@ func (q *quotaWatch) see(group string, r rule.Rule) {
 			return
 		}
 		// The rule changed under its key (a limit reconciled with the
-		// provider's): the gauge reads the rule in force.
-		q.known.Store(k, q.entry(r, now))
-		return
+		// provider's): the gauge reads the rule in force. Swapped, not
+		// stored: a read may have just forgotten the old entry (and
+		// counted it out).
+		if q.known.CompareAndSwap(k, v, q.entry(r, now)) {
+			return
+		}
 	}
 	if q.n.Load() >= maxKnownQuotas {
 		return // until idle keys are forgotten (read)
@@ -194,9 +199,10 @@ func (q *quotaWatch) read(ctx context.Context) []quotaReading {
 	idle := q.idleGen
 	q.gen.Add(1)
 	q.mu.Unlock()
+	full := q.n.Load() >= maxKnownQuotas
 	q.known.Range(func(k, v any) bool {
 		kq := v.(*knownQuota)
-		if kq.seen.Load() < idle {
+		if full && kq.seen.Load() < idle {
 			if q.known.CompareAndDelete(k, v) {
 				q.n.Add(-1)
 			}
