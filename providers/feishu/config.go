@@ -95,8 +95,8 @@ type App struct {
 	// counts, and an email address is compared without regard to case. A
 	// reply counts against the chat of the message it answers when this
 	// process has seen that message in an answer (a send, reply or
-	// forward, or a GET of the message; the last 64Ki messages are
-	// remembered) or the request's context names the chat (ReplyInChat),
+	// forward, or a GET of the message; the last 256Ki messages of every
+	// app and tenant of the Preset together are remembered) or the request's context names the chat (ReplyInChat),
 	// else against that message alone. A send whose body cannot be read
 	// whole (longer than the limit, not JSON, a read error) counts against
 	// the recipients found and one shared "unknown recipient" of the app;
