@@ -113,7 +113,8 @@ type Shared struct {
 	// catalogue again (unix nanos): once per window, for throttlectl.
 	describedMu    sync.RWMutex
 	described      map[stateKey]*description
-	describedSwept time.Time // guarded by describedMu
+	describedSwept time.Time // guarded by describedMu, as describedDue
+	describedDue   int64     // the earliest window end the last sweep saw (unix nanos)
 
 	listeners listeners // see Listen
 }
@@ -376,17 +377,24 @@ func (s *Shared) describe(group string, rl rule.Rule) {
 	})
 }
 
-// forgetDescribed drops, at most once a minute, the rules whose window
-// ended before now: met again, they are described in their new window as
-// if new. Its caller holds describedMu.
+// forgetDescribed drops the rules whose window ended before now: met
+// again, they are described in their new window as if new. A sweep walks
+// every rule under the lock (1-5 ms at 65,536), so it runs at most once a
+// minute, and only once the earliest window end it last saw has passed
+// (rules met since may end sooner: an hour is the longest it waits). Its
+// caller holds describedMu.
 func (s *Shared) forgetDescribed(now time.Time) {
-	if now.Before(s.describedSwept.Add(time.Minute)) {
+	if now.Before(s.describedSwept.Add(time.Minute)) ||
+		now.UnixNano() < s.describedDue && now.Before(s.describedSwept.Add(time.Hour)) {
 		return
 	}
-	s.describedSwept = now
+	s.describedSwept, s.describedDue = now, 0
 	for k, d := range s.described {
-		if d.next.Load() <= now.UnixNano() {
+		switch end := d.next.Load(); {
+		case end <= now.UnixNano():
 			delete(s.described, k)
+		case s.describedDue == 0 || end < s.describedDue:
+			s.describedDue = end
 		}
 	}
 }
