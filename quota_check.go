@@ -163,9 +163,16 @@ func (q *quotaChecker) round() {
 	q.targets.Range(func(k, v any) bool {
 		e := v.(*quotaEntry)
 		if now.Sub(time.Unix(0, e.named.Load())) > idleReadings*e.check.Every {
-			// Idle: forgotten, making room in maxQuotaTargets.
+			// Idle: forgotten, making room in maxQuotaTargets; kept after
+			// all when a request named it as it went (that request's note
+			// found the entry it was updating).
 			q.targets.Delete(k)
 			q.n.Add(-1)
+			if time.Since(time.Unix(0, e.named.Load())) <= idleReadings*e.check.Every {
+				if _, had := q.targets.LoadOrStore(k, e); !had {
+					q.n.Add(1)
+				}
+			}
 			return q.done.Err() == nil
 		}
 		if !now.Before(e.next) {
