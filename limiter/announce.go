@@ -172,8 +172,15 @@ type watcher struct {
 	// the replica's breaker would refuse the scope until the penalty's end.
 	subscribedOnce atomic.Bool
 	recheck        chan struct{}
-	knownMu        sync.Mutex
-	known          map[penaltyID]time.Time
+	// liftedAt is when this replica lifted a penalty itself (after the
+	// key went): a confirmation whose read was sent before then may have
+	// read the key before it went, and would open the breakers again
+	// behind the lift (a lift right after the penalty's own
+	// announcement). Entries older than a confirmation's timeout go.
+	liftMu   sync.Mutex
+	liftedAt map[penaltyID]time.Time
+	knownMu  sync.Mutex
+	known    map[penaltyID]time.Time
 }
 
 // Timing of the watch: how long a receive waits before pinging the
@@ -195,7 +202,7 @@ const maxKnown = 1024
 func (l *redisLimiter) watch(cfg watcherConfig) *watcher {
 	w := &watcher{l: l, cfg: cfg, ps: l.client.Subscribe(context.Background(), l.channel()),
 		pending: heard.New[penaltyID, string](maxUnconfirmed), quit: make(chan struct{}),
-		known: make(map[penaltyID]time.Time), recheck: make(chan struct{}, 1)}
+		known: make(map[penaltyID]time.Time), recheck: make(chan struct{}, 1), liftedAt: make(map[penaltyID]time.Time)}
 	w.done.Add(3)
 	go w.listen()
 	go w.confirm()
@@ -422,6 +429,9 @@ func (w *watcher) confirm() {
 			// penalty (one spoofed, or an operator's of an older one)
 			// must not hide a penalty that is in Redis.
 			switch {
+			case live && w.liftedSince(id, sent):
+				// Read before this replica's own lift took the key.
+				w.reject("lifted here since")
 			case live:
 				if batch[id] == liftType {
 					w.reject("penalty still in Redis")
@@ -437,6 +447,30 @@ func (w *watcher) confirm() {
 			}
 		}
 	}
+}
+
+// lifted records that this replica lifted a penalty, its key gone now.
+func (w *watcher) lifted(group, scope string) {
+	if w == nil {
+		return
+	}
+	now := time.Now()
+	w.liftMu.Lock()
+	defer w.liftMu.Unlock()
+	for id, at := range w.liftedAt {
+		if now.Sub(at) > time.Second { // past every confirmation read sent before
+			delete(w.liftedAt, id)
+		}
+	}
+	w.liftedAt[penaltyID{group, scope}] = now
+}
+
+// liftedSince reports whether this replica lifted id's penalty after t.
+func (w *watcher) liftedSince(id penaltyID, t time.Time) bool {
+	w.liftMu.Lock()
+	defer w.liftMu.Unlock()
+	at, ok := w.liftedAt[id]
+	return ok && at.After(t)
 }
 
 func (w *watcher) reject(reason string) {

@@ -209,7 +209,9 @@ func (f *failover) forgetLocalPenalty(group, scope string) bool {
 // and in the copy kept for outages, and tells every watching replica; it
 // reports whether a penalty was recorded.
 func (s *Shared) LiftPenalty(ctx context.Context, group, scope string) (bool, error) {
-	return s.failover.LiftPenalty(ctx, group, scope)
+	removed, err := s.failover.LiftPenalty(ctx, group, scope)
+	s.watcher.lifted(group, scope)
+	return removed, err
 }
 
 // LiftPenaltyIf ends the shared penalty on scope of group only while it is
@@ -220,5 +222,9 @@ func (s *Shared) LiftPenalty(ctx context.Context, group, scope string) (bool, er
 // not, the error wraps ErrNotAnnounced. It reports whether a penalty
 // was removed.
 func (s *Shared) LiftPenaltyIf(ctx context.Context, group, scope string, seen *PenaltyState) (bool, error) {
-	return s.failover.LiftPenaltyIf(ctx, group, scope, seen)
+	removed, err := s.failover.LiftPenaltyIf(ctx, group, scope, seen)
+	if removed {
+		s.watcher.lifted(group, scope)
+	}
+	return removed, err
 }

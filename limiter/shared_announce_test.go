@@ -3,12 +3,15 @@ package limiter_test
 import (
 	"context"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/quotaware/throttle/internal/redistest"
 	"github.com/quotaware/throttle/limiter"
 	"github.com/quotaware/throttle/limiter/limitertest"
+	"github.com/redis/go-redis/v9"
 )
 
 // 11.2: a spoofed penalty announcement opens nothing: Redis holds no
@@ -140,5 +143,65 @@ func TestLiftDoesNotHideAPenalty(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatal("a penalty in Redis, announced with a lift after it, was not passed on")
 		}
+	}
+}
+
+// holdConfirm holds the watcher's confirming read (a pipeline of the
+// penalty key's GET and TIME) after Redis answered it, until released.
+type holdConfirm struct {
+	entered, release chan struct{}
+	once             sync.Once
+}
+
+func (h *holdConfirm) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *holdConfirm) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (h *holdConfirm) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		if len(cmds) == 2 && cmds[0].Name() == "get" && cmds[1].Name() == "time" {
+			h.once.Do(func() {
+				close(h.entered)
+				<-h.release
+			})
+		}
+		return err
+	}
+}
+
+// A replica that lifts a penalty right after announcing it: its own
+// confirmation of the announcement, which read the key before the lift
+// took it, does not open the breakers again behind the lift (a lift at
+// once after the penalty used to be undone on the lifting replica).
+func TestOwnLiftNotUndoneByALateConfirmation(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client(t)
+	hold := &holdConfirm{entered: make(chan struct{}), release: make(chan struct{})}
+	c.AddHook(hold)
+	var penalties atomic.Int32
+	var lifts sync.Once
+	heard := make(chan struct{})
+	s := newShared(t, c, limiter.SharedConfig{Prefix: limitertest.Group(t), Share: 1},
+		limiter.Listener{Penalty: func(string, limiter.Penalty) { penalties.Add(1) }, Lift: func(string, string) { lifts.Do(func() { close(heard) }) }})
+	ctx := context.Background()
+	if err := s.Penalize(ctx, "g", limiter.Penalty{Scope: "org:1", Until: time.Now().Add(time.Hour), Code: "429"}); err != nil {
+		t.Fatal(err)
+	}
+	<-hold.entered // the confirmation read the key, and waits
+	before := penalties.Load()
+	if _, err := s.LiftPenalty(ctx, "g", "org:1"); err != nil {
+		t.Fatal(err)
+	}
+	close(hold.release)
+	// The watcher then hears the lift it announced: once it has, the held
+	// confirmation was handled before it (one goroutine confirms in order).
+	select {
+	case <-heard:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the lift was not heard")
+	}
+	if n := penalties.Load() - before; n != 0 {
+		t.Fatalf("%d penalty events after the lift, from a confirmation read before it; want none", n)
 	}
 }
