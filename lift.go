@@ -40,6 +40,10 @@ func (t *Transport) LiftPenalty(ctx context.Context, provider, scope string) err
 	if _, err := l.LiftPenalty(ctx, provider, scope); err != nil {
 		return fmt.Errorf("throttle: LiftPenalty: %w", err)
 	}
+	// Again once the key is gone: a confirmation of the penalty's
+	// announcement that read the key before may have opened the breaker
+	// in between (the limiter drops those that come later).
+	p.breakers.Lift(scope)
 	return nil
 }
 
