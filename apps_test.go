@@ -295,16 +295,8 @@ func TestContextWithAppAndTenant(t *testing.T) {
 // caller, unlisted).
 func TestCallerTagOfAnotherProvidersApp(t *testing.T) {
 	const api = "https://open.feishu.cn/open-apis/contact/v3/users/ou_1"
-	var routed []string
 	p := feishu.MustNew(feishu.Config{Apps: []feishu.App{{AppID: "cli_1"}, {AppID: "cli_2"}}}).Profile()
-	route := p.Route
-	p.Route = func(req *http.Request) (providers.Route, error) {
-		r, err := route(req)
-		if err == nil {
-			routed = append(routed, r.Rules[0].Key())
-		}
-		return r, err
-	}
+	routedPtr := routedBy(&p)
 	tr := throttle.MustNew(throttle.WithProfiles(p), throttle.WithApps(apps.Config{}), throttle.WithoutTelemetry(),
 		throttle.WithBase(&answerAll{}), throttle.WithoutRetry())
 	t.Cleanup(func() { tr.Close() })
@@ -325,6 +317,7 @@ func TestCallerTagOfAnotherProvidersApp(t *testing.T) {
 		}
 		resp.Body.Close()
 	}
+	routed := *routedPtr
 	if len(routed) != 3 || !strings.Contains(routed[0], "cli_1") || !strings.Contains(routed[1], "cli_2") || !strings.Contains(routed[2], "cli_new") {
 		t.Fatalf("routed by %q, want cli_1's rule (the token's), cli_2's (listed), cli_new's (named, unknown)", routed)
 	}
@@ -334,18 +327,6 @@ func TestCallerTagOfAnotherProvidersApp(t *testing.T) {
 // every preset: one that builds no unlisted app (Unlisted) too, and after a
 // profile was built for the tag while the token was not known yet.
 func TestCallerTagYieldsToTheKnownToken(t *testing.T) {
-	routedBy := func(p *providers.Profile) *[]string {
-		var routed []string
-		route := p.Route
-		p.Route = func(req *http.Request) (providers.Route, error) {
-			r, err := route(req)
-			if err == nil {
-				routed = append(routed, r.Rules[0].Key())
-			}
-			return r, err
-		}
-		return &routed
-	}
 	send := func(t *testing.T, tr *throttle.Transport, u, bearer string) {
 		t.Helper()
 		req, _ := http.NewRequestWithContext(throttle.ContextWithApp(context.Background(), "dingabc"), http.MethodGet, u, nil)
@@ -390,4 +371,18 @@ func TestCallerTagYieldsToTheKnownToken(t *testing.T) {
 			t.Fatalf("routed by %q, want dingabc's then, the token known, cli_1's", *routed)
 		}
 	})
+}
+
+// routedBy records the key of the first rule of every route p makes.
+func routedBy(p *providers.Profile) *[]string {
+	var routed []string
+	route := p.Route
+	p.Route = func(req *http.Request) (providers.Route, error) {
+		r, err := route(req)
+		if err == nil {
+			routed = append(routed, r.Rules[0].Key())
+		}
+		return r, err
+	}
+	return &routed
 }
