@@ -65,7 +65,8 @@ func TestQuotaReadingsBackOff(t *testing.T) {
 	// Kept as note keeps a new quota, without arming a round of readings
 	// beside the test's own.
 	e := &quotaEntry{key: quotaTargetKey{"p", qt.Rule.Key()}, p: p, check: check}
-	e.cur.Store(&qt)
+	first := qt // note keeps a copy of each target
+	e.cur.Store(&first)
 	e.named.Store(time.Now().UnixNano())
 	q.targets.Store(e.key, e)
 	q.n.Add(1)
