@@ -284,95 +284,6 @@ func (w *watcher) pause(d time.Duration) bool {
 	}
 }
 
-// remember notes a penalty this replica met, to re-read while announcements
-// are unavailable.
-func (w *watcher) remember(group string, p Penalty) {
-	w.knownMu.Lock()
-	defer w.knownMu.Unlock()
-	id := penaltyID{group, p.Scope}
-	if _, ok := w.known[id]; !ok && len(w.known) >= maxKnown {
-		now := time.Now()
-		for k, until := range w.known {
-			if !until.After(now) {
-				delete(w.known, k)
-			}
-		}
-		if len(w.known) >= maxKnown {
-			return
-		}
-	}
-	if p.Until.After(w.known[id]) {
-		w.known[id] = p.Until
-	}
-}
-
-// poll re-reads the known penalties while the subscription is refused, so
-// that a lift (its key gone) still reaches onLift within about pollEvery,
-// and once each time the subscription is made again, for the lifts
-// announced while it was not in place.
-func (w *watcher) poll() {
-	defer w.done.Done()
-	t := time.NewTimer(pollEvery)
-	defer t.Stop()
-	// owed is a pass asked for after a resubscription that has not yet
-	// had every key answered: right after a blip the pool dials again,
-	// and a pass that times out would leave a missed lift unheard until
-	// the penalty's end.
-	owed := false
-	for {
-		select {
-		case <-w.quit:
-			return
-		case <-w.recheck:
-			owed = true
-		case <-t.C:
-			t.Reset(pollEvery)
-			if !owed && !w.refused.Load() {
-				continue
-			}
-		}
-		w.knownMu.Lock()
-		now := time.Now()
-		ids := make([]penaltyID, 0, len(w.known))
-		for id, until := range w.known {
-			if !until.After(now) {
-				delete(w.known, id)
-				continue
-			}
-			ids = append(ids, id)
-		}
-		w.knownMu.Unlock()
-		if len(ids) == 0 {
-			owed = false
-			continue
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), defaultTimeout)
-		pipe := w.l.client.Pipeline()
-		cmds := make([]*redis.IntCmd, len(ids))
-		for i, id := range ids {
-			cmds[i] = pipe.Exists(ctx, w.l.penaltyKey(id.group, id.scope))
-		}
-		_, _ = pipe.Exec(ctx)
-		cancel()
-		owed = false
-		for i, id := range ids {
-			n, err := cmds[i].Result()
-			if err != nil {
-				owed = true // asked again in pollEvery
-			}
-			if err != nil || n != 0 {
-				continue
-			}
-			w.knownMu.Lock()
-			delete(w.known, id)
-			w.knownMu.Unlock()
-			if w.cfg.onLift != nil {
-				w.cfg.onLift(id.group, id.scope)
-			}
-		}
-	}
-}
-
 // hear handles one message.
 func (w *watcher) hear(payload string) {
 	a, ok := parseAnnouncement(payload)
@@ -447,30 +358,6 @@ func (w *watcher) confirm() {
 			}
 		}
 	}
-}
-
-// lifted records that this replica lifted a penalty, its key gone now.
-func (w *watcher) lifted(group, scope string) {
-	if w == nil {
-		return
-	}
-	now := time.Now()
-	w.liftMu.Lock()
-	defer w.liftMu.Unlock()
-	for id, at := range w.liftedAt {
-		if now.Sub(at) > time.Second { // past every confirmation read sent before
-			delete(w.liftedAt, id)
-		}
-	}
-	w.liftedAt[penaltyID{group, scope}] = now
-}
-
-// liftedSince reports whether this replica lifted id's penalty after t.
-func (w *watcher) liftedSince(id penaltyID, t time.Time) bool {
-	w.liftMu.Lock()
-	defer w.liftMu.Unlock()
-	at, ok := w.liftedAt[id]
-	return ok && at.After(t)
 }
 
 func (w *watcher) reject(reason string) {
