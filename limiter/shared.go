@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/quotaware/throttle/limiter/internal/rulecore"
@@ -326,77 +325,6 @@ func (s *Shared) Reserve(ctx context.Context, req Request) (Reservation, error) 
 		}
 	}
 	return s.failover.Reserve(ctx, req)
-}
-
-// maxDescribed bounds the calendar rules a Shared limiter keeps track of
-// describing (about 6 MB when full); rules met beyond it are not described
-// (throttlectl then shows their counts without the limit) until rules whose
-// window has ended make room. It was 4,096 with no room ever made: an ISV
-// in 100,000 orgs had the first 4,096 described, for good.
-const maxDescribed = 65536
-
-// description is when a calendar rule is next to be recorded in the
-// catalogue, and the limit it was recorded with.
-type description struct{ next, limit atomic.Int64 }
-
-// describe records a calendar rule in the catalogue (see catalog.go) when
-// it is first met in a window, or met with another limit (one reconciled
-// with the provider's count), off the request path, so that throttlectl
-// can show its limit and window end. A failure only leaves the limit out
-// until the next window.
-func (s *Shared) describe(group string, rl rule.Rule) {
-	r := core(&rl)
-	k := stateKey{group, r.Key}
-	s.describedMu.RLock()
-	next := s.described[k]
-	s.describedMu.RUnlock()
-	if next == nil {
-		s.describedMu.Lock()
-		if next = s.described[k]; next == nil && len(s.described) >= maxDescribed {
-			s.forgetDescribed(time.Now())
-		}
-		if next == nil && len(s.described) < maxDescribed {
-			next = new(description)
-			s.described[k] = next
-		}
-		s.describedMu.Unlock()
-		if next == nil {
-			return
-		}
-	}
-	now := time.Now()
-	at := next.next.Load()
-	if (now.UnixNano() < at && next.limit.Load() == r.Limit) || !next.next.CompareAndSwap(at, r.WindowEnd(now).UnixNano()) {
-		return // described in this window with this limit, or another request does it
-	}
-	next.limit.Store(r.Limit)
-	s.background(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
-		defer cancel()
-		_ = s.redis.Describe(ctx, group, rl)
-	})
-}
-
-// forgetDescribed drops the rules whose window ended before now: met
-// again, they are described in their new window as if new. A sweep walks
-// every rule under the lock (1-5 ms at 65,536), so it runs at most once a
-// minute, and only once the earliest window end it last saw has passed
-// (rules met since may end sooner: an hour is the longest it waits). Its
-// caller holds describedMu.
-func (s *Shared) forgetDescribed(now time.Time) {
-	if now.Before(s.describedSwept.Add(time.Minute)) ||
-		now.UnixNano() < s.describedDue && now.Before(s.describedSwept.Add(time.Hour)) {
-		return
-	}
-	s.describedSwept, s.describedDue = now, 0
-	for k, d := range s.described {
-		switch end := d.next.Load(); {
-		case end <= now.UnixNano():
-			delete(s.described, k)
-		case s.describedDue == 0 || end < s.describedDue:
-			s.describedDue = end
-		}
-	}
 }
 
 // Penalize implements Limiter. During an outage the penalty holds locally
