@@ -22,7 +22,6 @@ import (
 	"github.com/quotaware/throttle/limiter"
 	"github.com/quotaware/throttle/limiter/limitertest"
 	"github.com/quotaware/throttle/providers/wechat"
-	"github.com/quotaware/throttle/providers/wechat/wechattest"
 )
 
 // Token exchanges around the limiter: waits for a slot and for another
@@ -55,7 +54,7 @@ func testTokenWaitFitsTheBudget(t *testing.T, maxWait time.Duration) {
 	gate := &gatedBase{entered: make(chan struct{}), release: make(chan struct{}), upstream: http.DefaultTransport}
 	o := newObservability(t)
 	f := newTokenFleet(t, 2, append(o.opts, throttle.WithBase(gate), throttle.WithMaxWait(maxWait), throttle.WithoutRetry())...)
-	tokenURL := f.emu.URL + "/cgi-bin/token?grant_type=client_credential&appid=" + fleetApps[0] + "&secret=" + fleetSecret
+	tokenURL := fleetTokenURL(f.emu)
 
 	fetched := getAsync(f.clients[0], tokenURL)
 	<-gate.entered // replica 0 holds the lease, its fetch in flight
@@ -125,9 +124,8 @@ func TestExchangeAnsweredAfterTheLimiterIsNotARequest(t *testing.T) {
 	srv := redistest.Shared(t)
 	prefix := limitertest.Group(t)
 	rdb := srv.Client(t)
-	emu := wechattest.NewServer(wechattest.Options{Apps: map[string]string{fleetApps[0]: fleetSecret}})
-	defer emu.Close()
-	tokenURL := emu.URL + "/cgi-bin/token?grant_type=client_credential&appid=" + fleetApps[0] + "&secret=" + fleetSecret
+	emu := fleetEmulator(t)
+	tokenURL := fleetTokenURL(emu)
 	o := newObservability(t)
 	paced := throttle.MustNew(append(o.opts, throttle.WithLimiter(limiter.MustNewShared(rdb, limiter.SharedConfig{Prefix: prefix})),
 		throttle.WithProfiles(testProfile("wechat", mustRule(t, 1, 3*time.Second))), throttle.WithMaxWait(10*time.Second), throttle.WithoutRetry())...)
@@ -181,11 +179,10 @@ func TestExchangeAnsweredAfterTheLimiterIsNotARequest(t *testing.T) {
 func TestRetriedExchangeAnsweredFromRedisIsRecorded(t *testing.T) {
 	srv := redistest.Shared(t)
 	prefix := limitertest.Group(t)
-	emu := wechattest.NewServer(wechattest.Options{Apps: map[string]string{fleetApps[0]: fleetSecret}})
-	defer emu.Close()
+	emu := fleetEmulator(t)
 	u, _ := url.Parse(emu.URL)
 	set := wechat.MustNew(wechat.Config{Hosts: []string{u.Hostname()}, Apps: []wechat.App{{AppID: fleetApps[0]}}})
-	tokenURL := emu.URL + "/cgi-bin/token?grant_type=client_credential&appid=" + fleetApps[0] + "&secret=" + fleetSecret
+	tokenURL := fleetTokenURL(emu)
 	other := throttle.MustNew(throttle.WithLimiter(limiter.MustNewShared(srv.Client(t), limiter.SharedConfig{Prefix: prefix})),
 		throttle.WithProfiles(set.Profile()), throttle.WithoutTelemetry())
 	defer other.Close()
@@ -258,9 +255,8 @@ func TestExchangeWaitsNoLongerThanItsBudgetInAll(t *testing.T) {
 	srv := redistest.Shared(t)
 	prefix := limitertest.Group(t)
 	rdb := srv.Client(t)
-	emu := wechattest.NewServer(wechattest.Options{Apps: map[string]string{fleetApps[0]: fleetSecret}})
-	defer emu.Close()
-	tokenURL := emu.URL + "/cgi-bin/token?grant_type=client_credential&appid=" + fleetApps[0] + "&secret=" + fleetSecret
+	emu := fleetEmulator(t)
+	tokenURL := fleetTokenURL(emu)
 	paced := throttle.MustNew(throttle.WithLimiter(limiter.MustNewShared(rdb, limiter.SharedConfig{Prefix: prefix})),
 		throttle.WithProfiles(testProfile("wechat", mustRule(t, 1, slotWait))), throttle.WithMaxWait(maxWait),
 		throttle.WithoutRetry(), throttle.WithoutTelemetry())

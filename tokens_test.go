@@ -33,6 +33,19 @@ type tokenFleet struct {
 
 const fleetSecret = "FLEETSECRET-61c0d2"
 
+// fleetEmulator is a WeChat emulator knowing the first fleet account,
+// closed with the test.
+func fleetEmulator(t *testing.T) *wechattest.Server {
+	emu := wechattest.NewServer(wechattest.Options{Apps: map[string]string{fleetApps[0]: fleetSecret}})
+	t.Cleanup(emu.Close)
+	return emu
+}
+
+// fleetTokenURL is the first fleet account's /cgi-bin/token exchange at emu.
+func fleetTokenURL(emu *wechattest.Server) string {
+	return emu.URL + "/cgi-bin/token?grant_type=client_credential&appid=" + fleetApps[0] + "&secret=" + fleetSecret
+}
+
 var fleetApps = []string{"wx1000000000000001", "wx2000000000000002"}
 
 func newTokenFleet(t *testing.T, replicas int, opts ...throttle.Option) *tokenFleet {
@@ -142,7 +155,7 @@ func TestSharedTokensAcrossReplicas(t *testing.T) {
 	var tok struct {
 		AccessToken string `json:"access_token"`
 	}
-	resp, err := f.clients[0].Get(f.emu.URL + "/cgi-bin/token?grant_type=client_credential&appid=" + fleetApps[0] + "&secret=" + fleetSecret)
+	resp, err := f.clients[0].Get(fleetTokenURL(f.emu))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,8 +194,7 @@ func TestWithoutSharedTokens(t *testing.T) {
 func TestSharedExchangeTakesNoSlot(t *testing.T) {
 	srv := redistest.Shared(t)
 	prefix := limitertest.Group(t)
-	emu := wechattest.NewServer(wechattest.Options{Apps: map[string]string{fleetApps[0]: fleetSecret}})
-	defer emu.Close()
+	emu := fleetEmulator(t)
 	u, _ := url.Parse(emu.URL)
 	quota := func() map[string]int { return map[string]int{"/cgi-bin/token": 2} }
 	set := wechat.MustNew(wechat.Config{Hosts: []string{u.Hostname()},
@@ -196,7 +208,7 @@ func TestSharedExchangeTakesNoSlot(t *testing.T) {
 		clients = append(clients, &http.Client{Transport: tr})
 	}
 	for i := range 20 {
-		resp, err := clients[i%2].Get(emu.URL + "/cgi-bin/token?grant_type=client_credential&appid=" + fleetApps[0] + "&secret=" + fleetSecret)
+		resp, err := clients[i%2].Get(fleetTokenURL(emu))
 		if err != nil {
 			t.Fatalf("exchange %d refused: %v", i+1, err)
 		}
@@ -223,7 +235,7 @@ func TestTokenExchangesMetric(t *testing.T) {
 	var tok struct {
 		AccessToken string `json:"access_token"`
 	}
-	resp, err := f.clients[1].Get(f.emu.URL + "/cgi-bin/token?grant_type=client_credential&appid=" + fleetApps[0] + "&secret=" + fleetSecret)
+	resp, err := f.clients[1].Get(fleetTokenURL(f.emu))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,7 +313,7 @@ func TestNoCredentialAnywhere(t *testing.T) {
 		var tok struct {
 			AccessToken string `json:"access_token"`
 		}
-		resp, err := f.clients[2].Get(f.emu.URL + "/cgi-bin/token?grant_type=client_credential&appid=" + fleetApps[0] + "&secret=" + fleetSecret)
+		resp, err := f.clients[2].Get(fleetTokenURL(f.emu))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -358,8 +370,7 @@ func TestNoCredentialAnywhere(t *testing.T) {
 func TestUnmatchedExchangeIsNotShared(t *testing.T) {
 	srv := redistest.Shared(t)
 	prefix := limitertest.Group(t)
-	emu := wechattest.NewServer(wechattest.Options{Apps: map[string]string{fleetApps[0]: fleetSecret}})
-	t.Cleanup(emu.Close)
+	emu := fleetEmulator(t)
 	set := wechat.MustNew(wechat.Config{Hosts: []string{"api.weixin.qq.com"}, Apps: []wechat.App{{AppID: fleetApps[0]}}})
 	var clients []*http.Client
 	for range 2 {
@@ -369,7 +380,7 @@ func TestUnmatchedExchangeIsNotShared(t *testing.T) {
 		clients = append(clients, &http.Client{Transport: tr})
 	}
 	for _, c := range clients {
-		resp, err := c.Get(emu.URL + "/cgi-bin/token?grant_type=client_credential&appid=" + fleetApps[0] + "&secret=" + fleetSecret)
+		resp, err := c.Get(fleetTokenURL(emu))
 		if err != nil {
 			t.Fatal(err)
 		}
