@@ -139,3 +139,28 @@ func TestWatchPenalties(t *testing.T) {
 		}
 	}
 }
+
+// A replica with a fixed Share sends on its own during an outage as much
+// as one counted by the registry, so it joins the registry too: replicas
+// that take 1 / live replicas must count it (a fleet of three on a fixed
+// Share of 0.25 and one on the registry sent 1.7 times a rule in an
+// outage when the one counted only itself).
+func TestFixedShareReplicaIsCounted(t *testing.T) {
+	srv := redistest.Shared(t)
+	c := srv.Client(t)
+	prefix := limitertest.Group(t)
+	fixed := limiter.MustNewShared(c, limiter.SharedConfig{Prefix: prefix, Share: 0.25})
+	t.Cleanup(func() { _ = fixed.Close() })
+	key := "{" + prefix + ":registry}:replicas"
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		n, err := c.ZCard(context.Background(), key).Result()
+		if err == nil && n == 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("replicas in the registry: %d (%v), want the one with a fixed Share", n, err)
+		}
+		time.Sleep(10 * time.Millisecond) // polling the background beat
+	}
+}

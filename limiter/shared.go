@@ -41,7 +41,9 @@ type SharedConfig struct {
 	Mode OutageMode
 	// Share is the fraction of each rule a replica may use on its own
 	// during an outage, in (0, 1]; zero means 1 / the number of live
-	// replicas, counted in a small registry in Redis.
+	// replicas, counted in a small registry in Redis. With OutageLocal a
+	// replica joins the registry whatever its Share, so that replicas
+	// counting the live ones count it too.
 	Share float64
 	// Timeout bounds each call to Redis on the request path (reserve,
 	// cancel, penalise; default 250ms). Time a request spends queued
@@ -184,15 +186,19 @@ func NewShared(client redis.UniversalClient, cfg SharedConfig) (*Shared, error) 
 			s.report(event{Kind: eventPenaltyLost, Group: group, Detail: "too many penalties kept during the outage; scope " + p.Scope + " will not be written to Redis"})
 		},
 	}
-	switch {
-	case cfg.Share > 0:
-		share := cfg.Share
-		fc.Share = func() float64 { return share }
-	case cfg.Mode == OutageLocal:
+	// Every replica that sends on its own during an outage registers, a
+	// fixed Share too: the replicas that count the live ones must count it
+	// (a fleet half on a fixed Share, half on the registry, sent 1.7 times
+	// a rule during an outage when only the latter registered).
+	if cfg.Mode == OutageLocal {
 		s.registry = startRegistry(client, cfg.Prefix, defaultBeat, func(key string) {
 			s.report(event{Kind: eventCorruptValue, Detail: "the replica registry " + key + " held another type; it was replaced"})
 		})
 		fc.Share = s.registry.Share
+	}
+	if cfg.Share > 0 {
+		share := cfg.Share
+		fc.Share = func() float64 { return share }
 	}
 	s.failover = newFailover(r, fc)
 	s.startAnnouncements(client, r)
