@@ -3,7 +3,9 @@ package throttle
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -42,7 +44,7 @@ func (t *Transport) shareTokens(c *config) {
 	s, err := tokens.New(t.shared.Client(), tokens.WithPrefix(t.shared.Config().Prefix),
 		// WithMaxWait(0) is "never wait": at once, where the Sharer's 0
 		// would be no bound.
-		tokens.WithObserver(t.tokenMetric()), tokens.WithMaxWait(max(t.maxWait, time.Nanosecond)))
+		tokens.WithObserver(cappedHealLog(c.logger, t.tokenMetric())), tokens.WithMaxWait(max(t.maxWait, time.Nanosecond)))
 	if err != nil {
 		// Only a bad option fails New, and these are valid: exchange
 		// alone rather than fail the Transport.
@@ -50,6 +52,39 @@ func (t *Transport) shareTokens(c *config) {
 	}
 	t.tokens = s
 	t.base = s.Wrap(t.base)
+}
+
+// cappedHealLog returns next (which may be nil) with a warning, at most
+// once a minute per provider, for each heal the caps refuse. Heals of one
+// credential run into their caps (one in 30 s, 20 a day) only when tokens
+// of it keep being invalidated from outside the fleet's sharing, and past
+// the day's cap every call with the dead token is refused by the provider
+// until its kept answer ends (up to 1 h 55 min for WeChat): the operator
+// needs the likely causes, not just a counter.
+func cappedHealLog(log *slog.Logger, next func(provider, result string)) func(provider, result string) {
+	var mu sync.Mutex
+	last := map[string]time.Time{}
+	return func(provider, result string) {
+		if next != nil {
+			next(provider, result)
+		}
+		if result != tokens.Capped {
+			return
+		}
+		mu.Lock()
+		now := time.Now()
+		due := now.Sub(last[provider]) >= time.Minute
+		if due {
+			last[provider] = now
+		}
+		mu.Unlock()
+		if due {
+			log.Warn("throttle: a token the provider refused stays shared: heals of its credential are capped (one in 30 s, 20 a day). "+
+				"Something outside this fleet's shared tokens keeps fetching tokens for it, invalidating the fleet's: "+
+				"replicas with another limiter Prefix, with WithoutSharedTokens or of an older release, or another service with the same credential",
+				"provider", provider)
+		}
+	}
 }
 
 // tokenMetric returns what counts the shared exchanges in the metric

@@ -265,6 +265,64 @@ func TestTokenExchangesMetric(t *testing.T) {
 	}
 }
 
+// A heal the caps refuse (a second token of one credential invalidated
+// within 30 s, as replicas outside the fleet's sharing do) is counted as
+// capped and warned about once a minute with the likely causes: past the
+// day's cap the provider refuses every call with the kept token until it
+// ends. The warning names neither the token nor the secret.
+func TestCappedHealIsWarnedOnce(t *testing.T) {
+	o := newObservability(t)
+	f := newTokenFleet(t, 1, o.opts...)
+	token := func() string {
+		var tok struct {
+			AccessToken string `json:"access_token"`
+		}
+		resp, err := f.clients[0].Get(fleetTokenURL(f.emu))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if err := json.NewDecoder(resp.Body).Decode(&tok); err != nil || tok.AccessToken == "" {
+			t.Fatalf("token exchange: %+v %v", tok, err)
+		}
+		return tok.AccessToken
+	}
+	call := func(tok string) {
+		resp, err := f.clients[0].Get(f.emu.URL + "/cgi-bin/user/info?openid=o1&access_token=" + url.QueryEscape(tok))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	first := token()
+	f.emu.Revoke(first)
+	call(first) // healed
+	second := token()
+	if second == first {
+		t.Fatal("the healed token was handed out again")
+	}
+	f.emu.Revoke(second)
+	call(second) // capped: within 30 s of the first heal
+	if again := token(); again != second {
+		t.Fatal("a capped heal dropped the kept token")
+	}
+	call(second) // capped again, not warned again
+	got := counts(t, o.metrics(t)["throttle.tokens.exchanges"], "result")
+	if got["healed"] != 1 || got["capped"] != 2 {
+		t.Fatalf("throttle.tokens.exchanges by result = %v, want healed 1, capped 2", got)
+	}
+	logs := o.logs.String()
+	if n := strings.Count(logs, "heals of its credential are capped"); n != 1 {
+		t.Fatalf("%d warnings of a capped heal, want 1:\n%s", n, logs)
+	}
+	for _, secret := range []string{first, second, fleetSecret} {
+		if strings.Contains(logs, secret) {
+			t.Fatalf("the logs hold a token or the secret:\n%s", logs)
+		}
+	}
+}
+
 // The app book of a replica whose exchange was answered from Redis learns
 // the token as if it had seen the fetch: before the limiter, the answer
 // still goes through the book, marked as sent to the preset's profile.
