@@ -116,7 +116,9 @@ type Config struct {
 	// requests share one conservative scope, app "unknown" at the lowest
 	// per-API rate of Apps, so that they can never exceed any app's limit,
 	// but may use less of it. An ISV suite without a CorpID cannot be the
-	// Default.
+	// Default. Adding a second app to a one-app Config moves those
+	// requests from the first app's keys to "unknown": set Default to the
+	// first app in the same change to keep them where they were.
 	Default string
 	// Unlisted says what to do with a request whose learned app is not in
 	// Apps: false (the default) limits it as a new standard-edition
@@ -139,7 +141,9 @@ type Config struct {
 	EgressBurst int
 
 	// MonthGrace starts each month this late, against clock skew
-	// (default 5 s; under a minute). NoMonthGrace: none.
+	// (default 5 s; under a minute). NoMonthGrace: none. The grace names
+	// each month's count in Redis: change it on every replica at once, at
+	// the start of a month, or the month's count starts again from 0.
 	MonthGrace   time.Duration
 	NoMonthGrace bool
 

@@ -50,7 +50,9 @@ type Config struct {
 	EntityKey string
 	// MonthGrace starts each month's quota, and ends a 99991403 penalty,
 	// this long after midnight on the 1st (default 5s, under a minute).
-	// NoMonthGrace: none.
+	// NoMonthGrace: none. The grace names each month's count in Redis:
+	// change it on every replica at once, at the start of a month, or the
+	// month's count starts again from 0.
 	MonthGrace   time.Duration
 	NoMonthGrace bool
 	// ShortPenalty is how long the other rate-limit codes (1000004,

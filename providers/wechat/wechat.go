@@ -88,7 +88,9 @@ type Config struct {
 	TimeScale float64
 	// DayGrace starts each day's quota this late, and ends a 45009 penalty
 	// this long after midnight, since our clock and WeChat's differ
-	// (default 5s; must be under a minute). NoDayGrace: none.
+	// (default 5s; must be under a minute). NoDayGrace: none. The grace
+	// names each day's count in Redis: change it on every replica at once,
+	// at the start of a day, or the day's count starts again from 0.
 	DayGrace   time.Duration
 	NoDayGrace bool
 	// DefaultPenalty applies to quota errors whose end is not implied
