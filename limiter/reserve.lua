@@ -179,6 +179,9 @@ local function reserve(KEYS, ARGV, val, alias, t, now, clock, put, out, at, tat,
         local period = tonumber(ARGV[a + 2])
         local ts, ns, hi = {}, {}, 0
         local v = val[alias and alias[kr + i] or kr + i]
+        -- A log holds at least one "time:count"; anything else (a paced
+        -- rule's time, text) is not ours: read as empty, and reported.
+        if v and not string.find(v, ':', 1, true) then corrupt = true end
         if v then
           local t = 0
           for d, c in string.gmatch(v, '(%d+):(%d+)') do

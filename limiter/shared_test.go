@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -301,6 +302,14 @@ func TestSharedHealsCorruptKeys(t *testing.T) {
 		}},
 		{"window a huge time", []rule.Rule{window}, func(l *limiter.Redis, g string) error {
 			return c.Set(ctx, l.RuleKey(g, "window"), "99999999999999999999:1", 0).Err()
+		}},
+		// A paced rule's time under a window rule's key (a release that
+		// changed the rule's kind, on half a fleet) is no log either.
+		{"window a paced time", []rule.Rule{window}, func(l *limiter.Redis, g string) error {
+			return c.Set(ctx, l.RuleKey(g, "window"), strconv.FormatInt(time.Now().UnixMicro(), 10), 0).Err()
+		}},
+		{"window text", []rule.Rule{window}, func(l *limiter.Redis, g string) error {
+			return c.Set(ctx, l.RuleKey(g, "window"), "junk", 0).Err()
 		}},
 		{"epoch marker garbage", []rule.Rule{paced}, func(l *limiter.Redis, g string) error {
 			return c.Set(ctx, l.EpochKey(g), "garbage", 0).Err()
