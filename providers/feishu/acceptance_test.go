@@ -149,6 +149,9 @@ func (f *accFleet) successes(api, chat string) []loadtest.Arrival {
 // the IDs never make the API many, so the emulator rejects nothing and the
 // API gets at least 90% of its rate.
 func TestAcceptanceIDsOfEveryShapeAreOneAPI(t *testing.T) {
+	// A share of the rate under the measured allowance, which other
+	// packages' load widens (76-80% seen beside them): run alone.
+	loadtest.Alone(t)
 	const api, level = "GET /open-apis/contact/v3/users/:user_id", 8 // 20/s
 	f := newAccFleet(t, feishu.Config{Apps: []feishu.App{{APIs: map[string]int{api: level}}}}, feishutest.Options{APIs: map[string]int{api: level}})
 	published := publishedPerSecond[level]
