@@ -175,6 +175,11 @@ func TestSoak(t *testing.T) {
 		<-driven
 		t.Fatal(err)
 	}
+	// Every replica counts the others before Redis goes: after the flush
+	// the registry fills again as the replicas beat (every 2 s), each
+	// counting those that beat before it, and only a beat with all of them
+	// present gives a replica its true share. The kill raced that beat.
+	registryFull(t, srv.Client(t), prefix, replicas)
 	waitUntilClock(start.Add(killAt))
 	killed := time.Now()
 	srv.Stop()
@@ -361,6 +366,42 @@ func heapInUse() uint64 {
 func mib(b uint64) float64 { return float64(b) / (1 << 20) }
 
 // waitUntilClock blocks until the wall clock reaches at.
+// registryFull returns once every one of n replicas has beaten with all n
+// in the registry of prefix (so each counts them all), and fails the test
+// after 10 s (five beats).
+func registryFull(t *testing.T, c *redis.Client, prefix string, n int) {
+	t.Helper()
+	ctx := context.Background()
+	key := "{" + prefix + ":registry}:replicas"
+	var full int64 // Redis's clock (ms) once all n were present
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		zs, err := c.ZRangeWithScores(ctx, key, 0, -1).Result()
+		if err == nil && len(zs) == n {
+			if full == 0 {
+				now, err := c.Time(ctx).Result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				full = now.UnixMilli()
+			}
+			counted := 0
+			for _, z := range zs {
+				if int64(z.Score) >= full {
+					counted++
+				}
+			}
+			if counted == n {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the registry of %d replicas after the flush: %v %v", n, zs, err)
+		}
+		time.Sleep(10 * time.Millisecond) // polling the replicas' beats
+	}
+}
+
 func waitUntilClock(at time.Time) {
 	if d := time.Until(at); d > 0 {
 		<-time.After(d)
