@@ -82,3 +82,86 @@ func exists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
 }
+
+// make test's alone stage runs the tests that call loadtest.Alone (directly
+// or through a helper of their file's package), which every other stage
+// skips: a test its -run pattern misses, or in a package it does not list,
+// runs nowhere. The pattern and the packages must reach every such test.
+func TestMakefileRunsEveryAloneTest(t *testing.T) {
+	mk, err := os.ReadFile("Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^ALONE_TESTS = (.+)$`).FindSubmatch(mk)
+	stage := regexp.MustCompile(`(?m)^\t.*THROTTLE_ALONE=1 .* -run '\$\(ALONE_TESTS\)' (.+)$`).FindSubmatch(mk)
+	if m == nil || stage == nil {
+		t.Fatal("no ALONE_TESTS, or no stage running it, in the Makefile")
+	}
+	pattern := regexp.MustCompile(string(m[1]))
+	stagePkgs := strings.Fields(string(stage[1]))
+
+	funcs := regexp.MustCompile(`(?m)^func (\w+)\(`)
+	found := 0
+	err = filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if path != "." && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".") || exists(filepath.Join(path, "go.mod"))) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		// Split the file into its functions; one that calls Alone, and
+		// every test calling such a helper, is an alone test.
+		locs := funcs.FindAllStringSubmatchIndex(string(src), -1)
+		bodies := map[string]string{}
+		for i, loc := range locs {
+			end := len(src)
+			if i+1 < len(locs) {
+				end = locs[i+1][0]
+			}
+			bodies[string(src[loc[2]:loc[3]])] = string(src[loc[1]:end])
+		}
+		alone := map[string]bool{}
+		for name, body := range bodies {
+			if strings.Contains(body, "loadtest."+"Alone(t)") { // split, or this file would match
+				alone[name] = true
+			}
+		}
+		for name, body := range bodies {
+			for helper := range alone {
+				if !strings.HasPrefix(helper, "Test") && strings.Contains(body, helper+"(") {
+					alone[name] = true
+				}
+			}
+		}
+		pkg := "./" + filepath.ToSlash(filepath.Dir(path))
+		for name := range alone {
+			if !strings.HasPrefix(name, "Test") {
+				continue
+			}
+			found++
+			if !pattern.MatchString(name) {
+				t.Errorf("%s (%s) calls loadtest.Alone, but ALONE_TESTS does not match it: it runs in no stage", name, path)
+			}
+			if !slices.Contains(stagePkgs, pkg) {
+				t.Errorf("%s (%s) calls loadtest.Alone, but the alone stage does not run %s", name, path, pkg)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if found == 0 {
+		t.Fatal("no test calls loadtest.Alone")
+	}
+}
