@@ -492,8 +492,13 @@ func TestQuietAPINotHeldBackByABusyOne(t *testing.T) {
 	p50, p90 := waits[len(waits)/2], waits[len(waits)*9/10]
 	t.Logf("quiet API at %.0f/s next to a busy one at %.0f/s: %d answered, %d throttled; time in RoundTrip p50 %v, p90 %v",
 		quiet, demand*published, len(waits), throttled, p50.Round(time.Millisecond), p90.Round(time.Millisecond))
-	if throttled > 0 || p90 > 200*time.Millisecond {
-		t.Errorf("the quiet API waited p90 %v and had %d calls refused with ErrThrottled; want no refusal and p90 under 200ms (latency is at most %v)",
+	// Held behind the busy API's slots, the quiet one waits up to the
+	// budget (2 s) and is refused past it; time in RoundTrip is wall-clock
+	// time, which a loaded machine stretches (150 ms seen beside other
+	// packages, with 15-20 calls p90 is the second slowest), so the bound
+	// is 500 ms.
+	if throttled > 0 || p90 > 500*time.Millisecond {
+		t.Errorf("the quiet API waited p90 %v and had %d calls refused with ErrThrottled; want no refusal and p90 under 500ms (latency is at most %v)",
 			p90.Round(time.Millisecond), throttled, latency)
 	}
 }
