@@ -32,7 +32,33 @@ func TestMakefileListsEveryFuzzTarget(t *testing.T) {
 
 	fuzzFunc := regexp.MustCompile(`(?m)^func (Fuzz\w*)\(\w+ \*testing\.F\)`)
 	var found []string
-	err = filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+	err = walkTestFiles(func(path, pkg string, src []byte) {
+		for _, m := range fuzzFunc.FindAllStringSubmatch(string(src), -1) {
+			found = append(found, pkg+":"+m[1])
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(found) == 0 {
+		t.Fatal("no fuzz target found in the module")
+	}
+	for _, target := range found {
+		if !slices.Contains(listed, target) {
+			t.Errorf("fuzz target %s is not in the Makefile's FUZZ_TARGETS: make test never fuzzes it", target)
+		}
+	}
+	for _, entry := range listed {
+		if !slices.Contains(found, entry) {
+			t.Errorf("FUZZ_TARGETS lists %s, which is no fuzz target of this module", entry)
+		}
+	}
+}
+
+// walkTestFiles calls visit with every _test.go file of this module, its
+// source and its package as go test names it ("." or "./dir").
+func walkTestFiles(visit func(path, pkg string, src []byte)) error {
+	return filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -55,27 +81,9 @@ func TestMakefileListsEveryFuzzTarget(t *testing.T) {
 		if pkg == "./." {
 			pkg = "."
 		}
-		for _, m := range fuzzFunc.FindAllStringSubmatch(string(src), -1) {
-			found = append(found, pkg+":"+m[1])
-		}
+		visit(path, pkg, src)
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(found) == 0 {
-		t.Fatal("no fuzz target found in the module")
-	}
-	for _, target := range found {
-		if !slices.Contains(listed, target) {
-			t.Errorf("fuzz target %s is not in the Makefile's FUZZ_TARGETS: make test never fuzzes it", target)
-		}
-	}
-	for _, entry := range listed {
-		if !slices.Contains(found, entry) {
-			t.Errorf("FUZZ_TARGETS lists %s, which is no fuzz target of this module", entry)
-		}
-	}
 }
 
 func exists(path string) bool {
@@ -102,23 +110,7 @@ func TestMakefileRunsEveryAloneTest(t *testing.T) {
 
 	funcs := regexp.MustCompile(`(?m)^func (\w+)\(`)
 	found := 0
-	err = filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if path != "." && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".") || exists(filepath.Join(path, "go.mod"))) {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
-		src, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
+	err = walkTestFiles(func(path, pkg string, src []byte) {
 		// Split the file into its functions; one that calls Alone, and
 		// every test calling such a helper, is an alone test.
 		locs := funcs.FindAllStringSubmatchIndex(string(src), -1)
@@ -143,7 +135,6 @@ func TestMakefileRunsEveryAloneTest(t *testing.T) {
 				}
 			}
 		}
-		pkg := "./" + filepath.ToSlash(filepath.Dir(path))
 		for name := range alone {
 			if !strings.HasPrefix(name, "Test") {
 				continue
@@ -156,7 +147,6 @@ func TestMakefileRunsEveryAloneTest(t *testing.T) {
 				t.Errorf("%s (%s) calls loadtest.Alone, but the alone stage does not run %s", name, path, pkg)
 			}
 		}
-		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
