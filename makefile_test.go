@@ -108,30 +108,42 @@ func TestMakefileRunsEveryAloneTest(t *testing.T) {
 	pattern := regexp.MustCompile(string(m[1]))
 	stagePkgs := strings.Fields(string(stage[1]))
 
+	// Every function of every test file, by package: a function that calls
+	// Alone, and every test calling such a helper of its package (in any of
+	// its files), is an alone test.
 	funcs := regexp.MustCompile(`(?m)^func (\w+)\(`)
-	found := 0
+	bodies := map[string]map[string]string{} // package → function → body
 	err = walkTestFiles(func(path, pkg string, src []byte) {
-		// Split the file into its functions; one that calls Alone, and
-		// every test calling such a helper, is an alone test.
+		if bodies[pkg] == nil {
+			bodies[pkg] = map[string]string{}
+		}
 		locs := funcs.FindAllStringSubmatchIndex(string(src), -1)
-		bodies := map[string]string{}
 		for i, loc := range locs {
 			end := len(src)
 			if i+1 < len(locs) {
 				end = locs[i+1][0]
 			}
-			bodies[string(src[loc[2]:loc[3]])] = string(src[loc[1]:end])
+			bodies[pkg][string(src[loc[2]:loc[3]])] = string(src[loc[1]:end])
 		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := 0
+	for pkg, fns := range bodies {
 		alone := map[string]bool{}
-		for name, body := range bodies {
+		for name, body := range fns {
 			if strings.Contains(body, "loadtest."+"Alone(t)") { // split, or this file would match
 				alone[name] = true
 			}
 		}
-		for name, body := range bodies {
-			for helper := range alone {
-				if !strings.HasPrefix(helper, "Test") && strings.Contains(body, helper+"(") {
-					alone[name] = true
+		for grew := true; grew; { // helpers of helpers too
+			grew = false
+			for name, body := range fns {
+				for helper := range alone {
+					if !alone[name] && !strings.HasPrefix(helper, "Test") && strings.Contains(body, helper+"(") {
+						alone[name], grew = true, true
+					}
 				}
 			}
 		}
@@ -141,15 +153,12 @@ func TestMakefileRunsEveryAloneTest(t *testing.T) {
 			}
 			found++
 			if !pattern.MatchString(name) {
-				t.Errorf("%s (%s) calls loadtest.Alone, but ALONE_TESTS does not match it: it runs in no stage", name, path)
+				t.Errorf("%s (%s) calls loadtest.Alone, but ALONE_TESTS does not match it: it runs in no stage", name, pkg)
 			}
 			if !slices.Contains(stagePkgs, pkg) {
-				t.Errorf("%s (%s) calls loadtest.Alone, but the alone stage does not run %s", name, path, pkg)
+				t.Errorf("%s calls loadtest.Alone, but the alone stage does not run its package %s", name, pkg)
 			}
 		}
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 	if found == 0 {
 		t.Fatal("no test calls loadtest.Alone")
