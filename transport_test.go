@@ -173,13 +173,16 @@ func TestBuildRejectsBadOptions(t *testing.T) {
 }
 
 // Three Transports on one Redis (three replicas) never exceed the rule at the
-// server. The rule leaves 100ms of headroom per second for the scheduling and
-// loopback latency between the slot and the arrival, as the presets do.
+// server. The rule, 20 per 1.5 s, gives at most 14 slots in any second, which
+// leaves 6 arrivals of room for a loaded machine's late wakes and loopback
+// latency between the slot and the arrival (20 per 1.1 s left 100 ms, and
+// failed with 22 arrivals beside other packages); replicas that did not
+// share the rule would send 3 × 14.
 func TestTransportsShareRedis(t *testing.T) {
 	rdb := redistest.Shared(t)
 	rec := &recorder{}
 	srv := serve(t, rec)
-	rl := mustRule(t, 20, 1100*time.Millisecond)
+	rl := mustRule(t, 20, 1500*time.Millisecond)
 	profile := testProfile(limitertest.Group(t), rl)
 	var clients []*http.Client
 	for i := 0; i < 3; i++ {
@@ -204,11 +207,13 @@ func TestTransportsShareRedis(t *testing.T) {
 	}
 	wg.Wait()
 	arrivals := rec.seen()
-	if most, at := limitertest.MaxInWindow(arrivals, time.Second); most > 20 {
+	most, at := limitertest.MaxInWindow(arrivals, time.Second)
+	t.Logf("%d arrivals in 2.5s, at most %d in a second", len(arrivals), most)
+	if most > 20 {
 		t.Fatalf("%d arrivals in the second from %v, want at most 20", most, at.Format(time.StampMicro))
 	}
-	if len(arrivals) < 40 {
-		t.Fatalf("only %d arrivals in 2.5s at 20 per 1.1s: the limiter starves callers", len(arrivals))
+	if len(arrivals) < 28 {
+		t.Fatalf("only %d arrivals in 2.5s at 20 per 1.5s (a slot every 75 ms): the limiter starves callers", len(arrivals))
 	}
 }
 
