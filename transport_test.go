@@ -208,7 +208,7 @@ func TestTransportsShareRedis(t *testing.T) {
 	wg.Wait()
 	arrivals := rec.seen()
 	most, at := limitertest.MaxInWindow(arrivals, time.Second)
-	t.Logf("%d arrivals in 2.5s, at most %d in a second", len(arrivals), most)
+	t.Logf("%d arrivals of calls started within 2.5s, at most %d in a second", len(arrivals), most)
 	if most > 20 {
 		t.Fatalf("%d arrivals in the second from %v, want at most 20", most, at.Format(time.StampMicro))
 	}
