@@ -29,9 +29,9 @@ func TestExchangeChargedToItsWeChatAccount(t *testing.T) {
 	u, _ := url.Parse(emu.URL)
 	quota := func() map[string]int { return map[string]int{"/cgi-bin/token": 3} }
 	accounts := []string{"wxA0000000000001", "wxB0000000000002", "wxC0000000000003"}
-	cfg := wechat.Config{Hosts: []string{u.Hostname()}, Unknown: wechat.App{Daily: quota(), PerMinute: map[string]int{}}}
+	cfg := wechat.Config{Hosts: []string{u.Hostname()}, Unknown: wechat.App{Daily: quota(), NoDefaultQuotas: true}}
 	for _, a := range accounts {
-		cfg.Apps = append(cfg.Apps, wechat.App{AppID: a, Daily: quota(), PerMinute: map[string]int{}})
+		cfg.Apps = append(cfg.Apps, wechat.App{AppID: a, Daily: quota(), NoDefaultQuotas: true})
 	}
 	set := wechat.MustNew(cfg)
 	tr := throttle.MustNew(throttle.WithProfiles(set.Profile()), throttle.WithMaxWait(50*time.Millisecond))

@@ -198,8 +198,8 @@ func TestSharedExchangeTakesNoSlot(t *testing.T) {
 	u, _ := url.Parse(emu.URL)
 	quota := func() map[string]int { return map[string]int{"/cgi-bin/token": 2} }
 	set := wechat.MustNew(wechat.Config{Hosts: []string{u.Hostname()},
-		Unknown: wechat.App{Daily: quota(), PerMinute: map[string]int{}},
-		Apps:    []wechat.App{{AppID: fleetApps[0], Daily: quota(), PerMinute: map[string]int{}}}})
+		Unknown: wechat.App{Daily: quota(), NoDefaultQuotas: true},
+		Apps:    []wechat.App{{AppID: fleetApps[0], Daily: quota(), NoDefaultQuotas: true}}})
 	var clients []*http.Client
 	for range 2 {
 		tr := throttle.MustNew(throttle.WithLimiter(limiter.MustNewShared(srv.Client(t), limiter.SharedConfig{Prefix: prefix})),

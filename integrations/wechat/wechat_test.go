@@ -52,9 +52,9 @@ func use(t *testing.T, emu *wechattest.Server, opts ...throttle.Option) {
 		throttle.WithProfiles(presetwechat.MustNew(presetwechat.Config{
 			TimeScale: timeScale,
 			Apps: []presetwechat.App{{
-				AppID:     appID,
-				Daily:     map[string]int{},
-				PerMinute: map[string]int{userInfo: perMinute / timeScale},
+				AppID:           appID,
+				NoDefaultQuotas: true,
+				PerMinute:       map[string]int{userInfo: perMinute / timeScale},
 			}},
 		}).Profile()),
 	)

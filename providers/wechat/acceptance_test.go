@@ -106,7 +106,7 @@ func TestAcceptanceFourReplicasAtFiveTimesDemand(t *testing.T) {
 	// The preset's minutes run accTimeScale times faster too, with the
 	// emulator's limit.
 	emuPerMinute := accPerMinute / accTimeScale
-	cfg := wechat.Config{TimeScale: accTimeScale, Apps: []wechat.App{{Daily: map[string]int{}, PerMinute: map[string]int{}}}}
+	cfg := wechat.Config{TimeScale: accTimeScale, Apps: []wechat.App{{NoDefaultQuotas: true, PerMinute: map[string]int{}}}}
 	for _, a := range accAPIs {
 		cfg.Apps[0].PerMinute[a.path] = emuPerMinute
 	}
@@ -146,7 +146,7 @@ func TestAcceptanceIDsOfEveryShapeAreOneAPI(t *testing.T) {
 	const rate = float64(perMinute) / 60
 	// The preset's windows run as fast as the emulator's (see the run above).
 	emuPerMinute := perMinute / accTimeScale
-	cfg := wechat.Config{TimeScale: accTimeScale, Apps: []wechat.App{{Daily: map[string]int{}, PerMinute: map[string]int{api: emuPerMinute}}}}
+	cfg := wechat.Config{TimeScale: accTimeScale, Apps: []wechat.App{{NoDefaultQuotas: true, PerMinute: map[string]int{api: emuPerMinute}}}}
 	f := newAccFleet(t, cfg, emuPerMinute)
 	var inFlight loadtest.Concurrency
 	ids := loadtest.IDs

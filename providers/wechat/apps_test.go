@@ -45,7 +45,7 @@ func TestAcceptanceManyAccounts(t *testing.T) {
 	for _, a := range accounts {
 		emuOpts.Apps[a.appID] = a.secret
 		emuOpts.AppLimits[a.appID] = wechattest.Limits{PerMinute: map[string]int{path: a.perMinute / accTimeScale}}
-		cfgs = append(cfgs, wechat.App{AppID: a.appID, Daily: map[string]int{}, PerMinute: map[string]int{path: a.perMinute / accTimeScale}})
+		cfgs = append(cfgs, wechat.App{AppID: a.appID, NoDefaultQuotas: true, PerMinute: map[string]int{path: a.perMinute / accTimeScale}})
 	}
 	emu := wechattest.NewServer(emuOpts)
 	t.Cleanup(emu.Close)

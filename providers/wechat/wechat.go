@@ -127,13 +127,19 @@ type Config struct {
 type App struct {
 	// AppID identifies the account; required (the token does not say it).
 	AppID string
-	// Daily is each API's daily quota, by path (default: a new account's,
-	// e.g. 2,000 for /cgi-bin/token; /cgi-bin/openapi/quota/get tells
-	// yours). A non-nil map replaces the defaults.
+	// Daily is each API's daily quota, by path, over the defaults (a new
+	// account's, e.g. 2,000 for /cgi-bin/token;
+	// /cgi-bin/openapi/quota/get tells yours): a path listed sets that
+	// API's quota, and the other defaults stay.
 	Daily map[string]int
-	// PerMinute is each API's per-minute limit (default 10,000 for
-	// /cgi-bin/stable_token), replacing the defaults like Daily.
+	// PerMinute is each API's per-minute limit, by path, over the defaults
+	// (10,000 for /cgi-bin/stable_token) like Daily.
 	PerMinute map[string]int
+	// NoDefaultQuotas leaves out the defaults: Daily and PerMinute then
+	// hold every quota of the account. (A map given used to replace the
+	// defaults, so that raising one API's quota dropped the others, the
+	// token exchange's 2,000 a day among them.)
+	NoDefaultQuotas bool
 }
 
 // settings is one account's Config and App together: what a profile is
@@ -161,11 +167,9 @@ func (c *settings) setDefaults() {
 	if c.Hosts == nil {
 		c.Hosts = defaultHosts
 	}
-	if c.Daily == nil {
-		c.Daily = defaultDaily()
-	}
-	if c.PerMinute == nil {
-		c.PerMinute = defaultPerMinute()
+	if !c.NoDefaultQuotas {
+		c.Daily = overDefaults(defaultDaily(), c.Daily)
+		c.PerMinute = overDefaults(defaultPerMinute(), c.PerMinute)
 	}
 	// Values given and turned off: off wins, as in every preset.
 	if c.NoJitter && c.Jitter >= 0 { // a negative one stays, refused below
@@ -192,6 +196,13 @@ func (c *settings) setDefaults() {
 		d[quotaGetPath] = c.QuotaGetDaily
 		c.Daily = d
 	}
+}
+
+// overDefaults returns defaults (a map of its own) with the entries of
+// given set over them: the caller's map is never changed.
+func overDefaults(defaults, given map[string]int) map[string]int {
+	maps.Copy(defaults, given)
+	return defaults
 }
 
 func (c *settings) validate() error {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -229,7 +230,7 @@ func TestConfigValidation(t *testing.T) {
 		{"relative path", Config{Apps: []App{{AppID: "wxabc", PerMinute: map[string]int{"cgi-bin/token": 5}}}}, "App.PerMinute"},
 		{"path with a placeholder", Config{Apps: []App{{AppID: "wxabc", Daily: map[string]int{"/cgi-bin/media/{id}": 5}}}}, "App.Daily"},
 		{"path with a query", Config{Apps: []App{{AppID: "wxabc", Daily: map[string]int{"/cgi-bin/media?x=1": 5}}}}, "App.Daily"},
-		{"custom limits", Config{Apps: []App{{AppID: "wxabc", Daily: map[string]int{}, PerMinute: map[string]int{"/wxa/x": 1}}}}, ""},
+		{"custom limits", Config{Apps: []App{{AppID: "wxabc", NoDefaultQuotas: true, PerMinute: map[string]int{"/wxa/x": 1}}}}, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -296,5 +297,45 @@ func TestQuotaCodeInA5xx(t *testing.T) {
 		if v := routedClassify(p, req, response(502, body)); v.Kind != providers.Transient {
 			t.Errorf("502 %s: %+v, want transient", body, v)
 		}
+	}
+}
+
+// Raising one API's quota keeps every other default: a Daily of one entry
+// used to replace them all, the token exchange's 2,000 a day among them.
+// NoDefaultQuotas leaves them out; the caller's map is never changed.
+func TestQuotasGivenGoOverTheDefaults(t *testing.T) {
+	limits := func(p providers.Profile, path string) map[string]int {
+		t.Helper()
+		req := httptest.NewRequest(http.MethodGet, "https://api.weixin.qq.com"+path+"?access_token=t", nil)
+		route, err := p.Route(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]int{}
+		for _, r := range route.Rules {
+			out[strings.SplitN(r.Key(), ":", 2)[0]] = r.Limit()
+		}
+		return out
+	}
+	daily := map[string]int{"/cgi-bin/message/custom/send": 5}
+	over := testProfile(t, Config{Apps: []App{{Daily: daily}}})
+	if got := limits(over, "/cgi-bin/message/custom/send"); got["day"] != 5 {
+		t.Errorf("custom/send: %v, want the day's quota given, 5", got)
+	}
+	if got := limits(over, "/cgi-bin/token"); got["day"] != 2000 {
+		t.Errorf("token: %v, want the default day's quota, 2000", got)
+	}
+	if got := limits(over, "/cgi-bin/stable_token"); got["min"] != 10000 {
+		t.Errorf("stable_token: %v, want the default minute's limit, 10000", got)
+	}
+	if len(daily) != 1 {
+		t.Errorf("the caller's Daily changed: %v", daily)
+	}
+	only := testProfile(t, Config{Apps: []App{{Daily: daily, NoDefaultQuotas: true}}})
+	if got := limits(only, "/cgi-bin/token"); len(got) != 0 {
+		t.Errorf("token with NoDefaultQuotas: %v, want no rule", got)
+	}
+	if got := limits(only, "/cgi-bin/message/custom/send"); got["day"] != 5 {
+		t.Errorf("custom/send with NoDefaultQuotas: %v, want 5", got)
 	}
 }
