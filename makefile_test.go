@@ -1,6 +1,9 @@
 package throttle_test
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -91,8 +94,8 @@ func exists(path string) bool {
 	return err == nil
 }
 
-// make test's alone stage runs the tests that call loadtest.Alone (directly
-// or through a helper of their file's package), which every other stage
+// make test's alone stage runs the tests that call loadtest.Alone (directly,
+// or through helpers and methods of their package), which every other stage
 // skips: a test its -run pattern misses, or in a package it does not list,
 // runs nowhere. The pattern and the packages must reach every such test.
 func TestMakefileRunsEveryAloneTest(t *testing.T) {
@@ -108,40 +111,77 @@ func TestMakefileRunsEveryAloneTest(t *testing.T) {
 	pattern := regexp.MustCompile(string(m[1]))
 	stagePkgs := strings.Fields(string(stage[1]))
 
-	// Every function of every test file, by package: a function that calls
-	// Alone, and every test calling such a helper of its package (in any of
-	// its files), is an alone test.
-	funcs := regexp.MustCompile(`(?m)^func (\w+)\(`)
-	bodies := map[string]map[string]string{} // package → function → body
+	// Every function and method of every test file, parsed, by directory
+	// (a package and its _test package together): one that calls
+	// loadtest.Alone, and every test calling such a helper (a function or
+	// a method of the directory, in any of its files), is an alone test.
+	type fn struct {
+		alone bool     // calls loadtest.Alone
+		calls []string // names of what it calls
+	}
+	funcs := map[string]map[string][]*fn{} // directory → name → functions
 	err = walkTestFiles(func(path, pkg string, src []byte) {
-		if bodies[pkg] == nil {
-			bodies[pkg] = map[string]string{}
+		f, err := parser.ParseFile(token.NewFileSet(), path, src, 0)
+		if err != nil {
+			t.Errorf("%s: %v", path, err)
+			return
 		}
-		locs := funcs.FindAllStringSubmatchIndex(string(src), -1)
-		for i, loc := range locs {
-			end := len(src)
-			if i+1 < len(locs) {
-				end = locs[i+1][0]
+		loadtest := ""
+		for _, im := range f.Imports {
+			if strings.Trim(im.Path.Value, `"`) == "github.com/quotaware/throttle/internal/loadtest" {
+				loadtest = "loadtest"
+				if im.Name != nil {
+					loadtest = im.Name.Name
+				}
 			}
-			bodies[pkg][string(src[loc[2]:loc[3]])] = string(src[loc[1]:end])
+		}
+		if funcs[pkg] == nil {
+			funcs[pkg] = map[string][]*fn{}
+		}
+		for _, d := range f.Decls {
+			fd, ok := d.(*ast.FuncDecl)
+			if !ok || fd.Body == nil {
+				continue
+			}
+			this := &fn{}
+			ast.Inspect(fd.Body, func(n ast.Node) bool {
+				call, ok := n.(*ast.CallExpr)
+				if !ok {
+					return true
+				}
+				switch f := call.Fun.(type) {
+				case *ast.Ident:
+					this.calls = append(this.calls, f.Name)
+				case *ast.SelectorExpr:
+					if x, ok := f.X.(*ast.Ident); ok && loadtest != "" && x.Name == loadtest && f.Sel.Name == "Alone" {
+						this.alone = true
+					}
+					this.calls = append(this.calls, f.Sel.Name)
+				case *ast.IndexExpr: // a generic function's call
+					if id, ok := f.X.(*ast.Ident); ok {
+						this.calls = append(this.calls, id.Name)
+					}
+				}
+				return true
+			})
+			funcs[pkg][fd.Name.Name] = append(funcs[pkg][fd.Name.Name], this)
 		}
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	found := 0
-	for pkg, fns := range bodies {
+	for pkg, byName := range funcs {
 		alone := map[string]bool{}
-		for name, body := range fns {
-			if strings.Contains(body, "loadtest."+"Alone(t)") { // split, or this file would match
-				alone[name] = true
-			}
-		}
 		for grew := true; grew; { // helpers of helpers too
 			grew = false
-			for name, body := range fns {
-				for helper := range alone {
-					if !alone[name] && !strings.HasPrefix(helper, "Test") && strings.Contains(body, helper+"(") {
+			for name, fns := range byName {
+				for _, f := range fns {
+					calls := f.alone
+					for _, c := range f.calls {
+						calls = calls || alone[c] && !strings.HasPrefix(c, "Test")
+					}
+					if calls && !alone[name] {
 						alone[name], grew = true, true
 					}
 				}
