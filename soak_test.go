@@ -148,6 +148,7 @@ func TestSoak(t *testing.T) {
 	// cancelled.
 	start := time.Now()
 	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel() // a failure below stops the load too
 	paths := []string{dtOldPath, dtNewPath}
 	rate := demand * published
 	driven := make(chan []soakCall, 1)
@@ -365,7 +366,6 @@ func heapInUse() uint64 {
 
 func mib(b uint64) float64 { return float64(b) / (1 << 20) }
 
-// waitUntilClock blocks until the wall clock reaches at.
 // registryFull returns once every one of n replicas has beaten with all n
 // in the registry of prefix (so each counts them all), and fails the test
 // after 10 s (five beats).
@@ -402,6 +402,7 @@ func registryFull(t *testing.T, c *redis.Client, prefix string, n int) {
 	}
 }
 
+// waitUntilClock blocks until the wall clock reaches at.
 func waitUntilClock(at time.Time) {
 	if d := time.Until(at); d > 0 {
 		<-time.After(d)
