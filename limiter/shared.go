@@ -188,8 +188,9 @@ func NewShared(client redis.UniversalClient, cfg SharedConfig) (*Shared, error) 
 	}
 	// Every replica that sends on its own during an outage registers, a
 	// fixed Share too: the replicas that count the live ones must count it
-	// (a fleet half on a fixed Share, half on the registry, sent 1.7 times
-	// a rule during an outage when only the latter registered).
+	// (three replicas on a fixed Share of 0.25 and one on the registry
+	// sent 1.7 times a rule during an outage when only the latter
+	// registered).
 	if cfg.Mode == OutageLocal {
 		s.registry = startRegistry(client, cfg.Prefix, defaultBeat, func(key string) {
 			s.report(event{Kind: eventCorruptValue, Detail: "the replica registry " + key + " held another type; it was replaced"})
