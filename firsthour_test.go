@@ -29,7 +29,7 @@ func (a *answerAll) RoundTrip(req *http.Request) (*http.Response, error) {
 	return &http.Response{StatusCode: 200, Header: http.Header{}, Body: io.NopCloser(strings.NewReader(`{}`)), Request: req}, nil
 }
 
-// A request to a provider's domain that no profile matched goes out
+// A request to a provider's API host that no profile matched goes out
 // unprotected: it is counted by provider and logged once per host, so a
 // host typed wrong in a profile shows up.
 func TestUnmatchedProviderRequestIsCountedAndLogged(t *testing.T) {
@@ -47,7 +47,10 @@ func TestUnmatchedProviderRequestIsCountedAndLogged(t *testing.T) {
 		"https://oapi.dingtalk.com/topapi/v2/user/get",
 		"https://qyapi.weixin.qq.com/cgi-bin/message/send",
 		"https://example.org/not-a-provider",
-		"http://10.0.0.9:8080/v1.0/contact/users/me", // sent to a gateway naming DingTalk in its Host header
+		"https://api.mch.weixin.qq.com/v3/pay/transactions/jsapi", // WeChat Pay: no API the presets limit
+		"https://mp.weixin.qq.com/cgi-bin/showqrcode?ticket=t",
+		"https://sh.api.weixin.qq.com/cgi-bin/user/info", // a regional host of WeChat's API
+		"http://10.0.0.9:8080/v1.0/contact/users/me",     // sent to a gateway naming DingTalk in its Host header
 	} {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 		if strings.HasPrefix(u, "http://10.") {
@@ -59,16 +62,16 @@ func TestUnmatchedProviderRequestIsCountedAndLogged(t *testing.T) {
 		}
 		resp.Body.Close()
 	}
-	if base.n != 6 {
-		t.Fatalf("base saw %d requests, want 6 (unmatched requests still go out)", base.n)
+	if base.n != 9 {
+		t.Fatalf("base saw %d requests, want 9 (unmatched requests still go out)", base.n)
 	}
 	m, ok := o.metrics(t)["throttle.requests.unmatched"]
 	if !ok {
 		t.Fatal("no throttle.requests.unmatched metric")
 	}
 	got := counts(t, m, "provider")
-	if got["dingtalk"] != 4 || got["wecom"] != 1 || len(got) != 2 {
-		t.Fatalf("unmatched = %v, want dingtalk 4, wecom 1", got)
+	if got["dingtalk"] != 4 || got["wecom"] != 1 || got["wechat"] != 1 || len(got) != 3 {
+		t.Fatalf("unmatched = %v, want dingtalk 4, wecom 1, wechat 1 (its API's regional host; not Pay's or mp.)", got)
 	}
 	logs := o.logs.String()
 	if n := strings.Count(logs, "host=api.dingtalk.com"); n != 1 {

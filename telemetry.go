@@ -108,7 +108,7 @@ type telemetry struct {
 	// uncatalogued counts requests whose path the provider's catalog did
 	// not know (providers.Route.Uncatalogued).
 	uncatalogued metric.Int64Counter
-	// unmatched counts and logs requests to a provider's domain that no
+	// unmatched counts and logs requests to a provider's API host that no
 	// profile matched (unmatched.go).
 	unmatched *unmatched
 

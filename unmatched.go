@@ -11,25 +11,30 @@ import (
 	"go.opentelemetry.io/otel/metric"
 )
 
-// providerDomains are the domains of the providers the presets know, most
-// specific first (WeCom's host is under WeChat's domain). A request to one
-// of them that no profile matched is almost always a mistake — a host typed
-// with its scheme, a profile left out — and it is sent unprotected, so it
-// must be seen.
+// providerDomains are the API hosts of the providers the presets know (a
+// suffix covers its subdomains: WeChat's sh.api., sz.api. and hk.api.). A
+// request to one that no profile matched is almost always a mistake — a
+// host typed with its scheme, a profile left out — and it is sent
+// unprotected, so it must be seen. The providers' other hosts are not
+// APIs the presets limit (WeChat Pay's api.mch., mp., open.; DingTalk's
+// login.): whole domains raised the unmatched alert, a critical one, for
+// every payment a service made.
 var providerDomains = []struct{ suffix, provider string }{
 	{"qyapi.weixin.qq.com", "wecom"},
-	{"weixin.qq.com", "wechat"},
-	{"dingtalk.com", "dingtalk"},
-	{"feishu.cn", "feishu"},
-	{"larksuite.com", "feishu"},
-	{"larkoffice.com", "feishu"},
+	{"api.weixin.qq.com", "wechat"},
+	{"api2.weixin.qq.com", "wechat"},
+	{"oapi.dingtalk.com", "dingtalk"},
+	{"api.dingtalk.com", "dingtalk"},
+	{"open.feishu.cn", "feishu"},
+	{"open.larksuite.com", "feishu"},
+	{"open.larkoffice.com", "feishu"},
 }
 
 // maxUnmatchedHosts bounds the hosts remembered for logging, so a caller
 // that reaches many subdomains cannot grow the set without end.
 const maxUnmatchedHosts = 64
 
-// providerOf names the provider whose domain host is in, or "".
+// providerOf names the provider whose API host host is, or "".
 func providerOf(host string) string {
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		host = h
@@ -43,7 +48,7 @@ func providerOf(host string) string {
 	return ""
 }
 
-// unmatched counts and logs requests to a provider's domain that no profile
+// unmatched counts and logs requests to a provider's API host that no profile
 // matched: the one way protection is lost without an error. Logging works
 // with telemetry off; the counter needs it on.
 type unmatched struct {
@@ -61,7 +66,7 @@ func newUnmatched(m metric.Meter, report func(error)) *unmatched {
 	}
 	var err error
 	u.counter, err = m.Int64Counter("throttle.requests.unmatched", metric.WithUnit("{request}"),
-		metric.WithDescription("Requests to a known provider's domain that no profile matched, sent without limits."))
+		metric.WithDescription("Requests to a known provider's API host that no profile matched, sent without limits."))
 	report(err)
 	u.sets = make(map[string]metric.MeasurementOption)
 	for _, d := range providerDomains {
@@ -98,7 +103,7 @@ func (u *unmatched) record(req *http.Request, log *slog.Logger) {
 	}
 	u.mu.Unlock()
 	if first {
-		log.Warn("throttle: a request to a provider's domain matched no profile and was sent without limits; "+
+		log.Warn("throttle: a request to a provider's API host matched no profile and was sent without limits; "+
 			"check the profile's hosts (written without scheme or path, e.g. api.dingtalk.com)",
 			"provider", prov, "host", host)
 	}
