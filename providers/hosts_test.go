@@ -103,13 +103,16 @@ func TestPresetsAcceptHostsAndPorts(t *testing.T) {
 	}
 }
 
-// A nil *Preset (a New error ignored) answers errors, never panics.
+// A nil *Preset (a New error ignored) and a zero one (declared, never
+// built) answer errors, never panic: a zero one used to panic in Profile.
 func TestNilAppsDoNotPanic(t *testing.T) {
 	for name, a := range map[string]interface {
 		Profile() providers.Profile
 	}{
 		"dingtalk": (*dingtalk.Preset)(nil), "feishu": (*feishu.Preset)(nil),
 		"wechat": (*wechat.Preset)(nil), "wecom": (*wecom.Preset)(nil),
+		"zero dingtalk": &dingtalk.Preset{}, "zero feishu": &feishu.Preset{},
+		"zero wechat": &wechat.Preset{}, "zero wecom": &wecom.Preset{},
 	} {
 		p := a.Profile()
 		if err := p.Validate(); err == nil {
@@ -117,12 +120,14 @@ func TestNilAppsDoNotPanic(t *testing.T) {
 		}
 	}
 	for name, err := range map[string]error{
-		"dingtalk": (*dingtalk.Preset)(nil).Add(dingtalk.App{AppKey: "a"}),
-		"feishu":   (*feishu.Preset)(nil).Add(feishu.App{AppID: "cli_a"}),
-		"wechat":   (*wechat.Preset)(nil).Add(wechat.App{AppID: "wx1"}),
-		"wecom":    (*wecom.Preset)(nil).Add(wecom.App{CorpID: "ww1"}),
+		"dingtalk":      (*dingtalk.Preset)(nil).Add(dingtalk.App{AppKey: "a"}),
+		"feishu":        (*feishu.Preset)(nil).Add(feishu.App{AppID: "cli_a"}),
+		"wechat":        (*wechat.Preset)(nil).Add(wechat.App{AppID: "wx1"}),
+		"wecom":         (*wecom.Preset)(nil).Add(wecom.App{CorpID: "ww1"}),
+		"zero dingtalk": (&dingtalk.Preset{}).Add(dingtalk.App{AppKey: "a"}),
+		"zero wechat":   (&wechat.Preset{}).Add(wechat.App{AppID: "wx1"}),
 	} {
-		if err == nil || !strings.Contains(err.Error(), "nil *Preset") {
+		if err == nil || !strings.Contains(err.Error(), "nil or zero *Preset") {
 			t.Errorf("%s: Add on a nil *Preset: %v", name, err)
 		}
 	}

@@ -116,7 +116,7 @@ func checkDefault(a App) error {
 // use its rules from then on, and so do requests of no known app when it
 // replaces the app they go to (Config.Default, or the only app listed).
 func (p *Preset) Add(a App) error {
-	if p == nil {
+	if p == nil || p.set == nil {
 		return errors.New("dingtalk: " + appset.ErrNil.Error())
 	}
 	switch {
@@ -140,7 +140,7 @@ func (p *Preset) Add(a App) error {
 
 // Profile returns the profile of every app, for throttle.WithProfiles.
 func (p *Preset) Profile() providers.Profile {
-	if p == nil {
+	if p == nil || p.set == nil { // New failed, or a zero Preset
 		return appset.Nil(Name)
 	}
 	prof := p.set.Profile()

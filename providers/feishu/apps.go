@@ -98,7 +98,7 @@ func MustNew(c Config) *Preset {
 // listed). (A store app's new tenants need nothing: each is learned from
 // its token.)
 func (p *Preset) Add(a App) error {
-	if p == nil {
+	if p == nil || p.set == nil {
 		return errors.New("feishu: " + appset.ErrNil.Error())
 	}
 	pr, err := p.profile(a)
@@ -110,7 +110,7 @@ func (p *Preset) Add(a App) error {
 
 // Profile returns the profile of every app, for throttle.WithProfiles.
 func (p *Preset) Profile() providers.Profile {
-	if p == nil {
+	if p == nil || p.set == nil { // New failed, or a zero Preset
 		return appset.Nil(Name)
 	}
 	prof := p.set.Profile()

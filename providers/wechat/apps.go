@@ -71,7 +71,7 @@ func MustNew(c Config) *Preset {
 // when it replaces the one they go to (Config.Default, or the only account
 // listed).
 func (p *Preset) Add(a App) error {
-	if p == nil {
+	if p == nil || p.set == nil {
 		return errors.New("wechat: " + appset.ErrNil.Error())
 	}
 	pr, err := profileOf(p.cfg.merge(a))
@@ -83,7 +83,7 @@ func (p *Preset) Add(a App) error {
 
 // Profile returns the profile of every account, for throttle.WithProfiles.
 func (p *Preset) Profile() providers.Profile {
-	if p == nil {
+	if p == nil || p.set == nil { // New failed, or a zero Preset
 		return appset.Nil(Name)
 	}
 	pr := p.set.Profile()

@@ -85,7 +85,7 @@ func MustNew(c Config) *Preset {
 // when it replaces the one they go to (Config.Default, or the only company
 // listed).
 func (p *Preset) Add(a App) error {
-	if p == nil {
+	if p == nil || p.set == nil {
 		return errors.New("wecom: " + appset.ErrNil.Error())
 	}
 	pr, err := p.cfg.profile(a)
@@ -97,7 +97,7 @@ func (p *Preset) Add(a App) error {
 
 // Profile returns the profile of every company, for throttle.WithProfiles.
 func (p *Preset) Profile() providers.Profile {
-	if p == nil {
+	if p == nil || p.set == nil { // New failed, or a zero Preset
 		return appset.Nil(Name)
 	}
 	return p.set.Profile()

@@ -130,8 +130,8 @@ func Build[A any](s Spec[A]) (*Set, error) {
 	return set, nil
 }
 
-// ErrNil is Add's answer on a nil preset (a New error ignored).
-var ErrNil = errors.New("Add on a nil *Preset (New failed?)")
+// ErrNil is Add's answer on a nil preset (a New error ignored) or a zero one.
+var ErrNil = errors.New("Add on a nil or zero *Preset (New failed, or the Preset was not built by New?)")
 
 // Nil is the profile of a nil preset: Validate names its missing Match.
 func Nil(name string) providers.Profile { return providers.Profile{Name: name} }
