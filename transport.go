@@ -35,6 +35,9 @@ type Transport struct {
 
 	apps   *apps.Book     // WithApps: learns which app each token belongs to
 	tokens *tokens.Sharer // token exchanges shared by the fleet (tokens.go); nil without Redis
+	// overTransport: the base is another Transport (nested.go), which is
+	// told of the requests this one limited.
+	overTransport bool
 }
 
 // profile is a providers.Profile with its defaults resolved and its own
@@ -80,7 +83,11 @@ func New(opts ...Option) (*Transport, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
-	t := &Transport{base: c.base, direct: c.base, maxWait: c.maxWait, bg: newBackground()}
+	over, err := overTransport(&c)
+	if err != nil {
+		return nil, err
+	}
+	t := &Transport{base: c.base, direct: c.base, maxWait: c.maxWait, bg: newBackground(), overTransport: over}
 	t.tel = newTelemetry(&c)
 	for _, p := range c.profiles {
 		if p.DefaultPenalty == 0 {
@@ -220,10 +227,15 @@ func (t *Transport) Close() error {
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	p := t.match(req)
 	if p == nil {
-		t.tel.unmatched.record(req, t.tel.log)
+		if !limitedAbove(req) {
+			t.tel.unmatched.record(req, t.tel.log)
+		}
 		// Not a provider's: no exchange of it is shared, no token of it
 		// watched, no app learned from it.
 		return t.direct.RoundTrip(req)
+	}
+	if t.overTransport {
+		req = markLimited(req)
 	}
 	caller := req
 	// The budget counts from here: a token exchange's wait for another
