@@ -3,6 +3,7 @@ package dingtalk
 import (
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/quotaware/throttle/providers/internal/routetest"
@@ -34,9 +35,11 @@ var benchPaths = [][2]string{
 	{http.MethodGet, "/v9.9/not/catalogued/zhangsan"},
 }
 
-// Config.APIs and MeteredPaths the catalog lacks become APIs of their own.
+// Config.APIs the catalog lacks become APIs of their own, metered when
+// MeteredPaths names them; a metered path that is no API of either is
+// refused (a typo left the real API off the month's count).
 func TestRouteConfiguredAPIs(t *testing.T) {
-	p := testProfile(t, Config{Apps: []App{{APIs: []string{"GET /v9.9/new/things/{id}", "/topapi/brand/new"}, MeteredPaths: []string{"/topapi/metered/new"}}}})
+	p := testProfile(t, Config{Apps: []App{{APIs: []string{"GET /v9.9/new/things/{id}", "/topapi/brand/new", "/topapi/metered/new"}, MeteredPaths: []string{"/topapi/metered/new"}}}})
 	for _, tc := range []struct{ method, path, api string }{
 		{"GET", "/v9.9/new/things/zhangsan", "GET /v9.9/new/things/{id}"},
 		{"GET", "/v9.9/new/things/liSiSi", "GET /v9.9/new/things/{id}"},
@@ -54,5 +57,12 @@ func TestRouteConfiguredAPIs(t *testing.T) {
 	}
 	if _, err := New(Config{Apps: []App{{AppKey: "dingapp", APIs: []string{"get /x"}}}}); err == nil {
 		t.Error("a template with a lower-case method was accepted")
+	}
+	_, err := New(Config{Apps: []App{{AppKey: "dingapp", MeteredPaths: []string{"/v1.0/contact/userz/{unionId}"}}}})
+	if err == nil || !strings.Contains(err.Error(), "MeteredPaths") || !strings.Contains(err.Error(), "userz") {
+		t.Errorf("a metered path that is no API: %v, want an error naming it", err)
+	}
+	if _, err := New(Config{Apps: []App{{AppKey: "dingapp", MeteredPaths: []string{"/v1.0/contact/users/{unionId}", "/topapi/v2/user/get"}}}}); err != nil {
+		t.Errorf("catalogued metered paths: %v", err)
 	}
 }

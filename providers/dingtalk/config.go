@@ -245,6 +245,9 @@ type App struct {
 	NoMonthlyQuota bool
 	// MeteredPaths are the APIs the quota counts (nil: a guess at the
 	// address book reads, the calls integrations make most; empty: none).
+	// Each must be an API of the catalog or of APIs: an entry that is
+	// neither is refused, since a typo would leave the real API off the
+	// month's count.
 	MeteredPaths []string
 
 	// APIs are templates of APIs the built-in catalog lacks, e.g. one

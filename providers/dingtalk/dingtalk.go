@@ -85,22 +85,26 @@ func newPreset(c settings) (*preset, error) {
 		p.backoff = strikes.New(maxBackoffScopes)
 	}
 	extra := slices.Clone(c.APIs)
-	for _, mp := range c.MeteredPaths {
-		found := false
-		for _, m := range meteredMethods {
-			if a := p.apis.Lookup(m, mp); a != nil {
-				p.metered[a.Name], found = true, true
-			}
-		}
-		if !found {
-			extra = append(extra, mp) // an API the catalog lacks: it is one now
-			p.metered[mp] = true
-		}
-	}
 	slices.Sort(extra)
 	var err error
 	if p.extra, err = catalog.New(slices.Compact(extra)...); err != nil {
 		return nil, fieldErr("APIs", "%v", err)
+	}
+	for _, mp := range c.MeteredPaths {
+		found := false
+		for _, m := range meteredMethods {
+			if a := p.extra.Lookup(m, mp); a != nil {
+				p.metered[a.Name], found = true, true
+			} else if a := p.apis.Lookup(m, mp); a != nil {
+				p.metered[a.Name], found = true, true
+			}
+		}
+		if !found {
+			// A typo would meter an API nobody calls and leave the real
+			// one off the month's count, until DingTalk's 90020 stops
+			// the org's metered APIs for the rest of the month.
+			return nil, fieldErr("MeteredPaths", "%q is no API of the catalog (a typo?); an API DingTalk published after this release goes in APIs too", mp)
+		}
 	}
 	// Paced rules keep Limit in any Period+Jitter: see Config.Jitter.
 	if p.apiRule, err = rule.New("api", c.apiRate(), time.Second+c.Jitter, rule.WithBurst(c.Burst)); err != nil {
