@@ -79,7 +79,7 @@ var defaultHosts = []string{"oapi.dingtalk.com", "api.dingtalk.com"}
 // (reads of the address book, the calls an integration makes most), to be
 // replaced by App.MeteredPaths when a user knows better. Each entry is
 // looked up in the API catalog (a placeholder such as {userId} matches the
-// template's parameter); one the catalog lacks becomes an API of its own.
+// template's parameter), or in App.APIs; one in neither is refused.
 var defaultMeteredPaths = []string{
 	"/user/get",
 	"/user/getuserinfo",
