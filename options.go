@@ -36,6 +36,7 @@ type config struct {
 	logger    *slog.Logger
 	telemetry telemetryConfig
 	retry     RetryPolicy
+	retrySet  int          // retryGiven | retryOff (retry.go)
 	apps      *apps.Config // WithApps
 	noShare   bool         // WithoutSharedTokens (tokens.go)
 	errs      []error
@@ -63,6 +64,9 @@ func (c *config) validate() error {
 	}
 	if c.limiter != nil && c.redis != nil {
 		c.fail("WithLimiter and WithRedis: give one or the other")
+	}
+	if c.retrySet == retryGiven|retryOff {
+		c.fail("WithRetry and WithoutRetry: give one or the other")
 	}
 	seen := make(map[string]bool)
 	for i := range c.profiles {

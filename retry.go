@@ -83,13 +83,20 @@ func (p RetryPolicy) withDefaults() RetryPolicy {
 // error wraps both: errors.Is finds ErrThrottled (or ErrPenalized) and the
 // earlier failure.
 func WithRetry(p RetryPolicy) Option {
-	return optionFunc(func(c *config) { c.retry = p.withDefaults() })
+	return optionFunc(func(c *config) { c.retry, c.retrySet = p.withDefaults(), c.retrySet|retryGiven })
 }
 
 // WithoutRetry sends each request at most once.
 func WithoutRetry() Option {
-	return optionFunc(func(c *config) { c.retry = RetryPolicy{MaxAttempts: 1} })
+	return optionFunc(func(c *config) { c.retry, c.retrySet = RetryPolicy{MaxAttempts: 1}, c.retrySet|retryOff })
 }
+
+// Which of WithRetry and WithoutRetry were given: both is a mistake, which
+// the order of the options used to settle in silence.
+const (
+	retryGiven = 1 << iota
+	retryOff
+)
 
 func (p RetryPolicy) validate(c *config) {
 	switch {

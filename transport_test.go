@@ -155,6 +155,9 @@ func TestBuildRejectsBadOptions(t *testing.T) {
 		{"negative attempts", []throttle.Option{throttle.WithRetry(throttle.RetryPolicy{MaxAttempts: -1})}, "MaxAttempts"},
 		{"negative backoff", []throttle.Option{throttle.WithRetry(throttle.RetryPolicy{MinBackoff: -time.Second})}, "MinBackoff"},
 		{"backoff upside down", []throttle.Option{throttle.WithRetry(throttle.RetryPolicy{MaxAttempts: 2, MinBackoff: time.Second, MaxBackoff: time.Millisecond})}, "MaxBackoff"},
+		// Both: the order of the options used to decide in silence.
+		{"retry and no retry", []throttle.Option{throttle.WithRetry(throttle.RetryPolicy{}), throttle.WithoutRetry()}, "WithRetry and WithoutRetry"},
+		{"no retry and retry", []throttle.Option{throttle.WithoutRetry(), throttle.WithRetry(throttle.RetryPolicy{})}, "WithRetry and WithoutRetry"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
