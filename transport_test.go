@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,11 +25,7 @@ import (
 	"github.com/quotaware/throttle/providers/wechat"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	redistest.StopShared()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { redistest.Main(m) }
 
 // recorder is a provider stand-in that records arrival times.
 type recorder struct {

@@ -3,7 +3,6 @@ package limiter_test
 import (
 	"context"
 	"errors"
-	"os"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -17,11 +16,7 @@ import (
 	"github.com/quotaware/throttle/limiter/rule"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	redistest.StopShared()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { redistest.Main(m) }
 
 func TestMemoryConformance(t *testing.T) {
 	limitertest.Run(t, func(t *testing.T, n int) []limiter.Limiter {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -10,11 +9,7 @@ import (
 	"github.com/quotaware/throttle/internal/redistest"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	redistest.StopShared()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { redistest.Main(m) }
 
 func short() options {
 	return options{duration: 2 * time.Second, replicas: 4, demand: 5, egressLimit: 1000, jitter: 20 * time.Millisecond}

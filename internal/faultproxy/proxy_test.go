@@ -7,7 +7,6 @@ import (
 	"errors"
 	"io"
 	"net"
-	"os"
 	"strconv"
 	"strings"
 	"syscall"
@@ -21,11 +20,7 @@ import (
 	"github.com/quotaware/throttle/internal/redistest"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	redistest.StopShared()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { redistest.Main(m) }
 
 func newProxy(t *testing.T) *faultproxy.Proxy {
 	t.Helper()

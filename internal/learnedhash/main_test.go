@@ -1,7 +1,6 @@
 package learnedhash
 
 import (
-	"os"
 	"testing"
 
 	"github.com/quotaware/throttle/internal/redistest"
@@ -9,8 +8,4 @@ import (
 
 // TestMain stops the shared redis-server the tests started, which would
 // otherwise outlive the test binary.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	redistest.StopShared()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { redistest.Main(m) }

@@ -24,11 +24,7 @@ import (
 
 // Main runs the package's tests and stops the shared redis-server the
 // replicas used. Call it from TestMain.
-func Main(m *testing.M) {
-	code := m.Run()
-	redistest.StopShared()
-	os.Exit(code)
-}
+func Main(m *testing.M) { redistest.Main(m) }
 
 // Replicas returns n clients, each the front of one replica of a service:
 // its own Transport, connection pool and go-redis client, all on the

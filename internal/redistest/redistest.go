@@ -92,6 +92,14 @@ func Shared(tb testing.TB) *Server {
 	return shared
 }
 
+// Main runs a package's tests and stops the shared server they started,
+// which would otherwise outlive the test binary: call it from TestMain.
+func Main(m *testing.M) {
+	code := m.Run()
+	StopShared()
+	os.Exit(code)
+}
+
 // StopShared stops the package's shared server, if it was started.
 func StopShared() {
 	if shared != nil {
