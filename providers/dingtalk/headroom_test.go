@@ -47,7 +47,10 @@ func TestHeadroomFollowsLatencySpread(t *testing.T) {
 		share  float64
 	}{
 		{10 * time.Millisecond, 0.965},
-		{40 * time.Millisecond, 0.94},
+		// 95.4-95.8% measured; a scheduling stall of the machine during the
+		// last 4 s raises the allowance for that span (91-93% once in CI),
+		// and the ceiling's 150 ms would give 87%.
+		{40 * time.Millisecond, 0.90},
 	} {
 		t.Run(fmt.Sprintf("spread_%v", tc.spread), func(t *testing.T) {
 			const replicas, measured = 4, 12 * time.Second
@@ -113,8 +116,11 @@ func TestHeadroomFollowsAGrowingSpread(t *testing.T) {
 		from := grow.Add(4 * time.Second)
 		got := loadtest.Measure(arrivals(f.emu.Requests(), succeeded(api, from, end)), end.Sub(from))
 		t.Logf("%-34s latency 0-40ms after the growth: %.2f/s = %.1f%% of the published %.0f/s", api, got.Rate, 100*got.Rate/published, published)
-		if got.Rate < 0.94*published {
-			t.Errorf("%s: %.2f/s after the growth, want at least 94%% of %.0f/s", api, got.Rate, published)
+		// 95.4-95.8% measured, 91.2-93.3% once in CI (a scheduling stall
+		// raises the allowance for the 4 s of recent samples it is in);
+		// an allowance stuck at its 150 ms ceiling gives 87%.
+		if got.Rate < 0.90*published {
+			t.Errorf("%s: %.2f/s after the growth, want at least 90%% of %.0f/s", api, got.Rate, published)
 		}
 	}
 }
