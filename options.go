@@ -36,10 +36,12 @@ type config struct {
 	logger    *slog.Logger
 	telemetry telemetryConfig
 	retry     RetryPolicy
-	retrySet  int          // retryGiven | retryOff (retry.go)
-	apps      *apps.Config // WithApps
-	noShare   bool         // WithoutSharedTokens (tokens.go)
-	errs      []error
+	// retryOn, retryOff: WithRetry, WithoutRetry given. Both is a mistake,
+	// which the order of the options used to settle in silence.
+	retryOn, retryOff bool
+	apps              *apps.Config // WithApps
+	noShare           bool         // WithoutSharedTokens (tokens.go)
+	errs              []error
 }
 
 func defaultConfig() config {
@@ -65,7 +67,7 @@ func (c *config) validate() error {
 	if c.limiter != nil && c.redis != nil {
 		c.fail("WithLimiter and WithRedis: give one or the other")
 	}
-	if c.retrySet == retryGiven|retryOff {
+	if c.retryOn && c.retryOff {
 		c.fail("WithRetry and WithoutRetry: give one or the other")
 	}
 	seen := make(map[string]bool)

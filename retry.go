@@ -83,20 +83,13 @@ func (p RetryPolicy) withDefaults() RetryPolicy {
 // error wraps both: errors.Is finds ErrThrottled (or ErrPenalized) and the
 // earlier failure.
 func WithRetry(p RetryPolicy) Option {
-	return optionFunc(func(c *config) { c.retry, c.retrySet = p.withDefaults(), c.retrySet|retryGiven })
+	return optionFunc(func(c *config) { c.retry, c.retryOn = p.withDefaults(), true })
 }
 
 // WithoutRetry sends each request at most once.
 func WithoutRetry() Option {
-	return optionFunc(func(c *config) { c.retry, c.retrySet = RetryPolicy{MaxAttempts: 1}, c.retrySet|retryOff })
+	return optionFunc(func(c *config) { c.retry, c.retryOff = RetryPolicy{MaxAttempts: 1}, true })
 }
-
-// Which of WithRetry and WithoutRetry were given: both is a mistake, which
-// the order of the options used to settle in silence.
-const (
-	retryGiven = 1 << iota
-	retryOff
-)
 
 func (p RetryPolicy) validate(c *config) {
 	switch {

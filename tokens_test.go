@@ -74,6 +74,24 @@ func newTokenFleet(t *testing.T, replicas int, opts ...throttle.Option) *tokenFl
 	return f
 }
 
+// token is the first fleet account's access token as replica's exchange
+// answers it.
+func (f *tokenFleet) token(t *testing.T, replica int) string {
+	t.Helper()
+	var tok struct {
+		AccessToken string `json:"access_token"`
+	}
+	resp, err := f.clients[replica].Get(fleetTokenURL(f.emu))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(&tok); err != nil || tok.AccessToken == "" {
+		t.Fatalf("token exchange: %+v %v", tok, err)
+	}
+	return tok.AccessToken
+}
+
 // sdk is what an SDK does with a fresh per-process cache: fetch a token,
 // call with it, and fetch again when the provider calls it invalid.
 func (f *tokenFleet) sdk(t *testing.T, replica int, app string, calls int) (invalid int) {
@@ -152,16 +170,7 @@ func TestSharedTokensAcrossReplicas(t *testing.T) {
 
 	// Revoke the first account's token: every replica sees 40001 once,
 	// and the fleet fetches one new token.
-	var tok struct {
-		AccessToken string `json:"access_token"`
-	}
-	resp, err := f.clients[0].Get(fleetTokenURL(f.emu))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = json.NewDecoder(resp.Body).Decode(&tok)
-	resp.Body.Close()
-	f.emu.Revoke(tok.AccessToken)
+	f.emu.Revoke(f.token(t, 0))
 	invalid := f.restart(t, 3)
 	t.Logf("after a revocation: %d invalid-token answers, fetches %d", invalid, f.emu.Fetches(fleetApps[0], "/cgi-bin/token"))
 	if n := f.emu.Fetches(fleetApps[0], "/cgi-bin/token"); n != 2 {
@@ -232,16 +241,8 @@ func TestTokenExchangesMetric(t *testing.T) {
 	f := newTokenFleet(t, 2, o.opts...)
 	f.sdk(t, 0, fleetApps[0], 0) // fetched
 	f.sdk(t, 1, fleetApps[0], 0) // shared
-	var tok struct {
-		AccessToken string `json:"access_token"`
-	}
-	resp, err := f.clients[1].Get(fleetTokenURL(f.emu))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = json.NewDecoder(resp.Body).Decode(&tok) // shared
-	resp.Body.Close()
-	f.emu.Revoke(tok.AccessToken)
+	tok := f.token(t, 1)         // shared
+	f.emu.Revoke(tok)
 	if n := f.sdk(t, 1, fleetApps[0], 1); n != 1 { // shared, healed, fetched
 		t.Fatalf("%d invalid-token answers, want 1", n)
 	}
@@ -258,7 +259,7 @@ func TestTokenExchangesMetric(t *testing.T) {
 	}
 	for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
 		for _, kv := range dp.Attributes.ToSlice() {
-			if v := kv.Value.Emit(); strings.Contains(v, tok.AccessToken) || strings.Contains(v, fleetSecret) || strings.Contains(v, fleetApps[0]) {
+			if v := kv.Value.Emit(); strings.Contains(v, tok) || strings.Contains(v, fleetSecret) || strings.Contains(v, fleetApps[0]) {
 				t.Fatalf("attribute %s=%q holds a credential", kv.Key, v)
 			}
 		}
@@ -273,20 +274,7 @@ func TestTokenExchangesMetric(t *testing.T) {
 func TestCappedHealIsWarnedOnce(t *testing.T) {
 	o := newObservability(t)
 	f := newTokenFleet(t, 1, o.opts...)
-	token := func() string {
-		var tok struct {
-			AccessToken string `json:"access_token"`
-		}
-		resp, err := f.clients[0].Get(fleetTokenURL(f.emu))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		if err := json.NewDecoder(resp.Body).Decode(&tok); err != nil || tok.AccessToken == "" {
-			t.Fatalf("token exchange: %+v %v", tok, err)
-		}
-		return tok.AccessToken
-	}
+	token := func() string { return f.token(t, 0) }
 	call := func(tok string) {
 		resp, err := f.clients[0].Get(f.emu.URL + "/cgi-bin/user/info?openid=o1&access_token=" + url.QueryEscape(tok))
 		if err != nil {
@@ -367,18 +355,7 @@ func TestNoCredentialAnywhere(t *testing.T) {
 		}
 	}()
 	f := newTokenFleet(t, 3, append(o.opts, throttle.WithApps(apps.Config{Key: []byte("0123456789abcdef0123456789abcdef")}))...)
-	current := func() string {
-		var tok struct {
-			AccessToken string `json:"access_token"`
-		}
-		resp, err := f.clients[2].Get(fleetTokenURL(f.emu))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		_ = json.NewDecoder(resp.Body).Decode(&tok)
-		return tok.AccessToken
-	}
+	current := func() string { return f.token(t, 2) }
 	f.restart(t, 2)
 	revoked := current()
 	f.emu.Revoke(revoked)

@@ -11,7 +11,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 )
 
-// providerDomains are the API hosts of the providers the presets know (a
+// providerAPIHosts are the API hosts of the providers the presets know (a
 // suffix covers its subdomains: WeChat's sh.api., sz.api. and hk.api.). A
 // request to one that no profile matched is almost always a mistake — a
 // host typed with its scheme, a profile left out — and it is sent
@@ -19,7 +19,7 @@ import (
 // APIs the presets limit (WeChat Pay's api.mch., mp., open.; DingTalk's
 // login.): whole domains raised the unmatched alert, a critical one, for
 // every payment a service made.
-var providerDomains = []struct{ suffix, provider string }{
+var providerAPIHosts = []struct{ suffix, provider string }{
 	{"qyapi.weixin.qq.com", "wecom"},
 	{"api.weixin.qq.com", "wechat"},
 	{"api2.weixin.qq.com", "wechat"},
@@ -40,7 +40,7 @@ func providerOf(host string) string {
 		host = h
 	}
 	host = strings.TrimSuffix(strings.ToLower(host), ".")
-	for _, d := range providerDomains {
+	for _, d := range providerAPIHosts {
 		if host == d.suffix || strings.HasSuffix(host, "."+d.suffix) {
 			return d.provider
 		}
@@ -69,7 +69,7 @@ func newUnmatched(m metric.Meter, report func(error)) *unmatched {
 		metric.WithDescription("Requests to a known provider's API host that no profile matched, sent without limits."))
 	report(err)
 	u.sets = make(map[string]metric.MeasurementOption)
-	for _, d := range providerDomains {
+	for _, d := range providerAPIHosts {
 		u.sets[d.provider] = metric.WithAttributeSet(attribute.NewSet(attribute.String("provider", d.provider)))
 	}
 	return u

@@ -98,8 +98,9 @@ type App struct {
 	// reply counts against the chat of the message it answers when this
 	// process has seen that message in an answer (a send, reply or
 	// forward, or a GET of the message; the last 256Ki messages of every
-	// app and tenant of the Preset together are remembered) or the request's context names the chat (ReplyInChat),
-	// else against that message alone. A send whose body cannot be read
+	// app and tenant of the Preset together are remembered) or the
+	// request's context names the chat (ReplyInChat), else against that
+	// message alone. A send whose body cannot be read
 	// whole (longer than the limit, not JSON, a read error) counts against
 	// the recipients found and one shared "unknown recipient" of the app;
 	// Feishu delivers no such body. A message held back by its recipient's

@@ -168,8 +168,12 @@ func (c *settings) setDefaults() {
 		c.Hosts = defaultHosts
 	}
 	if !c.NoDefaultQuotas {
-		c.Daily = overDefaults(defaultDaily(), c.Daily)
-		c.PerMinute = overDefaults(defaultPerMinute(), c.PerMinute)
+		// The defaults (maps of their own) with the entries given over
+		// them: the caller's maps are never changed.
+		daily, perMinute := defaultDaily(), defaultPerMinute()
+		maps.Copy(daily, c.Daily)
+		maps.Copy(perMinute, c.PerMinute)
+		c.Daily, c.PerMinute = daily, perMinute
 	}
 	// Values given and turned off: off wins, as in every preset.
 	if c.NoJitter && c.Jitter >= 0 { // a negative one stays, refused below
@@ -196,13 +200,6 @@ func (c *settings) setDefaults() {
 		d[quotaGetPath] = c.QuotaGetDaily
 		c.Daily = d
 	}
-}
-
-// overDefaults returns defaults (a map of its own) with the entries of
-// given set over them: the caller's map is never changed.
-func overDefaults(defaults, given map[string]int) map[string]int {
-	maps.Copy(defaults, given)
-	return defaults
 }
 
 func (c *settings) validate() error {
