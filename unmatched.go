@@ -2,51 +2,17 @@ package throttle
 
 import (
 	"log/slog"
-	"net"
 	"net/http"
-	"strings"
 	"sync"
 
+	"github.com/quotaware/throttle/internal/apihosts"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 )
 
-// providerAPIHosts are the API hosts of the providers the presets know (a
-// suffix covers its subdomains: WeChat's sh.api., sz.api. and hk.api.). A
-// request to one that no profile matched is almost always a mistake — a
-// host typed with its scheme, a profile left out — and it is sent
-// unprotected, so it must be seen. The providers' other hosts are not
-// APIs the presets limit (WeChat Pay's api.mch., mp., open.; DingTalk's
-// login.): whole domains raised the unmatched alert, a critical one, for
-// every payment a service made.
-var providerAPIHosts = []struct{ suffix, provider string }{
-	{"qyapi.weixin.qq.com", "wecom"},
-	{"api.weixin.qq.com", "wechat"},
-	{"api2.weixin.qq.com", "wechat"},
-	{"oapi.dingtalk.com", "dingtalk"},
-	{"api.dingtalk.com", "dingtalk"},
-	{"open.feishu.cn", "feishu"},
-	{"open.larksuite.com", "feishu"},
-	{"open.larkoffice.com", "feishu"},
-}
-
 // maxUnmatchedHosts bounds the hosts remembered for logging, so a caller
 // that reaches many subdomains cannot grow the set without end.
 const maxUnmatchedHosts = 64
-
-// providerOf names the provider whose API host host is, or "".
-func providerOf(host string) string {
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
-	host = strings.TrimSuffix(strings.ToLower(host), ".")
-	for _, d := range providerAPIHosts {
-		if host == d.suffix || strings.HasSuffix(host, "."+d.suffix) {
-			return d.provider
-		}
-	}
-	return ""
-}
 
 // unmatched counts and logs requests to a provider's API host that no profile
 // matched: the one way protection is lost without an error. Logging works
@@ -69,8 +35,8 @@ func newUnmatched(m metric.Meter, report func(error)) *unmatched {
 		metric.WithDescription("Requests to a known provider's API host that no profile matched, sent without limits."))
 	report(err)
 	u.sets = make(map[string]metric.MeasurementOption)
-	for _, d := range providerAPIHosts {
-		u.sets[d.provider] = metric.WithAttributeSet(attribute.NewSet(attribute.String("provider", d.provider)))
+	for _, p := range apihosts.Providers() {
+		u.sets[p] = metric.WithAttributeSet(attribute.NewSet(attribute.String("provider", p)))
 	}
 	return u
 }
@@ -83,11 +49,11 @@ func (u *unmatched) record(req *http.Request, log *slog.Logger) {
 	if req.URL != nil && req.URL.Host != "" {
 		host = req.URL.Host
 	}
-	prov := providerOf(host)
+	prov := apihosts.Provider(host)
 	if prov == "" && req.Host != "" && req.Host != host {
 		// Sent to a gateway by URL, naming the provider in Host.
 		host = req.Host
-		prov = providerOf(host)
+		prov = apihosts.Provider(host)
 	}
 	if prov == "" {
 		return

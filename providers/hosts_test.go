@@ -49,6 +49,30 @@ var presetsWithHosts = map[string]func(hosts []string) error{
 	},
 }
 
+// A preset given another provider's API host would limit that provider's
+// requests by its own catalog, and the right preset would match none of
+// them: every preset refuses it, naming the field, the host and the preset
+// to use, and accepts its own.
+func TestPresetsRejectAnotherProvidersHost(t *testing.T) {
+	own := map[string]string{
+		"dingtalk": "api.dingtalk.com", "feishu": "open.feishu.cn",
+		"wechat": "api.weixin.qq.com", "wecom": "qyapi.weixin.qq.com",
+	}
+	for name, build := range presetsWithHosts {
+		provider := strings.Fields(name)[0]
+		for other, host := range own {
+			err := build([]string{"gateway.internal", host})
+			switch {
+			case other == provider && err != nil:
+				t.Errorf("%s: its own host %q refused: %v", name, host, err)
+			case other != provider && (err == nil || !strings.Contains(err.Error(), "Config.Hosts[1]") ||
+				!strings.Contains(err.Error(), host) || !strings.Contains(err.Error(), "the "+other+" preset")):
+				t.Errorf("%s: %s's host %q: %v, want Config.Hosts[1] refused, naming the host and the %s preset", name, other, host, err, other)
+			}
+		}
+	}
+}
+
 // A host pasted as a URL (or with a path, a space, a user) matches no
 // request, so the profile would protect nothing without a word: every
 // preset refuses it, naming the field and the value.
@@ -62,7 +86,7 @@ func TestPresetsRejectHostsThatMatchNothing(t *testing.T) {
 	}
 	for name, build := range presetsWithHosts {
 		for _, h := range bad {
-			err := build([]string{"oapi.dingtalk.com", h})
+			err := build([]string{"gateway.internal", h})
 			if err == nil {
 				t.Errorf("%s: Hosts %q accepted", name, h)
 				continue
@@ -85,7 +109,7 @@ func quoteInner(s string) string {
 }
 
 func TestPresetsAcceptHostsAndPorts(t *testing.T) {
-	good := []string{"api.dingtalk.com", "API.DingTalk.com", "127.0.0.1", "127.0.0.1:43817", "[::1]", "[::1]:8080", "localhost", "my_host.internal:65535"}
+	good := []string{"api.example.com", "API.Example.com", "127.0.0.1", "127.0.0.1:43817", "[::1]", "[::1]:8080", "localhost", "my_host.internal:65535"}
 	for name, build := range presetsWithHosts {
 		for _, h := range good {
 			if err := build([]string{h}); err != nil {
@@ -95,7 +119,7 @@ func TestPresetsAcceptHostsAndPorts(t *testing.T) {
 	}
 	// And what the checked hosts match is unchanged.
 	m := providers.MatchHosts(good...)
-	for _, u := range []string{"http://api.dingtalk.com/x", "http://127.0.0.1:9/x", "http://[::1]:8080/x", "http://my_host.internal:65535/"} {
+	for _, u := range []string{"http://api.example.com/x", "http://127.0.0.1:9/x", "http://[::1]:8080/x", "http://my_host.internal:65535/"} {
 		req, _ := http.NewRequest(http.MethodGet, u, nil)
 		if !m(req) {
 			t.Errorf("%s not matched", u)

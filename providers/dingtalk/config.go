@@ -388,7 +388,7 @@ func (c *settings) validate() error {
 	case c.PeekLimit < 256:
 		return fieldErr("PeekLimit", "must be at least 256 bytes, got %d", c.PeekLimit)
 	}
-	if err := hostcheck.All("Config.Hosts", c.Hosts); err != nil {
+	if err := hostcheck.All("Config.Hosts", Name, c.Hosts); err != nil {
 		return fmt.Errorf("dingtalk: %w", err)
 	}
 	for i, d := range c.Escalation {

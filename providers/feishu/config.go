@@ -220,7 +220,7 @@ func (c *settings) validate() error {
 	case c.DefaultPenalty < 0:
 		return fmt.Errorf("feishu: Config.DefaultPenalty must not be negative, got %v", c.DefaultPenalty)
 	}
-	if err := hostcheck.All("Config.Hosts", c.Hosts); err != nil {
+	if err := hostcheck.All("Config.Hosts", Name, c.Hosts); err != nil {
 		return fmt.Errorf("feishu: %w", err)
 	}
 	for n, l := range c.Levels {

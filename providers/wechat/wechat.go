@@ -219,7 +219,7 @@ func (c *settings) validate() error {
 	case c.QuotaGetDaily < 1:
 		return fmt.Errorf("wechat: Config.QuotaGetDaily must be at least 1, got %d", c.QuotaGetDaily)
 	}
-	if err := hostcheck.All("Config.Hosts", c.Hosts); err != nil {
+	if err := hostcheck.All("Config.Hosts", Name, c.Hosts); err != nil {
 		return fmt.Errorf("wechat: %w", err)
 	}
 	for field, m := range map[string]map[string]int{"Daily": c.Daily, "PerMinute": c.PerMinute} {

@@ -246,7 +246,7 @@ func (c *settings) validate() error {
 	case c.DefaultPenalty < 0:
 		return fmt.Errorf("wecom: Config.DefaultPenalty must not be negative, got %v", c.DefaultPenalty)
 	}
-	if err := hostcheck.All("Config.Hosts", c.Hosts); err != nil {
+	if err := hostcheck.All("Config.Hosts", Name, c.Hosts); err != nil {
 		return fmt.Errorf("wecom: %w", err)
 	}
 	for i, path := range c.APIs {

@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/quotaware/throttle/internal/apihosts"
 )
 
 // Check reports why h cannot be an entry of providers.MatchHosts, or nil: the
@@ -87,17 +89,23 @@ func Check(h string) error {
 	return nil
 }
 
-// All checks every entry of a preset's Hosts with Check, and
-// that there is at least one. The error names the field and the entry,
-// e.g. `Config.Hosts[0] is a URL, got "https://api.dingtalk.com": write
-// the host alone, "api.dingtalk.com"`; field is how the preset names it.
-func All(field string, hosts []string) error {
+// All checks every entry of a preset's Hosts with Check, that there is at
+// least one, and that none is another provider's API host: provider's
+// rules and catalog would limit that provider's requests, and the preset
+// for it would then match none of them. The error names the field and the
+// entry, e.g. `Config.Hosts[0] is a URL, got "https://api.dingtalk.com":
+// write the host alone, "api.dingtalk.com"`; field is how the preset names
+// it, provider the preset's name.
+func All(field, provider string, hosts []string) error {
 	if len(hosts) == 0 {
 		return fmt.Errorf("%s must name at least one host", field)
 	}
 	for i, h := range hosts {
 		if err := Check(h); err != nil {
 			return fmt.Errorf("%s[%d] %w", field, i, err)
+		}
+		if other := apihosts.Provider(h); other != "" && other != provider {
+			return fmt.Errorf("%s[%d] is an API host of %s, not of %s, got %q: limit it with the %s preset", field, i, other, provider, h, other)
 		}
 	}
 	return nil

@@ -35,11 +35,30 @@ func TestCheck(t *testing.T) {
 }
 
 func TestAllNamesTheFieldAndEntry(t *testing.T) {
-	if err := All("Config.Hosts", nil); err == nil || !strings.Contains(err.Error(), "Config.Hosts") {
+	if err := All("Config.Hosts", "dingtalk", nil); err == nil || !strings.Contains(err.Error(), "Config.Hosts") {
 		t.Errorf("no hosts: %v", err)
 	}
-	err := All("Config.Hosts", []string{"api.dingtalk.com", "https://oapi.dingtalk.com"})
+	err := All("Config.Hosts", "dingtalk", []string{"api.dingtalk.com", "https://oapi.dingtalk.com"})
 	if err == nil || !strings.Contains(err.Error(), "Config.Hosts[1]") || !strings.Contains(err.Error(), `"oapi.dingtalk.com"`) {
 		t.Errorf("a URL entry: %v", err)
+	}
+}
+
+func TestAllRefusesAnotherProvidersHost(t *testing.T) {
+	for _, hosts := range [][]string{{"api.dingtalk.com", "oapi.dingtalk.com", "127.0.0.1:8080", "gateway.internal"}, {"API.DingTalk.com."}} {
+		if err := All("Config.Hosts", "dingtalk", hosts); err != nil {
+			t.Errorf("dingtalk with %q: %v", hosts, err)
+		}
+	}
+	for host, other := range map[string]string{
+		"qyapi.weixin.qq.com":    "wecom",
+		"sh.api.weixin.qq.com":   "wechat",
+		"OPEN.FEISHU.CN":         "feishu",
+		"open.larksuite.com:443": "feishu",
+	} {
+		err := All("Config.Hosts", "dingtalk", []string{"api.dingtalk.com", host})
+		if err == nil || !strings.Contains(err.Error(), "Config.Hosts[1]") || !strings.Contains(err.Error(), "the "+other+" preset") {
+			t.Errorf("dingtalk with %q: %v, want Config.Hosts[1] refused, naming the %s preset", host, err, other)
+		}
 	}
 }
