@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/quotaware/throttle/providers/internal/jsoncode"
 	"github.com/quotaware/throttle/providers/internal/mediatype"
 )
 
@@ -81,11 +82,12 @@ func peekBody(resp *http.Response, limit int) ([]byte, error) {
 	if !mediatype.Peekable(resp.Header.Get("Content-Type")) || isFile(resp.Header) {
 		return nil, nil
 	}
-	if rb, ok := resp.Body.(*replayBody); ok && rb.off == 0 && (rb.err != nil || len(rb.prefix) >= limit) {
+	if rb, ok := resp.Body.(*replayBody); ok && rb.off == 0 && (rb.err != nil || rb.object || len(rb.prefix) >= limit) {
 		// Peeked already (a layer below looked too), and what it holds
-		// answers this peek: the whole body, or at least limit bytes.
+		// answers this peek: the whole body, a whole object, or at least
+		// limit bytes.
 		p := rb.prefix[:min(len(rb.prefix), limit)]
-		if rb.err == io.EOF || len(rb.prefix) >= limit {
+		if rb.err == io.EOF || rb.object || len(rb.prefix) >= limit {
 			// A peek of limit bytes stops there, before any error the
 			// first, longer peek met after them.
 			return p, nil
@@ -100,12 +102,16 @@ func peekBody(resp *http.Response, limit int) ([]byte, error) {
 		n, known = int(resp.ContentLength), true
 	}
 	start := n
+	var enough func([]byte) bool
 	if !known {
 		start = firstChunk
+		if resp.ContentLength < 0 && (resp.Header == nil || resp.Header.Get("Content-Encoding") == "") {
+			enough = objectClosed
+		}
 	}
 	body := resp.Body
-	buf, err := readPrefix(body, n, start)
-	resp.Body = &replayBody{prefix: buf, err: err, rc: body}
+	buf, err := readPrefix(body, n, start, enough)
+	resp.Body = &replayBody{prefix: buf, err: err, rc: body, object: err == nil && len(buf) < n && enough != nil}
 	if err == io.EOF {
 		err = nil
 	}
@@ -118,6 +124,7 @@ type replayBody struct {
 	prefix []byte
 	off    int
 	err    error // what the original returned when the peek stopped, if anything
+	object bool  // the peek stopped at the end of the body's first JSON object
 	rc     io.ReadCloser
 }
 
@@ -139,10 +146,10 @@ func (b *replayBody) Read(p []byte) (int, error) {
 func (b *replayBody) Close() error { return b.rc.Close() }
 
 // readPrefix reads up to n bytes of body, stopping at its first error,
-// which it returns. The buffer starts at start bytes (at most n) and
-// doubles up to n, so that a short body of unknown length costs one small
-// buffer.
-func readPrefix(body io.Reader, n, start int) ([]byte, error) {
+// which it returns, or once enough (when not nil) says what was read
+// suffices. The buffer starts at start bytes (at most n) and doubles up to
+// n, so that a short body of unknown length costs one small buffer.
+func readPrefix(body io.Reader, n, start int, enough func([]byte) bool) ([]byte, error) {
 	buf := make([]byte, 0, min(max(start, 1), n))
 	var err error
 	for len(buf) < n {
@@ -154,11 +161,22 @@ func readPrefix(body io.Reader, n, start int) ([]byte, error) {
 		var k int
 		k, err = body.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+k]
-		if err != nil {
+		if err != nil || (k > 0 && enough != nil && enough(buf)) {
 			break
 		}
 	}
 	return buf, err
+}
+
+// objectClosed reports a prefix that holds a whole JSON object, the shape
+// of every provider's answer: what follows it cannot change a verdict. An
+// answer of unknown length is streamed (newline-delimited JSON, a long
+// export sent in chunks), and reading on to the limit held the caller's
+// RoundTrip until the stream had sent that much or ended, where net/http
+// returns at the headers.
+func objectClosed(p []byte) bool {
+	_, closed := jsoncode.ScanObject(p, func([]byte, jsoncode.ValueKind, []byte) bool { return true })
+	return closed
 }
 
 // isFile reports an answer that says it is a file: its Content-Disposition

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 	"testing/iotest"
+	"time"
 )
 
 var errInjected = errors.New("injected read error")
@@ -80,7 +81,8 @@ func newResp(ct string, body io.ReadCloser, length int64) *http.Response {
 }
 
 func TestPeekBody(t *testing.T) {
-	big := bytes.Repeat([]byte(`{"errcode":90018,"errmsg":"x"}`), 5000)
+	// One object longer than any limit: a peek stops at a whole object.
+	big := []byte(`{"errcode":90018,"errmsg":"` + strings.Repeat("x", 150000) + `"}`)
 	tests := []struct {
 		name       string
 		ct         string
@@ -289,7 +291,9 @@ func TestPeekBodyTwice(t *testing.T) {
 // more than was read gets the error.
 func TestPeekBodyTwiceAfterAnError(t *testing.T) {
 	errBroken := errors.New("connection reset")
-	const body = `{"errcode":0,"errmsg":"ok"}`
+	// Cut within its object: a peek stops at a whole object before the
+	// error after it.
+	const body = `{"errcode":0,"errmsg":"ok",`
 	peek := func(limits ...int) (got []error) {
 		resp := &http.Response{Header: http.Header{"Content-Type": {"application/json"}}, ContentLength: -1,
 			Body: io.NopCloser(io.MultiReader(strings.NewReader(body), iotest.ErrReader(errBroken)))}
@@ -335,5 +339,54 @@ func TestPeekBodyGzip(t *testing.T) {
 	resp.Body = io.NopCloser(bytes.NewReader(sent))
 	if got, _ := PeekBody(resp, 20); !strings.HasPrefix(answer, string(got)) {
 		t.Fatalf("a short peek gave %q", got)
+	}
+}
+
+// An answer of unknown length is streamed: the peek returns once it holds
+// the first whole JSON object, while the stream's next part has not been
+// sent, and the caller then reads every byte as sent. Reading on to the
+// limit held RoundTrip until the stream had sent that much or ended.
+func TestPeekBodyStopsAtAWholeObjectOfAStream(t *testing.T) {
+	for _, ct := range []string{"application/json", "text/plain; charset=utf-8", ""} {
+		pr, pw := io.Pipe()
+		first, rest := `{"code":0,"event":"start"}`+"\n", `{"event":"end"}`+"\n"
+		go pw.Write([]byte(first))
+		resp := &http.Response{StatusCode: 200, Header: http.Header{}, Body: pr, ContentLength: -1}
+		if ct != "" {
+			resp.Header.Set("Content-Type", ct)
+		}
+		peeked := make(chan []byte, 1)
+		go func() {
+			p, _ := PeekBody(resp, 4096)
+			peeked <- p
+		}()
+		select {
+		case p := <-peeked:
+			if string(p) != first {
+				t.Errorf("%q: peeked %q, want the first object %q", ct, p, first)
+			}
+		case <-time.After(10 * time.Second):
+			pw.CloseWithError(errors.New("never peeked"))
+			t.Fatalf("%q: the peek waited for the rest of the stream", ct)
+		}
+		go func() {
+			pw.Write([]byte(rest))
+			pw.Close()
+		}()
+		got, err := io.ReadAll(resp.Body)
+		if err != nil || string(got) != first+rest {
+			t.Errorf("%q: the caller read %q, %v, want %q", ct, got, err, first+rest)
+		}
+	}
+	// An object cut by the stream is read on: its code may come after the cut.
+	pr, pw := io.Pipe()
+	go func() {
+		pw.Write([]byte(`{"data":"x",`))
+		pw.Write([]byte(`"code":99991400}`))
+		pw.Close()
+	}()
+	resp := &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/json"}}, Body: pr, ContentLength: -1}
+	if p, _ := PeekBody(resp, 4096); string(p) != `{"data":"x","code":99991400}` {
+		t.Errorf("an object sent in two parts peeked as %q", p)
 	}
 }

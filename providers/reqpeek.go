@@ -34,7 +34,7 @@ func PeekRequestBody(req *http.Request, limit int) (prefix []byte, complete bool
 		size = int(req.ContentLength) + 1
 	}
 	body := req.Body
-	buf, err := readPrefix(body, size, firstChunk)
+	buf, err := readPrefix(body, size, firstChunk, nil)
 	req.Body = &replayBody{prefix: buf, err: err, rc: body}
 	if err != io.EOF || len(buf) > limit {
 		return buf[:min(len(buf), limit)], false
