@@ -2,6 +2,7 @@ package throttle
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 )
@@ -46,3 +47,20 @@ func markLimited(req *http.Request) *http.Request {
 func limitedAbove(req *http.Request) bool {
 	return req.Context().Value(limitedKey{}) != nil
 }
+
+// answering is the caller's base as the layers above it read it: an
+// answer or an error, never neither. A base that returns (nil, nil)
+// breaks the RoundTripper contract; net/http's Client turns it into an
+// error, and every layer here that reads the answer (classification, app
+// learning, token sharing) took it for one and panicked.
+type answering struct{ base http.RoundTripper }
+
+func (a answering) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := a.base.RoundTrip(req)
+	if resp == nil && err == nil {
+		return nil, errNoAnswer
+	}
+	return resp, err
+}
+
+var errNoAnswer = errors.New("throttle: the base RoundTripper returned neither a response nor an error")

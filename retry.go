@@ -210,6 +210,10 @@ func retryBody(req *http.Request) (io.ReadCloser, func() (io.ReadCloser, error),
 		return req.Body, func() (io.ReadCloser, error) { return req.Body, nil }, nil
 	case req.GetBody != nil:
 		return req.Body, req.GetBody, nil
+	case req.ContentLength > maxRetryBody:
+		// Says it is too long to keep: streamed once, with no copy of
+		// its first part (an upload of 20 MiB cost 2 MiB a request).
+		return req.Body, nil, nil
 	}
 	buf, err := io.ReadAll(io.LimitReader(req.Body, maxRetryBody+1))
 	if err != nil {

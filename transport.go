@@ -87,7 +87,7 @@ func New(opts ...Option) (*Transport, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &Transport{base: c.base, direct: c.base, maxWait: c.maxWait, bg: newBackground(), overTransport: over}
+	t := &Transport{base: answering{c.base}, direct: c.base, maxWait: c.maxWait, bg: newBackground(), overTransport: over}
 	t.tel = newTelemetry(&c)
 	for _, p := range c.profiles {
 		if p.DefaultPenalty == 0 {

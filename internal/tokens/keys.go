@@ -11,6 +11,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"time"
+
+	"github.com/quotaware/throttle/internal/exchanges"
 )
 
 // salt separates these derivations from any other use of the same secret.
@@ -33,7 +35,8 @@ type keys struct {
 // two credentials encode alike.
 func derive(provider, path string, cred []string) (*keys, error) {
 	var ikm []byte
-	for _, v := range append([]string{provider, path}, cred...) {
+	// One credential is one key however the path is spelled.
+	for _, v := range append([]string{provider, exchanges.Clean(path)}, cred...) {
 		ikm = binary.BigEndian.AppendUint32(ikm, uint32(len(v)))
 		ikm = append(ikm, v...)
 	}

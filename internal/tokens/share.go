@@ -152,6 +152,7 @@ func (s *Sharer) send(base http.RoundTripper, req *http.Request) (*http.Response
 // the credential it presents.
 type prepared struct {
 	sent  *http.Request
+	body  []byte // the request's whole body, when it has one
 	k     *keys
 	key   string // the Redis key of the kept answer
 	force bool   // a forced refresh: never answered from Redis
@@ -171,6 +172,7 @@ func (s *Sharer) prepare(req *http.Request, ex *exchange) (p prepared, ok bool) 
 		if !complete {
 			return p, false
 		}
+		p.body = raw
 	}
 	cred, force := ex.Credential(req.Method, req.URL.Path, req.URL.Query(), exchanges.ParseRequest(raw))
 	if cred == nil {
@@ -215,6 +217,12 @@ func (s *Sharer) Stored(req *http.Request, provider string) (resp *http.Response
 		if v != nil {
 			if resp, ok := s.answer(req, ex, p.k, p.key, v); ok {
 				s.count(ex.Provider, Shared)
+				if p.sent != req {
+					// answer closed the caller's body: what is handed on
+					// (to learn from) replays it and closes nothing, so
+					// that the body is closed once.
+					p.sent.Body = io.NopCloser(bytes.NewReader(p.body))
+				}
 				return resp, p.sent, nil
 			}
 		}
