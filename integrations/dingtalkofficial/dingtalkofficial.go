@@ -2,6 +2,7 @@ package dingtalkofficial
 
 import (
 	"net/http"
+	"time"
 
 	openapi "github.com/alibabacloud-go/darabonba-openapi/v2/client"
 	"github.com/alibabacloud-go/tea/dara"
@@ -23,12 +24,22 @@ func (c HTTPClient) Call(req *http.Request, _ *http.Transport) (*http.Response, 
 
 // Config returns the openapi.Config of the SDK's clients (contact.NewClient,
 // oauth2_1_0.NewClient and the rest) with every call sent through rt over
-// HTTPS.
+// HTTPS, with no time bound: the SDK's ReadTimeout, ConnectTimeout, proxy
+// and TLS settings apply to the transport it builds, which the adapter
+// ignores, and it passes no context. Prefer ConfigWithTimeout.
 func Config(rt http.RoundTripper) *openapi.Config {
+	return ConfigWithTimeout(rt, 0)
+}
+
+// ConfigWithTimeout is Config with every call bounded by timeout (the
+// http.Client's Timeout: the wait for a slot, the send and reading the
+// answer), so that a provider that hangs does not hang the call. Zero
+// means no bound.
+func ConfigWithTimeout(rt http.RoundTripper, timeout time.Duration) *openapi.Config {
 	protocol, region := "https", "central"
 	return &openapi.Config{
 		Protocol:   &protocol,
 		RegionId:   &region,
-		HttpClient: HTTPClient{Client: &http.Client{Transport: rt}},
+		HttpClient: HTTPClient{Client: &http.Client{Transport: rt, Timeout: timeout}},
 	}
 }

@@ -3,7 +3,9 @@ package dingtalkofficial_test
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
+	"time"
 
 	contact "github.com/alibabacloud-go/dingtalk/contact_1_0"
 	oauth2 "github.com/alibabacloud-go/dingtalk/oauth2_1_0"
@@ -110,3 +112,31 @@ func TestErrorsThroughTheSDK(t *testing.T) {
 }
 
 func ptr(s string) *string { return &s }
+
+// The adapter ignores the SDK's own timeouts (they belong to the
+// transport the SDK builds) and the SDK passes no context: a provider
+// that hangs held the call. ConfigWithTimeout bounds it by the client's
+// Timeout.
+func TestConfigWithTimeoutBoundsACall(t *testing.T) {
+	hang := make(chan struct{})
+	t.Cleanup(func() { close(hang) })
+	slow := roundTrip(func(r *http.Request) (*http.Response, error) {
+		select {
+		case <-hang:
+		case <-r.Context().Done():
+		}
+		return nil, r.Context().Err()
+	})
+	auth, err := oauth2.NewClient(dingtalkofficial.ConfigWithTimeout(slow, 100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = auth.GetAccessToken(&oauth2.GetAccessTokenRequest{AppKey: ptr(appKey), AppSecret: ptr(appSecret)})
+	if err == nil || !strings.Contains(err.Error(), "Timeout") {
+		t.Fatalf("a call to a provider that never answers: %v, want the client's timeout", err)
+	}
+}
+
+type roundTrip func(*http.Request) (*http.Response, error)
+
+func (f roundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -20,8 +20,9 @@
 // answered from it: the provider's body as it was sent, with only its
 // lifetime member (expires_in, expireIn, expire) counted down to what is
 // left, so each SDK caches it for the right time. An answer is kept until
-// Margin before its end (default 5 minutes): after that the next exchange
-// fetches anew. Concurrent exchanges of one credential wait for the one in
+// Margin before its end (default 30 minutes, at most a quarter of its
+// lifetime: SDKs subtract up to 25 minutes of their own, and told less
+// they cache nothing): after that the next exchange fetches anew. Concurrent exchanges of one credential wait for the one in
 // flight, polling Redis, bounded by their context; a replica that dies
 // while fetching holds the others no longer than a short lease (SET NX PX),
 // which a live fetcher renews while the provider takes its time (up to a

@@ -96,7 +96,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Sharer, error) {
 	if rdb == nil {
 		return nil, errors.New("tokens: New: Redis client must not be nil")
 	}
-	c := config{prefix: "throttle", margin: 5 * time.Minute, lease: 3 * time.Second, poll: 20 * time.Millisecond, now: time.Now,
+	c := config{prefix: "throttle", margin: DefaultMargin, lease: 3 * time.Second, poll: 20 * time.Millisecond, now: time.Now,
 		gap: 30 * time.Second, perDay: 20}
 	for _, o := range opts {
 		if o != nil {
@@ -404,7 +404,7 @@ func (s *Sharer) fetch(base http.RoundTripper, sent *http.Request, ex *exchange,
 		return resp, nil
 	}
 	tok, life, ok := check(ex, sent.URL.Path, raw)
-	keep := time.Duration(life)*time.Second - s.margin
+	keep := time.Duration(life)*time.Second - s.marginOf(life)
 	if !ok || keep < time.Second {
 		return resp, nil
 	}
@@ -449,14 +449,14 @@ func (s *Sharer) answer(req *http.Request, ex *exchange, k *keys, key string, v 
 	// expiry in Redis, a margin before the token's end, bounds both.
 	age := max(0, s.now().Sub(fetched))
 	left := life - int64(age/time.Second)
-	if time.Duration(left)*time.Second < s.margin || left < 1 {
+	if time.Duration(left)*time.Second < s.marginOf(life) || left < 1 {
 		return nil, false
 	}
 	out, ok := countDown(raw, left)
 	if !ok {
 		return nil, false
 	}
-	s.remember(tok, handed{provider: ex.Provider, key: key, tag: k.tagOf(tok), until: fetched.Add(time.Duration(life)*time.Second - s.margin)})
+	s.remember(tok, handed{provider: ex.Provider, key: key, tag: k.tagOf(tok), until: fetched.Add(time.Duration(life)*time.Second - s.marginOf(life))})
 	closeBody(req)
 	return &http.Response{
 		Status:        "200 OK",
@@ -469,6 +469,25 @@ func (s *Sharer) answer(req *http.Request, ex *exchange, k *keys, key string, v 
 		ContentLength: int64(len(out)),
 		Request:       req,
 	}, true
+}
+
+// DefaultMargin is how long before its end a kept token stops being
+// handed out, unless WithMargin says otherwise. SDKs cache a token for
+// the lifetime they are told less a margin of their own, up to 25 minutes
+// (silenceper/wechat subtracts 1,500 s for /cgi-bin/token and WeCom's
+// gettoken): told less than that, the SDK caches the token for no time
+// or a negative one, and fails every call (its Redis cache refuses the
+// expiry) or exchanges on every call. The providers themselves never
+// tell less: WeChat's /cgi-bin/token always answers 7,200 s, Feishu a new
+// token once under 30 minutes remain. With 5 minutes, every silenceper
+// replica of a fleet failed for the last 20 minutes of each token.
+const DefaultMargin = 30 * time.Minute
+
+// marginOf is the margin for a token of life seconds: the Sharer's, at
+// most a quarter of the lifetime, so that a short-lived token is still
+// shared for most of its life.
+func (s *Sharer) marginOf(life int64) time.Duration {
+	return min(s.margin, time.Duration(life)*time.Second/4)
 }
 
 func closeBody(req *http.Request) {

@@ -94,3 +94,32 @@ func TestSlowFetchKeepsLeaseAndAnswer(t *testing.T) {
 		t.Fatal("a later exchange fetched again")
 	}
 }
+
+// A kept answer is handed out only while at least DefaultMargin (30
+// minutes) of a 2-hour token is left: SDKs cache a token for what they are
+// told less up to 25 minutes of their own (silenceper/wechat 1,500 s), and
+// told less than that, silenceper cached it for no time and failed every
+// call. Past it, the next exchange fetches anew, and that answer is shared.
+func TestKeptAnswerHandedOutWithAtLeastTheMargin(t *testing.T) {
+	var offset atomic.Int64
+	f := newFleet(t, 1)
+	f.addReplica(t, http.DefaultTransport, WithClock(func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }))
+	first := f.fetch(t, 0, "wxA")
+	for _, age := range []time.Duration{0, 5399 * time.Second} {
+		offset.Store(int64(age))
+		got := f.fetch(t, 1, "wxA")
+		if got.AccessToken != first.AccessToken || got.ExpiresIn < int64(DefaultMargin/time.Second) {
+			t.Fatalf("kept answer %v old: handed out with %d s (same token: %v), want the kept token with at least %v",
+				age, got.ExpiresIn, got.AccessToken == first.AccessToken, DefaultMargin)
+		}
+	}
+	offset.Store(int64(5401 * time.Second))
+	renewed := f.fetch(t, 1, "wxA")
+	if n := f.emu.Fetches("wxA", "/cgi-bin/token"); n != 2 || renewed.AccessToken == first.AccessToken || renewed.ExpiresIn != first.ExpiresIn {
+		t.Fatalf("kept answer 5401 s old: %d fetches, answer of %d s (a new token: %v); want a second fetch, its whole lifetime",
+			n, renewed.ExpiresIn, renewed.AccessToken != first.AccessToken)
+	}
+	if again := f.fetch(t, 1, "wxA"); again.AccessToken != renewed.AccessToken || f.emu.Fetches("wxA", "/cgi-bin/token") != 2 {
+		t.Fatal("the renewed answer is not shared")
+	}
+}
