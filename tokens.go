@@ -59,7 +59,7 @@ func (t *Transport) shareTokens(c *config) {
 // credential run into their caps (one in 30 s, 20 a day) only when tokens
 // of it keep being invalidated from outside the fleet's sharing, and past
 // the day's cap every call with the dead token is refused by the provider
-// until its kept answer ends (up to 1 h 55 min for WeChat): the operator
+// until its kept answer ends (up to 1 h 30 min for WeChat): the operator
 // needs the likely causes, not just a counter.
 func cappedHealLog(log *slog.Logger, next func(provider, result string)) func(provider, result string) {
 	var mu sync.Mutex
