@@ -248,7 +248,7 @@ func (p *preset) quota(route *providers.Route, q quotaCode, code, msg, altMsg st
 		v.Until = penaltytime.NextMinute(now)
 	case endMonth:
 		// The month starts MonthGrace late for the limiter too.
-		v.Until = penaltytime.NextMonth(now).Add(p.cfg.MonthGrace)
+		v.Until = penaltytime.MonthEnd(now, p.cfg.MonthGrace)
 	case endDefault:
 		if ok { // a stated end already past: the penalty is as good as over
 			v.Until = penaltytime.NextSecond(now)

@@ -87,7 +87,7 @@ func (p *preset) classify(req *http.Request, resp *http.Response, route *provide
 		// it.
 		v.Kind, v.NotProcessed = providers.Quota, true
 		v.Scope = cmp.Or(p.monthScope, p.appScope)
-		v.Until = penaltytime.NextMonth(now).Add(p.cfg.MonthGrace)
+		v.Until = penaltytime.MonthEnd(now, p.cfg.MonthGrace)
 	case rateCodes[code]:
 		v.Kind, v.NotProcessed = providers.Quota, true
 		v.Scope = route.Scope(scopekind.API)

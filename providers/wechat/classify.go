@@ -65,7 +65,7 @@ func (p *preset) classifyCode(_ *http.Request, resp *http.Response, route *provi
 		now := p.cfg.Clock()
 		v.Kind, v.NotProcessed = providers.Quota, true
 		v.Scope = route.Scope(scopekind.API)
-		v.Until = penaltytime.NextMidnight(now).Add(p.cfg.DayGrace)
+		v.Until = penaltytime.DayEnd(now, p.cfg.DayGrace)
 	case codeMinuteQuota, codeMiniFrequency:
 		// "retry next minute": WeChat counts calendar minutes.
 		now := p.cfg.Clock()

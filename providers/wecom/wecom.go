@@ -75,7 +75,7 @@ func profileOf(cfg settings) (providers.Profile, error) {
 	// never less than the last step.
 	last, grace := cfg.Escalation[len(cfg.Escalation)-1], cfg.DayGrace
 	p.ladder = strikes.Ladder{Steps: cfg.Escalation, Window: cfg.EscalationWindow, Top: func(now time.Time) time.Time {
-		if day := penaltytime.NextMidnight(now).Add(grace); day.After(now.Add(last)) {
+		if day := penaltytime.DayEnd(now, grace); day.After(now.Add(last)) {
 			return day
 		}
 		return now.Add(last)

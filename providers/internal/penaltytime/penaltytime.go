@@ -100,6 +100,35 @@ func NextMonth(now time.Time) time.Time {
 	return time.Date(y, mo+1, 1, 0, 0, 0, 0, beijing)
 }
 
+// lateness is how long after a boundary an answer may still be the old
+// period's beyond the grace: the time it took to come back.
+const lateness = 5 * time.Second
+
+// DayEnd is when the penalty of a daily quota error read at now ends: the
+// next midnight in Beijing plus grace, the midnight of the day the
+// provider counted the error in. An error read within grace (and the
+// answer's way back) after a midnight is the old day's, whose end has just
+// passed: it ends a second from now, where counting from now penalised the
+// API for the whole new day. The presets' grace is the provider's clock
+// running late; a calendar rule starts its window as late.
+func DayEnd(now time.Time, grace time.Duration) time.Time {
+	return atLeastASecond(now, NextMidnight(now.Add(-grace-lateness)).Add(grace))
+}
+
+// MonthEnd is DayEnd for a monthly quota: the 1st of the next month in
+// Beijing plus grace, of the month the error was counted in (one read at
+// 00:00:03 on the 1st used to stop the API for the whole new month).
+func MonthEnd(now time.Time, grace time.Duration) time.Time {
+	return atLeastASecond(now, NextMonth(now.Add(-grace-lateness)).Add(grace))
+}
+
+func atLeastASecond(now, end time.Time) time.Time {
+	if soonest := now.Add(time.Second); end.Before(soonest) {
+		return soonest
+	}
+	return end
+}
+
 // MaxWait bounds a wait read from a header or a message: a garbled or
 // hostile value must not penalise a scope for years.
 const MaxWait = 31 * 24 * time.Hour

@@ -129,3 +129,30 @@ func TestParseResetHeader(t *testing.T) {
 		}
 	}
 }
+
+// A quota error read just after a midnight (or a month's start) in
+// Beijing, within the grace and the answer's way back, is the old
+// period's: its penalty ends a second from now, not at the next boundary
+// (it stopped the API for 24 h, or the whole new month).
+func TestQuotaEndsBelongToThePeriodCounted(t *testing.T) {
+	const grace = 5 * time.Second
+	bj := time.FixedZone("CST", 8*3600)
+	day := func(h, m, s int) time.Time { return time.Date(2026, 3, 1, h, m, s, 0, bj) }
+	for _, c := range []struct {
+		now      time.Time
+		day, mon time.Time
+	}{
+		{day(12, 0, 0), time.Date(2026, 3, 2, 0, 0, 5, 0, bj), time.Date(2026, 4, 1, 0, 0, 5, 0, bj)},
+		{time.Date(2026, 2, 28, 23, 59, 59, 0, bj), day(0, 0, 5), day(0, 0, 5)},
+		{day(0, 0, 3), day(0, 0, 5), day(0, 0, 5)},
+		{day(0, 0, 9), day(0, 0, 10), day(0, 0, 10)}, // the old period's, ended: a second from now
+		{day(0, 0, 11), time.Date(2026, 3, 2, 0, 0, 5, 0, bj), time.Date(2026, 4, 1, 0, 0, 5, 0, bj)},
+	} {
+		if got := DayEnd(c.now, grace); !got.Equal(c.day) {
+			t.Errorf("DayEnd(%v) = %v, want %v", c.now, got.In(bj), c.day)
+		}
+		if got := MonthEnd(c.now, grace); !got.Equal(c.mon) {
+			t.Errorf("MonthEnd(%v) = %v, want %v", c.now, got.In(bj), c.mon)
+		}
+	}
+}
