@@ -2,6 +2,7 @@ package throttle
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -209,7 +210,7 @@ func (q *quotaChecker) read(tr *Transport, e *quotaEntry) {
 			return // another replica reads it this period
 		}
 	}
-	seen := int64(-1)
+	seen, asked := int64(-1), time.Now()
 	if q.shared != nil {
 		if n, err := q.shared.CalendarUsed(ctx, group, []rule.Rule{t.Rule}); err == nil {
 			seen = n[0]
@@ -236,7 +237,7 @@ func (q *quotaChecker) read(tr *Transport, e *quotaEntry) {
 		return
 	}
 	e.fails = 0
-	q.apply(ctx, e, t, reading, seen)
+	q.apply(ctx, e, t, reading, seen, asked)
 }
 
 // ask sends the provider's quota query through the Transport, as the app.
@@ -258,7 +259,7 @@ func (q *quotaChecker) ask(ctx context.Context, tr *Transport, check *providers.
 
 // apply sets the limit the provider states for every replica, and the
 // window's count in the shared limiter.
-func (q *quotaChecker) apply(ctx context.Context, e *quotaEntry, t providers.QuotaTarget, r providers.QuotaReading, seen int64) {
+func (q *quotaChecker) apply(ctx context.Context, e *quotaEntry, t providers.QuotaTarget, r providers.QuotaReading, seen int64, asked time.Time) {
 	group := e.key.group
 	l := providers.Learned{API: t.API, App: t.App, Window: t.Rule.Unit().String(), Limit: r.Limit, Until: time.Now().Add(reconciledTTL)}
 	if e.p.Lower != nil && e.p.Lower(l) {
@@ -280,7 +281,12 @@ func (q *quotaChecker) apply(ctx context.Context, e *quotaEntry, t providers.Quo
 		})
 		return
 	}
-	n, err := q.shared.SetCalendarUsed(ctx, group, t.Rule, int64(r.Used), seen)
+	n, err := q.shared.SetCalendarUsed(ctx, group, t.Rule, int64(r.Used), seen, asked)
+	if errors.Is(err, limiter.ErrWindowEnded) {
+		q.log.Debug("throttle: a quota's count arrived after its window ended; the new window keeps its own",
+			"provider", group, "quota", t.String())
+		return
+	}
 	if err != nil {
 		q.log.Warn("throttle: could not set a quota's count from the provider's", "provider", group, "quota", t.String(), "error", err)
 		return

@@ -15,7 +15,8 @@ import (
 // calendarUsedScript raises the count of a calendar rule's current window
 // (on Redis's clock, like reserve.lua) to what a provider reported. KEYS[1]:
 // the rule's hash; ARGV: three consecutive window starts (µs: the previous,
-// the current and the next by the caller's clock), the provider's count,
+// the current and the next by the caller's clock when it asked the
+// provider; "window moved" once Redis's clock is past them), the provider's count,
 // the count the caller read before asking the provider (-1: none).
 //
 // The provider's count lags the calls in flight, so the new count is the
@@ -53,13 +54,18 @@ if redis.call('PTTL', KEYS[1]) < ttl then redis.call('PEXPIRE', KEYS[1], ttl) en
 return math.max(want, cur)
 `)
 
-// SetCalendarUsed raises the count of the calendar rule r's current window
-// to used, a count the provider reported (WeChat's quota/get), plus what the
-// fleet booked since it read seen (CalendarUsed, before asking the
-// provider; negative: nothing is known of that). The window's first report
-// is taken to include none of the calls booked before it. It never lowers the count and returns the count in
-// force. Other rules are an ErrInvalidRequest.
-func (s *Shared) SetCalendarUsed(ctx context.Context, group string, r rule.Rule, used, seen int64) (int64, error) {
+// SetCalendarUsed raises the count of the calendar rule r's window in force
+// at asked, when the provider was asked, to used, a count the provider
+// reported (WeChat's quota/get), plus what the fleet booked since it read
+// seen (CalendarUsed, before asking the provider; negative: nothing is
+// known of that). The window's first report is taken to include none of
+// the calls booked before it. It never lowers the count and returns the
+// count in force. A count that arrives once that window has ended (on
+// Redis's clock) is ErrWindowEnded and changes nothing: a reading asked at
+// 23:59:59.9 and applied at 00:00:00.1 started the new day at the old
+// day's count, refusing the API for the day. Other rules are an
+// ErrInvalidRequest.
+func (s *Shared) SetCalendarUsed(ctx context.Context, group string, r rule.Rule, used, seen int64, asked time.Time) (int64, error) {
 	c := core(&r)
 	if c == nil || c.Kind != rulecore.Calendar || used < 0 {
 		return 0, fmt.Errorf("%w: SetCalendarUsed needs a calendar rule and a count of at least 0", ErrInvalidRequest)
@@ -67,11 +73,14 @@ func (s *Shared) SetCalendarUsed(ctx context.Context, group string, r rule.Rule,
 	if err := checkGroup(group); err != nil {
 		return 0, err
 	}
-	b := c.Windows(time.Now())
+	b := c.Windows(asked)
 	n, err := calendarUsedScript.Run(ctx, s.redis.client, []string{s.redis.ruleKey(group, r.Key())},
 		strconv.FormatInt(b[0], 10), strconv.FormatInt(b[1], 10), strconv.FormatInt(b[2], 10),
 		used, seen).Int64()
 	if err != nil {
+		if err.Error() == "window moved" {
+			return 0, ErrWindowEnded
+		}
 		return 0, unavailable("calendar", err)
 	}
 	return n, nil

@@ -263,6 +263,10 @@ var (
 	// once, and keep a lifted scope's breaker open until their own copy of
 	// the penalty ends.
 	ErrNotAnnounced = errors.New("limiter: written to the store, not announced to the replicas")
+	// ErrWindowEnded reports a provider's count (SetCalendarUsed) that
+	// arrived after the window it was asked in had ended: it is
+	// yesterday's count, and the new window keeps its own.
+	ErrWindowEnded = errors.New("limiter: the count's window ended before it arrived")
 )
 
 func (req *Request) validate() error {
