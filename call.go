@@ -215,7 +215,7 @@ func (c *call) penalize(ctx context.Context) {
 	v.Until = c.p.stop(v.Scope, v.Until, v.Code, "answer")
 	c.t.tel.penalty(ctx, c)
 	learned := c.learn()
-	lim, tel, name, pen := c.t.limiter, c.t.tel, c.p.Name, limiter.Penalty{Scope: v.Scope, Until: v.Until, Code: v.Code}
+	lim, tel, name, pen := c.t.limiter, c.t.tel, c.p.Name, limiter.Penalty{Scope: v.Scope, Until: v.Until, Code: v.Code, Stated: v.Stated}
 	if m, ok := lim.(*limiter.Memory); ok {
 		// In process: a map write, done before the caller gets the
 		// answer, so that a LiftPenalty after it cannot come first

@@ -248,6 +248,11 @@ type Penalty struct {
 	// Code is the provider's error code that caused it, for errors and
 	// telemetry.
 	Code string
+	// Stated marks an Until the provider stated on its own clock: Shared
+	// keeps it as it is. Any other Until is taken as counted from this
+	// replica's clock and moved onto Redis's by the replica's skew, when
+	// that is more than a call's latency could explain.
+	Stated bool
 }
 
 // Sentinel errors.

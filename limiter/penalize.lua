@@ -5,12 +5,15 @@
 -- ARGV[1]: end of the penalty (µs since the epoch, on the replica's clock);
 -- ARGV[2]: the provider's code; ARGV[3]: the channel announcing penalties;
 -- ARGV[4]: the announcement's head, "v1 penalty\ngroup\nscope\n" (see
--- announce.go); ARGV[5]: the replica's clock (µs) when it sent the call.
--- The end is moved onto Redis's clock by the replica's offset when that is
--- more than a call's latency could explain (250ms), or when the end is past
--- on Redis's clock though not on the replica's: a replica behind would
--- otherwise lose its short penalties, one ahead lengthen every penalty for
--- the fleet. An end that is exact on the replica's clock stays exact.
+-- announce.go); ARGV[5]: the replica's clock (µs) when it sent the call, or
+-- 0 for an end the provider stated on its own clock, which stays as it is.
+-- Any other end is moved onto Redis's clock by the replica's offset when
+-- that is more than a call's latency could explain (250ms), or when the end
+-- is past on Redis's clock though not on the replica's: a replica behind
+-- would otherwise lose its short penalties, one ahead lengthen every
+-- penalty for the fleet. An end that is exact on the replica's clock stays
+-- exact. A stated end moved so was off by the replica's skew: a 5-minute
+-- ban kept 3 minutes by a replica 2 minutes ahead.
 -- Returns 1 (recorded and announced), 0 (a penalty ending no earlier is
 -- there), -1 (over already), or "unannounced <error>": recorded, but PUBLISH
 -- failed (an ACL user without it), so replicas learn of it on their next
@@ -18,9 +21,12 @@
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local untilUs = tonumber(ARGV[1])
-local offset = now - tonumber(ARGV[5])
-if offset > 250000 or offset < -250000 or untilUs <= now then
-  untilUs = untilUs + offset
+local sent = tonumber(ARGV[5])
+if sent ~= 0 then
+  local offset = now - sent
+  if offset > 250000 or offset < -250000 or untilUs <= now then
+    untilUs = untilUs + offset
+  end
 end
 if untilUs <= now then return -1 end
 local v = redis.pcall('GET', KEYS[1])

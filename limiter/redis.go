@@ -429,9 +429,13 @@ func (l *redisLimiter) Penalize(ctx context.Context, group string, p Penalty) er
 	}
 	a := argsPool.Get().(*scriptArgs)
 	defer a.release()
+	sent := now.UnixMicro()
+	if p.Stated {
+		sent = 0 // kept as stated: no skew to correct
+	}
 	a.begin(penalizeScript, 1)
 	a.list = append(a.list, l.keys.get(l.prefix, penaltyTag, group, p.Scope),
-		boxInt64(p.Until.UnixMicro()), p.Code, l.channel(), penaltyHeader(group, p.Scope), boxInt64(now.UnixMicro()))
+		boxInt64(p.Until.UnixMicro()), p.Code, l.channel(), penaltyHeader(group, p.Scope), boxInt64(sent))
 	v, err := l.run(ctx, penalizeScript, a.list).Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return unavailable("penalize", l.callError(ctx, err))

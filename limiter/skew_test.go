@@ -50,6 +50,32 @@ func TestSharedPenaltyUnderClockSkew(t *testing.T) {
 	}
 }
 
+// An end the provider stated on its own clock (DingTalk's "处罚将在 …
+// 结束") is shared as stated by a replica whose clock is off by minutes:
+// moved by the skew, a 5-minute ban was kept 3 minutes by a replica 2
+// minutes ahead, and 7 by one 2 minutes behind.
+func TestStatedPenaltyKeptUnderClockSkew(t *testing.T) {
+	srv := redistest.Shared(t)
+	c := srv.Client(t)
+	ctx := context.Background()
+	for _, skew := range []time.Duration{-2 * time.Minute, 2 * time.Minute} {
+		s := newShared(t, c, limiter.SharedConfig{Prefix: "stated" + strconv.Itoa(int(skew.Minutes())), Share: 1, Timeout: 5 * time.Second})
+		s.SetClock(func() time.Time { return time.Now().Add(skew) })
+		end := redisNow(t, c).Add(5 * time.Minute).Truncate(time.Second)
+		if err := s.Penalize(ctx, "g", limiter.Penalty{Scope: "ip", Until: end, Code: "90018", Stated: true}); err != nil {
+			t.Fatal(err)
+		}
+		v, err := c.Get(ctx, s.Redis().PenaltyKey("g", "ip")).Result()
+		if err != nil {
+			t.Fatalf("skew %v: the penalty is not in Redis: %v", skew, err)
+		}
+		stored, _, _ := strings.Cut(v, "|")
+		if us, _ := strconv.ParseInt(stored, 10, 64); !time.UnixMicro(us).Equal(end) {
+			t.Errorf("skew %v: stored end %v, want the stated %v", skew, time.UnixMicro(us), end)
+		}
+	}
+}
+
 // A penalty over already (on the replica's clock) is not written, and the
 // drop is logged.
 func TestSharedLogsDroppedPenalty(t *testing.T) {

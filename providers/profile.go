@@ -153,6 +153,11 @@ type Verdict struct {
 	Scope string
 	// Until is when the penalty ends; zero means the profile's default.
 	Until time.Time
+	// Stated marks an Until the provider stated as an instant of its own
+	// clock (DingTalk's "处罚将在 … 结束"), where other ends are counted
+	// from this replica's: the shared limiter moves those onto Redis's
+	// clock by the replica's skew, and must not move a stated one.
+	Stated bool
 	// RetryAfter is the provider's hint for a Transient verdict, if any.
 	RetryAfter time.Duration
 	// Code and Message are the provider's error code and message.

@@ -236,7 +236,7 @@ func (p *preset) quota(route *providers.Route, q quotaCode, code, msg, altMsg st
 		end, ok = penaltytime.ParseBeijingEnd(altMsg, now)
 	}
 	if ok && end.After(now) {
-		v.Until = end
+		v.Until, v.Stated = end, true
 		return v
 	}
 	switch q.end {

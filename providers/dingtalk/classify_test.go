@@ -193,6 +193,11 @@ func TestClassify(t *testing.T) {
 				if !v.Until.Equal(tt.until) {
 					t.Fatalf("until %v, want %v", v.Until, tt.until)
 				}
+				// Only an end read from the message is DingTalk's own
+				// instant, shared as it is.
+				if want := tt.until.Equal(stated); v.Stated != want {
+					t.Fatalf("Stated = %v, want %v", v.Stated, want)
+				}
 				if r, err := p.Route(req); err != nil || !contains(r.Scopes, v.Scope) && v.Scope != monthly && !strings.HasPrefix(tt.name, "90020") {
 					t.Fatalf("scope %q is not among the route's %q (%v)", v.Scope, r.Scopes, err)
 				}
