@@ -210,12 +210,12 @@ func (s *Sharer) Stored(req *http.Request, provider string) (resp *http.Response
 	var w waiter
 	defer w.stop()
 	for {
-		v, held, err := s.peek(ctx, p.key)
+		kv, held, err := s.peek(ctx, p.key)
 		if err != nil {
 			return nil, p.sent, nil // the base's exchange decides, as without Stored
 		}
-		if v != nil {
-			if resp, ok := s.answer(req, ex, p.k, p.key, v); ok {
+		if kv.v != nil {
+			if resp, ok := s.answer(req, ex, p.k, p.key, kv); ok {
 				s.count(ex.Provider, Shared)
 				if p.sent != req {
 					// answer closed the caller's body: what is handed on
@@ -251,18 +251,18 @@ const peekTimeout = 250 * time.Millisecond
 // peek reads the answer kept at key and, when none is, whether an
 // exchange of it is in flight (its lease held): one round trip when an
 // answer is kept, the common case, two otherwise.
-func (s *Sharer) peek(ctx context.Context, key string) (v []byte, held bool, err error) {
+func (s *Sharer) peek(ctx context.Context, key string) (kv keptValue, held bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, peekTimeout)
 	defer cancel()
-	v, err = s.rdb.Get(ctx, key).Bytes()
+	kv, err = s.get(ctx, key)
 	switch {
 	case err == nil:
-		return v, false, nil
+		return kv, false, nil
 	case !errors.Is(err, redis.Nil):
-		return nil, false, err
+		return keptValue{}, false, err
 	}
 	held, err = s.leaseHeld(ctx, key+":lock")
-	return nil, held, err
+	return keptValue{}, held, err
 }
 
 // exchange answers one token exchange: from Redis, by fetching it for the
@@ -340,10 +340,10 @@ func (s *Sharer) exchange(base http.RoundTripper, ex *exchange, req *http.Reques
 func (s *Sharer) kept(ctx context.Context, req *http.Request, ex *exchange, k *keys, key string) (*http.Response, error) {
 	ctx, cancel := context.WithTimeout(ctx, peekTimeout)
 	defer cancel()
-	v, err := s.rdb.Get(ctx, key).Bytes()
+	kv, err := s.get(ctx, key)
 	switch {
 	case err == nil:
-		if resp, ok := s.answer(req, ex, k, key, v); ok {
+		if resp, ok := s.answer(req, ex, k, key, kv); ok {
 			s.count(ex.Provider, Shared)
 			return resp, nil
 		}
@@ -352,6 +352,36 @@ func (s *Sharer) kept(ctx context.Context, req *http.Request, ex *exchange, k *k
 		return nil, nil
 	}
 	return nil, err
+}
+
+// keptValue is a kept answer as read: its sealed value, and its time to
+// live on Redis's clock.
+type keptValue struct {
+	v   []byte
+	ttl time.Duration // -1: none known
+}
+
+// get reads the kept answer at key and its time to live, in one round
+// trip; redis.Nil when there is none.
+func (s *Sharer) get(ctx context.Context, key string) (keptValue, error) {
+	var get *redis.StringCmd
+	var ttl *redis.DurationCmd
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		get, ttl = p.Get(ctx, key), p.PTTL(ctx, key)
+		return nil
+	})
+	v, gerr := get.Bytes()
+	if gerr != nil {
+		return keptValue{}, gerr
+	}
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return keptValue{}, err
+	}
+	d, terr := ttl.Result()
+	if terr != nil || d < 0 {
+		d = -1
+	}
+	return keptValue{v: v, ttl: d}, nil
 }
 
 // keep writes the answer v at key for d, bounded as peek is.
@@ -433,8 +463,8 @@ func (s *Sharer) fetch(base http.RoundTripper, sent *http.Request, ex *exchange,
 // answer builds the response to an exchange from the value kept, with its
 // lifetime counted down; ok is false when the value does not open, fails
 // the checks, or has less than the margin left.
-func (s *Sharer) answer(req *http.Request, ex *exchange, k *keys, key string, v []byte) (*http.Response, bool) {
-	fetched, raw, err := k.open(key, v)
+func (s *Sharer) answer(req *http.Request, ex *exchange, k *keys, key string, kv keptValue) (*http.Response, bool) {
+	fetched, raw, err := k.open(key, kv.v)
 	if err != nil {
 		return nil, false
 	}
@@ -449,6 +479,16 @@ func (s *Sharer) answer(req *http.Request, ex *exchange, k *keys, key string, v 
 	// expiry in Redis, a margin before the token's end, bounds both.
 	age := max(0, s.now().Sub(fetched))
 	left := life - int64(age/time.Second)
+	if kv.ttl >= 0 {
+		// The key expires the margin before the token, on Redis's clock:
+		// a reader whose clock is behind the fetcher's, which reads the
+		// answer as younger than it is, still tells no more than is left
+		// (an hour behind, it told an SDK 4,400 s of a token with 800 s
+		// left). A replica of a release with a shorter margin wrote a
+		// longer expiry; the reader's clock then bounds it.
+		// Rounded up, as the age is rounded down.
+		left = min(left, int64((kv.ttl+s.marginOf(life)+time.Second-1)/time.Second))
+	}
 	if time.Duration(left)*time.Second < s.marginOf(life) || left < 1 {
 		return nil, false
 	}

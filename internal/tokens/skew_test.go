@@ -1,6 +1,7 @@
 package tokens
 
 import (
+	"context"
 	"net/http"
 	"sync/atomic"
 	"testing"
@@ -121,5 +122,25 @@ func TestKeptAnswerHandedOutWithAtLeastTheMargin(t *testing.T) {
 	}
 	if again := f.fetch(t, 1, "wxA"); again.AccessToken != renewed.AccessToken || f.emu.Fetches("wxA", "/cgi-bin/token") != 2 {
 		t.Fatal("the renewed answer is not shared")
+	}
+}
+
+// What is left of a kept token is bounded by its key's expiry on Redis's
+// clock (the margin before the token's end), whatever the reader's clock
+// says: a reader an hour behind the fetcher read the answer as an hour
+// younger and told an SDK 4,400 s of a token with 800 s left. Here the
+// key is made to expire 10 s from now, as an answer fetched 5,390 s ago
+// (by Redis's clock) would, while the reader's clock calls it new.
+func TestKeptAnswerLifetimeBoundedByRedisClock(t *testing.T) {
+	f := newFleet(t, 2)
+	first := f.fetch(t, 0, "wxA")
+	key := f.prefix + ":token:" + f.keys(t, "wxA").name
+	if err := f.rdb.PExpire(context.Background(), key, 10*time.Second).Err(); err != nil {
+		t.Fatal(err)
+	}
+	got := f.fetch(t, 1, "wxA")
+	if got.AccessToken != first.AccessToken || got.ExpiresIn > 1810 || got.ExpiresIn < 1800 {
+		t.Fatalf("handed out with %d s (same token: %v), want what Redis says is left: 1,800-1,810 s",
+			got.ExpiresIn, got.AccessToken == first.AccessToken)
 	}
 }
