@@ -28,8 +28,9 @@
 // which a live fetcher renews while the provider takes its time (up to a
 // minute), and whose answer's write to Redis has a bound of its own. The
 // answer's age is counted from the fetcher's clock on the reader's, a
-// reader whose clock is behind reading it as new: the key expires in
-// Redis Margin before the token, so no skew hands out a token past that.
+// reader whose clock is behind reading it as new; what is left is bounded
+// by the key's expiry on Redis's clock (Margin before the token's end), so
+// no skew tells an SDK more than is left.
 //
 // Only answers that pass the provider's checks are kept (HTTP 200, a JSON
 // body under 16 KiB, the provider's success code, a token of sane form, a
