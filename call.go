@@ -212,7 +212,11 @@ func (c *call) penalize(ctx context.Context) {
 	}
 	// This process stops at once; the other replicas once the penalty is
 	// written, off the request path.
-	v.Until = c.p.stop(v.Scope, v.Until, v.Code, "answer")
+	if stopped := c.p.stop(v.Scope, v.Until, v.Code, "answer"); !stopped.Equal(v.Until) {
+		// Clamped to MaxPenalty from this replica's now: no longer the
+		// provider's instant.
+		v.Until, v.Stated = stopped, false
+	}
 	c.t.tel.penalty(ctx, c)
 	learned := c.learn()
 	lim, tel, name, pen := c.t.limiter, c.t.tel, c.p.Name, limiter.Penalty{Scope: v.Scope, Until: v.Until, Code: v.Code, Stated: v.Stated}

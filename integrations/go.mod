@@ -9,6 +9,7 @@ require (
 	github.com/alibabacloud-go/tea-utils/v2 v2.0.7
 	github.com/faabiosr/cachego v0.15.0
 	github.com/fastwego/dingding v1.0.0-beta.4
+	github.com/go-redis/redis/v8 v8.11.5
 	github.com/hugozhu/godingtalk v1.0.6
 	github.com/larksuite/oapi-sdk-go/v3 v3.4.20
 	github.com/quotaware/throttle v0.0.0
@@ -36,7 +37,6 @@ require (
 	github.com/go-playground/locales v0.14.0 // indirect
 	github.com/go-playground/universal-translator v0.18.0 // indirect
 	github.com/go-playground/validator/v10 v10.9.0 // indirect
-	github.com/go-redis/redis/v8 v8.11.5 // indirect
 	github.com/hashicorp/go-cleanhttp v0.5.2 // indirect
 	github.com/hashicorp/go-retryablehttp v0.7.8 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect

@@ -16,7 +16,7 @@ import (
 // (on Redis's clock, like reserve.lua) to what a provider reported. KEYS[1]:
 // the rule's hash; ARGV: three consecutive window starts (µs: the previous,
 // the current and the next by the caller's clock when it asked the
-// provider; "window moved" once Redis's clock is past them), the provider's count,
+// provider; -1 is the answer once Redis's clock is past them), the provider's count,
 // the count the caller read before asking the provider (-1: none).
 //
 // The provider's count lags the calls in flight, so the new count is the
@@ -37,7 +37,7 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local f, next = ARGV[2], tonumber(ARGV[3])
 if now < tonumber(ARGV[2]) then f, next = ARGV[1], tonumber(ARGV[2]) end
-if now >= next then return redis.error_reply('window moved') end
+if now >= next then return -1 end
 local v = redis.pcall('HGET', KEYS[1], f)
 if type(v) == 'table' then redis.call('DEL', KEYS[1]); v = false end
 local cur = tonumber(v or 0) or 0
@@ -63,8 +63,8 @@ return math.max(want, cur)
 // count in force. A count that arrives once that window has ended (on
 // Redis's clock) is ErrWindowEnded and changes nothing: a reading asked at
 // 23:59:59.9 and applied at 00:00:00.1 started the new day at the old
-// day's count, refusing the API for the day. Other rules are an
-// ErrInvalidRequest.
+// day's count, refusing the API for the day. A zero asked is now. Other
+// rules are an ErrInvalidRequest.
 func (s *Shared) SetCalendarUsed(ctx context.Context, group string, r rule.Rule, used, seen int64, asked time.Time) (int64, error) {
 	c := core(&r)
 	if c == nil || c.Kind != rulecore.Calendar || used < 0 {
@@ -73,15 +73,18 @@ func (s *Shared) SetCalendarUsed(ctx context.Context, group string, r rule.Rule,
 	if err := checkGroup(group); err != nil {
 		return 0, err
 	}
+	if asked.IsZero() {
+		asked = time.Now()
+	}
 	b := c.Windows(asked)
 	n, err := calendarUsedScript.Run(ctx, s.redis.client, []string{s.redis.ruleKey(group, r.Key())},
 		strconv.FormatInt(b[0], 10), strconv.FormatInt(b[1], 10), strconv.FormatInt(b[2], 10),
 		used, seen).Int64()
 	if err != nil {
-		if err.Error() == "window moved" {
-			return 0, ErrWindowEnded
-		}
 		return 0, unavailable("calendar", err)
+	}
+	if n < 0 {
+		return 0, ErrWindowEnded
 	}
 	return n, nil
 }

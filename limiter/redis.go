@@ -420,7 +420,10 @@ func (l *redisLimiter) Penalize(ctx context.Context, group string, p Penalty) er
 		return err
 	}
 	now := l.now()
-	if !p.Until.After(now) {
+	if !p.Until.After(now) && !p.Stated {
+		// A stated end is the provider's instant: past on this replica's
+		// clock (ahead of Redis's) it may not be on Redis's, which
+		// penalize.lua decides.
 		if l.report != nil {
 			l.report(event{Kind: eventPenaltyDropped, Group: group,
 				Detail: "a penalty on scope " + p.Scope + " was over before it could be written to Redis; it was not shared"})

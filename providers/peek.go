@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/quotaware/throttle/providers/internal/jsoncode"
 	"github.com/quotaware/throttle/providers/internal/mediatype"
 )
 
@@ -41,7 +40,10 @@ const firstChunk = 2 << 10
 // original.
 //
 // The prefix may be cut short (at limit bytes or at an error): classifiers must
-// cope with truncated JSON. It must not be modified: resp.Body replays it.
+// cope with truncated JSON. A body of unknown length, not encoded, is read
+// only to the end of its first JSON object: a streamed answer is not held
+// back until the limit is reached. The prefix must not be modified:
+// resp.Body replays it.
 //
 // A body sent gzip-encoded (Content-Encoding: gzip, which reaches the
 // caller as sent when the caller asked for gzip itself) is returned
@@ -102,16 +104,18 @@ func peekBody(resp *http.Response, limit int) ([]byte, error) {
 		n, known = int(resp.ContentLength), true
 	}
 	start := n
+	var end *objectEnd
 	var enough func([]byte) bool
 	if !known {
 		start = firstChunk
 		if resp.ContentLength < 0 && (resp.Header == nil || resp.Header.Get("Content-Encoding") == "") {
-			enough = objectClosed
+			end = new(objectEnd)
+			enough = end.done
 		}
 	}
 	body := resp.Body
 	buf, err := readPrefix(body, n, start, enough)
-	resp.Body = &replayBody{prefix: buf, err: err, rc: body, object: err == nil && len(buf) < n && enough != nil}
+	resp.Body = &replayBody{prefix: buf, err: err, rc: body, object: end != nil && end.closed}
 	if err == io.EOF {
 		err = nil
 	}
@@ -168,15 +172,57 @@ func readPrefix(body io.Reader, n, start int, enough func([]byte) bool) ([]byte,
 	return buf, err
 }
 
-// objectClosed reports a prefix that holds a whole JSON object, the shape
-// of every provider's answer: what follows it cannot change a verdict. An
-// answer of unknown length is streamed (newline-delimited JSON, a long
-// export sent in chunks), and reading on to the limit held the caller's
-// RoundTrip until the stream had sent that much or ended, where net/http
-// returns at the headers.
-func objectClosed(p []byte) bool {
-	_, closed := jsoncode.ScanObject(p, func([]byte, jsoncode.ValueKind, []byte) bool { return true })
-	return closed
+// objectEnd finds where a body's first JSON object ends as the body is
+// read, looking at each byte once: a prefix that holds a whole object, the
+// shape of every provider's answer, needs no more, since what follows
+// cannot change a verdict. An answer of unknown length may be streamed
+// (newline-delimited JSON, a long export sent in chunks), and reading on
+// to the limit held the caller's RoundTrip until the stream had sent that
+// much or ended, where net/http returns at the headers. (Scanning the
+// whole prefix again after each read cost a second of CPU for a 64 KiB
+// answer sent a byte at a time.) A body that is not an object is read to
+// the limit, as before.
+type objectEnd struct {
+	seen               int // bytes of the prefix looked at
+	depth              int
+	started, notObject bool
+	inString, escaped  bool
+	closed             bool
+}
+
+// done reports whether p, the prefix read so far, holds the whole first
+// object.
+func (o *objectEnd) done(p []byte) bool {
+	for ; o.seen < len(p) && !o.notObject && !o.closed; o.seen++ {
+		c := p[o.seen]
+		switch {
+		case !o.started:
+			switch c {
+			case ' ', '\t', '\r', '\n', 0xEF, 0xBB, 0xBF: // space, a byte order mark
+			case '{':
+				o.started, o.depth = true, 1
+			default:
+				o.notObject = true
+			}
+		case o.inString:
+			switch {
+			case o.escaped:
+				o.escaped = false
+			case c == '\\':
+				o.escaped = true
+			case c == '"':
+				o.inString = false
+			}
+		case c == '"':
+			o.inString = true
+		case c == '{' || c == '[':
+			o.depth++
+		case c == '}' || c == ']':
+			o.depth--
+			o.closed = o.depth == 0
+		}
+	}
+	return o.closed
 }
 
 // isFile reports an answer that says it is a file: its Content-Disposition

@@ -390,3 +390,17 @@ func TestPeekBodyStopsAtAWholeObjectOfAStream(t *testing.T) {
 		t.Errorf("an object sent in two parts peeked as %q", p)
 	}
 }
+
+// A 64 KiB answer of unknown length sent a byte at a time (a slow or
+// hostile upstream): the peek looks at each byte once. Scanning the whole
+// prefix after each read took about a second of CPU here.
+func BenchmarkPeekBodyByteAtATime(b *testing.B) {
+	body := []byte(`{"code":0,"data":"` + strings.Repeat("x", 64<<10) + `"}`)
+	for b.Loop() {
+		resp := &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/json"}},
+			Body: io.NopCloser(iotest.OneByteReader(bytes.NewReader(body))), ContentLength: -1}
+		if p, _ := PeekBody(resp, 64<<10); len(p) != 64<<10 {
+			b.Fatalf("peeked %d bytes", len(p))
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	redisv8 "github.com/go-redis/redis/v8"
 	"github.com/redis/go-redis/v9"
 	sdk "github.com/silenceper/wechat/v2"
 	"github.com/silenceper/wechat/v2/cache"
@@ -45,9 +46,15 @@ func TestSDKCachesTheSharedTokenAtEveryAge(t *testing.T) {
 	wechat.Use(sharer.Wrap(sdktest.Redirect(emu.URL)))
 	sdkKeys := redis.NewClient(&redis.Options{Addr: srv.Addr, DB: 1})
 	t.Cleanup(func() { sdkKeys.Close() })
-	redisCache := cache.NewRedis(context.Background(), &cache.RedisOpts{Host: srv.Addr, Database: 1})
+	// The SDK's Redis cache on a client of its own go-redis (v8), closed
+	// with the test.
+	sdkConn := redisv8.NewClient(&redisv8.Options{Addr: srv.Addr, DB: 1})
+	t.Cleanup(func() { sdkConn.Close() })
+	redisCache := &cache.Redis{}
+	redisCache.SetConn(sdkConn)
+	redisCache.SetRedisCtx(context.Background())
 	ctx := context.Background()
-	for _, age := range []time.Duration{0, 3000 * time.Second, 5399 * time.Second, 5401 * time.Second,
+	for _, age := range []time.Duration{0, 3000 * time.Second, 5390 * time.Second, 5410 * time.Second,
 		5700 * time.Second, 6000 * time.Second, 6899 * time.Second, 7000 * time.Second} {
 		offset.Store(int64(age))
 		// The SDK's cache entry has lapsed (or the replica restarted):

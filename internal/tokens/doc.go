@@ -34,7 +34,7 @@
 //
 // Only answers that pass the provider's checks are kept (HTTP 200, a JSON
 // body under 16 KiB, the provider's success code, a token of sane form, a
-// lifetime between one second and a day longer than Margin). WeChat's
+// lifetime of two seconds to a day). WeChat's
 // stable_token with force_refresh is never answered from Redis; it takes
 // the lease after any fetch in flight, and its answer replaces the one kept.
 //

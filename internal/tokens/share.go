@@ -366,19 +366,20 @@ type keptValue struct {
 func (s *Sharer) get(ctx context.Context, key string) (keptValue, error) {
 	var get *redis.StringCmd
 	var ttl *redis.DurationCmd
-	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	// The pipeline's error is its first command's that failed: each
+	// command's own is what counts. A PTTL refused (a Redis user allowed
+	// GET and SET only, which sharing needed before) leaves the bound
+	// unknown, and sharing on.
+	s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		get, ttl = p.Get(ctx, key), p.PTTL(ctx, key)
 		return nil
 	})
-	v, gerr := get.Bytes()
-	if gerr != nil {
-		return keptValue{}, gerr
-	}
-	if err != nil && !errors.Is(err, redis.Nil) {
+	v, err := get.Bytes()
+	if err != nil {
 		return keptValue{}, err
 	}
-	d, terr := ttl.Result()
-	if terr != nil || d < 0 {
+	d, err := ttl.Result()
+	if err != nil || d < 0 {
 		d = -1
 	}
 	return keptValue{v: v, ttl: d}, nil
@@ -517,10 +518,13 @@ func (s *Sharer) answer(req *http.Request, ex *exchange, k *keys, key string, kv
 // (silenceper/wechat subtracts 1,500 s for /cgi-bin/token and WeCom's
 // gettoken): told less than that, the SDK caches the token for no time
 // or a negative one, and fails every call (its Redis cache refuses the
-// expiry) or exchanges on every call. The providers themselves never
-// tell less: WeChat's /cgi-bin/token always answers 7,200 s, Feishu a new
-// token once under 30 minutes remain. With 5 minutes, every silenceper
-// replica of a fleet failed for the last 20 minutes of each token.
+// expiry) or exchanges on every call. Where an SDK subtracts that much,
+// the provider never tells less: WeChat's /cgi-bin/token and WeCom's
+// gettoken answer a whole lifetime, Feishu a new token once under 30
+// minutes remain (WeChat's stable_token counts down to 5 minutes, and
+// silenceper subtracts 5 minutes for it). With 5 minutes, every
+// silenceper replica of a fleet failed for the last 20 minutes of each
+// token.
 const DefaultMargin = 30 * time.Minute
 
 // marginOf is the margin for a token of life seconds: the Sharer's, at

@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // addReplica adds a replica to f with its own Sharer over base.
@@ -106,7 +108,7 @@ func TestKeptAnswerHandedOutWithAtLeastTheMargin(t *testing.T) {
 	f := newFleet(t, 1)
 	f.addReplica(t, http.DefaultTransport, WithClock(func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }))
 	first := f.fetch(t, 0, "wxA")
-	for _, age := range []time.Duration{0, 5399 * time.Second} {
+	for _, age := range []time.Duration{0, 5390 * time.Second} {
 		offset.Store(int64(age))
 		got := f.fetch(t, 1, "wxA")
 		if got.AccessToken != first.AccessToken || got.ExpiresIn < int64(DefaultMargin/time.Second) {
@@ -114,10 +116,10 @@ func TestKeptAnswerHandedOutWithAtLeastTheMargin(t *testing.T) {
 				age, got.ExpiresIn, got.AccessToken == first.AccessToken, DefaultMargin)
 		}
 	}
-	offset.Store(int64(5401 * time.Second))
+	offset.Store(int64(5410 * time.Second))
 	renewed := f.fetch(t, 1, "wxA")
 	if n := f.emu.Fetches("wxA", "/cgi-bin/token"); n != 2 || renewed.AccessToken == first.AccessToken || renewed.ExpiresIn != first.ExpiresIn {
-		t.Fatalf("kept answer 5401 s old: %d fetches, answer of %d s (a new token: %v); want a second fetch, its whole lifetime",
+		t.Fatalf("kept answer 5410 s old: %d fetches, answer of %d s (a new token: %v); want a second fetch, its whole lifetime",
 			n, renewed.ExpiresIn, renewed.AccessToken != first.AccessToken)
 	}
 	if again := f.fetch(t, 1, "wxA"); again.AccessToken != renewed.AccessToken || f.emu.Fetches("wxA", "/cgi-bin/token") != 2 {
@@ -142,5 +144,30 @@ func TestKeptAnswerLifetimeBoundedByRedisClock(t *testing.T) {
 	if got.AccessToken != first.AccessToken || got.ExpiresIn > 1810 || got.ExpiresIn < 1800 {
 		t.Fatalf("handed out with %d s (same token: %v), want what Redis says is left: 1,800-1,810 s",
 			got.ExpiresIn, got.AccessToken == first.AccessToken)
+	}
+}
+
+// A Redis user that may not PTTL (enough for sharing before its bound was
+// read) still shares: the bound is then unknown, the reader's clock alone
+// counts.
+func TestSharingWithoutPTTL(t *testing.T) {
+	f := newFleet(t, 1)
+	ctx := context.Background()
+	if err := f.rdb.Do(ctx, "ACL", "SETUSER", "nopttl", "on", ">pw", "~*", "&*", "+@all", "-pttl").Err(); err != nil {
+		t.Fatal(err)
+	}
+	opt := *f.rdb.Options()
+	opt.Username, opt.Password = "nopttl", "pw"
+	limited := redis.NewClient(&opt)
+	t.Cleanup(func() { limited.Close() })
+	s, err := New(limited, WithPrefix(f.prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.sharers = append(f.sharers, s)
+	f.clients = append(f.clients, &http.Client{Transport: s.Wrap(http.DefaultTransport)})
+	first, second := f.fetch(t, 0, "wxA"), f.fetch(t, 1, "wxA")
+	if n := f.emu.Fetches("wxA", "/cgi-bin/token"); n != 1 || second.AccessToken != first.AccessToken {
+		t.Fatalf("%d fetches at the provider (same token: %v), want the kept answer shared", n, second.AccessToken == first.AccessToken)
 	}
 }
