@@ -11,7 +11,7 @@ import (
 // limiterEvents returns the counter of what the shared limiter noticed
 // (lost state, corrupt values, rejected announcements, an evicting Redis):
 // throttle.limiter.events with the attribute event = the kind (see
-// limiter.SharedConfig.OnEvent). The limiter logs them itself.
+// limiter.Listener.Event). The limiter logs them itself.
 func limiterEvents(c *config) func(kind, group string) {
 	if c.telemetry.disabled {
 		return nil

@@ -106,7 +106,7 @@ func WithBase(rt http.RoundTripper) Option {
 // WithLimiter(limiter.MustNewShared(client, limiter.SharedConfig{Logger: l}))
 // with l the WithLogger logger; build the limiter yourself to set the prefix
 // or the outage mode (and set its Logger: it defaults to slog.Default()). Give the client
-// ContextTimeoutEnabled: true. Without it (and without WithLimiter) the
+// ContextTimeoutEnabled: true. Without WithRedis or WithLimiter the
 // Transport limits in-process only.
 func WithRedis(client redis.UniversalClient) Option {
 	return optionFunc(func(c *config) {
@@ -158,9 +158,12 @@ func WithProfiles(profiles ...providers.Profile) Option {
 	return optionFunc(func(c *config) { c.profiles = append(c.profiles, profiles...) })
 }
 
-// WithMaxWait caps how long a request waits for a slot (default 5s). The context deadline, when sooner, caps it further. A
-// request whose slot lies beyond the cap fails at once with ErrThrottled.
-// Zero means never wait: send now or fail.
+// WithMaxWait caps how long a request may spend waiting (default 5s),
+// counted from the start of RoundTrip across every attempt: for its slot,
+// for another replica's token exchange, and in a retry's backoff. The
+// context deadline, when sooner, caps it further. A request whose slot
+// lies beyond what is left fails at once with ErrThrottled. Zero means
+// never wait: send now or fail, and no retry that would wait first.
 func WithMaxWait(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.maxWait = d })
 }

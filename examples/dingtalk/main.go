@@ -92,6 +92,8 @@ func run(o options, out io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("-redis: %w", err)
 		}
+		// The Transport's deadlines then reach Redis's socket.
+		opt.ContextTimeoutEnabled = true
 		rdb = redis.NewClient(opt)
 		defer rdb.Close()
 		if err := rdb.Ping(context.Background()).Err(); err != nil {

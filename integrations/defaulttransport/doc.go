@@ -9,7 +9,7 @@
 //		throttle.WithProfiles(dingtalk.MustNew(dingtalk.Config{Apps: []dingtalk.App{{AppKey: appKey}}}).Profile()),
 //	)
 //
-// This is safe: New (through Build) takes http.DefaultTransport as its base
+// This is safe: New takes http.DefaultTransport as its base
 // transport when it is called, before the assignment, so the Transport
 // sends through the previous default and never through itself. Requests to
 // hosts no profile matches pass through to that previous default untouched,

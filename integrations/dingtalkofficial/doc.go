@@ -12,7 +12,11 @@
 // Then give every client of the SDK a Config from this package:
 //
 //	rt := throttle.MustNew(throttle.WithProfiles(dingtalk.MustNew(dingtalk.Config{Apps: []dingtalk.App{{AppKey: appKey}}}).Profile()))
-//	contacts, err := contact.NewClient(dingtalkofficial.Config(rt))
+//	contacts, err := contact.NewClient(dingtalkofficial.ConfigWithTimeout(rt, 10*time.Second))
+//
+// The SDK's own ReadTimeout, ConnectTimeout, proxy and TLS settings belong
+// to the transport it builds, which the adapter leaves out, and the SDK
+// passes no context: ConfigWithTimeout bounds each call instead.
 //
 // The ...WithOptions calls need a non-nil *util.RuntimeOptions (an empty one
 // will do): nil panics in this version. The calls without options pass one.

@@ -20,9 +20,10 @@
 // answered from it: the provider's body as it was sent, with only its
 // lifetime member (expires_in, expireIn, expire) counted down to what is
 // left, so each SDK caches it for the right time. An answer is kept until
-// Margin before its end (default 30 minutes, at most a quarter of its
-// lifetime: SDKs subtract up to 25 minutes of their own, and told less
-// they cache nothing): after that the next exchange fetches anew. Concurrent exchanges of one credential wait for the one in
+// Margin before its end (default 30 minutes: SDKs subtract up to 25
+// minutes of their own, and told less they cache nothing): after that the
+// next exchange fetches anew, and an answer stated with no more than the
+// margin is passed on as the provider gave it, not kept. Concurrent exchanges of one credential wait for the one in
 // flight, polling Redis, bounded by their context; a replica that dies
 // while fetching holds the others no longer than a short lease (SET NX PX),
 // which a live fetcher renews while the provider takes its time (up to a
@@ -34,7 +35,7 @@
 //
 // Only answers that pass the provider's checks are kept (HTTP 200, a JSON
 // body under 16 KiB, the provider's success code, a token of sane form, a
-// lifetime of two seconds to a day). WeChat's
+// lifetime of more than Margin, up to a day). WeChat's
 // stable_token with force_refresh is never answered from Redis; it takes
 // the lease after any fetch in flight, and its answer replaces the one kept.
 //

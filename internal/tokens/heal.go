@@ -165,19 +165,21 @@ func invalidToken(provider string, status int, body []byte) bool {
 	case wechat:
 		return a.ErrCode == 40001 || a.ErrCode == 42001 || a.ErrCode == 40014
 	case wecom:
-		return a.ErrCode == 40001 || a.ErrCode == 42001 || a.ErrCode == 40014 || a.ErrCode == 42009
+		// 40082 and 42009: a suite's token invalid, expired.
+		return a.ErrCode == 40001 || a.ErrCode == 42001 || a.ErrCode == 40014 || a.ErrCode == 40082 || a.ErrCode == 42009
 	case dingtalk:
 		return a.ErrCode == 40014 || (status == http.StatusUnauthorized && string(a.Code) == `"InvalidAuthentication"`)
 	case feishu:
-		return string(a.Code) == "99991663" || string(a.Code) == "99991677"
+		// 99991664: an app_access_token invalid.
+		return string(a.Code) == "99991663" || string(a.Code) == "99991664" || string(a.Code) == "99991677"
 	}
 	return false
 }
 
 // invalidTokenCodes are the codes invalidToken looks for, as they appear
 // in an answer's text.
-var invalidTokenCodes = [][]byte{[]byte("40001"), []byte("42001"), []byte("40014"), []byte("42009"),
-	[]byte("InvalidAuthentication"), []byte("99991663"), []byte("99991677")}
+var invalidTokenCodes = [][]byte{[]byte("40001"), []byte("42001"), []byte("40014"), []byte("40082"), []byte("42009"),
+	[]byte("InvalidAuthentication"), []byte("99991663"), []byte("99991664"), []byte("99991677")}
 
 // mentionsInvalidToken reports whether body holds one of the codes.
 func mentionsInvalidToken(body []byte) bool {

@@ -34,9 +34,9 @@ func WithPrefix(p string) Option {
 }
 
 // WithMargin sets how long before its end a kept token stops being handed
-// out (default DefaultMargin, 30 minutes; at most a quarter of the token's
-// lifetime): the next exchange then fetches a new one, so no SDK gets a
-// token with less left than it subtracts for its own cache.
+// out (default DefaultMargin, 30 minutes); an answer stated with no more
+// is not kept. The next exchange then goes to the provider, so no SDK gets
+// a token with less left than it subtracts for its own cache.
 func WithMargin(d time.Duration) Option {
 	return func(c *config) {
 		if d < 0 {

@@ -435,7 +435,13 @@ func (s *Sharer) fetch(base http.RoundTripper, sent *http.Request, ex *exchange,
 		return resp, nil
 	}
 	tok, life, ok := check(ex, sent.URL.Path, raw)
-	keep := time.Duration(life)*time.Second - s.marginOf(life)
+	// An answer stated with no more than the margin (a repeat of a token
+	// near its end: WeChat's stable_token, WeCom's gettoken) is not kept:
+	// each exchange then goes to the provider, which answers it truly or
+	// with a new token. A margin shrunk to a quarter of the stated
+	// lifetime kept a repeat of 900 s to 225 s and told SDKs less than the
+	// provider ever does (silenceper's stable_token cache then failed).
+	keep := time.Duration(life)*time.Second - s.margin
 	if !ok || keep < time.Second {
 		return resp, nil
 	}
@@ -488,16 +494,16 @@ func (s *Sharer) answer(req *http.Request, ex *exchange, k *keys, key string, kv
 		// left). A replica of a release with a shorter margin wrote a
 		// longer expiry; the reader's clock then bounds it.
 		// Rounded up, as the age is rounded down.
-		left = min(left, int64((kv.ttl+s.marginOf(life)+time.Second-1)/time.Second))
+		left = min(left, int64((kv.ttl+s.margin+time.Second-1)/time.Second))
 	}
-	if time.Duration(left)*time.Second < s.marginOf(life) || left < 1 {
+	if time.Duration(left)*time.Second < s.margin || left < 1 {
 		return nil, false
 	}
 	out, ok := countDown(raw, left)
 	if !ok {
 		return nil, false
 	}
-	s.remember(tok, handed{provider: ex.Provider, key: key, tag: k.tagOf(tok), until: fetched.Add(time.Duration(life)*time.Second - s.marginOf(life))})
+	s.remember(tok, handed{provider: ex.Provider, key: key, tag: k.tagOf(tok), until: fetched.Add(time.Duration(life)*time.Second - s.margin)})
 	closeBody(req)
 	return &http.Response{
 		Status:        "200 OK",
@@ -526,13 +532,6 @@ func (s *Sharer) answer(req *http.Request, ex *exchange, k *keys, key string, kv
 // silenceper replica of a fleet failed for the last 20 minutes of each
 // token.
 const DefaultMargin = 30 * time.Minute
-
-// marginOf is the margin for a token of life seconds: the Sharer's, at
-// most a quarter of the lifetime, so that a short-lived token is still
-// shared for most of its life.
-func (s *Sharer) marginOf(life int64) time.Duration {
-	return min(s.margin, time.Duration(life)*time.Second/4)
-}
 
 func closeBody(req *http.Request) {
 	if req.Body != nil {

@@ -46,7 +46,7 @@ type preset struct {
 	hosts func(*http.Request) bool
 
 	apis        *catalog.Catalog // DingTalk's APIs
-	extra       *catalog.Catalog // Config.APIs and MeteredPaths apis lacks, searched first
+	extra       *catalog.Catalog // App.APIs and MeteredPaths apis lacks, searched first
 	apiRule     rule.Rule        // per app (or per suite and org), per API
 	egressRule  rule.Rule
 	monthRule   rule.Rule       // zero when there is no monthly quota

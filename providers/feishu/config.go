@@ -154,7 +154,7 @@ func (a *App) checkSigns() error {
 
 const maxAppID = 64
 
-// maxAPILen bounds a Config.APIs key, so that an API name fits the keys,
+// maxAPILen bounds an App.APIs key, so that an API name fits the keys,
 // scopes and metric attributes it goes into.
 const maxAPILen = 128
 

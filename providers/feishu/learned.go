@@ -40,7 +40,7 @@ type learnedEntry struct {
 	route providers.Route // without a recipient, as routes caches them
 }
 
-// levelOf is the level the table (or Config.APIs) gives an API.
+// levelOf is the level the table (or App.APIs) gives an API.
 func (p *preset) levelOf(api string) Level {
 	if n, ok := p.cfg.APIs[api]; ok {
 		return p.cfg.Levels[n]

@@ -74,7 +74,8 @@ type Config struct {
 	Unlisted bool
 
 	// Hosts the preset handles (default api.weixin.qq.com, api2, and the
-	// sh., sz. and hk. regional hosts). Matching ignores case and port.
+	// sh., sz. and hk. regional hosts). Matching ignores case; an entry without a port matches any port (see
+	// providers.MatchHosts).
 	Hosts []string
 	// Jitter widens the per-minute windows: a rule keeps at most the limit
 	// in any window of one minute plus Jitter, so that latency varying by
