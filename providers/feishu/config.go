@@ -3,6 +3,7 @@ package feishu
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -77,14 +78,19 @@ type App struct {
 	// AppID identifies the app (cli_...); required. Limits are per app, and
 	// the token does not say which app it belongs to.
 	AppID string
-	// Levels is the level table (default LevelTable()); a non-nil map
-	// replaces it.
+	// Levels is the level table: its entries go over LevelTable()'s, so
+	// one level given changes that level alone (the caller's map is never
+	// changed).
 	Levels map[int]Level
-	// Business raises level 10 to 100/s when Levels is nil.
+	// Business raises level 10 to 100/s, unless Levels gives level 10.
 	Business bool
-	// APIs maps API patterns to levels (default: IMSend and the reply API
-	// at level 4); a non-nil map replaces the defaults.
-	APIs map[string]int
+	// APIs maps API patterns to levels: its entries go over the defaults
+	// (IMSend and the reply API at level 4), so one API given leaves the
+	// others as they were; NoDefaultAPIs leaves the defaults out. A map
+	// given used to replace the defaults: an entry for one API dropped
+	// IMSend's 1,000-a-minute cap without a word.
+	APIs          map[string]int
+	NoDefaultAPIs bool
 	// DefaultLevel applies to APIs not in APIs (default 4, the most common
 	// level; an assumption, set yours). NoDefaultLevel gives them no rule,
 	// only a penalty scope.
@@ -162,15 +168,18 @@ func (c *settings) setDefaults() {
 	if c.Hosts == nil {
 		c.Hosts = defaultHosts
 	}
-	if c.Levels == nil {
-		c.Levels = LevelTable()
-		if c.Business {
-			c.Levels[10] = Level{PerSecond: 100}
-		}
+	levels := LevelTable()
+	if c.Business {
+		levels[10] = Level{PerSecond: 100}
 	}
-	if c.APIs == nil {
-		c.APIs = defaultAPIs()
+	maps.Copy(levels, c.Levels)
+	c.Levels = levels
+	apis := defaultAPIs()
+	if c.NoDefaultAPIs {
+		apis = map[string]int{}
 	}
+	maps.Copy(apis, c.APIs)
+	c.APIs = apis
 	if !c.NoDefaultLevel {
 		c.DefaultLevel = cmp.Or(c.DefaultLevel, defaultLevel)
 	}

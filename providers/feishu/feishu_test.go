@@ -234,7 +234,7 @@ func TestConfigValidation(t *testing.T) {
 		{"short penalty", Config{ShortPenalty: -1, Apps: []App{{AppID: app}}}, "Config.ShortPenalty"},
 		{"jitter", Config{Jitter: -1, Apps: []App{{AppID: app}}}, "Config.Jitter"},
 		{"penalty", Config{DefaultPenalty: -1, Apps: []App{{AppID: app}}}, "Config.DefaultPenalty"},
-		{"custom table", Config{Apps: []App{{AppID: app, Levels: map[int]Level{1: {PerSecond: 2}}, APIs: map[string]int{}, DefaultLevel: 1}}}, ""},
+		{"custom table", Config{Apps: []App{{AppID: app, Levels: map[int]Level{1: {PerSecond: 2}}, NoDefaultAPIs: true, DefaultLevel: 1}}}, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -402,5 +402,41 @@ func TestUnknownAppsAreNotInTheOwnTenant(t *testing.T) {
 		if m := r.Scope(scopekind.Monthly); m == "" || m == own {
 			t.Fatalf("monthly scope %q beside the listed app's %q, want one of its own", m, own)
 		}
+	}
+}
+
+// App.APIs and App.Levels go over the defaults: one API or level given
+// leaves the others as they were (an entry for one API used to drop
+// IMSend's 1,000-a-minute cap), NoDefaultAPIs leaves the default APIs out,
+// and the caller's maps are never changed.
+func TestAPIsAndLevelsGoOverTheDefaults(t *testing.T) {
+	perMinute := func(p providers.Profile, method, path string) int {
+		t.Helper()
+		route, err := p.Route(request(method, "https://open.feishu.cn"+path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range route.Rules {
+			if strings.HasPrefix(r.Key(), "m:") { // the minute's rule
+				return r.Limit()
+			}
+		}
+		return 0
+	}
+	const other = "GET /open-apis/contact/v3/users/:user_id"
+	apis, levels := map[string]int{other: 5}, map[int]Level{5: {PerSecond: 2, PerMinute: 7}}
+	over := testProfile(t, Config{Apps: []App{{APIs: apis, Levels: levels, DefaultLevel: 1}}})
+	if got := perMinute(over, http.MethodPost, "/open-apis/im/v1/messages"); got != 1000 {
+		t.Errorf("IMSend beside another API given: %d a minute, want the default level 4's 1000", got)
+	}
+	if got := perMinute(over, http.MethodGet, "/open-apis/contact/v3/users/u1"); got != 7 {
+		t.Errorf("the API given: %d a minute, want its level's 7", got)
+	}
+	if len(apis) != 1 || len(levels) != 1 {
+		t.Errorf("the caller's maps changed: %v, %v", apis, levels)
+	}
+	only := testProfile(t, Config{Apps: []App{{APIs: apis, NoDefaultAPIs: true, DefaultLevel: 1}}})
+	if got, want := perMinute(only, http.MethodPost, "/open-apis/im/v1/messages"), LevelTable()[1].PerMinute; got != want {
+		t.Errorf("IMSend with NoDefaultAPIs: %d a minute, want the default level 1's %d", got, want)
 	}
 }
