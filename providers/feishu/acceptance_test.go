@@ -109,7 +109,7 @@ func isQuotaCode(code int) bool {
 func TestAcceptanceFourReplicasAtFiveTimesDemand(t *testing.T) {
 	loadtest.Alone(t)
 	levels := feishu.LevelTable()
-	cfg := feishu.Config{Apps: []feishu.App{{Levels: levels, NoDefaultAPIs: true}}}
+	cfg := feishu.Config{Apps: []feishu.App{{Levels: levels, APIs: map[string]int{}, NoDefaultAPIs: true}}}
 	emuOpts := feishutest.Options{APIs: map[string]int{}} // the emulator's own level table
 	published := make([]float64, len(accAPIs))
 	demand := make([]float64, len(accAPIs))
