@@ -5,10 +5,12 @@
 // A Transport is an http.RoundTripper: hand it to any SDK that accepts an
 // *http.Client.
 //
-//	client := &http.Client{Transport: throttle.MustNew(
+//	transport := throttle.MustNew(
 //		throttle.WithRedis(rdb), // omit: in-process limiter
 //		throttle.WithProfiles(dingtalk.MustNew(dingtalk.Config{Apps: []dingtalk.App{{AppKey: "ding..."}}}).Profile()),
-//	)}
+//	)
+//	defer transport.Close() // on shutdown: background work ends, booked slots go back
+//	client := &http.Client{Transport: transport}
 //
 // For each request that a profile matches, the Transport
 //

@@ -31,9 +31,11 @@ func Example() {
 	emu := dingtalkEmulator()
 	defer emu.Close()
 
-	client := &http.Client{Transport: throttle.MustNew(
+	transport := throttle.MustNew(
 		throttle.WithProfiles(dingtalk.MustNew(dingtalk.Config{Hosts: []string{emu.Host()}, Apps: []dingtalk.App{{AppKey: "dingapp"}}}).Profile()),
-	)}
+	)
+	defer transport.Close() // on shutdown
+	client := &http.Client{Transport: transport}
 
 	answers := make(chan int)
 	for range 60 {
