@@ -112,19 +112,7 @@ func TestSuiteTokenCalledInvalidHeals(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := &http.Client{Transport: s.Wrap(http.DefaultTransport)}
-	post := func(path, body string) map[string]any {
-		t.Helper()
-		resp, err := c.Post(wecom.URL+path, "application/json", strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var m map[string]any
-		if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
-			t.Fatal(err)
-		}
-		return m
-	}
+	post := jsonPoster(t, c, wecom.URL)
 	suiteToken := func(ticket string) string {
 		t.Helper()
 		tok, _ := post("/cgi-bin/service/get_suite_token", `{"suite_id":"s1","suite_secret":"SUITE-SECRET-1","suite_ticket":"`+ticket+`"}`)["suite_access_token"].(string)

@@ -24,19 +24,7 @@ func TestDeadSuiteTokenHeals(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := &http.Client{Transport: s.Wrap(http.DefaultTransport)}
-	post := func(path, body string) map[string]any {
-		t.Helper()
-		resp, err := c.Post(emu.URL+path, "application/json", strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var m map[string]any
-		if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
-			t.Fatal(err)
-		}
-		return m
-	}
+	post := jsonPoster(t, c, emu.URL)
 	const suite = `{"suite_id":"s1","suite_secret":"SUITE-SECRET-1","suite_ticket":"t1"}`
 	first, _ := post("/cgi-bin/service/get_suite_token", suite)["suite_access_token"].(string)
 	if first == "" {
@@ -56,5 +44,23 @@ func TestDeadSuiteTokenHeals(t *testing.T) {
 	}
 	if got := post("/cgi-bin/service/get_corp_token?suite_access_token="+url.QueryEscape(again), `{"auth_corpid":"ww2","permanent_code":"P"}`); got["access_token"] == nil {
 		t.Fatalf("get_corp_token with the new suite token: %v", got)
+	}
+}
+
+// jsonPoster returns a function that POSTs a JSON body to base+path
+// through c and decodes the JSON answer, failing t on any error.
+func jsonPoster(t *testing.T, c *http.Client, base string) func(path, body string) map[string]any {
+	return func(path, body string) map[string]any {
+		t.Helper()
+		resp, err := c.Post(base+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var m map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
+			t.Fatal(err)
+		}
+		return m
 	}
 }
