@@ -10,29 +10,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/quotaware/throttle/internal/inspect"
+	"github.com/quotaware/throttle/limiter/inspect"
 	"github.com/quotaware/throttle/limiter/internal/rulecore"
 	"github.com/quotaware/throttle/limiter/rule"
 
 	"github.com/redis/go-redis/v9"
-)
-
-// The snapshot Inspect returns and the penalty LiftPenaltyIf compares,
-// named here so that callers can hold and pass them; their wording (State's
-// Words, FormatLeft) lives with them, in a package throttlectl shares.
-type (
-	// State is a snapshot of the shared state under one prefix.
-	State = inspect.State
-	// GroupState is one provider group's part of a State.
-	GroupState = inspect.GroupState
-	// PenaltyState is one active penalty of a group.
-	PenaltyState = inspect.PenaltyState
-	// RuleState is one rule key's state of a group.
-	RuleState = inspect.RuleState
-	// Replica is a live replica of the registry.
-	Replica = inspect.Replica
-	// Fault is what a replica reports it cannot do.
-	Fault = inspect.Fault
 )
 
 // Inspect reads the state of the given groups, or of every group under the

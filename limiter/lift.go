@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/quotaware/throttle/internal/inspect"
+	"github.com/quotaware/throttle/limiter/inspect"
 	"github.com/quotaware/throttle/limiter/internal/rulecore"
 
 	"github.com/redis/go-redis/v9"
@@ -58,7 +58,7 @@ type PenaltyChangedError struct {
 	// Group and Scope name the penalty the lift was asked for.
 	Group, Scope string
 	// Now is the penalty in Redis now; nil when there is none any more.
-	Now *PenaltyState
+	Now *inspect.PenaltyState
 }
 
 // Error implements error.
@@ -100,7 +100,7 @@ return {1, shown}
 // nothing, announces nothing and returns a *PenaltyChangedError, so that a
 // penalty recorded while the operator read (a new IP ban) stays. It
 // reports whether a penalty was removed.
-func (l *redisLimiter) LiftPenaltyIf(ctx context.Context, group, scope string, seen *PenaltyState) (bool, error) {
+func (l *redisLimiter) LiftPenaltyIf(ctx context.Context, group, scope string, seen *inspect.PenaltyState) (bool, error) {
 	if err := checkGroup(group); err != nil {
 		return false, fmt.Errorf("%w: group %v", ErrInvalidRequest, err)
 	}
@@ -173,7 +173,7 @@ func (f *failover) LiftPenalty(ctx context.Context, group, scope string) (bool, 
 // LiftPenaltyIf is LiftPenalty that removes the penalty only while it is
 // the one seen (see redisLimiter.LiftPenaltyIf); the copies kept for
 // outages go only when it does.
-func (f *failover) LiftPenaltyIf(ctx context.Context, group, scope string, seen *PenaltyState) (bool, error) {
+func (f *failover) LiftPenaltyIf(ctx context.Context, group, scope string, seen *inspect.PenaltyState) (bool, error) {
 	p, ok := f.primary.(interface {
 		LiftPenaltyIf(context.Context, string, string, *inspect.PenaltyState) (bool, error)
 	})
@@ -215,13 +215,13 @@ func (s *Shared) LiftPenalty(ctx context.Context, group, scope string) (bool, er
 }
 
 // LiftPenaltyIf ends the shared penalty on scope of group only while it is
-// still the one seen (a PenaltyState from Inspect; nil when none was seen),
+// still the one seen (an inspect.PenaltyState from Inspect; nil when none was seen),
 // and tells every watching replica. When the penalty changed in between it
 // removes nothing, announces nothing and returns a *PenaltyChangedError
 // (errors.Is ErrPenaltyChanged); when the key went but the announcement did
 // not, the error wraps ErrNotAnnounced. It reports whether a penalty
 // was removed.
-func (s *Shared) LiftPenaltyIf(ctx context.Context, group, scope string, seen *PenaltyState) (bool, error) {
+func (s *Shared) LiftPenaltyIf(ctx context.Context, group, scope string, seen *inspect.PenaltyState) (bool, error) {
 	removed, err := s.failover.LiftPenaltyIf(ctx, group, scope, seen)
 	if removed {
 		s.watcher.lifted(group, scope)

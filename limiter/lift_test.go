@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quotaware/throttle/internal/inspect"
 	"github.com/quotaware/throttle/internal/redistest"
 	"github.com/quotaware/throttle/limiter"
+	"github.com/quotaware/throttle/limiter/inspect"
 	"github.com/quotaware/throttle/limiter/limitertest"
 	"github.com/redis/go-redis/v9"
 )

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/quotaware/throttle/limiter/inspect"
 	"github.com/quotaware/throttle/limiter/internal/rulecore"
 	"github.com/quotaware/throttle/limiter/rule"
 
@@ -350,7 +351,7 @@ func (s *Shared) CalendarUsed(ctx context.Context, group string, rules []rule.Ru
 // Inspect reads the limiter's state in Redis, for operators (what
 // throttlectl status prints):
 // the given groups, or every group under the prefix when none is given.
-func (s *Shared) Inspect(ctx context.Context, groups ...string) (State, error) {
+func (s *Shared) Inspect(ctx context.Context, groups ...string) (inspect.State, error) {
 	return s.redis.Inspect(ctx, groups...)
 }
 

@@ -15,7 +15,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/quotaware/throttle/internal/inspect"
+	"github.com/quotaware/throttle/limiter/inspect"
 
 	"github.com/quotaware/throttle/limiter"
 	"github.com/quotaware/throttle/providers/dingtalk"

@@ -19,8 +19,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quotaware/throttle/internal/inspect"
 	"github.com/quotaware/throttle/internal/redistest"
+	"github.com/quotaware/throttle/limiter/inspect"
 	"github.com/redis/go-redis/v9"
 )
 

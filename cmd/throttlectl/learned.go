@@ -9,9 +9,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/quotaware/throttle/internal/inspect"
 	"github.com/quotaware/throttle/internal/learnedhash"
 	"github.com/quotaware/throttle/limiter"
+	"github.com/quotaware/throttle/limiter/inspect"
 )
 
 // Learned limits: what the replicas applied in place of a preset's table,

@@ -22,7 +22,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quotaware/throttle/internal/inspect"
+	"github.com/quotaware/throttle/limiter/inspect"
 
 	"github.com/quotaware/throttle"
 	"github.com/quotaware/throttle/internal/redistest"

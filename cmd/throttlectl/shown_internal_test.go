@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quotaware/throttle/internal/inspect"
+	"github.com/quotaware/throttle/limiter/inspect"
 )
 
 // A value planted in Redis reaches the operator's terminal escaped: a
