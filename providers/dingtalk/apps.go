@@ -159,7 +159,7 @@ func (p *Preset) Profile() providers.Profile {
 // build merges one app into the deployment, fills the defaults and builds
 // its preset.
 func (c *Config) build(a App) (*preset, error) {
-	if err := c.checkSigns(a); err != nil {
+	if err := c.checkGiven(a); err != nil {
 		return nil, err
 	}
 	s := c.merge(a)

@@ -88,7 +88,7 @@ func newAppsFleet(t *testing.T, replicas int, creds []credential) *appsFleet {
 	f.emu = dingtalktest.New(emuOpts)
 	t.Cleanup(f.emu.Close)
 	// Jitter is fixed: see loadtest.AppsJitter.
-	set := dingtalk.MustNew(dingtalk.Config{Hosts: []string{f.emu.Host()}, Jitter: loadtest.AppsJitter, Apps: []dingtalk.App{{AppKey: "dingStandard", PerAPIRate: stdRate}, {AppKey: "dingPro", Edition: dingtalk.Professional, PerAPIRate: proRate}, {AppKey: "dingSlow", PerAPIRate: slowRate}, {AppKey: "suiteISV", ISV: true, ISVRate: isvRate}}})
+	set := dingtalk.MustNew(dingtalk.Config{Hosts: []string{f.emu.Host()}, Jitter: loadtest.AppsJitter, Apps: []dingtalk.App{{AppKey: "dingStandard", PerAPIRate: stdRate}, {AppKey: "dingPro", PerAPIRate: proRate}, {AppKey: "dingSlow", PerAPIRate: slowRate}, {AppKey: "suiteISV", ISV: true, ISVRate: isvRate}}})
 	f.clients, f.books = loadtest.AppReplicas(t, replicas, throttle.WithProfiles(set.Profile()))
 	// The service keeps its tokens where every replica finds them (as SDKs
 	// with a shared token cache do): each credential is fetched by one

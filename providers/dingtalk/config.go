@@ -220,9 +220,11 @@ type App struct {
 	// that name none.
 	CorpID string
 
-	// Edition sets PerAPIRate when that is zero: 20, 40 or 60 calls/s.
+	// Edition sets PerAPIRate: 20, 40 or 60 calls/s. A PerAPIRate given
+	// beside another edition than Standard must say the same.
 	Edition Edition
-	// PerAPIRate is the per-app, per-API limit in calls per second.
+	// PerAPIRate is the per-app, per-API limit in calls per second. Not for
+	// an ISV app, whose limit is ISVRate.
 	PerAPIRate int
 	// Burst is how many calls to one API may go back to back (default 1:
 	// evenly paced, the full rate). See rule.WithBurst.
@@ -232,6 +234,7 @@ type App struct {
 	// ISVRate calls/s, and its penalties may name the org.
 	ISV bool
 	// ISVRate is the per-suite, per-org, per-API limit (default 40/s).
+	// ISVRate and OrgFromRequest apply only to an ISV app.
 	ISVRate int
 	// OrgFromRequest returns the customer org of a request for an ISV app
 	// serving many orgs, when the org learned from the token is not known
@@ -268,10 +271,26 @@ type settings struct {
 // merge returns app's settings in the deployment c, before defaults.
 func (c *Config) merge(a App) settings { return settings{Config: *c, App: a} }
 
-// checkSigns rejects the negative values that used to mean "off": that is
-// what the No... fields say now.
-func (c *Config) checkSigns(a App) error {
+// checkGiven rejects what an app and its deployment say before defaults
+// that cannot hold: the negative values that used to mean "off" (that is
+// what the No... fields say now), and fields that contradict another or
+// that the app's kind would ignore, so that no value given is dropped
+// without a word. A value given beside its own No... switch is not one of
+// them: the switch turns it off, in every preset.
+func (c *Config) checkGiven(a App) error {
 	switch {
+	case a.Edition > Standard && a.Edition <= Exclusive && a.PerAPIRate != 0 && a.PerAPIRate != a.Edition.Rate():
+		return fieldErr("PerAPIRate", "is %d, but Edition %v sets %d: give one of them", a.PerAPIRate, a.Edition, a.Edition.Rate())
+	case a.ISV && a.PerAPIRate != 0:
+		return fieldErr("PerAPIRate", "does not apply to an ISV app, whose per-org, per-API limit is ISVRate, got %d", a.PerAPIRate)
+	case a.ISV && a.Edition != Standard:
+		return fieldErr("Edition", "does not apply to an ISV app, whose per-org, per-API limit is ISVRate, got %v", a.Edition)
+	case !a.ISV && a.ISVRate != 0:
+		return fieldErr("ISVRate", "applies only to an ISV app (ISV: true), got %d", a.ISVRate)
+	case !a.ISV && a.OrgFromRequest != nil:
+		return fieldErr("OrgFromRequest", "applies only to an ISV app (ISV: true)")
+	case !a.NoMonthlyQuota && a.MonthlyQuota > 0 && a.MeteredPaths != nil && len(a.MeteredPaths) == 0:
+		return fieldErr("MeteredPaths", "is empty, so MonthlyQuota %d would count no call (NoMonthlyQuota turns the rule off)", a.MonthlyQuota)
 	case a.MonthlyQuota < 0:
 		return fieldErr("MonthlyQuota", "must not be negative (NoMonthlyQuota turns the rule off), got %d", a.MonthlyQuota)
 	case c.MonthGrace < 0:

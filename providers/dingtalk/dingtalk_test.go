@@ -31,7 +31,14 @@ func TestConfigValidation(t *testing.T) {
 		{"isv without org", Config{Apps: []App{{AppKey: "a", ISV: true}}}, ""},
 		{"bad edition", Config{Apps: []App{{AppKey: "a", Edition: 7}}}, "Edition"},
 		{"negative rate", Config{Apps: []App{{AppKey: "a", PerAPIRate: -1}}}, "PerAPIRate"},
-		{"negative isv rate", Config{Apps: []App{{AppKey: "a", ISVRate: -5}}}, "ISVRate"},
+		{"negative isv rate", Config{Apps: []App{{AppKey: "a", ISV: true, ISVRate: -5}}}, "ISVRate"},
+		// Fields that contradict another, or that the app's kind ignores.
+		{"edition and another rate", Config{Apps: []App{{AppKey: "a", Edition: Exclusive, PerAPIRate: 25}}}, "PerAPIRate"},
+		{"isv with a per-app rate", Config{Apps: []App{{AppKey: "a", ISV: true, CorpID: "c", PerAPIRate: 30}}}, "PerAPIRate"},
+		{"isv with an edition", Config{Apps: []App{{AppKey: "a", ISV: true, CorpID: "c", Edition: Professional}}}, "Edition"},
+		{"isv rate on an internal app", Config{Apps: []App{{AppKey: "a", ISVRate: 30}}}, "ISVRate"},
+		{"org func on an internal app", Config{Apps: []App{{AppKey: "a", OrgFromRequest: func(*http.Request) string { return "c" }}}}, "OrgFromRequest"},
+		{"monthly quota counting nothing", Config{Apps: []App{{AppKey: "a", MonthlyQuota: 9000, MeteredPaths: []string{}}}}, "MeteredPaths"},
 		{"burst over rate", Config{Apps: []App{{AppKey: "a", Burst: 21}}}, "Burst"},
 		{"burst over professional rate", Config{Apps: []App{{AppKey: "a", Edition: Professional, Burst: 41}}}, "Burst"},
 		{"negative burst", Config{Apps: []App{{AppKey: "a", Burst: -1}}}, "Burst"},
@@ -155,7 +162,8 @@ func TestRouteEdition(t *testing.T) {
 	}{
 		{Config{Apps: []App{{Edition: Professional}}}, 40},
 		{Config{Apps: []App{{Edition: Exclusive}}}, 60},
-		{Config{Apps: []App{{Edition: Exclusive, PerAPIRate: 25}}}, 25},
+		{Config{Apps: []App{{PerAPIRate: 25}}}, 25},
+		{Config{Apps: []App{{Edition: Exclusive, PerAPIRate: 60}}}, 60}, // the same, said twice
 		{Config{Apps: []App{{ISV: true, CorpID: "c"}}}, 40},
 	} {
 		r, _ := testProfile(t, tt.cfg).Route(request("GET", oldURL))

@@ -135,7 +135,7 @@ func (p *Preset) Profile() providers.Profile {
 
 // profile builds app a's profile in the preset's deployment.
 func (p *Preset) profile(a App) (providers.Profile, error) {
-	if err := a.checkSigns(); err != nil {
+	if err := a.checkGiven(); err != nil {
 		return providers.Profile{}, err
 	}
 	s := p.cfg.merge(a)
@@ -150,7 +150,7 @@ func (p *Preset) profile(a App) (providers.Profile, error) {
 func (c *Config) unknown(id string) App {
 	a := c.Unknown
 	a.AppID = id
-	if a.Tenant == "" {
+	if a.Tenant == "" && a.FreeEdition {
 		a.Tenant = id
 	}
 	return a

@@ -2,6 +2,7 @@ package feishu
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"maps"
 	"strings"
@@ -82,7 +83,9 @@ type App struct {
 	// one level given changes that level alone (the caller's map is never
 	// changed).
 	Levels map[int]Level
-	// Business raises level 10 to 100/s, unless Levels gives level 10.
+	// Business raises level 10 to 100/s (Levels may give level 10 only
+	// as that). A tenant on the business edition has no monthly quota:
+	// Business with FreeEdition is refused.
 	Business bool
 	// APIs maps API patterns to levels: its entries go over the defaults
 	// (IMSend and the reply API at level 4), so one API given leaves the
@@ -146,16 +149,37 @@ type settings struct {
 // merge returns app a's settings in the deployment c, before defaults.
 func (c *Config) merge(a App) settings { return settings{Config: *c, App: a} }
 
-// checkSigns rejects the negative values that used to mean "off": that is
-// what the No... fields say now.
-func (a *App) checkSigns() error {
+// checkGiven rejects what an app says before defaults that cannot hold:
+// the negative values that used to mean "off" (that is what the No...
+// fields say now), and fields that contradict another or that the app's
+// edition would ignore, so that no value given is dropped without a word.
+// A value given beside its own No... switch is not one of them: the
+// switch turns it off, in every preset.
+func (a *App) checkGiven() error {
 	switch {
+	case a.Business && a.FreeEdition:
+		return errors.New("feishu: App.Business and App.FreeEdition: a tenant is on one edition")
+	case a.Business && hasOtherLevel(a.Levels, 10, businessLevel10):
+		return fmt.Errorf("feishu: App.Levels[10] is %+v, but App.Business sets level 10 to %+v: give one of them", a.Levels[10], businessLevel10)
+	case !a.FreeEdition && a.MonthlyQuota != 0:
+		return fmt.Errorf("feishu: App.MonthlyQuota counts only on the free edition (App.FreeEdition), got %d", a.MonthlyQuota)
+	case !a.FreeEdition && a.Tenant != "":
+		return fmt.Errorf("feishu: App.Tenant names whose monthly quota an app counts in: it applies only with App.FreeEdition, got %q", a.Tenant)
 	case a.DefaultLevel < 0:
 		return fmt.Errorf("feishu: App.DefaultLevel must not be negative (NoDefaultLevel: no rule), got %d", a.DefaultLevel)
 	case a.PerChat < 0:
 		return fmt.Errorf("feishu: App.PerChat must not be negative (NoPerChat disables the rule), got %d", a.PerChat)
 	}
 	return nil
+}
+
+// businessLevel10 is level 10 on the business edition (App.Business).
+var businessLevel10 = Level{PerSecond: 100}
+
+// hasOtherLevel reports whether levels gives level n as other than want.
+func hasOtherLevel(levels map[int]Level, n int, want Level) bool {
+	l, ok := levels[n]
+	return ok && l != want
 }
 
 const maxAppID = 64
@@ -170,7 +194,7 @@ func (c *settings) setDefaults() {
 	}
 	levels := LevelTable()
 	if c.Business {
-		levels[10] = Level{PerSecond: 100}
+		levels[10] = businessLevel10
 	}
 	maps.Copy(levels, c.Levels)
 	c.Levels = levels

@@ -89,15 +89,15 @@ func profileOf(cfg settings) (providers.Profile, error) {
 		limit  int
 		period time.Duration
 	}{
-		{"CorpPerMinute", cfg.CorpPerMinute, time.Minute},
-		{"CorpPerHour", cfg.CorpPerHour, time.Hour},
-		{"IPPerMinute", cfg.IPPerMinute, time.Minute},
-		{"IPPerHour", cfg.IPPerHour, time.Hour},
+		{"App.CorpPerMinute", cfg.CorpPerMinute, time.Minute},
+		{"App.CorpPerHour", cfg.CorpPerHour, time.Hour},
+		{"Config.IPPerMinute", cfg.IPPerMinute, time.Minute},
+		{"Config.IPPerHour", cfg.IPPerHour, time.Hour},
 	}
 	for i, t := range tpl {
 		r, err := rule.NewWindow("template", t.limit, cfg.scaled(t.period)+cfg.Jitter)
 		if err != nil {
-			return providers.Profile{}, fmt.Errorf("wecom: Config.%s: %w", t.field, err)
+			return providers.Profile{}, fmt.Errorf("wecom: %s: %w", t.field, err)
 		}
 		p.templates[i] = r
 	}
@@ -112,11 +112,11 @@ func profileOf(cfg settings) (providers.Profile, error) {
 		ahead := rule.WithMaxBookAhead(memberBookAhead)
 		pair := func(perMinute, perHour int, field string) (m, h rule.Rule, err error) {
 			if m, err = rule.New("template", perMinute, cfg.scaled(time.Minute)+cfg.Jitter, ahead); err != nil {
-				return m, h, fmt.Errorf("wecom: Config.%sPerMinute: %w", field, err)
+				return m, h, fmt.Errorf("wecom: App.%sPerMinute: %w", field, err)
 			}
 			if h, err = rule.New("template", perHour, cfg.scaled(time.Hour)+cfg.Jitter,
 				rule.WithBurst(min(perMinute, perHour)), ahead); err != nil {
-				return m, h, fmt.Errorf("wecom: Config.%sPerHour: %w", field, err)
+				return m, h, fmt.Errorf("wecom: App.%sPerHour: %w", field, err)
 			}
 			return m, h, nil
 		}
