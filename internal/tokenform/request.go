@@ -2,7 +2,6 @@ package tokenform
 
 import (
 	"net/http"
-	"net/url"
 	"strings"
 )
 
@@ -78,12 +77,7 @@ func QueryValue(q, name string) string {
 		if k != name {
 			continue
 		}
-		if strings.ContainsAny(v, "%+") {
-			if u, err := url.QueryUnescape(v); err == nil {
-				return u
-			}
-		}
-		return v
+		return unescaped(v)
 	}
 	return ""
 }

@@ -29,14 +29,27 @@ func (s *Sharer) watch(base http.RoundTripper, req *http.Request) (*http.Respons
 	}
 	s.mu.Lock()
 	hs, ok := s.handed[tok]
-	provider := ""
-	if ok {
-		provider = hs[0].provider
-	}
+	d := s.dead[tok]
 	s.mu.Unlock()
+	if !ok && d != nil {
+		// A token the provider refused, still sent by an SDK that keeps
+		// it until its own cache lapses: sent with the fleet's current
+		// token of the same credential, when one is kept.
+		repl := s.replacement(req.Context(), tok, d)
+		if repl == "" {
+			return base.RoundTrip(req)
+		}
+		req = tokenform.Replace(req, tok, repl)
+		s.count(d.hs[0].provider, Replaced)
+		tok = repl
+		s.mu.Lock()
+		hs, ok = s.handed[tok]
+		s.mu.Unlock()
+	}
 	if !ok {
 		return base.RoundTrip(req)
 	}
+	provider := hs[0].provider
 	resp, err := base.RoundTrip(req)
 	if err != nil {
 		return resp, err
@@ -60,7 +73,8 @@ func (s *Sharer) heal(ctx context.Context, tok string) {
 	s.mu.Lock()
 	hs := s.handed[tok]
 	delete(s.handed, tok)
-	s.nHand.Store(int32(len(s.handed)))
+	s.bury(tok, hs)
+	s.nHand.Store(int32(len(s.handed) + len(s.dead)))
 	s.mu.Unlock()
 	// On the caller's way back with the provider's answer: bounded as an
 	// exchange's Redis calls are, each heal's three calls at most.
@@ -198,6 +212,11 @@ type handed struct {
 	key      string
 	tag      []byte
 	until    time.Time
+	// The exchange, its path and its credential's keys: what opens the
+	// kept answer to find the token that replaces a refused one.
+	ex   *exchange
+	path string
+	k    *keys
 }
 
 // maxHanded bounds the tokens remembered for healing: a service holds one
@@ -237,7 +256,7 @@ func (s *Sharer) remember(tok string, h handed) {
 	if len(hs) < maxAnswersPerToken {
 		s.handed[tok] = append(hs, h)
 	}
-	s.nHand.Store(int32(len(s.handed)))
+	s.nHand.Store(int32(len(s.handed) + len(s.dead)))
 }
 
 // lastUntil is when the last of a token's answers ends.

@@ -40,10 +40,11 @@ type Sharer struct {
 	observe func(provider, result string) // WithObserver; nil: none
 
 	mu     sync.Mutex
-	handed map[string][]handed // tokens this replica fetched or handed out: each answer keeping one
-	nHand  atomic.Int32        // len(handed), read without the lock
+	handed map[string][]handed   // tokens this replica fetched or handed out: each answer keeping one
+	dead   map[string]*deadToken // tokens of handed the provider refused since (replace.go)
+	nHand  atomic.Int32          // len(handed) + len(dead), read without the lock
 
-	fetched, shared, waited, healed, capped, unshared atomic.Int64
+	fetched, shared, waited, healed, capped, unshared, replaced atomic.Int64
 }
 
 // Stats counts what a Sharer did.
@@ -54,6 +55,7 @@ type Stats struct {
 	Healed   int64 // kept answers deleted because the provider refused their token
 	Capped   int64 // heals refused by the credential's caps (WithHealLimits)
 	Unshared int64 // exchanges sent as they came because Redis failed, or not kept because their lease lapsed
+	Replaced int64 // requests sent with the fleet's current token in place of one the provider refused
 }
 
 // Results of the Sharer's work, as Stats counts them and an observer
@@ -65,10 +67,11 @@ const (
 	Healed   = "healed"   // a kept answer deleted because the provider refused its token
 	Capped   = "capped"   // a heal refused by the credential's caps (WithHealLimits)
 	Unshared = "unshared" // an exchange sent as it came because Redis failed, or not kept because its lease lapsed
+	Replaced = "replaced" // a request sent with the fleet's current token in place of one the provider refused
 )
 
 // Results are the results, in one list.
-var Results = []string{Fetched, Shared, Waited, Healed, Capped, Unshared}
+var Results = []string{Fetched, Shared, Waited, Healed, Capped, Unshared, Replaced}
 
 // count counts one result of provider's exchanges.
 func (s *Sharer) count(provider, result string) {
@@ -85,6 +88,8 @@ func (s *Sharer) count(provider, result string) {
 		s.capped.Add(1)
 	case Unshared:
 		s.unshared.Add(1)
+	case Replaced:
+		s.replaced.Add(1)
 	}
 	if s.observe != nil {
 		s.observe(provider, result)
@@ -107,13 +112,13 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Sharer, error) {
 		return nil, c.err
 	}
 	return &Sharer{rdb: rdb, prefix: c.prefix, margin: c.margin, lease: c.lease, poll: c.poll, maxWait: c.wait, now: c.now,
-		healGap: c.gap, healsPerDay: c.perDay, observe: c.obs, handed: map[string][]handed{}}, nil
+		healGap: c.gap, healsPerDay: c.perDay, observe: c.obs, handed: map[string][]handed{}, dead: map[string]*deadToken{}}, nil
 }
 
 // Stats returns the counts so far.
 func (s *Sharer) Stats() Stats {
 	return Stats{Fetched: s.fetched.Load(), Shared: s.shared.Load(), Waited: s.waited.Load(),
-		Healed: s.healed.Load(), Capped: s.capped.Load(), Unshared: s.unshared.Load()}
+		Healed: s.healed.Load(), Capped: s.capped.Load(), Unshared: s.unshared.Load(), Replaced: s.replaced.Load()}
 }
 
 // Wrap returns a RoundTripper that sends through base, answering token
@@ -463,7 +468,7 @@ func (s *Sharer) fetch(base http.RoundTripper, sent *http.Request, ex *exchange,
 		return resp, nil
 	}
 	s.count(ex.Provider, Fetched)
-	s.remember(tok, handed{provider: ex.Provider, key: key, tag: k.tagOf(tok), until: fetched.Add(keep)})
+	s.remember(tok, handed{provider: ex.Provider, key: key, tag: k.tagOf(tok), until: fetched.Add(keep), ex: ex, path: sent.URL.Path, k: k})
 	return resp, nil
 }
 
@@ -503,7 +508,8 @@ func (s *Sharer) answer(req *http.Request, ex *exchange, k *keys, key string, kv
 	if !ok {
 		return nil, false
 	}
-	s.remember(tok, handed{provider: ex.Provider, key: key, tag: k.tagOf(tok), until: fetched.Add(time.Duration(life)*time.Second - s.margin)})
+	s.remember(tok, handed{provider: ex.Provider, key: key, tag: k.tagOf(tok), until: fetched.Add(time.Duration(life)*time.Second - s.margin),
+		ex: ex, path: req.URL.Path, k: k})
 	closeBody(req)
 	return &http.Response{
 		Status:        "200 OK",

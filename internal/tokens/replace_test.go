@@ -1,0 +1,131 @@
+package tokens
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/quotaware/throttle/providers/wechat/wechattest"
+)
+
+// rotated is a fleet of two replicas whose SDKs were both handed the
+// fleet's token (old), after which replica 0's SDK exchanged once the
+// kept answer had ended, and WeChat issued a new token (cur), kept now,
+// and invalidated old once its grace was over. Replica 1's SDK still holds
+// old, as SDKs do until their own cache lapses.
+func rotated(t *testing.T, opts ...Option) (f *fleet, old, cur string) {
+	t.Helper()
+	f = newFleet(t, 2, opts...)
+	old = f.fetch(t, 0, "wxA").AccessToken
+	if got := f.fetch(t, 1, "wxA").AccessToken; got != old {
+		t.Fatalf("replica 1 got %q, want the fleet's token", got)
+	}
+	// The kept answer ends a Margin before its token.
+	if err := f.rdb.Del(context.Background(), f.prefix+":token:"+f.keys(t, "wxA").name).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if cur = f.fetch(t, 0, "wxA").AccessToken; cur == old || cur == "" {
+		t.Fatalf("the second fetch answered %q, want a new token", cur)
+	}
+	f.emu.Revoke(old) // its grace is over
+	return f, old, cur
+}
+
+// A replica whose SDK holds a token the provider refused sends the SDK's
+// later requests with the token the fleet keeps for the same credential:
+// the first call is refused as WeChat answered it, the ones after it
+// succeed, and nothing is fetched for it. The request the SDK gave is not
+// changed.
+func TestRefusedTokenIsReplacedByTheFleets(t *testing.T) {
+	f, old, cur := rotated(t)
+	if code := f.call(t, 1, old); code != wechattest.CodeInvalidToken {
+		t.Fatalf("the first call with the refused token: errcode %d, want %d as WeChat answered it", code, wechattest.CodeInvalidToken)
+	}
+	for i := range 3 {
+		if code := f.call(t, 1, old); code != 0 {
+			t.Fatalf("call %d with the refused token after the refusal: errcode %d, want 0 (sent with the fleet's)", i, code)
+		}
+	}
+	req, _ := http.NewRequest(http.MethodGet, f.emu.URL+"/cgi-bin/user/info?openid=o1&access_token="+url.QueryEscape(old), nil)
+	resp, err := f.clients[1].Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got := req.URL.Query().Get("access_token"); got != old {
+		t.Fatalf("the caller's request now carries %q, want the token it was given", got)
+	}
+	st := f.sharers[1].Stats()
+	if st.Replaced != 4 || st.Healed != 0 {
+		t.Fatalf("replica 1: %d replaced, %d healed; want 4 and 0 (the kept answer is newer than the refused token)", st.Replaced, st.Healed)
+	}
+	if n := f.emu.Fetches("wxA", "/cgi-bin/token"); n != 2 {
+		t.Fatalf("%d fetches at the emulator, want 2", n)
+	}
+	// The replacement is watched in turn: refused, it heals.
+	f.emu.Revoke(cur)
+	if code := f.call(t, 1, old); code != wechattest.CodeInvalidToken {
+		t.Fatalf("with the replacement revoked: errcode %d, want %d", code, wechattest.CodeInvalidToken)
+	}
+	if st := f.sharers[1].Stats(); st.Healed != 1 {
+		t.Fatalf("the refused replacement healed %d times, want 1", st.Healed)
+	}
+	if a := f.fetch(t, 0, "wxA"); a.AccessToken == cur || a.AccessToken == old {
+		t.Fatalf("after the heal the fleet exchanged to %q, want a new token", a.AccessToken)
+	}
+}
+
+// With no other token kept, a refused token goes as it came, and looking
+// for a replacement costs at most one Redis read a second, whatever the
+// SDK sends.
+func TestNoReplacementSendsTheTokenAsItCameAndReadsRarely(t *testing.T) {
+	var now atomic.Int64
+	now.Store(time.Now().UnixNano())
+	clock := func() time.Time { return time.Unix(0, now.Load()) }
+	f, old, cur := rotated(t, WithClock(clock))
+	f.call(t, 1, old)                         // refused: old is known dead
+	if code := f.call(t, 1, old); code != 0 { // sent with cur
+		t.Fatalf("errcode %d, want 0", code)
+	}
+	f.emu.Revoke(cur)
+	f.call(t, 1, old) // sent with cur, refused: cur heals, nothing is kept
+	reads := func() int {
+		info, err := f.rdb.Info(context.Background(), "commandstats").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A kept answer is read with GET and PTTL pipelined; PTTL is
+		// the Sharer's alone.
+		m := regexp.MustCompile(`cmdstat_pttl:calls=(\d+)`).FindStringSubmatch(info)
+		if m == nil {
+			return 0
+		}
+		n, _ := strconv.Atoi(m[1])
+		return n
+	}
+	before := reads()
+	for range 20 {
+		if code := f.call(t, 1, old); code != wechattest.CodeInvalidToken {
+			t.Fatalf("with nothing kept: errcode %d, want %d (the token as it came)", code, wechattest.CodeInvalidToken)
+		}
+	}
+	if n := reads() - before; n > 1 {
+		t.Fatalf("%d Redis reads for a replacement within a second, want at most 1", n)
+	}
+	now.Add(int64(1100 * time.Millisecond))
+	before = reads()
+	for range 20 {
+		f.call(t, 1, old)
+	}
+	if n := reads() - before; n != 1 {
+		t.Fatalf("%d Redis reads for a replacement in the next second, want 1", n)
+	}
+	if st := f.sharers[1].Stats(); st.Replaced != 2 {
+		t.Fatalf("%d replaced, want 2 (before the replacement was refused)", st.Replaced)
+	}
+}
