@@ -90,7 +90,7 @@ func cappedHealLog(log *slog.Logger, next func(provider, result string)) func(pr
 // tokenMetric returns what counts the shared exchanges in the metric
 // throttle.tokens.exchanges{provider, result}, or nil without telemetry.
 // Its attributes are the provider and the result (fetched, shared, waited,
-// healed, capped, unshared): never a token, a secret or an app.
+// healed, capped, unshared, replaced): never a token, a secret or an app.
 func (t *Transport) tokenMetric() func(provider, result string) {
 	if t.tel.disabled {
 		return nil
@@ -99,7 +99,8 @@ func (t *Transport) tokenMetric() func(provider, result string) {
 		metric.WithUnit("{exchange}"),
 		metric.WithDescription("Token exchanges shared by the fleet through Redis, by result: fetched (sent to the provider, answer kept), "+
 			"shared (answered from Redis), waited (for another replica's fetch), healed (a kept token the provider refused, dropped), "+
-			"capped (a heal refused: one per credential in 30 s, 20 a day), unshared (sent alone: Redis failed, or not kept: its lease lapsed)."))
+			"capped (a heal refused: one per credential in 30 s, 20 a day), unshared (sent alone: Redis failed, or not kept: its lease lapsed); "+
+			"replaced counts API requests, not exchanges: sent with the fleet's current token in place of one the provider refused."))
 	t.tel.report(err)
 	if err != nil {
 		return nil

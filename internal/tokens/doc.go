@@ -51,6 +51,14 @@
 // day), so that a service outside the fleet that keeps invalidating the
 // token cannot turn healing into a storm of fetches.
 //
+// Replacing: an SDK keeps a token until its own cache lapses, whatever the
+// provider answers. Once the provider has refused a token this replica
+// handed out, the requests still carrying it are sent with the token the
+// fleet keeps now for the same credential, when it keeps another (a copy
+// of the request: query access_token or suite_access_token, DingTalk's
+// header, a Bearer Authorization); with none kept they go as they came,
+// and the kept answer is looked for at most once a second per token.
+//
 // When Redis fails, each exchange is sent as it came: every replica
 // exchanges for itself, as without the package.
 package tokens
