@@ -35,7 +35,7 @@ func (s *Sharer) watch(base http.RoundTripper, req *http.Request) (*http.Respons
 		// A token the provider refused, still sent by an SDK that keeps
 		// it until its own cache lapses: sent with the fleet's current
 		// token of the same credential, when one is kept.
-		repl := s.replacement(req.Context(), tok, d)
+		repl := s.replacement(req.Context(), tok, d, req.URL.Host)
 		if repl == "" {
 			return base.RoundTrip(req)
 		}
@@ -56,7 +56,7 @@ func (s *Sharer) watch(base http.RoundTripper, req *http.Request) (*http.Respons
 	}
 	raw, _ := providers.PeekBody(resp, maxErrorBody)
 	if invalidToken(provider, resp.StatusCode, raw) {
-		s.heal(req.Context(), tok)
+		s.heal(req.Context(), tok, req.URL.Host)
 	}
 	return resp, nil
 }
@@ -69,11 +69,11 @@ func (s *Sharer) watch(base http.RoundTripper, req *http.Request) (*http.Respons
 // outside the fleet that keeps invalidating the token cannot turn healing
 // into a storm of fetches: past the cap, the kept answer stays until it
 // ends or the cap allows.
-func (s *Sharer) heal(ctx context.Context, tok string) {
+func (s *Sharer) heal(ctx context.Context, tok, host string) {
 	s.mu.Lock()
 	hs := s.handed[tok]
 	delete(s.handed, tok)
-	s.bury(tok, hs)
+	s.bury(tok, hs, host)
 	s.nHand.Store(int32(len(s.handed) + len(s.dead)))
 	s.mu.Unlock()
 	// On the caller's way back with the provider's answer: bounded as an

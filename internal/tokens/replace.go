@@ -24,6 +24,7 @@ import (
 type deadToken struct {
 	hs    []handed
 	until time.Time // when no SDK can hold it any more: its lifetime's end
+	host  string    // the host that refused it, the only one a replacement goes to
 
 	repl      string    // the token kept in its place, "" for none found
 	replUntil time.Time // when the kept answer of repl ends
@@ -34,9 +35,9 @@ type deadToken struct {
 // token while none is kept: a read a second, whatever the SDK sends.
 const lookEvery = time.Second
 
-// bury records tok, which the provider refused, with the answers that
-// handed it out. Called with s.mu held.
-func (s *Sharer) bury(tok string, hs []handed) {
+// bury records tok, which the provider refused at host, with the answers
+// that handed it out. Called with s.mu held.
+func (s *Sharer) bury(tok string, hs []handed, host string) {
 	if len(hs) == 0 {
 		return
 	}
@@ -53,16 +54,22 @@ func (s *Sharer) bury(tok string, hs []handed) {
 	}
 	// A kept answer ends Margin before its token: an SDK told the
 	// lifetime may hold the token that much longer.
-	s.dead[tok] = &deadToken{hs: hs, until: lastUntil(hs).Add(s.margin)}
+	s.dead[tok] = &deadToken{hs: hs, until: lastUntil(hs).Add(s.margin), host: host}
 }
 
-// replacement returns the token to send in place of tok, which the
-// provider refused: the token kept now for a credential that handed tok
-// out, when it is another that the provider has not refused; "" when none
-// is. What it found is remembered until its kept answer ends, so that a
-// request costs a Redis read only while no replacement is known, at most
-// one a second (lookEvery) for each refused token.
-func (s *Sharer) replacement(ctx context.Context, tok string, d *deadToken) string {
+// replacement returns the token to send to host in place of tok, which
+// the provider refused: the token kept now for a credential that handed
+// tok out, when it is another that the provider has not refused; "" when
+// none is, or host is not the one that refused tok (only the provider's
+// host that answered for tok is sent the live token, whatever host an SDK
+// sends the dead one to). What it found is remembered until its kept
+// answer ends, so that a request costs a Redis read only while no
+// replacement is known, at most one a second (lookEvery) for each refused
+// token.
+func (s *Sharer) replacement(ctx context.Context, tok string, d *deadToken, host string) string {
+	if host != d.host {
+		return ""
+	}
 	now := s.now()
 	s.mu.Lock()
 	if now.After(d.until) {

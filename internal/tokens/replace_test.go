@@ -2,10 +2,12 @@ package tokens
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -66,6 +68,19 @@ func TestRefusedTokenIsReplacedByTheFleets(t *testing.T) {
 	}
 	if n := f.emu.Fetches("wxA", "/cgi-bin/token"); n != 2 {
 		t.Fatalf("%d fetches at the emulator, want 2", n)
+	}
+	// Only the host that refused the token is sent the live one: the same
+	// emulator named otherwise gets the token as it came.
+	elsewhere := strings.Replace(f.emu.URL, "127.0.0.1", "localhost", 1)
+	resp, err = f.clients[1].Get(elsewhere + "/cgi-bin/user/info?access_token=" + url.QueryEscape(old))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a tokenAnswer
+	_ = json.NewDecoder(resp.Body).Decode(&a)
+	resp.Body.Close()
+	if a.ErrCode != wechattest.CodeInvalidToken || f.sharers[1].Stats().Replaced != 4 {
+		t.Fatalf("to another host: errcode %d, %d replaced; want %d and still 4", a.ErrCode, f.sharers[1].Stats().Replaced, wechattest.CodeInvalidToken)
 	}
 	// The replacement is watched in turn: refused, it heals.
 	f.emu.Revoke(cur)
