@@ -17,7 +17,8 @@ const maxErrorBody = 4 << 10
 
 // watch sends a request and, when it carries a token this replica handed
 // out and the provider answers that the token is invalid or expired,
-// deletes the kept answer it came from.
+// deletes the kept answer it came from. A request carrying a token the
+// provider refused since goes with the fleet's current one (sendRefused).
 func (s *Sharer) watch(base http.RoundTripper, req *http.Request) (*http.Response, error) {
 	tok := tokenform.FromRequest(req)
 	if tok == "" && req.URL != nil {
@@ -28,35 +29,38 @@ func (s *Sharer) watch(base http.RoundTripper, req *http.Request) (*http.Respons
 		return base.RoundTrip(req)
 	}
 	s.mu.Lock()
-	hs, ok := s.handed[tok]
+	provider, handed := s.handedFor(tok)
 	d := s.dead[tok]
 	s.mu.Unlock()
-	if !ok && d != nil {
-		// A token the provider refused, still sent by an SDK that keeps
-		// it until its own cache lapses: sent with the fleet's current
-		// token of the same credential, when one is kept.
-		repl := s.replacement(req.Context(), tok, d, req.URL.Host)
-		if repl == "" {
-			return base.RoundTrip(req)
-		}
-		req = tokenform.Replace(req, tok, repl)
-		s.count(d.hs[0].provider, Replaced)
-		tok = repl
-		s.mu.Lock()
-		hs, ok = s.handed[tok]
-		s.mu.Unlock()
+	switch {
+	case handed:
+		return s.sendWatched(base, req, tok, provider)
+	case d != nil:
+		return s.sendRefused(base, req, tok, d)
 	}
+	return base.RoundTrip(req)
+}
+
+// handedFor returns the provider of tok when this replica handed it out.
+// Called with s.mu held: remember rewrites the entries.
+func (s *Sharer) handedFor(tok string) (provider string, ok bool) {
+	hs, ok := s.handed[tok]
 	if !ok {
-		return base.RoundTrip(req)
+		return "", false
 	}
-	provider := hs[0].provider
+	return hs[0].provider, true
+}
+
+// sendWatched sends req, which carries tok, handed out for provider, and
+// heals tok when the provider refuses it.
+func (s *Sharer) sendWatched(base http.RoundTripper, req *http.Request, tok, provider string) (*http.Response, error) {
 	resp, err := base.RoundTrip(req)
 	if err != nil {
 		return resp, err
 	}
 	raw, _ := providers.PeekBody(resp, maxErrorBody)
 	if invalidToken(provider, resp.StatusCode, raw) {
-		s.heal(req.Context(), tok, req.URL.Host)
+		s.heal(req.Context(), tok, hostOf(req))
 	}
 	return resp, nil
 }

@@ -42,7 +42,7 @@ func TestRefusedTokenHealsEveryAnswerKeepingIt(t *testing.T) {
 		}
 	}))
 	t.Cleanup(provider.Close)
-	s, err := New(redistest.Shared(t).Client(t), WithPrefix("heal-"+t.Name()))
+	s, err := New(redistest.Shared(t).Client(t), WithPrefix("heal-"+t.Name()+"-"+nonce())) // a run of its own, with -count too
 	if err != nil {
 		t.Fatal(err)
 	}

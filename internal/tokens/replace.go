@@ -1,8 +1,14 @@
 package tokens
 
 import (
+	"cmp"
 	"context"
+	"net/http"
+	"slices"
 	"time"
+
+	"github.com/quotaware/throttle/internal/tokenform"
+	"github.com/quotaware/throttle/providers"
 )
 
 // Replacing a refused token. An SDK keeps the token it was handed until its
@@ -13,27 +19,54 @@ import (
 // token, and the old one works 5 more minutes) would fail every call until
 // that cache lapses, up to the rest of the token's two hours. Once the
 // provider has refused a token this replica handed out, the requests that
-// still carry it are sent with the token the fleet now keeps for the same
-// credential, when it keeps another: the same app's, which the SDK would
-// have been handed had it exchanged again. The refused call itself has
-// reached the SDK as the provider answered it.
+// still carry it to a host that refused it are sent with the token the
+// fleet now keeps for the same credential, when it keeps another: the same
+// app's, which the SDK would have been handed had it exchanged again. The
+// refused call itself has reached the SDK as the provider answered it.
 
 // deadToken is a token of handed the provider refused: the answers that
-// handed it out, where its replacement is looked for, and the replacement
-// found.
+// handed it out, where its replacement is looked for, the hosts that
+// refused it, and the replacement found. Its fields after provider, hs and
+// until are read and written with Sharer.mu held.
 type deadToken struct {
-	hs    []handed
-	until time.Time // when no SDK can hold it any more: its lifetime's end
-	host  string    // the host that refused it, the only one a replacement goes to
+	provider string
+	hs       []handed
+	until    time.Time // when no SDK can hold it any more: its lifetime's end
 
-	repl      string    // the token kept in its place, "" for none found
-	replUntil time.Time // when the kept answer of repl ends
-	nextLook  time.Time // no Redis read for a replacement before this
+	hosts     []string      // the hosts that refused it, the only ones a replacement goes to
+	repl      string        // the token kept in its place, "" for none found
+	replUntil time.Time     // when the kept answer of repl ends
+	nextLook  time.Time     // no Redis read for a replacement before this
+	looking   chan struct{} // closed when the read in flight ends; nil for none
+}
+
+// current is d's replacement while it holds: its kept answer not ended,
+// and not refused since. Called with Sharer.mu held.
+func (s *Sharer) current(d *deadToken, now time.Time) string {
+	if d.repl != "" && now.Before(d.replUntil) && s.dead[d.repl] == nil {
+		return d.repl
+	}
+	return ""
 }
 
 // lookEvery bounds the Redis reads for the replacement of one refused
 // token while none is kept: a read a second, whatever the SDK sends.
-const lookEvery = time.Second
+// maxRefusingHosts bounds the hosts remembered for one token: a provider
+// serves an app from a handful (WeChat's api., api2., sh.api., ...).
+const (
+	lookEvery        = time.Second
+	maxRefusingHosts = 8
+)
+
+// hostOf is the host a request goes to as the Transport matched it: the
+// Host header when set (a gateway serving several providers from one URL
+// host), else the URL's.
+func hostOf(req *http.Request) string {
+	if req.URL == nil {
+		return req.Host
+	}
+	return cmp.Or(req.Host, req.URL.Host)
+}
 
 // bury records tok, which the provider refused at host, with the answers
 // that handed it out. Called with s.mu held.
@@ -54,22 +87,60 @@ func (s *Sharer) bury(tok string, hs []handed, host string) {
 	}
 	// A kept answer ends Margin before its token: an SDK told the
 	// lifetime may hold the token that much longer.
-	s.dead[tok] = &deadToken{hs: hs, until: lastUntil(hs).Add(s.margin), host: host}
+	s.dead[tok] = &deadToken{provider: hs[0].provider, hs: hs, until: lastUntil(hs).Add(s.margin), hosts: []string{host}}
 }
 
-// replacement returns the token to send to host in place of tok, which
-// the provider refused: the token kept now for a credential that handed
-// tok out, when it is another that the provider has not refused; "" when
-// none is, or host is not the one that refused tok (only the provider's
-// host that answered for tok is sent the live token, whatever host an SDK
-// sends the dead one to). What it found is remembered until its kept
-// answer ends, so that a request costs a Redis read only while no
-// replacement is known, at most one a second (lookEvery) for each refused
-// token.
-func (s *Sharer) replacement(ctx context.Context, tok string, d *deadToken, host string) string {
-	if host != d.host {
-		return ""
+// sendRefused sends req, which carries tok, refused by the provider since
+// this replica handed it out. To a host that refused it, the request goes
+// as a copy with the fleet's current token when one is kept (watched as a
+// token handed out: refused in turn, it heals), else as it came. To
+// another host it goes as it came, and a refusal there adds the host.
+func (s *Sharer) sendRefused(base http.RoundTripper, req *http.Request, tok string, d *deadToken) (*http.Response, error) {
+	host := hostOf(req)
+	s.mu.Lock()
+	refusedHere := slices.Contains(d.hosts, host)
+	s.mu.Unlock()
+	if !refusedHere {
+		resp, err := base.RoundTrip(req)
+		if err != nil {
+			return resp, err
+		}
+		raw, _ := providers.PeekBody(resp, maxErrorBody)
+		if invalidToken(d.provider, resp.StatusCode, raw) {
+			s.mu.Lock()
+			if len(d.hosts) < maxRefusingHosts && !slices.Contains(d.hosts, host) {
+				d.hosts = append(d.hosts, host)
+			}
+			s.mu.Unlock()
+		}
+		return resp, nil
 	}
+	repl := s.replacement(req.Context(), tok, d)
+	if repl == "" {
+		return base.RoundTrip(req)
+	}
+	s.count(d.provider, Replaced)
+	sent := tokenform.Replace(req, tok, repl)
+	s.mu.Lock()
+	provider, handed := s.handedFor(repl)
+	s.mu.Unlock()
+	if !handed {
+		// Forgotten since it was found (the map was full): sent, not watched.
+		return base.RoundTrip(sent)
+	}
+	return s.sendWatched(base, sent, repl, provider)
+}
+
+// replacement returns the token to send in place of tok, which the
+// provider refused: the token kept now for a credential that handed tok
+// out, when it is another that the provider has not refused; "" when none
+// is. What it found is remembered until its kept answer ends, so that a
+// request costs a Redis read only while no replacement is known, at most
+// one a second (lookEvery) for each refused token; requests that arrive
+// while that read is in flight wait for it (bounded by their context),
+// rather than go with the refused token. The read is the fleet's, not the
+// caller's: a caller that gives up does not end it.
+func (s *Sharer) replacement(ctx context.Context, tok string, d *deadToken) string {
 	now := s.now()
 	s.mu.Lock()
 	if now.After(d.until) {
@@ -80,19 +151,42 @@ func (s *Sharer) replacement(ctx context.Context, tok string, d *deadToken, host
 		s.mu.Unlock()
 		return ""
 	}
-	if d.repl != "" && now.Before(d.replUntil) && s.dead[d.repl] == nil {
-		repl := d.repl
+	if repl := s.current(d, now); repl != "" {
 		s.mu.Unlock()
 		return repl
+	}
+	if ch := d.looking; ch != nil {
+		s.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ""
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.current(d, now)
 	}
 	if now.Before(d.nextLook) {
 		s.mu.Unlock()
 		return ""
 	}
 	d.nextLook = now.Add(lookEvery)
+	done := make(chan struct{})
+	d.looking = done
 	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		d.looking = nil
+		s.mu.Unlock()
+		close(done)
+	}()
+	return s.look(ctx, tok, d, now)
+}
 
-	ctx, cancel := context.WithTimeout(ctx, peekTimeout)
+// look reads the kept answers of the credentials that handed tok out for
+// a replacement, and records the one found in d.
+func (s *Sharer) look(ctx context.Context, tok string, d *deadToken, now time.Time) string {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), peekTimeout)
 	defer cancel()
 	for _, h := range d.hs {
 		if h.k == nil {
@@ -124,7 +218,7 @@ func (s *Sharer) replacement(ctx context.Context, tok string, d *deadToken, host
 			continue
 		}
 		// Sent in the SDK's requests from now on, the replacement is
-		// watched as one handed out: refused in turn, it heals.
+		// watched as one handed out.
 		s.remember(repl, handed{provider: h.provider, key: h.key, tag: h.k.tagOf(repl), until: until, ex: h.ex, path: h.path, k: h.k})
 		return repl
 	}

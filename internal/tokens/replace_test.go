@@ -3,11 +3,14 @@ package tokens
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -69,18 +72,48 @@ func TestRefusedTokenIsReplacedByTheFleets(t *testing.T) {
 	if n := f.emu.Fetches("wxA", "/cgi-bin/token"); n != 2 {
 		t.Fatalf("%d fetches at the emulator, want 2", n)
 	}
-	// Only the host that refused the token is sent the live one: the same
-	// emulator named otherwise gets the token as it came.
+	// Only a host that refused the token is sent the live one. A host that
+	// answers anything (a provider's host that has not refused it yet, a
+	// proxy the SDK was pointed at) gets the token as it came; the same
+	// emulator named otherwise refuses it once, and is sent the live one
+	// after that.
+	var gotThere []string
+	var mu sync.Mutex
+	accepting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		gotThere = append(gotThere, r.URL.Query().Get("access_token"))
+		mu.Unlock()
+		io.WriteString(w, `{"errcode":0,"errmsg":"ok"}`)
+	}))
+	t.Cleanup(accepting.Close)
 	elsewhere := strings.Replace(f.emu.URL, "127.0.0.1", "localhost", 1)
-	resp, err = f.clients[1].Get(elsewhere + "/cgi-bin/user/info?access_token=" + url.QueryEscape(old))
-	if err != nil {
-		t.Fatal(err)
+	codeAt := func(base string) int {
+		t.Helper()
+		resp, err := f.clients[1].Get(base + "/cgi-bin/user/info?access_token=" + url.QueryEscape(old))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var a tokenAnswer
+		_ = json.NewDecoder(resp.Body).Decode(&a)
+		return a.ErrCode
 	}
-	var a tokenAnswer
-	_ = json.NewDecoder(resp.Body).Decode(&a)
-	resp.Body.Close()
-	if a.ErrCode != wechattest.CodeInvalidToken || f.sharers[1].Stats().Replaced != 4 {
-		t.Fatalf("to another host: errcode %d, %d replaced; want %d and still 4", a.ErrCode, f.sharers[1].Stats().Replaced, wechattest.CodeInvalidToken)
+	for range 2 {
+		codeAt(accepting.URL)
+	}
+	mu.Lock()
+	if len(gotThere) != 2 || gotThere[0] != old || gotThere[1] != old {
+		t.Fatalf("a host that never refused the token got %q, want the token as the SDK sent it, twice", gotThere)
+	}
+	mu.Unlock()
+	if code := codeAt(elsewhere); code != wechattest.CodeInvalidToken {
+		t.Fatalf("the first call to another host that refuses it: errcode %d, want %d", code, wechattest.CodeInvalidToken)
+	}
+	if code := codeAt(elsewhere); code != 0 {
+		t.Fatalf("the next call to that host: errcode %d, want 0 (sent with the fleet's token)", code)
+	}
+	if n := f.sharers[1].Stats().Replaced; n != 5 {
+		t.Fatalf("%d replaced, want 5", n)
 	}
 	// The replacement is watched in turn: refused, it heals.
 	f.emu.Revoke(cur)
@@ -143,4 +176,61 @@ func TestNoReplacementSendsTheTokenAsItCameAndReadsRarely(t *testing.T) {
 	if st := f.sharers[1].Stats(); st.Replaced != 2 {
 		t.Fatalf("%d replaced, want 2 (before the replacement was refused)", st.Replaced)
 	}
+}
+
+// A kept answer whose token this replica knows the provider refused (its
+// heal capped, so it stays kept) is no replacement: the request goes as it
+// came.
+func TestRefusedKeptTokenIsNoReplacement(t *testing.T) {
+	f, old, cur := rotated(t)
+	f.call(t, 1, old)    // refused: old is known dead on replica 1
+	f.fetch(t, 1, "wxA") // replica 1 hands cur out
+	f.emu.Revoke(cur)    // WeChat invalidates cur too
+	// Another token of the credential was healed moments ago: the heal of
+	// cur is capped, and cur stays kept.
+	heal := f.prefix + ":token:" + f.keys(t, "wxA").name + ":heal"
+	if err := f.rdb.HSet(context.Background(), heal, "tag", "another token", "gapEnd", time.Now().Add(time.Hour).UnixMilli()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if code := f.call(t, 1, cur); code != wechattest.CodeInvalidToken {
+		t.Fatalf("errcode %d, want %d", code, wechattest.CodeInvalidToken)
+	}
+	if st := f.sharers[1].Stats(); st.Capped != 1 {
+		t.Fatalf("replica 1: %+v, want its heal capped", st)
+	}
+	if code := f.call(t, 1, old); code != wechattest.CodeInvalidToken {
+		t.Fatalf("errcode %d, want %d: the token as it came", code, wechattest.CodeInvalidToken)
+	}
+	if st := f.sharers[1].Stats(); st.Replaced != 0 {
+		t.Fatalf("%d replaced with a refused token, want 0", st.Replaced)
+	}
+}
+
+// Calls with a handed-out token race exchanges answered with it, and calls
+// with a refused token race one another: every one of those goes with the
+// fleet's token, the ones that arrive while the replacement is read
+// waiting for that read (run with -race).
+func TestWatchedAndReplacedConcurrently(t *testing.T) {
+	f, old, _ := rotated(t)
+	f.call(t, 1, old)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			for range 25 {
+				if code := f.call(t, 1, old); code != 0 {
+					t.Errorf("errcode %d, want 0", code)
+					return
+				}
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			for range 25 {
+				f.fetch(t, 1, "wxA")
+			}
+		}()
+	}
+	wg.Wait()
 }
