@@ -88,19 +88,28 @@ func cappedHealLog(log *slog.Logger, next func(provider, result string)) func(pr
 }
 
 // tokenMetric returns what counts the shared exchanges in the metric
-// throttle.tokens.exchanges{provider, result}, or nil without telemetry.
-// Its attributes are the provider and the result (fetched, shared, waited,
-// healed, capped, unshared, replaced): never a token, a secret or an app.
+// throttle.tokens.exchanges{provider, result}, and the requests sent with
+// the fleet's token in place of a refused one in
+// throttle.tokens.replaced{provider}, or nil without telemetry. Their
+// attributes are the provider and the result (fetched, shared, waited,
+// healed, capped, unshared): never a token, a secret or an app.
 func (t *Transport) tokenMetric() func(provider, result string) {
 	if t.tel.disabled {
 		return nil
 	}
-	counter, err := t.tel.meterProvider.Meter(instrumentationName).Int64Counter("throttle.tokens.exchanges",
+	meter := t.tel.meterProvider.Meter(instrumentationName)
+	exchanged, err := meter.Int64Counter("throttle.tokens.exchanges",
 		metric.WithUnit("{exchange}"),
 		metric.WithDescription("Token exchanges shared by the fleet through Redis, by result: fetched (sent to the provider, answer kept), "+
 			"shared (answered from Redis), waited (for another replica's fetch), healed (a kept token the provider refused, dropped), "+
-			"capped (a heal refused: one per credential in 30 s, 20 a day), unshared (sent alone: Redis failed, or not kept: its lease lapsed); "+
-			"replaced counts API requests, not exchanges: sent with the fleet's current token in place of one the provider refused."))
+			"capped (a heal refused: one per credential in 30 s, 20 a day), unshared (sent alone: Redis failed, or not kept: its lease lapsed)."))
+	t.tel.report(err)
+	if err != nil {
+		return nil
+	}
+	replaced, err := meter.Int64Counter("throttle.tokens.replaced",
+		metric.WithUnit("{request}"),
+		metric.WithDescription("Requests carrying a token the provider had refused, sent with the token the fleet keeps now for the same credential."))
 	t.tel.report(err)
 	if err != nil {
 		return nil
@@ -109,12 +118,21 @@ func (t *Transport) tokenMetric() func(provider, result string) {
 	sets := map[key]metric.MeasurementOption{}
 	for _, p := range exchanges.Providers {
 		for _, r := range tokens.Results {
-			sets[key{p, r}] = metric.WithAttributeSet(attribute.NewSet(attribute.String("provider", p), attribute.String("result", r)))
+			attrs := []attribute.KeyValue{attribute.String("provider", p)}
+			if r != tokens.Replaced {
+				attrs = append(attrs, attribute.String("result", r))
+			}
+			sets[key{p, r}] = metric.WithAttributeSet(attribute.NewSet(attrs...))
 		}
 	}
 	return func(provider, result string) {
-		if set, ok := sets[key{provider, result}]; ok {
-			counter.Add(context.Background(), 1, set)
+		set, ok := sets[key{provider, result}]
+		switch {
+		case !ok:
+		case result == tokens.Replaced:
+			replaced.Add(context.Background(), 1, set)
+		default:
+			exchanged.Add(context.Background(), 1, set)
 		}
 	}
 }

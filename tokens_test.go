@@ -232,6 +232,64 @@ func TestSharedExchangeTakesNoSlot(t *testing.T) {
 	}
 }
 
+// throttle.tokens.replaced counts, by provider alone, the requests sent
+// with the fleet's token in place of one the provider refused: here
+// replica 1's SDK keeps the token WeChat revoked after replica 0 healed it
+// and fetched anew.
+func TestTokenReplacedMetric(t *testing.T) {
+	o := newObservability(t)
+	f := newTokenFleet(t, 2, o.opts...)
+	old := f.token(t, 0)
+	if got := f.token(t, 1); got != old {
+		t.Fatalf("replica 1 was handed %q, want the fleet's token", got)
+	}
+	call := func(replica int, tok string) int {
+		t.Helper()
+		resp, err := f.clients[replica].Get(f.emu.URL + "/cgi-bin/user/info?openid=o1&access_token=" + url.QueryEscape(tok))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var a struct {
+			ErrCode int `json:"errcode"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&a); err != nil {
+			t.Fatal(err)
+		}
+		return a.ErrCode
+	}
+	f.emu.Revoke(old)
+	if code := call(0, old); code != wechattest.CodeInvalidToken { // replica 0 heals...
+		t.Fatalf("errcode %d, want %d", code, wechattest.CodeInvalidToken)
+	}
+	if cur := f.token(t, 0); cur == old { // ...and fetches anew
+		t.Fatal("the fleet kept the revoked token")
+	}
+	if code := call(1, old); code != wechattest.CodeInvalidToken { // refused on replica 1 too
+		t.Fatalf("errcode %d, want %d", code, wechattest.CodeInvalidToken)
+	}
+	for range 2 {
+		if code := call(1, old); code != 0 {
+			t.Fatalf("errcode %d, want 0: sent with the fleet's token", code)
+		}
+	}
+	m, ok := o.metrics(t)["throttle.tokens.replaced"]
+	if !ok || m.Unit != "{request}" || m.Description == "" {
+		t.Fatalf("throttle.tokens.replaced: %+v", m)
+	}
+	if got := counts(t, m, "provider"); len(got) != 1 || got["wechat"] != 2 {
+		t.Fatalf("throttle.tokens.replaced by provider = %v, want wechat: 2", got)
+	}
+	for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+		if dp.Attributes.Len() != 1 {
+			t.Fatalf("attributes %v, want the provider alone", dp.Attributes.ToSlice())
+		}
+	}
+	if got := counts(t, o.metrics(t)["throttle.tokens.exchanges"], "result"); got["replaced"] != 0 {
+		t.Fatalf("throttle.tokens.exchanges counts replacements: %v", got)
+	}
+}
+
 // throttle.tokens.exchanges counts the fleet's exchanges by provider and
 // result: a fetch, an answer from Redis, a token the provider refused
 // (healed) and the fetch that replaced it. No attribute holds a token or
