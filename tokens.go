@@ -25,8 +25,11 @@ import (
 // the answer another replica fetched for the same credential, kept in
 // Redis encrypted under keys only holders of that credential can derive,
 // with its lifetime counted down; concurrent exchanges wait for the one in
-// flight; a token the provider calls invalid is dropped once for the fleet.
-// The README's "Tokens across replicas" says more.
+// flight; a token the provider calls invalid is dropped once for the fleet,
+// and the requests that still carry it to a host that refused it go with the
+// token the fleet keeps now for the same credential (a copy of the request;
+// throttle.tokens.replaced counts them). WithoutSharedTokens turns all of it
+// off. The README's "Tokens across replicas" says more.
 func WithoutSharedTokens() Option {
 	return optionFunc(func(c *config) { c.noShare = true })
 }
@@ -90,9 +93,10 @@ func cappedHealLog(log *slog.Logger, next func(provider, result string)) func(pr
 // tokenMetric returns what counts the shared exchanges in the metric
 // throttle.tokens.exchanges{provider, result}, and the requests sent with
 // the fleet's token in place of a refused one in
-// throttle.tokens.replaced{provider}, or nil without telemetry. Their
-// attributes are the provider and the result (fetched, shared, waited,
-// healed, capped, unshared): never a token, a secret or an app.
+// throttle.tokens.replaced{provider}, or nil without telemetry. The
+// exchanges' attributes are the provider and the result (fetched, shared,
+// waited, healed, capped, unshared), the replacements' the provider alone:
+// never a token, a secret or an app.
 func (t *Transport) tokenMetric() func(provider, result string) {
 	if t.tel.disabled {
 		return nil

@@ -1,6 +1,6 @@
 // Package inspect holds what the shared limiter's state looks like to the
-// people on call: the snapshot [limiter.Shared.Inspect] returns, the
-// penalty [limiter.Shared.LiftPenaltyIf] compares before it lifts, and
+// people on call: the snapshot [github.com/quotaware/throttle/limiter.Shared.Inspect] returns, the
+// penalty [github.com/quotaware/throttle/limiter.Shared.LiftPenaltyIf] compares before it lifts, and
 // their wording, which cmd/throttlectl prints.
 //
 // A [State] holds one prefix's live replicas, the faults they report and,
