@@ -238,7 +238,14 @@ const (
 // the tokens past their end when the map is full.
 func (s *Sharer) remember(tok string, h handed) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer func() {
+		s.nHand.Store(int32(len(s.handed) + len(s.dead)))
+		s.mu.Unlock()
+	}()
+	// Handed out again (its heal capped, the kept answer still holds it),
+	// a refused token is watched as any other, not replaced: what is kept
+	// is the token itself.
+	delete(s.dead, tok)
 	hs, known := s.handed[tok]
 	if !known && len(s.handed) >= maxHanded {
 		now := s.now()
@@ -260,7 +267,6 @@ func (s *Sharer) remember(tok string, h handed) {
 	if len(hs) < maxAnswersPerToken {
 		s.handed[tok] = append(hs, h)
 	}
-	s.nHand.Store(int32(len(s.handed) + len(s.dead)))
 }
 
 // lastUntil is when the last of a token's answers ends.
