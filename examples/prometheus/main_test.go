@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,7 +35,7 @@ const ops = "../../ops"
 // scrape drives the library so that every metric it records has a point
 // (paced, throttled and penalised calls, a calendar quota, a request no
 // profile matched, a token no replica learned, token exchanges the fleet
-// shares through Redis) and returns the names of the series Prometheus
+// shares through Redis, a refused token replaced) and returns the names of the series Prometheus
 // would scrape. The Transport runs on a redis-server of its own, as in
 // production.
 func scrape(t *testing.T) map[string]bool {
@@ -63,19 +64,45 @@ func scrape(t *testing.T) map[string]bool {
 	}
 	t.Cleanup(func() { tr.Close() })
 	c := &http.Client{Transport: tr}
-	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
-	defer cancel()
-	drive(ctx, c, emu.URL, 40)
-	// Two token exchanges of one credential: the first fetched from the
-	// provider, the second answered from Redis.
-	for range 2 {
+	// Token exchanges of one credential, before the load can penalise the
+	// host: the first fetched from the provider, the second answered from
+	// Redis. DingTalk then revokes the token: the call refused with it
+	// heals the fleet's, the next exchange fetches anew, and the SDK's next
+	// call with the revoked token goes with the new one (replaced).
+	exchange := func() string {
 		resp, err := c.Get(emu.URL + "/gettoken?appkey=dingprom&appsecret=kit-secret")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var a struct {
+			AccessToken string `json:"access_token"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&a); err != nil || a.AccessToken == "" {
+			t.Fatalf("gettoken: %+v, %v", a, err)
+		}
+		return a.AccessToken
+	}
+	call := func(tok string) {
+		resp, err := c.Get(emu.URL + "/user/get?userid=u1&access_token=" + url.QueryEscape(tok))
 		if err != nil {
 			t.Fatal(err)
 		}
 		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 	}
+	old := exchange()
+	exchange()
+	// The emulator answers an unknown token as its default app's: the
+	// refusal is injected.
+	emu.Revoke(old)
+	emu.FailNext(1, http.StatusOK, `{"errcode":40014,"errmsg":"不合法的access_token"}`)
+	call(old)
+	exchange()
+	call(old)
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	drive(ctx, c, emu.URL, 40)
 	// A token no replica learned, and a host no profile matched.
 	for _, u := range []string{emu.URL + "/v1.0/contact/users/me", "https://api.dingtalk.com/v1.0/contact/users/me"} {
 		req, _ := http.NewRequest(http.MethodGet, u, nil)
