@@ -83,9 +83,9 @@ type App struct {
 	// one level given changes that level alone (the caller's map is never
 	// changed).
 	Levels map[int]Level
-	// Business raises level 10 to 100/s (Levels may give level 10 only
-	// as that). A tenant on the business edition has no monthly quota:
-	// Business with FreeEdition is refused.
+	// Business raises level 10 to 100/s (Levels may give level 10 only at
+	// that rate, a per-minute cap beside it). A tenant on the business
+	// edition has no monthly quota: Business with FreeEdition is refused.
 	Business bool
 	// APIs maps API patterns to levels: its entries go over the defaults
 	// (IMSend and the reply API at level 4), so one API given leaves the
@@ -159,8 +159,8 @@ func (a *App) checkGiven() error {
 	switch {
 	case a.Business && a.FreeEdition:
 		return errors.New("feishu: App.Business and App.FreeEdition: a tenant is on one edition")
-	case a.Business && hasOtherLevel(a.Levels, 10, businessLevel10):
-		return fmt.Errorf("feishu: App.Levels[10] is %+v, but App.Business sets level 10 to %+v: give one of them", a.Levels[10], businessLevel10)
+	case a.Business && hasOtherRate(a.Levels, 10, businessLevel10):
+		return fmt.Errorf("feishu: App.Levels[10] is %+v, but App.Business sets level 10 to %d/s: give one of them", a.Levels[10], businessLevel10.PerSecond)
 	case !a.FreeEdition && a.MonthlyQuota != 0:
 		return fmt.Errorf("feishu: App.MonthlyQuota counts only on the free edition (App.FreeEdition), got %d", a.MonthlyQuota)
 	case !a.FreeEdition && a.Tenant != "":
@@ -176,10 +176,11 @@ func (a *App) checkGiven() error {
 // businessLevel10 is level 10 on the business edition (App.Business).
 var businessLevel10 = Level{PerSecond: 100}
 
-// hasOtherLevel reports whether levels gives level n as other than want.
-func hasOtherLevel(levels map[int]Level, n int, want Level) bool {
+// hasOtherRate reports whether levels gives level n another rate a second
+// than want's (a per-minute cap beside the same rate is no contradiction).
+func hasOtherRate(levels map[int]Level, n int, want Level) bool {
 	l, ok := levels[n]
-	return ok && l != want
+	return ok && l.PerSecond != want.PerSecond
 }
 
 const maxAppID = 64

@@ -234,6 +234,7 @@ func TestConfigValidation(t *testing.T) {
 		{"both editions", Config{Apps: []App{{AppID: app, Business: true, FreeEdition: true}}}, "App.FreeEdition"},
 		{"business with another level 10", Config{Apps: []App{{AppID: app, Business: true, Levels: map[int]Level{10: {PerSecond: 50}}}}}, "App.Levels[10]"},
 		{"business with its own level 10", Config{Apps: []App{{AppID: app, Business: true, Levels: map[int]Level{10: {PerSecond: 100}}}}}, ""},
+		{"business with a minute cap on level 10", Config{Apps: []App{{AppID: app, Business: true, Levels: map[int]Level{10: {PerSecond: 100, PerMinute: 3000}}}}}, ""},
 		{"monthly quota off the free edition", Config{Apps: []App{{AppID: app, MonthlyQuota: 500}}}, "App.MonthlyQuota"},
 		{"tenant off the free edition", Config{Apps: []App{{AppID: app, Tenant: "t2"}}}, "App.Tenant"},
 		{"unknown apps' quota off the free edition", Config{Unknown: App{MonthlyQuota: 500}, Apps: []App{{AppID: app}}}, "App.MonthlyQuota"},
