@@ -30,7 +30,10 @@ func (s *Sharer) watch(base http.RoundTripper, req *http.Request) (*http.Respons
 	}
 	s.mu.Lock()
 	provider, handed := s.handedFor(tok)
-	d := s.dead[tok]
+	var d *deadToken
+	if !handed {
+		d = s.dead[tok]
+	}
 	s.mu.Unlock()
 	switch {
 	case handed:
@@ -39,6 +42,17 @@ func (s *Sharer) watch(base http.RoundTripper, req *http.Request) (*http.Respons
 		return s.sendRefused(base, req, tok, d)
 	}
 	return base.RoundTrip(req)
+}
+
+// sendChecked sends req and reports whether the provider (named provider)
+// answered that the token it carries is invalid or expired.
+func sendChecked(base http.RoundTripper, req *http.Request, provider string) (resp *http.Response, refused bool, err error) {
+	resp, err = base.RoundTrip(req)
+	if err != nil {
+		return resp, false, err
+	}
+	raw, _ := providers.PeekBody(resp, maxErrorBody)
+	return resp, invalidToken(provider, resp.StatusCode, raw), nil
 }
 
 // handedFor returns the provider of tok when this replica handed it out.
@@ -54,15 +68,11 @@ func (s *Sharer) handedFor(tok string) (provider string, ok bool) {
 // sendWatched sends req, which carries tok, handed out for provider, and
 // heals tok when the provider refuses it.
 func (s *Sharer) sendWatched(base http.RoundTripper, req *http.Request, tok, provider string) (*http.Response, error) {
-	resp, err := base.RoundTrip(req)
-	if err != nil {
-		return resp, err
-	}
-	raw, _ := providers.PeekBody(resp, maxErrorBody)
-	if invalidToken(provider, resp.StatusCode, raw) {
+	resp, refused, err := sendChecked(base, req, provider)
+	if refused {
 		s.heal(req.Context(), tok, hostOf(req))
 	}
-	return resp, nil
+	return resp, err
 }
 
 // heal deletes every kept answer that handed tok out (one token may come

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/quotaware/throttle/internal/tokenform"
-	"github.com/quotaware/throttle/providers"
 )
 
 // Replacing a refused token. An SDK keeps the token it was handed until its
@@ -101,19 +100,15 @@ func (s *Sharer) sendRefused(base http.RoundTripper, req *http.Request, tok stri
 	refusedHere := slices.Contains(d.hosts, host)
 	s.mu.Unlock()
 	if !refusedHere {
-		resp, err := base.RoundTrip(req)
-		if err != nil {
-			return resp, err
-		}
-		raw, _ := providers.PeekBody(resp, maxErrorBody)
-		if invalidToken(d.provider, resp.StatusCode, raw) {
+		resp, refused, err := sendChecked(base, req, d.provider)
+		if refused {
 			s.mu.Lock()
 			if len(d.hosts) < maxRefusingHosts && !slices.Contains(d.hosts, host) {
 				d.hosts = append(d.hosts, host)
 			}
 			s.mu.Unlock()
 		}
-		return resp, nil
+		return resp, err
 	}
 	repl := s.replacement(req.Context(), tok, d)
 	if repl == "" {

@@ -2,7 +2,6 @@ package tokens
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -87,17 +86,7 @@ func TestRefusedTokenIsReplacedByTheFleets(t *testing.T) {
 	}))
 	t.Cleanup(accepting.Close)
 	elsewhere := strings.Replace(f.emu.URL, "127.0.0.1", "localhost", 1)
-	codeAt := func(base string) int {
-		t.Helper()
-		resp, err := f.clients[1].Get(base + "/cgi-bin/user/info?access_token=" + url.QueryEscape(old))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var a tokenAnswer
-		_ = json.NewDecoder(resp.Body).Decode(&a)
-		return a.ErrCode
-	}
+	codeAt := func(base string) int { return f.callAt(t, 1, base, old) }
 	for range 2 {
 		codeAt(accepting.URL)
 	}

@@ -73,7 +73,13 @@ func (f *fleet) fetch(t *testing.T, replica int, app string) tokenAnswer {
 
 func (f *fleet) call(t *testing.T, replica int, tok string) int {
 	t.Helper()
-	resp, err := f.clients[replica].Post(f.emu.URL+"/cgi-bin/user/info?access_token="+url.QueryEscape(tok), "application/json", strings.NewReader("{}"))
+	return f.callAt(t, replica, f.emu.URL, tok)
+}
+
+// callAt is call sent to base, a host other than the emulator's URL.
+func (f *fleet) callAt(t *testing.T, replica int, base, tok string) int {
+	t.Helper()
+	resp, err := f.clients[replica].Post(base+"/cgi-bin/user/info?access_token="+url.QueryEscape(tok), "application/json", strings.NewReader("{}"))
 	if err != nil {
 		t.Fatal(err)
 	}
