@@ -12,7 +12,7 @@ import (
 // argBytes estimates the bytes a request that starts a segment adds to a
 // call: its keys, each "{prefix:group}:<tag>:" and its name, the group's
 // epoch marker, the segment's own arguments (32 bytes) and each rule's (a
-// paced rule's four numbers, a calendar rule's four window starts). A
+// paced rule's three arguments, a calendar rule's four window starts). A
 // request in the same segment as the one before adds segmentBytes: its own
 // two arguments. Redis's time for a call follows the same shape: a segment
 // costs about as much as a call of its own, a request in it far less.
@@ -32,7 +32,10 @@ func (p *Request) argBytes(prefix string) int {
 	return n
 }
 
-// ruleArgBytes is about what each kind of rule's arguments take.
+// ruleArgBytes is about what each kind of rule's arguments take. A paced
+// rule's three are counted as the four it had when maxBatchBytes was
+// measured against Redis's time per call (docs/design.md, section 6): the
+// calls keep that size.
 var ruleArgBytes = [...]int{rulecore.Paced: 24, rulecore.Window: 32, rulecore.Concurrency: 40, rulecore.Calendar: 72}
 
 // leanBytes bounds the bytes p adds to a lean call (lean.go) after prev
@@ -42,7 +45,8 @@ var ruleArgBytes = [...]int{rulecore.Paced: 24, rulecore.Window: 32, rulecore.Co
 // API's are the common case; a key named further back is counted again,
 // so the bound is loose when few rule sets alternate), and its numbers
 // packed: four of up to 9 bytes, each penalty key's index (up to 3) and
-// per rule its key's index, two numbers and the TTL's digits (36).
+// per rule its key's index and two numbers (36: with the key's TTL it
+// carried when the bound was measured, as ruleArgBytes).
 func (p *Request) leanBytes(prefix string, prev *Request) int {
 	tag := len(prefix) + len(p.Group) + 6
 	n := 36 + 3*len(p.Scopes) + 36*len(p.Rules)

@@ -2,7 +2,6 @@ package limiter
 
 import (
 	"context"
-	"strconv"
 	"strings"
 	"time"
 
@@ -148,13 +147,13 @@ func LeanRequests(pack []byte) int {
 	}
 	n := 0
 	for x := 0; x+4 <= len(nums); n++ {
-		x += 4 + int(nums[x]) + 4*int(nums[x+1])
+		x += 4 + int(nums[x]) + 3*int(nums[x+1])
 	}
 	return n
 }
 
 // unpackUints reads a MessagePack array of unsigned integers, as
-// appendArrayHead and appendUint write them, or appendDigits as digits.
+// appendArrayHead and appendUint write them.
 func unpackUints(b []byte) ([]int64, bool) {
 	if len(b) == 0 {
 		return nil, false
@@ -177,18 +176,6 @@ func unpackUints(b []byte) ([]int64, bool) {
 		}
 		if b[0] < 0x80 {
 			out, b = append(out, int64(b[0])), b[1:]
-			continue
-		}
-		if b[0]&0xe0 == 0xa0 { // fixstr of digits
-			size := int(b[0] & 0x1f)
-			if len(b) < 1+size {
-				return nil, false
-			}
-			u, err := strconv.ParseInt(string(b[1:1+size]), 10, 64)
-			if err != nil {
-				return nil, false
-			}
-			out, b = append(out, u), b[1+size:]
 			continue
 		}
 		if b[0] < 0xcc || b[0] > 0xcf {

@@ -39,7 +39,7 @@ func (l *redisLimiter) appendLean(a *scriptArgs, reqs []Request, epoch bool) {
 	group := reqs[0].Group
 	numbers := 0
 	for i := range reqs {
-		numbers += 4 + len(reqs[i].Scopes) + 4*len(reqs[i].Rules)
+		numbers += 4 + len(reqs[i].Scopes) + 3*len(reqs[i].Rules)
 	}
 	a.begin(reserveScript, 0)
 	a.list = append(a.list, l.keys.get(l.prefix, epochTag, group, ""))
@@ -60,12 +60,10 @@ func (l *redisLimiter) appendLean(a *scriptArgs, reqs []Request, epoch bool) {
 		}
 		for j := range req.Rules {
 			r := core(&req.Rules[j])
-			ttl := pacedTTL(r, waitUs)
-			markerTTL = max(markerTTL, ttl)
+			markerTTL = max(markerTTL, pacedTTL(r, waitUs))
 			a.pack = appendUint(a.pack, a.keyIndex(l.keys.get(l.prefix, ruleTag, group, req.Rules[j].Key())))
 			a.pack = appendUint(a.pack, r.IntervalUs)
 			a.pack = appendUint(a.pack, r.ToleranceUs)
-			a.pack = appendDigits(a.pack, ttl)
 		}
 	}
 	clear(a.index)
@@ -120,15 +118,6 @@ func appendUint(b []byte, n int64) []byte {
 		return append(b, 0xce, byte(u>>24), byte(u>>16), byte(u>>8), byte(u))
 	}
 	return append(b, 0xcf, byte(u>>56), byte(u>>48), byte(u>>40), byte(u>>32), byte(u>>24), byte(u>>16), byte(u>>8), byte(u))
-}
-
-// appendDigits appends n's decimal digits (n >= 0, at most 19 of them) as
-// a MessagePack string.
-func appendDigits(b []byte, n int64) []byte {
-	at := len(b)
-	b = strconv.AppendInt(append(b, 0xa0), max(n, 0), 10)
-	b[at] |= byte(len(b) - at - 1)
-	return b
 }
 
 // parseLean reads a lean call's reply into out: the first line, then one

@@ -13,8 +13,8 @@
 -- once lies nowhere ahead, so a loss of the state costs it nothing, and the
 -- common call neither reads, renews nor returns it. Then, as in reserve.lua, the
 -- request's longest wait (µs) and "no slot before" (µs, 0 for none), then
--- 'p', T, tolerance (µs) and TTL (ms) per rule; so the keys before the
--- rules' number #KEYS - (#ARGV - 4) / 4, the marker last among them. These
+-- 'p', T and tolerance (µs) per rule; so the keys before the rules'
+-- number #KEYS - (#ARGV - 4) / 3, the marker last among them. These
 -- two arguments in place of reserve.lua's count and "<n>e<ms>" spare a
 -- pattern match a twentieth of the call's time. The reply is reserve.lua's
 -- for one request.
@@ -28,7 +28,7 @@ local val = redis.call('MGET', unpack(KEYS))
 local first = t[1] .. ' ' .. t[2]
 
 local how, mttl = ARGV[1], ARGV[2]
-local np = #KEYS - (#ARGV - 4) / 4
+local np = #KEYS - (#ARGV - 4) / 3
 if how == 'q' then first = first .. ' ' .. epoch(KEYS, val, t, now, np, tonumber(mttl)) end
 
 -- Penalties: the one that ends last refuses the request.
@@ -57,7 +57,7 @@ for i = 1, nr do
   local x, bad = read_tat(val[j], now)
   corrupt = corrupt or bad
   val[j] = x
-  local allow = x - ARGV[4 * i + 3]
+  local allow = x - ARGV[3 * i + 4]
   if allow > s then s, bind = allow, i end
 end
 local wait = s - now
@@ -73,8 +73,9 @@ for i = 1, nr do
   local j = np + i
   local x = val[j]
   if s > x then x = s end
-  local v = string.format('%d', x + ARGV[4 * i + 2])
-  redis.call('SET', KEYS[j], v, 'PX', ARGV[4 * i + 4])
+  x = x + ARGV[3 * i + 3]
+  local v = string.format('%d', x)
+  redis.call('SET', KEYS[j], v, 'PX', tat_px(x, now))
   line = line .. ' ' .. v
 end
 return first .. '\n' .. line

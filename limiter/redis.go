@@ -288,7 +288,7 @@ func appendRuleArgs(list []any, req *Request, waitUs int64) (_ []any, markerTTL 
 		case rulecore.Paced:
 			ttl := pacedTTL(r, waitUs)
 			markerTTL = max(markerTTL, ttl)
-			list = append(list, boxedPaced, r.ArgT, r.ArgTol, ttlArg(ttl))
+			list = append(list, boxedPaced, r.ArgT, r.ArgTol)
 			continue
 		case rulecore.Concurrency:
 			list = append(list, boxedConcurrency, boxInt64(r.Limit), r.ArgT, boxInt64(newLeaseID()))
@@ -311,9 +311,11 @@ func appendRuleArgs(list []any, req *Request, waitUs int64) (_ []any, markerTTL 
 	return list, markerTTL
 }
 
-// pacedTTL is how long (ms) a paced rule's key lives after a booking by a
-// request that waits at most waitUs: the booked time lies at most MaxWait
-// + tolerance + T ahead, so the key can go that long after it.
+// pacedTTL is the longest (ms) a paced rule's key may live after a booking
+// by a request that waits at most waitUs: the booked time lies at most
+// MaxWait + tolerance + T ahead. The key itself lives until its booked time
+// has passed (the scripts' tat_px); the group's epoch marker lives at least
+// this long.
 func pacedTTL(r *rulecore.Rule, waitUs int64) int64 {
 	return (waitUs+r.ToleranceUs+r.IntervalUs)/1000 + 1
 }

@@ -20,14 +20,14 @@
 -- "no slot before" (µs; 0 for none: a replica coming back from limiting on
 -- its own starts after its local slots).
 -- Then the arguments of each rule, led by its kind:
---   paced:       'p', T (emission interval, µs), tolerance (µs), key TTL (ms)
+--   paced:       'p', T (emission interval, µs), tolerance (µs)
 --   calendar:    'c', limit, then four consecutive window starts (µs)
 --   concurrency: 'k', limit, lease (µs), lease id  (a sorted set of lease
 --                ids scored by expiry; only ever with n = 1)
 --   window:      'w', limit, period (µs), resolution (µs)  (a string: see
 --                the section on window rules below)
--- The paced key's TTL comes from the caller (longest wait + tolerance + T):
--- no booked time lies further ahead.
+-- A paced key lives until its booked time has passed (tat_px): absent, it
+-- reads as that past time would.
 -- Then, for each rule capped by WithMaxBookAhead, two arguments: its index
 -- (1-based) and the cap (µs). A request such a rule would hold back beyond
 -- its cap is refused, charging nothing, with the time until that rule's
@@ -101,7 +101,7 @@ local function reserve(KEYS, ARGV, val, alias, t, now, clock, put, out, at, tat,
       local bad
       tat[i], bad = read_tat(val[alias and alias[kr + i] or kr + i], now)
       corrupt = corrupt or bad
-      a = a + 4
+      a = a + 3
     elseif kind == 'c' then
       has_c = true
       a = a + 6
@@ -418,7 +418,8 @@ local function reserve(KEYS, ARGV, val, alias, t, now, clock, put, out, at, tat,
       a = at[i]
       local k = KEYS[kr + i]
       if ARGV[a] == 'p' then
-        if put then put(alias[kr + i] or kr + i, v, ARGV[a + 3]) else redis.call('SET', k, v, 'PX', ARGV[a + 3]) end
+        local px = tat_px(tat[i], now)
+        if put then put(alias[kr + i] or kr + i, v, px) else redis.call('SET', k, v, 'PX', px) end
       elseif ARGV[a] == 'w' then
         win_store(i)
       elseif ARGV[a] == 'c' then
@@ -494,8 +495,7 @@ end
 -- rather than as one Redis argument each: per request its count of
 -- penalty keys and of rules, the longest wait it accepts (µs) and "no slot
 -- before" (µs, 0 for none), then each penalty key's index in KEYS, then
--- per rule its key's index, T, tolerance (µs) and the key's TTL (ms, as
--- digits: the SET takes it as it is, where a number would be formatted).
+-- per rule its key's index, T and tolerance (µs).
 -- Reply: the first line as above (the epoch only when it was read), then
 -- one line per request as above, but for a penalty, whose line is "2
 -- <left µs> <position among its penalty keys> <bytes> <stored value>": the stored value
@@ -509,15 +509,12 @@ local function lean(KEYS, ARGV, val, t, now, clock)
   -- at once lies nowhere ahead, so a loss of the state costs it nothing.
   local mttl = tonumber(ARGV[2])
   local e = ARGV[1] == 'q' and epoch(KEYS, val, t, now, 1, mttl)
-  -- tat holds a booked paced key's time as a number, booked the same as
-  -- written in the reply (and then to the key: formatted once), ttl_of
-  -- the expiry the request that booked it last asked for, all by the
-  -- key's index. That expiry covers the time it leaves: it admitted a slot
-  -- at most its longest wait ahead, after a time at most its rule's
-  -- tolerance beyond it, and its TTL is wait + tolerance + T. As each key
-  -- is named once, the writes go by index at the end: no list of them to
-  -- keep (defer's bookkeeping cost a tenth of a request's time).
-  local tat, booked, ttl_of = {}, {}, {}
+  -- tat holds a paced key's time as a number by the key's index, booked
+  -- the same as written in the reply (and then to the key: formatted once);
+  -- a booked key lives until its last booked time has passed (tat_px). As
+  -- each key is named once, the writes go by index at the end: no list of
+  -- them to keep (defer's bookkeeping cost a tenth of a request's time).
+  local tat, booked = {}, {}
   local out, no = {clock}, 1
   local x, na = 1, #a
   while x <= na do
@@ -539,7 +536,7 @@ local function lean(KEYS, ARGV, val, t, now, clock)
     else
       local bind = 0
       for i = 1, nr do
-        local j = a[x + 4 * i - 4]
+        local j = a[x + 3 * i - 3]
         local v = tat[j]
         if not v then
           local bad
@@ -549,7 +546,7 @@ local function lean(KEYS, ARGV, val, t, now, clock)
           v = now
         end
         tat[j] = v
-        local allow = v - a[x + 4 * i - 2]
+        local allow = v - a[x + 3 * i - 1]
         if allow > s then s, bind = allow, i end
       end
       local wait = s - now
@@ -558,17 +555,16 @@ local function lean(KEYS, ARGV, val, t, now, clock)
       if wait > 0 and wait > maxwait then
         line = string.format('1 %d %d', wait, bind)
         for i = 1, nr do
-          line = line .. string.format(' %d', tat[a[x + 4 * i - 4]])
+          line = line .. string.format(' %d', tat[a[x + 3 * i - 3]])
         end
       else
         line = wait == 0 and '0 0 0' or string.format('0 %d %d', wait, bind)
         for i = 1, nr do
-          local j = a[x + 4 * i - 4]
+          local j = a[x + 3 * i - 3]
           local v = tat[j]
           if s > v then v = s end
-          v = v + a[x + 4 * i - 3]
+          v = v + a[x + 3 * i - 2]
           tat[j] = v
-          ttl_of[j] = a[x + 4 * i - 1]
           local f = string.format('%d', v)
           booked[j] = f
           line = line .. ' ' .. f
@@ -576,11 +572,11 @@ local function lean(KEYS, ARGV, val, t, now, clock)
       end
       out[no] = line
     end
-    x = x + 4 * nr
+    x = x + 3 * nr
   end
   for j = 2, #KEYS do
     local f = booked[j]
-    if f then redis.call('SET', KEYS[j], f, 'PX', ttl_of[j]) end
+    if f then redis.call('SET', KEYS[j], f, 'PX', tat_px(tat[j], now)) end
   end
   if e then out[1] = out[1] .. ' ' .. e end
   if corrupt then out[1] = out[1] .. ' c' end

@@ -29,6 +29,14 @@ local function read_tat(v, now)
   return x, false
 end
 
+-- tat_px is how long (ms, formatted for PX) the key of a paced rule booked
+-- up to tat lives: until tat has passed, after which an absent key reads
+-- the same (read_tat). A key used now and then goes soon after its last
+-- slot, not after the longest its rule could ever book ahead.
+local function tat_px(tat, now)
+  return string.format('%d', math.floor((tat - now) / 1000) + 1)
+end
+
 -- epoch reads the group's epoch marker, the key at index j, and renews
 -- it: it holds when the group's state began ("e<µs>"), and a replica that
 -- sees it change knows the state was lost (FLUSHALL, eviction) and holds

@@ -247,9 +247,10 @@ func TestStatusAndLiftOnThreeReplicas(t *testing.T) {
 	if want := nextMonth(st.Now).Add(5 * time.Second); !month.ResetsAt.Equal(want) {
 		t.Errorf("month resets %v, want %v", month.ResetsAt, want)
 	}
-	// The egress and two per-API rules are paced.
-	if kinds["paced"] != 3 || kinds["calendar"] != 1 {
-		t.Errorf("rule kinds %v, want 3 paced and 1 calendar: %+v", kinds, g.Rules)
+	// The egress and two per-API rules are paced, each shown while its key
+	// holds a slot not yet passed (a paced key lives no longer).
+	if kinds["paced"] > 3 || kinds["calendar"] != 1 || len(kinds) > 2 {
+		t.Errorf("rule kinds %v, want up to 3 paced and 1 calendar: %+v", kinds, g.Rules)
 	}
 
 	// The gauges report what the emulator saw.

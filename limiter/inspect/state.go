@@ -86,7 +86,10 @@ type Replica struct {
 type GroupState struct {
 	Group     string         `json:"group"`
 	Penalties []PenaltyState `json:"penalties"`
-	Rules     []RuleState    `json:"rules"`
+	// Rules are the rules whose keys hold state: a paced rule's key lives
+	// only until the last slot booked in it has passed, so an idle paced
+	// rule is not listed.
+	Rules []RuleState `json:"rules"`
 	// Truncated is set when the group holds more than MaxKeys rule keys:
 	// Rules is cut, Penalties is not.
 	Truncated bool `json:"truncated,omitempty"`

@@ -33,14 +33,17 @@ var isvAPIs = []string{
 // isvRow is the Redis footprint of one run: orgs x APIs rule sets, each
 // charged once.
 type isvRow struct {
-	orgs, apis, calls   int
-	keys                int64
-	usedBytes           int64   // INFO memory used_memory, after less before
-	perRuleSet          float64 // usedBytes / (orgs x APIs)
-	sampleMin, sampleMx int64   // MEMORY USAGE of a key, least and most
-	keyBytes            int64   // MEMORY USAGE summed over every key
-	noTTL               int     // keys without an expiry: must be 0
+	orgs, apis, calls int
+	// peakKeys and peakBytes are the most keys and used_memory (less
+	// before) seen at once while the calls ran, sampled every 50 ms.
+	peakKeys, peakBytes int64
+	keys                int64 // keys left once the calls are done
+	usedBytes           int64 // INFO memory used_memory then, less before
+	sampleMin, sampleMx int64 // MEMORY USAGE of a key left, least and most
+	keyBytes            int64 // MEMORY USAGE summed over every key left
+	noTTL               int   // keys without an expiry: must be 0
 	maxTTL              time.Duration
+	maxKey              string // the key of maxTTL
 	took                time.Duration
 }
 
@@ -78,6 +81,26 @@ func isvFootprint(ctx context.Context, rdb *redis.Client, orgs int) (isvRow, err
 	start := time.Now()
 	var next, failed atomic.Int64
 	var wg sync.WaitGroup
+	sampled := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			if n, err := rdb.DBSize(ctx).Result(); err == nil {
+				row.peakKeys = max(row.peakKeys, n)
+			}
+			if m, err := usedMemory(ctx, rdb); err == nil {
+				row.peakBytes = max(row.peakBytes, m-before)
+			}
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
 	total := int64(orgs * len(isvAPIs))
 	for range 32 {
 		wg.Add(1)
@@ -99,6 +122,8 @@ func isvFootprint(ctx context.Context, rdb *redis.Client, orgs int) (isvRow, err
 	}
 	wg.Wait()
 	row.took = time.Since(start)
+	close(done)
+	<-sampled
 	row.calls = int(total - failed.Load())
 	if failed.Load() > 0 {
 		return row, fmt.Errorf("%d of %d calls failed", failed.Load(), total)
@@ -108,16 +133,18 @@ func isvFootprint(ctx context.Context, rdb *redis.Client, orgs int) (isvRow, err
 		return row, err
 	}
 	row.usedBytes = after - before
-	row.perRuleSet = float64(row.usedBytes) / float64(orgs*len(isvAPIs))
+	row.peakBytes = max(row.peakBytes, row.usedBytes)
 	row.keys, err = rdb.DBSize(ctx).Result()
 	if err != nil {
 		return row, err
 	}
+	row.peakKeys = max(row.peakKeys, row.keys)
 	return row, keyExpiries(ctx, rdb, &row)
 }
 
 // keyExpiries reads every key's expiry (none is a leak) and size, a
-// pipeline per SCAN page.
+// pipeline per SCAN page; a key that expired between the SCAN and its
+// PTTL (-2) is left out.
 func keyExpiries(ctx context.Context, rdb *redis.Client, row *isvRow) error {
 	var cursor uint64
 	first := true
@@ -137,10 +164,15 @@ func keyExpiries(ctx context.Context, rdb *redis.Client, row *isvRow) error {
 		}
 		for i := range keys {
 			ttl, n := ttls[i].Val(), sizes[i].Val()
-			if ttl < 0 {
+			switch ttl {
+			case -2: // gone since the SCAN
+				continue
+			case -1:
 				row.noTTL++
 			}
-			row.maxTTL = max(row.maxTTL, ttl)
+			if ttl > row.maxTTL {
+				row.maxTTL, row.maxKey = ttl, keys[i]
+			}
 			row.keyBytes += n
 			if first || n < row.sampleMin {
 				row.sampleMin = n
@@ -170,12 +202,13 @@ func usedMemory(ctx context.Context, rdb *redis.Client) (int64, error) {
 // isvTable writes the footprint rows as Markdown.
 func isvTable(rows []isvRow) string {
 	var b strings.Builder
-	b.WriteString("| orgs × APIs | calls | keys | `used_memory` added | keys' `MEMORY USAGE` | per org and API | one key | keys without expiry | longest expiry | took |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| orgs × APIs | calls | took | most keys at once | most `used_memory` added | keys left | `used_memory` added then | keys' `MEMORY USAGE` | one key | keys without expiry | longest expiry |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rows {
-		fmt.Fprintf(&b, "| %d × %d | %d | %d | %.1f MiB | %.1f MiB | %.0f B | %d-%d B | %d | %v | %v |\n",
-			r.orgs, r.apis, r.calls, r.keys, float64(r.usedBytes)/(1<<20), float64(r.keyBytes)/(1<<20), r.perRuleSet,
-			r.sampleMin, r.sampleMx, r.noTTL, r.maxTTL.Round(time.Second), r.took.Round(10*time.Millisecond))
+		fmt.Fprintf(&b, "| %d × %d | %d | %v | %d | %.1f MiB | %d | %.1f MiB | %.2f MiB | %d-%d B | %d | %v |\n",
+			r.orgs, r.apis, r.calls, r.took.Round(10*time.Millisecond), r.peakKeys, float64(r.peakBytes)/(1<<20),
+			r.keys, float64(r.usedBytes)/(1<<20), float64(r.keyBytes)/(1<<20), r.sampleMin, r.sampleMx, r.noTTL,
+			r.maxTTL.Round(100*time.Millisecond))
 	}
 	return b.String()
 }

@@ -100,11 +100,11 @@ func isvChart(path string, rows []isvRow) error {
 	var used, keys plotter.XYs
 	for _, r := range rows {
 		x := float64(r.orgs)
-		used = append(used, plotter.XY{X: x, Y: float64(r.usedBytes) / (1 << 20)})
-		keys = append(keys, plotter.XY{X: x, Y: float64(r.keyBytes) / (1 << 20)})
+		used = append(used, plotter.XY{X: x, Y: float64(r.peakBytes) / (1 << 20)})
+		keys = append(keys, plotter.XY{X: x, Y: float64(r.usedBytes) / (1 << 20)})
 	}
 	p, err := lineChart(fmt.Sprintf("Redis memory of a DingTalk ISV suite, %d APIs per org (every key expires)", rows[0].apis),
-		"orgs", "MiB", true, []string{"used_memory added", "keys' MEMORY USAGE"}, []plotter.XYs{used, keys})
+		"orgs", "MiB", true, []string{"most used_memory added at once", "used_memory added once done"}, []plotter.XYs{used, keys})
 	if err != nil {
 		return err
 	}

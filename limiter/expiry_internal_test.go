@@ -1,0 +1,66 @@
+package limiter
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/quotaware/throttle/internal/redistest"
+	"github.com/quotaware/throttle/limiter/rule"
+)
+
+// A paced key lives until the last time booked in it has passed, in every
+// form of the reserve call: not for the longest its rule could ever book
+// ahead (MaxWait + tolerance + T), which kept a key used once for the
+// request's longest wait and more, or, for a rule of 1,000 a day in one
+// burst, for years.
+func TestPacedKeyLivesUntilItsLastBookedTime(t *testing.T) {
+	c := redistest.Start(t).Client(t)
+	l, err := newRedis(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	// Ten per 10 s in one burst: T = 10 s, tolerance 90 s.
+	const T = 10 * time.Second
+	paced := func(key string) rule.Rule { return rule.Must(rule.New(key, 10, 10*time.Second, rule.WithBurst(10))) }
+	day := rule.Must(rule.NewCalendar("day", 1000, rule.Day, time.UTC))
+	req := func(rules ...rule.Rule) Request {
+		return Request{Group: "ttl", Rules: rules, MaxWait: time.Minute}
+	}
+	for _, tc := range []struct {
+		form string
+		reqs []Request
+		// want maps each paced key to how many times the call books it.
+		want map[string]int
+	}{
+		{"one.lua", []Request{req(paced("one"))}, map[string]int{"one": 1}},
+		{"one segment", []Request{req(paced("seg"), day)}, map[string]int{"seg": 1}},
+		{"segments", []Request{req(paced("segA"), day), req(paced("segB"), day), req(paced("segA"), day)},
+			map[string]int{"segA": 2, "segB": 1}},
+		{"lean", []Request{req(paced("leanA")), req(paced("leanB")), req(paced("leanA"))},
+			map[string]int{"leanA": 2, "leanB": 1}},
+	} {
+		out := make([]Reservation, len(tc.reqs))
+		if err := l.reserveN(ctx, tc.reqs, out); err != nil {
+			t.Fatalf("%s: %v", tc.form, err)
+		}
+		for i, res := range out {
+			if !res.ok {
+				t.Fatalf("%s: request %d refused: %+v", tc.form, i, res)
+			}
+		}
+		for key, n := range tc.want {
+			ttl, err := c.PTTL(ctx, l.keys.get(l.prefix, ruleTag, "ttl", key).(string)).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Booked n times from now: the last booked time is n·T ahead.
+			// A few ms pass between the call and PTTL.
+			booked := time.Duration(n) * T
+			if ttl > booked+time.Millisecond || ttl < booked-time.Second {
+				t.Errorf("%s: key %s booked %d times expires in %v, want just over %v", tc.form, key, n, ttl, booked)
+			}
+		}
+	}
+}
