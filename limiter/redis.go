@@ -60,6 +60,7 @@ type redisLimiter struct {
 	// timeout bounds each call to Redis (0: the context alone), so that
 	// time a request spends queued behind another call does not count.
 	timeout time.Duration
+	bound   callBound // the Timeout's deadlines, shared by calls
 	// addr names the Redis the client calls, for the errors of failed
 	// reserves: an outage's "context deadline exceeded" alone said
 	// neither which Redis nor whose deadline.
@@ -474,9 +475,7 @@ func (l *redisLimiter) Penalize(ctx context.Context, group string, p Penalty) er
 // which also loads it for next time. args is "evalsha sha numkeys keys... argv...".
 func (l *redisLimiter) run(ctx context.Context, s *script, args []any) *redis.Cmd {
 	if l.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, l.timeout)
-		defer cancel()
+		ctx = l.bound.within(ctx, l.timeout)
 	}
 	cmd := l.client.Do(ctx, args...)
 	if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
