@@ -208,8 +208,8 @@ func (f *fixedClock) run(call []any, seed uint64) (reply string, states []string
 
 // outlives checks that every rule key of call holding a time ahead of the
 // fixed clock expires no sooner than that time: a key that expired first
-// would lose a slot booked ahead (a lean call gives each key the expiry
-// of the request that booked it last).
+// would lose a slot booked ahead (a key lives until the last time booked
+// in it has passed: tat_px in state.lua).
 func (f *fixedClock) outlives(call []any) {
 	ctx := context.Background()
 	numKeys, _ := strconv.Atoi(fmt.Sprint(call[2]))

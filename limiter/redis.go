@@ -475,7 +475,10 @@ func (l *redisLimiter) Penalize(ctx context.Context, group string, p Penalty) er
 // which also loads it for next time. args is "evalsha sha numkeys keys... argv...".
 func (l *redisLimiter) run(ctx context.Context, s *script, args []any) *redis.Cmd {
 	if l.timeout > 0 {
-		ctx = l.bound.within(ctx, l.timeout)
+		var cancel context.CancelFunc
+		if ctx, cancel = l.bound.within(ctx, l.timeout); cancel != nil {
+			defer cancel()
+		}
 	}
 	cmd := l.client.Do(ctx, args...)
 	if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {

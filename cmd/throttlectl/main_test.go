@@ -235,8 +235,12 @@ func TestStatusAndLiftOnThreeReplicas(t *testing.T) {
 	}
 	var month *inspect.RuleState
 	kinds := map[string]int{}
+	paced := map[string]bool{"egress:default": true, "api:dingapp:/v1.0/contact/users/{unionId}": true, "api:dingapp:uncatalogued": true}
 	for i, r := range g.Rules {
 		kinds[r.Kind]++
+		if r.Kind == "paced" && !paced[r.Key] {
+			t.Errorf("paced rule %q listed, want only the egress and the two per-API rules", r.Key)
+		}
 		if r.Key == "month:dingapp" {
 			month = &g.Rules[i]
 		}

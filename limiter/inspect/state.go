@@ -88,7 +88,8 @@ type GroupState struct {
 	Penalties []PenaltyState `json:"penalties"`
 	// Rules are the rules whose keys hold state: a paced rule's key lives
 	// only until the last slot booked in it has passed, so an idle paced
-	// rule is not listed.
+	// rule is not listed (one whose key lapses while it is read shows as
+	// idle).
 	Rules []RuleState `json:"rules"`
 	// Truncated is set when the group holds more than MaxKeys rule keys:
 	// Rules is cut, Penalties is not.
