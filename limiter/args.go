@@ -91,8 +91,9 @@ func boxInt64(n int64) any {
 
 var emptyArg any = ""
 
-// ttlArg boxes a key TTL in milliseconds for the reserve script. A TTL may
-// run longer than needed (the key then outlives its state a little), so
+// ttlArg boxes the epoch marker's TTL in milliseconds for the lean call and
+// one.lua (a paced key's TTL is the script's own: tat_px). A TTL may run
+// longer than needed (the marker then outlives the state a little), so
 // values above a second are rounded up to an eighth of their power of two,
 // which leaves few distinct strings to format once and keep.
 func ttlArg(ms int64) any {

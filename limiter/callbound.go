@@ -10,10 +10,11 @@ import (
 // call where the caller's context cannot be cancelled (context.Background,
 // as SDKs and coalesced calls use): calls that start within a sixteenth of
 // the Timeout of one another share one deadline, so a call is cut between
-// 15/16 of the Timeout and the Timeout after it starts. A context.WithTimeout per call cost the
-// one-call path about a tenth of its decisions per second and 2.5-3 µs of
-// the client's CPU a call: the runtime's timer heap and the wakes of its
-// poller (docs/design.md, section 6).
+// 15/16 of the Timeout and the Timeout after it starts. A
+// context.WithTimeout per call cost the one-call path about a tenth of its
+// decisions per second and 2.5-3 µs of the client's CPU a call: the
+// runtime's timer heap and the wakes of its poller (docs/design.md,
+// section 6).
 type callBound struct {
 	cur atomic.Pointer[sharedDeadline]
 }

@@ -287,8 +287,7 @@ func appendRuleArgs(list []any, req *Request, waitUs int64) (_ []any, markerTTL 
 		r := core(&req.Rules[i])
 		switch r.Kind {
 		case rulecore.Paced:
-			ttl := pacedTTL(r, waitUs)
-			markerTTL = max(markerTTL, ttl)
+			markerTTL = max(markerTTL, pacedTTL(r, waitUs))
 			list = append(list, boxedPaced, r.ArgT, r.ArgTol)
 			continue
 		case rulecore.Concurrency:
