@@ -237,6 +237,16 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if t.overTransport {
 		req = markLimited(req)
 	}
+	if req.Method == "" {
+		// net/http sends an empty Method as GET, and the layers below read
+		// the method as sent: a catalog's GET APIs, the GET token
+		// exchanges, which answers carry an app. Read as "", a request built
+		// as a struct literal fell to the uncatalogued stand-in, and its
+		// token exchange was never shared. On a copy, as below.
+		cp := *req
+		cp.Method = http.MethodGet
+		req = &cp
+	}
 	caller := req
 	// The budget counts from here: a token exchange's wait for another
 	// replica's fetch (storedExchange) comes off the limiter's.

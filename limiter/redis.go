@@ -15,40 +15,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-var (
-	// reserve.lua and one.lua each run after state.lua, which holds what
-	// they share.
-	//go:embed state.lua
-	stateSource string
-	//go:embed reserve.lua
-	reserveBody string
-	//go:embed one.lua
-	oneBody       string
-	reserveSource = stateSource + reserveBody
-	oneSource     = stateSource + oneBody
-	//go:embed cancel.lua
-	cancelSource string
-	//go:embed penalize.lua
-	penalizeSource string
-
-	// Scripts run by EVALSHA and fall back to EVAL on NOSCRIPT, which cluster
-	// nodes and failed-over replicas answer until they have loaded them.
-	reserveScript  = newScript(reserveSource)
-	oneScript      = newScript(oneSource)
-	cancelScript   = newScript(cancelSource)
-	penalizeScript = newScript(penalizeSource)
-)
-
-// script is a Lua script with its source and SHA1 boxed once for the
-// argument list.
-type script struct{ source, sha any }
-
-func newScript(src string) *script {
-	return &script{source: src, sha: redis.NewScript(src).Hash()}
-}
-
-var evalshaName, evalName any = "evalsha", "eval"
-
 // Redis is a Limiter whose state lives in Redis, shared by every replica that
 // uses the same client, prefix and keys. Each Reserve takes at most one
 // script call; under load, concurrent requests of the same group share one.
@@ -467,24 +433,6 @@ func (l *redisLimiter) Penalize(ctx context.Context, group string, p Penalty) er
 		l.onPublish(nil)
 	}
 	return nil
-}
-
-// run sends EVALSHA and, when the node does not know the script (a fresh
-// cluster node, a promoted replica, SCRIPT FLUSH), EVAL with the source,
-// which also loads it for next time. args is "evalsha sha numkeys keys... argv...".
-func (l *redisLimiter) run(ctx context.Context, s *script, args []any) *redis.Cmd {
-	if l.timeout > 0 {
-		var cancel context.CancelFunc
-		if ctx, cancel = l.bound.within(ctx, l.timeout); cancel != nil {
-			defer cancel()
-		}
-	}
-	cmd := l.client.Do(ctx, args...)
-	if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		args[0], args[1] = evalName, s.source
-		cmd = l.client.Do(ctx, args...)
-	}
-	return cmd
 }
 
 // reloadCluster asks a cluster client to read the cluster's layout again

@@ -1,6 +1,7 @@
 package faultproxy
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"net"
@@ -30,6 +31,8 @@ type Proxy struct {
 
 	mu      sync.Mutex
 	gate    chan struct{} // closed while bytes flow; open while stalled
+	marker  []byte        // HoldRepliesAfter's; nil: none
+	held    chan struct{} // closed by Resume: ends HoldRepliesAfter's hold
 	links   map[*link]struct{}
 	closed  bool
 	running sync.WaitGroup
@@ -73,7 +76,21 @@ func (p *Proxy) Stall() {
 	}
 }
 
-// Resume ends a Stall: held bytes are delivered, in order.
+// HoldRepliesAfter holds, until Resume, every byte the target sends on a
+// connection from the moment its client sends marker (within one chunk read):
+// a server that ran a command and whose reply is lost when the connection
+// then fails (ResetAll). Other connections, new ones too, flow as before.
+func (p *Proxy) HoldRepliesAfter(marker []byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.marker = marker
+	if p.held == nil {
+		p.held = make(chan struct{})
+	}
+}
+
+// Resume ends a Stall and a HoldRepliesAfter: held bytes are delivered, in
+// order.
 func (p *Proxy) Resume() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -82,12 +99,34 @@ func (p *Proxy) Resume() {
 	default:
 		close(p.gate)
 	}
+	p.marker = nil
+	if p.held != nil {
+		close(p.held)
+		p.held = nil
+	}
 }
 
 func (p *Proxy) gateChan() <-chan struct{} {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.gate
+}
+
+// markHeld makes l hold its replies when data carries HoldRepliesAfter's
+// marker.
+func (p *Proxy) markHeld(l *link, data []byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.marker != nil && l.held == nil && bytes.Contains(data, p.marker) {
+		l.held = p.held
+	}
+}
+
+// heldChan is what l's replies wait for: nil when they are not held.
+func (p *Proxy) heldChan(l *link) <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return l.held
 }
 
 // ResetAll resets every open connection (TCP RST, both to the client and to
@@ -177,6 +216,7 @@ func (p *Proxy) serve(client net.Conn) {
 type link struct {
 	client, server net.Conn
 	done           chan struct{} // closed when the link is torn down
+	held           chan struct{} // replies wait for it (HoldRepliesAfter); under Proxy.mu
 	once           sync.Once
 }
 
@@ -216,6 +256,7 @@ type chunk struct {
 // this goroutine writes it once due and not stalled. An end of stream is
 // passed on as a half-close; any other failure resets the link.
 func (p *Proxy) pump(l *link, src, dst net.Conn) {
+	toClient := dst == l.client
 	queue := make(chan chunk, queueChunks)
 	readErr := make(chan error, 1)
 	reading := make(chan struct{})
@@ -258,6 +299,17 @@ func (p *Proxy) pump(l *link, src, dst net.Conn) {
 		case <-p.gateChan():
 		case <-l.done:
 			return
+		}
+		if toClient {
+			if held := p.heldChan(l); held != nil {
+				select {
+				case <-held:
+				case <-l.done:
+					return
+				}
+			}
+		} else {
+			p.markHeld(l, c.data)
 		}
 		if _, err := dst.Write(c.data); err != nil {
 			l.reset()

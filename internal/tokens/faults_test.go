@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/quotaware/throttle/internal/faultproxy"
 	"github.com/quotaware/throttle/internal/redistest"
 	"github.com/quotaware/throttle/providers/wechat/wechattest"
 )
@@ -211,5 +212,54 @@ func TestOneMissedRenewalKeepsTheLease(t *testing.T) {
 	resp.Body.Close()
 	if st := s.Stats(); st.Fetched != 1 {
 		t.Errorf("stats %+v: one failed renewal lost the lease, the answer was not kept", st)
+	}
+}
+
+// Redis takes the lease, and the reply is lost to a reset connection:
+// go-redis sends the take again (its default retries). A SET NX sent so
+// answered that the lease was held (before), by this very exchange, which
+// then waited the lease out with no fetch in flight.
+func TestLeaseTakenWhoseReplyWasLost(t *testing.T) {
+	srv := redistest.Shared(t)
+	proxy, err := faultproxy.New(srv.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr()}) // the client's own retries
+	t.Cleanup(func() { rdb.Close() })
+	s, err := New(rdb, WithPrefix("lostreply"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	direct := srv.Client(t)
+	ctx := context.Background()
+	lock := "lostreply:" + t.Name() + ":lock"
+	proxy.HoldRepliesAfter([]byte(takeLua))
+	done := make(chan error, 1)
+	var got bool
+	go func() {
+		var err error
+		got, err = s.take(ctx, lock, "mine")
+		done <- err
+	}()
+	// Redis has run the take once the lease is there; its reply is held.
+	for direct.Get(ctx, lock).Val() != "mine" {
+		select {
+		case err := <-done:
+			t.Fatalf("the take ended before Redis ran it: %v", err)
+		case <-time.After(time.Millisecond):
+		}
+	}
+	proxy.ResetAll()
+	proxy.Resume()
+	if err := <-done; err != nil {
+		t.Fatalf("take: %v", err)
+	}
+	if !got {
+		t.Fatal("the take sent again answered that the lease was held: it is this exchange's")
+	}
+	if ok, err := s.take(ctx, lock, "another"); ok || err != nil {
+		t.Fatalf("another exchange took the held lease: %v %v", ok, err)
 	}
 }

@@ -7,8 +7,8 @@ import (
 	"time"
 )
 
-// The lease of an exchange: the first replica to ask takes it (SET NX PX,
-// in exchange), fetches, and lets it go; the others wait for its answer.
+// The lease of an exchange: the first replica to ask takes it (SET NX PX in
+// takeLua, in exchange), fetches, and lets it go; the others wait for its answer.
 
 // maxLeaseHold bounds how long a replica holds a lease for one fetch: past
 // it, an exchange that has not answered is presumed lost, and another
@@ -67,6 +67,15 @@ func (s *Sharer) stillHeld(ctx context.Context, lock, id string) bool {
 // renewLua extends the lease by ARGV[2] ms only while it is still this
 // replica's.
 const renewLua = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0`
+
+// takeLua sets the lease to ARGV[1] for ARGV[2] ms unless it is held, and
+// answers 1 when it is ARGV[1]'s after the call. go-redis sends a command
+// again when its connection failed before the reply (MaxRetries, 3 by
+// default): a SET NX sent so answered that the lease was held, by this very
+// exchange, which then waited the lease out (3 s) with no fetch in flight.
+const takeLua = `if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end
+if redis.call('GET', KEYS[1]) == ARGV[1] then return 1 end
+return 0`
 
 // releaseLua deletes the lease only while it is still this replica's.
 const releaseLua = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`

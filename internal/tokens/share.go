@@ -348,7 +348,8 @@ func (s *Sharer) keep(ctx context.Context, key string, v []byte, d time.Duration
 func (s *Sharer) take(ctx context.Context, lock, id string) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, peekTimeout)
 	defer cancel()
-	return s.rdb.SetNX(ctx, lock, id, s.lease).Result()
+	n, err := s.rdb.Eval(ctx, takeLua, []string{lock}, id, s.lease.Milliseconds()).Int()
+	return n == 1, err
 }
 
 // unshare sends an exchange as it came, when Redis fails (or ctx ended
