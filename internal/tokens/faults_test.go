@@ -235,7 +235,7 @@ func TestLeaseTakenWhoseReplyWasLost(t *testing.T) {
 	direct := srv.Client(t)
 	ctx := context.Background()
 	lock := "lostreply:" + t.Name() + ":lock"
-	proxy.HoldRepliesAfter([]byte(takeLua))
+	proxy.HoldRepliesAfter([]byte(lock))
 	done := make(chan error, 1)
 	var got bool
 	go func() {
