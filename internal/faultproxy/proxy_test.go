@@ -182,6 +182,41 @@ func TestStallAndResume(t *testing.T) {
 	}
 }
 
+// HoldRepliesAfter lets the marked command reach the server and holds its
+// connection's replies, from then until Resume; other connections, new
+// ones too, flow.
+func TestHoldRepliesAfter(t *testing.T) {
+	p := newProxy(t)
+	marked, other := dial(t, p), dial(t, p)
+	marked.ping(t)
+	key := "faultproxy:" + t.Name()
+	direct := redistest.Shared(t).Client(t)
+	direct.Del(context.Background(), key)
+
+	p.HoldRepliesAfter([]byte(key))
+	marked.send(t, "SET "+key+" ran")
+	if got, err := marked.reply(150 * time.Millisecond); !isTimeout(err) {
+		t.Fatalf("reply of the marked command: %q, %v; want a read timeout", got, err)
+	}
+	if v := direct.Get(context.Background(), key).Val(); v != "ran" {
+		t.Fatalf("the server holds %q: the marked command did not reach it", v)
+	}
+	marked.send(t, "PING")
+	other.ping(t)
+	dial(t, p).ping(t)
+
+	p.Resume()
+	for _, want := range []string{"+OK", "+PONG"} {
+		if got, err := marked.reply(5 * time.Second); err != nil || got != want {
+			t.Fatalf("held reply after Resume: %q, %v; want %s", got, err, want)
+		}
+	}
+	marked.send(t, "GET "+key) // the marker again: no longer held
+	if got, err := marked.reply(5 * time.Second); err != nil || got != "$3" {
+		t.Fatalf("after Resume: %q, %v", got, err)
+	}
+}
+
 // ResetAll resets every open connection; new ones work.
 func TestResetAll(t *testing.T) {
 	p := newProxy(t)
