@@ -215,7 +215,9 @@ type App struct {
 	AppKey string
 
 	// CorpID is the organisation: for an internal app, the owner of the
-	// monthly quota (default: the AppKey stands for it); for a third-party
+	// monthly quota (default: the AppKey stands for it, so that two apps of
+	// one company listed without it count a month each: give them both the
+	// company's CorpID); for a third-party
 	// (ISV) app, the customer org whose per-org limits apply to requests
 	// that name none.
 	CorpID string

@@ -1,7 +1,9 @@
 package wechat
 
 import (
+	"bytes"
 	"cmp"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"math"
@@ -137,10 +139,19 @@ type App struct {
 	// (10,000 for /cgi-bin/stable_token) like Daily.
 	PerMinute map[string]int
 	// NoDefaultQuotas leaves out the defaults: Daily and PerMinute then
-	// hold every quota of the account. (A map given used to replace the
-	// defaults, so that raising one API's quota dropped the others, the
-	// token exchange's 2,000 a day among them.)
+	// hold every quota of the account, and ForceRefreshDaily counts only
+	// when set. (A map given used to replace the defaults, so that raising
+	// one API's quota dropped the others, the token exchange's 2,000 a day
+	// among them.)
 	NoDefaultQuotas bool
+	// ForceRefreshDaily is how many /cgi-bin/stable_token exchanges with
+	// force_refresh the account may make a day (default 20, WeChat's
+	// figure), beside the exchange's own quotas. WeChat's other condition,
+	// at least 30 s between forced refreshes, is not a wait the preset
+	// imposes: a forced refresh sooner returns the token in force without
+	// a new one, which is what the replicas that saw it refused after one
+	// of them refreshed need.
+	ForceRefreshDaily int
 }
 
 // settings is one account's Config and App together: what a profile is
@@ -158,7 +169,12 @@ const (
 	defaultDayGrace       = 5 * time.Second
 	defaultReconcileEvery = 15 * time.Minute
 	defaultQuotaGetDaily  = 1000
+	defaultForceRefreshes = 20
 )
+
+// stableTokenPath is the exchange whose forced refreshes ForceRefreshDaily
+// counts.
+const stableTokenPath = "/cgi-bin/stable_token"
 
 // maxAppID bounds App.AppID so that keys and scopes stay within
 // rule.MaxKeyLen whatever the path (AppIDs are 18 bytes).
@@ -175,6 +191,7 @@ func (c *settings) setDefaults() {
 		maps.Copy(daily, c.Daily)
 		maps.Copy(perMinute, c.PerMinute)
 		c.Daily, c.PerMinute = daily, perMinute
+		c.ForceRefreshDaily = cmp.Or(c.ForceRefreshDaily, defaultForceRefreshes)
 	}
 	// Values given and turned off: off wins, as in every preset.
 	if c.NoJitter && c.Jitter >= 0 { // a negative one stays, refused below
@@ -219,6 +236,8 @@ func (c *settings) validate() error {
 		return fmt.Errorf("wechat: Config.ReconcileEvery must be at least 1s, got %v", c.ReconcileEvery)
 	case c.QuotaGetDaily < 1:
 		return fmt.Errorf("wechat: Config.QuotaGetDaily must be at least 1, got %d", c.QuotaGetDaily)
+	case c.ForceRefreshDaily < 0:
+		return fmt.Errorf("wechat: App.ForceRefreshDaily must not be negative, got %d", c.ForceRefreshDaily)
 	}
 	if err := hostcheck.All("Config.Hosts", Name, c.Hosts); err != nil {
 		return fmt.Errorf("wechat: %w", err)
@@ -276,6 +295,14 @@ func profileOf(cfg settings) (providers.Profile, error) {
 		}
 		p.base[path] = append(p.base[path], r)
 	}
+	if cfg.ForceRefreshDaily > 0 {
+		r, err := rule.NewCalendar(key("force", cfg.AppID, stableTokenPath), cfg.ForceRefreshDaily, rule.Day, penaltytime.Beijing(),
+			rule.WithGrace(cfg.DayGrace))
+		if err != nil {
+			return providers.Profile{}, fmt.Errorf("wechat: App.ForceRefreshDaily: %w", err)
+		}
+		p.forced = []rule.Rule{r}
+	}
 	p.state.Store(&rules{byAPI: p.base})
 	return providers.Profile{
 		Name:           Name,
@@ -294,6 +321,9 @@ type preset struct {
 	state atomic.Pointer[rules]  // the rules in force: base, or with reconciled daily limits
 	apis  *catalog.Catalog       // WeChat's APIs
 	extra *catalog.Catalog       // listed paths apis lacks, searched first
+	// forced is ForceRefreshDaily's rule, booked beside stable_token's own
+	// by an exchange with force_refresh; empty: none.
+	forced []rule.Rule
 }
 
 // rules are the rules in force and the routes built from them, replaced
@@ -316,10 +346,44 @@ func (p *preset) route(r *http.Request) (providers.Route, error) {
 	if len(st.until) > 0 {
 		st = p.lapse(st, api)
 	}
-	return st.routes.Get(api, func() (providers.Route, error) {
-		return providers.Route{API: api, Uncatalogued: !known, Rules: st.byAPI[api], Scopes: []string{p.apiScope(api)}}, nil
+	name := api
+	if api == stableTokenPath && len(p.forced) > 0 && forcesRefresh(r) {
+		name = forcedRoute
+	}
+	return st.routes.Get(name, func() (providers.Route, error) {
+		rules := st.byAPI[api]
+		if name == forcedRoute {
+			rules = append(slices.Clip(rules), p.forced...)
+		}
+		return providers.Route{API: api, Uncatalogued: !known, Rules: rules, Scopes: []string{p.apiScope(api)}}, nil
 	})
 }
+
+// forcedRoute names, in the route cache, stable_token's route with the
+// forced refreshes' rule.
+const forcedRoute = stableTokenPath + " force_refresh"
+
+// forcesRefresh reports whether a stable_token exchange asks for a new
+// token: {"force_refresh": true} in a JSON body of a few hundred bytes. A
+// body that cannot be read whole or parsed reads as not forcing: WeChat
+// would not parse it either.
+func forcesRefresh(r *http.Request) bool {
+	if r.Method != http.MethodPost {
+		return false
+	}
+	body, complete := providers.PeekRequestBody(r, maxStableTokenBody)
+	if !complete || !bytes.Contains(body, []byte("force_refresh")) {
+		return false
+	}
+	var b struct {
+		ForceRefresh bool `json:"force_refresh"`
+	}
+	return json.Unmarshal(body, &b) == nil && b.ForceRefresh
+}
+
+// maxStableTokenBody bounds what forcesRefresh reads: the request holds a
+// grant type, an AppID, a secret and the flag.
+const maxStableTokenBody = 4 << 10
 
 // apiScope is the penalty scope of one API of the account. Catalog names
 // are short and validate bounds the AppID and listed paths, so it fits

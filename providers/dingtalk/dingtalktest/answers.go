@@ -8,18 +8,39 @@ import (
 )
 
 // tokenPaths are the token endpoints: an app's (both generations) and an
-// ISV suite's for one customer org (both generations).
+// ISV suite's for one customer org (both generations). The newer form of an
+// app's, POST /v1.0/oauth2/{corpId}/token, is told by isTokenPath.
 var tokenPaths = map[string]bool{
 	"/gettoken": true, "/v1.0/oauth2/accessToken": true,
 	"/service/get_corp_token": true, "/v1.0/oauth2/corpAccessToken": true,
 }
 
+// isTokenPath reports whether path is a token endpoint.
+func isTokenPath(path string) bool {
+	_, newer := corpOfTokenPath(path)
+	return tokenPaths[path] || newer
+}
+
+// corpOfTokenPath returns the organisation of an app's token call of the
+// newer form, /v1.0/oauth2/{corpId}/token.
+func corpOfTokenPath(path string) (string, bool) {
+	rest, ok := strings.CutPrefix(path, "/v1.0/oauth2/")
+	if !ok {
+		return "", false
+	}
+	corp, ok := strings.CutSuffix(rest, "/token")
+	return corp, ok && corp != "" && !strings.Contains(corp, "/")
+}
+
 // holder is whose a token is: an app, or an ISV suite in a customer org.
-type holder struct{ app, org string }
+// corp is the organisation an app's token of the newer form names: the one
+// whose monthly quota its calls count in.
+type holder struct{ app, org, corp string }
 
 // tokenRequest is the credentials of a token call; org is the customer org
-// of an ISV suite's call.
-type tokenRequest struct{ key, secret, org string }
+// of an ISV suite's call, corp the organisation of an app's call of the
+// newer form.
+type tokenRequest struct{ key, secret, org, corp string }
 
 // readCreds reads the credentials: query parameters on the old API's
 // GET /gettoken, a JSON body on the new API's POST /v1.0/oauth2/accessToken
@@ -42,6 +63,8 @@ func readCreds(r *http.Request) tokenRequest {
 		SuiteSecret string `json:"suiteSecret"`
 		AuthCorpID  string `json:"authCorpId"`
 		OldCorpID   string `json:"auth_corpid"`
+		ClientID    string `json:"client_id"`
+		Secret      string `json:"client_secret"`
 	}
 	_ = json.NewDecoder(io.LimitReader(r.Body, 64<<10)).Decode(&body)
 	switch r.URL.Path {
@@ -49,6 +72,9 @@ func readCreds(r *http.Request) tokenRequest {
 		return tokenRequest{key: body.SuiteKey, secret: body.SuiteSecret, org: body.AuthCorpID}
 	case "/service/get_corp_token":
 		return tokenRequest{key: q.Get("accessKey"), secret: q.Get("signature"), org: body.OldCorpID}
+	}
+	if corp, ok := corpOfTokenPath(r.URL.Path); ok {
+		return tokenRequest{key: body.ClientID, secret: body.Secret, corp: corp}
 	}
 	return tokenRequest{key: body.AppKey, secret: body.AppSecret}
 }
@@ -78,7 +104,7 @@ func (s *Server) issueToken(path string, c tokenRequest, rec *Record) answer {
 	}
 	// DingTalk returns the same token within its lifetime (a repeat
 	// extends it): one per app, org and API generation.
-	kind := path + "\x00" + c.key + "\x00" + c.org
+	kind := path + "\x00" + c.key + "\x00" + c.org // the newer form: the path names the corp
 	if old {
 		kind = "old\x00" + c.key + "\x00" + c.org
 	}
@@ -90,7 +116,7 @@ func (s *Server) issueToken(path string, c tokenRequest, rec *Record) answer {
 		}
 		s.issued[kind] = tok
 	}
-	s.tokens[tok] = holder{app: c.key, org: c.org}
+	s.tokens[tok] = holder{app: c.key, org: c.org, corp: c.corp}
 	rec.App, rec.Org = c.key, c.org
 	switch {
 	case path == "/service/get_corp_token":
@@ -98,6 +124,8 @@ func (s *Server) issueToken(path string, c tokenRequest, rec *Record) answer {
 		return jsonAnswer(http.StatusOK, "", `{"access_token":"`+tok+`","expires_in":7200}`)
 	case old:
 		return jsonAnswer(http.StatusOK, "", `{"errcode":0,"errmsg":"ok","access_token":"`+tok+`","expires_in":7200}`)
+	case c.corp != "":
+		return jsonAnswer(http.StatusOK, "", `{"access_token":"`+tok+`","expires_in":7200}`)
 	}
 	return jsonAnswer(http.StatusOK, "", `{"accessToken":"`+tok+`","expireIn":7200}`)
 }

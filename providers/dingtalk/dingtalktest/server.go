@@ -40,8 +40,11 @@ type Options struct {
 	// the JSON {"status":1111,...}.
 	BanHTML bool
 
-	// MonthlyQuota is the metered calls per app per calendar month in
-	// Beijing time (default 5,000; negative: unlimited); MeteredPaths are
+	// MonthlyQuota is the metered calls per organisation per calendar month
+	// in Beijing time (default 5,000; negative: unlimited): an ISV token's
+	// customer org, the organisation an app's token of the newer form
+	// (/v1.0/oauth2/{corpId}/token) names, else each app its own, the
+	// emulator knowing no other org of an app. MeteredPaths are
 	// the metered APIs (nil: the preset's default guess, in the emulator's own copy), looked up in the
 	// emulator's templates like any request.
 	MonthlyQuota int
@@ -313,7 +316,7 @@ func (s *Server) decide(r *http.Request) answer {
 	// Read the token before the lock: a form body may need parsing.
 	tok := token(r, newAPI)
 	var creds tokenRequest
-	isTokenCall := tokenPaths[r.URL.Path]
+	isTokenCall := isTokenPath(r.URL.Path)
 	if isTokenCall {
 		creds = readCreds(r)
 	}
@@ -392,12 +395,15 @@ func (s *Server) decideLocked(r *http.Request, now time.Time, newAPI bool, api, 
 		return qpsAnswer(now, newAPI, r.URL.Path, org != "")
 	}
 	// The monthly quota counts metered calls that got through, per
-	// organisation: an ISV token's customer org, else the app's own (the
-	// emulator knows no org of an internal app: each is its own).
+	// organisation: an ISV token's customer org, the organisation an app's
+	// token of the newer form names, else the app's own (the emulator knows
+	// no org of an internal app's other tokens: each is its own).
 	if s.opts.MonthlyQuota > 0 && s.metered[api] {
 		payer := app
 		if org != "" {
 			payer = "org\x00" + org
+		} else if h.corp != "" {
+			payer = "org\x00" + h.corp
 		}
 		mk := payer + "\x00" + now.In(beijing).Format("2006-01")
 		if s.month[mk] >= s.opts.MonthlyQuota {

@@ -257,6 +257,42 @@ func TestMonthlyQuota(t *testing.T) {
 	}
 }
 
+// The newer token form, POST /v1.0/oauth2/{corpId}/token, names the app's
+// organisation, whose monthly quota its calls count in: two apps of one
+// company share it.
+func TestNewerTokenFormSharesTheOrgsMonth(t *testing.T) {
+	s := dingtalktest.New(dingtalktest.Options{Apps: map[string]string{"dingA": "sa", "dingB": "sb"}, MonthlyQuota: 3})
+	defer s.Close()
+	token := func(app, secret string) string {
+		t.Helper()
+		resp, body := do(t, s, "POST", "/v1.0/oauth2/dingcorp/token",
+			`{"client_id":"`+app+`","client_secret":"`+secret+`","grant_type":"client_credentials"}`, http.Header{"Content-Type": {"application/json"}})
+		var a struct {
+			AccessToken string `json:"access_token"`
+			ExpiresIn   int    `json:"expires_in"`
+		}
+		if json.Unmarshal([]byte(body), &a); resp.StatusCode != 200 || a.AccessToken == "" || a.ExpiresIn != 7200 {
+			t.Fatalf("%s: newer token form: %d %s", app, resp.StatusCode, body)
+		}
+		return a.AccessToken
+	}
+	a, b := token("dingA", "sa"), token("dingB", "sb")
+	if resp, _ := do(t, s, "POST", "/v1.0/oauth2/dingcorp/token", `{"client_id":"dingA","client_secret":"wrong"}`, nil); resp.StatusCode != 400 {
+		t.Fatalf("newer token form, bad secret: %d", resp.StatusCode)
+	}
+	for _, tok := range []string{a, a, b} {
+		if resp, body := do(t, s, "GET", "/v1.0/contact/users/manager4220", "", newToken(tok)); resp.StatusCode != 200 {
+			t.Fatalf("metered call within the org's month: %d %s", resp.StatusCode, body)
+		}
+	}
+	if resp, body := do(t, s, "GET", "/v1.0/contact/users/manager4220", "", newToken(b)); resp.StatusCode != 403 || !strings.Contains(body, "ApiCountLimitForOrg") {
+		t.Fatalf("4th metered call of the org, by its second app: %d %s", resp.StatusCode, body)
+	}
+	if n := s.Fetches("dingA", ""); n != 1 {
+		t.Fatalf("Fetches(dingA) = %d, want 1", n)
+	}
+}
+
 func TestFaults(t *testing.T) {
 	s := dingtalktest.New(dingtalktest.Options{DefaultApp: "app"})
 	defer s.Close()

@@ -21,7 +21,7 @@ func (s *Server) Revoke(tok string) {
 func (s *Server) Fetches(app, org string) int {
 	n := 0
 	for _, r := range s.Requests() {
-		if tokenPaths[r.Path] && r.App == app && r.Org == org && r.Status == 200 && r.Code == "" {
+		if isTokenPath(r.Path) && r.App == app && r.Org == org && r.Status == 200 && r.Code == "" {
 			n++
 		}
 	}

@@ -13,6 +13,7 @@ type tokenState struct {
 	latest  map[string]string    // "<kind>\\x00<app>" → the newest token
 	expires map[string]time.Time // token → its end (emulated)
 	ends    map[string]time.Time // replaced or revoked token → when it stops
+	forced  map[string]*forcedRefreshes
 }
 
 // stableRenewal is how long before its end a stable token is renewed.
@@ -51,6 +52,45 @@ func (s *Server) issueLocked(app string, emu time.Time, stable, force bool) (str
 		}
 	}
 	return tok, s.em.TokenTTL()
+}
+
+// forceLocked decides a stable_token exchange of app with force_refresh:
+// renew (counted in the day's forced refreshes), no renewal (within the gap
+// after the last forced refresh: the token in force, not counted), or
+// refused (the day's forced refreshes are spent).
+func (s *Server) forceLocked(app string, emu time.Time) (renew, refused bool) {
+	lim := s.opts.Limits
+	if l, ok := s.opts.AppLimits[app]; ok {
+		lim = l
+	}
+	st := &s.issued
+	if st.forced == nil {
+		st.forced = map[string]*forcedRefreshes{}
+	}
+	f := st.forced[app]
+	if f == nil {
+		f = &forcedRefreshes{}
+		st.forced[app] = f
+	}
+	if lim.ForceRefreshGap > 0 && !f.last.IsZero() && emu.Sub(f.last) < lim.ForceRefreshGap {
+		return false, false
+	}
+	if day := beijingDay(emu); !f.day.Equal(day) {
+		f.day, f.n = day, 0
+	}
+	if lim.ForceRefreshDaily > 0 && f.n >= lim.ForceRefreshDaily {
+		return false, true
+	}
+	f.n++
+	f.last = emu
+	return true, false
+}
+
+// forcedRefreshes are one account's forced stable_token refreshes.
+type forcedRefreshes struct {
+	last time.Time // the last one that renewed the token (emulated)
+	day  time.Time // the Beijing day n counts
+	n    int
 }
 
 // validLocked reports whether tok was neither replaced past its grace nor

@@ -55,3 +55,36 @@ func TestSecondExchange(t *testing.T) {
 		t.Fatalf("revoked token: errcode %d, want %d", code, CodeInvalidToken)
 	}
 }
+
+// A forced stable_token refresh renews the token, one within 30 s of the
+// last renewal returns the token in force uncounted, and the 21st renewal
+// of a Beijing day answers 45009 until midnight.
+func TestForcedRefreshes(t *testing.T) {
+	clock := emulator.NewManualClock(t0.Add(-12 * time.Hour)) // 11:59 in Beijing
+	s := NewServer(Options{Clock: clock.Now})
+	defer s.Close()
+	force := `{"grant_type":"client_credential","appid":"wxapp1","secret":"s","force_refresh":true}`
+	prev := call(t, s, http.MethodPost, "/cgi-bin/stable_token", nil, force).AccessToken
+	if again := call(t, s, http.MethodPost, "/cgi-bin/stable_token", nil, force).AccessToken; again != prev {
+		t.Fatalf("forced refresh within 30 s: %q after %q, want the token in force", again, prev)
+	}
+	for i := 2; i <= 20; i++ {
+		clock.Add(30 * time.Second)
+		a := call(t, s, http.MethodPost, "/cgi-bin/stable_token", nil, force)
+		if a.Errcode != 0 || a.AccessToken == prev {
+			t.Fatalf("forced refresh %d, 30 s after the last: %+v, want a new token", i, a)
+		}
+		prev = a.AccessToken
+	}
+	clock.Add(30 * time.Second)
+	if a := call(t, s, http.MethodPost, "/cgi-bin/stable_token", nil, force); a.Errcode != CodeDailyQuota {
+		t.Fatalf("the 21st forced refresh of the day: %+v, want %d", a, CodeDailyQuota)
+	}
+	if a := call(t, s, http.MethodPost, "/cgi-bin/stable_token", nil, force[:len(force)-22]+"}"); a.Errcode != 0 || a.AccessToken != prev {
+		t.Fatalf("an exchange without force_refresh after the day's forced ones: %+v, want the token in force", a)
+	}
+	clock.Add(24 * time.Hour)
+	if a := call(t, s, http.MethodPost, "/cgi-bin/stable_token", nil, force); a.Errcode != 0 || a.AccessToken == prev {
+		t.Fatalf("a forced refresh the next day: %+v, want a new token", a)
+	}
+}

@@ -51,6 +51,15 @@ type Limits struct {
 	// MiniPerMinute is like PerMinute for the Mini Program APIs that answer
 	// 44991 instead.
 	MiniPerMinute map[string]int
+	// ForceRefreshDaily is how many stable_token exchanges with
+	// force_refresh renew the token a day (Asia/Shanghai); the next ones
+	// answer 45009 until midnight (WeChat publishes the limit, not its
+	// answer: this is the emulator's reading). 0: unlimited.
+	ForceRefreshDaily int
+	// ForceRefreshGap is how long after a forced refresh another one
+	// returns the token in force without renewing it, and without counting
+	// (WeChat: "otherwise it does not refresh"). 0: none.
+	ForceRefreshGap time.Duration
 }
 
 // DefaultLimits returns the documented quotas of a new account.
@@ -65,7 +74,9 @@ func DefaultLimits() Limits {
 			"/cgi-bin/user/info":            5000000,
 			"/cgi-bin/qrcode/create":        100000,
 		},
-		PerMinute: map[string]int{"/cgi-bin/stable_token": 10000},
+		PerMinute:         map[string]int{"/cgi-bin/stable_token": 10000},
+		ForceRefreshDaily: 20,
+		ForceRefreshGap:   30 * time.Second,
 	}
 }
 
@@ -307,6 +318,13 @@ func (s *Server) tokenLocked(rec *Request, emu time.Time, app, secret string, st
 	if code, msg := s.chargeLocked(app, rec.API, emu); code != 0 {
 		rec.Code = code
 		return http.StatusOK, errBody(code, msg)
+	}
+	if stable && force {
+		var refused bool
+		if force, refused = s.forceLocked(app, emu); refused {
+			rec.Code = CodeDailyQuota
+			return http.StatusOK, errBody(CodeDailyQuota, MsgDailyQuota)
+		}
 	}
 	tok, left := s.issueLocked(app, emu, stable, force)
 	return http.StatusOK, fmt.Sprintf(`{"access_token":%q,"expires_in":%d}`, tok, int(left/time.Second))
