@@ -74,3 +74,25 @@ func BenchmarkMemoryPerToken(b *testing.B) {
 	}
 	b.ReportMetric(perToken, "B/token")
 }
+
+// BenchmarkLearnIntoFullBook learns new tokens into a Book whose every
+// shard is full of live entries: each makes room by evicting one. The cost
+// per token must not grow with the Book's size (a full shard once walked
+// all its entries for every new token).
+func BenchmarkLearnIntoFullBook(b *testing.B) {
+	ctx := context.Background()
+	for _, perShard := range []int{1 << 10, 1 << 14} {
+		b.Run(strconv.Itoa(perShard)+" per shard", func(b *testing.B) {
+			book := apps.MustNew(apps.Config{MaxTokens: 16 * perShard})
+			app := apps.App{Provider: "dingtalk", ID: "suite", Org: "org"}
+			for i := range 16 * perShard {
+				_ = book.Learn(ctx, "full-"+strconv.Itoa(i), app, time.Hour)
+			}
+			i := 0
+			for b.Loop() {
+				_ = book.Learn(ctx, "new-"+strconv.Itoa(i), app, time.Hour)
+				i++
+			}
+		})
+	}
+}

@@ -24,6 +24,7 @@ type shard struct {
 	mu      sync.RWMutex
 	m       map[tokenHash]entry
 	sweepAt int // sweep expired entries when the map reaches this size
+	added   int // entries added since the last sweep
 }
 
 func (b *Book) shard(h tokenHash) *shard { return &b.shards[h[0]%nShards] }
@@ -75,18 +76,26 @@ func (b *Book) claim(h tokenHash, app App, exp, now uint32) (conflict bool) {
 }
 
 // putLocked is put with the shard locked. When the shard has grown to its
-// sweep mark, expired entries go first; when it is still at its share of
-// Config.MaxTokens, arbitrary ones (Go's map order is random) make room. Every
-// entry removed or replaced releases its identity.
+// sweep mark, or is full and a quarter of its share was added since the
+// last sweep, expired entries go; when it is still at its share of
+// Config.MaxTokens, an arbitrary one (Go's map order is random) makes room.
+// A full shard swept on every new token (before) walked all its entries,
+// 65,536 by default, under its lock for each one. Every entry removed or
+// replaced releases its identity.
 func (b *Book) putLocked(sh *shard, h tokenHash, app App, mark uint32, exp, now uint32) {
 	limit := max(1, b.cfg.maxTokens/nShards)
 	old, had := sh.m[h]
-	if !had && len(sh.m) >= min(sh.sweepAt, limit) {
-		for k, v := range sh.m {
-			if now >= v.exp {
-				b.release(v.app)
-				delete(sh.m, k)
+	if !had {
+		sh.added++
+		if len(sh.m) >= sh.sweepAt || len(sh.m) >= limit && sh.added >= max(64, limit/4) {
+			for k, v := range sh.m {
+				if now >= v.exp {
+					b.release(v.app)
+					delete(sh.m, k)
+				}
 			}
+			sh.sweepAt = max(64, 2*len(sh.m))
+			sh.added = 0
 		}
 		for k, v := range sh.m {
 			if len(sh.m) < limit {
@@ -95,7 +104,6 @@ func (b *Book) putLocked(sh *shard, h tokenHash, app App, mark uint32, exp, now 
 			b.release(v.app)
 			delete(sh.m, k)
 		}
-		sh.sweepAt = max(64, 2*len(sh.m))
 	}
 	if app.ID != "" {
 		mark = b.acquire(app)

@@ -236,11 +236,16 @@ func explainPlain(where string, err error) error {
 	return nil
 }
 
-// redactErr keeps a URL's password out of a parse error.
+// redactErr says why a URL did not parse, keeping its password out. The
+// parser quotes the URL as far as it read it, cut at a '#', and a '/' or
+// '?' in the password ends the host early and is quoted as a bad port: no
+// replacement can find every piece of the password in its text. A URL with
+// credentials is therefore named by its host alone, with the usual cause.
 func redactErr(err error, rawURL string) string {
-	msg := err.Error()
-	if at := strings.LastIndex(rawURL, "@"); at > 0 {
-		msg = strings.ReplaceAll(msg, rawURL[:at], "<credentials>")
+	at := strings.LastIndex(rawURL, "@")
+	if at < 0 {
+		return err.Error()
 	}
-	return msg
+	return fmt.Sprintf("the URL to %q does not parse (the parser's message is not shown: it may quote the password); "+
+		"in the user name and password, write '/', '?', '#' and '@' as %%2F, %%3F, %%23 and %%40", rawURL[at+1:])
 }

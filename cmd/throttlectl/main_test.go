@@ -405,6 +405,18 @@ func TestErrors(t *testing.T) {
 			}
 		})
 	}
+	// A URL that does not parse: the parser quotes it cut at a '#', and a
+	// '/' or '?' in the password as a bad port, so no piece of the
+	// password may show (before, "Xq7" did).
+	for _, u := range []string{"redis://u:Xq7#Zv9@127.0.0.1:1", "redis://:Xq7/Zv9@127.0.0.1:1", "redis://:Xq7?Zv9@127.0.0.1:1"} {
+		_, stderr, code := ctl(t, "", "-redis", u, "status")
+		if code != 2 || !strings.Contains(stderr, "%23") {
+			t.Errorf("%s: exit %d, stderr %q; want exit 2 and how to write the password", u, code, stderr)
+		}
+		if strings.Contains(stderr, "Xq7") || strings.Contains(stderr, "Zv9") {
+			t.Errorf("%s: stderr shows part of the password: %q", u, stderr)
+		}
+	}
 	// The right password works.
 	if _, stderr, code := ctl(t, "", "-redis", "redis://:sekret@"+locked.Addr, "status"); code != 2 || !strings.Contains(stderr, "no keys found") {
 		t.Fatalf("with the right password on an empty Redis: exit %d, %q", code, stderr)

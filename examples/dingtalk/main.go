@@ -90,7 +90,9 @@ func run(o options, out io.Writer) error {
 	if o.redisURL != "" {
 		opt, err := redis.ParseURL(o.redisURL)
 		if err != nil {
-			return fmt.Errorf("-redis: %w", err)
+			// The parser's message quotes the URL, password and all.
+			return errors.New("-redis: the URL does not parse (want redis://[user:password@]host:port[/db]; " +
+				"write '/', '?', '#' and '@' in the password as %2F, %3F, %23 and %40)")
 		}
 		// The Transport's deadlines then reach Redis's socket.
 		opt.ContextTimeoutEnabled = true

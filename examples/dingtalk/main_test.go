@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -51,5 +52,16 @@ func TestExampleNaiveTripsTheLimits(t *testing.T) {
 	}
 	if strings.Contains(out.String(), "these differ") {
 		t.Fatalf("the callers' quota answers do not reconcile with the emulator's:\n%s", out.String())
+	}
+}
+
+// A -redis URL that does not parse is refused without quoting it: the
+// parser's message shows the password as far as it read it.
+func TestExampleBadRedisURLKeepsThePassword(t *testing.T) {
+	o := short()
+	o.redisURL = "redis://u:Xq7#Zv9@127.0.0.1:1"
+	err := run(o, io.Discard)
+	if err == nil || strings.Contains(err.Error(), "Xq7") || strings.Contains(err.Error(), "Zv9") {
+		t.Fatalf("run: %v, want an error naming no part of the password", err)
 	}
 }
