@@ -136,9 +136,16 @@ func New(opts ...Option) (*Transport, error) {
 	t.shareTokens(&c) // token exchanges shared by the fleet (tokens.go)
 	if t.apps != nil {
 		t.base = t.apps.Observe(t.base) // learn from the token exchanges sent
+		// A Transport dropped without Close ends the Book's listener (its
+		// Pub/Sub connection and two goroutines) once collected.
+		runtime.AddCleanup(t, func(b *apps.Book) { go b.Close() }, t.apps)
 	}
 	t.retry = newRetrier(c.retry)
 	t.startQuotaWatch(&c)
+	// A Transport dropped without Close leaves the quota gauges once
+	// collected: their callback held the limiter and read it at every
+	// collection.
+	runtime.AddCleanup(t, func(q *quotaWatch) { q.close() }, t.quota)
 	t.startQuotaCheck(&c) // quotas reconciled with the provider's count (quota_check.go)
 	if !t.tel.disabled && len(t.profiles) > 0 {
 		src := &gaugeSource{fallback: &t.tel.fallbackOn}
