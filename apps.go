@@ -28,7 +28,9 @@ func WithApps(cfg apps.Config) Option {
 	return optionFunc(func(c *config) { c.apps = &cfg })
 }
 
-// Apps returns the Book of WithApps, or nil without it.
+// Apps returns the Book of WithApps, or nil without it. The Book lives as
+// long as the Transport: once the Transport is closed, or collected after it
+// was dropped, the Book no longer hears what other replicas learn.
 func (t *Transport) Apps() *apps.Book { return t.apps }
 
 // buildApps builds the Book of WithApps on what the Transport already has.

@@ -145,7 +145,9 @@ func New(opts ...Option) (*Transport, error) {
 	// A Transport dropped without Close leaves the quota gauges once
 	// collected: their callback held the limiter and read it at every
 	// collection.
-	runtime.AddCleanup(t, func(q *quotaWatch) { q.close() }, t.quota)
+	// In a goroutine of its own, as every such cleanup: unregistering
+	// waits for a collection in progress, whose callbacks read Redis.
+	runtime.AddCleanup(t, func(q *quotaWatch) { go q.close() }, t.quota)
 	t.startQuotaCheck(&c) // quotas reconciled with the provider's count (quota_check.go)
 	if !t.tel.disabled && len(t.profiles) > 0 {
 		src := &gaugeSource{fallback: &t.tel.fallbackOn}
@@ -155,7 +157,7 @@ func New(opts ...Option) (*Transport, error) {
 		}
 		t.gauges = addGauges(t.tel.meterProvider, src, t.tel.report)
 		// A Transport dropped without Close leaves the gauges once collected.
-		runtime.AddCleanup(t, func(remove func()) { remove() }, t.gauges)
+		runtime.AddCleanup(t, func(remove func()) { go remove() }, t.gauges)
 	}
 	return t, nil
 }

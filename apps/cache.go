@@ -87,7 +87,7 @@ func (b *Book) putLocked(sh *shard, h tokenHash, app App, mark uint32, exp, now 
 	old, had := sh.m[h]
 	if !had {
 		sh.added++
-		if len(sh.m) >= sh.sweepAt || len(sh.m) >= limit && sh.added >= max(64, limit/4) {
+		if len(sh.m) >= sh.sweepAt || len(sh.m) >= limit && sh.added >= max(1, limit/4) {
 			for k, v := range sh.m {
 				if now >= v.exp {
 					b.release(v.app)

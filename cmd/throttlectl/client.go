@@ -85,16 +85,21 @@ func newClient(spec string, timeout time.Duration) (redis.UniversalClient, strin
 	for _, p := range parts {
 		p = strings.TrimSpace(p)
 		if p == "" {
-			return nil, "", usagef("-redis %q has an empty address", spec)
+			return nil, "", usagef("-redis %s has an empty address", shownSpec(spec))
 		}
 		var o *redis.Options
 		if strings.Contains(p, "://") {
 			var err error
 			if o, err = redis.ParseURL(p); err != nil {
-				return nil, "", usagef("-redis: %v (want redis://[user:password@]host:port[/db] or rediss://...)", redactErr(err, p))
+				return nil, "", usagef("-redis: %v (want redis://[user:password@]host:port[/db] or rediss://...)", redactErr(err, spec))
 			}
 		} else {
 			if _, _, err := net.SplitHostPort(p); err != nil {
+				if strings.Contains(spec, "@") {
+					// A part of a URL whose password held a ',' (split
+					// above): not shown.
+					return nil, "", usagef("-redis %s: want host:port or a redis:// URL (write ',' in a password as %%2C)", shownSpec(spec))
+				}
 				return nil, "", usagef("-redis %q: want host:port or a redis:// URL", p)
 			}
 			o = &redis.Options{Addr: p}
@@ -236,16 +241,27 @@ func explainPlain(where string, err error) error {
 	return nil
 }
 
-// redactErr says why a URL did not parse, keeping its password out. The
-// parser quotes the URL as far as it read it, cut at a '#', and a '/' or
-// '?' in the password ends the host early and is quoted as a bad port: no
-// replacement can find every piece of the password in its text. A URL with
-// credentials is therefore named by its host alone, with the usual cause.
-func redactErr(err error, rawURL string) string {
-	at := strings.LastIndex(rawURL, "@")
-	if at < 0 {
+// redactErr says why a URL of spec (the whole -redis, split at commas) did
+// not parse, keeping its password out. The parser quotes the
+// URL as far as it read it, cut at a '#', and a '/' or '?' in the password
+// ends the host early and is quoted as a bad port, while a ',' in it split
+// the URL in two: no replacement can find every piece of the password in
+// its text. Where spec holds credentials, it is named by its host alone,
+// with the usual cause.
+func redactErr(err error, spec string) string {
+	if !strings.Contains(spec, "@") {
 		return err.Error()
 	}
-	return fmt.Sprintf("the URL to %q does not parse (the parser's message is not shown: it may quote the password); "+
-		"in the user name and password, write '/', '?', '#' and '@' as %%2F, %%3F, %%23 and %%40", rawURL[at+1:])
+	return fmt.Sprintf("the URL %s does not parse (the parser's message is not shown: it may quote the password); "+
+		"in the user name and password, write '/', '?', '#', '@' and ',' as %%2F, %%3F, %%23, %%40 and %%2C", shownSpec(spec))
+}
+
+// shownSpec is s as a message may show it: quoted, with everything before
+// its last '@' (user name and password) left out.
+func shownSpec(s string) string {
+	at := strings.LastIndex(s, "@")
+	if at < 0 {
+		return fmt.Sprintf("%q", s)
+	}
+	return fmt.Sprintf("%q", "<credentials>@"+s[at+1:])
 }

@@ -408,9 +408,10 @@ func TestErrors(t *testing.T) {
 	// A URL that does not parse: the parser quotes it cut at a '#', and a
 	// '/' or '?' in the password as a bad port, so no piece of the
 	// password may show (before, "Xq7" did).
-	for _, u := range []string{"redis://u:Xq7#Zv9@127.0.0.1:1", "redis://:Xq7/Zv9@127.0.0.1:1", "redis://:Xq7?Zv9@127.0.0.1:1"} {
+	for _, u := range []string{"redis://u:Xq7#Zv9@127.0.0.1:1", "redis://:Xq7/Zv9@127.0.0.1:1", "redis://:Xq7?Zv9@127.0.0.1:1",
+		"redis://:Xq7,Zv9@127.0.0.1:1", "redis://:Xq7,,Zv9@127.0.0.1:1"} {
 		_, stderr, code := ctl(t, "", "-redis", u, "status")
-		if code != 2 || !strings.Contains(stderr, "%23") {
+		if code != 2 || !strings.Contains(stderr, "%2C") {
 			t.Errorf("%s: exit %d, stderr %q; want exit 2 and how to write the password", u, code, stderr)
 		}
 		if strings.Contains(stderr, "Xq7") || strings.Contains(stderr, "Zv9") {

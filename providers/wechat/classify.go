@@ -2,6 +2,7 @@ package wechat
 
 import (
 	"net/http"
+	"slices"
 
 	"github.com/quotaware/throttle/providers"
 	"github.com/quotaware/throttle/providers/internal/jsoncode"
@@ -65,6 +66,9 @@ func (p *preset) classifyCode(_ *http.Request, resp *http.Response, route *provi
 		now := p.cfg.Clock()
 		v.Kind, v.NotProcessed = providers.Quota, true
 		v.Scope = route.Scope(scopekind.API)
+		if forced := p.apiScope(forcedRoute); slices.Contains(route.Scopes, forced) {
+			v.Scope = forced // the day's forced refreshes, not the exchange's quota
+		}
 		v.Until = penaltytime.DayEnd(now, p.cfg.DayGrace)
 	case codeMinuteQuota, codeMiniFrequency:
 		// "retry next minute": WeChat counts calendar minutes.

@@ -64,3 +64,41 @@ func TestForceRefreshDailyValidated(t *testing.T) {
 		t.Fatalf("a negative ForceRefreshDaily: %v, want an error naming the field", err)
 	}
 }
+
+// WeChat counted more forced refreshes than the preset (another system
+// forcing with the same AppID): its 45009 stops forced refreshes until
+// midnight, while exchanges that force nothing, which WeChat still answers,
+// go on. Penalising stable_token's own scope (before) left the fleet
+// without a token once the kept one ended.
+func TestForcedRefreshQuotaErrorStopsOnlyForcedRefreshes(t *testing.T) {
+	s := wechattest.NewServer(wechattest.Options{Limits: wechattest.Limits{Daily: map[string]int{}, ForceRefreshDaily: 1}})
+	defer s.Close()
+	u, _ := url.Parse(s.URL)
+	p := wechat.MustNew(wechat.Config{Hosts: []string{u.Hostname()}, Apps: []wechat.App{{AppID: "wxapp"}}}).Profile()
+	tr := throttle.MustNew(throttle.WithProfiles(p), throttle.WithMaxWait(50*time.Millisecond), throttle.WithoutRetry(),
+		throttle.WithLogger(slog.New(slog.DiscardHandler)))
+	defer tr.Close()
+	client := &http.Client{Transport: tr}
+	exchange := func(force bool) (string, error) {
+		body := `{"grant_type":"client_credential","appid":"wxapp","secret":"s","force_refresh":` + map[bool]string{true: "true", false: "false"}[force] + `}`
+		resp, err := client.Post(s.URL+"/cgi-bin/stable_token", "application/json", strings.NewReader(body))
+		if err != nil {
+			return "", err
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b), nil
+	}
+	if b, err := exchange(true); err != nil || !strings.Contains(b, `"access_token"`) {
+		t.Fatalf("first forced refresh: %s %v", b, err)
+	}
+	if b, err := exchange(true); err != nil || !strings.Contains(b, `"errcode":45009`) {
+		t.Fatalf("second forced refresh, WeChat's count spent: %s %v, want its 45009", b, err)
+	}
+	if _, err := exchange(true); !errors.Is(err, throttle.ErrPenalized) {
+		t.Fatalf("third forced refresh: %v, want %v", err, throttle.ErrPenalized)
+	}
+	if b, err := exchange(false); err != nil || !strings.Contains(b, `"access_token"`) {
+		t.Fatalf("an exchange forcing nothing after the forced refreshes' 45009: %s %v, want a token", b, err)
+	}
+}

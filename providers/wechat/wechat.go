@@ -351,16 +351,19 @@ func (p *preset) route(r *http.Request) (providers.Route, error) {
 		name = forcedRoute
 	}
 	return st.routes.Get(name, func() (providers.Route, error) {
-		rules := st.byAPI[api]
+		rules, scopes := st.byAPI[api], []string{p.apiScope(api)}
 		if name == forcedRoute {
 			rules = append(slices.Clip(rules), p.forced...)
+			scopes = append(scopes, p.apiScope(forcedRoute))
 		}
-		return providers.Route{API: api, Uncatalogued: !known, Rules: rules, Scopes: []string{p.apiScope(api)}}, nil
+		return providers.Route{API: api, Uncatalogued: !known, Rules: rules, Scopes: scopes}, nil
 	})
 }
 
 // forcedRoute names, in the route cache, stable_token's route with the
-// forced refreshes' rule.
+// forced refreshes' rule, and the API of their penalty scope: a 45009 to a
+// forced refresh stops forced refreshes until midnight, while exchanges that
+// force nothing, which WeChat still answers, go on.
 const forcedRoute = stableTokenPath + " force_refresh"
 
 // forcesRefresh reports whether a stable_token exchange asks for a new
