@@ -244,7 +244,7 @@ func (t *Transport) startHeadroom(c *config) error {
 	for i := range t.profiles {
 		if p := &t.profiles[i]; p.Lower != nil {
 			learners = append(learners, learner{name: p.Name, lower: p.Lower, lowered: p.lowered,
-				mu: new(sync.Mutex), seen: map[string]string{}})
+				mu: new(sync.Mutex), seen: map[string]string{}, flooded: new(atomic.Bool)})
 		}
 	}
 	if len(heads) == 0 && len(learners) == 0 {

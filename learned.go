@@ -34,6 +34,9 @@ type learner struct {
 	// already.
 	mu   *sync.Mutex
 	seen map[string]string
+	// flooded: the hash was once found over maxLearnedRead fields (warned
+	// once).
+	flooded *atomic.Bool
 }
 
 // maxLearnedFields bounds the fields of the learned hash, which anyone who
@@ -42,6 +45,11 @@ type learner struct {
 // each replica a bounded amount of memory (each field is kept in seen, and
 // a preset keeps a route per API it lowers).
 const maxLearnedFields = 1024
+
+// maxLearnedRead bounds the fields read from the hash each round
+// (learnedhash.Read): a flooded one is read in part, the same part each
+// round, rather than whole.
+const maxLearnedRead = 4 * maxLearnedFields
 
 // learn applies the verdict's learned limit to this replica, logs it, and
 // returns the write that shares it (a no-op without one or without Redis).
@@ -80,7 +88,7 @@ func (l *headroomLoop) readLearned() {
 	}
 	for _, lr := range l.learners {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		all, err := l.rdb.HGetAll(ctx, learnedhash.Key(l.prefix, lr.name)).Result()
+		all, complete, err := learnedhash.Read(ctx, l.rdb, learnedhash.Key(l.prefix, lr.name), maxLearnedRead)
 		if err != nil {
 			cancel()
 			l.log.Debug("throttle: could not read the learned limits", "provider", lr.name, "error", err)
@@ -89,11 +97,16 @@ func (l *headroomLoop) readLearned() {
 		now := time.Now()
 		var lapsed []string
 		lr.mu.Lock()
-		// What was deleted from the hash is forgotten.
+		// What was deleted from the hash is forgotten: known only from a
+		// whole read.
 		for field := range lr.seen {
-			if _, ok := all[field]; !ok {
+			if _, ok := all[field]; !ok && complete {
 				delete(lr.seen, field)
 			}
+		}
+		if !complete && lr.flooded.CompareAndSwap(false, true) {
+			l.log.Warn("throttle: the learned limits' hash holds more fields than any fleet writes; reading part of it each round",
+				"provider", lr.name, "read", len(all))
 		}
 		for field, v := range all {
 			learned, ok := learnedhash.Parse(field, v)

@@ -25,7 +25,7 @@ func TestLearnedHashFloodIsBounded(t *testing.T) {
 	rdb := redistest.Start(t).Client(t)
 	ctx := context.Background()
 	var applied atomic.Int64
-	lr := learner{name: "p", lowered: new(atomic.Int64), mu: new(sync.Mutex), seen: map[string]string{},
+	lr := learner{name: "p", lowered: new(atomic.Int64), mu: new(sync.Mutex), seen: map[string]string{}, flooded: new(atomic.Bool),
 		lower: func(providers.Learned) bool { applied.Add(1); return true }}
 	loop := &headroomLoop{learners: []learner{lr}, rdb: rdb, prefix: "learned-test", log: slog.New(slog.DiscardHandler)}
 	key := learnedhash.Key(loop.prefix, "p")
@@ -51,6 +51,57 @@ func TestLearnedHashFloodIsBounded(t *testing.T) {
 	if n := len(lr.seen); n != 0 {
 		t.Fatalf("after the hash was deleted: %d fields held, want 0", n)
 	}
+}
+
+// A hash flooded past maxLearnedRead fields is read in part each round
+// (learnedhash.Read, TestReadIsBounded), with one warning, and what the
+// replica applied from it stays applied: fields not read are not taken for
+// deleted.
+func TestLearnedHashFloodIsReadInPart(t *testing.T) {
+	rdb := redistest.Start(t).Client(t)
+	ctx := context.Background()
+	logs := &strings.Builder{}
+	var mu sync.Mutex
+	lr := learner{name: "p", lowered: new(atomic.Int64), mu: new(sync.Mutex), seen: map[string]string{}, flooded: new(atomic.Bool),
+		lower: func(providers.Learned) bool { return true }}
+	loop := &headroomLoop{learners: []learner{lr}, rdb: rdb, prefix: "learned-flood", log: slog.New(slog.NewTextHandler(lockedWriter{&mu, logs}, nil))}
+	key := learnedhash.Key(loop.prefix, "p")
+	until := strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10)
+	pipe := rdb.Pipeline()
+	for i := range 5 * maxLearnedRead {
+		pipe.HSet(ctx, key, fmt.Sprintf("s GET /api/%d", i), "1:"+until)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	loop.readLearned()
+	held := len(lr.seen)
+	if held != maxLearnedFields {
+		t.Fatalf("held %d fields after a read of the flood, want %d", held, maxLearnedFields)
+	}
+	for range 2 {
+		loop.readLearned()
+	}
+	if n := len(lr.seen); n != held {
+		t.Fatalf("held %d fields after more reads in part, want the %d applied", n, held)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if n := strings.Count(logs.String(), "more fields than any fleet writes"); n != 1 {
+		t.Fatalf("%d warnings of the flood, want 1:\n%s", n, logs.String())
+	}
+}
+
+// lockedWriter serialises a log handler's writes into a builder.
+type lockedWriter struct {
+	mu *sync.Mutex
+	b  *strings.Builder
+}
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
 }
 
 // A lapsed field is deleted only while it holds the value read: one that

@@ -39,7 +39,9 @@ const maxLearnedShown = 1000
 func readLearned(ctx context.Context, l *limiter.Shared, st inspect.State) map[string][]learnedLimit {
 	out := map[string][]learnedLimit{}
 	for _, g := range st.Groups {
-		all, err := l.Client().HGetAll(ctx, learnedhash.Key(l.Config().Prefix, g.Group)).Result()
+		// A flooded hash is read in part: a status shows at most
+		// maxLearnedShown of its limits anyway.
+		all, _, err := learnedhash.Read(ctx, l.Client(), learnedhash.Key(l.Config().Prefix, g.Group), 4*maxLearnedShown)
 		if err != nil {
 			continue
 		}

@@ -2,6 +2,7 @@ package learnedhash
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"time"
@@ -104,3 +105,35 @@ redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 local ttl = tonumber(ARGV[5])
 if redis.call('PTTL', KEYS[1]) < ttl then redis.call('PEXPIRE', KEYS[1], ttl) end
 return 1`)
+
+// Read returns the fields of the hash at key, all of them (complete) while
+// it holds at most max, else about max of them, in one call: anyone who can
+// write to the Redis can fill the hash, and a replica reading a flooded one
+// whole every round would hold all of it each time. A partial read takes
+// the fields of the hash's first buckets, the same ones each round.
+func Read(ctx context.Context, rdb redis.Scripter, key string, max int) (fields map[string]string, complete bool, err error) {
+	v, err := readScript.Run(ctx, rdb, []string{key}, max).Slice()
+	if err != nil {
+		return nil, false, err
+	}
+	if len(v) != 2 {
+		return nil, false, errors.New("learnedhash: Read: an answer of " + strconv.Itoa(len(v)) + " parts, want 2")
+	}
+	all, _ := v[1].([]any)
+	fields = make(map[string]string, min(len(all)/2, max))
+	for i := 0; i+1 < len(all) && len(fields) < max; i += 2 {
+		f, _ := all[i].(string)
+		val, _ := all[i+1].(string)
+		fields[f] = val
+	}
+	n, _ := v[0].(int64)
+	return fields, n == 1, nil
+}
+
+// readScript: KEYS[1] the hash; ARGV[1] the most fields read. Answers
+// {1, every field and value} or {0, the fields and values of one HSCAN of
+// about that many}.
+var readScript = redis.NewScript(`if redis.call('HLEN', KEYS[1]) <= tonumber(ARGV[1]) then
+  return {1, redis.call('HGETALL', KEYS[1])}
+end
+return {0, redis.call('HSCAN', KEYS[1], '0', 'COUNT', ARGV[1])[2]}`)

@@ -122,3 +122,33 @@ func TestWrite(t *testing.T) {
 		write(r, true)
 	}
 }
+
+// Read takes a hash whole while it holds at most max fields, and about max
+// of a flooded one, never the whole flood.
+func TestReadIsBounded(t *testing.T) {
+	rdb := redistest.Shared(t).Client(t)
+	ctx := context.Background()
+	key := Key("readbound", t.Name())
+	rdb.Del(ctx, key)
+	for i := range 50 {
+		rdb.HSet(ctx, key, fmt.Sprintf("s GET /api%d", i), "10:1")
+	}
+	fields, complete, err := Read(ctx, rdb, key, 100)
+	if err != nil || !complete || len(fields) != 50 || fields["s GET /api7"] != "10:1" {
+		t.Fatalf("Read of 50 fields, at most 100: %d fields, complete %v, %v; want all 50", len(fields), complete, err)
+	}
+	pipe := rdb.Pipeline()
+	for i := range 20_000 {
+		pipe.HSet(ctx, key, fmt.Sprintf("s GET /flood%d", i), "10:1")
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	fields, complete, err = Read(ctx, rdb, key, 100)
+	if err != nil || complete || len(fields) == 0 || len(fields) > 100 {
+		t.Fatalf("Read of 20,050 fields, at most 100: %d fields, complete %v, %v; want at most 100 and not complete", len(fields), complete, err)
+	}
+	if fields, _, err := Read(ctx, rdb, Key("readbound", "none"), 100); err != nil || len(fields) != 0 {
+		t.Fatalf("Read of no hash: %v %v", fields, err)
+	}
+}
