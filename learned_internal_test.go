@@ -55,35 +55,46 @@ func TestLearnedHashFloodIsBounded(t *testing.T) {
 
 // A hash flooded past maxLearnedRead fields is read in part each round
 // (learnedhash.Read, TestReadIsBounded), with one warning, and what the
-// replica applied from it stays applied: fields not read are not taken for
-// deleted.
+// replica applied from it before stays applied: fields a read in part did
+// not return are not taken for deleted (and others applied in their place).
 func TestLearnedHashFloodIsReadInPart(t *testing.T) {
 	rdb := redistest.Start(t).Client(t)
 	ctx := context.Background()
 	logs := &strings.Builder{}
 	var mu sync.Mutex
+	var applied atomic.Int64
 	lr := learner{name: "p", lowered: new(atomic.Int64), mu: new(sync.Mutex), seen: map[string]string{}, flooded: new(atomic.Bool),
-		lower: func(providers.Learned) bool { return true }}
+		lower: func(providers.Learned) bool { applied.Add(1); return true }}
 	loop := &headroomLoop{learners: []learner{lr}, rdb: rdb, prefix: "learned-flood", log: slog.New(slog.NewTextHandler(lockedWriter{&mu, logs}, nil))}
 	key := learnedhash.Key(loop.prefix, "p")
 	until := strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10)
 	pipe := rdb.Pipeline()
-	for i := range 5 * maxLearnedRead {
-		pipe.HSet(ctx, key, fmt.Sprintf("s GET /api/%d", i), "1:"+until)
+	for i := range maxLearnedFields {
+		pipe.HSet(ctx, key, fmt.Sprintf("s GET /real/%d", i), "1:"+until)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		t.Fatal(err)
 	}
 	loop.readLearned()
-	held := len(lr.seen)
-	if held != maxLearnedFields {
-		t.Fatalf("held %d fields after a read of the flood, want %d", held, maxLearnedFields)
+	if n := len(lr.seen); n != maxLearnedFields {
+		t.Fatalf("held %d fields, want %d", n, maxLearnedFields)
 	}
-	for range 2 {
+	for i := range 5 * maxLearnedRead {
+		pipe.HSet(ctx, key, fmt.Sprintf("s GET /flood/%d", i), "1:"+until)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
 		loop.readLearned()
 	}
-	if n := len(lr.seen); n != held {
-		t.Fatalf("held %d fields after more reads in part, want the %d applied", n, held)
+	for field := range lr.seen {
+		if !strings.HasPrefix(field, "s GET /real/") {
+			t.Fatalf("held %q: a field applied in place of one a read in part did not return", field)
+		}
+	}
+	if n, a := len(lr.seen), applied.Load(); n != maxLearnedFields || a != maxLearnedFields {
+		t.Fatalf("held %d fields, applied %d, want the first %d each", n, a, maxLearnedFields)
 	}
 	mu.Lock()
 	defer mu.Unlock()
