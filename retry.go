@@ -2,7 +2,6 @@ package throttle
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -335,11 +334,12 @@ func backoff(p RetryPolicy, attempt int) time.Duration {
 // idempotent: methods whose repetition does no harm (RFC 9110), but for a
 // token exchange that rotates its token; or a request carrying an
 // idempotency key, the caller's promise (as net/http reads it too: no
-// provider of the presets deduplicates by it).
+// provider of the presets deduplicates by it). RoundTrip has read an empty
+// Method as GET already.
 func idempotent(req *http.Request) bool {
 	switch req.Method {
-	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
-		return req.URL == nil || !exchanges.Rotates(cmp.Or(req.Method, http.MethodGet), req.URL.Path)
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
+		return req.URL == nil || !exchanges.Rotates(req.Method, req.URL.Path)
 	}
 	return tokenform.Header(req.Header, "Idempotency-Key") != "" || tokenform.Header(req.Header, "X-Idempotency-Key") != ""
 }

@@ -144,9 +144,9 @@ func New(opts ...Option) (*Transport, error) {
 	t.startQuotaWatch(&c)
 	// A Transport dropped without Close leaves the quota gauges once
 	// collected: their callback held the limiter and read it at every
-	// collection.
-	// In a goroutine of its own, as every such cleanup: unregistering
-	// waits for a collection in progress, whose callbacks read Redis.
+	// collection. In a goroutine of its own, as every such cleanup:
+	// unregistering waits for a collection in progress, whose callbacks
+	// read Redis.
 	runtime.AddCleanup(t, func(q *quotaWatch) { go q.close() }, t.quota)
 	t.startQuotaCheck(&c) // quotas reconciled with the provider's count (quota_check.go)
 	if !t.tel.disabled && len(t.profiles) > 0 {
@@ -247,11 +247,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		req = markLimited(req)
 	}
 	if req.Method == "" {
-		// net/http sends an empty Method as GET, and the layers below read
-		// the method as sent: a catalog's GET APIs, the GET token
-		// exchanges, which answers carry an app. Read as "", a request built
-		// as a struct literal fell to the uncatalogued stand-in, and its
-		// token exchange was never shared. On a copy, as below.
+		// net/http sends an empty Method as GET, and every layer below
+		// (catalog routes, token exchanges, apps, retries) reads it as
+		// GET from here. Read as "", a request built as a struct literal
+		// fell to the uncatalogued stand-in, and its token exchange was
+		// never shared. On a copy, as below.
 		cp := *req
 		cp.Method = http.MethodGet
 		req = &cp

@@ -97,12 +97,14 @@ func (b *Book) putLocked(sh *shard, h tokenHash, app App, mark uint32, exp, now 
 			sh.sweepAt = max(64, 2*len(sh.m))
 			sh.added = 0
 		}
-		for k, v := range sh.m {
-			if len(sh.m) < limit {
-				break
+		if len(sh.m) >= limit {
+			for k, v := range sh.m {
+				b.release(v.app)
+				delete(sh.m, k)
+				if len(sh.m) < limit {
+					break
+				}
 			}
-			b.release(v.app)
-			delete(sh.m, k)
 		}
 	}
 	if app.ID != "" {

@@ -27,7 +27,7 @@ var (
 	// nodes and failed-over replicas answer until they have loaded them.
 	reserveScript  = newScript(reserveSource)
 	oneScript      = newScript(oneSource)
-	cancelScript   = &script{source: cancelSource, sha: redis.NewScript(cancelSource).Hash(), once: true}
+	cancelScript   = newScript(cancelSource).sentOnce()
 	penalizeScript = newScript(penalizeSource)
 )
 
@@ -41,6 +41,12 @@ type script struct {
 
 func newScript(src string) *script {
 	return &script{source: src, sha: redis.NewScript(src).Hash()}
+}
+
+// sentOnce marks s to be sent at most once.
+func (s *script) sentOnce() *script {
+	s.once = true
+	return s
 }
 
 // sentOnce is a command the go-redis client sends at most once. The

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -28,17 +29,11 @@ func TestForcedRefreshesCounted(t *testing.T) {
 	defer tr.Close()
 	client := &http.Client{Transport: tr}
 	exchange := func(force bool) error {
-		body := `{"grant_type":"client_credential","appid":"wxapp","secret":"s","force_refresh":` + map[bool]string{true: "true", false: "false"}[force] + `}`
-		resp, err := client.Post(s.URL+"/cgi-bin/stable_token", "application/json", strings.NewReader(body))
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		if !strings.Contains(string(b), `"access_token"`) {
+		b, err := stableToken(client, s.URL, force)
+		if err == nil && !strings.Contains(b, `"access_token"`) {
 			t.Fatalf("exchange: %s", b)
 		}
-		return nil
+		return err
 	}
 	for i := range 2 {
 		if err := exchange(true); err != nil {
@@ -79,16 +74,7 @@ func TestForcedRefreshQuotaErrorStopsOnlyForcedRefreshes(t *testing.T) {
 		throttle.WithLogger(slog.New(slog.DiscardHandler)))
 	defer tr.Close()
 	client := &http.Client{Transport: tr}
-	exchange := func(force bool) (string, error) {
-		body := `{"grant_type":"client_credential","appid":"wxapp","secret":"s","force_refresh":` + map[bool]string{true: "true", false: "false"}[force] + `}`
-		resp, err := client.Post(s.URL+"/cgi-bin/stable_token", "application/json", strings.NewReader(body))
-		if err != nil {
-			return "", err
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return string(b), nil
-	}
+	exchange := func(force bool) (string, error) { return stableToken(client, s.URL, force) }
 	if b, err := exchange(true); err != nil || !strings.Contains(b, `"access_token"`) {
 		t.Fatalf("first forced refresh: %s %v", b, err)
 	}
@@ -101,4 +87,17 @@ func TestForcedRefreshQuotaErrorStopsOnlyForcedRefreshes(t *testing.T) {
 	if b, err := exchange(false); err != nil || !strings.Contains(b, `"access_token"`) {
 		t.Fatalf("an exchange forcing nothing after the forced refreshes' 45009: %s %v, want a token", b, err)
 	}
+}
+
+// stableToken sends account wxapp's stable_token exchange through client to
+// the emulator at base, forcing a refresh or not, and returns the answer.
+func stableToken(client *http.Client, base string, force bool) (string, error) {
+	body := `{"grant_type":"client_credential","appid":"wxapp","secret":"s","force_refresh":` + strconv.FormatBool(force) + `}`
+	resp, err := client.Post(base+"/cgi-bin/stable_token", "application/json", strings.NewReader(body))
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
 }

@@ -3,7 +3,6 @@ package wechat
 import (
 	"bytes"
 	"cmp"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"math"
@@ -14,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/quotaware/throttle/internal/exchanges"
 	"github.com/quotaware/throttle/limiter/rule"
 	"github.com/quotaware/throttle/providers"
 	"github.com/quotaware/throttle/providers/internal/catalog"
@@ -375,13 +375,7 @@ func forcesRefresh(r *http.Request) bool {
 		return false
 	}
 	body, complete := providers.PeekRequestBody(r, maxStableTokenBody)
-	if !complete || !bytes.Contains(body, []byte("force_refresh")) {
-		return false
-	}
-	var b struct {
-		ForceRefresh bool `json:"force_refresh"`
-	}
-	return json.Unmarshal(body, &b) == nil && b.ForceRefresh
+	return complete && bytes.Contains(body, []byte("force_refresh")) && exchanges.ParseRequest(body).ForceRefresh
 }
 
 // maxStableTokenBody bounds what forcesRefresh reads: the request holds a
