@@ -40,7 +40,7 @@ if now < tonumber(ARGV[2]) then f, next = ARGV[1], tonumber(ARGV[2]) end
 if now >= next then return -1 end
 local v = redis.pcall('HGET', KEYS[1], f)
 if type(v) == 'table' then redis.call('DEL', KEYS[1]); v = false end
-local cur = tonumber(v or 0) or 0
+local cur = v and string.find(v, '^%d+$') and tonumber(v) or 0
 local used, seen = tonumber(ARGV[4]), tonumber(ARGV[5])
 local want = used
 if redis.call('HSETNX', KEYS[1], 'r' .. f, 1) == 1 then

@@ -4,21 +4,24 @@
 -- KEYS: one key per rule.
 -- ARGV: three arguments per rule: kind ('p', 'c', 'k' or 'w'), booked
 -- state, T (µs, paced only). A concurrency rule's lease always ends.
+-- Reads go through pcall: a key another writer turned into another type
+-- gives nothing back, and the rules after it still give theirs back (this
+-- call is sent once, never again).
 for i = 1, #KEYS do
   local a = (i - 1) * 3
   local k = KEYS[i]
   if ARGV[a + 1] == 'p' then
     -- Only the last booking can be undone: a later one was scheduled after it.
-    if redis.call('GET', k) == ARGV[a + 2] then
+    if redis.pcall('GET', k) == ARGV[a + 2] then
       redis.call('SET', k, string.format('%d', tonumber(ARGV[a + 2]) - tonumber(ARGV[a + 3])), 'KEEPTTL')
     end
   elseif ARGV[a + 1] == 'k' then
-    redis.call('ZREM', k, ARGV[a + 2])
+    redis.pcall('ZREM', k, ARGV[a + 2])
   elseif ARGV[a + 1] == 'w' then
     -- A window rule's slot comes back while it is the latest booked: take
     -- one send off the last group of the log (see reserve.lua).
-    local v = redis.call('GET', k)
-    if v then
+    local v = redis.pcall('GET', k)
+    if type(v) == 'string' then
       local ts, ns, t = {}, {}, 0
       for d, c in string.gmatch(v, '(%d+):(%d+)') do
         t = t + d
@@ -41,7 +44,7 @@ for i = 1, #KEYS do
       end
     end
   else
-    if (tonumber(redis.call('HGET', k, ARGV[a + 2]) or 0) or 0) > 0 then
+    if (tonumber(redis.pcall('HGET', k, ARGV[a + 2]) or 0) or 0) > 0 then
       -- pcall: a field that is not an integer (no count of ours) stays
       -- for the next reservation to replace.
       redis.pcall('HINCRBY', k, ARGV[a + 2], -1)

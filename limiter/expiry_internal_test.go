@@ -64,3 +64,40 @@ func TestPacedKeyLivesUntilItsLastBookedTime(t *testing.T) {
 		}
 	}
 }
+
+// The group's epoch marker outlives every slot a request may book ahead,
+// whatever its rules: a window or calendar rule's request waiting seconds
+// for its slot kept a marker of one second, and the next call after it
+// expired read a new epoch while this replica still held the slot, a loss
+// of the state that was none (state_lost, a slot given back and booked
+// again, every group's requests held behind it).
+func TestEpochMarkerOutlivesSlotsBookedAhead(t *testing.T) {
+	c := redistest.Start(t).Client(t)
+	l, err := newRedis(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	window := rule.Must(rule.NewWindow("w", 1, 3*time.Second))
+	req := Request{Group: "marker", Rules: []rule.Rule{window}, MaxWait: 5 * time.Second}
+	out := make([]Reservation, 1)
+	for i := range 2 {
+		if err := l.reserveN(ctx, []Request{req}, out); err != nil {
+			t.Fatal(err)
+		}
+		if !out[0].ok {
+			t.Fatalf("reservation %d refused: %+v", i, out[0])
+		}
+	}
+	ahead := time.Until(out[0].SendAt())
+	if ahead < 2*time.Second {
+		t.Fatalf("the second slot is %v ahead, want about 3s", ahead)
+	}
+	ttl, err := c.PTTL(ctx, l.keys.get(l.prefix, epochTag, "marker", "").(string)).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ttl < ahead {
+		t.Fatalf("the epoch marker expires in %v, before the slot booked %v ahead", ttl, ahead)
+	}
+}

@@ -245,10 +245,12 @@ func onlyPaced(req *Request) bool {
 
 // appendRuleArgs appends each rule's arguments to the script's, then the
 // book-ahead caps, and returns how long the epoch marker must live (ms): at
-// least as long as the longest-lived paced key.
+// least as long as the longest-lived paced key, and past the latest slot
+// the request may book (MaxWait ahead) whatever its rules: a marker gone
+// while this replica holds slots ahead reads as a loss of the state.
 func appendRuleArgs(list []any, req *Request, waitUs int64) (_ []any, markerTTL int64) {
 	var clock time.Time
-	markerTTL = int64(time.Second / time.Millisecond)
+	markerTTL = max(int64(time.Second/time.Millisecond), waitUs/1000+1)
 	for i := range req.Rules {
 		r := core(&req.Rules[i])
 		switch r.Kind {

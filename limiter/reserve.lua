@@ -151,7 +151,10 @@ local function reserve(KEYS, ARGV, val, alias, t, now, clock, put, out, at, tat,
           redis.call('DEL', k)
           v, corrupt = false, true
         end
-        c[j] = tonumber(v or 0)
+        -- Only a count we write is a count: digits, as HINCRBY writes
+        -- them. tonumber also reads "1.5", "-1000" and "0x10", which
+        -- would admit beyond the limit or fail the HINCRBY that books.
+        c[j] = not v and 0 or (string.find(v, '^%d+$') and tonumber(v))
         if not c[j] or not (c[j] <= most) then
           redis.call('HDEL', k, f)
           c[j], corrupt = 0, true
@@ -428,7 +431,7 @@ local function reserve(KEYS, ARGV, val, alias, t, now, clock, put, out, at, tat,
         end
         for old = 0, 2 do
           if now < tonumber(ARGV[a + 3 + old]) then break end
-          redis.call('HDEL', k, ARGV[a + 2 + old])
+          redis.call('HDEL', k, ARGV[a + 2 + old], 'r' .. ARGV[a + 2 + old])
         end
         local ttl = math.floor((booked_hi[i] - now) / 1000) + 1
         if redis.call('PTTL', k) < ttl then redis.call('PEXPIRE', k, ttl) end

@@ -233,6 +233,22 @@ func TestSharedHysteresis(t *testing.T) {
 	}
 }
 
+// setCalendarField books a request of the calendar rule, then sets the
+// count of the window booked to v.
+func setCalendarField(ctx context.Context, c *redis.Client, calendar rule.Rule, v string) func(l *limiter.Redis, g string) error {
+	return func(l *limiter.Redis, g string) error {
+		if _, err := l.Reserve(ctx, limiter.Request{Group: g, Rules: []rule.Rule{calendar}}); err != nil {
+			return err
+		}
+		key := l.RuleKey(g, calendar.Key())
+		fields, err := c.HKeys(ctx, key).Result()
+		if err != nil || len(fields) == 0 {
+			return errors.New("no calendar field")
+		}
+		return c.HSet(ctx, key, fields[0], v).Err()
+	}
+}
+
 // 11.7: a corrupt value in any key reads as absent and is replaced,
 // reported, and never fails a request, even failing closed.
 func TestSharedHealsCorruptKeys(t *testing.T) {
@@ -300,6 +316,12 @@ func TestSharedHealsCorruptKeys(t *testing.T) {
 			}
 			return c.HSet(ctx, l.RuleKey(g, "monthly"), fields[0], "inf").Err()
 		}},
+		// tonumber reads these too, but no count of ours is one: "1.5"
+		// failed the HINCRBY that books (every request an outage), a
+		// negative count admitted that many more.
+		{"calendar field a decimal", []rule.Rule{calendar, paced}, setCalendarField(ctx, c, calendar, "1.5")},
+		{"calendar field negative", []rule.Rule{calendar, paced}, setCalendarField(ctx, c, calendar, "-1000")},
+		{"calendar field hex", []rule.Rule{calendar, paced}, setCalendarField(ctx, c, calendar, "0x10")},
 		{"window a huge time", []rule.Rule{window}, func(l *limiter.Redis, g string) error {
 			return c.Set(ctx, l.RuleKey(g, "window"), "99999999999999999999:1", 0).Err()
 		}},
