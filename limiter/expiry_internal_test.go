@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -99,5 +100,67 @@ func TestEpochMarkerOutlivesSlotsBookedAhead(t *testing.T) {
 	}
 	if ttl < ahead {
 		t.Fatalf("the epoch marker expires in %v, before the slot booked %v ahead", ttl, ahead)
+	}
+}
+
+// A calendar window's fields go once it has ended: its count and the
+// marker of its first reconciliation ("r<start>"), which stayed for good
+// in a key that every booking kept alive, one field a window.
+func TestEndedCalendarWindowLeavesNoFields(t *testing.T) {
+	c := redistest.Start(t).Client(t)
+	l, err := newRedis(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	minute := rule.Must(rule.NewCalendar("minute", 100, rule.Minute, time.UTC))
+	key := l.ruleKey("cal", minute.Key())
+	ended := strconv.FormatInt(core(&minute).Windows(time.Now())[0], 10)
+	if err := c.HSet(ctx, key, ended, 3, "r"+ended, 1).Err(); err != nil {
+		t.Fatal(err)
+	}
+	out := make([]Reservation, 1)
+	if err := l.reserveN(ctx, []Request{{Group: "cal", Rules: []rule.Rule{minute}}}, out); err != nil || !out[0].ok {
+		t.Fatalf("reserve: %+v %v", out[0], err)
+	}
+	fields, err := c.HKeys(ctx, key).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fields {
+		if f == ended || f == "r"+ended {
+			t.Errorf("field %q of the ended window is still there (fields %v)", f, fields)
+		}
+	}
+}
+
+// A give-back reads each rule's key through pcall: a key another writer
+// turned into another type gives nothing back, and the rules after it
+// still give theirs (here a concurrency lease, which stayed held).
+func TestGiveBackPastAKeyOfAnotherType(t *testing.T) {
+	c := redistest.Start(t).Client(t)
+	l, err := newRedis(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	paced := rule.Must(rule.New("p", 10, time.Second))
+	lease := rule.Must(rule.NewConcurrency("k", 2, time.Minute))
+	req := Request{Group: "giveback", Rules: []rule.Rule{paced, lease}}
+	out := make([]Reservation, 1)
+	if err := l.reserveN(ctx, []Request{req}, out); err != nil || !out[0].ok {
+		t.Fatalf("reserve: %+v %v", out[0], err)
+	}
+	if err := c.Del(ctx, l.ruleKey("giveback", "p")).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.HSet(ctx, l.ruleKey("giveback", "p"), "x", "y").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.cancel(ctx, req, out[0]); err != nil {
+		t.Fatalf("give-back: %v", err)
+	}
+	if n, err := c.ZCard(ctx, l.ruleKey("giveback", "k")).Result(); err != nil || n != 0 {
+		t.Fatalf("%d leases held after the give-back (%v), want 0", n, err)
 	}
 }
