@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"reflect"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/quotaware/throttle/apps"
+	"github.com/quotaware/throttle/internal/nilness"
 	"github.com/quotaware/throttle/limiter"
 	"github.com/quotaware/throttle/providers"
 )
@@ -121,16 +121,7 @@ func WithRedis(client redis.UniversalClient) Option {
 // isNil reports whether v is nil or an interface holding a nil pointer, map,
 // func or channel: a "var rdb *redis.Client" passed as an option is as absent
 // as a literal nil, and calling through it would panic far from the cause.
-func isNil(v any) bool {
-	if v == nil {
-		return true
-	}
-	switch r := reflect.ValueOf(v); r.Kind() {
-	case reflect.Pointer, reflect.Map, reflect.Func, reflect.Chan, reflect.Interface, reflect.Slice:
-		return r.IsNil()
-	}
-	return false
-}
+func isNil(v any) bool { return nilness.Is(v) }
 
 // WithLimiter sets the limiter: a *limiter.Shared built with the settings you
 // need (prefix, outage mode, timeouts), a limiter.Memory shared by several

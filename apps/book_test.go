@@ -13,6 +13,7 @@ import (
 	"github.com/quotaware/throttle/apps"
 	"github.com/quotaware/throttle/internal/redistest"
 	"github.com/quotaware/throttle/internal/tokenform"
+	"github.com/redis/go-redis/v9"
 )
 
 func TestMain(m *testing.M) { redistest.Main(m) }
@@ -250,6 +251,14 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		{apps.Config{Hosts: map[string][]string{"dingtalk": nil}}, "Config.Hosts"},
 		{apps.Config{Hosts: map[string][]string{"slack": {"a"}}}, "Config.Hosts"},
 		{apps.Config{Hosts: map[string][]string{"wechat": {"http://a"}}}, "Config.Hosts"},
+		// Each of these matched no request: the gateway's exchanges went
+		// unlearned, their tokens charged to the unknown scope.
+		{apps.Config{Hosts: map[string][]string{"wecom": {"gw.internal\t"}}}, `Config.Hosts["wecom"][0]`},
+		{apps.Config{Hosts: map[string][]string{"wecom": {"gw:08443"}}}, `Config.Hosts["wecom"][0]`},
+		{apps.Config{Hosts: map[string][]string{"wecom": {"gw:99999"}}}, `Config.Hosts["wecom"][0]`},
+		{apps.Config{Hosts: map[string][]string{"wecom": {"gw", "api.weixin.qq.com"}}}, `Config.Hosts["wecom"][1]`},
+		// A typed nil: a panic in New before.
+		{apps.Config{Redis: (*redis.Client)(nil), Key: make([]byte, 32)}, "Config.Redis"},
 	}
 	for _, tc := range cases {
 		if _, err := apps.New(tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/quotaware/throttle/internal/hostcheck"
+	"github.com/quotaware/throttle/internal/nilness"
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/metric"
 )
@@ -84,6 +86,8 @@ func (c Config) resolve() (config, error) {
 	var errs []error
 	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf("apps: Config."+format, args...)) }
 	switch {
+	case c.Redis != nil && nilness.Is(c.Redis):
+		fail("Redis: a nil %T; leave the field unset for a Book without Redis", c.Redis)
 	case c.Redis != nil && len(c.Key) == 0:
 		fail("Key: required with Redis (every replica hashes tokens with the same key)")
 	case len(c.Key) > 0 && len(c.Key) < minKeyLen:
@@ -118,14 +122,11 @@ func (c Config) resolve() (config, error) {
 			fail("Hosts: provider must be one of %q, %q, %q, %q; got %q", nameDingTalk, nameWeChat, nameWeCom, nameFeishu, provider)
 			continue
 		}
-		if len(hosts) == 0 {
-			fail("Hosts[%q]: no host given", provider)
+		if err := hostcheck.All(fmt.Sprintf("Hosts[%q]", provider), provider, hosts); err != nil {
+			fail("%v", err)
+			continue
 		}
 		for _, h := range hosts {
-			if h == "" || strings.ContainsAny(h, "/ ?#@") {
-				fail("Hosts[%q]: %q is not a host or host:port", provider, h)
-				continue
-			}
 			r.hosts[provider] = append(r.hosts[provider], strings.ToLower(h))
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -310,6 +311,20 @@ func TestRedisUnavailable(t *testing.T) {
 	}
 	if _, err := limiter.NewRedis(c, limiter.WithPrefix("{x}")); err == nil {
 		t.Error("a prefix with braces was accepted")
+	}
+	// A prefix read from a file with its newline is another fleet's keys.
+	for _, p := range []string{"billing\n", " billing", "bill ing", "billing\x00"} {
+		if _, err := limiter.NewRedis(c, limiter.WithPrefix(p)); err == nil || !strings.Contains(err.Error(), "Prefix") {
+			t.Errorf("prefix %q: err = %v, want one naming Prefix", p, err)
+		}
+	}
+	// A typed nil client was a panic.
+	var none *redis.Client
+	if _, err := limiter.NewRedis(none); err == nil {
+		t.Error("NewRedis of a nil *redis.Client accepted")
+	}
+	if _, err := limiter.NewShared(none, limiter.SharedConfig{}); err == nil {
+		t.Error("NewShared of a nil *redis.Client accepted")
 	}
 }
 

@@ -10,7 +10,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 
+	"github.com/quotaware/throttle/internal/nilness"
 	"github.com/quotaware/throttle/limiter/internal/rulecore"
 	"github.com/redis/go-redis/v9"
 )
@@ -62,10 +64,18 @@ func withPrefix(prefix string) redisOption {
 	return redisOptionFunc(func(r *redisLimiter) { r.prefix = prefix })
 }
 
+// badPrefixRune is what a Prefix must not hold: braces, which would break
+// its keys' hash tag, and spaces or control characters, which a prefix
+// read from a file or an environment variable brings by mistake ("billing\n"
+// is another fleet's keys than "billing", each admitting the whole limit).
+func badPrefixRune(r rune) bool {
+	return r == '{' || r == '}' || unicode.IsSpace(r) || unicode.IsControl(r)
+}
+
 // newRedis returns the Redis limiter on client, which may be a single node,
 // a cluster, a ring or a failover client; Shared wraps it.
 func newRedis(client redis.UniversalClient, opts ...redisOption) (*redisLimiter, error) {
-	if client == nil {
+	if nilness.Is(client) {
 		return nil, fmt.Errorf("limiter: NewShared: client must not be nil")
 	}
 	r := &redisLimiter{client: client, prefix: "throttle", keys: keyCache{m: make(map[keyID]any)},
@@ -74,8 +84,8 @@ func newRedis(client redis.UniversalClient, opts ...redisOption) (*redisLimiter,
 		o.applyRedis(r)
 	}
 	r.addr = redisAddrs(client)
-	if r.prefix == "" || len(r.prefix) > 64 || strings.ContainsAny(r.prefix, "{}") {
-		return nil, fmt.Errorf("limiter: NewShared: Prefix must be 1..64 bytes without braces, got %q", r.prefix)
+	if r.prefix == "" || len(r.prefix) > 64 || strings.ContainsFunc(r.prefix, badPrefixRune) {
+		return nil, fmt.Errorf("limiter: NewShared: Prefix must be 1..64 bytes without braces, spaces or control characters, got %q", r.prefix)
 	}
 	return r, nil
 }

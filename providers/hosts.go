@@ -1,8 +1,11 @@
 package providers
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
+
+	"github.com/quotaware/throttle/internal/hostcheck"
 )
 
 // MatchHosts returns a Profile.Match that accepts requests to any of hosts,
@@ -12,13 +15,21 @@ import (
 // ("127.0.0.1" matches an emulator on 127.0.0.1:43817); one with a port
 // matches a request that names it or, for the scheme's default port (443
 // for https, 80 for http), names none. Each entry is the host alone, never
-// a URL: an entry with a scheme or path matches no request, which is why
-// the presets check their Hosts when built. A request matches by its URL's
-// host (its Host header when the URL has none); the Transport tries the
-// Host header of a request sent elsewhere once no profile matched its URL.
+// a URL. A request matches by its URL's host (its Host header when the URL
+// has none); the Transport tries the Host header of a request sent
+// elsewhere once no profile matched its URL.
+//
+// MatchHosts panics on an entry that is not a host (a URL, a path, a
+// space, a port out of range), as regexp.MustCompile does on a bad
+// pattern: such an entry would match no request, and the profile would
+// limit nothing without a word. The presets check their Hosts with the
+// same rules and return the error from New instead.
 func MatchHosts(hosts ...string) func(*http.Request) bool {
 	s := hostSet{any: make(map[string]bool, len(hosts))}
-	for _, h := range hosts {
+	for i, h := range hosts {
+		if err := hostcheck.Check(h); err != nil {
+			panic(fmt.Sprintf("providers.MatchHosts: entry %d %v", i, err))
+		}
 		host, port := splitHost(strings.ToLower(h))
 		if port == "" {
 			s.any[host] = true

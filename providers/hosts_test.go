@@ -127,6 +127,22 @@ func TestPresetsAcceptHostsAndPorts(t *testing.T) {
 	}
 }
 
+// A custom profile's MatchHosts panics on an entry that would match no
+// request, naming it, rather than leave the profile limiting nothing.
+func TestMatchHostsPanicsOnWhatIsNoHost(t *testing.T) {
+	for _, h := range []string{"https://api.example.com", " api.example.com", "gw:08443", "gw:0", "api.example.com/v1", ""} {
+		func() {
+			defer func() {
+				r := recover()
+				if msg, _ := r.(string); !strings.Contains(msg, "providers.MatchHosts: entry 1") {
+					t.Errorf("MatchHosts(..., %q): recovered %v, want a panic naming entry 1", h, r)
+				}
+			}()
+			providers.MatchHosts("api.example.com", h)
+		}()
+	}
+}
+
 // A nil *Preset (a New error ignored) and a zero one (declared, never
 // built) answer errors, never panic: a zero one used to panic in Profile.
 func TestNilAppsDoNotPanic(t *testing.T) {

@@ -2,6 +2,7 @@ package providers
 
 import (
 	"io"
+	"math"
 	"net/http"
 )
 
@@ -27,6 +28,8 @@ func PeekRequestBody(req *http.Request, limit int) (prefix []byte, complete bool
 	if limit <= 0 {
 		return nil, false
 	}
+	// limit+1 must not overflow: MaxInt is "no limit", not a panic.
+	limit = min(limit, math.MaxInt-1)
 	// One byte more than limit tells a body of exactly limit from a longer
 	// one. A ContentLength of 0 with a body means unknown.
 	size := limit + 1

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"math"
 	"net/http"
 	"strings"
 	"testing"
@@ -28,6 +29,9 @@ func TestPeekRequestBody(t *testing.T) {
 		{"one byte over, stream", small, true, len(small) - 1, small[:len(small)-1], false},
 		{"large: a prefix", large, false, 4 << 10, large[:4<<10], false},
 		{"large stream: a prefix", large, true, 4 << 10, large[:4<<10], false},
+		// limit+1 overflowed into a negative capacity: a panic.
+		{"no limit, stream", small, true, math.MaxInt, small, true},
+		{"no limit", small, false, math.MaxInt, small, true},
 		{"empty", "", false, 4 << 10, "", true},
 	}
 	for _, tc := range tests {

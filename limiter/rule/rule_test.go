@@ -81,6 +81,20 @@ func TestRuleValidation(t *testing.T) {
 // The emission interval rounds up: 7/s with burst 2 is T = 1s/6, which in
 // whole microseconds must be 166667, not 166666 (that would let 8 through in
 // one second).
+// Limits near MaxInt are rules like any other (an interval of 1 µs),
+// not a division by zero in the constructor.
+func TestHugeLimitIsNoPanic(t *testing.T) {
+	for _, burst := range []int{1, 2, 1000} {
+		r, err := rule.New("k", math.MaxInt, time.Second, rule.WithBurst(burst))
+		if err != nil {
+			t.Fatalf("burst %d: %v", burst, err)
+		}
+		if got := rule.Interval(r); got != time.Microsecond {
+			t.Errorf("burst %d: Interval = %v, want 1µs", burst, got)
+		}
+	}
+}
+
 func TestIntervalRoundsUp(t *testing.T) {
 	r := rule.Must(rule.New("k", 7, time.Second, rule.WithBurst(2)))
 	if got, want := rule.Interval(r), 166667*time.Microsecond; got != want {

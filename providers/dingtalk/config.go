@@ -6,8 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/quotaware/throttle/internal/hostcheck"
 	"github.com/quotaware/throttle/providers/internal/catalog"
-	"github.com/quotaware/throttle/providers/internal/hostcheck"
 	"github.com/quotaware/throttle/providers/internal/strikes"
 )
 

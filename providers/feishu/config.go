@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/quotaware/throttle/internal/hostcheck"
 	"github.com/quotaware/throttle/providers"
-	"github.com/quotaware/throttle/providers/internal/hostcheck"
 )
 
 // Config describes a deployment's Feishu / Lark apps: what they share

@@ -14,10 +14,10 @@ import (
 	"time"
 
 	"github.com/quotaware/throttle/internal/exchanges"
+	"github.com/quotaware/throttle/internal/hostcheck"
 	"github.com/quotaware/throttle/limiter/rule"
 	"github.com/quotaware/throttle/providers"
 	"github.com/quotaware/throttle/providers/internal/catalog"
-	"github.com/quotaware/throttle/providers/internal/hostcheck"
 	"github.com/quotaware/throttle/providers/internal/penaltytime"
 	"github.com/quotaware/throttle/providers/internal/routecache"
 	"github.com/quotaware/throttle/providers/internal/scopekind"

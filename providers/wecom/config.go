@@ -7,9 +7,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/quotaware/throttle/internal/hostcheck"
 	"github.com/quotaware/throttle/providers"
 	"github.com/quotaware/throttle/providers/internal/catalog"
-	"github.com/quotaware/throttle/providers/internal/hostcheck"
 )
 
 // Config describes a deployment's WeCom companies: what their calls share

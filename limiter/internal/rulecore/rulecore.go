@@ -267,4 +267,13 @@ func (r *Rule) WindowEnd(t time.Time) time.Time {
 	return time.UnixMicro(b[2])
 }
 
-func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
+// ceilDiv is a / b rounded up, for a >= 0 and b > 0, without the overflow
+// of a + b - 1 when b is near MaxInt64 (a Limit that high made the
+// interval 0 and Validate divide by it).
+func ceilDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 {
+		q++
+	}
+	return q
+}
