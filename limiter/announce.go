@@ -1,6 +1,7 @@
 package limiter
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net"
@@ -141,6 +142,9 @@ type watcherConfig struct {
 	// onSubscribe is told when Redis refuses the subscription (with its
 	// error) and when it is in place again (nil).
 	onSubscribe func(err error)
+	// pingEvery is how long a quiet subscription waits before it pings,
+	// and then for the answer (0: the package's pingEvery).
+	pingEvery time.Duration
 }
 
 // maxUnconfirmed bounds the announcements waiting for Redis to confirm
@@ -184,7 +188,8 @@ type watcher struct {
 }
 
 // Timing of the watch: how long a receive waits before pinging the
-// connection (a dead one is then replaced), how often a refused
+// connection, and then for the answer (a connection that does not answer
+// is replaced), how often a refused
 // subscription is asked again, and how often known penalties are re-read
 // while it is refused.
 var (
@@ -217,10 +222,30 @@ func (w *watcher) listen() {
 	defer w.done.Done()
 	defer w.pending.Close()
 	ctx := context.Background()
+	every := cmp.Or(w.cfg.pingEvery, pingEvery)
+	pinged := false // a ping was sent, and nothing has come since
 	for {
-		msg, err := w.ps.ReceiveTimeout(ctx, pingEvery)
+		var msg any
+		var err error
+		if pinged {
+			// The ping's answer is due. A receive without a timeout of its
+			// own, bounded by its context, fails when nothing comes, and
+			// go-redis then drops the connection, to subscribe again on the
+			// next receive: a connection that takes the ping and delivers
+			// nothing (a peer gone without a reset, a proxy holding it
+			// open) was otherwise pinged every quiet spell, for good, and
+			// this replica heard no penalty or lift meanwhile.
+			pctx, cancel := context.WithTimeout(ctx, every)
+			msg, err = w.ps.ReceiveTimeout(pctx, 0)
+			cancel()
+		} else {
+			msg, err = w.ps.ReceiveTimeout(ctx, every)
+		}
 		if w.stopped.Load() {
 			return
+		}
+		if err == nil {
+			pinged = false
 		}
 		var rerr redis.Error
 		var nerr net.Error
@@ -233,13 +258,14 @@ func (w *watcher) listen() {
 			}
 			_ = w.ps.Subscribe(ctx, w.l.channel())
 			continue
-		case errors.As(err, &nerr) && nerr.Timeout():
-			// Quiet: a ping proves the connection (a dead one is replaced
-			// and subscribed again on the next receive).
-			_ = w.ps.Ping(ctx)
+		case !pinged && errors.As(err, &nerr) && nerr.Timeout():
+			// Quiet: a ping proves the connection.
+			pinged = w.ps.Ping(ctx) == nil
 			continue
 		default:
-			// Redis away: the next receive reconnects and subscribes.
+			// Redis away, or no answer to the ping: the next receive
+			// reconnects and subscribes.
+			pinged = false
 			if !w.pause(100 * time.Millisecond) {
 				return
 			}

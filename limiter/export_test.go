@@ -93,6 +93,12 @@ func (l *Redis) WatchPenalties(onPenalty func(group string, p Penalty), onBack f
 	return w.stop
 }
 
+// WatchPenaltiesPinging is WatchPenalties pinging a quiet subscription
+// after every, and waiting as long for the answer.
+func (l *Redis) WatchPenaltiesPinging(every time.Duration, onPenalty func(group string, p Penalty)) (stop func()) {
+	return l.watch(watcherConfig{onPenalty: onPenalty, pingEvery: every}).stop
+}
+
 // AnnounceBack tells the watchers that Redis answers again.
 func (l *Redis) AnnounceBack(ctx context.Context) error { return l.announceBack(ctx) }
 

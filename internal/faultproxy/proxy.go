@@ -151,6 +151,20 @@ func (p *Proxy) Conns() int {
 	return len(p.links)
 }
 
+// Holding returns the number of open connections whose replies
+// HoldRepliesAfter holds: those that sent its marker.
+func (p *Proxy) Holding() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for l := range p.links {
+		if l.held != nil {
+			n++
+		}
+	}
+	return n
+}
+
 // Close stops accepting, resets every connection and returns once every
 // goroutine of the proxy has ended.
 func (p *Proxy) Close() error {

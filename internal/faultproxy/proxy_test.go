@@ -194,9 +194,15 @@ func TestHoldRepliesAfter(t *testing.T) {
 	direct.Del(context.Background(), key)
 
 	p.HoldRepliesAfter([]byte(key))
+	if n := p.Holding(); n != 0 {
+		t.Fatalf("Holding = %d before the marker was sent, want 0", n)
+	}
 	marked.send(t, "SET "+key+" ran")
 	if got, err := marked.reply(150 * time.Millisecond); !isTimeout(err) {
 		t.Fatalf("reply of the marked command: %q, %v; want a read timeout", got, err)
+	}
+	if n := p.Holding(); n != 1 {
+		t.Fatalf("Holding = %d once the marker was sent, want 1", n)
 	}
 	if v := direct.Get(context.Background(), key).Val(); v != "ran" {
 		t.Fatalf("the server holds %q: the marked command did not reach it", v)
