@@ -41,9 +41,10 @@
 //
 // Healing: when an API answers a token this replica handed out with the
 // provider's invalid or expired code (WeChat and WeCom 40001, 42001, 40014,
-// WeCom's 42009 for a suite's token in its get_corp_token exchanges;
-// DingTalk 40014 or HTTP 401 InvalidAuthentication; Feishu 99991663 and
-// 99991677), the
+// WeCom's 40082 and 42009 for a suite's token, invalid or expired, in its
+// get_corp_token exchanges; DingTalk 40014 or HTTP 401
+// InvalidAuthentication; Feishu 99991663, 99991664 for an app_access_token
+// and 99991677), the
 // kept answer whose token that was is deleted from Redis, compared on the
 // token's keyed hash so that a newer answer another replica stored stays.
 // The SDK's next exchange then fetches once for the fleet. Heals of one
