@@ -14,7 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quotaware/throttle/internal/faultproxy"
 	"github.com/quotaware/throttle/providers/wechat/wechattest"
+	"github.com/redis/go-redis/v9"
 )
 
 // rotated is a fleet of two replicas whose SDKs were both handed the
@@ -222,4 +224,86 @@ func TestWatchedAndReplacedConcurrently(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// A token fetched and not kept is watched as a kept one is: the next fetch
+// of its credential invalidates it, and the requests its SDK goes on
+// sending with it are sent with the fleet's token once WeChat refused it
+// (before, refused every time, 40001, for as long as the SDK's own cache
+// held it). Not kept here because the fetch's lease lapsed while WeChat
+// answered.
+func TestUnkeptTokenIsReplacedOnceRefused(t *testing.T) {
+	f := newFleet(t, 2)
+	key := f.prefix + ":token:" + f.keys(t, "wxA").name
+	c := &http.Client{Transport: f.sharers[0].Wrap(takeOver{rdb: f.rdb, lock: key + ":lock", base: http.DefaultTransport})}
+	unkept := exchangeWith(t, c, f.emu.URL, "wxA")
+	f.rdb.Del(context.Background(), key+":lock") // the other replica's lease, taken over, ends
+	kept := f.fetch(t, 1, "wxA").AccessToken
+	if kept == unkept || kept == "" {
+		t.Fatalf("replica 1 fetched %q, want a new token", kept)
+	}
+	f.emu.Revoke(unkept)
+	expectReplaced(t, f, 0, unkept)
+}
+
+// The same for a token exchanged while Redis did not answer, sent alone.
+func TestTokenExchangedWithoutRedisIsReplacedOnceRefused(t *testing.T) {
+	f := newFleet(t, 1)
+	proxy, err := faultproxy.New(f.rdb.Options().Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { rdb.Close() })
+	s, err := New(rdb, WithPrefix(f.prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.sharers = append(f.sharers, s)
+	f.clients = append(f.clients, &http.Client{Transport: s.Wrap(http.DefaultTransport)})
+	proxy.Stall()
+	alone := exchangeWith(t, f.clients[1], f.emu.URL, "wxA")
+	proxy.Resume()
+	if st := s.Stats(); st.Unshared != 1 {
+		t.Fatalf("stats %+v, want the exchange sent alone", st)
+	}
+	if kept := f.fetch(t, 0, "wxA").AccessToken; kept == alone || kept == "" {
+		t.Fatalf("replica 0 fetched %q, want a new token", kept)
+	}
+	f.emu.Revoke(alone)
+	expectReplaced(t, f, 1, alone)
+}
+
+// exchangeWith exchanges app's credential through c and returns the token.
+func exchangeWith(t *testing.T, c *http.Client, base, app string) string {
+	t.Helper()
+	resp, err := c.Get(base + "/cgi-bin/token?grant_type=client_credential&appid=" + app + "&secret=" + secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	m := regexp.MustCompile(`"access_token":"([^"]+)"`).FindSubmatch(b)
+	if m == nil {
+		t.Fatalf("no token in %s", b)
+	}
+	return string(m[1])
+}
+
+// expectReplaced calls with tok, which WeChat refuses, on replica r: the
+// first call is refused, the ones after it go with the fleet's token.
+func expectReplaced(t *testing.T, f *fleet, r int, tok string) {
+	t.Helper()
+	if code := f.call(t, r, tok); code != wechattest.CodeInvalidToken {
+		t.Fatalf("the first call with the refused token: errcode %d, want %d", code, wechattest.CodeInvalidToken)
+	}
+	for i := range 2 {
+		if code := f.call(t, r, tok); code != 0 {
+			t.Fatalf("call %d after the refusal: errcode %d, want 0 (sent with the fleet's token)", i, code)
+		}
+	}
+	if st := f.sharers[r].Stats(); st.Replaced < 1 {
+		t.Fatalf("stats %+v, want the refused token replaced", st)
+	}
 }

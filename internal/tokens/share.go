@@ -241,13 +241,13 @@ func (s *Sharer) exchange(base http.RoundTripper, ex *exchange, req *http.Reques
 				return resp, nil
 			}
 			if err != nil {
-				return s.unshare(base, sent, ctx, ex.Provider)
+				return s.unshare(base, sent, ctx, ex, k, key)
 			}
 		}
 		lock := nonce()
 		got, err := s.take(ctx, key+":lock", lock)
 		if err != nil {
-			return s.unshare(base, sent, ctx, ex.Provider)
+			return s.unshare(base, sent, ctx, ex, k, key)
 		}
 		if got {
 			// The answer may have been kept between the read above and
@@ -354,11 +354,16 @@ func (s *Sharer) take(ctx context.Context, lock, id string) (bool, error) {
 
 // unshare sends an exchange as it came, when Redis fails (or ctx ended
 // during a Redis call, which the send then reports).
-func (s *Sharer) unshare(base http.RoundTripper, sent *http.Request, ctx context.Context, provider string) (*http.Response, error) {
+func (s *Sharer) unshare(base http.RoundTripper, sent *http.Request, ctx context.Context, ex *exchange, k *keys, key string) (*http.Response, error) {
 	if ctx.Err() == nil {
-		s.count(provider, Unshared)
+		s.count(ex.Provider, Unshared)
 	}
-	return s.send(base, sent)
+	fetched := s.now()
+	resp, err := s.send(base, sent)
+	if err == nil {
+		s.rememberUnkept(resp, sent, ex, k, key, fetched)
+	}
+	return resp, err
 }
 
 // fetch sends the exchange and keeps its answer when it passes the checks;
@@ -381,21 +386,11 @@ func (s *Sharer) fetch(base http.RoundTripper, sent *http.Request, ex *exchange,
 	// the caller that has it.
 	ctx := context.WithoutCancel(sent.Context())
 	fetched := s.now()
-	raw, err := providers.PeekBody(resp, maxAnswer)
-	if err != nil || len(raw) >= maxAnswer {
+	raw, tok, h, ok := s.readAnswer(resp, sent, ex, k, key, fetched)
+	if !ok {
 		return resp, nil
 	}
-	tok, life, ok := check(ex, sent.URL.Path, raw)
-	// An answer stated with no more than the margin (a repeat of a token
-	// near its end: WeChat's stable_token, WeCom's gettoken) is not kept:
-	// each exchange then goes to the provider, which answers it truly or
-	// with a new token. A margin shrunk to a quarter of the stated
-	// lifetime kept a repeat of 900 s to 225 s and told SDKs less than the
-	// provider ever does (silenceper's stable_token cache then failed).
-	keep := time.Duration(life)*time.Second - s.margin
-	if !ok || keep < time.Second {
-		return resp, nil
-	}
+	keep := h.until.Sub(fetched)
 	v, err := k.seal(key, tok, fetched, raw)
 	if err != nil {
 		return resp, nil
@@ -407,15 +402,54 @@ func (s *Sharer) fetch(base http.RoundTripper, sent *http.Request, ex *exchange,
 		// invalidated this answer's token among them: keeping this
 		// answer would hand the fleet a dead token.
 		s.count(ex.Provider, Unshared)
+		s.remember(tok, h)
 		return resp, nil
 	}
 	if err := s.keep(ctx, key, v, keep); err != nil {
 		s.count(ex.Provider, Unshared)
+		s.remember(tok, h)
 		return resp, nil
 	}
 	s.count(ex.Provider, Fetched)
-	s.remember(tok, handed{provider: ex.Provider, key: key, tag: k.tagOf(tok), until: fetched.Add(keep), ex: ex, path: sent.URL.Path, k: k})
+	s.remember(tok, h)
 	return resp, nil
+}
+
+// readAnswer reads the token of an exchange's answer, fetched at fetched,
+// and what the fleet keeps and watches of it; ok is false when it holds
+// none or too little is left of it. An answer stated with no more than
+// the margin (a repeat of a token near its end: WeChat's stable_token,
+// WeCom's gettoken) is not kept: each exchange then goes to the provider,
+// which answers it truly or with a new token. A margin shrunk to a
+// quarter of the stated lifetime kept a repeat of 900 s to 225 s and told
+// SDKs less than the provider ever does (silenceper's stable_token cache
+// then failed).
+func (s *Sharer) readAnswer(resp *http.Response, sent *http.Request, ex *exchange, k *keys, key string, fetched time.Time) (raw []byte, tok string, h handed, ok bool) {
+	raw, err := providers.PeekBody(resp, maxAnswer)
+	if err != nil || len(raw) >= maxAnswer {
+		return nil, "", handed{}, false
+	}
+	tok, life, ok := check(ex, sent.URL.Path, raw)
+	keep := time.Duration(life)*time.Second - s.margin
+	if !ok || keep < time.Second {
+		return nil, "", handed{}, false
+	}
+	return raw, tok, handed{provider: ex.Provider, key: key, tag: k.tagOf(tok), until: fetched.Add(keep), ex: ex, path: sent.URL.Path, k: k}, true
+}
+
+// rememberUnkept remembers the token of an exchange's answer sent alone
+// while Redis failed, as fetch remembers one it kept or could not keep:
+// the next fetch of its credential by any replica invalidates it (WeChat's
+// 40001), and only a remembered token is healed and replaced by the
+// fleet's on the requests its SDK goes on sending with it, for as long as
+// its own cache holds it (up to about 95 minutes).
+func (s *Sharer) rememberUnkept(resp *http.Response, sent *http.Request, ex *exchange, k *keys, key string, fetched time.Time) {
+	if resp.StatusCode != http.StatusOK {
+		return
+	}
+	if _, tok, h, ok := s.readAnswer(resp, sent, ex, k, key, fetched); ok {
+		s.remember(tok, h)
+	}
 }
 
 // answer builds the response to an exchange from the value kept, with its
