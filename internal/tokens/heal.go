@@ -82,7 +82,8 @@ func (s *Sharer) sendWatched(base http.RoundTripper, req *http.Request, tok, pro
 // 30 s and 20 a day, WeChat's cap on forced refreshes), so that a service
 // outside the fleet that keeps invalidating the token cannot turn healing
 // into a storm of fetches: past the cap, the kept answer stays until it
-// ends or the cap allows.
+// ends or the cap allows, when the next refusal of the token heals it
+// (healAgain).
 func (s *Sharer) heal(ctx context.Context, tok, host string) {
 	s.mu.Lock()
 	hs := s.handed[tok]
@@ -109,8 +110,13 @@ func (s *Sharer) healAnswer(ctx context.Context, h handed) {
 	}
 	// Another replica healing this very token (healSame) may not have
 	// deleted it yet: delete it here too, before the SDK exchanges again.
-	if s.mayHeal(ctx, h) == healCapped {
+	switch s.mayHeal(ctx, h) {
+	case healCapped:
 		s.count(h.provider, Capped)
+		return
+	case healFailed:
+		// Not a cap: counted Capped, it warned of something outside the
+		// fleet invalidating tokens. Tried again on the next refusal.
 		return
 	}
 	if n, err := s.rdb.Eval(ctx, healLua, []string{h.key}, h.tag).Int(); err == nil && n == 1 {
@@ -123,6 +129,7 @@ const (
 	healOK     = iota
 	healSame   // another replica is healing the same token
 	healCapped // a cap refuses it
+	healFailed // Redis did not answer
 )
 
 // mayHeal takes one heal of the credential whose answer of h's token is
@@ -141,7 +148,7 @@ func (s *Sharer) mayHeal(ctx context.Context, h handed) int {
 	n, err := s.rdb.Eval(ctx, mayHealLua, []string{h.key + ":heal"}, h.tag,
 		s.healGap.Milliseconds(), (24 * time.Hour).Milliseconds(), s.healsPerDay).Int()
 	if err != nil {
-		return healCapped
+		return healFailed
 	}
 	return n
 }

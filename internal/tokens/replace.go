@@ -37,6 +37,7 @@ type deadToken struct {
 	replUntil time.Time     // when the kept answer of repl ends
 	nextLook  time.Time     // no Redis read for a replacement before this
 	looking   chan struct{} // closed when the read in flight ends; nil for none
+	nextHeal  time.Time     // no heal tried again before this (healAgain)
 }
 
 // current is d's replacement while it holds: its kept answer not ended,
@@ -112,7 +113,11 @@ func (s *Sharer) sendRefused(base http.RoundTripper, req *http.Request, tok stri
 	}
 	repl := s.replacement(req.Context(), tok, d)
 	if repl == "" {
-		return base.RoundTrip(req)
+		resp, refused, err := sendChecked(base, req, d.provider)
+		if refused {
+			s.healAgain(req.Context(), tok, d)
+		}
+		return resp, err
 	}
 	s.count(d.provider, Replaced)
 	sent := tokenform.Replace(req, tok, repl)
@@ -124,6 +129,31 @@ func (s *Sharer) sendRefused(base http.RoundTripper, req *http.Request, tok stri
 		return base.RoundTrip(sent)
 	}
 	return s.sendWatched(base, sent, repl, provider)
+}
+
+// healAgain heals tok again, refused again with no other token kept for
+// its credential: the kept answer may still hold tok, its heal capped
+// (another invalidation within the gap) or lost to a Redis error. Tried
+// again only on refusals, at most once a lookEvery per token, and within
+// the caps, it lets the next exchange fetch a new token once the caps
+// allow; before, nobody healed it again, and every exchange was handed
+// the refused token until its kept answer ended.
+func (s *Sharer) healAgain(ctx context.Context, tok string, d *deadToken) {
+	now := s.now()
+	s.mu.Lock()
+	due := !now.Before(d.nextHeal)
+	if due {
+		d.nextHeal = now.Add(lookEvery)
+	}
+	s.mu.Unlock()
+	if !due {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*peekTimeout)
+	defer cancel()
+	for _, h := range d.hs {
+		s.healAnswer(ctx, h)
+	}
 }
 
 // replacement returns the token to send in place of tok, which the

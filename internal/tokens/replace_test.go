@@ -307,3 +307,41 @@ func expectReplaced(t *testing.T, f *fleet, r int, tok string) {
 		t.Fatalf("stats %+v, want the refused token replaced", st)
 	}
 }
+
+// A token whose heal a cap refused (a second invalidation within the gap)
+// is healed by a refusal once the gap is over, and the next exchange gets
+// a new token. Before, the refusals after it were sent on and nobody
+// healed it again: every exchange was handed the refused token until its
+// kept answer ended.
+func TestCappedHealIsTriedAgain(t *testing.T) {
+	const gap = 200 * time.Millisecond
+	f := newFleet(t, 2, WithHealLimits(gap, 0))
+	first := f.fetch(t, 0, "wxA").AccessToken
+	f.emu.Revoke(first)
+	if code := f.call(t, 0, first); code != wechattest.CodeInvalidToken {
+		t.Fatalf("call with the revoked token: errcode %d", code)
+	}
+	second := f.fetch(t, 0, "wxA").AccessToken
+	if second == first {
+		t.Fatal("the heal did not let a new token be fetched")
+	}
+	f.emu.Revoke(second)
+	if code := f.call(t, 0, second); code != wechattest.CodeInvalidToken {
+		t.Fatalf("call with the second revoked token: errcode %d", code)
+	}
+	if st := f.sharers[0].Stats(); st.Capped != 1 || st.Healed != 1 {
+		t.Fatalf("stats %+v, want the second heal capped", st)
+	}
+	// The SDK goes on calling with the refused token; once the gap is over
+	// a refusal heals it.
+	for deadline := time.Now().Add(5 * time.Second); f.sharers[0].Stats().Healed < 2; {
+		if time.Now().After(deadline) {
+			t.Fatalf("stats %+v: the capped heal was not tried again within 5s", f.sharers[0].Stats())
+		}
+		f.call(t, 0, second)
+		time.Sleep(gap / 4) // the SDK's pace; the condition is the heal
+	}
+	if got := f.fetch(t, 1, "wxA").AccessToken; got == second || got == "" {
+		t.Fatalf("the exchange after the heal answered %q, want a new token", got)
+	}
+}
