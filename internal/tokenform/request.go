@@ -3,6 +3,8 @@ package tokenform
 import (
 	"net/http"
 	"strings"
+
+	"github.com/quotaware/throttle/providers"
 )
 
 // Header names the tokens travel in, canonical and as SDKs that set the
@@ -18,7 +20,7 @@ const (
 // Authorization: Bearer header (Feishu), header names in any case (as set
 // through the header map, bypassing canonicalisation), or the query
 // parameter access_token (DingTalk's old API, WeChat, WeCom). It reads no
-// body; apps.Book.Resolve also reads DingTalk's documented form field.
+// body: FormBody reads DingTalk's documented form field.
 func FromRequest(req *http.Request) string {
 	if tok := headerToken(req.Header, dingtalkHeader, "Authorization"); tok != "" {
 		return tok
@@ -40,6 +42,23 @@ func FromRequest(req *http.Request) string {
 		}
 	}
 	return ""
+}
+
+// maxFormPeek bounds what FormBody reads of a form body for its token: the
+// field is documented among a call's first few.
+const maxFormPeek = 4 << 10
+
+// FormBody returns the access_token field of a form body
+// (application/x-www-form-urlencoded), as some DingTalk old-API calls
+// carry their token, read from a bounded prefix that leaves the body as it
+// was; "" for a request of another kind.
+func FormBody(req *http.Request) string {
+	if req.Body == nil || req.Body == http.NoBody ||
+		!strings.HasPrefix(strings.ToLower(Header(req.Header, "Content-Type")), "application/x-www-form-urlencoded") {
+		return ""
+	}
+	prefix, _ := providers.PeekRequestBody(req, maxFormPeek)
+	return QueryValue(string(prefix), "access_token")
 }
 
 // headerToken reads the token from the canonical keys.

@@ -138,3 +138,53 @@ func TestInvalidToken(t *testing.T) {
 		}
 	}
 }
+
+// A DingTalk old-API call that carries its token as a form field, as some
+// are documented to, is watched as one with the token in its query: a
+// refusal (40014, the token invalidated early) heals the kept answer, and
+// the next exchange fetches a new token. Before, only headers and the
+// query were read, and the fleet was handed the refused token until its
+// kept answer ended.
+func TestFormBodyTokenRefusalHeals(t *testing.T) {
+	srv := redistest.Start(t)
+	ding := dingtalktest.New(dingtalktest.Options{})
+	defer ding.Close()
+	s, err := New(srv.Client(t), WithPrefix("formbody"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &http.Client{Transport: s.Wrap(http.DefaultTransport)}
+	exchange := func() string {
+		t.Helper()
+		resp, err := c.Get(ding.URL + "/gettoken?appkey=dingA&appsecret=S1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var a struct {
+			AccessToken string `json:"access_token"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&a); err != nil || a.AccessToken == "" {
+			t.Fatalf("exchange: %v %+v", err, a)
+		}
+		return a.AccessToken
+	}
+	tok := exchange()
+	ding.Revoke(tok)
+	body := "access_token=" + tok + "&userid=u1"
+	resp, err := c.Post(ding.URL+"/topapi/v2/user/get", "application/x-www-form-urlencoded", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(b), "40014") {
+		t.Fatalf("the call with the revoked token answered %s, want 40014", b)
+	}
+	if st := s.Stats(); st.Healed != 1 {
+		t.Fatalf("stats %+v, want the refusal healed", st)
+	}
+	if next := exchange(); next == tok {
+		t.Fatal("the exchange after the refusal was handed the refused token")
+	}
+}

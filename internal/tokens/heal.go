@@ -25,6 +25,12 @@ func (s *Sharer) watch(base http.RoundTripper, req *http.Request) (*http.Respons
 		// A WeCom suite's token, which names the suite in its calls.
 		tok = tokenform.QueryValue(req.URL.RawQuery, "suite_access_token")
 	}
+	inBody := false
+	if tok == "" {
+		// DingTalk's old API takes the token as a form field too.
+		tok = tokenform.FormBody(req)
+		inBody = tok != ""
+	}
 	if tok == "" {
 		return base.RoundTrip(req)
 	}
@@ -38,6 +44,14 @@ func (s *Sharer) watch(base http.RoundTripper, req *http.Request) (*http.Respons
 	switch {
 	case handed:
 		return s.sendWatched(base, req, tok, provider)
+	case d != nil && inBody:
+		// Not sent with another token: the body is the SDK's as it built
+		// it. A refusal still heals, within the caps.
+		resp, refused, err := sendChecked(base, req, d.provider)
+		if refused {
+			s.healAgain(req.Context(), tok, d)
+		}
+		return resp, err
 	case d != nil:
 		return s.sendRefused(base, req, tok, d)
 	}
