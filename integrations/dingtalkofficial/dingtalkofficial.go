@@ -1,11 +1,13 @@
 package dingtalkofficial
 
 import (
+	"fmt"
 	"net/http"
 	"time"
 
 	openapi "github.com/alibabacloud-go/darabonba-openapi/v2/client"
 	"github.com/alibabacloud-go/tea/dara"
+	"github.com/quotaware/throttle/integrations/internal/checkrt"
 )
 
 // HTTPClient adapts an *http.Client to the SDK's dara.HttpClient: the SDK
@@ -34,8 +36,13 @@ func Config(rt http.RoundTripper) *openapi.Config {
 // ConfigWithTimeout is Config with every call bounded by timeout (the
 // http.Client's Timeout: the wait for a slot, the send and reading the
 // answer), so that a provider that hangs does not hang the call. Zero
-// means no bound.
+// means no bound; a negative timeout panics (every call would fail at
+// once), as does a nil rt (every call unthrottled).
 func ConfigWithTimeout(rt http.RoundTripper, timeout time.Duration) *openapi.Config {
+	checkrt.Transport("dingtalkofficial.ConfigWithTimeout", rt)
+	if timeout < 0 {
+		panic(fmt.Sprintf("dingtalkofficial.ConfigWithTimeout: timeout must not be negative, got %v", timeout))
+	}
 	protocol, region := "https", "central"
 	return &openapi.Config{
 		Protocol:   &protocol,
