@@ -337,7 +337,9 @@ func (f *failover) setDown(down bool, err error) {
 		f.drainUntil.Store(f.lastSlot.Load() + f.period.Load())
 		// Failing again soon after coming back: wait longer next time.
 		if up := f.upAt.Load(); up > 0 && now-up < int64(maxRecover) {
-			f.recover.Store(min(2*f.recover.Load(), int64(maxRecover)))
+			// Never below Recover: a Recover above the cap was cut to it
+			// by the first doubling.
+			f.recover.Store(max(min(2*f.recover.Load(), int64(maxRecover)), int64(f.cfg.Recover)))
 		} else {
 			f.recover.Store(int64(f.cfg.Recover))
 		}

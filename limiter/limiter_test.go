@@ -3,6 +3,7 @@ package limiter_test
 import (
 	"context"
 	"errors"
+	"math"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -325,6 +326,20 @@ func TestRedisUnavailable(t *testing.T) {
 	}
 	if _, err := limiter.NewShared(none, limiter.SharedConfig{}); err == nil {
 		t.Error("NewShared of a nil *redis.Client accepted")
+	}
+	// Each duration is checked on its own and named; past a day the
+	// failover's sums overflowed.
+	for _, tc := range []struct {
+		field string
+		cfg   limiter.SharedConfig
+	}{
+		{"Timeout", limiter.SharedConfig{Timeout: -time.Second}},
+		{"Probe", limiter.SharedConfig{Probe: 250 * 365 * 24 * time.Hour}},
+		{"Recover", limiter.SharedConfig{Recover: math.MaxInt64}},
+	} {
+		if _, err := limiter.NewShared(c, tc.cfg); err == nil || !strings.Contains(err.Error(), tc.field+" must be within") {
+			t.Errorf("%+v: err = %v, want one naming %s", tc.cfg, err, tc.field)
+		}
 	}
 }
 

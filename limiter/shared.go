@@ -24,6 +24,8 @@ const (
 	defaultTimeout = 250 * time.Millisecond
 	defaultProbe   = time.Second
 	defaultRecover = 5 * time.Second
+	// maxSetting bounds Timeout, Probe and Recover.
+	maxSetting = 24 * time.Hour
 	// defaultBeat is how often a replica renews its presence in the
 	// registry that counts the live replicas.
 	defaultBeat = 2 * time.Second
@@ -58,8 +60,9 @@ type SharedConfig struct {
 	Probe time.Duration
 	// Recover is how long Redis must answer every probe before the
 	// replica leaves its outage mode (default 5s), so that a Redis failing
-	// on and off does not make it flap; it doubles, up to a minute, while
-	// Redis keeps failing soon after coming back.
+	// on and off does not make it flap; it doubles, up to a minute (or
+	// Recover when longer), while Redis keeps failing soon after coming
+	// back.
 	Recover time.Duration
 	// NoCoalescing makes every Reserve its own script call. By default,
 	// requests of one group that arrive while calls for the group are in
@@ -139,9 +142,20 @@ func NewShared(client redis.UniversalClient, cfg SharedConfig) (*Shared, error) 
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"Timeout", cfg.Timeout}, {"Probe", cfg.Probe}, {"Recover", cfg.Recover}} {
+		// Past a day, a setting is a mistake (a count of seconds read as
+		// nanoseconds the other way round), and near MaxInt64 the
+		// failover's sums overflowed: a Recover that doubled turned
+		// negative and ended the hysteresis, a Probe made every request
+		// probe.
+		if d.v < 0 || d.v > maxSetting {
+			return nil, fmt.Errorf("limiter: NewShared: %s must be within [0, %v] (0: the default), got %v", d.name, maxSetting, d.v)
+		}
+	}
 	switch {
-	case cfg.Timeout < 0 || cfg.Probe < 0 || cfg.Recover < 0:
-		return nil, fmt.Errorf("limiter: NewShared: Timeout, Probe and Recover must not be negative, got %v, %v, %v", cfg.Timeout, cfg.Probe, cfg.Recover)
 	case cfg.Mode < OutageLocal || cfg.Mode > OutageAdmit:
 		return nil, fmt.Errorf("limiter: NewShared: Mode must be OutageLocal, OutageRefuse or OutageAdmit, got %d", int(cfg.Mode))
 	case !(cfg.Share >= 0 && cfg.Share <= 1): // NaN too
