@@ -412,8 +412,17 @@ const (
 // headroomSpec returns a profile's Headroom with its defaults (stated in the
 // fields' docs) filled in, or an error naming the field at fault.
 func headroomSpec(h providers.Headroom) (providers.Headroom, error) {
-	h.Floor = cmp.Or(h.Floor, headroomDefaultFloor)
-	h.Ceiling = cmp.Or(h.Ceiling, headroomDefaultCeiling)
+	// A bound given alone moves the other's default to meet it: Ceiling
+	// 3ms alone failed as below a Floor of 5ms never given.
+	if h.Floor == 0 {
+		h.Floor = headroomDefaultFloor
+		if h.Ceiling > 0 {
+			h.Floor = min(h.Floor, h.Ceiling)
+		}
+	}
+	if h.Ceiling == 0 {
+		h.Ceiling = max(headroomDefaultCeiling, h.Floor)
+	}
 	h.Step = cmp.Or(h.Step, headroomDefaultStep)
 	h.Margin = cmp.Or(h.Margin, headroomDefaultMargin)
 	h.Initial = cmp.Or(h.Initial, h.Ceiling)

@@ -84,6 +84,14 @@ func TestHeadroomAllowanceBoundedAndQuantised(t *testing.T) {
 			t.Errorf("Allowance(%v) = %v, want %v", c.spread, got, c.want)
 		}
 	}
+	// A bound given alone moves the other's default to meet it.
+	for _, h := range []providers.Headroom{{Ceiling: 3 * time.Millisecond}, {Floor: 200 * time.Millisecond}} {
+		h.Rebuild = spec.Rebuild
+		got, err := headroomSpec(h)
+		if err != nil || got.Floor > got.Ceiling {
+			t.Errorf("headroomSpec(Floor %v, Ceiling %v) = %v, %v", h.Floor, h.Ceiling, got, err)
+		}
+	}
 	for _, bad := range []providers.Headroom{
 		{},
 		{Floor: -1, Rebuild: spec.Rebuild},

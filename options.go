@@ -31,6 +31,8 @@ type config struct {
 	base      http.RoundTripper
 	limiter   limiter.Limiter
 	redis     redis.UniversalClient
+	limiters  int // how many times WithLimiter was given
+	redises   int // how many times WithRedis was given
 	profiles  []providers.Profile
 	maxWait   time.Duration
 	logger    *slog.Logger
@@ -69,6 +71,14 @@ func (c *config) validate() error {
 	}
 	if c.retryOn && c.retryOff {
 		c.fail("WithRetry and WithoutRetry: give one or the other")
+	}
+	if c.telemetry.disabled && (c.telemetry.tracer != nil || c.telemetry.meter != nil) {
+		// The order of the options decided in silence: the provider given
+		// was dropped.
+		c.fail("WithoutTelemetry and WithTracerProvider or WithMeterProvider: give one or the other")
+	}
+	if c.limiters > 1 || c.redises > 1 {
+		c.fail("WithLimiter or WithRedis given twice: give one limiter (the last one won, and the first went unused)")
 	}
 	seen := make(map[string]bool)
 	for i := range c.profiles {
@@ -115,6 +125,7 @@ func WithRedis(client redis.UniversalClient) Option {
 			return
 		}
 		c.redis = client
+		c.redises++
 	})
 }
 
@@ -139,6 +150,7 @@ func WithLimiter(l limiter.Limiter) Option {
 			return
 		}
 		c.limiter = l
+		c.limiters++
 	})
 }
 

@@ -32,8 +32,9 @@ type RetryPolicy struct {
 	// retries, as WithoutRetry does.
 	MaxAttempts int
 	// MinBackoff and MaxBackoff bound the exponential backoff (with full
-	// jitter) used when the provider gives no hint (defaults 200ms and
-	// 2s).
+	// jitter) used when the provider gives no hint (defaults 200ms, or
+	// MaxBackoff when that is given and shorter, and 2s, or MinBackoff
+	// when that is longer).
 	MinBackoff, MaxBackoff time.Duration
 }
 
@@ -43,7 +44,12 @@ func (p RetryPolicy) withDefaults() RetryPolicy {
 		p.MaxAttempts = 3
 	}
 	if p.MinBackoff == 0 {
+		// Not above a MaxBackoff given alone: MaxBackoff 100ms failed
+		// with "must not be below MinBackoff (200ms)", a value never given.
 		p.MinBackoff = 200 * time.Millisecond
+		if p.MaxBackoff > 0 {
+			p.MinBackoff = min(p.MinBackoff, p.MaxBackoff)
+		}
 	}
 	if p.MaxBackoff == 0 {
 		p.MaxBackoff = max(2*time.Second, p.MinBackoff)

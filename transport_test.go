@@ -23,6 +23,8 @@ import (
 	"github.com/quotaware/throttle/limiter/rule"
 	"github.com/quotaware/throttle/providers"
 	"github.com/quotaware/throttle/providers/wechat"
+	noopmetric "go.opentelemetry.io/otel/metric/noop"
+	nooptrace "go.opentelemetry.io/otel/trace/noop"
 )
 
 func TestMain(m *testing.M) { redistest.Main(m) }
@@ -153,6 +155,9 @@ func TestBuildRejectsBadOptions(t *testing.T) {
 		// Both: the order of the options used to decide in silence.
 		{"retry and no retry", []throttle.Option{throttle.WithRetry(throttle.RetryPolicy{}), throttle.WithoutRetry()}, "WithRetry and WithoutRetry"},
 		{"no retry and retry", []throttle.Option{throttle.WithoutRetry(), throttle.WithRetry(throttle.RetryPolicy{})}, "WithRetry and WithoutRetry"},
+		{"no telemetry and a meter", []throttle.Option{throttle.WithoutTelemetry(), throttle.WithMeterProvider(noopmetric.NewMeterProvider())}, "WithoutTelemetry and"},
+		{"a tracer and no telemetry", []throttle.Option{throttle.WithTracerProvider(nooptrace.NewTracerProvider()), throttle.WithoutTelemetry()}, "WithoutTelemetry and"},
+		{"two limiters", []throttle.Option{throttle.WithLimiter(limiter.NewMemory()), throttle.WithLimiter(limiter.NewMemory())}, "given twice"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -168,6 +173,16 @@ func TestBuildRejectsBadOptions(t *testing.T) {
 		}
 	}()
 	throttle.MustNew(throttle.WithMaxWait(-1))
+}
+
+// A backoff bound given alone sets the other's default: MaxBackoff 100ms
+// failed as below a MinBackoff of 200ms that was never given.
+func TestRetryBoundGivenAlone(t *testing.T) {
+	for _, p := range []throttle.RetryPolicy{{MaxBackoff: 100 * time.Millisecond}, {MinBackoff: 5 * time.Second}} {
+		if _, err := throttle.New(throttle.WithRetry(p)); err != nil {
+			t.Errorf("WithRetry(%+v): %v", p, err)
+		}
+	}
 }
 
 // Three Transports on one Redis (three replicas) never exceed the rule at the

@@ -21,6 +21,7 @@ type Headroom struct {
 	// Floor and Ceiling bound the allowance (defaults 5 ms and 150 ms: the
 	// ceiling is the largest allowance a preset will choose on its own; a
 	// network whose latency varies more than that wants its Jitter set).
+	// One given alone moves the other's default to meet it.
 	Floor, Ceiling time.Duration
 	// Step quantises the allowance (default 2 ms), so that rules are
 	// rebuilt only when it moves by a few milliseconds.
