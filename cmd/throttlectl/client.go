@@ -32,6 +32,10 @@ func connect(ctx context.Context, c *common) (*limiter.Shared, func(), error) {
 	if c.redis == "" {
 		return nil, nil, usagef("-redis must not be empty")
 	}
+	if c.timeout <= 0 {
+		// An expired context otherwise, reported as Redis not answering.
+		return nil, nil, usagef("-timeout must be positive, got %v", c.timeout)
+	}
 	client, where, err := newClient(c.redis, c.timeout)
 	if err != nil {
 		return nil, nil, err

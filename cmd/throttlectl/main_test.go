@@ -387,6 +387,9 @@ func TestErrors(t *testing.T) {
 		{"wrong prefix", []string{"-redis", open.Addr, "-prefix", "nope", "status"}, `no keys found under prefix "nope"`},
 		{"wrong provider", []string{"-redis", open.Addr, "status", "wechat"}, `no keys found for provider "wechat"`},
 		{"no command", []string{"-redis", open.Addr}, "no command given"},
+		// An expired context before, reported as Redis not answering.
+		{"zero timeout", []string{"-redis", open.Addr, "-timeout", "0", "status"}, "-timeout must be positive"},
+		{"negative timeout", []string{"-redis", open.Addr, "-timeout", "-1s", "status"}, "-timeout must be positive"},
 		{"unknown command", []string{"-redis", open.Addr, "stats"}, `unknown command "stats"`},
 		{"unknown flag", []string{"status", "-jsn"}, "flag provided but not defined: -jsn"},
 		{"two providers", []string{"-redis", open.Addr, "status", "a", "b"}, "at most one PROVIDER"},
