@@ -386,8 +386,8 @@ func (c *settings) validate() error {
 		return fieldErr("Burst", "must be within 1..the per-API rate (%d), got %d", c.apiRate(), c.Burst)
 	case c.EgressLimit < 1:
 		return fieldErr("EgressLimit", "must be positive, got %d", c.EgressLimit)
-	case c.EgressPeriod < time.Millisecond:
-		return fieldErr("EgressPeriod", "must be at least 1ms, got %v", c.EgressPeriod)
+	case c.EgressPeriod < time.Millisecond || c.EgressPeriod > maxPeriod:
+		return fieldErr("EgressPeriod", "must be within [1ms, %v], got %v", maxPeriod, c.EgressPeriod)
 	case c.EgressBurst < 1 || c.EgressBurst > c.EgressLimit:
 		return fieldErr("EgressBurst", "must be within 1..EgressLimit (%d), got %d", c.EgressLimit, c.EgressBurst)
 	case c.MonthGrace >= time.Minute:
@@ -404,10 +404,10 @@ func (c *settings) validate() error {
 		return fieldErr("IPBanPenalty", "must not be negative, got %v", c.IPBanPenalty)
 	case c.RobotPenalty < 0:
 		return fieldErr("RobotPenalty", "must not be negative, got %v", c.RobotPenalty)
-	case c.RobotWindow < time.Millisecond:
-		return fieldErr("RobotWindow", "must be at least 1ms, got %v", c.RobotWindow)
-	case c.PeekLimit < 256:
-		return fieldErr("PeekLimit", "must be at least 256 bytes, got %d", c.PeekLimit)
+	case c.RobotWindow < time.Millisecond || c.RobotWindow > maxPeriod:
+		return fieldErr("RobotWindow", "must be within [1ms, %v], got %v", maxPeriod, c.RobotWindow)
+	case c.PeekLimit < 256 || c.PeekLimit > 16<<20:
+		return fieldErr("PeekLimit", "must be within 256 bytes..16 MiB, got %d", c.PeekLimit)
 	}
 	if err := hostcheck.All("Config.Hosts", Name, c.Hosts); err != nil {
 		return fmt.Errorf("dingtalk: %w", err)
@@ -447,6 +447,11 @@ var appFields = map[string]bool{
 
 // fieldErr names the field at fault: "App.X" for an app's, "Config.X" for
 // the deployment's (Build adds which app: "Config.Apps[i]").
+// maxPeriod bounds the periods of the preset's rules: a rule's longest
+// (ten years, rule.New's bound) less the longest Jitter added to it. Past
+// it, rule.New's own error named neither the preset nor the field.
+const maxPeriod = 10*365*24*time.Hour - time.Second
+
 func fieldErr(field, format string, args ...any) error {
 	owner := "Config"
 	if appFields[field] {

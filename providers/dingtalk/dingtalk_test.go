@@ -45,6 +45,10 @@ func TestConfigValidation(t *testing.T) {
 		{"bad egress", Config{Egress: "10.0.0.1:80", Apps: []App{{AppKey: "a"}}}, "Egress"},
 		{"negative egress limit", Config{EgressLimit: -1, Apps: []App{{AppKey: "a"}}}, "EgressLimit"},
 		{"tiny egress period", Config{EgressPeriod: time.Microsecond, Apps: []App{{AppKey: "a"}}}, "EgressPeriod"},
+		// rule.New's error before, naming neither the preset nor the field.
+		{"huge egress period", Config{EgressPeriod: 20 * 365 * 24 * time.Hour, Apps: []App{{AppKey: "a"}}}, "EgressPeriod must be within"},
+		{"huge robot window", Config{RobotWindow: 20 * 365 * 24 * time.Hour, Apps: []App{{AppKey: "a"}}}, "RobotWindow must be within"},
+		{"huge peek limit", Config{PeekLimit: 1 << 30, Apps: []App{{AppKey: "a"}}}, "PeekLimit must be within"},
 		{"egress burst over limit", Config{EgressLimit: 50, EgressBurst: 51, Apps: []App{{AppKey: "a"}}}, "EgressBurst"},
 		{"month grace a minute", Config{MonthGrace: time.Minute, Apps: []App{{AppKey: "a"}}}, "MonthGrace"},
 		{"jitter a second", Config{Jitter: time.Second, Apps: []App{{AppKey: "a"}}}, "Jitter"},
