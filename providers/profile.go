@@ -69,6 +69,9 @@ func (p *Profile) Validate() error {
 		return fmt.Errorf("providers: profile %q: DefaultPenalty must not be negative, got %v", p.Name, p.DefaultPenalty)
 	case p.MaxPenalty < 0:
 		return fmt.Errorf("providers: profile %q: MaxPenalty must not be negative, got %v", p.Name, p.MaxPenalty)
+	case p.MaxPenalty > 0 && p.DefaultPenalty > p.MaxPenalty:
+		// Every default penalty would be cut to MaxPenalty as it is taken.
+		return fmt.Errorf("providers: profile %q: DefaultPenalty (%v) must not exceed MaxPenalty (%v)", p.Name, p.DefaultPenalty, p.MaxPenalty)
 	case p.QuotaCheck != nil && p.QuotaCheck.Every < time.Second:
 		return fmt.Errorf("providers: profile %q: QuotaCheck.Every must be at least 1s, got %v", p.Name, p.QuotaCheck.Every)
 	case p.QuotaCheck != nil && (p.QuotaCheck.Target == nil || p.QuotaCheck.Query == nil || p.QuotaCheck.Read == nil):
