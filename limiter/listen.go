@@ -125,8 +125,27 @@ func (ls *listeners) each(f func(*Listener)) {
 // function that removes it. A Transport given a Shared listens this way, so
 // a Shared built by hand and given with throttle.WithLimiter is wired
 // exactly like the one throttle.WithRedis builds. Safe for concurrent use.
+//
+// A listener added while Redis is away is told so at once (Switch with
+// down true), as if it had been there when the limiter switched: a Shared
+// that went down before it was given to a Transport otherwise showed no
+// fallback for the whole outage.
 func (s *Shared) Listen(l Listener) (stop func()) {
-	return s.listeners.add(&l)
+	// Under the switch's lock: a switch happens wholly before the
+	// listener is added (told here) or after (told by the switch), never
+	// both.
+	f := s.failover
+	f.switchMu.Lock()
+	defer f.switchMu.Unlock()
+	stop = s.listeners.add(&l)
+	if l.Switch != nil && f.Down() {
+		var err error
+		if p := f.lastErr.Load(); p != nil {
+			err = *p
+		}
+		l.Switch(true, err)
+	}
+	return stop
 }
 
 // Client is the Redis client the limiter was built on, for what shares
