@@ -110,7 +110,7 @@ vet:
 	$(GO) vet ./...
 
 check-redis:
-	@echo "==> set-up: redis-server on PATH"
+	@echo "==> set-up: redis-server and a C compiler on PATH"
 	@.ci/setup-redis
 
 bench: check-redis
