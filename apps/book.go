@@ -63,8 +63,9 @@ type Stats struct {
 }
 
 // Book learns and remembers which app each access token belongs to. It is
-// safe for concurrent use; make one per process with New and give it to the
-// Transport with throttle.WithApps.
+// safe for concurrent use. A Transport builds its own from the Config given
+// to throttle.WithApps, reached with Transport.Apps; New builds one apart,
+// for tests and for code that observes exchanges without a Transport.
 type Book struct {
 	cfg    config
 	hashes sync.Pool // *hasher

@@ -28,10 +28,13 @@ const usage = `usage:
   throttlectl [-redis ADDR|URL] [-prefix PREFIX] [-timeout D] status [-json] [-check] [PROVIDER]
   throttlectl [-redis ADDR|URL] [-prefix PREFIX] [-timeout D] watch [-n COUNT] [PROVIDER]
   throttlectl [-redis ADDR|URL] [-prefix PREFIX] [-timeout D] lift [-yes] -provider NAME SCOPE
+  throttlectl help
 
+PROVIDER, NAME: dingtalk, wechat, wecom, feishu, or a custom profile's name
 -redis: host:port, redis://[user:password@]host:port[/db], rediss://... (TLS),
         or comma-separated addresses of a Redis Cluster
-        (default $THROTTLE_REDIS, else 127.0.0.1:6379)
+        (default $THROTTLE_REDIS, else 127.0.0.1:6379); a password may also
+        come from $THROTTLE_REDIS_PASSWORD, out of the process list
 -prefix: the Transports' key prefix (default "throttle")
 -timeout: how long each Redis call may take (default 5s)
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -87,6 +88,7 @@ func run(o options, out io.Writer) error {
 	}
 	profile := preset.Profile()
 	var rdb *redis.Client
+	redisAt := ""
 	if o.redisURL != "" {
 		opt, err := redis.ParseURL(o.redisURL)
 		if err != nil {
@@ -96,6 +98,7 @@ func run(o options, out io.Writer) error {
 		}
 		// The Transport's deadlines then reach Redis's socket.
 		opt.ContextTimeoutEnabled = true
+		redisAt = opt.Addr // never the URL: it may hold a password
 		rdb = redis.NewClient(opt)
 		defer rdb.Close()
 		if err := rdb.Ping(context.Background()).Err(); err != nil {
@@ -111,7 +114,7 @@ func run(o options, out io.Writer) error {
 	case o.naive:
 		mode = "naive: no throttle"
 	case rdb != nil:
-		mode = "throttle, replicas sharing Redis " + o.redisURL
+		mode = "throttle, replicas sharing Redis at " + redisAt
 	}
 	where := "the DingTalk emulator (offline)"
 	if o.real {
@@ -247,9 +250,12 @@ func newTarget(o options) (*target, error) {
 
 // realToken gets an app access token from the old API.
 func realToken(key, secret string) (string, error) {
-	resp, err := http.Get("https://oapi.dingtalk.com/gettoken?appkey=" + key + "&appsecret=" + secret)
+	q := url.Values{"appkey": {key}, "appsecret": {secret}}
+	resp, err := http.Get("https://oapi.dingtalk.com/gettoken?" + q.Encode())
 	if err != nil {
-		return "", fmt.Errorf("gettoken: %w", err)
+		// The error quotes the URL, secret and all: only its redacted
+		// text goes on, not the error itself.
+		return "", fmt.Errorf("gettoken: %v", throttle.RedactError(err))
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))

@@ -2,7 +2,10 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -63,5 +66,45 @@ func TestExampleBadRedisURLKeepsThePassword(t *testing.T) {
 	err := run(o, io.Discard)
 	if err == nil || strings.Contains(err.Error(), "Xq7") || strings.Contains(err.Error(), "Zv9") {
 		t.Fatalf("run: %v, want an error naming no part of the password", err)
+	}
+}
+
+// On a Redis with a password, the example names the Redis by its address
+// alone: its first line quoted the whole -redis URL, password and all.
+func TestExampleOnRedisHidesThePassword(t *testing.T) {
+	srv := redistest.Start(t)
+	if err := srv.Client(t).ConfigSet(context.Background(), "requirepass", "Xq7Zv9").Err(); err != nil {
+		t.Fatal(err)
+	}
+	o := short()
+	o.redisURL = "redis://:Xq7Zv9@" + srv.Addr + "/0"
+	var out bytes.Buffer
+	if err := run(o, &out); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out.String(), "Xq7Zv9") {
+		t.Fatalf("the password was printed:\n%s", out.String())
+	}
+	if !strings.Contains(out.String(), "sharing Redis at "+srv.Addr) {
+		t.Fatalf("the Redis is not named by its address:\n%s", out.String())
+	}
+}
+
+// failingTransport fails every request as a network error does.
+type failingTransport struct{}
+
+func (failingTransport) RoundTrip(*http.Request) (*http.Response, error) {
+	return nil, errors.New("dial tcp: connection refused")
+}
+
+// A failed token exchange with the real DingTalk names no secret: the
+// *url.Error quoted the whole URL, appsecret and all.
+func TestRealTokenErrorHidesTheSecret(t *testing.T) {
+	old := http.DefaultClient.Transport
+	http.DefaultClient.Transport = failingTransport{}
+	defer func() { http.DefaultClient.Transport = old }()
+	_, err := realToken("dingkey", "Sx9Secret")
+	if err == nil || strings.Contains(err.Error(), "Sx9Secret") {
+		t.Fatalf("realToken: %v, want an error without the secret", err)
 	}
 }

@@ -23,17 +23,17 @@ func main() {
 	redisAddr := flag.String("redis", "", "Redis address (host:port) to share the limits with other replicas; empty: this process only")
 	flag.Parse()
 
-	baseURL, host := "https://api.dingtalk.com", "api.dingtalk.com"
+	baseURL, hosts := "https://api.dingtalk.com", []string(nil)
 	if *emulator {
 		emu := dingtalktest.New(dingtalktest.Options{DefaultApp: *appKey}) // any token is the app's
 		defer emu.Close()
-		baseURL, host = emu.URL, emu.Host()
+		baseURL, hosts = emu.URL, []string{emu.Host()}
 	}
 
 	// The heart of it: one Transport per process, handed to any client or SDK.
 	opts := []throttle.Option{
 		throttle.WithProfiles(dingtalk.MustNew(dingtalk.Config{
-			Hosts: []string{host},
+			Hosts: hosts,                             // nil: DingTalk's own hosts
 			Apps:  []dingtalk.App{{AppKey: *appKey}}, // one app is a list of one
 		}).Profile()),
 	}
@@ -56,10 +56,10 @@ func main() {
 		resp, err := client.Do(req)
 		switch {
 		case errors.Is(err, throttle.ErrThrottled): // no slot within the wait budget: nothing was sent
-			log.Print("throttled: ", err)
+			log.Print("throttled: ", throttle.RedactError(err)) // the error's URL may carry a token
 			continue
 		case errors.Is(err, throttle.ErrPenalized): // the provider penalised this scope: nothing was sent
-			log.Print("penalized: ", err)
+			log.Print("penalized: ", throttle.RedactError(err))
 			continue
 		case err != nil:
 			log.Fatal(throttle.RedactError(err)) // the error's URL may carry a token
