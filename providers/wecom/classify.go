@@ -82,5 +82,17 @@ func (p *preset) classifyCode(_ *http.Request, resp *http.Response, route *provi
 	case fatalCodes[code]:
 		v.Kind = providers.Fatal
 	}
+	if route.API == tokenAPI && v.Kind != providers.Quota && v.Kind != providers.Transient {
+		// A refused exchange (see Config.FailedTokenPenalty): the next
+		// waits, whoever sends it, so that a wrong secret retried in a
+		// loop stays under WeCom's interception.
+		v.Kind = providers.Quota
+		v.Scope = route.Scope(scopekind.API)
+		v.Until = p.cfg.Clock().Add(p.cfg.FailedTokenPenalty)
+		v.Message = "token exchange refused, the company's next held " + p.cfg.FailedTokenPenalty.String() + " (" + msg + ")"
+	}
 	return v
 }
+
+// tokenAPI is the token exchange, whose failures WeCom intercepts.
+const tokenAPI = "/cgi-bin/gettoken"

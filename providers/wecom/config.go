@@ -84,6 +84,14 @@ type Config struct {
 	// ConcurrentRetry is the RetryAfter hint of a 45033 (too many calls in
 	// flight): by then some of the others have finished (default 1s).
 	ConcurrentRetry time.Duration
+	// FailedTokenPenalty holds the company's token exchanges
+	// (/cgi-bin/gettoken) this long after each one WeCom refuses (a wrong
+	// secret or corp ID, an IP not allowed; default 3s): WeCom intercepts
+	// a caller that keeps failing (a 1 h block after about 2,000 failed
+	// calls an hour, as reported), and an SDK retrying a wrong secret in
+	// a loop gets there in minutes. At the default, at most 1,200 failures
+	// an hour leave the fleet; the refused answer still reaches the caller.
+	FailedTokenPenalty time.Duration
 	// InFlightLease is how long a replica that crashed mid-call holds its
 	// App.MaxInFlight slot (default 30s).
 	InFlightLease time.Duration
@@ -204,6 +212,7 @@ func (c *settings) setDefaults() {
 	}
 	c.InFlightLease = cmp.Or(c.InFlightLease, defaultInFlightLease)
 	c.ConcurrentRetry = cmp.Or(c.ConcurrentRetry, defaultConcurrentRetry)
+	c.FailedTokenPenalty = cmp.Or(c.FailedTokenPenalty, defaultFailedTokenPenalty)
 	c.DefaultPenalty = cmp.Or(c.DefaultPenalty, providers.DefaultPenalty)
 	if c.Clock == nil {
 		c.Clock = time.Now
@@ -243,6 +252,8 @@ func (c *settings) validate() error {
 		return fmt.Errorf("wecom: Config.InFlightLease must be at least 1ms, got %v", c.InFlightLease)
 	case c.ConcurrentRetry < 0:
 		return fmt.Errorf("wecom: Config.ConcurrentRetry must not be negative, got %v", c.ConcurrentRetry)
+	case c.FailedTokenPenalty < 0 || c.FailedTokenPenalty > time.Hour:
+		return fmt.Errorf("wecom: Config.FailedTokenPenalty must be within [0, 1h] (0: the default), got %v", c.FailedTokenPenalty)
 	case c.DefaultPenalty < 0:
 		return fmt.Errorf("wecom: Config.DefaultPenalty must not be negative, got %v", c.DefaultPenalty)
 	}

@@ -2,9 +2,11 @@ package wecom_test
 
 import (
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -96,5 +98,42 @@ func TestTransportInFlightCap(t *testing.T) {
 	}
 	if c := run(0); c.ByCode[wecomtest.CodeConcurrent] == 0 {
 		t.Errorf("without a cap: %+v, want some 45033 (else this test proves nothing)", c)
+	}
+}
+
+// A token exchange WeCom refuses (a wrong secret) holds the company's next
+// for FailedTokenPenalty: an SDK retrying a wrong secret in a loop sent
+// every failure on, toward WeCom's interception of a caller that keeps
+// failing (a 1 h block after about 2,000 failed calls an hour, reported).
+// The refused answer itself reaches the caller as WeCom sent it.
+func TestFailedTokenExchangeHoldsTheNext(t *testing.T) {
+	s := wecomtest.NewServer(wecomtest.Options{Corps: map[string][]string{"wwcorp": {"right"}}})
+	defer s.Close()
+	u, _ := url.Parse(s.URL)
+	p := wecom.MustNew(wecom.Config{Hosts: []string{u.Hostname()}, Apps: []wecom.App{{CorpID: "wwcorp"}}}).Profile()
+	tr := throttle.MustNew(throttle.WithProfiles(p), throttle.WithMaxWait(50*time.Millisecond),
+		throttle.WithLogger(slog.New(slog.DiscardHandler)))
+	defer tr.Close()
+	client := &http.Client{Transport: tr}
+	exchange := func(secret string) (string, error) {
+		resp, err := client.Get(s.URL + "/cgi-bin/gettoken?corpid=wwcorp&corpsecret=" + secret)
+		if err != nil {
+			return "", err
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b), nil
+	}
+	body, err := exchange("wrong")
+	if err != nil || !strings.Contains(body, `"errcode":40001`) {
+		t.Fatalf("the refused exchange: %q, %v; want WeCom's 40001 answer", body, err)
+	}
+	for i := range 3 {
+		if _, err := exchange("wrong"); !errors.Is(err, throttle.ErrPenalized) {
+			t.Fatalf("exchange %d after the refusal: %v, want it held (ErrPenalized)", i, err)
+		}
+	}
+	if c := s.Counters(); c.Total != 1 {
+		t.Fatalf("WeCom saw %d exchanges, want only the first", c.Total)
 	}
 }

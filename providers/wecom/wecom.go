@@ -43,8 +43,11 @@ const (
 	defaultJitter           = 50 * time.Millisecond
 	defaultEscalationWindow = 10 * time.Minute
 	defaultConcurrentRetry  = time.Second
-	defaultInFlightLease    = 30 * time.Second
-	defaultMaxTracked       = 1024
+	// A refused token exchange holds the company's next: 3,600 / 3 = 1,200
+	// failures an hour at most, under the ~2,000 reported to block.
+	defaultFailedTokenPenalty = 3 * time.Second
+	defaultInFlightLease      = 30 * time.Second
+	defaultMaxTracked         = 1024
 	// App messages to one member: more are dropped without an error.
 	defaultPerMemberPerMinute = 30
 	defaultPerMemberPerHour   = 1000

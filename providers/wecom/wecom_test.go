@@ -255,6 +255,7 @@ func TestConfigValidation(t *testing.T) {
 		{"day grace", Config{DayGrace: time.Hour, Apps: []App{{CorpID: "ww1"}}}, "Config.DayGrace"},
 		{"max tracked", Config{MaxTracked: -1, Apps: []App{{CorpID: "ww1"}}}, "Config.MaxTracked"},
 		{"concurrent retry", Config{ConcurrentRetry: -1, Apps: []App{{CorpID: "ww1"}}}, "Config.ConcurrentRetry"},
+		{"failed token penalty", Config{FailedTokenPenalty: -1, Apps: []App{{CorpID: "ww1"}}}, "Config.FailedTokenPenalty"},
 		{"penalty", Config{DefaultPenalty: -1, Apps: []App{{CorpID: "ww1"}}}, "Config.DefaultPenalty"},
 		{"empty host", Config{Hosts: []string{""}, Apps: []App{{CorpID: "ww1"}}}, "Config.Hosts[0]"},
 		{"hour under minute", Config{Apps: []App{{CorpID: "ww1", CorpPerMinute: 100, CorpPerHour: 50}}}, ""},
