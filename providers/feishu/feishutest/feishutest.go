@@ -307,7 +307,10 @@ func (s *Server) answerLocked(r *http.Request, body []byte, rec *Request, api st
 	}
 	switch r.URL.Path {
 	case "/open-apis/auth/v3/tenant_access_token/internal":
-		return s.tokenLocked(body, rec, emu)
+		return s.tokenLocked(body, rec, emu, "tenant_access_token")
+	case "/open-apis/auth/v3/app_access_token/internal":
+		// A self-built app's app token: the same exchange, named so.
+		return s.tokenLocked(body, rec, emu, "app_access_token")
 	case "/open-apis/auth/v3/app_access_token", "/open-apis/auth/v3/tenant_access_token":
 		return s.storeTokenLocked(r.URL.Path, body, rec, emu)
 	}
@@ -365,7 +368,9 @@ func (s *Server) answerLocked(r *http.Request, body []byte, rec *Request, api st
 	return rp
 }
 
-func (s *Server) tokenLocked(body []byte, rec *Request, emu time.Time) reply {
+// tokenLocked answers a self-built app's token exchange, the token under
+// field (tenant_access_token or app_access_token).
+func (s *Server) tokenLocked(body []byte, rec *Request, emu time.Time, field string) reply {
 	var req struct {
 		AppID     string `json:"app_id"`
 		AppSecret string `json:"app_secret"`
@@ -385,8 +390,8 @@ func (s *Server) tokenLocked(body []byte, rec *Request, emu time.Time) reply {
 	}
 	rec.App = req.AppID
 	tok, left := s.reuseLocked(req.AppID, emu)
-	return reply{status: http.StatusOK, body: fmt.Sprintf(`{"code":0,"msg":"ok","tenant_access_token":%q,"expire":%d}`,
-		tok, left)}
+	return reply{status: http.StatusOK, body: fmt.Sprintf(`{"code":0,"msg":"ok",%q:%q,"expire":%d}`,
+		field, tok, left)}
 }
 
 // tenantOf is the tenant whose monthly quota app's calls count against:

@@ -205,6 +205,31 @@ func TestTokenAndAuth(t *testing.T) {
 	}
 }
 
+// A self-built app's app_access_token/internal is an exchange too, its
+// token usable on the app's calls (it answered 400, "missing access
+// token", as an ordinary call).
+func TestAppAccessTokenInternal(t *testing.T) {
+	s := NewServer(Options{Apps: map[string]string{"cli_a": "sec"}})
+	defer s.Close()
+	resp, err := http.Post(s.URL+"/open-apis/auth/v3/app_access_token/internal", "application/json",
+		strings.NewReader(`{"app_id":"cli_a","app_secret":"sec"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var a struct {
+		Code   int    `json:"code"`
+		Token  string `json:"app_access_token"`
+		Expire int    `json:"expire"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&a); err != nil || a.Code != 0 || !strings.HasPrefix(a.Token, "t-") || a.Expire <= 0 {
+		t.Fatalf("app_access_token/internal: %+v, %v", a, err)
+	}
+	if got := do(t, s, "GET", "/open-apis/im/v1/chats", a.Token, ""); got.Code != 0 {
+		t.Fatalf("a call with the app token: %+v", got)
+	}
+}
+
 func TestInjectAndTimeScale(t *testing.T) {
 	clk := emulator.NewManualClock(t0)
 	s := NewServer(Options{Clock: clk.Now, TimeScale: 1000, APIs: map[string]int{"GET /open-apis/x": 1}})

@@ -192,6 +192,10 @@ func (s *Server) Requests() []Request { return s.em.Requests() }
 // Counters returns a copy of the counters.
 func (s *Server) Counters() Counters { return Counters(s.em.Counters()) }
 
+// maxMessageBody bounds what the emulator reads of an app message for its
+// recipients: 2 MiB, above the largest message WeCom accepts.
+const maxMessageBody = 2 << 20
+
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if !emulator.Delay(r, s.opts.LatencyMin, s.opts.LatencyMax) {
 		return
@@ -199,7 +203,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	ip := s.opts.ClientIP(r)
 	var msg appMessage
 	if r.URL.Path == memberAPI {
-		_ = json.NewDecoder(io.LimitReader(r.Body, 1<<16)).Decode(&msg)
+		// As much as WeCom takes of a message (its text is up to 2,048
+		// bytes, a news or template card more): a message cut short
+		// decoded to no member, counted for none.
+		_ = json.NewDecoder(io.LimitReader(r.Body, maxMessageBody)).Decode(&msg)
 	}
 	s.em.Lock()
 	wall, emu := s.em.Times()

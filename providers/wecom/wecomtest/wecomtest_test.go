@@ -191,3 +191,24 @@ func TestInjectAndTimeScale(t *testing.T) {
 		t.Errorf("injected record %+v", r)
 	}
 }
+
+// A long app message (a news card of about 100 KB) counts toward its
+// member's limit as a short one does: read only to 64 KiB, it decoded to
+// no member and was never dropped, hiding any miscount of the preset's.
+func TestLongMessageCountsItsMember(t *testing.T) {
+	s := NewServer(Options{Limits: Limits{PerMemberPerMinute: 1}, Clock: emulator.NewManualClock(t0).Now})
+	defer s.Close()
+	tok := s.Token("wwcorp")
+	body := `{"touser":"alice","msgtype":"text","agentid":1,"text":{"content":"` + strings.Repeat("x", 100<<10) + `"}}`
+	for range 2 {
+		resp, err := s.Client().Post(s.URL+"/cgi-bin/message/send?access_token="+tok, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	reqs := s.Requests()
+	if len(reqs) != 2 || reqs[1].Dropped != 1 {
+		t.Fatalf("requests %+v, want the second long message dropped for alice", reqs)
+	}
+}
