@@ -116,3 +116,29 @@ func TestSlowNetworkTripsFallback(t *testing.T) {
 }
 
 func countLines(s, sub string) int { return strings.Count(s, sub) }
+
+// A Redis that refuses the client's credentials is a setting to mend, not
+// an outage: the switch to the fallback is logged as an error saying what
+// to set (it read as a passing outage, and each replica limited alone
+// until someone read the Redis error's NOAUTH).
+func TestRedisWithoutItsPasswordSaysWhatToSet(t *testing.T) {
+	srv := redistest.Start(t)
+	if err := srv.Client(t).ConfigSet(context.Background(), "requirepass", "s3cret").Err(); err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+	t.Cleanup(func() { rdb.Close() })
+	logs := &syncBuffer{}
+	tr := throttle.MustNew(throttle.WithoutTelemetry(), throttle.WithoutRetry(),
+		throttle.WithProfiles(testProfile(limitertest.Group(t), mustRule(t, 100, time.Second))),
+		throttle.WithLogger(slog.New(slog.NewTextHandler(logs, nil))), throttle.WithRedis(rdb))
+	t.Cleanup(func() { tr.Close() })
+	httpSrv := serve(t, &recorder{})
+	if _, err := get(context.Background(), &http.Client{Transport: tr}, httpSrv.URL+"/a"); err != nil {
+		t.Fatalf("request on the fallback: %v", err)
+	}
+	out := logs.String()
+	if !strings.Contains(out, "level=ERROR") || !strings.Contains(out, "set Password") || strings.Contains(out, "s3cret") {
+		t.Fatalf("the switch was not logged as an error saying to set the password:\n%s", out)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -306,7 +307,35 @@ func (tel *telemetry) fallbackSwitch(down bool, mode, addr string, err error) {
 	if !tel.disabled {
 		tel.fallbacks.Add(context.Background(), 1)
 	}
+	if hint := credentialsHint(err); hint != "" {
+		// Not an outage but a setting, which lasts until it is mended:
+		// an error, saying what to mend.
+		tel.log.Error("throttle: Redis refused this replica's credentials; falling back until they are mended: "+hint,
+			"mode", mode, "redis", addr, "error", err)
+		return
+	}
 	tel.log.Warn("throttle: shared limiter unavailable; falling back", "mode", mode, "redis", addr, "error", err)
+}
+
+// credentialsHint says what to mend when err is Redis refusing the
+// client's credentials or rights, or "" for another failure.
+func credentialsHint(err error) string {
+	if err == nil {
+		return ""
+	}
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "NOAUTH") || strings.Contains(msg, "Protocol error: unauthenticated"):
+		// The second: a long command (a script) before any AUTH.
+		return "the server requires a password: set Password (and Username for an ACL user) in the client's options"
+	case strings.Contains(msg, "WRONGPASS") || strings.Contains(msg, "invalid username-password"):
+		return "wrong password or user: check Password and Username in the client's options"
+	case strings.Contains(msg, "without any password configured"):
+		return "the server has no password, but the client gives one: remove Password from the client's options"
+	case strings.Contains(msg, "NOPERM"):
+		return "the ACL user lacks a command, key or channel the limiter uses: allow it the prefix's keys and channel and the commands the error names"
+	}
+	return ""
 }
 
 // safeErrorText is an error's text for a span status. Our own errors carry
