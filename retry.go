@@ -287,6 +287,9 @@ func (r *retrier) check(c *call, req *http.Request, resp *http.Response, err err
 		}
 	default:
 		v := c.verdict
+		if v.NoRetry {
+			return 0, false
+		}
 		switch v.Kind {
 		case providers.Quota:
 			// The provider rejected the call without processing it (the

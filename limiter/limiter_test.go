@@ -314,10 +314,14 @@ func TestRedisUnavailable(t *testing.T) {
 		t.Error("a prefix with braces was accepted")
 	}
 	// A prefix read from a file with its newline is another fleet's keys.
-	for _, p := range []string{"billing\n", " billing", "bill ing", "billing\x00"} {
+	for _, p := range []string{"billing\n", " billing", "billing ", "bill\ting", "billing\x00"} {
 		if _, err := limiter.NewRedis(c, limiter.WithPrefix(p)); err == nil || !strings.Contains(err.Error(), "Prefix") {
 			t.Errorf("prefix %q: err = %v, want one naming Prefix", p, err)
 		}
+	}
+	// A space inside is a name.
+	if _, err := limiter.NewRedis(c, limiter.WithPrefix("billing eu")); err != nil {
+		t.Errorf("prefix %q: %v", "billing eu", err)
 	}
 	// A typed nil client was a panic.
 	var none *redis.Client

@@ -129,7 +129,9 @@ func (ls *listeners) each(f func(*Listener)) {
 // A listener added while Redis is away is told so at once (Switch with
 // down true), as if it had been there when the limiter switched: a Shared
 // that went down before it was given to a Transport otherwise showed no
-// fallback for the whole outage.
+// fallback for the whole outage. Listen waits for a switch in progress,
+// whose Switch callbacks run under the switch's lock: a Switch callback
+// must not call Listen (it would wait for itself).
 func (s *Shared) Listen(l Listener) (stop func()) {
 	// Under the switch's lock: a switch happens wholly before the
 	// listener is added (told here) or after (told by the switch), never

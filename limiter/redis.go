@@ -65,11 +65,13 @@ func withPrefix(prefix string) redisOption {
 }
 
 // badPrefixRune is what a Prefix must not hold: braces, which would break
-// its keys' hash tag, and spaces or control characters, which a prefix
-// read from a file or an environment variable brings by mistake ("billing\n"
-// is another fleet's keys than "billing", each admitting the whole limit).
+// its keys' hash tag, and control characters (a newline, a tab), which a
+// prefix read from a file or an environment variable brings by mistake
+// ("billing\n" is another fleet's keys than "billing", each admitting the
+// whole limit). A space inside ("billing eu") is a name; one at either end
+// is refused with the rest of the check.
 func badPrefixRune(r rune) bool {
-	return r == '{' || r == '}' || unicode.IsSpace(r) || unicode.IsControl(r)
+	return r == '{' || r == '}' || unicode.IsControl(r)
 }
 
 // newRedis returns the Redis limiter on client, which may be a single node,
@@ -84,8 +86,8 @@ func newRedis(client redis.UniversalClient, opts ...redisOption) (*redisLimiter,
 		o.applyRedis(r)
 	}
 	r.addr = redisAddrs(client)
-	if r.prefix == "" || len(r.prefix) > 64 || strings.ContainsFunc(r.prefix, badPrefixRune) {
-		return nil, fmt.Errorf("limiter: NewShared: Prefix must be 1..64 bytes without braces, spaces or control characters, got %q", r.prefix)
+	if r.prefix == "" || len(r.prefix) > 64 || strings.ContainsFunc(r.prefix, badPrefixRune) || strings.TrimSpace(r.prefix) != r.prefix {
+		return nil, fmt.Errorf("limiter: NewShared: Prefix must be 1..64 bytes without braces, control characters or spaces at either end, got %q", r.prefix)
 	}
 	return r, nil
 }

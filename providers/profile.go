@@ -172,4 +172,8 @@ type Verdict struct {
 	NotProcessed bool
 	// Learned is a lower limit the answer states for the API, if any.
 	Learned *Learned
+	// NoRetry marks an answer that sending the call again would only
+	// repeat (a credential refused): its penalty is taken, and the call is
+	// not retried, whatever its Kind.
+	NoRetry bool
 }

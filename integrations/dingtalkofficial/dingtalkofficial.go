@@ -1,7 +1,6 @@
 package dingtalkofficial
 
 import (
-	"fmt"
 	"net/http"
 	"time"
 
@@ -28,7 +27,8 @@ func (c HTTPClient) Call(req *http.Request, _ *http.Transport) (*http.Response, 
 // oauth2_1_0.NewClient and the rest) with every call sent through rt over
 // HTTPS, with no time bound: the SDK's ReadTimeout, ConnectTimeout, proxy
 // and TLS settings apply to the transport it builds, which the adapter
-// ignores, and it passes no context. Prefer ConfigWithTimeout.
+// ignores, and it passes no context. Prefer ConfigWithTimeout. It panics
+// when rt is nil.
 func Config(rt http.RoundTripper) *openapi.Config {
 	return ConfigWithTimeout(rt, 0)
 }
@@ -36,13 +36,10 @@ func Config(rt http.RoundTripper) *openapi.Config {
 // ConfigWithTimeout is Config with every call bounded by timeout (the
 // http.Client's Timeout: the wait for a slot, the send and reading the
 // answer), so that a provider that hangs does not hang the call. Zero
-// means no bound; a negative timeout panics (every call would fail at
-// once), as does a nil rt (every call unthrottled).
+// means no bound (as a negative one does for http.Client). It panics when
+// rt is nil: every call would go unthrottled.
 func ConfigWithTimeout(rt http.RoundTripper, timeout time.Duration) *openapi.Config {
 	checkrt.Transport("dingtalkofficial.ConfigWithTimeout", rt)
-	if timeout < 0 {
-		panic(fmt.Sprintf("dingtalkofficial.ConfigWithTimeout: timeout must not be negative, got %v", timeout))
-	}
 	protocol, region := "https", "central"
 	return &openapi.Config{
 		Protocol:   &protocol,

@@ -70,7 +70,9 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Sharer, error) {
 // exchanges from Redis when another replica fetched them, and watching
 // the answers to tokens it handed out for the provider's invalid-token
 // codes. Other requests pass at the cost of a path comparison while no
-// token was handed out, and of a map lookup after.
+// token was handed out, and of a map lookup after (a form-encoded body
+// with no token in its header or query is peeked, up to 4 KiB, for an
+// access_token field).
 func (s *Sharer) Wrap(base http.RoundTripper) http.RoundTripper {
 	return &roundTripper{s: s, base: base}
 }

@@ -445,13 +445,14 @@ var appFields = map[string]bool{
 	"ISVRate": true, "OrgFromRequest": true, "MonthlyQuota": true, "MeteredPaths": true, "APIs": true,
 }
 
-// fieldErr names the field at fault: "App.X" for an app's, "Config.X" for
-// the deployment's (Build adds which app: "Config.Apps[i]").
 // maxPeriod bounds the periods of the preset's rules: a rule's longest
-// (ten years, rule.New's bound) less the longest Jitter added to it. Past
-// it, rule.New's own error named neither the preset nor the field.
+// (ten years, rule.New's bound) less the longest Jitter added to it (under
+// a second, checked with the rest). Past it, rule.New's own error named
+// neither the preset nor the field.
 const maxPeriod = 10*365*24*time.Hour - time.Second
 
+// fieldErr names the field at fault: "App.X" for an app's, "Config.X" for
+// the deployment's (Build adds which app: "Config.Apps[i]").
 func fieldErr(field, format string, args ...any) error {
 	owner := "Config"
 	if appFields[field] {

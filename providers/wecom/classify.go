@@ -59,7 +59,7 @@ func (p *preset) classify(req *http.Request, resp *http.Response, route *provide
 }
 
 // classifyCode reads the answer's errcode.
-func (p *preset) classifyCode(_ *http.Request, resp *http.Response, route *providers.Route) providers.Verdict {
+func (p *preset) classifyCode(req *http.Request, resp *http.Response, route *providers.Route) providers.Verdict {
 	prefix, _ := providers.PeekBody(resp, peekLimit)
 	code, msg, ok := jsoncode.Numeric(prefix, "errcode", "errmsg", maxMessage)
 	if !ok || code == "0" {
@@ -82,17 +82,29 @@ func (p *preset) classifyCode(_ *http.Request, resp *http.Response, route *provi
 	case fatalCodes[code]:
 		v.Kind = providers.Fatal
 	}
-	if route.API == tokenAPI && v.Kind != providers.Quota && v.Kind != providers.Transient {
+	if route.API == tokenAPI && v.Kind != providers.Quota && v.Kind != providers.Transient && !p.cfg.NoFailedTokenPenalty {
 		// A refused exchange (see Config.FailedTokenPenalty): the next
-		// waits, whoever sends it, so that a wrong secret retried in a
-		// loop stays under WeCom's interception.
-		v.Kind = providers.Quota
-		v.Scope = route.Scope(scopekind.API)
+		// with the same secret waits, whoever sends it, so that a wrong
+		// secret retried in a loop stays under WeCom's interception; the
+		// company's other secrets go on. Not retried: the answer would be
+		// the same.
+		v.Kind, v.NoRetry = providers.Quota, true
+		v.Scope = p.tokenScope(req)
 		v.Until = p.cfg.Clock().Add(p.cfg.FailedTokenPenalty)
-		v.Message = "token exchange refused, the company's next held " + p.cfg.FailedTokenPenalty.String() + " (" + msg + ")"
+		v.Message = "token exchange refused, the next with this secret held " + p.cfg.FailedTokenPenalty.String() + " (" + msg + ")"
 	}
 	return v
 }
 
 // tokenAPI is the token exchange, whose failures WeCom intercepts.
 const tokenAPI = "/cgi-bin/gettoken"
+
+// tokenScope is the penalty scope of one secret's token exchanges: the
+// company's gettoken and the secret's keyed hash (never the secret).
+func (p *preset) tokenScope(req *http.Request) string {
+	secret := ""
+	if req != nil && req.URL != nil {
+		secret = req.URL.Query().Get("corpsecret")
+	}
+	return scopekind.Of(scopekind.API, scopekind.Fit(p.cfg.CorpID+":", tokenAPI+"@"+p.entities.Sum("secret", secret)))
+}

@@ -84,14 +84,17 @@ type Config struct {
 	// ConcurrentRetry is the RetryAfter hint of a 45033 (too many calls in
 	// flight): by then some of the others have finished (default 1s).
 	ConcurrentRetry time.Duration
-	// FailedTokenPenalty holds the company's token exchanges
+	// FailedTokenPenalty holds a secret's token exchanges
 	// (/cgi-bin/gettoken) this long after each one WeCom refuses (a wrong
 	// secret or corp ID, an IP not allowed; default 3s): WeCom intercepts
 	// a caller that keeps failing (a 1 h block after about 2,000 failed
 	// calls an hour, as reported), and an SDK retrying a wrong secret in
-	// a loop gets there in minutes. At the default, at most 1,200 failures
-	// an hour leave the fleet; the refused answer still reaches the caller.
-	FailedTokenPenalty time.Duration
+	// a loop gets there in minutes. At the default, each replica sends at
+	// most 1,200 failures an hour for one secret; the company's other
+	// secrets go on, the refused answer reaches the caller, and it is not
+	// retried. NoFailedTokenPenalty: none.
+	FailedTokenPenalty   time.Duration
+	NoFailedTokenPenalty bool
 	// InFlightLease is how long a replica that crashed mid-call holds its
 	// App.MaxInFlight slot (default 30s).
 	InFlightLease time.Duration

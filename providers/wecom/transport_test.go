@@ -1,6 +1,7 @@
 package wecom_test
 
 import (
+	"context"
 	"errors"
 	"io"
 	"log/slog"
@@ -101,22 +102,23 @@ func TestTransportInFlightCap(t *testing.T) {
 	}
 }
 
-// A token exchange WeCom refuses (a wrong secret) holds the company's next
+// A token exchange WeCom refuses (a wrong secret) holds that secret's next
 // for FailedTokenPenalty: an SDK retrying a wrong secret in a loop sent
 // every failure on, toward WeCom's interception of a caller that keeps
 // failing (a 1 h block after about 2,000 failed calls an hour, reported).
-// The refused answer itself reaches the caller as WeCom sent it.
+// The refused answer reaches the caller as WeCom sent it, not retried (a
+// retry would only repeat it), and the company's other secrets go on.
 func TestFailedTokenExchangeHoldsTheNext(t *testing.T) {
 	s := wecomtest.NewServer(wecomtest.Options{Corps: map[string][]string{"wwcorp": {"right"}}})
 	defer s.Close()
 	u, _ := url.Parse(s.URL)
 	p := wecom.MustNew(wecom.Config{Hosts: []string{u.Hostname()}, Apps: []wecom.App{{CorpID: "wwcorp"}}}).Profile()
-	tr := throttle.MustNew(throttle.WithProfiles(p), throttle.WithMaxWait(50*time.Millisecond),
-		throttle.WithLogger(slog.New(slog.DiscardHandler)))
+	tr := throttle.MustNew(throttle.WithProfiles(p), throttle.WithLogger(slog.New(slog.DiscardHandler)))
 	defer tr.Close()
 	client := &http.Client{Transport: tr}
-	exchange := func(secret string) (string, error) {
-		resp, err := client.Get(s.URL + "/cgi-bin/gettoken?corpid=wwcorp&corpsecret=" + secret)
+	exchange := func(ctx context.Context, secret string) (string, error) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.URL+"/cgi-bin/gettoken?corpid=wwcorp&corpsecret="+secret, nil)
+		resp, err := client.Do(req)
 		if err != nil {
 			return "", err
 		}
@@ -124,16 +126,23 @@ func TestFailedTokenExchangeHoldsTheNext(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return string(b), nil
 	}
-	body, err := exchange("wrong")
+	ctx := context.Background()
+	body, err := exchange(ctx, "wrong")
 	if err != nil || !strings.Contains(body, `"errcode":40001`) {
 		t.Fatalf("the refused exchange: %q, %v; want WeCom's 40001 answer", body, err)
 	}
-	for i := range 3 {
-		if _, err := exchange("wrong"); !errors.Is(err, throttle.ErrPenalized) {
-			t.Fatalf("exchange %d after the refusal: %v, want it held (ErrPenalized)", i, err)
-		}
-	}
 	if c := s.Counters(); c.Total != 1 {
-		t.Fatalf("WeCom saw %d exchanges, want only the first", c.Total)
+		t.Fatalf("WeCom saw %d exchanges for one refused call, want 1 (not retried)", c.Total)
+	}
+	if body, err := exchange(ctx, "right"); err != nil || !strings.Contains(body, `"errcode":0`) {
+		t.Fatalf("another secret of the company: %q, %v; want it exchanged at once", body, err)
+	}
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if _, err := exchange(short, "wrong"); !errors.Is(err, throttle.ErrPenalized) {
+		t.Fatalf("the wrong secret again: %v, want it held (ErrPenalized)", err)
+	}
+	if c := s.Counters(); c.Total != 2 {
+		t.Fatalf("WeCom saw %d exchanges, want 2 (the refused one and the other secret's)", c.Total)
 	}
 }

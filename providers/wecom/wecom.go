@@ -186,6 +186,10 @@ func (p *preset) route(r *http.Request) (providers.Route, error) {
 	if err != nil {
 		return providers.Route{}, err
 	}
+	if api == tokenAPI && !p.cfg.NoFailedTokenPenalty {
+		// The secret's own scope, which a refused exchange penalises.
+		rt.Scopes = append(rt.Scopes[:len(rt.Scopes):len(rt.Scopes)], p.tokenScope(r))
+	}
 	return p.withMembers(r, api, rt)
 }
 
