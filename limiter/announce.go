@@ -338,11 +338,12 @@ func (w *watcher) confirm() {
 			return
 		}
 		ids := make([]penaltyID, 0, len(batch))
+		ends := make([]time.Time, 0, len(batch)) // the known penalties' as the reads are sent
 		cmds := make([]*redis.StringCmd, 0, len(batch))
 		ctx, cancel := context.WithTimeout(context.Background(), defaultTimeout)
 		pipe := w.l.client.Pipeline()
 		for id := range batch {
-			ids = append(ids, id)
+			ids, ends = append(ids, id), append(ends, w.knownEnd(id))
 			cmds = append(cmds, pipe.Get(ctx, w.l.penaltyKey(id.group, id.scope)))
 		}
 		clock := pipe.Time(ctx)
@@ -379,6 +380,9 @@ func (w *watcher) confirm() {
 				}
 			case batch[id] == penaltyType:
 				w.reject("no penalty in Redis")
+			case !w.forgetUnlessRenewed(id, ends[i]):
+				// A penalty recorded here while the read was in flight
+				// stands: no lift to pass on.
 			case w.cfg.onLift != nil:
 				w.cfg.onLift(id.group, id.scope)
 			}

@@ -63,12 +63,13 @@ func (w *watcher) poll() {
 		w.knownMu.Lock()
 		now := time.Now()
 		ids := make([]penaltyID, 0, len(w.known))
+		ends := make([]time.Time, 0, len(w.known))
 		for id, until := range w.known {
 			if !until.After(now) {
 				delete(w.known, id)
 				continue
 			}
-			ids = append(ids, id)
+			ids, ends = append(ids, id), append(ends, until)
 		}
 		w.knownMu.Unlock()
 		if len(ids) == 0 {
@@ -89,17 +90,36 @@ func (w *watcher) poll() {
 			if err != nil {
 				owed = true // asked again in pollEvery
 			}
-			if err != nil || n != 0 {
+			if err != nil || n != 0 || !w.forgetUnlessRenewed(id, ends[i]) {
 				continue
 			}
-			w.knownMu.Lock()
-			delete(w.known, id)
-			w.knownMu.Unlock()
 			if w.cfg.onLift != nil {
 				w.cfg.onLift(id.group, id.scope)
 			}
 		}
 	}
+}
+
+// knownEnd is the end of id's known penalty, zero for none.
+func (w *watcher) knownEnd(id penaltyID) time.Time {
+	w.knownMu.Lock()
+	defer w.knownMu.Unlock()
+	return w.known[id]
+}
+
+// forgetUnlessRenewed forgets id's known penalty, whose key a read found
+// gone, and reports true; unless a penalty ending after end, the known
+// one when the read was sent, was remembered since: recorded by this
+// replica while the read was in flight, it stands, and passing the lift
+// on would close its scope's breaker and drop its copy kept for outages.
+func (w *watcher) forgetUnlessRenewed(id penaltyID, end time.Time) bool {
+	w.knownMu.Lock()
+	defer w.knownMu.Unlock()
+	if w.known[id].After(end) {
+		return false
+	}
+	delete(w.known, id)
+	return true
 }
 
 // lifted records that this replica lifted a penalty, its key gone now.
