@@ -100,7 +100,7 @@ func (c *config) validate() error {
 // http.DefaultTransport). Its idle connections are never closed by throttle.
 func WithBase(rt http.RoundTripper) Option {
 	return optionFunc(func(c *config) {
-		if isNil(rt) {
+		if nilness.Is(rt) {
 			c.fail("WithBase: base transport must not be nil")
 			return
 		}
@@ -120,7 +120,7 @@ func WithBase(rt http.RoundTripper) Option {
 // Transport limits in-process only.
 func WithRedis(client redis.UniversalClient) Option {
 	return optionFunc(func(c *config) {
-		if isNil(client) {
+		if nilness.Is(client) {
 			c.fail("WithRedis: client must not be nil (got %T(nil))", client)
 			return
 		}
@@ -128,11 +128,6 @@ func WithRedis(client redis.UniversalClient) Option {
 		c.redises++
 	})
 }
-
-// isNil reports whether v is nil or an interface holding a nil pointer, map,
-// func or channel: a "var rdb *redis.Client" passed as an option is as absent
-// as a literal nil, and calling through it would panic far from the cause.
-func isNil(v any) bool { return nilness.Is(v) }
 
 // WithLimiter sets the limiter: a *limiter.Shared built with the settings you
 // need (prefix, outage mode, timeouts), a limiter.Memory shared by several
@@ -145,7 +140,7 @@ func isNil(v any) bool { return nilness.Is(v) }
 // a limiter.CalendarReader the quota gauges.
 func WithLimiter(l limiter.Limiter) Option {
 	return optionFunc(func(c *config) {
-		if isNil(l) {
+		if nilness.Is(l) {
 			c.fail("WithLimiter: limiter must not be nil (got %T(nil))", l)
 			return
 		}

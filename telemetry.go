@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/quotaware/throttle/internal/nilness"
 	"github.com/quotaware/throttle/providers"
 )
 
@@ -67,7 +68,7 @@ type telemetryConfig struct {
 // WithTracerProvider sets where spans go (default: the global provider).
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return optionFunc(func(c *config) {
-		if isNil(tp) {
+		if nilness.Is(tp) {
 			c.fail("WithTracerProvider: provider must not be nil")
 			return
 		}
@@ -78,7 +79,7 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 // WithMeterProvider sets where metrics go (default: the global provider).
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return optionFunc(func(c *config) {
-		if isNil(mp) {
+		if nilness.Is(mp) {
 			c.fail("WithMeterProvider: provider must not be nil")
 			return
 		}

@@ -49,7 +49,7 @@ func (s *Sharer) watch(base http.RoundTripper, req *http.Request) (*http.Respons
 		// it. A refusal still heals, within the caps.
 		resp, refused, err := sendChecked(base, req, d.provider)
 		if refused {
-			s.healAgain(req.Context(), tok, d)
+			s.healAgain(req.Context(), d)
 		}
 		return resp, err
 	case d != nil:
@@ -105,8 +105,13 @@ func (s *Sharer) heal(ctx context.Context, tok, host string) {
 	s.bury(tok, hs, host)
 	s.nHand.Store(int32(len(s.handed) + len(s.dead)))
 	s.mu.Unlock()
-	// On the caller's way back with the provider's answer: bounded as an
-	// exchange's Redis calls are, each heal's three calls at most.
+	s.healAnswers(ctx, hs)
+}
+
+// healAnswers heals the kept answers hs of one token. On the caller's way
+// back with the provider's answer: bounded as an exchange's Redis calls
+// are, each heal's three calls at most, whether the caller waits or not.
+func (s *Sharer) healAnswers(ctx context.Context, hs []handed) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*peekTimeout)
 	defer cancel()
 	for _, h := range hs {

@@ -115,7 +115,7 @@ func (s *Sharer) sendRefused(base http.RoundTripper, req *http.Request, tok stri
 	if repl == "" {
 		resp, refused, err := sendChecked(base, req, d.provider)
 		if refused {
-			s.healAgain(req.Context(), tok, d)
+			s.healAgain(req.Context(), d)
 		}
 		return resp, err
 	}
@@ -138,7 +138,7 @@ func (s *Sharer) sendRefused(base http.RoundTripper, req *http.Request, tok stri
 // the caps, it lets the next exchange fetch a new token once the caps
 // allow; before, nobody healed it again, and every exchange was handed
 // the refused token until its kept answer ended.
-func (s *Sharer) healAgain(ctx context.Context, tok string, d *deadToken) {
+func (s *Sharer) healAgain(ctx context.Context, d *deadToken) {
 	now := s.now()
 	s.mu.Lock()
 	due := !now.Before(d.nextHeal)
@@ -146,13 +146,8 @@ func (s *Sharer) healAgain(ctx context.Context, tok string, d *deadToken) {
 		d.nextHeal = now.Add(lookEvery)
 	}
 	s.mu.Unlock()
-	if !due {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*peekTimeout)
-	defer cancel()
-	for _, h := range d.hs {
-		s.healAnswer(ctx, h)
+	if due {
+		s.healAnswers(ctx, d.hs)
 	}
 }
 
