@@ -173,8 +173,11 @@ rebooked:
 		c.verdict = c.p.Classify(req, resp, &c.route)
 	}
 	c.outcome = outcomeFor(c.verdict.Kind, c.waited > 0)
-	if c.verdict.Kind == providers.Quota {
+	switch {
+	case c.verdict.Kind == providers.Quota:
 		c.penalize(ctx)
+	case c.verdict.Cleared != nil && c.verdict.Kind == providers.OK:
+		c.t.applyCleared(ctx, c.p, c.verdict.Cleared)
 	}
 	return resp, nil
 }

@@ -88,3 +88,82 @@ func (s *Shared) SetCalendarUsed(ctx context.Context, group string, r rule.Rule,
 	}
 	return n, nil
 }
+
+// clearCalendarScript starts the window in force of each calendar rule
+// again from zero (on Redis's clock, like reserve.lua), for a provider that
+// has reset its own count (WeChat's clear_quota). KEYS: the rules' hashes;
+// ARGV: three window starts per key (µs: the previous, the current and the
+// next by the caller's clock). Only the count goes: the reconciliation
+// marker stays, so the next reading of the provider's count is not taken
+// as the window's first. A cancel of a call booked before the clear finds
+// no count and leaves it at zero. It returns how many counts it removed.
+var clearCalendarScript = redis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local n = 0
+for i = 1, #KEYS do
+  local j = (i - 1) * 3
+  local f = ARGV[j + 2]
+  if now < tonumber(ARGV[j + 2]) then f = ARGV[j + 1]
+  elseif now >= tonumber(ARGV[j + 3]) then f = ARGV[j + 3] end
+  if redis.pcall('HDEL', KEYS[i], f) == 1 then n = n + 1 end
+end
+return n
+`)
+
+// ClearCalendar starts the current window of each calendar rule of group
+// again from zero, on every replica, for a provider that has just reset
+// its own count (WeChat's clear_quota): without it, a quota the provider
+// cleared at noon stays spent here until midnight. The copy kept for
+// outages is cleared too. Rules other than calendar rules are an
+// ErrInvalidRequest, and so is a call without rules.
+func (s *Shared) ClearCalendar(ctx context.Context, group string, rules []rule.Rule) error {
+	keys, args, err := clearArgs(group, rules, s.redis.ruleKey)
+	if err != nil {
+		return err
+	}
+	_ = s.failover.local.ClearCalendar(ctx, group, rules)
+	if err := clearCalendarScript.Run(ctx, s.redis.client, keys, args...).Err(); err != nil {
+		return unavailable("calendar", err)
+	}
+	return nil
+}
+
+// ClearCalendar is the Memory limiter's counterpart of Shared.ClearCalendar.
+func (m *Memory) ClearCalendar(_ context.Context, group string, rules []rule.Rule) error {
+	if _, _, err := clearArgs(group, rules, func(_, k string) string { return k }); err != nil {
+		return err
+	}
+	now := m.now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i := range rules {
+		if st := m.calendar[stateKey{group, rules[i].Key()}]; st != nil {
+			delete(st.counts, core(&rules[i]).Windows(now)[1])
+		}
+	}
+	return nil
+}
+
+// clearArgs checks a ClearCalendar call and builds its script's keys and
+// arguments.
+func clearArgs(group string, rules []rule.Rule, keyOf func(group, key string) string) ([]string, []any, error) {
+	if err := checkGroup(group); err != nil {
+		return nil, nil, err
+	}
+	if len(rules) == 0 {
+		return nil, nil, fmt.Errorf("%w: ClearCalendar needs at least one rule", ErrInvalidRequest)
+	}
+	now := time.Now()
+	keys, args := make([]string, len(rules)), make([]any, 0, 3*len(rules))
+	for i := range rules {
+		c := core(&rules[i])
+		if c == nil || c.Kind != rulecore.Calendar {
+			return nil, nil, fmt.Errorf("%w: ClearCalendar needs calendar rules (rule %d is not one)", ErrInvalidRequest, i)
+		}
+		keys[i] = keyOf(group, rules[i].Key())
+		b := c.Windows(now)
+		args = append(args, strconv.FormatInt(b[0], 10), strconv.FormatInt(b[1], 10), strconv.FormatInt(b[2], 10))
+	}
+	return keys, args, nil
+}

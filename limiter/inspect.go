@@ -262,10 +262,7 @@ func (l *redisLimiter) inspectGroup(ctx context.Context, group string, now time.
 	// One round trip for every penalty value and rule key type, one more
 	// for the rules' contents.
 	pipe := l.client.Pipeline()
-	pvals := make([]*redis.StringCmd, len(penaltyKeys))
-	for i, k := range penaltyKeys {
-		pvals[i] = pipe.Get(ctx, k)
-	}
+	pvals := getEach(ctx, pipe, penaltyKeys)
 	types := make([]*redis.StatusCmd, len(ruleKeys))
 	for i, k := range ruleKeys {
 		types[i] = pipe.Type(ctx, k)
@@ -273,8 +270,53 @@ func (l *redisLimiter) inspectGroup(ctx context.Context, group string, now time.
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return gs, unavailable("inspect", err)
 	}
-	for i, k := range penaltyKeys {
-		v, err := pvals[i].Result()
+	gs.Penalties = append(gs.Penalties, penaltiesRead(tag, penaltyKeys, pvals, now)...)
+
+	rules, err := l.readRules(ctx, tag, ruleKeys, types, descs, now)
+	gs.Rules = append(gs.Rules, rules...)
+	return gs, err
+}
+
+// Penalties returns the penalties of group in force in Redis, up to
+// inspect.MaxPenaltyKeys of them, without reading its rules: what a lift of
+// every penalty a provider's reset ended starts from (each state's Value
+// for LiftPenaltyIf).
+func (l *redisLimiter) Penalties(ctx context.Context, group string) ([]inspect.PenaltyState, error) {
+	if err := rulecore.CheckKey(group); err != nil {
+		return nil, fmt.Errorf("%w: group %v", ErrInvalidRequest, err)
+	}
+	now, err := l.client.Time(ctx).Result()
+	if err != nil {
+		return nil, unavailable("time", err)
+	}
+	tag := "{" + l.prefix + ":" + group + "}"
+	keys, _, err := l.scanTag(ctx, tag, globEscape(tag)+":p:*", inspect.MaxPenaltyKeys)
+	if err != nil || len(keys) == 0 {
+		return nil, err
+	}
+	pipe := l.client.Pipeline()
+	vals := getEach(ctx, pipe, keys)
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, unavailable("penalties", err)
+	}
+	return penaltiesRead(tag, keys, vals, now), nil
+}
+
+// getEach queues a GET of each key on pipe.
+func getEach(ctx context.Context, pipe redis.Pipeliner, keys []string) []*redis.StringCmd {
+	cmds := make([]*redis.StringCmd, len(keys))
+	for i, k := range keys {
+		cmds[i] = pipe.Get(ctx, k)
+	}
+	return cmds
+}
+
+// penaltiesRead reads the penalty keys' values got by getEach, leaving out
+// those that expired since the scan, garbled ones and those over at now.
+func penaltiesRead(tag string, keys []string, vals []*redis.StringCmd, now time.Time) []inspect.PenaltyState {
+	var out []inspect.PenaltyState
+	for i, k := range keys {
+		v, err := vals[i].Result()
 		if err != nil {
 			continue // expired since the scan
 		}
@@ -283,12 +325,24 @@ func (l *redisLimiter) inspectGroup(ctx context.Context, group string, now time.
 			continue
 		}
 		p.Left, p.Value = p.Until.Sub(now), v
-		gs.Penalties = append(gs.Penalties, p)
+		out = append(out, p)
 	}
+	return out
+}
 
-	rules, err := l.readRules(ctx, tag, ruleKeys, types, descs, now)
-	gs.Rules = append(gs.Rules, rules...)
-	return gs, err
+// Penalties is the Memory limiter's counterpart of Shared.Penalties (its
+// states carry no Value).
+func (m *Memory) Penalties(_ context.Context, group string) ([]inspect.PenaltyState, error) {
+	now := m.now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []inspect.PenaltyState
+	for k, p := range m.penalties {
+		if k.group == group && p.Until.After(now) {
+			out = append(out, inspect.PenaltyState{Scope: p.Scope, Code: p.Code, Until: p.Until, Left: p.Until.Sub(now)})
+		}
+	}
+	return out, nil
 }
 
 // readRules reads the state of each rule key whose type types holds, in one

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/quotaware/throttle/limiter/inspect"
 	"github.com/quotaware/throttle/limiter/internal/rulecore"
 	"github.com/quotaware/throttle/limiter/rule"
 )
@@ -50,11 +51,29 @@ type CalendarReader interface {
 	CalendarUsed(ctx context.Context, group string, rules []rule.Rule) ([]int64, error)
 }
 
+// CalendarClearer is a Limiter that can start the current window of
+// calendar rules again from zero for every replica, when the provider has
+// reset its own count (a WeChat clear_quota the Transport saw succeed;
+// without it the cleared quota stays spent here until its window ends).
+type CalendarClearer interface {
+	ClearCalendar(ctx context.Context, group string, rules []rule.Rule) error
+}
+
+// PenaltyReader is a Limiter that can list a group's penalties in force,
+// for the Transport to lift those a provider's reset of its quotas ended.
+type PenaltyReader interface {
+	Penalties(ctx context.Context, group string) ([]inspect.PenaltyState, error)
+}
+
 var (
-	_ PenaltyLifter  = (*Memory)(nil)
-	_ PenaltyLifter  = (*Shared)(nil)
-	_ CalendarReader = (*Memory)(nil)
-	_ CalendarReader = (*Shared)(nil)
+	_ PenaltyReader   = (*Memory)(nil)
+	_ PenaltyReader   = (*Shared)(nil)
+	_ PenaltyLifter   = (*Memory)(nil)
+	_ PenaltyLifter   = (*Shared)(nil)
+	_ CalendarReader  = (*Memory)(nil)
+	_ CalendarReader  = (*Shared)(nil)
+	_ CalendarClearer = (*Memory)(nil)
+	_ CalendarClearer = (*Shared)(nil)
 )
 
 // Request is what one outbound request asks of a Limiter.

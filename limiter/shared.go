@@ -369,6 +369,13 @@ func (s *Shared) Inspect(ctx context.Context, groups ...string) (inspect.State, 
 	return s.redis.Inspect(ctx, groups...)
 }
 
+// Penalties returns the penalties of group in force in Redis (at most
+// inspect.MaxPenaltyKeys), each with the Value LiftPenaltyIf compares, in
+// a scan of the group's penalty keys alone.
+func (s *Shared) Penalties(ctx context.Context, group string) ([]inspect.PenaltyState, error) {
+	return s.redis.Penalties(ctx, group)
+}
+
 // Close stops the background work (the registry beat, the announcement
 // watch, writes of penalties kept during an outage) and waits for it, at
 // most 2 s; see Shutdown. It does not close the Redis client.

@@ -176,4 +176,19 @@ type Verdict struct {
 	// repeat (a credential refused): its penalty is taken, and the call is
 	// not retried, whatever its Kind.
 	NoRetry bool
+	// Cleared, on an OK answer, says the provider has just reset quotas of
+	// its own (WeChat's clear_quota): the Transport ends what it reset
+	// before the caller gets the answer, on every replica.
+	Cleared *Cleared
+}
+
+// Cleared names what a provider's reset of its quotas ended.
+type Cleared struct {
+	// Lifts reports whether the penalty on scope, opened by the error
+	// code, ended with the reset. The Transport asks it of every penalty
+	// of the profile it knows of, this replica's and the shared ones.
+	Lifts func(scope, code string) bool
+	// Rules are the calendar rules whose current window the provider
+	// reset: they start again from zero.
+	Rules []rule.Rule
 }

@@ -23,3 +23,20 @@ func (s *Set) Lift(scope string) bool {
 	}
 	return true
 }
+
+// Scopes returns the scopes holding a breaker (open or half-open) whose
+// penalty match accepts, given the scope and the provider's code that
+// opened it: for a provider's reset of its quotas, which ends a set of
+// penalties no one has listed. match runs under the Set's lock and must
+// not call the Set.
+func (s *Set) Scopes(match func(scope, code string) bool) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, e := range s.byEnds {
+		if match(e.scope, e.code) {
+			out = append(out, e.scope)
+		}
+	}
+	return out
+}

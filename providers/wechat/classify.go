@@ -52,17 +52,21 @@ func (p *preset) classify(req *http.Request, resp *http.Response, route *provide
 }
 
 // classifyCode reads the answer's errcode.
-func (p *preset) classifyCode(_ *http.Request, resp *http.Response, route *providers.Route) providers.Verdict {
+func (p *preset) classifyCode(req *http.Request, resp *http.Response, route *providers.Route) providers.Verdict {
 	prefix, _ := providers.PeekBody(resp, peekLimit)
 	code, msg, ok := jsoncode.Numeric(prefix, "errcode", "errmsg", maxMessage)
 	if !ok || code == "0" {
-		return providers.Verdict{Kind: providers.OK}
+		v := providers.Verdict{Kind: providers.OK}
+		if ok && isReset(route.API) {
+			v.Cleared = p.cleared(req, route)
+		}
+		return v
 	}
 	v := providers.Verdict{Code: code, Message: msg}
 	switch code {
 	case codeDailyQuota:
-		// The daily quota resets at midnight Beijing time (or on a manual
-		// clear_quota, which we cannot see): calling earlier only fails.
+		// The daily quota resets at midnight Beijing time, or on a reset
+		// (clear.go): calling earlier only fails.
 		now := p.cfg.Clock()
 		v.Kind, v.NotProcessed = providers.Quota, true
 		v.Scope = route.Scope(scopekind.API)
@@ -76,6 +80,15 @@ func (p *preset) classifyCode(_ *http.Request, resp *http.Response, route *provi
 		v.Kind, v.NotProcessed = providers.Quota, true
 		v.Scope = route.Scope(scopekind.API)
 		v.Until = penaltytime.NextMinute(now)
+	case codeClearLimit:
+		if !isReset(route.API) {
+			break // not a reset's answer: the caller's business
+		}
+		// The month's resets are used up: another only fails until the
+		// 1st.
+		v.Kind, v.NotProcessed = providers.Quota, true
+		v.Scope = route.Scope(scopekind.API)
+		v.Until = penaltytime.MonthEnd(p.cfg.Clock(), p.cfg.DayGrace)
 	case codeBusy:
 		v.Kind, v.NotProcessed = providers.Transient, true
 	default:

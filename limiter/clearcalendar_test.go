@@ -1,0 +1,108 @@
+package limiter_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/quotaware/throttle/internal/redistest"
+	"github.com/quotaware/throttle/limiter"
+	"github.com/quotaware/throttle/limiter/limitertest"
+	"github.com/quotaware/throttle/limiter/rule"
+)
+
+// A cleared calendar window admits its whole limit again, on every replica
+// (two Shared on one Redis), and only the rules named are cleared; a
+// cancel of a call booked before the clear leaves the count at zero rather
+// than below it.
+func TestClearCalendarStartsTheWindowAgain(t *testing.T) {
+	srv := redistest.Shared(t)
+	prefix := limitertest.Group(t)
+	cfg := limiter.SharedConfig{Prefix: prefix, Mode: limiter.OutageRefuse, Timeout: 5 * time.Second}
+	a := newShared(t, srv.Client(t), cfg)
+	b := newShared(t, srv.Client(t), cfg)
+	ctx := context.Background()
+	beijing := time.FixedZone("CST", 8*3600)
+	day := rule.Must(rule.NewCalendar("day:wx:/cgi-bin/x", 3, rule.Day, beijing))
+	other := rule.Must(rule.NewCalendar("day:wx:/cgi-bin/y", 3, rule.Day, beijing))
+	fill := func(s *limiter.Shared, r rule.Rule) (admitted int, last limiter.Reservation) {
+		t.Helper()
+		for range 4 {
+			res, err := s.Reserve(ctx, limiter.Request{Group: "wechat", Rules: []rule.Rule{r}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.OK() {
+				admitted++
+				last = res
+			}
+		}
+		return admitted, last
+	}
+	if n, _ := fill(a, day); n != 3 {
+		t.Fatalf("admitted %d of a limit of 3", n)
+	}
+	_, booked := fill(b, other)
+	if err := a.ClearCalendar(ctx, "wechat", []rule.Rule{day}); err != nil {
+		t.Fatal(err)
+	}
+	n, err := b.CalendarUsed(ctx, "wechat", []rule.Rule{day, other})
+	if err != nil || n[0] != 0 || n[1] != 3 {
+		t.Fatalf("counts after clearing one rule = %v, %v; want [0 3]", n, err)
+	}
+	if got, _ := fill(b, day); got != 3 {
+		t.Fatalf("the other replica admitted %d after the clear, want the whole limit of 3", got)
+	}
+	if err := b.ClearCalendar(ctx, "wechat", []rule.Rule{other}); err != nil {
+		t.Fatal(err)
+	}
+	if err := booked.Cancel(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := a.CalendarUsed(ctx, "wechat", []rule.Rule{other}); err != nil || n[0] != 0 {
+		t.Fatalf("count after a cancel of a call booked before the clear = %v, %v; want 0", n, err)
+	}
+	if got, _ := fill(a, other); got != 3 {
+		t.Fatalf("admitted %d after the clear and the cancel, want 3", got)
+	}
+
+	paced := rule.Must(rule.New("p", 1, time.Second))
+	for name, rules := range map[string][]rule.Rule{"a paced rule": {day, paced}, "no rule": nil} {
+		if err := a.ClearCalendar(ctx, "wechat", rules); !errors.Is(err, limiter.ErrInvalidRequest) {
+			t.Errorf("%s: %v, want ErrInvalidRequest", name, err)
+		}
+	}
+}
+
+// The Memory limiter clears the same way.
+func TestMemoryClearCalendar(t *testing.T) {
+	m := limiter.NewMemory()
+	ctx := context.Background()
+	day := rule.Must(rule.NewCalendar("day:wx:/cgi-bin/x", 2, rule.Day, time.UTC))
+	admit := func() int {
+		n := 0
+		for range 3 {
+			res, err := m.Reserve(ctx, limiter.Request{Group: "wechat", Rules: []rule.Rule{day}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.OK() {
+				n++
+			}
+		}
+		return n
+	}
+	if n := admit(); n != 2 {
+		t.Fatalf("admitted %d of 2", n)
+	}
+	if err := m.ClearCalendar(ctx, "wechat", []rule.Rule{day}); err != nil {
+		t.Fatal(err)
+	}
+	if n := admit(); n != 2 {
+		t.Fatalf("admitted %d after the clear, want 2", n)
+	}
+	if err := m.ClearCalendar(ctx, "wechat", []rule.Rule{rule.Must(rule.New("p", 1, time.Second))}); !errors.Is(err, limiter.ErrInvalidRequest) {
+		t.Fatalf("a paced rule: %v, want ErrInvalidRequest", err)
+	}
+}
