@@ -52,7 +52,7 @@ func (t *Transport) applyCleared(ctx context.Context, p *profile, c *providers.C
 			"provider", p.Name, "penalties_lifted", lifted, "counts_cleared", cleared, "error", err)
 		return
 	}
-	t.tel.log.Info("throttle: the provider reset its quotas; their penalties and counts ended on every replica",
+	t.tel.log.Info("throttle: the provider reset its quotas; the penalties and counts it reset end now",
 		"provider", p.Name, "penalties_lifted", lifted, "counts_cleared", cleared)
 }
 

@@ -59,10 +59,7 @@ func (s *Server) issueLocked(app string, emu time.Time, stable, force bool) (str
 // after the last forced refresh: the token in force, not counted), or
 // refused (the day's forced refreshes are spent).
 func (s *Server) forceLocked(app string, emu time.Time) (renew, refused bool) {
-	lim := s.opts.Limits
-	if l, ok := s.opts.AppLimits[app]; ok {
-		lim = l
-	}
+	lim := s.limitsOf(app)
 	st := &s.issued
 	if st.forced == nil {
 		st.forced = map[string]*forcedRefreshes{}

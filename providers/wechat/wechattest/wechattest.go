@@ -147,7 +147,7 @@ type Server struct {
 
 type windowKey struct {
 	app, path string
-	kind      byte // 'd' day, 'm' minute, 'n' mini minute
+	kind      byte // 'd' day, 'm' minute, 'n' mini minute, 'c' a month's clears (clear.go)
 }
 
 type window struct {
@@ -201,16 +201,14 @@ func (s *Server) Inject(n, status int, body string) {
 	s.em.Inject(n, emulator.Fault{Status: status, Body: body})
 }
 
-// ClearQuota resets every daily and per-minute count of appID, like the
-// clear_quota API.
+// ClearQuota resets every API's daily count of appID, as a successful
+// clear_quota call does (see ClearQuotaPath), without counting against the
+// month's clears: the account's owner clearing it from outside the fleet.
+// Per-minute counts are left, as WeChat's clear leaves them.
 func (s *Server) ClearQuota(appID string) {
 	s.em.Lock()
 	defer s.em.Unlock()
-	for k := range s.windows {
-		if k.app == appID {
-			delete(s.windows, k)
-		}
-	}
+	s.clearDailyLocked(appID, "")
 }
 
 // Requests returns a copy of the record of every request so far.
@@ -223,20 +221,24 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if !emulator.Delay(r, s.opts.LatencyMin, s.opts.LatencyMax) {
 		return
 	}
-	// Token requests carry their credentials in the body; read it before
-	// taking the lock.
+	// Token requests carry their credentials in the body, quota requests
+	// their target; read it before taking the lock, so that a slow sender
+	// holds up no other request.
 	var stable stableTokenRequest
 	var quota quotaRequest
+	var clearReq clearQuotaRequest
 	switch r.URL.Path {
 	case "/cgi-bin/stable_token":
 		_ = json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&stable)
-	case QuotaGetPath:
+	case QuotaGetPath, QuotaClearPath:
 		_ = json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&quota)
+	case ClearQuotaPath:
+		_ = json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&clearReq)
 	}
 	s.em.Lock()
 	wall, emu := s.em.Times()
 	rec := Request{At: wall, Emulated: emu, Method: r.Method, Path: r.URL.Path, API: s.apis.API(r.Method, r.URL.Path)}
-	status, body := s.answerLocked(r, &rec, emu, stable, quota)
+	status, body := s.answerLocked(r, &rec, emu, stable, quota, clearReq)
 	rec.Status = status
 	s.em.RecordLocked(rec, rec.Code)
 	s.em.Unlock()
@@ -255,7 +257,7 @@ type stableTokenRequest struct {
 
 // answerLocked decides one request under the lock and fills rec.App and
 // rec.Code.
-func (s *Server) answerLocked(r *http.Request, rec *Request, emu time.Time, stable stableTokenRequest, quota quotaRequest) (int, string) {
+func (s *Server) answerLocked(r *http.Request, rec *Request, emu time.Time, stable stableTokenRequest, quota quotaRequest, clearReq clearQuotaRequest) (int, string) {
 	if in, ok := s.em.NextFaultLocked(); ok {
 		rec.Code = emulator.Errcode(in.Body)
 		return in.Status, in.Body
@@ -288,6 +290,13 @@ func (s *Server) answerLocked(r *http.Request, rec *Request, emu time.Time, stab
 		return http.StatusOK, errBody(CodeExpiredToken, "access_token expired")
 	}
 	rec.App = app
+	// The clears are limited by the month alone (clear.go).
+	switch r.URL.Path {
+	case ClearQuotaPath:
+		return s.clearQuotaLocked(rec, app, clearReq.AppID, emu)
+	case QuotaClearPath:
+		return s.quotaClearLocked(rec, app, quota.CGIPath, emu)
+	}
 	if code, msg := s.chargeLocked(app, rec.API, emu); code != 0 {
 		rec.Code = code
 		return http.StatusOK, errBody(code, msg)
@@ -344,10 +353,7 @@ func (s *Server) chargeLocked(app, path string, emu time.Time) (int, string) {
 		code  int
 		msg   string
 	}
-	lim := s.opts.Limits
-	if l, ok := s.opts.AppLimits[app]; ok {
-		lim = l
-	}
+	lim := s.limitsOf(app)
 	checks := [...]check{
 		{'d', lim.Daily[path], day, CodeDailyQuota, MsgDailyQuota},
 		{'m', lim.PerMinute[path], minute, CodeMinuteQuota, MsgMinuteQuota},
@@ -380,6 +386,14 @@ func (s *Server) chargeLocked(app, path string, emu time.Time) (int, string) {
 	return 0, ""
 }
 
+// limitsOf is the quotas of app: its own if WeChat raised them.
+func (s *Server) limitsOf(app string) Limits {
+	if l, ok := s.opts.AppLimits[app]; ok {
+		return l
+	}
+	return s.opts.Limits
+}
+
 // errBody writes WeChat's error shape; every errmsg ends with a request id.
 func errBody(code int, msg string) string {
 	rid := fmt.Sprintf("%08x-%08x-%08x", rand.Uint32(), rand.Uint32(), rand.Uint32())
@@ -403,10 +417,7 @@ type quotaRequest struct {
 // app's daily limit of the path and today's count (Asia/Shanghai), which
 // includes the calls Spend recorded for other clients.
 func (s *Server) quotaLocked(rec *Request, app, path string, emu time.Time) (int, string) {
-	lim := s.opts.Limits
-	if l, ok := s.opts.AppLimits[app]; ok {
-		lim = l
-	}
+	lim := s.limitsOf(app)
 	limit := lim.Daily[path]
 	if path == "" || limit <= 0 {
 		rec.Code = CodeQuotaBadPath
