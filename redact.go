@@ -2,6 +2,7 @@ package throttle
 
 import (
 	"net/url"
+	"reflect"
 	"strings"
 )
 
@@ -12,24 +13,48 @@ const redactedValue = "REDACTED"
 // in a URL's query (access_token, corpsecret, appsecret, sign, a WeCom
 // robot's key, a DingTalk session webhook's session, ...), the token in the
 // path of a Feishu or Lark bot webhook (/open-apis/bot/v2/hook/<token>) and
-// every URL password replaced by REDACTED in its text. It keeps the chain:
-// errors.Is and errors.As see err itself.
+// every URL password replaced by REDACTED in its text, and in the text of
+// every error its chain holds: a reporter that walks the chain with
+// errors.Unwrap (and records each error's text, as error trackers do) reads
+// no credential either. errors.Is matches what err matches; errors.As finds
+// the types err holds, a *url.Error as a copy with its URL redacted.
 //
 // Use it on every error of an http.Client before logging it: net/http wraps
 // a transport's error in *url.Error with the whole URL, so a refused,
 // penalised or failed call to an API authenticated by its query
-// ("?access_token=...") carries the token in its text. The *url.Error
-// itself is left as it is; only the returned error's text is clean.
+// ("?access_token=...") carries the token in its text. err itself is left
+// as it is. An error whose chain holds no credential is returned as it is.
 func RedactError(err error) error {
-	if err == nil {
-		return nil
-	}
-	text := err.Error()
-	clean := redactText(text)
-	if clean == text {
+	if err == nil || !needsRedaction(err) {
 		return err
 	}
+	clean := redactText(err.Error())
+	if _, many := err.(interface{ Unwrap() []error }); many {
+		return &redactedErrors{redactedError{err: err, text: clean}}
+	}
 	return &redactedError{err: err, text: clean}
+}
+
+// needsRedaction reports whether the text of err or of any error in its
+// chain holds a credential.
+func needsRedaction(err error) bool {
+	if err == nil {
+		return false
+	}
+	if text := err.Error(); redactText(text) != text {
+		return true
+	}
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		return needsRedaction(u.Unwrap())
+	case interface{ Unwrap() []error }:
+		for _, e := range u.Unwrap() {
+			if needsRedaction(e) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // RedactURL returns u as a string for logging, with its password, the
@@ -42,13 +67,60 @@ func RedactURL(u *url.URL) string {
 	return redactText(u.Redacted())
 }
 
+// redactedError stands for one error of a chain, err, with a clean text;
+// the errors it wraps are redacted in turn as they are unwrapped.
 type redactedError struct {
 	err  error
 	text string
 }
 
 func (e *redactedError) Error() string { return e.text }
-func (e *redactedError) Unwrap() error { return e.err }
+
+// Unwrap returns the next error of err's chain, redacted.
+func (e *redactedError) Unwrap() error {
+	if u, ok := e.err.(interface{ Unwrap() error }); ok {
+		return RedactError(u.Unwrap())
+	}
+	return nil
+}
+
+// Is matches what err itself matches (errors.Is goes on down the chain).
+func (e *redactedError) Is(target error) bool {
+	if t := reflect.TypeOf(target); t != nil && t.Comparable() && e.err == target {
+		return true
+	}
+	x, ok := e.err.(interface{ Is(error) bool })
+	return ok && x.Is(target)
+}
+
+// As finds err itself when it is of target's type, a *url.Error as a copy
+// with its URL redacted (also for an interface it implements, such as net.Error).
+func (e *redactedError) As(target any) bool {
+	found := e.err
+	if ue, ok := e.err.(*url.Error); ok {
+		found = &url.Error{Op: ue.Op, URL: redactText(ue.URL), Err: RedactError(ue.Err)}
+	}
+	if v := reflect.ValueOf(target); v.Kind() == reflect.Pointer && !v.IsNil() && reflect.TypeOf(found).AssignableTo(v.Type().Elem()) {
+		v.Elem().Set(reflect.ValueOf(found))
+		return true
+	}
+	x, ok := e.err.(interface{ As(any) bool })
+	return ok && x.As(target)
+}
+
+// redactedErrors is a redactedError of an error that wraps several
+// (errors.Join).
+type redactedErrors struct{ redactedError }
+
+// Unwrap returns the errors err wraps, each redacted.
+func (e *redactedErrors) Unwrap() []error {
+	errs := e.err.(interface{ Unwrap() []error }).Unwrap()
+	out := make([]error, len(errs))
+	for i, x := range errs {
+		out[i] = RedactError(x)
+	}
+	return out
+}
 
 // redactText replaces the value of each credential parameter ("?name=" or
 // "&name=") and the password of each "scheme://user:password@" in s.

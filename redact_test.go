@@ -3,6 +3,8 @@ package throttle_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -154,4 +156,54 @@ func tokenOfHook(prefix string) bool {
 func inQueryValue(prefix string) bool {
 	start := strings.LastIndexAny(prefix, "&# \"'>);,\n\r\t")
 	return strings.Contains(prefix[start+1:], "=")
+}
+
+// A reporter that walks the chain and records every error's text (as error
+// trackers do) reads no credential, through a wrapper of the SDK's and
+// through errors.Join; errors.Is and errors.As still find what the chain
+// holds, a *url.Error (or a net.Error) with its URL redacted.
+func TestRedactErrorCleansTheWholeChain(t *testing.T) {
+	inner := &url.Error{Op: "Post", URL: "https://api.weixin.qq.com/cgi-bin/x?access_token=tok-SECRET", Err: throttle.ErrThrottled}
+	sdk := fmt.Errorf("send message: %w", inner)
+	joined := errors.Join(errors.New("first try failed"), sdk)
+	for name, err := range map[string]error{"url.Error": inner, "an SDK's wrapper": sdk, "errors.Join": joined} {
+		red := throttle.RedactError(err)
+		var texts []string
+		var walk func(error)
+		walk = func(e error) {
+			if e == nil {
+				return
+			}
+			texts = append(texts, e.Error())
+			switch u := e.(type) {
+			case interface{ Unwrap() error }:
+				walk(u.Unwrap())
+			case interface{ Unwrap() []error }:
+				for _, x := range u.Unwrap() {
+					walk(x)
+				}
+			}
+		}
+		walk(red)
+		if len(texts) < 2 {
+			t.Errorf("%s: walked %d errors, want the chain", name, len(texts))
+		}
+		for _, text := range texts {
+			if strings.Contains(text, "SECRET") {
+				t.Errorf("%s: an error of the redacted chain reads %q", name, text)
+			}
+		}
+		var uerr *url.Error
+		var nerr net.Error
+		if !errors.Is(red, throttle.ErrThrottled) || !errors.As(red, &uerr) || !errors.As(red, &nerr) {
+			t.Errorf("%s: redacted error %v lost its chain", name, red)
+			continue
+		}
+		if strings.Contains(uerr.URL, "SECRET") || strings.Contains(nerr.Error(), "SECRET") {
+			t.Errorf("%s: errors.As found %q, %q", name, uerr.URL, nerr.Error())
+		}
+		if !strings.Contains(err.Error(), "tok-SECRET") {
+			t.Errorf("%s: the original was changed: %v", name, err)
+		}
+	}
 }

@@ -2,6 +2,8 @@ package circuit_test
 
 import (
 	"errors"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -73,5 +75,24 @@ func TestLift(t *testing.T) {
 				t.Fatalf("Allow after a new penalty: %v, want ErrOpen", err)
 			}
 		})
+	}
+}
+
+// Scopes lists the breakers whose scope and code the match accepts, open
+// or half-open, and none that was lifted.
+func TestScopesMatchesScopeAndCode(t *testing.T) {
+	c := newClock(time.Unix(1_700_000_000, 0))
+	s := newSet(t, c)
+	s.Penalize("api:a:/x", c.Now().Add(time.Hour), "45009")
+	s.Penalize("api:a:/y", c.Now().Add(time.Second), "45009")
+	s.Penalize("api:a:/z", c.Now().Add(time.Hour), "45011")
+	s.Penalize("api:b:/x", c.Now().Add(time.Hour), "45009")
+	s.Penalize("api:a:/w", c.Now().Add(time.Hour), "45009")
+	s.Lift("api:a:/w")
+	c.Advance(2 * time.Second) // /y is half-open now
+	got := s.Scopes(func(scope, code string) bool { return code == "45009" && strings.HasPrefix(scope, "api:a:") })
+	slices.Sort(got)
+	if want := []string{"api:a:/x", "api:a:/y"}; !slices.Equal(got, want) {
+		t.Fatalf("Scopes = %v, want %v", got, want)
 	}
 }
