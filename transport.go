@@ -106,6 +106,11 @@ func New(opts ...Option) (*Transport, error) {
 			return nil, fmt.Errorf("throttle: %w", err)
 		}
 		t.profiles = append(t.profiles, profile{Profile: p, breakers: b, tel: t.tel, lowered: new(atomic.Int64)})
+		if p.Apps > 1 && c.apps == nil {
+			c.logger.Warn("throttle: the profile lists several apps, but without WithApps no request is told apart by its token: "+
+				"those not tagged with throttle.ContextWithApp are all charged to the app the profile falls back on, or to the quotas of unknown apps",
+				"provider", name, "apps", p.Apps)
+		}
 	}
 	if c.redis != nil {
 		// WithRedis is short for WithLimiter(limiter.NewShared(...)).

@@ -52,6 +52,13 @@ type Profile struct {
 	// QuotaCheck, when not nil, lets the Transport reconcile the profile's
 	// calendar quotas with the provider's own count (see QuotaCheck).
 	QuotaCheck *QuotaCheck
+	// Apps is how many apps the profile tells apart by the app a request
+	// is tagged with (throttle.WithApps learns it from the token,
+	// throttle.ContextWithApp gives it); the presets set it. With more
+	// than one and no WithApps, the Transport warns at New: a request not
+	// tagged goes to the quotas of the app the profile falls back on (or
+	// of unknown apps), whichever app's token it carries.
+	Apps int
 }
 
 // Validate reports a profile that cannot be used, naming the field.

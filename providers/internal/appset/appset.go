@@ -239,6 +239,7 @@ func (s *Set) Profile() providers.Profile {
 		},
 		DefaultPenalty: s.fallback.Load().DefaultPenalty,
 		Lower:          s.lower,
+		Apps:           len(*s.byID.Load()),
 	}
 }
 
