@@ -50,6 +50,7 @@ func New(c Config) (*Preset, error) {
 			return pr.profile(), nil
 		},
 		Default:          c.Default,
+		AllowEmpty:       true, // robots alone need no app
 		CheckDefault:     checkDefault,
 		UnknownReadsApps: true,
 		Unknown: func(listed []App) (providers.Profile, error) {

@@ -107,7 +107,10 @@ type Config struct {
 	// Apps are the apps (Edition, PerAPIRate ... per app) and ISV suites
 	// (ISV: true, AppKey the SuiteKey; their customer orgs need no entry:
 	// each request's org is learned from its token, see package apps).
-	// One app is a list of one.
+	// One app is a list of one. None is a deployment that only sends
+	// group robots' messages (each robot is limited by its own token) or
+	// leaves every app to be learned: a request of an app not learned is
+	// limited as Default's below says, at a standard app's rate.
 	Apps []App
 	// Default is the AppKey that a request is charged to when its app is
 	// not known (its token was not learned and the caller did not name the
