@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
@@ -49,7 +50,7 @@ func main() {
 	defer transport.Close()
 	client := &http.Client{Transport: transport, Timeout: 10 * time.Second}
 
-	start, sent, rejected := time.Now(), 0, 0
+	start, sent, rejected, failed := time.Now(), 0, 0, 0
 	for i := 0; i < 30; i++ {
 		req, _ := http.NewRequest(http.MethodGet, baseURL+"/v1.0/contact/users/manager4220", nil)
 		req.Header.Set("x-acs-dingtalk-access-token", os.Getenv("DINGTALK_ACCESS_TOKEN"))
@@ -67,11 +68,23 @@ func main() {
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {
-			rejected++
+			if limited(resp.StatusCode, body) {
+				rejected++
+			} else {
+				failed++ // a wrong token (401), an unknown user (404): not a limit
+			}
 			log.Printf("DingTalk answered %d: %s", resp.StatusCode, body)
 		}
 		sent++
 	}
-	fmt.Printf("%d calls in %v (%.1f a second), %d rejected by DingTalk\n",
-		sent, time.Since(start).Round(time.Millisecond), float64(sent)/time.Since(start).Seconds(), rejected)
+	fmt.Printf("%d calls in %v (%.1f a second), %d rejected by DingTalk for a limit, %d other errors\n",
+		sent, time.Since(start).Round(time.Millisecond), float64(sent)/time.Since(start).Seconds(), rejected, failed)
+}
+
+// limited reports whether DingTalk refused a call for a limit: a 429, or a
+// 403 whose code names one ("Forbidden.AccessDenied.QpsLimitForAppkeyAndApi";
+// other 403s, such as a permission the app lacks, are not).
+func limited(status int, body []byte) bool {
+	return status == http.StatusTooManyRequests ||
+		status == http.StatusForbidden && bytes.Contains(body, []byte("Limit"))
 }
