@@ -54,9 +54,19 @@ func (e *ThrottledError) Error() string {
 		return fmt.Sprintf("throttle: %s %s: rate limited by %s: budget %v",
 			e.Provider, e.API, e.Rule, e.Budget.Round(time.Microsecond))
 	}
-	return fmt.Sprintf("throttle: %s %s: rate limited by %s: next slot in %v, budget %v",
+	text := fmt.Sprintf("throttle: %s %s: rate limited by %s: next slot in %v, budget %v",
 		e.Provider, e.API, e.Rule, e.RetryAfter.Round(time.Microsecond), e.Budget.Round(time.Microsecond))
+	if e.RetryAfter <= waitHintUpTo {
+		// A slot within minutes: the caller may rather wait than fail,
+		// and the budget is theirs to set.
+		text += " (budget: WithMaxWait, or the request's deadline if sooner)"
+	}
+	return text
 }
+
+// waitHintUpTo is the longest wait the error's text says a caller may
+// choose to allow: a per-minute or per-hour rule's, not a day's.
+const waitHintUpTo = 10 * time.Minute
 
 // Is makes errors.Is(err, ErrThrottled) true.
 func (e *ThrottledError) Is(target error) bool { return target == ErrThrottled }

@@ -1,9 +1,11 @@
 package throttle_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -14,10 +16,12 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/quotaware/throttle"
+	"github.com/quotaware/throttle/apps"
 	"github.com/quotaware/throttle/limiter"
 	"github.com/quotaware/throttle/limiter/rule"
 	"github.com/quotaware/throttle/providers"
 	"github.com/quotaware/throttle/providers/dingtalk"
+	"github.com/quotaware/throttle/providers/wechat"
 )
 
 // answerAll is a base transport that answers every request with 200, so a
@@ -227,5 +231,42 @@ func TestGatewayRequestsMatchByTheirHostHeader(t *testing.T) {
 				t.Fatalf("second request: %v, want %v", err, tc.second)
 			}
 		})
+	}
+}
+
+// A preset listing several apps, given to a Transport without WithApps,
+// charges every untagged request to one app's quotas: New says so once,
+// and says nothing with WithApps or with one app.
+func TestSeveralAppsWithoutWithAppsWarns(t *testing.T) {
+	two := wechat.MustNew(wechat.Config{Apps: []wechat.App{{AppID: "wxa"}, {AppID: "wxb"}}}).Profile()
+	one := wechat.MustNew(wechat.Config{Apps: []wechat.App{{AppID: "wxa"}}}).Profile()
+	for name, c := range map[string]struct {
+		opts []throttle.Option
+		warn bool
+	}{
+		"two apps":               {[]throttle.Option{throttle.WithProfiles(two)}, true},
+		"two apps with WithApps": {[]throttle.Option{throttle.WithProfiles(two), throttle.WithApps(apps.Config{})}, false},
+		"one app":                {[]throttle.Option{throttle.WithProfiles(one)}, false},
+	} {
+		var logs bytes.Buffer
+		tr, err := throttle.New(append(c.opts, throttle.WithoutTelemetry(),
+			throttle.WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))))...)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		tr.Close()
+		if got := strings.Count(logs.String(), "without WithApps"); got != map[bool]int{true: 1, false: 0}[c.warn] {
+			t.Errorf("%s: warned %d times: %s", name, got, logs.String())
+		}
+	}
+}
+
+// A refusal whose slot is minutes away says where its budget comes from; a
+// day's does not (no budget would wait for it).
+func TestThrottledErrorSaysWhereTheBudgetComesFrom(t *testing.T) {
+	minute := &throttle.ThrottledError{Provider: "p", API: "a", Rule: "r: 20 per 1m0s", RetryAfter: 20 * time.Second, Budget: 2 * time.Second}
+	day := &throttle.ThrottledError{Provider: "p", API: "a", Rule: "r: 3 per day", RetryAfter: 15 * time.Hour, Budget: 2 * time.Second}
+	if !strings.Contains(minute.Error(), "WithMaxWait") || strings.Contains(day.Error(), "WithMaxWait") {
+		t.Errorf("a slot 20 s away: %q; a day away: %q", minute.Error(), day.Error())
 	}
 }
