@@ -217,7 +217,8 @@ type headroomLoop struct {
 	mu     sync.Mutex // guards timer and closed
 	timer  *time.Timer
 	closed bool
-	busy   sync.Mutex // held by a round; close waits for it
+	busy   sync.Mutex     // held by a round; close waits for it
+	pokes  sync.WaitGroup // reads started by pokeLearned; close waits for them
 	gauge  metric.Registration
 	report func(error)
 }
@@ -310,7 +311,15 @@ func (l *headroomLoop) pokeLearned() {
 	if l == nil || l.rdb == nil || len(l.learners) == 0 || !l.reading.CompareAndSwap(false, true) {
 		return
 	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed { // a penalty heard as the Transport closes: no read after Close
+		l.reading.Store(false)
+		return
+	}
+	l.pokes.Add(1)
 	go func() {
+		defer l.pokes.Done()
 		defer l.reading.Store(false)
 		l.readLearned()
 	}()
@@ -372,6 +381,7 @@ func (l *headroomLoop) close() {
 	}
 	l.busy.Lock() // a round under way ends first
 	l.busy.Unlock()
+	l.pokes.Wait() // and a read poked before (each bounded at a second per provider)
 	if l.gauge != nil {
 		l.report(l.gauge.Unregister())
 	}

@@ -11,9 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quotaware/throttle/internal/faultproxy"
 	"github.com/quotaware/throttle/internal/learnedhash"
 	"github.com/quotaware/throttle/internal/redistest"
 	"github.com/quotaware/throttle/providers"
+	"github.com/redis/go-redis/v9"
 )
 
 // The learned hash is anyone's who can write to the Redis: a replica holds
@@ -129,5 +131,40 @@ func TestLapsedLearnedFieldRewrittenStays(t *testing.T) {
 	}
 	if v := rdb.HGet(ctx, key, "s GET /renewed").Val(); v != "5:99999999999999" {
 		t.Errorf("a field rewritten since the read: %q, want it kept", v)
+	}
+}
+
+// A penalty heard as the Transport closes starts no read of the learned
+// limits once the loop is closed, and Close waits for one started before.
+// Redis is stalled, so a read started would still be under way when
+// checked.
+func TestNoLearnedReadAfterClose(t *testing.T) {
+	srv := redistest.Start(t)
+	proxy, err := faultproxy.New(srv.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { rdb.Close() })
+	lr := learner{name: "p", lowered: new(atomic.Int64), mu: new(sync.Mutex), seen: map[string]string{}, flooded: new(atomic.Bool),
+		lower: func(providers.Learned) bool { return true }}
+	loop := &headroomLoop{learners: []learner{lr}, rdb: rdb, prefix: "learned-close", log: slog.New(slog.DiscardHandler),
+		timer: time.AfterFunc(time.Hour, func() {})}
+
+	proxy.Stall()
+	loop.pokeLearned() // before Close: a read starts, held by the stall
+	closed := make(chan struct{})
+	go func() { loop.close(); close(closed) }()
+	proxy.Resume()
+	<-closed
+	if loop.reading.Load() {
+		t.Fatal("Close returned while a poked read was under way")
+	}
+	proxy.Stall()
+	defer proxy.Resume()
+	loop.pokeLearned()
+	if loop.reading.Load() {
+		t.Fatal("a poke after Close started a read")
 	}
 }
