@@ -20,6 +20,7 @@ type call struct {
 	p     *profile
 	route providers.Route
 	start time.Time
+	sent  time.Time // when the last attempt went to the provider
 
 	attempts int
 	waited   time.Duration
@@ -139,6 +140,7 @@ rebooked:
 		wctx, unsent = tokens.WatchSent(ctx)
 		req = req.WithContext(wctx)
 	}
+	c.sent = time.Now()
 	resp, err := c.t.base.RoundTrip(req)
 	sentNothing := unsent != nil && unsent.Load()
 	if sentNothing {
@@ -210,6 +212,10 @@ func (c *call) penalize(ctx context.Context) {
 	if v.Scope == "" {
 		return
 	}
+	if c.p.resets.ended(v.Scope, v.Code, c.sent) {
+		// Answered before a reset that has ended it since: stale.
+		return
+	}
 	if v.Until.IsZero() {
 		v.Until = time.Now().Add(c.p.DefaultPenalty)
 	}
@@ -223,18 +229,30 @@ func (c *call) penalize(ctx context.Context) {
 	c.t.tel.penalty(ctx, c)
 	learned := c.learn()
 	lim, tel, name, pen := c.t.limiter, c.t.tel, c.p.Name, limiter.Penalty{Scope: v.Scope, Until: v.Until, Code: v.Code, Stated: v.Stated}
+	rs, sent := c.p.resets, c.sent
 	if m, ok := lim.(*limiter.Memory); ok {
 		// In process: a map write, done before the caller gets the
 		// answer, so that a LiftPenalty after it cannot come first
 		// (without Redis, the learned limit is local too).
 		learned(ctx)
-		_ = m.Penalize(ctx, name, pen)
+		rs.mu.RLock()
+		defer rs.mu.RUnlock()
+		if !rs.endedLocked(pen.Scope, pen.Code, sent) {
+			_ = m.Penalize(ctx, name, pen)
+		}
 		return
 	}
 	c.t.bg.do(ctx, func(ctx context.Context) error {
 		// The learned limit first: the penalty's announcement tells the
 		// other replicas to read it.
 		learned(ctx)
+		// A reset since the answer ended the penalty: under the lock, a
+		// reset comes wholly before this write or after it.
+		rs.mu.RLock()
+		defer rs.mu.RUnlock()
+		if rs.endedLocked(pen.Scope, pen.Code, sent) {
+			return nil
+		}
 		return lim.Penalize(ctx, name, pen)
 	}, func(err error) {
 		if err != nil {

@@ -3,6 +3,8 @@ package throttle
 import (
 	"context"
 	"errors"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/quotaware/throttle/limiter"
@@ -11,11 +13,12 @@ import (
 )
 
 // A provider's reset of its own quotas (providers.Verdict.Cleared, WeChat's
-// clear_quota): the penalties it ended are lifted and the calendar windows
-// it reset start again from zero, on every replica. Without it, a quota an
+// clear_quota): the calendar windows it reset start again from zero and the
+// penalties it ended are lifted, on every replica. Without it, a quota an
 // operator cleared at noon stayed refused here until midnight.
 
-// clearTimeout bounds the work of one reset.
+// clearTimeout bounds each half of the work of one reset: the counts, then
+// the penalties.
 const clearTimeout = 5 * time.Second
 
 // conditionalLifter is a limiter that lifts a penalty only while it is the
@@ -24,29 +27,84 @@ type conditionalLifter interface {
 	LiftPenaltyIf(ctx context.Context, group, scope string, seen *inspect.PenaltyState) (bool, error)
 }
 
+// resets remembers a profile's recent resets, so that an answer of the
+// reset's code to a request sent before it, arriving after it, does not
+// penalise the scope again until midnight. mu also orders a penalty's write
+// to the limiter (read-locked: writes go on side by side) against a reset
+// (locked while it is recorded): a write queued before the reset either
+// lands before the reset reads the penalties (and is lifted) or sees the
+// reset (and is dropped).
+type resets struct {
+	mu  sync.RWMutex
+	log []reset // at most maxResets, oldest first
+}
+
+type reset struct {
+	at     time.Time
+	code   string
+	scopes []string // sorted
+}
+
+// maxResets bounds the resets remembered: they are rare (WeChat allows 10
+// a month), and one only matters for the answers in flight when it came.
+const maxResets = 16
+
+// add records a reset, now.
+func (r *resets) add(c *providers.Cleared) {
+	scopes := slices.Clone(c.Scopes)
+	slices.Sort(scopes)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.log) == maxResets {
+		r.log = r.log[1:]
+	}
+	r.log = append(r.log, reset{at: time.Now(), code: c.Code, scopes: scopes})
+}
+
+// endedLocked reports whether a reset after sent ended a penalty of code
+// on scope. r.mu is held, read or write.
+func (r *resets) endedLocked(scope, code string, sent time.Time) bool {
+	for i := len(r.log) - 1; i >= 0 && r.log[i].at.After(sent); i-- {
+		if _, ok := slices.BinarySearch(r.log[i].scopes, scope); ok && r.log[i].code == code {
+			return true
+		}
+	}
+	return false
+}
+
+// ended is endedLocked for a caller without the lock.
+func (r *resets) ended(scope, code string, sent time.Time) bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.endedLocked(scope, code, sent)
+}
+
 // applyCleared ends what a reset ended before the caller gets the reset's
 // answer, so that the caller's next call, on any replica, finds it done.
-// Resets are rare (WeChat allows 10 a month), so the work (a scan of the
-// group's penalty keys, a lift and its announcement per penalty ended, one
-// script call for the counts) stays on the request path, bounded by
-// clearTimeout whatever the request's context: a caller that gives up on
-// the answer must not leave the fleet half cleared.
+// Resets are rare (WeChat allows 10 a month), so the work stays on the
+// request path, each half bounded by clearTimeout whatever the request's
+// context: a caller that gives up on the answer must not leave the fleet
+// half cleared. The counts go first, so that a replica that hears of a
+// lift finds them cleared.
 func (t *Transport) applyCleared(ctx context.Context, p *profile, c *providers.Cleared) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), clearTimeout)
-	defer cancel()
-	var lifted int
+	ctx = context.WithoutCancel(ctx)
+	p.resets.add(c)
 	var errs []error
-	if c.Lifts != nil {
-		lifted, errs = t.liftCleared(ctx, p, c.Lifts)
-	}
 	cleared := 0
 	if cc, ok := t.limiter.(limiter.CalendarClearer); ok && len(c.Rules) > 0 {
-		if err := cc.ClearCalendar(ctx, p.Name, c.Rules); err != nil {
+		cctx, cancel := context.WithTimeout(ctx, clearTimeout)
+		err := cc.ClearCalendar(cctx, p.Name, c.Rules)
+		cancel()
+		if err != nil {
 			errs = append(errs, err)
 		} else {
 			cleared = len(c.Rules)
 		}
 	}
+	lctx, cancel := context.WithTimeout(ctx, clearTimeout)
+	lifted, lerrs := t.liftCleared(lctx, p, c)
+	cancel()
+	errs = append(errs, lerrs...)
 	if err := errors.Join(errs...); err != nil {
 		t.tel.log.Warn("throttle: the provider reset its quotas, but not all of what it ended could be ended here; the rest ends when its window does",
 			"provider", p.Name, "penalties_lifted", lifted, "counts_cleared", cleared, "error", err)
@@ -56,19 +114,19 @@ func (t *Transport) applyCleared(ctx context.Context, p *profile, c *providers.C
 		"provider", p.Name, "penalties_lifted", lifted, "counts_cleared", cleared)
 }
 
-// liftCleared lifts every penalty of p that lifts accepts: the shared ones
+// liftCleared lifts the penalties of c.Code on c.Scopes: the shared ones
 // (each only while it is the one read) and this replica's own breakers.
-func (t *Transport) liftCleared(ctx context.Context, p *profile, lifts func(scope, code string) bool) (lifted int, errs []error) {
+func (t *Transport) liftCleared(ctx context.Context, p *profile, c *providers.Cleared) (lifted int, errs []error) {
 	done := map[string]bool{}
 	plain, _ := t.limiter.(limiter.PenaltyLifter)
 	if r, ok := t.limiter.(limiter.PenaltyReader); ok {
-		states, err := r.Penalties(ctx, p.Name)
+		states, err := r.Penalties(ctx, p.Name, c.Scopes)
 		if err != nil {
 			errs = append(errs, err)
 		}
 		for i := range states {
 			ps := &states[i]
-			if !lifts(ps.Scope, ps.Code) {
+			if ps.Code != c.Code {
 				continue
 			}
 			done[ps.Scope] = true
@@ -78,28 +136,33 @@ func (t *Transport) liftCleared(ctx context.Context, p *profile, lifts func(scop
 			} else if plain != nil {
 				_, err = plain.LiftPenalty(ctx, p.Name, ps.Scope)
 			}
-			if errors.Is(err, limiter.ErrPenaltyChanged) {
+			switch {
+			case errors.Is(err, limiter.ErrPenaltyChanged):
 				continue // a penalty recorded since the reset stands
-			}
-			if err != nil {
-				errs = append(errs, err)
+			case err != nil && !errors.Is(err, limiter.ErrNotAnnounced):
+				errs = append(errs, err) // the key stays: so does the breaker
+				continue
 			}
 			p.breakers.Lift(ps.Scope)
 			lifted++
 		}
 	}
-	// Penalties this replica holds that Redis does not (written later,
-	// or lost): the lift also tells the other replicas.
-	for _, scope := range p.breakers.Scopes(lifts) {
-		if done[scope] {
-			continue
-		}
+	// Penalties this replica holds that Redis does not (a write that
+	// failed, an outage): the lift also tells the other replicas.
+	set := make(map[string]bool, len(c.Scopes))
+	for _, sc := range c.Scopes {
+		set[sc] = true
+	}
+	for _, scope := range p.breakers.Scopes(func(scope, code string) bool { return code == c.Code && set[scope] && !done[scope] }) {
 		p.breakers.Lift(scope)
 		if plain != nil {
-			if _, err := plain.LiftPenalty(ctx, p.Name, scope); err != nil {
+			if _, err := plain.LiftPenalty(ctx, p.Name, scope); err != nil && !errors.Is(err, limiter.ErrNotAnnounced) {
 				errs = append(errs, err)
 			}
 		}
+		// Again once the key is gone, as Transport.LiftPenalty does: a
+		// confirmation read before it may have opened the breaker.
+		p.breakers.Lift(scope)
 		lifted++
 	}
 	return lifted, errs

@@ -25,10 +25,10 @@ const redactedValue = "REDACTED"
 // ("?access_token=...") carries the token in its text. err itself is left
 // as it is. An error whose chain holds no credential is returned as it is.
 func RedactError(err error) error {
-	if err == nil || !needsRedaction(err) {
+	if err == nil || !needsRedaction(err, 0) {
 		return err
 	}
-	clean := redactText(err.Error())
+	clean := redactText(errText(err))
 	if _, many := err.(interface{ Unwrap() []error }); many {
 		return &redactedErrors{redactedError{err: err, text: clean}}
 	}
@@ -36,25 +36,51 @@ func RedactError(err error) error {
 }
 
 // needsRedaction reports whether the text of err or of any error in its
-// chain holds a credential.
-func needsRedaction(err error) bool {
+// chain holds a credential, or an error of the chain has an As of its own.
+// A chain deeper than maxChain (one that loops) is taken to.
+func needsRedaction(err error, depth int) bool {
 	if err == nil {
 		return false
 	}
-	if text := err.Error(); redactText(text) != text {
+	if depth > maxChain {
 		return true
+	}
+	if text := errText(err); redactText(text) != text {
+		return true
+	}
+	if _, ok := err.(interface{ As(any) bool }); ok {
+		return true // it may hand over errors no Unwrap shows (a multierror)
 	}
 	switch u := err.(type) {
 	case interface{ Unwrap() error }:
-		return needsRedaction(u.Unwrap())
+		return needsRedaction(u.Unwrap(), depth+1)
 	case interface{ Unwrap() []error }:
 		for _, e := range u.Unwrap() {
-			if needsRedaction(e) {
+			if needsRedaction(e, depth+1) {
 				return true
 			}
 		}
 	}
 	return false
+}
+
+// maxChain bounds how deep needsRedaction walks a chain.
+const maxChain = 100
+
+// errText is err's text, or "" where Error panics (a nil pointer wrapped
+// with %w, which fmt itself prints as <nil>).
+func errText(err error) (text string) {
+	defer func() {
+		if recover() != nil {
+			text = ""
+		}
+	}()
+	return err.Error()
+}
+
+// redactURLError is a copy of ue with its URL and its error redacted.
+func redactURLError(ue *url.Error) *url.Error {
+	return &url.Error{Op: ue.Op, URL: redactText(ue.URL), Err: RedactError(ue.Err)}
 }
 
 // RedactURL returns u as a string for logging, with its password, the
@@ -94,18 +120,32 @@ func (e *redactedError) Is(target error) bool {
 }
 
 // As finds err itself when it is of target's type, a *url.Error as a copy
-// with its URL redacted (also for an interface it implements, such as net.Error).
+// with its URL redacted (also for an interface it implements, such as
+// net.Error). An error of another type is found as it is: its own fields
+// are the caller's to log.
 func (e *redactedError) As(target any) bool {
 	found := e.err
-	if ue, ok := e.err.(*url.Error); ok {
-		found = &url.Error{Op: ue.Op, URL: redactText(ue.URL), Err: RedactError(ue.Err)}
+	if ue, ok := e.err.(*url.Error); ok && ue != nil {
+		found = redactURLError(ue)
 	}
-	if v := reflect.ValueOf(target); v.Kind() == reflect.Pointer && !v.IsNil() && reflect.TypeOf(found).AssignableTo(v.Type().Elem()) {
+	v := reflect.ValueOf(target)
+	if v.Kind() != reflect.Pointer || v.IsNil() {
+		return false
+	}
+	if reflect.TypeOf(found).AssignableTo(v.Type().Elem()) {
 		v.Elem().Set(reflect.ValueOf(found))
 		return true
 	}
+	// err's own As (a multierror's) may hand over a *url.Error of the
+	// original chain: it is redacted too.
 	x, ok := e.err.(interface{ As(any) bool })
-	return ok && x.As(target)
+	if !ok || !x.As(target) {
+		return false
+	}
+	if ue, ok := v.Elem().Interface().(*url.Error); ok && ue != nil {
+		v.Elem().Set(reflect.ValueOf(redactURLError(ue)))
+	}
+	return true
 }
 
 // redactedErrors is a redactedError of an error that wraps several

@@ -207,3 +207,41 @@ func TestRedactErrorCleansTheWholeChain(t *testing.T) {
 		}
 	}
 }
+
+// chainAs is an error whose As hands over an error of its own chain, as
+// go-multierror's does.
+type chainAs struct{ errs []error }
+
+func (c chainAs) Error() string { return "2 errors occurred" }
+func (c chainAs) As(target any) bool {
+	for _, e := range c.errs {
+		if errors.As(e, target) {
+			return true
+		}
+	}
+	return false
+}
+
+// loop is an error whose Unwrap returns itself.
+type loop struct{}
+
+func (l *loop) Error() string { return "loop ?access_token=tok-SECRET" }
+func (l *loop) Unwrap() error { return l }
+
+// Odd chains: an error whose own As hands over the raw *url.Error, a nil
+// *url.Error wrapped with %w, a chain that loops. None panics, and none
+// hands a credential over.
+func TestRedactErrorOddChains(t *testing.T) {
+	raw := &url.Error{Op: "Get", URL: "https://x/a?access_token=tok-SECRET", Err: errors.New("refused")}
+	var uerr *url.Error
+	if red := throttle.RedactError(chainAs{[]error{errors.New("first ?sign=s-SECRET"), raw}}); !errors.As(red, &uerr) || strings.Contains(uerr.URL, "SECRET") {
+		t.Errorf("As through the error's own As: %v", uerr)
+	}
+	nilURL := fmt.Errorf("send ?access_token=tok-SECRET: %w", (*url.Error)(nil))
+	if red := throttle.RedactError(nilURL); strings.Contains(red.Error(), "SECRET") {
+		t.Errorf("a nil *url.Error in the chain: %q", red.Error())
+	}
+	if red := throttle.RedactError(&loop{}); strings.Contains(red.Error(), "SECRET") {
+		t.Errorf("a chain that loops: %q", red.Error())
+	}
+}

@@ -51,6 +51,7 @@ type profile struct {
 	// stricter (a limit learned from the provider, a wider latency
 	// allowance): a request that waited across one books again.
 	lowered *atomic.Int64
+	resets  *resets // the provider's recent resets of its quotas (cleared.go)
 }
 
 // stop opens this process's breaker for a penalty, wherever it came from
@@ -105,7 +106,7 @@ func New(opts ...Option) (*Transport, error) {
 		if err != nil {
 			return nil, fmt.Errorf("throttle: %w", err)
 		}
-		t.profiles = append(t.profiles, profile{Profile: p, breakers: b, tel: t.tel, lowered: new(atomic.Int64)})
+		t.profiles = append(t.profiles, profile{Profile: p, breakers: b, tel: t.tel, lowered: new(atomic.Int64), resets: new(resets)})
 		if p.Apps > 1 && c.apps == nil {
 			c.logger.Warn("throttle: the profile lists several apps, but without WithApps no request is told apart by its token: "+
 				"those not tagged with throttle.ContextWithApp are all charged to the app the profile falls back on, or to the quotas of unknown apps",

@@ -17,7 +17,8 @@ import (
 // the rule's hash; ARGV: three consecutive window starts (µs: the previous,
 // the current and the next by the caller's clock when it asked the
 // provider; -1 is the answer once Redis's clock is past them), the provider's count,
-// the count the caller read before asking the provider (-1: none).
+// the count the caller read before asking the provider (-1: none), when
+// the caller asked (µs, its clock).
 //
 // The provider's count lags the calls in flight, so the new count is the
 // provider's plus what was booked since the caller read, and never below
@@ -41,6 +42,8 @@ if now >= next then return -1 end
 local v = redis.pcall('HGET', KEYS[1], f)
 if type(v) == 'table' then redis.call('DEL', KEYS[1]); v = false end
 local cur = v and string.find(v, '^%d+$') and tonumber(v) or 0
+local cleared = tonumber(redis.call('HGET', KEYS[1], 'c' .. f))
+if cleared and tonumber(ARGV[6]) < cleared then return cur end
 local used, seen = tonumber(ARGV[4]), tonumber(ARGV[5])
 local want = used
 if redis.call('HSETNX', KEYS[1], 'r' .. f, 1) == 1 then
@@ -60,7 +63,9 @@ return math.max(want, cur)
 // seen (CalendarUsed, before asking the provider; negative: nothing is
 // known of that). The window's first report is taken to include none of
 // the calls booked before it. It never lowers the count and returns the
-// count in force. A count that arrives once that window has ended (on
+// count in force. A count asked before the window was cleared
+// (ClearCalendar) is the one the provider's reset ended, and changes
+// nothing. A count that arrives once that window has ended (on
 // Redis's clock) is ErrWindowEnded and changes nothing: a reading asked at
 // 23:59:59.9 and applied at 00:00:00.1 started the new day at the old
 // day's count, refusing the API for the day. A zero asked is now. Other
@@ -79,7 +84,7 @@ func (s *Shared) SetCalendarUsed(ctx context.Context, group string, r rule.Rule,
 	b := c.Windows(asked)
 	n, err := calendarUsedScript.Run(ctx, s.redis.client, []string{s.redis.ruleKey(group, r.Key())},
 		strconv.FormatInt(b[0], 10), strconv.FormatInt(b[1], 10), strconv.FormatInt(b[2], 10),
-		used, seen).Int64()
+		used, seen, asked.UnixMicro()).Int64()
 	if err != nil {
 		return 0, unavailable("calendar", err)
 	}
@@ -92,21 +97,28 @@ func (s *Shared) SetCalendarUsed(ctx context.Context, group string, r rule.Rule,
 // clearCalendarScript starts the window in force of each calendar rule
 // again from zero (on Redis's clock, like reserve.lua), for a provider that
 // has reset its own count (WeChat's clear_quota). KEYS: the rules' hashes;
-// ARGV: three window starts per key (µs: the previous, the current and the
-// next by the caller's clock). Only the count goes: the reconciliation
-// marker stays, so the next reading of the provider's count is not taken
-// as the window's first. A cancel of a call booked before the clear finds
-// no count and leaves it at zero. It returns how many counts it removed.
+// ARGV: four window starts per key (µs: the previous, the current, the next
+// and the one after, by the caller's clock). The count goes and the
+// window's field "c<start>" records when (µs, Redis's clock):
+// calendarUsedScript ignores a provider's count asked before it, which
+// would put back the count the reset ended. The reconciliation marker
+// stays, so the next reading is not taken as the window's first. A cancel
+// of a call booked before the clear finds no count and leaves it at zero.
+// It returns how many counts it removed.
 var clearCalendarScript = redis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local n = 0
 for i = 1, #KEYS do
-  local j = (i - 1) * 3
-  local f = ARGV[j + 2]
-  if now < tonumber(ARGV[j + 2]) then f = ARGV[j + 1]
-  elseif now >= tonumber(ARGV[j + 3]) then f = ARGV[j + 3] end
-  if redis.pcall('HDEL', KEYS[i], f) == 1 then n = n + 1 end
+  local j = (i - 1) * 4
+  local w = 2
+  if now < tonumber(ARGV[j + 2]) then w = 1 elseif now >= tonumber(ARGV[j + 3]) then w = 3 end
+  local f, k = ARGV[j + w], KEYS[i]
+  if redis.pcall('HDEL', k, f) == 1 then n = n + 1 end
+  if type(redis.pcall('HSET', k, 'c' .. f, now)) == 'number' then
+    local ttl = math.floor((tonumber(ARGV[j + w + 1]) - now) / 1000) + 1
+    if redis.call('PTTL', k) < ttl then redis.call('PEXPIRE', k, ttl) end
+  end
 end
 return n
 `)
@@ -155,15 +167,16 @@ func clearArgs(group string, rules []rule.Rule, keyOf func(group, key string) st
 		return nil, nil, fmt.Errorf("%w: ClearCalendar needs at least one rule", ErrInvalidRequest)
 	}
 	now := time.Now()
-	keys, args := make([]string, len(rules)), make([]any, 0, 3*len(rules))
+	keys, args := make([]string, len(rules)), make([]any, 0, 4*len(rules))
 	for i := range rules {
 		c := core(&rules[i])
 		if c == nil || c.Kind != rulecore.Calendar {
 			return nil, nil, fmt.Errorf("%w: ClearCalendar needs calendar rules (rule %d is not one)", ErrInvalidRequest, i)
 		}
 		keys[i] = keyOf(group, rules[i].Key())
-		b := c.Windows(now)
-		args = append(args, strconv.FormatInt(b[0], 10), strconv.FormatInt(b[1], 10), strconv.FormatInt(b[2], 10))
+		for _, w := range c.Windows(now) {
+			args = append(args, strconv.FormatInt(w, 10))
+		}
 	}
 	return keys, args, nil
 }

@@ -23,9 +23,9 @@ func TestClearCalendarStartsTheWindowAgain(t *testing.T) {
 	a := newShared(t, srv.Client(t), cfg)
 	b := newShared(t, srv.Client(t), cfg)
 	ctx := context.Background()
-	beijing := time.FixedZone("CST", 8*3600)
-	day := rule.Must(rule.NewCalendar("day:wx:/cgi-bin/x", 3, rule.Day, beijing))
-	other := rule.Must(rule.NewCalendar("day:wx:/cgi-bin/y", 3, rule.Day, beijing))
+	zone := middayZone()
+	day := rule.Must(rule.NewCalendar("day:wx:/cgi-bin/x", 3, rule.Day, zone))
+	other := rule.Must(rule.NewCalendar("day:wx:/cgi-bin/y", 3, rule.Day, zone))
 	fill := func(s *limiter.Shared, r rule.Rule) (admitted int, last limiter.Reservation) {
 		t.Helper()
 		for range 4 {
@@ -79,7 +79,7 @@ func TestClearCalendarStartsTheWindowAgain(t *testing.T) {
 func TestMemoryClearCalendar(t *testing.T) {
 	m := limiter.NewMemory()
 	ctx := context.Background()
-	day := rule.Must(rule.NewCalendar("day:wx:/cgi-bin/x", 2, rule.Day, time.UTC))
+	day := rule.Must(rule.NewCalendar("day:wx:/cgi-bin/x", 2, rule.Day, middayZone()))
 	admit := func() int {
 		n := 0
 		for range 3 {
@@ -105,4 +105,39 @@ func TestMemoryClearCalendar(t *testing.T) {
 	if err := m.ClearCalendar(ctx, "wechat", []rule.Rule{rule.Must(rule.New("p", 1, time.Second))}); !errors.Is(err, limiter.ErrInvalidRequest) {
 		t.Fatalf("a paced rule: %v, want ErrInvalidRequest", err)
 	}
+}
+
+// A provider's count asked before a clear is the count the reset ended: it
+// changes nothing, where it used to put the whole day's count back. One
+// asked after the clear counts as any other.
+func TestCountAskedBeforeAClearIsIgnored(t *testing.T) {
+	srv := redistest.Shared(t)
+	s := newShared(t, srv.Client(t), limiter.SharedConfig{Prefix: limitertest.Group(t), Mode: limiter.OutageRefuse, Timeout: 5 * time.Second})
+	ctx := context.Background()
+	day := rule.Must(rule.NewCalendar("day:wx:/cgi-bin/x", 1000, rule.Day, middayZone()))
+	if _, err := s.SetCalendarUsed(ctx, "wechat", day, 900, -1, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	asked := time.Now() // a reading asked now, answered after the clear
+	if err := s.ClearCalendar(ctx, "wechat", []rule.Rule{day}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.SetCalendarUsed(ctx, "wechat", day, 950, 900, asked); err != nil || n != 0 {
+		t.Fatalf("a count asked before the clear: %d, %v; want 0 kept", n, err)
+	}
+	if n, err := s.SetCalendarUsed(ctx, "wechat", day, 7, 0, time.Now().Add(time.Second)); err != nil || n != 7 {
+		t.Fatalf("a count asked after the clear: %d, %v; want 7", n, err)
+	}
+}
+
+// middayZone is a zone in which it is about noon now, so that a test's day
+// window does not end while it runs.
+func middayZone() *time.Location {
+	now := time.Now().UTC()
+	sinceMidnight := time.Duration(now.Hour())*time.Hour + time.Duration(now.Minute())*time.Minute
+	offset := 12*time.Hour - sinceMidnight // noon there
+	if offset > 12*time.Hour {
+		offset -= 24 * time.Hour
+	}
+	return time.FixedZone("midday", int(offset.Seconds()))
 }

@@ -277,29 +277,41 @@ func (l *redisLimiter) inspectGroup(ctx context.Context, group string, now time.
 	return gs, err
 }
 
-// Penalties returns the penalties of group in force in Redis, up to
-// inspect.MaxPenaltyKeys of them, without reading its rules: what a lift of
-// every penalty a provider's reset ended starts from (each state's Value
-// for LiftPenaltyIf).
-func (l *redisLimiter) Penalties(ctx context.Context, group string) ([]inspect.PenaltyState, error) {
+// Penalties returns the penalties in force in Redis of the scopes named,
+// in one MGET of their keys (all in the group's slot): what a lift of the
+// penalties a provider's reset ended starts from (each state's Value for
+// LiftPenaltyIf). Scopes without one are left out.
+func (l *redisLimiter) Penalties(ctx context.Context, group string, scopes []string) ([]inspect.PenaltyState, error) {
 	if err := rulecore.CheckKey(group); err != nil {
 		return nil, fmt.Errorf("%w: group %v", ErrInvalidRequest, err)
 	}
-	now, err := l.client.Time(ctx).Result()
-	if err != nil {
-		return nil, unavailable("time", err)
+	if len(scopes) == 0 {
+		return nil, nil
 	}
-	tag := "{" + l.prefix + ":" + group + "}"
-	keys, _, err := l.scanTag(ctx, tag, globEscape(tag)+":p:*", inspect.MaxPenaltyKeys)
-	if err != nil || len(keys) == 0 {
-		return nil, err
+	keys := make([]string, len(scopes))
+	for i, sc := range scopes {
+		keys[i] = l.penaltyKey(group, sc)
 	}
 	pipe := l.client.Pipeline()
-	vals := getEach(ctx, pipe, keys)
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+	now := pipe.Time(ctx)
+	vals := pipe.MGet(ctx, keys...)
+	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, unavailable("penalties", err)
 	}
-	return penaltiesRead(tag, keys, vals, now), nil
+	var out []inspect.PenaltyState
+	for i, v := range vals.Val() {
+		str, ok := v.(string)
+		if !ok {
+			continue // no penalty
+		}
+		p, ok := parsePenaltyValue(scopes[i], str)
+		if !ok || !p.Until.After(now.Val()) {
+			continue
+		}
+		p.Left, p.Value = p.Until.Sub(now.Val()), str
+		out = append(out, p)
+	}
+	return out, nil
 }
 
 // getEach queues a GET of each key on pipe.
@@ -332,14 +344,14 @@ func penaltiesRead(tag string, keys []string, vals []*redis.StringCmd, now time.
 
 // Penalties is the Memory limiter's counterpart of Shared.Penalties (its
 // states carry no Value).
-func (m *Memory) Penalties(_ context.Context, group string) ([]inspect.PenaltyState, error) {
+func (m *Memory) Penalties(_ context.Context, group string, scopes []string) ([]inspect.PenaltyState, error) {
 	now := m.now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []inspect.PenaltyState
-	for k, p := range m.penalties {
-		if k.group == group && p.Until.After(now) {
-			out = append(out, inspect.PenaltyState{Scope: p.Scope, Code: p.Code, Until: p.Until, Left: p.Until.Sub(now)})
+	for _, sc := range scopes {
+		if p, ok := m.penalties[stateKey{group, sc}]; ok && p.Until.After(now) {
+			out = append(out, inspect.PenaltyState{Scope: sc, Code: p.Code, Until: p.Until, Left: p.Until.Sub(now)})
 		}
 	}
 	return out, nil

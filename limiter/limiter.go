@@ -59,10 +59,11 @@ type CalendarClearer interface {
 	ClearCalendar(ctx context.Context, group string, rules []rule.Rule) error
 }
 
-// PenaltyReader is a Limiter that can list a group's penalties in force,
-// for the Transport to lift those a provider's reset of its quotas ended.
+// PenaltyReader is a Limiter that can read the penalties in force of
+// scopes of a group, for the Transport to lift those a provider's reset of
+// its quotas ended.
 type PenaltyReader interface {
-	Penalties(ctx context.Context, group string) ([]inspect.PenaltyState, error)
+	Penalties(ctx context.Context, group string, scopes []string) ([]inspect.PenaltyState, error)
 }
 
 var (

@@ -431,7 +431,7 @@ local function reserve(KEYS, ARGV, val, alias, t, now, clock, put, out, at, tat,
         end
         for old = 0, 2 do
           if now < tonumber(ARGV[a + 3 + old]) then break end
-          redis.call('HDEL', k, ARGV[a + 2 + old], 'r' .. ARGV[a + 2 + old])
+          redis.call('HDEL', k, ARGV[a + 2 + old], 'r' .. ARGV[a + 2 + old], 'c' .. ARGV[a + 2 + old])
         end
         local ttl = math.floor((booked_hi[i] - now) / 1000) + 1
         if redis.call('PTTL', k) < ttl then redis.call('PEXPIRE', k, ttl) end

@@ -369,11 +369,10 @@ func (s *Shared) Inspect(ctx context.Context, groups ...string) (inspect.State, 
 	return s.redis.Inspect(ctx, groups...)
 }
 
-// Penalties returns the penalties of group in force in Redis (at most
-// inspect.MaxPenaltyKeys), each with the Value LiftPenaltyIf compares, in
-// a scan of the group's penalty keys alone.
-func (s *Shared) Penalties(ctx context.Context, group string) ([]inspect.PenaltyState, error) {
-	return s.redis.Penalties(ctx, group)
+// Penalties returns the penalties in force in Redis of the scopes of group
+// named, each with the Value LiftPenaltyIf compares, in one round trip.
+func (s *Shared) Penalties(ctx context.Context, group string, scopes []string) ([]inspect.PenaltyState, error) {
+	return s.redis.Penalties(ctx, group, scopes)
 }
 
 // Close stops the background work (the registry beat, the announcement

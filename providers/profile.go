@@ -191,10 +191,12 @@ type Verdict struct {
 
 // Cleared names what a provider's reset of its quotas ended.
 type Cleared struct {
-	// Lifts reports whether the penalty on scope, opened by the error
-	// code, ended with the reset. The Transport asks it of every penalty
-	// of the profile it knows of, this replica's and the shared ones.
-	Lifts func(scope, code string) bool
+	// Scopes are the penalty scopes the reset ended where a penalty of
+	// Code holds them (a penalty of another code stands), and so does an
+	// answer of Code to a request sent before the reset that arrives
+	// after it.
+	Scopes []string
+	Code   string
 	// Rules are the calendar rules whose current window the provider
 	// reset: they start again from zero.
 	Rules []rule.Rule

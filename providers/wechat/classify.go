@@ -81,8 +81,8 @@ func (p *preset) classifyCode(req *http.Request, resp *http.Response, route *pro
 		v.Scope = route.Scope(scopekind.API)
 		v.Until = penaltytime.NextMinute(now)
 	case codeClearLimit:
-		if !isReset(route.API) {
-			break // not a reset's answer: the caller's business
+		if !isReset(route.API) || !p.resetsThisAccount(req, route.API) {
+			break // not this account's reset: the caller's business
 		}
 		// The month's resets are used up: another only fails until the
 		// 1st.

@@ -1,17 +1,25 @@
 package wechat
 
 import (
+	"context"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/quotaware/throttle/apps"
 	"github.com/quotaware/throttle/providers"
 	"github.com/quotaware/throttle/providers/internal/penaltytime"
 )
 
-func resetRequest(path, body string) *http.Request {
-	r, err := http.NewRequest(http.MethodPost, "https://api.weixin.qq.com"+path+"?access_token=TOKEN", strings.NewReader(body))
+// resetRequest is a reset (or any call) of path with body, tagged with the
+// account tag unless it is empty.
+func resetRequest(path, body, tag string) *http.Request {
+	ctx := context.Background()
+	if tag != "" {
+		ctx = apps.NewContext(ctx, apps.App{Provider: Name, ID: tag})
+	}
+	r, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://api.weixin.qq.com"+path+"?access_token=TOKEN", strings.NewReader(body))
 	if err != nil {
 		panic(err)
 	}
@@ -27,19 +35,19 @@ func verdictOf(t *testing.T, p providers.Profile, req *http.Request, status int,
 	return p.Classify(req, response(status, body), &route)
 }
 
-// A successful clear_quota of the account ends its 45009 penalties (not a
-// 45011, not another account's, not the forced refreshes') and names every
-// daily rule of the account; quota/clear names one API's. A reset the
-// provider refused, or one naming another account, clears nothing.
+const resetOK = `{"errcode":0,"errmsg":"ok"}`
+
+// A successful clear_quota of the account names the 45009 scopes of every
+// API of the account (not the forced refreshes') and its daily rules;
+// quota/clear one API's. Both need to be known as the account's.
 func TestResetVerdicts(t *testing.T) {
 	const app = "wx1234567890abcdef"
 	p := testProfile(t, Config{Apps: []App{{AppID: app}}})
-	ok := `{"errcode":0,"errmsg":"ok"}`
 	send := "api:" + app + ":/cgi-bin/message/custom/send"
 
-	v := verdictOf(t, p, resetRequest(clearQuotaPath, `{"appid":"`+app+`"}`), 200, ok)
-	if v.Kind != providers.OK || v.Cleared == nil {
-		t.Fatalf("clear_quota answered ok: %+v, want OK with Cleared", v)
+	v := verdictOf(t, p, resetRequest(clearQuotaPath, `{"appid":"`+app+`"}`, ""), 200, resetOK)
+	if v.Kind != providers.OK || v.Cleared == nil || v.Cleared.Code != codeDailyQuota {
+		t.Fatalf("clear_quota answered ok: %+v, want OK with Cleared of 45009", v)
 	}
 	var keys []string
 	for _, r := range v.Cleared.Rules {
@@ -48,49 +56,60 @@ func TestResetVerdicts(t *testing.T) {
 	if len(keys) != len(defaultDaily()) || !slices.Contains(keys, "day:"+app+":/cgi-bin/message/custom/send") {
 		t.Errorf("cleared rules %v, want the %d daily rules of the account", keys, len(defaultDaily()))
 	}
-	for _, c := range []struct {
-		scope, code string
-		want        bool
-	}{
-		{send, codeDailyQuota, true},
-		{send, codeMinuteQuota, false},
-		{"api:wxother:/cgi-bin/message/custom/send", codeDailyQuota, false},
-		{"api:" + app + ":" + forcedRoute, codeDailyQuota, false},
+	for scope, want := range map[string]bool{
+		send:                           true,
+		"api:" + app + ":uncatalogued": true,
+		"api:wxother:/cgi-bin/message/custom/send": false,
+		"api:" + app + ":" + forcedRoute:           false,
 	} {
-		if got := v.Cleared.Lifts(c.scope, c.code); got != c.want {
-			t.Errorf("clear_quota lifts %s (%s) = %v, want %v", c.scope, c.code, got, c.want)
+		if got := slices.Contains(v.Cleared.Scopes, scope); got != want {
+			t.Errorf("clear_quota ends %s: %v, want %v", scope, got, want)
 		}
 	}
 
-	v = verdictOf(t, p, resetRequest(quotaClearPath, `{"cgi_path":"/cgi-bin/message/custom/send"}`), 200, ok)
-	if v.Cleared == nil || len(v.Cleared.Rules) != 1 || v.Cleared.Rules[0].Key() != "day:"+app+":/cgi-bin/message/custom/send" {
-		t.Fatalf("quota/clear of one API: %+v, want its daily rule alone", v.Cleared)
+	v = verdictOf(t, p, resetRequest(quotaClearPath, `{"cgi_path":"/cgi-bin/message/custom/send"}`, app), 200, resetOK)
+	if v.Cleared == nil || len(v.Cleared.Rules) != 1 || v.Cleared.Rules[0].Key() != "day:"+app+":/cgi-bin/message/custom/send" ||
+		!slices.Equal(v.Cleared.Scopes, []string{send}) {
+		t.Fatalf("quota/clear of one API: %+v, want its daily rule and scope alone", v.Cleared)
 	}
-	if !v.Cleared.Lifts(send, codeDailyQuota) || v.Cleared.Lifts("api:"+app+":/cgi-bin/user/info", codeDailyQuota) {
-		t.Error("quota/clear must lift its API's 45009 and no other API's")
+	if v := verdictOf(t, p, resetRequest(clearQuotaPath, `{"appid":"`+app+`"}`, ""), 200,
+		`{"errcode":48006,"errmsg":"forbid to clear quota because of reaching the limit"}`); v.Kind != providers.Quota ||
+		!v.Until.Equal(penaltytime.MonthEnd(now, defaultDayGrace)) || v.Scope != "api:"+app+":"+clearQuotaPath {
+		t.Errorf("48006: %+v, want the reset API stopped until the month's end", v)
 	}
+}
 
+// A reset that may be another account's clears nothing here and takes no
+// penalty: the shared account of unknown ones, an untagged reset of a
+// preset listing several, one tagged with another account, one whose body
+// names another, a quota/clear without a tag (its body names no account)
+// or of a path no catalog knows, a refused one, and a 48006 of another
+// API.
+func TestResetOfAnotherAccountClearsNothing(t *testing.T) {
+	const app = "wx1234567890abcdef"
+	one := testProfile(t, Config{Apps: []App{{AppID: app}}})
+	two := testProfile(t, Config{Apps: []App{{AppID: app}, {AppID: "wxsecond"}}})
+	unknown := testProfile(t, Config{Apps: []App{{AppID: app}, {AppID: "wxsecond"}}, Unlisted: true})
 	for name, c := range map[string]struct {
-		req          *http.Request
-		status       int
-		body         string
-		wantCleared  bool
-		wantQuota    bool
-		wantMonthEnd bool
+		p      providers.Profile
+		req    *http.Request
+		answer string
 	}{
-		"another account": {resetRequest(clearQuotaPath, `{"appid":"wxother"}`), 200, ok, false, false, false},
-		"no path":         {resetRequest(quotaClearPath, `{}`), 200, ok, false, false, false},
-		"refused":         {resetRequest(clearQuotaPath, `{"appid":"`+app+`"}`), 200, `{"errcode":40013,"errmsg":"invalid appid"}`, false, false, false},
-		"month used up":   {resetRequest(clearQuotaPath, `{"appid":"`+app+`"}`), 200, `{"errcode":48006,"errmsg":"forbid to clear quota because of reaching the limit"}`, false, true, true},
-		"48006 elsewhere": {resetRequest("/cgi-bin/message/custom/send", `{}`), 200, `{"errcode":48006,"errmsg":"x"}`, false, false, false},
-		"not a reset":     {resetRequest("/cgi-bin/message/custom/send", `{"appid":"`+app+`"}`), 200, ok, false, false, false},
+		"untagged, several listed": {two, resetRequest(clearQuotaPath, `{"appid":"`+app+`"}`, ""), resetOK},
+		"unknown account":          {unknown, resetRequest(clearQuotaPath, `{"appid":"unknown"}`, "unknown"), resetOK},
+		"tagged with another":      {two, resetRequest(clearQuotaPath, `{"appid":"`+app+`"}`, "wxsecond"), resetOK},
+		"body names another":       {one, resetRequest(clearQuotaPath, `{"appid":"wxother"}`, app), resetOK},
+		"untagged, no body":        {one, resetRequest(clearQuotaPath, ``, ""), resetOK},
+		"quota/clear untagged":     {one, resetRequest(quotaClearPath, `{"cgi_path":"/cgi-bin/message/custom/send"}`, ""), resetOK},
+		"quota/clear unknown path": {one, resetRequest(quotaClearPath, `{"cgi_path":"/cgi-bin/no/such/api"}`, app), resetOK},
+		"refused":                  {one, resetRequest(clearQuotaPath, `{"appid":"`+app+`"}`, app), `{"errcode":40013,"errmsg":"invalid appid"}`},
+		"48006 untagged, several":  {two, resetRequest(clearQuotaPath, `{"appid":"`+app+`"}`, ""), `{"errcode":48006,"errmsg":"x"}`},
+		"48006 of another API":     {one, resetRequest("/cgi-bin/message/custom/send", `{}`, app), `{"errcode":48006,"errmsg":"x"}`},
+		"ok of another API":        {one, resetRequest("/cgi-bin/message/custom/send", `{"appid":"`+app+`"}`, app), resetOK},
 	} {
-		v := verdictOf(t, p, c.req, c.status, c.body)
-		if (v.Cleared != nil) != c.wantCleared || (v.Kind == providers.Quota) != c.wantQuota {
-			t.Errorf("%s: %+v, want cleared %v, quota %v", name, v, c.wantCleared, c.wantQuota)
-		}
-		if c.wantMonthEnd && (!v.Until.Equal(penaltytime.MonthEnd(now, defaultDayGrace)) || v.Scope != "api:"+app+":"+clearQuotaPath) {
-			t.Errorf("%s: penalty %s until %v, want the reset API's until the month's end", name, v.Scope, v.Until)
+		v := verdictOf(t, c.p, c.req, 200, c.answer)
+		if v.Cleared != nil || v.Kind == providers.Quota {
+			t.Errorf("%s: %+v, want nothing cleared and no penalty", name, v)
 		}
 	}
 }

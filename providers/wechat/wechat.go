@@ -324,6 +324,7 @@ type preset struct {
 	// forced is ForceRefreshDaily's rule, booked beside stable_token's own
 	// by an exchange with force_refresh; empty: none.
 	forced []rule.Rule
+	resetScopes
 }
 
 // rules are the rules in force and the routes built from them, replaced

@@ -1,0 +1,83 @@
+package throttle_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quotaware/throttle"
+	"github.com/quotaware/throttle/providers"
+)
+
+// heldBase answers /reset at once and holds /slow's answer, a 45009, until
+// release is closed; sent is closed once /slow has gone.
+type heldBase struct {
+	sent, release chan struct{}
+}
+
+func (b *heldBase) RoundTrip(req *http.Request) (*http.Response, error) {
+	code := "0"
+	if req.URL.Path == "/slow" {
+		close(b.sent)
+		<-b.release
+		code = "45009"
+	}
+	return &http.Response{StatusCode: 200, Header: http.Header{"X-Code": {code}}, Body: io.NopCloser(strings.NewReader(`{}`)), Request: req}, nil
+}
+
+// resetProfile penalises /slow's scope on a 45009 until an hour from now,
+// and reads an ok answer to /reset as a reset that ended it.
+func resetProfile() providers.Profile {
+	return providers.Profile{
+		Name:  "p",
+		Match: func(*http.Request) bool { return true },
+		Route: func(r *http.Request) (providers.Route, error) {
+			return providers.Route{API: r.URL.Path, Scopes: []string{"api:" + r.URL.Path}}, nil
+		},
+		Classify: func(req *http.Request, resp *http.Response, _ *providers.Route) providers.Verdict {
+			if resp.Header.Get("X-Code") == "45009" {
+				return providers.Verdict{Kind: providers.Quota, Until: time.Now().Add(time.Hour), Code: "45009", NotProcessed: true}
+			}
+			if req.URL.Path == "/reset" {
+				return providers.Verdict{Cleared: &providers.Cleared{Scopes: []string{"api:/slow"}, Code: "45009"}}
+			}
+			return providers.Verdict{}
+		},
+	}
+}
+
+// A 45009 to a request sent before a reset, arriving after the reset's
+// answer, is what the reset ended: it penalises nothing. Before, it shut the
+// API again until midnight.
+func TestAnswerFromBeforeAResetPenalisesNothing(t *testing.T) {
+	base := &heldBase{sent: make(chan struct{}), release: make(chan struct{})}
+	client := &http.Client{Transport: throttle.MustNew(throttle.WithProfiles(resetProfile()), throttle.WithBase(base),
+		throttle.WithoutTelemetry(), throttle.WithoutRetry())}
+	get := func(path string) error {
+		req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, "http://provider.test"+path, nil)
+		resp, err := client.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err
+	}
+	slow := make(chan error, 1)
+	go func() { slow <- get("/slow") }()
+	<-base.sent
+	if err := get("/reset"); err != nil {
+		t.Fatal(err)
+	}
+	close(base.release)
+	if err := <-slow; err != nil {
+		t.Fatal(err) // the 45009 reaches its caller as it came
+	}
+	base.sent, base.release = make(chan struct{}), make(chan struct{})
+	close(base.release)
+	if err := get("/slow"); errors.Is(err, throttle.ErrPenalized) {
+		t.Fatalf("the scope was penalised by an answer from before the reset: %v", err)
+	}
+}
