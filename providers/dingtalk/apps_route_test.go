@@ -140,7 +140,6 @@ func TestAppsConfigErrorsNameTheField(t *testing.T) {
 		cfg  dingtalk.Config
 		want string
 	}{
-		{dingtalk.Config{}, "Config.Apps must list"},
 		{dingtalk.Config{Apps: []dingtalk.App{{AppKey: "a"}, {AppKey: ""}}}, "Config.Apps[1]: App.AppKey"},
 		{dingtalk.Config{Apps: []dingtalk.App{{AppKey: "a"}}, Default: "b"}, "Config.Default"},
 		{dingtalk.Config{Apps: []dingtalk.App{{AppKey: "s", ISV: true}}, Default: "s"}, "Config.Default \"s\" is an ISV suite"},
