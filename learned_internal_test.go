@@ -140,11 +140,7 @@ func TestLapsedLearnedFieldRewrittenStays(t *testing.T) {
 // checked.
 func TestNoLearnedReadAfterClose(t *testing.T) {
 	srv := redistest.Start(t)
-	proxy, err := faultproxy.New(srv.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { proxy.Close() })
+	proxy := faultproxy.Start(t, srv.Addr)
 	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr(), MaxRetries: -1})
 	t.Cleanup(func() { rdb.Close() })
 	lr := learner{name: "p", lowered: new(atomic.Int64), mu: new(sync.Mutex), seen: map[string]string{}, flooded: new(atomic.Bool),

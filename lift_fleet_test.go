@@ -32,11 +32,7 @@ func TestLiftMissedDuringResubscribeStillHeard(t *testing.T) {
 
 func liftMissedDuringResubscribe(t *testing.T, slow time.Duration) {
 	srv := redistest.Start(t)
-	proxy, err := faultproxy.New(srv.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { proxy.Close() })
+	proxy := faultproxy.Start(t, srv.Addr)
 	var refuse atomic.Bool
 	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if refuse.Swap(false) {

@@ -23,11 +23,7 @@ import (
 // Transport goes back to Redis once the network heals.
 func TestSlowNetworkTripsFallback(t *testing.T) {
 	srv := redistest.Shared(t)
-	proxy, err := faultproxy.New(srv.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { proxy.Close() })
+	proxy := faultproxy.Start(t, srv.Addr)
 	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1})
 	t.Cleanup(func() { rdb.Close() })
 	direct := srv.Client(t)

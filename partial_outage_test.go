@@ -28,11 +28,7 @@ func TestOneReplicaCutOffAddsOnlyItsShare(t *testing.T) {
 		t.Skip("seconds of Redis faults or load: make test runs it, make test-short does not")
 	}
 	srv := redistest.Start(t)
-	proxy, err := faultproxy.New(srv.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { proxy.Close() })
+	proxy := faultproxy.Start(t, srv.Addr)
 	rec := &recorder{}
 	api := serve(t, rec)
 	group := limitertest.Group(t)

@@ -23,11 +23,7 @@ import (
 // counts what was booked.
 func TestGiveBackIsSentOnce(t *testing.T) {
 	srv := redistest.Shared(t)
-	proxy, err := faultproxy.New(srv.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { proxy.Close() })
+	proxy := faultproxy.Start(t, srv.Addr)
 	// The client's own retries, as most users leave them.
 	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr(), ContextTimeoutEnabled: true})
 	t.Cleanup(func() { rdb.Close() })
@@ -51,6 +47,7 @@ func TestGiveBackIsSentOnce(t *testing.T) {
 		return n[0]
 	}
 	var last limiter.Reservation
+	var err error
 	for range 2 {
 		if last, err = l.Reserve(ctx, req); err != nil || !last.OK() {
 			t.Fatalf("reserve: %+v %v", last, err)

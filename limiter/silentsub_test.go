@@ -21,11 +21,7 @@ import (
 // kernel gave the connection up, about 15 minutes later, or never.
 func TestSilentSubscriptionIsReplaced(t *testing.T) {
 	srv := redistest.Shared(t)
-	proxy, err := faultproxy.New(srv.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { proxy.Close() })
+	proxy := faultproxy.Start(t, srv.Addr)
 	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr()})
 	t.Cleanup(func() { rdb.Close() })
 	prefix := limitertest.Group(t)

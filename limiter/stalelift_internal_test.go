@@ -18,11 +18,7 @@ import (
 // and dropping its copy kept for outages.
 func TestLiftReadRacingANewPenalty(t *testing.T) {
 	srv := redistest.Shared(t)
-	proxy, err := faultproxy.New(srv.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { proxy.Close() })
+	proxy := faultproxy.Start(t, srv.Addr)
 	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr()})
 	t.Cleanup(func() { rdb.Close() })
 	l, err := newRedis(rdb, withPrefix("stalelift"))

@@ -24,12 +24,7 @@ func TestMain(m *testing.M) { redistest.Main(m) }
 
 func newProxy(t *testing.T) *faultproxy.Proxy {
 	t.Helper()
-	p, err := faultproxy.New(redistest.Shared(t).Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	return p
+	return faultproxy.Start(t, redistest.Shared(t).Addr)
 }
 
 // conn is a raw RESP connection through the proxy: the tests see exactly

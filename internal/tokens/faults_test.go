@@ -221,11 +221,7 @@ func TestOneMissedRenewalKeepsTheLease(t *testing.T) {
 // then waited the lease out with no fetch in flight.
 func TestLeaseTakenWhoseReplyWasLost(t *testing.T) {
 	srv := redistest.Shared(t)
-	proxy, err := faultproxy.New(srv.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { proxy.Close() })
+	proxy := faultproxy.Start(t, srv.Addr)
 	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr()}) // the client's own retries
 	t.Cleanup(func() { rdb.Close() })
 	s, err := New(rdb, WithPrefix("lostreply"))

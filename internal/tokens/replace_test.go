@@ -249,11 +249,7 @@ func TestUnkeptTokenIsReplacedOnceRefused(t *testing.T) {
 // The same for a token exchanged while Redis did not answer, sent alone.
 func TestTokenExchangedWithoutRedisIsReplacedOnceRefused(t *testing.T) {
 	f := newFleet(t, 1)
-	proxy, err := faultproxy.New(f.rdb.Options().Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { proxy.Close() })
+	proxy := faultproxy.Start(t, f.rdb.Options().Addr)
 	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr(), MaxRetries: -1})
 	t.Cleanup(func() { rdb.Close() })
 	s, err := New(rdb, WithPrefix(f.prefix))
