@@ -155,3 +155,50 @@ func skipNearBeijingMidnight(t *testing.T) {
 		t.Skip("too close to midnight in Beijing: the day's counts would start again mid-test")
 	}
 }
+
+// Without Redis (the in-process limiter) a reset ends the penalty and the
+// count as it does for a fleet.
+func TestClearQuotaInProcess(t *testing.T) {
+	skipNearBeijingMidnight(t)
+	const quota = 2
+	app := "wx" + limitertest.Group(t)
+	emu := wechattest.NewServer(wechattest.Options{Limits: wechattest.Limits{Daily: map[string]int{recAPI: quota}}})
+	t.Cleanup(emu.Close)
+	emu.Spend(app, recAPI, 1)
+	u, _ := url.Parse(emu.URL)
+	cfg := wechat.Config{Hosts: []string{u.Hostname()}, Apps: []wechat.App{{AppID: app, Daily: map[string]int{recAPI: quota}}}}
+	tr := throttle.MustNew(throttle.WithProfiles(wechat.MustNew(cfg).Profile()), throttle.WithMaxWait(time.Second))
+	t.Cleanup(func() { tr.Close() })
+	client := &http.Client{Transport: tr}
+	post := func(path, body string) (string, error) {
+		req, _ := http.NewRequest(http.MethodPost, emu.URL+path+"?access_token="+emu.Token(app), strings.NewReader(body))
+		resp, err := client.Do(req)
+		if err != nil {
+			return "", err
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		return string(raw), nil
+	}
+	send := func() (string, error) { return post(recAPI, `{"touser":"o6_bmjrPTlm6","msgtype":"text"}`) }
+	if body, err := send(); err != nil || !strings.Contains(body, `"errcode":0`) {
+		t.Fatalf("the call within the quota: %s, %v", body, err)
+	}
+	if body, err := send(); err != nil || !strings.Contains(body, `"errcode":45009`) {
+		t.Fatalf("the call past WeChat's quota: %s, %v", body, err)
+	}
+	if _, err := send(); !errors.Is(err, throttle.ErrPenalized) {
+		t.Fatalf("after the 45009: %v, want it penalised", err)
+	}
+	if body, err := post(wechattest.ClearQuotaPath, `{"appid":"`+app+`"}`); err != nil || !strings.Contains(body, `"errcode":0`) {
+		t.Fatalf("clear_quota: %s, %v", body, err)
+	}
+	for i := range quota {
+		if body, err := send(); err != nil || !strings.Contains(body, `"errcode":0`) {
+			t.Fatalf("call %d after the reset: %s, %v", i, body, err)
+		}
+	}
+	if _, err := send(); !errors.Is(err, throttle.ErrThrottled) {
+		t.Fatalf("past the quota after the reset: %v, want it refused here", err)
+	}
+}
