@@ -212,7 +212,8 @@ func (c *call) penalize(ctx context.Context) {
 	if v.Scope == "" {
 		return
 	}
-	if c.p.resets.ended(v.Scope, v.Code, c.sent) {
+	rs, sent := c.p.resets, c.sent
+	if rs.ended(v.Scope, v.Code, sent) {
 		// Answered before a reset that has ended it since: stale.
 		return
 	}
@@ -226,34 +227,46 @@ func (c *call) penalize(ctx context.Context) {
 		// provider's instant.
 		v.Until, v.Stated = stopped, false
 	}
+	if rs.ended(v.Scope, v.Code, sent) {
+		// A reset came between the check and the stop, and may have
+		// swept the breakers before it opened.
+		c.p.breakers.Lift(v.Scope)
+		return
+	}
 	c.t.tel.penalty(ctx, c)
 	learned := c.learn()
 	lim, tel, name, pen := c.t.limiter, c.t.tel, c.p.Name, limiter.Penalty{Scope: v.Scope, Until: v.Until, Code: v.Code, Stated: v.Stated}
-	rs, sent := c.p.resets, c.sent
-	if m, ok := lim.(*limiter.Memory); ok {
+	p := c.p
+	// A reset since the answer ended the penalty: it is not written, or,
+	// when the reset came while it was written (and may have read the
+	// penalties before the write landed), lifted again. A reset that
+	// comes after the second check reads the penalty and lifts it itself.
+	write := func(ctx context.Context) error {
+		if rs.ended(pen.Scope, pen.Code, sent) {
+			return nil
+		}
+		err := lim.Penalize(ctx, name, pen)
+		if rs.ended(pen.Scope, pen.Code, sent) {
+			if l, ok := lim.(limiter.PenaltyLifter); ok {
+				_, err = l.LiftPenalty(ctx, name, pen.Scope)
+			}
+			p.breakers.Lift(pen.Scope)
+		}
+		return err
+	}
+	if _, ok := lim.(*limiter.Memory); ok {
 		// In process: a map write, done before the caller gets the
 		// answer, so that a LiftPenalty after it cannot come first
 		// (without Redis, the learned limit is local too).
 		learned(ctx)
-		rs.mu.RLock()
-		defer rs.mu.RUnlock()
-		if !rs.endedLocked(pen.Scope, pen.Code, sent) {
-			_ = m.Penalize(ctx, name, pen)
-		}
+		_ = write(ctx)
 		return
 	}
 	c.t.bg.do(ctx, func(ctx context.Context) error {
 		// The learned limit first: the penalty's announcement tells the
 		// other replicas to read it.
 		learned(ctx)
-		// A reset since the answer ended the penalty: under the lock, a
-		// reset comes wholly before this write or after it.
-		rs.mu.RLock()
-		defer rs.mu.RUnlock()
-		if rs.endedLocked(pen.Scope, pen.Code, sent) {
-			return nil
-		}
-		return lim.Penalize(ctx, name, pen)
+		return write(ctx)
 	}, func(err error) {
 		if err != nil {
 			tel.log.Warn("throttle: could not share a penalty", "provider", name,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/quotaware/throttle/limiter"
@@ -29,14 +30,11 @@ type conditionalLifter interface {
 
 // resets remembers a profile's recent resets, so that an answer of the
 // reset's code to a request sent before it, arriving after it, does not
-// penalise the scope again until midnight. mu also orders a penalty's write
-// to the limiter (read-locked: writes go on side by side) against a reset
-// (locked while it is recorded): a write queued before the reset either
-// lands before the reset reads the penalties (and is lifted) or sees the
-// reset (and is dropped).
+// penalise the scope again until midnight. Reading it takes no lock (the
+// log is replaced whole), so a reset holds up no request.
 type resets struct {
-	mu  sync.RWMutex
-	log []reset // at most maxResets, oldest first
+	mu  sync.Mutex              // serialises add
+	log atomic.Pointer[[]reset] // at most maxResets, oldest first; read-only
 }
 
 type reset struct {
@@ -55,28 +53,30 @@ func (r *resets) add(c *providers.Cleared) {
 	slices.Sort(scopes)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if len(r.log) == maxResets {
-		r.log = r.log[1:]
+	var log []reset
+	if old := r.log.Load(); old != nil {
+		log = *old
 	}
-	r.log = append(r.log, reset{at: time.Now(), code: c.Code, scopes: scopes})
+	if len(log) == maxResets {
+		log = log[1:]
+	}
+	log = append(slices.Clip(log), reset{at: time.Now(), code: c.Code, scopes: scopes})
+	r.log.Store(&log)
 }
 
-// endedLocked reports whether a reset after sent ended a penalty of code
-// on scope. r.mu is held, read or write.
-func (r *resets) endedLocked(scope, code string, sent time.Time) bool {
-	for i := len(r.log) - 1; i >= 0 && r.log[i].at.After(sent); i-- {
-		if _, ok := slices.BinarySearch(r.log[i].scopes, scope); ok && r.log[i].code == code {
+// ended reports whether a reset after sent ended a penalty of code on
+// scope.
+func (r *resets) ended(scope, code string, sent time.Time) bool {
+	log := r.log.Load()
+	if log == nil {
+		return false
+	}
+	for i := len(*log) - 1; i >= 0 && (*log)[i].at.After(sent); i-- {
+		if _, ok := slices.BinarySearch((*log)[i].scopes, scope); ok && (*log)[i].code == code {
 			return true
 		}
 	}
 	return false
-}
-
-// ended is endedLocked for a caller without the lock.
-func (r *resets) ended(scope, code string, sent time.Time) bool {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return r.endedLocked(scope, code, sent)
 }
 
 // applyCleared ends what a reset ended before the caller gets the reset's
@@ -139,7 +139,9 @@ func (t *Transport) liftCleared(ctx context.Context, p *profile, c *providers.Cl
 			switch {
 			case errors.Is(err, limiter.ErrPenaltyChanged):
 				continue // a penalty recorded since the reset stands
-			case err != nil && !errors.Is(err, limiter.ErrNotAnnounced):
+			case errors.Is(err, limiter.ErrNotAnnounced):
+				errs = append(errs, err) // gone, but the others keep their breakers
+			case err != nil:
 				errs = append(errs, err) // the key stays: so does the breaker
 				continue
 			}
@@ -156,7 +158,7 @@ func (t *Transport) liftCleared(ctx context.Context, p *profile, c *providers.Cl
 	for _, scope := range p.breakers.Scopes(func(scope, code string) bool { return code == c.Code && set[scope] && !done[scope] }) {
 		p.breakers.Lift(scope)
 		if plain != nil {
-			if _, err := plain.LiftPenalty(ctx, p.Name, scope); err != nil && !errors.Is(err, limiter.ErrNotAnnounced) {
+			if _, err := plain.LiftPenalty(ctx, p.Name, scope); err != nil {
 				errs = append(errs, err)
 			}
 		}

@@ -80,4 +80,8 @@ func TestAnswerFromBeforeAResetPenalisesNothing(t *testing.T) {
 	if err := get("/slow"); errors.Is(err, throttle.ErrPenalized) {
 		t.Fatalf("the scope was penalised by an answer from before the reset: %v", err)
 	}
+	// That call was sent after the reset: its 45009 penalises.
+	if err := get("/slow"); !errors.Is(err, throttle.ErrPenalized) {
+		t.Fatalf("after a 45009 to a call sent after the reset: %v, want the scope penalised", err)
+	}
 }

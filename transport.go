@@ -108,7 +108,9 @@ func New(opts ...Option) (*Transport, error) {
 		}
 		t.profiles = append(t.profiles, profile{Profile: p, breakers: b, tel: t.tel, lowered: new(atomic.Int64), resets: new(resets)})
 		if p.Apps > 1 && c.apps == nil {
-			c.logger.Warn("throttle: the profile lists several apps, but without WithApps no request is told apart by its token: "+
+			// Info, not Warn: a service that tags every request with
+			// ContextWithApp is set up right and hears it at every start.
+			c.logger.Info("throttle: the profile lists several apps, but without WithApps no request is told apart by its token: "+
 				"those not tagged with throttle.ContextWithApp are all charged to the app the profile falls back on, or to the quotas of unknown apps",
 				"provider", name, "apps", p.Apps)
 		}

@@ -18,7 +18,9 @@ import (
 // the current and the next by the caller's clock when it asked the
 // provider; -1 is the answer once Redis's clock is past them), the provider's count,
 // the count the caller read before asking the provider (-1: none), when
-// the caller asked (µs, its clock).
+// the caller asked (µs, moved onto Redis's clock by the replica's known
+// skew; a count asked within a second of a clear, by that reckoning, is
+// taken as asked before it).
 //
 // The provider's count lags the calls in flight, so the new count is the
 // provider's plus what was booked since the caller read, and never below
@@ -43,7 +45,7 @@ local v = redis.pcall('HGET', KEYS[1], f)
 if type(v) == 'table' then redis.call('DEL', KEYS[1]); v = false end
 local cur = v and string.find(v, '^%d+$') and tonumber(v) or 0
 local cleared = tonumber(redis.call('HGET', KEYS[1], 'c' .. f))
-if cleared and tonumber(ARGV[6]) < cleared then return cur end
+if cleared and tonumber(ARGV[6]) < cleared + 1000000 then return cur end
 local used, seen = tonumber(ARGV[4]), tonumber(ARGV[5])
 local want = used
 if redis.call('HSETNX', KEYS[1], 'r' .. f, 1) == 1 then
@@ -84,7 +86,7 @@ func (s *Shared) SetCalendarUsed(ctx context.Context, group string, r rule.Rule,
 	b := c.Windows(asked)
 	n, err := calendarUsedScript.Run(ctx, s.redis.client, []string{s.redis.ruleKey(group, r.Key())},
 		strconv.FormatInt(b[0], 10), strconv.FormatInt(b[1], 10), strconv.FormatInt(b[2], 10),
-		used, seen, asked.UnixMicro()).Int64()
+		used, seen, asked.UnixMicro()+s.failover.skew.Load()).Int64()
 	if err != nil {
 		return 0, unavailable("calendar", err)
 	}

@@ -116,10 +116,13 @@ func (r *replica) call(tg *target, path string) {
 
 // isQuotaAnswer spots DingTalk's limit answers as a caller would, without
 // the library: the old API's 90018 (plain or wrapped in errcode 88), the new
-// API's QpsLimit codes, and the IP ban.
+// API's QpsLimit codes, and the IP ban. Codes are matched as the JSON
+// writes them: a bare "90018" also turns up in a success's random
+// request_id, about once in a thousand runs.
 func isQuotaAnswer(status int, body []byte) bool {
 	s := string(body)
-	return strings.Contains(s, "90018") || strings.Contains(s, "QpsLimit") || strings.Contains(s, "QpmLimit") ||
+	return strings.Contains(s, `"errcode":90018`) || strings.Contains(s, `"sub_code":"90018"`) ||
+		strings.Contains(s, `"code":"Forbidden.AccessDenied.QpsLimit`) || strings.Contains(s, `"code":"Forbidden.AccessDenied.QpmLimit`) ||
 		strings.Contains(s, `"punish"`) || strings.Contains(s, "<html") || status == 1111
 }
 

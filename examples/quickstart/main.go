@@ -81,10 +81,9 @@ func main() {
 		sent, time.Since(start).Round(time.Millisecond), float64(sent)/time.Since(start).Seconds(), rejected, failed)
 }
 
-// limited reports whether DingTalk refused a call for a limit: a 429, or a
-// 403 whose code names one ("Forbidden.AccessDenied.QpsLimitForAppkeyAndApi";
-// other 403s, such as a permission the app lacks, are not).
+// limited reports whether DingTalk refused a call for a limit: a 403 or a
+// 429 whose code names one ("Forbidden.AccessDenied.QpsLimitForAppkeyAndApi");
+// other 403s (a permission the app lacks) and a 429 "system busy" are not.
 func limited(status int, body []byte) bool {
-	return status == http.StatusTooManyRequests ||
-		status == http.StatusForbidden && bytes.Contains(body, []byte("Limit"))
+	return (status == http.StatusForbidden || status == http.StatusTooManyRequests) && bytes.Contains(body, []byte("Limit"))
 }

@@ -38,7 +38,8 @@ func TestLimitedReadsTheCode(t *testing.T) {
 		body   string
 		want   bool
 	}{
-		{429, `{}`, true},
+		{429, `{"code":"Forbidden.AccessDenied.QpsLimitForApi"}`, true},
+		{429, `{"code":"system.busy"}`, false},
 		{403, `{"code":"Forbidden.AccessDenied.QpsLimitForAppkeyAndApi"}`, true},
 		{403, `{"code":"Forbidden.AccessDenied.AccessTokenPermissionDenied"}`, false},
 		{401, `{"code":"InvalidAuthentication"}`, false},

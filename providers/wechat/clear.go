@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"sync"
 
 	"github.com/quotaware/throttle/apps"
@@ -109,8 +110,9 @@ func (p *preset) accountScopes() []string {
 		}
 		for _, m := range []map[string]int{p.cfg.Daily, p.cfg.PerMinute} {
 			for path := range m {
-				if a := p.apis.Lookup(http.MethodPost, path); a == nil || a.Name != path {
-					p.scopes = append(p.scopes, p.apiScope(path))
+				a := p.apis.Lookup(http.MethodPost, path)
+				if sc := p.apiScope(path); (a == nil || a.Name != path) && !slices.Contains(p.scopes, sc) {
+					p.scopes = append(p.scopes, sc)
 				}
 			}
 		}
