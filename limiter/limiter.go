@@ -35,7 +35,7 @@ type Limiter interface {
 }
 
 // A Limiter may also do what some of the Transport's features need; those
-// it cannot do are left out, not faked. Memory and Shared do both.
+// it cannot do are left out, not faked. Memory and Shared do them all.
 
 // PenaltyLifter is a Limiter that can end a shared penalty at once
 // (throttle.Transport.LiftPenalty; without it that returns an error that is
