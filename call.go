@@ -20,7 +20,7 @@ type call struct {
 	p     *profile
 	route providers.Route
 	start time.Time
-	sent  time.Time // when the last attempt went to the provider
+	sent  uint64 // the profile's resets when the last attempt went out (resets.seen)
 
 	attempts int
 	waited   time.Duration
@@ -140,7 +140,7 @@ rebooked:
 		wctx, unsent = tokens.WatchSent(ctx)
 		req = req.WithContext(wctx)
 	}
-	c.sent = time.Now()
+	c.sent = c.p.resets.seen()
 	resp, err := c.t.base.RoundTrip(req)
 	sentNothing := unsent != nil && unsent.Load()
 	if sentNothing {

@@ -30,15 +30,18 @@ type conditionalLifter interface {
 
 // resets remembers a profile's recent resets, so that an answer of the
 // reset's code to a request sent before it, arriving after it, does not
-// penalise the scope again until midnight. Reading it takes no lock (the
-// log is replaced whole), so a reset holds up no request.
+// penalise the scope again until midnight. A request notes the count of
+// resets (seen) as it goes; a reset numbered above it came after. Reading
+// takes no lock (the log is replaced whole), so a reset holds up no
+// request, and noting costs a request one atomic load.
 type resets struct {
 	mu  sync.Mutex              // serialises add
-	log atomic.Pointer[[]reset] // at most maxResets, oldest first; read-only
+	n   atomic.Uint64           // resets recorded so far
+	log atomic.Pointer[[]reset] // the last maxResets, oldest first; read-only
 }
 
 type reset struct {
-	at     time.Time
+	seq    uint64 // 1 for the first
 	code   string
 	scopes []string // sorted
 }
@@ -47,7 +50,11 @@ type reset struct {
 // a month), and one only matters for the answers in flight when it came.
 const maxResets = 16
 
-// add records a reset, now.
+// seen is what a request notes as it is sent.
+func (r *resets) seen() uint64 { return r.n.Load() }
+
+// add records a reset. The log is stored before the count, so a request
+// that notes the new count finds the reset in the log.
 func (r *resets) add(c *providers.Cleared) {
 	scopes := slices.Clone(c.Scopes)
 	slices.Sort(scopes)
@@ -60,18 +67,20 @@ func (r *resets) add(c *providers.Cleared) {
 	if len(log) == maxResets {
 		log = log[1:]
 	}
-	log = append(slices.Clip(log), reset{at: time.Now(), code: c.Code, scopes: scopes})
+	seq := r.n.Load() + 1
+	log = append(slices.Clip(log), reset{seq: seq, code: c.Code, scopes: scopes})
 	r.log.Store(&log)
+	r.n.Store(seq)
 }
 
-// ended reports whether a reset after sent ended a penalty of code on
-// scope.
-func (r *resets) ended(scope, code string, sent time.Time) bool {
-	log := r.log.Load()
-	if log == nil {
-		return false
+// ended reports whether a reset after seen (a request's note) ended a
+// penalty of code on scope.
+func (r *resets) ended(scope, code string, seen uint64) bool {
+	if r.n.Load() == seen {
+		return false // none since: the common case, no log read
 	}
-	for i := len(*log) - 1; i >= 0 && (*log)[i].at.After(sent); i-- {
+	log := r.log.Load()
+	for i := len(*log) - 1; i >= 0 && (*log)[i].seq > seen; i-- {
 		if _, ok := slices.BinarySearch((*log)[i].scopes, scope); ok && (*log)[i].code == code {
 			return true
 		}

@@ -132,9 +132,16 @@ return n
 // outages is cleared too. Rules other than calendar rules are an
 // ErrInvalidRequest, and so is a call without rules.
 func (s *Shared) ClearCalendar(ctx context.Context, group string, rules []rule.Rule) error {
-	keys, args, err := clearArgs(group, rules, s.redis.ruleKey)
-	if err != nil {
+	if err := checkClear(group, rules); err != nil {
 		return err
+	}
+	now := time.Now()
+	keys, args := make([]string, len(rules)), make([]any, 0, 4*len(rules))
+	for i := range rules {
+		keys[i] = s.redis.ruleKey(group, rules[i].Key())
+		for _, w := range core(&rules[i]).Windows(now) {
+			args = append(args, strconv.FormatInt(w, 10))
+		}
 	}
 	_ = s.failover.local.ClearCalendar(ctx, group, rules)
 	if err := clearCalendarScript.Run(ctx, s.redis.client, keys, args...).Err(); err != nil {
@@ -145,7 +152,7 @@ func (s *Shared) ClearCalendar(ctx context.Context, group string, rules []rule.R
 
 // ClearCalendar is the Memory limiter's counterpart of Shared.ClearCalendar.
 func (m *Memory) ClearCalendar(_ context.Context, group string, rules []rule.Rule) error {
-	if _, _, err := clearArgs(group, rules, func(_, k string) string { return k }); err != nil {
+	if err := checkClear(group, rules); err != nil {
 		return err
 	}
 	now := m.now()
@@ -159,26 +166,18 @@ func (m *Memory) ClearCalendar(_ context.Context, group string, rules []rule.Rul
 	return nil
 }
 
-// clearArgs checks a ClearCalendar call and builds its script's keys and
-// arguments.
-func clearArgs(group string, rules []rule.Rule, keyOf func(group, key string) string) ([]string, []any, error) {
+// checkClear checks a ClearCalendar call.
+func checkClear(group string, rules []rule.Rule) error {
 	if err := checkGroup(group); err != nil {
-		return nil, nil, err
+		return err
 	}
 	if len(rules) == 0 {
-		return nil, nil, fmt.Errorf("%w: ClearCalendar needs at least one rule", ErrInvalidRequest)
+		return fmt.Errorf("%w: ClearCalendar needs at least one rule", ErrInvalidRequest)
 	}
-	now := time.Now()
-	keys, args := make([]string, len(rules)), make([]any, 0, 4*len(rules))
 	for i := range rules {
-		c := core(&rules[i])
-		if c == nil || c.Kind != rulecore.Calendar {
-			return nil, nil, fmt.Errorf("%w: ClearCalendar needs calendar rules (rule %d is not one)", ErrInvalidRequest, i)
-		}
-		keys[i] = keyOf(group, rules[i].Key())
-		for _, w := range c.Windows(now) {
-			args = append(args, strconv.FormatInt(w, 10))
+		if c := core(&rules[i]); c == nil || c.Kind != rulecore.Calendar {
+			return fmt.Errorf("%w: ClearCalendar needs calendar rules (rule %d is not one)", ErrInvalidRequest, i)
 		}
 	}
-	return keys, args, nil
+	return nil
 }

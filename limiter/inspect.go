@@ -262,7 +262,10 @@ func (l *redisLimiter) inspectGroup(ctx context.Context, group string, now time.
 	// One round trip for every penalty value and rule key type, one more
 	// for the rules' contents.
 	pipe := l.client.Pipeline()
-	pvals := getEach(ctx, pipe, penaltyKeys)
+	pvals := make([]*redis.StringCmd, len(penaltyKeys))
+	for i, k := range penaltyKeys {
+		pvals[i] = pipe.Get(ctx, k)
+	}
 	types := make([]*redis.StatusCmd, len(ruleKeys))
 	for i, k := range ruleKeys {
 		types[i] = pipe.Type(ctx, k)
@@ -270,7 +273,18 @@ func (l *redisLimiter) inspectGroup(ctx context.Context, group string, now time.
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return gs, unavailable("inspect", err)
 	}
-	gs.Penalties = append(gs.Penalties, penaltiesRead(tag, penaltyKeys, pvals, now)...)
+	for i, k := range penaltyKeys {
+		v, err := pvals[i].Result()
+		if err != nil {
+			continue // expired since the scan
+		}
+		p, ok := parsePenaltyValue(strings.TrimPrefix(k, tag+":p:"), v)
+		if !ok || !p.Until.After(now) {
+			continue
+		}
+		p.Left, p.Value = p.Until.Sub(now), v
+		gs.Penalties = append(gs.Penalties, p)
+	}
 
 	rules, err := l.readRules(ctx, tag, ruleKeys, types, descs, now)
 	gs.Rules = append(gs.Rules, rules...)
@@ -312,34 +326,6 @@ func (l *redisLimiter) Penalties(ctx context.Context, group string, scopes []str
 		out = append(out, p)
 	}
 	return out, nil
-}
-
-// getEach queues a GET of each key on pipe.
-func getEach(ctx context.Context, pipe redis.Pipeliner, keys []string) []*redis.StringCmd {
-	cmds := make([]*redis.StringCmd, len(keys))
-	for i, k := range keys {
-		cmds[i] = pipe.Get(ctx, k)
-	}
-	return cmds
-}
-
-// penaltiesRead reads the penalty keys' values got by getEach, leaving out
-// those that expired since the scan, garbled ones and those over at now.
-func penaltiesRead(tag string, keys []string, vals []*redis.StringCmd, now time.Time) []inspect.PenaltyState {
-	var out []inspect.PenaltyState
-	for i, k := range keys {
-		v, err := vals[i].Result()
-		if err != nil {
-			continue // expired since the scan
-		}
-		p, ok := parsePenaltyValue(strings.TrimPrefix(k, tag+":p:"), v)
-		if !ok || !p.Until.After(now) {
-			continue
-		}
-		p.Left, p.Value = p.Until.Sub(now), v
-		out = append(out, p)
-	}
-	return out
 }
 
 // Penalties is the Memory limiter's counterpart of Shared.Penalties (its
