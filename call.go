@@ -16,11 +16,11 @@ import (
 
 // call is one RoundTrip of a matched request, across its attempts.
 type call struct {
-	t     *Transport
-	p     *profile
-	route providers.Route
-	start time.Time
-	sent  uint64 // the profile's resets when the last attempt went out (resets.seen)
+	t            *Transport
+	p            *profile
+	route        providers.Route
+	start        time.Time
+	resetsAtSend uint64 // the profile's resets when the last attempt went out (resets.seen)
 
 	attempts int
 	waited   time.Duration
@@ -140,7 +140,7 @@ rebooked:
 		wctx, unsent = tokens.WatchSent(ctx)
 		req = req.WithContext(wctx)
 	}
-	c.sent = c.p.resets.seen()
+	c.resetsAtSend = c.p.resets.seen()
 	resp, err := c.t.base.RoundTrip(req)
 	sentNothing := unsent != nil && unsent.Load()
 	if sentNothing {
@@ -212,7 +212,7 @@ func (c *call) penalize(ctx context.Context) {
 	if v.Scope == "" {
 		return
 	}
-	rs, sent := c.p.resets, c.sent
+	rs, sent := c.p.resets, c.resetsAtSend
 	if rs.ended(v.Scope, v.Code, sent) {
 		// Answered before a reset that has ended it since: stale.
 		return
