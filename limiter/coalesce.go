@@ -438,7 +438,11 @@ func (ln *lane) flush(l *redisLimiter, batch []*pending) (next []*pending) {
 	if len(giveBack) > 0 {
 		// Aside, so that a slow Redis delays no queued request of other
 		// rules.
-		go ln.giveBack(l, giveBack)
+		if l.spawn != nil {
+			l.spawn(func() { ln.giveBack(l, giveBack) })
+		} else {
+			go ln.giveBack(l, giveBack)
+		}
 	}
 	return next
 }

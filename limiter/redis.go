@@ -44,6 +44,10 @@ type redisLimiter struct {
 	// now is this replica's clock (default time.Now); penalty ends are
 	// sent relative to it.
 	now func() time.Time
+	// spawn, if set, runs work no caller waits for (a coalesced call's
+	// give-back) so that the owner's Close waits for it; else it runs on
+	// a goroutine of its own.
+	spawn func(func())
 
 	// epochs is the latest epoch seen per group (see state.lua's epoch).
 	epochMu sync.Mutex

@@ -173,6 +173,7 @@ func NewShared(client redis.UniversalClient, cfg SharedConfig) (*Shared, error) 
 		finished: make(chan struct{})}
 	r.timeout = cfg.Timeout
 	r.report = s.report
+	r.spawn = s.spawn
 	fc := failoverConfig{
 		Mode:    cfg.Mode,
 		Probe:   cfg.Probe,
@@ -299,6 +300,24 @@ func (s *Shared) background(f func()) {
 	s.bg.Add(1)
 	go func() {
 		defer s.bg.Done()
+		f()
+	}()
+}
+
+// spawn runs f on a goroutine of its own, which Close waits for unless it
+// began once Close had: unlike background's work, f must run whatever
+// (a give-back lets its lane's rules go when done).
+func (s *Shared) spawn(f func()) {
+	s.bgMu.Lock()
+	tracked := !s.closed
+	if tracked {
+		s.bg.Add(1)
+	}
+	s.bgMu.Unlock()
+	go func() {
+		if tracked {
+			defer s.bg.Done()
+		}
 		f()
 	}()
 }

@@ -106,6 +106,19 @@ func (p *Proxy) Resume() {
 	}
 }
 
+// Release delivers the replies held so far and goes on holding: a
+// connection that sends the marker again, one released too, is held again
+// until the next Release or Resume. It lets a test hold two calls in turn
+// (a command's reply, then that of the command its reply starts).
+func (p *Proxy) Release() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.held != nil {
+		close(p.held)
+		p.held = make(chan struct{})
+	}
+}
+
 func (p *Proxy) gateChan() <-chan struct{} {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -117,7 +130,7 @@ func (p *Proxy) gateChan() <-chan struct{} {
 func (p *Proxy) markHeld(l *link, data []byte) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.marker != nil && l.held == nil && bytes.Contains(data, p.marker) {
+	if p.marker != nil && l.held != p.held && bytes.Contains(data, p.marker) {
 		l.held = p.held
 	}
 }
@@ -152,13 +165,14 @@ func (p *Proxy) Conns() int {
 }
 
 // Holding returns the number of open connections whose replies
-// HoldRepliesAfter holds: those that sent its marker.
+// HoldRepliesAfter holds now: those that sent its marker since it began or
+// since the last Release.
 func (p *Proxy) Holding() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	n := 0
 	for l := range p.links {
-		if l.held != nil {
+		if l.held != nil && l.held == p.held {
 			n++
 		}
 	}

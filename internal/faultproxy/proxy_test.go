@@ -218,6 +218,39 @@ func TestHoldRepliesAfter(t *testing.T) {
 	}
 }
 
+// Release delivers what is held and goes on holding: the marker sent again,
+// on the connection released, holds its replies again until Resume.
+func TestRelease(t *testing.T) {
+	p := newProxy(t)
+	marked := dial(t, p)
+	marked.ping(t)
+	key := "faultproxy:" + t.Name()
+
+	p.HoldRepliesAfter([]byte(key))
+	marked.send(t, "SET "+key+" ran")
+	if got, err := marked.reply(150 * time.Millisecond); !isTimeout(err) {
+		t.Fatalf("reply of the marked command: %q, %v; want a read timeout", got, err)
+	}
+	p.Release()
+	if got, err := marked.reply(5 * time.Second); err != nil || got != "+OK" {
+		t.Fatalf("held reply after Release: %q, %v; want +OK", got, err)
+	}
+	if n := p.Holding(); n != 0 {
+		t.Fatalf("Holding = %d after Release, want 0", n)
+	}
+	marked.send(t, "GET "+key)
+	if got, err := marked.reply(150 * time.Millisecond); !isTimeout(err) {
+		t.Fatalf("the marker sent again after Release: %q, %v; want a read timeout", got, err)
+	}
+	if n := p.Holding(); n != 1 {
+		t.Fatalf("Holding = %d once the marker was sent again, want 1", n)
+	}
+	p.Resume()
+	if got, err := marked.reply(5 * time.Second); err != nil || got != "$3" {
+		t.Fatalf("after Resume: %q, %v", got, err)
+	}
+}
+
 // ResetAll resets every open connection; new ones work.
 func TestResetAll(t *testing.T) {
 	p := newProxy(t)
