@@ -164,14 +164,24 @@ func (t *Transport) liftCleared(ctx context.Context, p *profile, c *providers.Cl
 	for _, sc := range c.Scopes {
 		set[sc] = true
 	}
+	// Redis holds no penalty of c.Code there, as read: only while it holds
+	// none at all is anything removed (a penalty of another code, or one
+	// recorded since the read, stands) and the lift announced.
+	cl, _ := t.limiter.(conditionalLifter)
 	for _, scope := range p.breakers.Scopes(func(scope, code string) bool { return code == c.Code && set[scope] && !done[scope] }) {
-		p.breakers.Lift(scope)
-		if plain != nil {
-			if _, err := plain.LiftPenalty(ctx, p.Name, scope); err != nil {
-				errs = append(errs, err)
-			}
+		var err error
+		if cl != nil {
+			_, err = cl.LiftPenaltyIf(ctx, p.Name, scope, nil)
+		} else if plain != nil {
+			_, err = plain.LiftPenalty(ctx, p.Name, scope)
 		}
-		// Again once the key is gone, as Transport.LiftPenalty does: a
+		if errors.Is(err, limiter.ErrPenaltyChanged) {
+			continue
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+		// Once the key is gone, as Transport.LiftPenalty does: a
 		// confirmation read before it may have opened the breaker.
 		p.breakers.Lift(scope)
 		lifted++

@@ -5,11 +5,15 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/quotaware/throttle"
+	"github.com/quotaware/throttle/internal/redistest"
+	"github.com/quotaware/throttle/limiter"
+	"github.com/quotaware/throttle/limiter/limitertest"
 	"github.com/quotaware/throttle/providers"
 )
 
@@ -83,5 +87,51 @@ func TestAnswerFromBeforeAResetPenalisesNothing(t *testing.T) {
 	// That call was sent after the reset: its 45009 penalises.
 	if err := get("/slow"); !errors.Is(err, throttle.ErrPenalized) {
 		t.Fatalf("after a 45009 to a call sent after the reset: %v, want the scope penalised", err)
+	}
+}
+
+// A reset lifts penalties of its code only: where this replica's breaker
+// holds a 45009 but Redis now holds a penalty of another code on the scope
+// (a 45011 recorded since), that penalty stands. Before, the reset deleted
+// whatever the key held.
+func TestResetLeavesAPenaltyOfAnotherCode(t *testing.T) {
+	srv := redistest.Shared(t)
+	rdb := srv.Client(t)
+	prefix := limitertest.Group(t)
+	lim := limiter.MustNewShared(rdb, limiter.SharedConfig{Prefix: prefix})
+	t.Cleanup(func() { lim.Close() })
+	base := &heldBase{sent: make(chan struct{}), release: make(chan struct{})}
+	close(base.release)
+	client := &http.Client{Transport: throttle.MustNew(throttle.WithProfiles(resetProfile()), throttle.WithBase(base),
+		throttle.WithLimiter(lim), throttle.WithoutTelemetry(), throttle.WithoutRetry(), throttle.WithLogger(quiet))}
+	get := func(path string) error {
+		req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, "http://provider.test"+path, nil)
+		resp, err := client.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err
+	}
+	ctx := context.Background()
+	key := "{" + prefix + ":p}:p:api:/slow"
+	if err := get("/slow"); err != nil {
+		t.Fatal(err)
+	}
+	// The 45009 is written to Redis; then another code replaces it there.
+	for deadline := time.Now().Add(10 * time.Second); !strings.HasSuffix(rdb.Get(ctx, key).Val(), "|45009"); {
+		if time.Now().After(deadline) {
+			t.Fatalf("the 45009 never reached Redis: %q", rdb.Get(ctx, key).Val())
+		}
+		time.Sleep(5 * time.Millisecond) // polls Redis
+	}
+	other := strconv.FormatInt(time.Now().Add(2*time.Hour).UnixMicro(), 10) + "|45011"
+	if err := rdb.Set(ctx, key, other, 2*time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := get("/reset"); err != nil {
+		t.Fatal(err)
+	}
+	if v := rdb.Get(ctx, key).Val(); v != other {
+		t.Fatalf("the penalty of another code after a reset of 45009: %q, want %q kept", v, other)
 	}
 }
