@@ -1,6 +1,7 @@
 package limiter
 
 import (
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -66,10 +67,30 @@ func (f *failover) noteHorizon(req Request, res Reservation) {
 	if states != nil {
 		for i := range req.Rules {
 			if r := core(&req.Rules[i]); r.Kind == rulecore.Window && r.Period > maxHold && states[i] > 0 {
-				f.noteWindow(req.Group, r, states[i]-skew+int64(r.Period/time.Microsecond))
+				f.noteWindow(req.Group, r, min(states[i], fleetCap(&res))-skew+int64(r.Period/time.Microsecond))
 			}
 		}
 	}
+}
+
+// maxFleetAhead bounds how far past an answer's time (on the store's clock)
+// another replica's slot counts toward the horizon. The horizon holds back
+// every local slot of the replica at a switch, and after a lost state
+// every new one, whatever their group: a rule's state far ahead (a key
+// left by a rule that once allowed 1 an hour, one written by hand, 10^17
+// µs) would have held them all back for as long, until the process
+// restarted. A slot another replica booked more than a minute ahead is a
+// request with an unusually long deadline; the local share may meet it.
+const maxFleetAhead = time.Minute
+
+// fleetCap is the latest state (µs) of res that counts toward the horizon:
+// maxFleetAhead past the answer's time, or no bound for an answer that
+// carries none.
+func fleetCap(res *Reservation) int64 {
+	if res.now.IsZero() {
+		return math.MaxInt64
+	}
+	return res.now.UnixMicro() + int64(maxFleetAhead/time.Microsecond)
 }
 
 // fleetHorizon is the latest slot (µs) res shows booked: its own slot, and
@@ -87,16 +108,17 @@ func fleetHorizon(req *Request, res *Reservation) (at int64) {
 	if states == nil {
 		return at
 	}
+	var fleet int64
 	for i := range req.Rules {
 		switch r := core(&req.Rules[i]); {
 		case r.Kind == rulecore.Paced && r.Burst == 1:
-			at = max(at, states[i]-r.IntervalUs)
+			fleet = max(fleet, states[i]-r.IntervalUs)
 		case r.Kind == rulecore.Window && !res.ok:
 			// An admitted send is at or after the window's latest.
-			at = max(at, states[i])
+			fleet = max(fleet, states[i])
 		}
 	}
-	return at
+	return max(at, min(fleet, fleetCap(res)))
 }
 
 // maxWindowHolds bounds windowHolds; past it, holds already over are
