@@ -3,7 +3,9 @@ package throttle
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
+	"net/http/httptrace"
 	"sync/atomic"
 	"time"
 
@@ -29,10 +31,36 @@ type call struct {
 	verdict  providers.Verdict
 	events   []spanEvent
 
-	// For retries, from httptrace: whether the last attempt's request was
-	// written, and whether the base transport reported its work at all.
-	wrote  atomic.Bool
-	traced atomic.Bool
+	// From httptrace (traceWrites): whether the last attempt's request
+	// was written, and whether the base transport reported its work at
+	// all; tracing is set when every attempt carries the trace (the
+	// retrier's, for requests that are not idempotent).
+	wrote   atomic.Bool
+	traced  atomic.Bool
+	tracing bool
+}
+
+// traceWrites returns ctx with a trace that records, for c's attempt,
+// whether the base transport reported its work (GetConn, as net/http's
+// does) and whether it wrote the request.
+func (c *call) traceWrites(ctx context.Context) context.Context {
+	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		GetConn:      func(string) { c.traced.Store(true) },
+		WroteRequest: func(httptrace.WroteRequestInfo) { c.wrote.Store(true) },
+	})
+}
+
+// unwritten reports whether the attempt that failed with err never wrote
+// its request: its trace (traced) says so, or err is a failure to resolve
+// or reach the host (a base that reports nothing, or an attempt without
+// the trace).
+func (c *call) unwritten(err error, traced bool) bool {
+	if traced && c.traced.Load() {
+		return !c.wrote.Load()
+	}
+	var dns *net.DNSError
+	var op *net.OpError
+	return errors.As(err, &dns) || errors.As(err, &op) && op.Op == "dial"
 }
 
 // budget is how long the call may still wait: the smaller of the time left
@@ -140,6 +168,14 @@ rebooked:
 		wctx, unsent = tokens.WatchSent(ctx)
 		req = req.WithContext(wctx)
 	}
+	traced := c.tracing
+	if !traced && hasCalendar(c.route.Rules) {
+		// A failure before the write gives a day's or a month's slot
+		// back (below): only the trace tells it apart, at three
+		// allocations, so only where a slot is worth that.
+		req = req.WithContext(c.traceWrites(req.Context()))
+		traced = true
+	}
 	c.resetsAtSend = c.p.resets.seen()
 	resp, err := c.t.base.RoundTrip(req)
 	sentNothing := unsent != nil && unsent.Load()
@@ -168,6 +204,12 @@ rebooked:
 		c.t.bg.do(ctx, func(ctx context.Context) error { return rs.Release(ctx) }, nil)
 	}
 	if err != nil {
+		if !sentNothing && c.unwritten(err, traced) {
+			// The provider saw nothing: its quota counted nothing, and
+			// neither may the rules. Before returning, so that a retry
+			// books again with the slot back (a failure path already).
+			c.t.bg.run(job{ctx: context.WithoutCancel(ctx), run: res.Cancel}, false)
+		}
 		c.outcome = outcomeTransportError
 		return nil, err
 	}
@@ -285,6 +327,17 @@ func closeBody(req *http.Request) {
 	if req.Body != nil {
 		req.Body.Close()
 	}
+}
+
+// hasCalendar reports whether one of rules counts a day's, a month's or
+// another calendar window's calls.
+func hasCalendar(rules []rule.Rule) bool {
+	for i := range rules {
+		if rules[i].Unit() != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // hasConcurrency reports whether a rule caps requests in flight, so that

@@ -8,11 +8,10 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -222,21 +221,34 @@ func TestCancellationIsTheContextsError(t *testing.T) {
 // When retries run out on a refusal, the error wraps the refusal and the
 // failure of the attempt before it: errors.Is finds both.
 func TestRetryRefusalKeepsTheEarlierFailure(t *testing.T) {
-	// A port nobody listens on: the first attempt's connection is refused
-	// before anything is written, so it is retried; the retry's slot is
-	// 10 s ahead, past the 1 s budget.
-	port, err := redistest.FreePort()
+	// A server that reads the request and closes the connection without
+	// an answer: the first attempt was written, so its slot stays booked,
+	// and the GET is retried; the retry's slot is 10 s ahead, past the
+	// 1 s budget. (An attempt refused before the write gives its slot back
+	// and would not be refused.)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = conn.Read(make([]byte, 4096))
+			conn.Close()
+		}
+	}()
 	c := &http.Client{Transport: throttle.MustNew(throttle.WithProfiles(testProfile("p", mustRule(t, 1, 10*time.Second))),
 		throttle.WithMaxWait(time.Second), throttle.WithoutTelemetry(),
 		throttle.WithRetry(throttle.RetryPolicy{MaxAttempts: 3, MinBackoff: 10 * time.Millisecond, MaxBackoff: 10 * time.Millisecond}))}
-	_, err = get(context.Background(), c, "http://127.0.0.1:"+strconv.Itoa(port)+"/a")
-	if !errors.Is(err, throttle.ErrThrottled) || !errors.Is(err, syscall.ECONNREFUSED) {
-		t.Fatalf("err = %v, want ErrThrottled wrapping the refused connection", err)
+	_, err = get(context.Background(), c, "http://"+ln.Addr().String()+"/a")
+	if !errors.Is(err, throttle.ErrThrottled) || !errors.Is(err, io.EOF) {
+		t.Fatalf("err = %v, want ErrThrottled wrapping the closed connection", err)
 	}
-	if !strings.Contains(err.Error(), "connection refused") {
+	if !strings.Contains(err.Error(), "EOF") {
 		t.Errorf("err = %q, want the earlier failure in the text", err)
 	}
 	t.Logf("err = %v", err)

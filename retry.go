@@ -8,7 +8,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"net/http/httptrace"
 	"net/url"
 	"time"
 
@@ -149,10 +148,7 @@ func (r *retrier) do(req *http.Request, c *call) (*http.Response, error) {
 	// allocations a call).
 	traced := ctx
 	if !idempotent(req) {
-		traced = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-			GetConn:      func(string) { c.traced.Store(true) },
-			WroteRequest: func(httptrace.WroteRequestInfo) { c.wrote.Store(true) },
-		})
+		traced, c.tracing = c.traceWrites(ctx), true
 	}
 	var (
 		resp *http.Response
