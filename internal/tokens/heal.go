@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/quotaware/throttle/internal/tokenform"
@@ -199,8 +200,9 @@ return 0`
 
 // invalidToken reports whether an answer says the token it was sent with is
 // invalid or expired: WeChat and WeCom 40001, 42001, 40014, and WeCom's
-// 42009 for a suite's token; DingTalk 40014
-// (old API) or HTTP 401 InvalidAuthentication (new API); Feishu 99991663
+// 42009 for a suite's token; DingTalk 40014 (old API; on /topapi paths
+// errcode 88 with sub_code 40014) or HTTP 401 InvalidAuthentication (new
+// API); Feishu 99991663
 // (invalid) and 99991677 (expired).
 func invalidToken(provider string, status int, body []byte) bool {
 	// Most answers are successes: only one naming an invalid-token code
@@ -211,6 +213,9 @@ func invalidToken(provider string, status int, body []byte) bool {
 	var a struct {
 		ErrCode int             `json:"errcode"`
 		Code    json.RawMessage `json:"code"`
+		// DingTalk's /topapi paths wrap the old API's code as errcode 88
+		// with the code in sub_code, a string or a number.
+		SubCode json.RawMessage `json:"sub_code"`
 	}
 	if json.Unmarshal(body, &a) != nil {
 		return false
@@ -222,7 +227,9 @@ func invalidToken(provider string, status int, body []byte) bool {
 		// 40082 and 42009: a suite's token invalid, expired.
 		return a.ErrCode == 40001 || a.ErrCode == 42001 || a.ErrCode == 40014 || a.ErrCode == 40082 || a.ErrCode == 42009
 	case dingtalk:
-		return a.ErrCode == 40014 || (status == http.StatusUnauthorized && string(a.Code) == `"InvalidAuthentication"`)
+		sub := strings.Trim(string(a.SubCode), `"`)
+		return a.ErrCode == 40014 || a.ErrCode == 88 && sub == "40014" ||
+			(status == http.StatusUnauthorized && string(a.Code) == `"InvalidAuthentication"`)
 	case feishu:
 		// 99991664: an app_access_token invalid.
 		return string(a.Code) == "99991663" || string(a.Code) == "99991664" || string(a.Code) == "99991677"

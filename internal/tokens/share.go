@@ -256,7 +256,10 @@ func (s *Sharer) exchange(base http.RoundTripper, ex *exchange, req *http.Reques
 			// the lease: read again before fetching.
 			if !p.force {
 				if resp, _ := s.kept(ctx, req, ex, k, key); resp != nil {
-					rctx, cancel := context.WithTimeout(ctx, peekTimeout)
+					// Let go whatever the caller's context says: a lease
+					// left held stalls every replica's exchange of the
+					// credential for its length.
+					rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), peekTimeout)
 					s.rdb.Eval(rctx, releaseLua, []string{key + ":lock"}, lock)
 					cancel()
 					unsent(ctx)
@@ -434,6 +437,11 @@ func (s *Sharer) readAnswer(resp *http.Response, sent *http.Request, ex *exchang
 	tok, life, ok := check(ex, sent.URL.Path, raw)
 	keep := time.Duration(life)*time.Second - s.margin
 	if !ok || keep < time.Second {
+		return nil, "", handed{}, false
+	}
+	if _, ok := countDown(raw, life); !ok {
+		// An answer no other replica could be given (answer counts it
+		// down): kept, every reader would miss it and fetch again.
 		return nil, "", handed{}, false
 	}
 	return raw, tok, handed{provider: ex.Provider, key: key, tag: k.tagOf(tok), until: fetched.Add(keep), ex: ex, path: sent.URL.Path, k: k}, true
