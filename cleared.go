@@ -28,12 +28,14 @@ type conditionalLifter interface {
 	LiftPenaltyIf(ctx context.Context, group, scope string, seen *inspect.PenaltyState) (bool, error)
 }
 
-// resets remembers a profile's recent resets, so that an answer of the
-// reset's code to a request sent before it, arriving after it, does not
-// penalise the scope again until midnight. A request notes the count of
-// resets (seen) as it goes; a reset numbered above it came after. Reading
-// takes no lock (the log is replaced whole), so a reset holds up no
-// request, and noting costs a request one atomic load.
+// resets remembers a profile's recent resets and lifts, so that an answer
+// of the reset's code to a request sent before it, arriving after it, does
+// not penalise the scope again until midnight, and a reserve's reply that
+// read a penalty before it was lifted does not open its breaker again for
+// the penalty's whole length. A request notes the count (seen) as it goes;
+// an entry numbered above it came after. Reading takes no lock (the log is
+// replaced whole), so a reset holds up no request, and noting costs a
+// request one atomic load.
 type resets struct {
 	mu  sync.Mutex              // serialises add
 	n   atomic.Uint64           // resets recorded so far
@@ -41,23 +43,32 @@ type resets struct {
 }
 
 type reset struct {
-	seq    uint64 // 1 for the first
-	code   string
+	seq    uint64   // 1 for the first
+	code   string   // "" for a lift, which ends a penalty of any code
 	scopes []string // sorted
 }
 
-// maxResets bounds the resets remembered: they are rare (WeChat allows 10
-// a month), and one only matters for the answers in flight when it came.
-const maxResets = 16
+// maxResets bounds the entries remembered: resets are rare (WeChat allows
+// 10 a month), lifts an operator's, and one only matters for the answers
+// in flight when it came.
+const maxResets = 64
 
 // seen is what a request notes as it is sent.
 func (r *resets) seen() uint64 { return r.n.Load() }
 
-// add records a reset. The log is stored before the count, so a request
-// that notes the new count finds the reset in the log.
+// add records a reset.
 func (r *resets) add(c *providers.Cleared) {
 	scopes := slices.Clone(c.Scopes)
 	slices.Sort(scopes)
+	r.record(c.Code, scopes)
+}
+
+// lifted records the lift of scope's penalty, whatever its code.
+func (r *resets) lifted(scope string) { r.record("", []string{scope}) }
+
+// record adds an entry. The log is stored before the count, so a request
+// that notes the new count finds the entry in the log.
+func (r *resets) record(code string, scopes []string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var log []reset
@@ -68,20 +79,21 @@ func (r *resets) add(c *providers.Cleared) {
 		log = log[1:]
 	}
 	seq := r.n.Load() + 1
-	log = append(slices.Clip(log), reset{seq: seq, code: c.Code, scopes: scopes})
+	log = append(slices.Clip(log), reset{seq: seq, code: code, scopes: scopes})
 	r.log.Store(&log)
 	r.n.Store(seq)
 }
 
-// ended reports whether a reset after seen (a request's note) ended a
-// penalty of code on scope.
+// ended reports whether a reset or a lift after seen (a request's note)
+// ended a penalty of code on scope.
 func (r *resets) ended(scope, code string, seen uint64) bool {
 	if r.n.Load() == seen {
 		return false // none since: the common case, no log read
 	}
 	log := r.log.Load()
 	for i := len(*log) - 1; i >= 0 && (*log)[i].seq > seen; i-- {
-		if _, ok := slices.BinarySearch((*log)[i].scopes, scope); ok && (*log)[i].code == code {
+		e := &(*log)[i]
+		if _, ok := slices.BinarySearch(e.scopes, scope); ok && (e.code == code || e.code == "") {
 			return true
 		}
 	}

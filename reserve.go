@@ -23,6 +23,9 @@ func (c *call) reserve(ctx context.Context, lreq *limiter.Request) (limiter.Rese
 		if !c.t.tel.disabled {
 			began = time.Now() // clock reads cost ~100ns here; skip them when nobody records
 		}
+		// A lift heard while the call is in flight ends a penalty its
+		// reply may still carry.
+		seen := c.p.resets.seen()
 		res, err := c.t.limiter.Reserve(ctx, *lreq)
 		if !c.t.tel.disabled {
 			c.t.tel.limiterCall(ctx, c, time.Since(began))
@@ -47,6 +50,11 @@ func (c *call) reserve(ctx context.Context, lreq *limiter.Request) (limiter.Rese
 			return res, nil
 		}
 		if pen := res.Penalty(); pen != nil {
+			if c.p.resets.ended(pen.Scope, pen.Code, seen) {
+				// Read before a lift or a reset that ended it: ask
+				// again rather than open the breaker for its whole end.
+				continue
+			}
 			// Another replica saw the quota error: stop locally too.
 			until := c.p.stop(pen.Scope, pen.Until, pen.Code, "shared limiter")
 			c.outcome = outcomePenalized

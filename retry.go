@@ -323,10 +323,12 @@ func (r *retrier) check(c *call, req *http.Request, resp *http.Response, err err
 	return hint, true
 }
 
-// backoff is exponential with full jitter: a random wait in
-// [min, min·2^(attempt-1)], capped at max.
+// backoff is exponential with jitter: a random wait in [min, min·2^attempt],
+// capped at max. The first retry is spread as well: callers failed by one
+// event (an HTTP/2 connection reset, a 503 blip) would otherwise all ask
+// again at min, one burst for Redis and for a window rule.
 func backoff(p RetryPolicy, attempt int) time.Duration {
-	ceil := p.MinBackoff << min(attempt-1, 20)
+	ceil := p.MinBackoff << min(attempt, 20)
 	if ceil <= 0 || ceil > p.MaxBackoff {
 		ceil = p.MaxBackoff
 	}

@@ -3,6 +3,7 @@ package throttle
 import (
 	"net/http"
 	"testing"
+	"time"
 )
 
 // An idempotency key makes a POST safe to repeat in whatever case the
@@ -20,5 +21,25 @@ func TestIdempotencyKeyAnyCase(t *testing.T) {
 	}
 	if idempotent(&http.Request{Method: http.MethodPost, Header: http.Header{"Content-Type": {"application/json"}}}) {
 		t.Error("POST without a key: idempotent")
+	}
+}
+
+// Every retry's wait is spread, the first one too, within [min, max]: an
+// event that fails many callers at once (a connection reset) must not bring
+// them all back at the same instant.
+func TestBackoffSpreadsTheFirstRetry(t *testing.T) {
+	p := RetryPolicy{}.withDefaults()
+	for attempt := 1; attempt <= 4; attempt++ {
+		seen := map[time.Duration]bool{}
+		for range 200 {
+			d := backoff(p, attempt)
+			if d < p.MinBackoff || d > p.MaxBackoff {
+				t.Fatalf("attempt %d: backoff %v outside [%v, %v]", attempt, d, p.MinBackoff, p.MaxBackoff)
+			}
+			seen[d] = true
+		}
+		if len(seen) < 100 {
+			t.Fatalf("attempt %d: %d distinct waits in 200 draws, want them spread", attempt, len(seen))
+		}
 	}
 }

@@ -75,8 +75,9 @@ func parseAnnouncement(s string) (a announcement, ok bool) {
 	case strings.HasPrefix(s, liftPrefix):
 		group, scope, ok := parseLift(s)
 		return announcement{kind: liftType, group: group, scope: scope}, ok
-	case !strings.HasPrefix(s, "v"):
-		// An earlier release's penalty: "group\nscope\nuntil\ncode".
+	case !versioned(s):
+		// An earlier release's penalty: "group\nscope\nuntil\ncode" (a
+		// group may start with "v": "vendor").
 		group, rest, ok1 := strings.Cut(s, "\n")
 		scope, rest, ok2 := strings.Cut(rest, "\n")
 		until, _, ok3 := strings.Cut(rest, "\n")
@@ -87,7 +88,7 @@ func parseAnnouncement(s string) (a announcement, ok bool) {
 	}
 	head, rest, _ := strings.Cut(s, "\n")
 	version, kind, _ := strings.Cut(head, " ")
-	if _, err := strconv.Atoi(version[1:]); err != nil || kind == "" {
+	if kind == "" {
 		return announcement{}, false
 	}
 	if version != announceVersion {
@@ -106,6 +107,22 @@ func parseAnnouncement(s string) (a announcement, ok bool) {
 		return announcement{}, false
 	}
 	return a, true
+}
+
+// versioned reports whether s leads with a version header, "v<digits>
+// <type>", rather than an earlier release's group name.
+func versioned(s string) bool {
+	head, _, _ := strings.Cut(s, "\n")
+	version, _, spaced := strings.Cut(head, " ")
+	if !spaced || len(version) < 2 || version[0] != 'v' {
+		return false
+	}
+	for _, c := range version[1:] {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // announcePenalty announces a penalty already written, again: the message
@@ -436,5 +453,5 @@ func penaltyEnd(v string) (until time.Time, code string, ok bool) {
 	if err != nil || us <= 0 || us > maxStoredUs {
 		return time.Time{}, "", false
 	}
-	return time.UnixMicro(us), code, true
+	return time.UnixMicro(us), capCode(code), true
 }

@@ -34,3 +34,25 @@ func FuzzParseAnnouncement(f *testing.F) {
 		}
 	})
 }
+
+// An earlier release's penalty of a group whose name starts with "v" is
+// read as that release wrote it, not as a malformed versioned message;
+// versioned ones still read by their header.
+func TestAnnouncementOfAGroupStartingWithV(t *testing.T) {
+	for _, tc := range []struct {
+		msg         string
+		kind, group string
+		ok          bool
+	}{
+		{"vendor\napp:k1\n1767225600000000\n90018", penaltyType, "vendor", true},
+		{"v2\napp:k1\n1767225600000000\n90018", penaltyType, "v2", true},
+		{penaltyHeader("vendor", "app:k1") + "1767225600000000\n90018", penaltyType, "vendor", true},
+		{"v9 penalty\nvendor\napp:k1\n1\nx", "", "", true}, // a later version: not ours to read
+		{"vendor\napp:k1", "", "", false},
+	} {
+		a, ok := parseAnnouncement(tc.msg)
+		if ok != tc.ok || a.kind != tc.kind || a.group != tc.group {
+			t.Errorf("%q: %+v %v, want kind %q group %q ok %v", tc.msg, a, ok, tc.kind, tc.group, tc.ok)
+		}
+	}
+}

@@ -445,7 +445,7 @@ func parsePenaltyValue(scope, v string) (inspect.PenaltyState, bool) {
 		return inspect.PenaltyState{}, false
 	}
 	code, by, _ := strings.Cut(rest, "|")
-	return inspect.PenaltyState{Scope: scope, Code: code, Until: time.UnixMicro(min(us, lastShownUs)), SetBy: by}, true
+	return inspect.PenaltyState{Scope: scope, Code: capCode(code), Until: time.UnixMicro(min(us, lastShownUs)), SetBy: capCode(by)}, true
 }
 
 // lastShownUs is the latest end a penalty is shown with, the end of the

@@ -282,6 +282,39 @@ func TestInspectFarPenalty(t *testing.T) {
 	}
 }
 
+// A penalty value of a megabyte (written by hand, or by a hostile writer)
+// refuses as any penalty does, but its code comes back cut short: in a
+// refused reserve's reply, its Penalty, and what Inspect shows. Before, the
+// whole value travelled in every refused reply and into every breaker,
+// error and log line.
+func TestAHugePenaltyValueComesBackCut(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client(t)
+	ctx := context.Background()
+	l, err := limiter.NewRedis(c, limiter.WithPrefix("huge"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	until := time.Now().Add(time.Hour)
+	c.Set(ctx, "{huge:g}:p:app:x", strconv.FormatInt(until.UnixMicro(), 10)+"|"+strings.Repeat("9", 1<<20), time.Minute)
+	req := limiter.Request{Group: "g", Rules: []rule.Rule{rule.Must(rule.New("api", 10, time.Second))}, Scopes: []string{"app:x"}}
+	res, err := l.Reserve(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := res.Penalty()
+	if res.OK() || p == nil || p.Scope != "app:x" || len(p.Code) > 128 || !strings.HasPrefix(p.Code, "999") {
+		t.Fatalf("reserve under a huge penalty: ok %v, penalty %.200v; want refused on app:x, its code cut to at most 128 bytes", res.OK(), p)
+	}
+	st, err := l.Inspect(ctx, "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Groups) != 1 || len(st.Groups[0].Penalties) != 1 || len(st.Groups[0].Penalties[0].Code) > 128 {
+		t.Fatalf("Inspect: %d groups; want the penalty with its code cut to at most 128 bytes", len(st.Groups))
+	}
+}
+
 // What throttlectl shows of a calendar rule follows its limit when the
 // limit changes under its key (a quota reconciled with the provider's
 // count): it used to show the first limit until the window ended.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/quotaware/throttle/limiter/inspect"
 	"github.com/quotaware/throttle/limiter/internal/rulecore"
@@ -16,6 +17,49 @@ import (
 // be there (a garbled answer, a test run against production). The penalty
 // key goes, and the lift is announced on the penalties channel so that every
 // watching replica closes its breaker for the scope at once.
+
+// A lift leaves a mark beside the penalty key ("{prefix:group}:l:<scope>"),
+// so that a replica that re-reads a penalty it knows (liftwatch.go) tells a
+// lift from a loss of Redis's data: a key gone with its mark is lifted; a
+// key gone without one went with the rest of the state (a restart without
+// persistence, a FLUSHALL), and its breakers stay open, as design.md says
+// they do after a lost state. The mark lives as long as the penalty would
+// have, at least liftMarkMin and at most liftMarkMax.
+const (
+	liftMarkMin = 10 * time.Minute
+	liftMarkMax = 32 * 24 * time.Hour
+)
+
+// markLiftLua, run where a lift removes KEYS[1] (a penalty key whose value
+// was v, false when none), leaves the mark KEYS[2]. It is a function of
+// the scripts that lift.
+const markLiftLua = `
+local function mark(v, key, now_ms, min_ms, max_ms)
+  local ttl = min_ms
+  local e = v and tonumber(string.match(v, '^(%d+)'))
+  if e and e / 1000 - now_ms > ttl then ttl = math.floor(e / 1000 - now_ms) end
+  if ttl > max_ms then ttl = max_ms end
+  redis.call('SET', key, '1', 'PX', ttl)
+end
+`
+
+// liftScript removes a penalty key and leaves its mark; it returns 1 when
+// there was a key.
+var liftScript = redis.NewScript(markLiftLua + `
+local v = redis.call('GET', KEYS[1])
+local t = redis.call('TIME')
+mark(v, KEYS[2], tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), tonumber(ARGV[1]), tonumber(ARGV[2]))
+return redis.call('DEL', KEYS[1])
+`)
+
+// liftMarkArgs are the mark's bounds, as the lift scripts take them (ms).
+var liftMarkArgs = []any{liftMarkMin.Milliseconds(), liftMarkMax.Milliseconds()}
+
+// liftKeys are the keys of a lift of scope's penalty: the penalty's and
+// its mark's.
+func (l *redisLimiter) liftKeys(group, scope string) []string {
+	return []string{l.penaltyKey(group, scope), redisKey(l.prefix, liftTag, group, scope)}
+}
 
 // liftPrefix leads a lift announcement, "\x00lift\n<group>\n<scope>"; a
 // penalty announcement always starts with a group name, never with a NUL.
@@ -33,7 +77,7 @@ func (l *redisLimiter) LiftPenalty(ctx context.Context, group, scope string) (bo
 	if err := rulecore.CheckKey(scope); err != nil {
 		return false, fmt.Errorf("%w: scope %v", ErrInvalidRequest, err)
 	}
-	n, err := l.client.Del(ctx, l.penaltyKey(group, scope)).Result()
+	n, err := liftScript.Run(ctx, l.client, l.liftKeys(group, scope), liftMarkArgs...).Int64()
 	if err != nil {
 		return false, unavailable("lift", err)
 	}
@@ -78,11 +122,11 @@ func (e *PenaltyChangedError) Unwrap() error { return ErrPenaltyChanged }
 // clock (its end, µs before the first "|", not after TIME) or unreadable
 // counts as none, as Inspect does not show it. It returns {1, value} when
 // the key held what was shown (and is gone), {0, value} when it did not.
-var liftIfScript = redis.NewScript(`
+var liftIfScript = redis.NewScript(markLiftLua + `
 local v = redis.call('GET', KEYS[1])
 local shown = v
+local t = redis.call('TIME')
 if v then
-  local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
   local e = tonumber(string.match(v, '^(%d+)|') or string.match(v, '^(%d+)$'))
   if e == nil or e <= now then shown = '' end
@@ -90,6 +134,7 @@ else
   shown = ''
 end
 if shown ~= ARGV[1] then return {0, shown} end
+mark(v, KEYS[2], tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), tonumber(ARGV[2]), tonumber(ARGV[3]))
 if v then redis.call('DEL', KEYS[1]) end
 return {1, shown}
 `)
@@ -114,7 +159,7 @@ func (l *redisLimiter) LiftPenaltyIf(ctx context.Context, group, scope string, s
 		}
 		want = seen.Value
 	}
-	res, err := liftIfScript.Run(ctx, l.client, []string{l.penaltyKey(group, scope)}, want).Slice()
+	res, err := liftIfScript.Run(ctx, l.client, l.liftKeys(group, scope), append([]any{want}, liftMarkArgs...)...).Slice()
 	if err != nil {
 		return false, unavailable("lift", err)
 	}

@@ -80,17 +80,25 @@ func (w *watcher) poll() {
 		pipe := w.l.client.Pipeline()
 		cmds := make([]*redis.IntCmd, len(ids))
 		for i, id := range ids {
-			cmds[i] = pipe.Exists(ctx, w.l.penaltyKey(id.group, id.scope))
+			// The penalty's key, and the mark a lift leaves (lift.go):
+			// a key gone without its mark went with a lost state.
+			cmds[i] = pipe.Exists(ctx, w.l.liftKeys(id.group, id.scope)[0])
+		}
+		marks := make([]*redis.IntCmd, len(ids))
+		for i, id := range ids {
+			marks[i] = pipe.Exists(ctx, w.l.liftKeys(id.group, id.scope)[1])
 		}
 		_, _ = pipe.Exec(ctx)
 		cancel()
 		owed = false
 		for i, id := range ids {
 			n, err := cmds[i].Result()
-			if err != nil {
+			m, merr := marks[i].Result()
+			if err != nil || merr != nil {
 				owed = true // asked again in pollEvery
+				continue
 			}
-			if err != nil || n != 0 || !w.forgetUnlessRenewed(id, ends[i]) {
+			if n != 0 || m == 0 || !w.forgetUnlessRenewed(id, ends[i]) {
 				continue
 			}
 			if w.cfg.onLift != nil {

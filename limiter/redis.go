@@ -109,6 +109,8 @@ func (l *redisLimiter) penaltyKey(group, scope string) string {
 const (
 	ruleTag    = 'r'
 	penaltyTag = 'p'
+	// liftTag names the mark a lift leaves on a scope (lift.go).
+	liftTag = 'l'
 	// epochTag names the group's epoch marker; its name is empty.
 	epochTag = 'e'
 )

@@ -159,13 +159,27 @@ func answer(req *Request, now time.Time, status, amount, index int64, fields, st
 			p.Scope = req.Scopes[index-1]
 		}
 		if _, code, found := strings.Cut(stored, "|"); found {
-			p.Code = code
+			p.Code = capCode(code)
 		}
 		res.penalty = p
 	default:
 		return res, false
 	}
 	return res, true
+}
+
+// maxCodeLen bounds a penalty's code as read from Redis: a provider's code
+// is a few bytes, and a value written by hand must not travel into every
+// breaker, error and log line whole (state.lua sends at most 256 bytes of
+// the value).
+const maxCodeLen = 128
+
+// capCode is code cut to maxCodeLen bytes.
+func capCode(code string) string {
+	if len(code) > maxCodeLen {
+		return code[:maxCodeLen]
+	}
+	return code
 }
 
 // parseBooked reads the state each of n rules moved to, from an admitted

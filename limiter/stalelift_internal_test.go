@@ -30,8 +30,14 @@ func TestLiftReadRacingANewPenalty(t *testing.T) {
 	w := l.watch(watcherConfig{onLift: func(_, scope string) { mu.Lock(); lifted = append(lifted, scope); mu.Unlock() }})
 	t.Cleanup(w.stop)
 
-	// Two known penalties whose keys are gone: "old" is lifted, "renewed"
-	// gets a new penalty here while the re-read is in flight.
+	// Two known penalties whose keys are gone, both lifted (their marks
+	// there): "old" stays lifted, "renewed" gets a new penalty here while
+	// the re-read is in flight.
+	for _, scope := range []string{"old", "renewed"} {
+		if err := srv.Client(t).Set(context.Background(), l.liftKeys("g", scope)[1], "1", time.Hour).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
 	now := time.Now()
 	w.remember("g", Penalty{Scope: "old", Until: now.Add(time.Hour)})
 	w.remember("g", Penalty{Scope: "renewed", Until: now.Add(time.Hour)})

@@ -74,7 +74,10 @@ local function penalty(KEYS, val, alias, now, ko, n)
       local u = tonumber(sep and string.sub(v, 1, sep - 1) or v)
       if u and not (u <= most) then u = nil end
       if u and u > now and u > best_until then
-        best, best_until, best_value = i, u, v
+        -- At most 256 bytes of it go back: the end and a provider's
+        -- code need far less, and a value of megabytes (written by hand)
+        -- would travel in every refused reply (maxCodeLen, reply.go).
+        best, best_until, best_value = i, u, string.sub(v, 1, 256)
       elseif not u then
         redis.call('DEL', KEYS[j])
         val[j] = false
