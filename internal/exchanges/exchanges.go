@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/quotaware/throttle/internal/apipath"
 )
 
 // Provider names, the presets' profile names.
@@ -49,7 +51,7 @@ type Token struct {
 // distinct across the four providers; whether the request went to the
 // provider at all is the caller's check.
 func For(method, path string) *Kind {
-	path = Clean(path)
+	path = apipath.Clean(path)
 	switch {
 	case path == "/gettoken" && method == http.MethodGet:
 		return &dingtalkGettoken
@@ -78,36 +80,13 @@ func For(method, path string) *Kind {
 // is not idempotent, and sent twice it charges the account's daily count
 // twice and invalidates the token the first call handed out.
 func Rotates(method, path string) bool {
-	return method == http.MethodGet && Clean(path) == "/cgi-bin/token"
-}
-
-// Clean returns path as the providers' front ends read it, and as the
-// catalogs do: repeated slashes merged, one trailing slash dropped. An SDK
-// whose base URL ends in "/" calls "//cgi-bin/token": compared as written,
-// that exchange was not known, so neither shared nor kept from a resend
-// that rotates the account's token. Allocates only for such a path.
-func Clean(path string) string {
-	if !strings.Contains(path, "//") && (len(path) < 2 || path[len(path)-1] != '/') {
-		return path
-	}
-	var b strings.Builder
-	for i := 0; i < len(path); i++ {
-		if path[i] == '/' && i > 0 && path[i-1] == '/' {
-			continue
-		}
-		b.WriteByte(path[i])
-	}
-	out := b.String()
-	if len(out) > 1 && out[len(out)-1] == '/' {
-		out = out[:len(out)-1]
-	}
-	return out
+	return method == http.MethodGet && apipath.Clean(path) == "/cgi-bin/token"
 }
 
 // Names returns the app (and org or tenant) the request names; "" when it
 // names none.
 func (k *Kind) Names(path string, q url.Values, b *Request, lookup Lookup) (app, org string) {
-	path = Clean(path)
+	path = apipath.Clean(path)
 	if lookup == nil {
 		lookup = func(string) (string, bool) { return "", false }
 	}
@@ -120,7 +99,7 @@ func (k *Kind) Names(path string, q url.Values, b *Request, lookup Lookup) (app,
 // changes on every call; a query credential sent other than by GET). force
 // reports a request for a new token (WeChat stable_token force_refresh).
 func (k *Kind) Credential(method, path string, q url.Values, b *Request) (cred []string, force bool) {
-	path = Clean(path)
+	path = apipath.Clean(path)
 	if k.credential == nil {
 		return nil, false
 	}
@@ -130,7 +109,7 @@ func (k *Kind) Credential(method, path string, q url.Values, b *Request) (cred [
 // Tokens returns the tokens an answer hands out, the one the SDK sends
 // afterwards first; empty members are left out.
 func (k *Kind) Tokens(path string, a *Answer) []Token {
-	path = Clean(path)
+	path = apipath.Clean(path)
 	var out []Token
 	for _, t := range k.tokens(path, a) {
 		if t.Value != "" {

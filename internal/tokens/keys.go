@@ -12,7 +12,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/quotaware/throttle/internal/exchanges"
+	"github.com/quotaware/throttle/internal/apipath"
 )
 
 // salt separates these derivations from any other use of the same secret.
@@ -36,7 +36,7 @@ type keys struct {
 func derive(provider, path string, cred []string) (*keys, error) {
 	var ikm []byte
 	// One credential is one key however the path is spelled.
-	for _, v := range append([]string{provider, exchanges.Clean(path)}, cred...) {
+	for _, v := range append([]string{provider, apipath.Clean(path)}, cred...) {
 		ikm = binary.BigEndian.AppendUint32(ikm, uint32(len(v)))
 		ikm = append(ikm, v...)
 	}

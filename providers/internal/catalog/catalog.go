@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+
+	"github.com/quotaware/throttle/internal/apipath"
 )
 
 // API is one template of the catalog.
@@ -109,17 +111,18 @@ func (c *Catalog) add(t string) error {
 }
 
 // Lookup returns the template a request's method and path (no query) call,
-// or nil when none does. A single trailing slash is ignored.
-func (c *Catalog) Lookup(method, path string) *API {
-	if c == nil || path == "" || path[0] != '/' {
+// or nil when none does. The path is read as the providers' front ends
+// read it: repeated slashes merged, "." and ".." resolved, a trailing
+// slash ignored ("//topapi/./v2/user/get//" is /topapi/v2/user/get: read
+// apart, it escaped the API's rules and the monthly quota).
+func (c *Catalog) Lookup(method, p string) *API {
+	if c == nil || p == "" || p[0] != '/' {
 		return nil
 	}
-	rest := path[1:]
+	p = apipath.Clean(p)
+	rest := p[1:]
 	if rest == "" {
 		return c.root.api(method)
-	}
-	if rest[len(rest)-1] == '/' {
-		rest = rest[:len(rest)-1]
 	}
 	return c.root.match(rest, method)
 }
@@ -127,12 +130,6 @@ func (c *Catalog) Lookup(method, path string) *API {
 func (n *node) match(rest, method string) *API {
 	seg, tail, more := strings.Cut(rest, "/")
 	if seg == "" {
-		if more {
-			// "//": the providers' front ends merge repeated slashes, so
-			// "//user/get" is /user/get (counted apart, it escaped the
-			// API's rules and the monthly quota).
-			return n.match(tail, method)
-		}
 		return nil
 	}
 	if next := n.static[seg]; next != nil {

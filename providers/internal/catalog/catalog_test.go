@@ -32,8 +32,12 @@ func TestLookup(t *testing.T) {
 		{"GET", "/a/x/b/zz", "GET /a/{id}/b/{other}"},
 		{"POST", "/topapi/v2/user/get", "/topapi/v2/user/get"},
 		{"GET", "/topapi/v2/user/get/", "/topapi/v2/user/get"},
-		{"GET", "/topapi/v2/user/get//", ""},
-		// Repeated slashes are one, as the providers' front ends read them.
+		// Repeated slashes are one, and dot segments resolved, as the
+		// providers' front ends read them.
+		{"GET", "/topapi/v2/user/get//", "/topapi/v2/user/get"},
+		{"GET", "/topapi/./v2/user/get", "/topapi/v2/user/get"},
+		{"GET", "/topapi/x/../v2/user/get", "/topapi/v2/user/get"},
+		{"GET", "/../topapi/v2/user/get/.", "/topapi/v2/user/get"},
 		{"GET", "//topapi/v2/user/get", "/topapi/v2/user/get"},
 		{"GET", "/v1.0//contact/users/zhangsan", "GET /v1.0/contact/users/{unionId}"},
 		{"GET", "/topapi/v2/user", ""},
