@@ -56,8 +56,11 @@ const (
 
 // headroomScript records a replica's estimate (ARGV[2] µs, "-" for none
 // yet) under its field with an expiry (ARGV[3] ms) and returns the largest
-// estimate of the fields still live, dropping the lapsed ones. Redis's TIME
-// is the clock, as everywhere in the limiter.
+// estimate of the fields still live, dropping the lapsed ones and those
+// dated further ahead than any replica writes (before a failover to a
+// master whose clock is behind, or by hand: kept, such an estimate held
+// every replica's allowance up for as long). Redis's TIME is the clock, as
+// everywhere in the limiter.
 var headroomScript = redis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -71,7 +74,7 @@ for i = 1, #all, 2 do
   local v = all[i + 1]
   local c = string.find(v, ':', 1, true)
   local est, exp = tonumber(string.sub(v, 1, (c or 1) - 1)), tonumber(string.sub(v, (c or 0) + 1))
-  if not c or not est or not exp or exp <= now then
+  if not c or not est or not exp or exp <= now or exp > now + ttl then
     redis.call('HDEL', KEYS[1], all[i])
   elseif est > best then
     best = est

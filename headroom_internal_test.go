@@ -1,8 +1,10 @@
 package throttle
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"testing"
 	"time"
 
@@ -202,5 +204,29 @@ func TestHeadroomSharedEstimateOutOfRange(t *testing.T) {
 	l.round(0)
 	if got, want := time.Duration(h2.allowance.Load()), allowanceFor(h2.spec, time.Duration(h2.must(t))*time.Microsecond); got != want {
 		t.Fatalf("allowance %v with the key of another type, want its own estimate's %v", got, want)
+	}
+}
+
+// An estimate dated further ahead than any replica writes (a failover to a
+// master whose clock is behind, or a hand's write) is dropped, not taken
+// as the fleet's largest: it used to hold every replica's allowance up
+// until Redis's clock reached it.
+func TestHeadroomDropsEstimatesFromTheFuture(t *testing.T) {
+	rdb := redistest.Start(t).Client(t)
+	ctx := context.Background()
+	key := "{headroom-future:p}:headroom"
+	far := strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10)
+	if err := rdb.HSet(ctx, key, "ghost", "5000000:"+far).Err(); err != nil {
+		t.Fatal(err)
+	}
+	best, err := headroomScript.Run(ctx, rdb, []string{key}, "me", "1000", headroomTTL.Milliseconds()).Int64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if best != 1000 {
+		t.Fatalf("largest estimate %d µs, want this replica's 1000 (the one an hour ahead dropped)", best)
+	}
+	if rdb.HExists(ctx, key, "ghost").Val() {
+		t.Fatal("the estimate an hour ahead is still in the hash")
 	}
 }

@@ -20,5 +20,10 @@ end
 local ttl = tonumber(ARGV[2])
 redis.call('ZADD', KEYS[1], string.format('%d', now), ARGV[1])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%d', now - ttl))
+-- A beat dated ahead of Redis's clock (written before a failover to a
+-- master whose clock is behind, or by hand) would count a replica gone
+-- long after it left, shrinking every replica's share in an outage: no
+-- beat lies further ahead than one beat's validity.
+redis.call('ZREMRANGEBYSCORE', KEYS[1], string.format('(%d', now + ttl), '+inf')
 redis.call('PEXPIRE', KEYS[1], ttl * 2)
 return sign * redis.call('ZCARD', KEYS[1])

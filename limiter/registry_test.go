@@ -7,6 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/quotaware/throttle/internal/faultproxy"
 	"github.com/quotaware/throttle/internal/redistest"
 	"github.com/quotaware/throttle/limiter"
 	"github.com/quotaware/throttle/limiter/limitertest"
@@ -43,6 +44,52 @@ func TestRegistryCountsLiveReplicas(t *testing.T) {
 	until("the others see 2", func() bool { return regs[0].Live() == 2 && regs[1].Live() == 2 })
 }
 
+// A beat dated ahead of Redis's clock (written before a failover to a
+// master whose clock is behind, or by hand) does not count a replica that
+// is gone: it used to, until Redis's clock reached it, shrinking every
+// replica's share in an outage.
+func TestRegistryDropsBeatsFromTheFuture(t *testing.T) {
+	srv := redistest.Shared(t)
+	prefix := limitertest.Group(t)
+	ghost := float64(time.Now().Add(time.Hour).UnixMilli())
+	if err := srv.Client(t).ZAdd(context.Background(), "{"+prefix+":registry}:replicas", redis.Z{Score: ghost, Member: "ghost"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	c := srv.Client(t)
+	key := "{" + prefix + ":registry}:replicas"
+	r := limiter.StartRegistry(c, prefix, 20*time.Millisecond)
+	t.Cleanup(r.Close)
+	// Two beats of this replica: the second counts what the first left.
+	var first float64
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		if time.Now().After(deadline) {
+			t.Fatal("this replica did not beat twice within 5s")
+		}
+		time.Sleep(5 * time.Millisecond) // polling beats of a background goroutine
+		ids, err := c.ZRangeWithScores(context.Background(), key, 0, -1).Result()
+		if err != nil {
+			continue
+		}
+		var self float64
+		for _, z := range ids {
+			if z.Member != "ghost" {
+				self = z.Score
+			}
+		}
+		if first == 0 {
+			first = self
+		} else if self > first {
+			break
+		}
+	}
+	if n := r.Live(); n != 1 {
+		t.Fatalf("Live = %d with a beat an hour ahead, want 1 (this replica alone)", n)
+	}
+	if c.ZScore(context.Background(), key, "ghost").Err() == nil {
+		t.Fatal("the beat an hour ahead is still in the registry")
+	}
+}
+
 // A Redis that comes back empty does not make a replica think it is alone
 // while the others re-register: the count holds for a few beats, then
 // follows replicas that really left.
@@ -57,11 +104,16 @@ func TestRegistryKeepsCountWhenRedisComesBackEmpty(t *testing.T) {
 	// hundreds of ms to spare on a loaded machine.
 	r := limiter.StartRegistry(c, prefix, 200*time.Millisecond)
 	t.Cleanup(r.Close)
-	// Two other replicas, live for an hour, that this test controls.
-	later := float64(time.Now().Add(time.Hour).UnixMilli())
-	if err := c.ZAdd(ctx, key, redis.Z{Score: later, Member: "b"}, redis.Z{Score: later, Member: "c"}).Err(); err != nil {
-		t.Fatal(err)
+	// Two other replicas, beating through a proxy that this test stalls:
+	// they stop beating without leaving, as replicas cut off do.
+	proxy := faultproxy.Start(t, srv.Addr)
+	others := redis.NewClient(&redis.Options{Addr: proxy.Addr()})
+	t.Cleanup(func() { others.Close() })
+	for range 2 {
+		o := limiter.StartRegistry(others, prefix, 200*time.Millisecond)
+		t.Cleanup(o.Close)
 	}
+	t.Cleanup(proxy.Resume) // before the Closes: they leave the registry
 	until := func(what string, cond func() bool) {
 		t.Helper()
 		deadline := time.Now().Add(5 * time.Second)
@@ -75,6 +127,7 @@ func TestRegistryKeepsCountWhenRedisComesBackEmpty(t *testing.T) {
 	until("sees 3", func() bool { return r.Live() == 3 })
 
 	// Redis comes back empty; only this replica beats.
+	proxy.Stall()
 	if err := c.Del(ctx, key).Err(); err != nil {
 		t.Fatal(err)
 	}
