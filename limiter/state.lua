@@ -71,7 +71,12 @@ local function penalty(KEYS, val, alias, now, ko, n)
     local v = val[j]
     if v then
       local sep = string.find(v, '|', 1, true)
-      local u = tonumber(sep and string.sub(v, 1, sep - 1) or v)
+      local e = sep and string.sub(v, 1, sep - 1) or v
+      -- Digits only, as penalize.lua writes and the Go side reads
+      -- (strconv.ParseInt): tonumber also takes "1.8e15", "0x..." and
+      -- leading spaces, a live end here that Inspect, a quota reset and
+      -- the re-read of known penalties did not see.
+      local u = string.find(e, '^%d+$') and tonumber(e)
       if u and not (u <= most) then u = nil end
       if u and u > now and u > best_until then
         -- At most 256 bytes of it go back: the end and a provider's
