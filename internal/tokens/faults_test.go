@@ -230,14 +230,15 @@ func TestLeaseTakenWhoseReplyWasLost(t *testing.T) {
 	}
 	direct := srv.Client(t)
 	ctx := context.Background()
-	lock := "lostreply:" + t.Name() + ":lock"
+	key := "lostreply:" + t.Name()
+	lock := key + ":lock"
 	direct.Del(ctx, lock) // a lease an earlier run left would read as taken at once
 	proxy.HoldRepliesAfter([]byte(lock))
 	done := make(chan error, 1)
 	var got bool
 	go func() {
 		var err error
-		got, err = s.take(ctx, lock, "mine")
+		got, _, err = s.take(ctx, key, "mine", false)
 		done <- err
 	}()
 	// Redis has run the take once the lease is there; its reply is held.
@@ -256,7 +257,7 @@ func TestLeaseTakenWhoseReplyWasLost(t *testing.T) {
 	if !got {
 		t.Fatal("the take sent again answered that the lease was held: it is this exchange's")
 	}
-	if ok, err := s.take(ctx, lock, "another"); ok || err != nil {
+	if ok, _, err := s.take(ctx, key, "another", false); ok || err != nil {
 		t.Fatalf("another exchange took the held lease: %v %v", ok, err)
 	}
 }

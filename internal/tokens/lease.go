@@ -73,9 +73,22 @@ const renewLua = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.cal
 // again when its connection failed before the reply (MaxRetries, 3 by
 // default): a SET NX sent so answered that the lease was held, by this very
 // exchange, which then waited the lease out (3 s) with no fetch in flight.
-const takeLua = `if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end
+//
+// With ARGV[3] '1' it answers 2 instead, taking nothing, while the mark
+// KEYS[2] says the last fetch's answer could not be kept (unkeptFor).
+const takeLua = `if ARGV[3] == '1' and redis.call('EXISTS', KEYS[2]) == 1 then return 2 end
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end
 if redis.call('GET', KEYS[1]) == ARGV[1] then return 1 end
 return 0`
+
+// unkeptFor is how long a fetch whose answer could not be kept (an error
+// code, a wrong secret, a repeat too near its end) lets the exchanges of
+// its credential go to the provider each on its own rather than one lease
+// after another: those waiting would otherwise fetch one at a time, a
+// round trip each, and the last of a crowd was told its wait ran out
+// ("another replica's exchange in flight") instead of the provider's
+// answer. A second: the next exchange after it that can be kept is kept.
+const unkeptFor = time.Second
 
 // releaseLua deletes the lease only while it is still this replica's.
 const releaseLua = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`

@@ -247,8 +247,8 @@ func (s *Sharer) exchange(base http.RoundTripper, ex *exchange, req *http.Reques
 			}
 		}
 		lock := nonce()
-		got, err := s.take(ctx, key+":lock", lock)
-		if err != nil {
+		got, unkept, err := s.take(ctx, key, lock, p.force)
+		if err != nil || unkept {
 			return s.unshare(base, sent, ctx, ex, k, key)
 		}
 		if got {
@@ -350,11 +350,33 @@ func (s *Sharer) keep(ctx context.Context, key string, v []byte, d time.Duration
 // take takes the lease at lock for the fetch of its credential, reporting
 // whether it did; bounded as peek is, so that a Redis that does not answer
 // delays the exchange, sent alone then, by no more.
-func (s *Sharer) take(ctx context.Context, lock, id string) (bool, error) {
+//
+// Unless force, it takes nothing and reports unkept while the last fetch's
+// answer could not be kept (unkeptFor).
+func (s *Sharer) take(ctx context.Context, key, id string, force bool) (got, unkept bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, peekTimeout)
 	defer cancel()
-	n, err := s.rdb.Eval(ctx, takeLua, []string{lock}, id, s.lease.Milliseconds()).Int()
-	return n == 1, err
+	honour := "1"
+	if force {
+		honour = "0" // a forced refresh rotates the token: one at a time
+	}
+	n, err := s.rdb.Eval(ctx, takeLua, []string{key + ":lock", key + ":unkept"}, id, s.lease.Milliseconds(), honour).Int()
+	return n == 1, n == 2, err
+}
+
+// markUnkept notes that the answer just fetched for key could not be
+// kept, so that the exchanges waiting for it go on their own (unkeptFor).
+// An answer of a rotating exchange that holds a token is not marked: those
+// exchanges in parallel would invalidate one another's tokens.
+func (s *Sharer) markUnkept(ctx context.Context, ex *exchange, sent *http.Request, key string, raw []byte) {
+	if exchanges.Rotates(sent.Method, sent.URL.Path) {
+		if a, ok := ex.ParseAnswer(raw); ok && len(ex.Tokens(sent.URL.Path, a)) > 0 {
+			return
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, peekTimeout)
+	defer cancel()
+	s.rdb.Set(ctx, key+":unkept", "1", unkeptFor)
 }
 
 // unshare sends an exchange as it came, when Redis fails (or ctx ended
@@ -381,18 +403,27 @@ func (s *Sharer) fetch(base http.RoundTripper, sent *http.Request, ex *exchange,
 		defer s.holdLease(sent.Context(), key+":lock", lock)()
 	}
 	resp, err := s.send(base, sent)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		return resp, err
-	}
 	// Redis writes outlive a caller that gives up (the answer is the
 	// fleet's), and each is bounded from when it starts, as every Redis
 	// call of an exchange is (peekTimeout): a provider slower than a
 	// bound must not cost the fleet its answer, nor a stalled Redis hold
 	// the caller that has it.
 	ctx := context.WithoutCancel(sent.Context())
+	if err != nil {
+		return resp, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		if lock != "" {
+			s.markUnkept(ctx, ex, sent, key, nil)
+		}
+		return resp, nil
+	}
 	fetched := s.now()
 	raw, tok, h, ok := s.readAnswer(resp, sent, ex, k, key, fetched)
 	if !ok {
+		if lock != "" {
+			s.markUnkept(ctx, ex, sent, key, raw)
+		}
 		return resp, nil
 	}
 	keep := h.until.Sub(fetched)
@@ -422,7 +453,7 @@ func (s *Sharer) fetch(base http.RoundTripper, sent *http.Request, ex *exchange,
 
 // readAnswer reads the token of an exchange's answer, fetched at fetched,
 // and what the fleet keeps and watches of it; ok is false when it holds
-// none or too little is left of it. An answer stated with no more than
+// none or too little is left of it (raw is then what was read, if any). An answer stated with no more than
 // the margin (a repeat of a token near its end: WeChat's stable_token,
 // WeCom's gettoken) is not kept: each exchange then goes to the provider,
 // which answers it truly or with a new token. A margin shrunk to a
@@ -437,12 +468,12 @@ func (s *Sharer) readAnswer(resp *http.Response, sent *http.Request, ex *exchang
 	tok, life, ok := check(ex, sent.URL.Path, raw)
 	keep := time.Duration(life)*time.Second - s.margin
 	if !ok || keep < time.Second {
-		return nil, "", handed{}, false
+		return raw, "", handed{}, false
 	}
 	if _, ok := countDown(raw, life); !ok {
 		// An answer no other replica could be given (answer counts it
 		// down): kept, every reader would miss it and fetch again.
-		return nil, "", handed{}, false
+		return raw, "", handed{}, false
 	}
 	return raw, tok, handed{provider: ex.Provider, key: key, tag: k.tagOf(tok), until: fetched.Add(keep), ex: ex, path: sent.URL.Path, k: k}, true
 }

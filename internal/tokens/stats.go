@@ -7,7 +7,7 @@ type Stats struct {
 	Waited   int64 // exchanges that waited for one in flight
 	Healed   int64 // kept answers deleted because the provider refused their token
 	Capped   int64 // heals refused by the credential's caps (WithHealLimits)
-	Unshared int64 // exchanges sent as they came because Redis failed, or not kept because their lease lapsed
+	Unshared int64 // exchanges sent as they came because Redis failed or the last answer could not be kept, or not kept because their lease lapsed
 	Replaced int64 // requests sent with the fleet's current token in place of one the provider refused
 }
 
@@ -19,7 +19,7 @@ const (
 	Waited   = "waited"   // an exchange that waited for one in flight (then shared or fetched too)
 	Healed   = "healed"   // a kept answer deleted because the provider refused its token
 	Capped   = "capped"   // a heal refused by the credential's caps (WithHealLimits)
-	Unshared = "unshared" // an exchange sent as it came because Redis failed, or not kept because its lease lapsed
+	Unshared = "unshared" // an exchange sent as it came because Redis failed or the last answer could not be kept, or not kept because its lease lapsed
 	Replaced = "replaced" // a request sent with the fleet's current token in place of one the provider refused
 )
 
