@@ -74,11 +74,24 @@ const renewLua = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.cal
 // default): a SET NX sent so answered that the lease was held, by this very
 // exchange, which then waited the lease out (3 s) with no fetch in flight.
 //
-// With ARGV[3] '1' it answers 2 instead, taking nothing, while the mark
-// KEYS[2] says the last fetch's answer could not be kept (unkeptFor).
-const takeLua = `if ARGV[3] == '1' and redis.call('EXISTS', KEYS[2]) == 1 then return 2 end
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end
-if redis.call('GET', KEYS[1]) == ARGV[1] then return 1 end
+// A lease that reads "unkept" is the mark a fetch whose answer could not
+// be kept leaves (unkeptFor): with ARGV[3] '1' it answers 2, taking
+// nothing; a forced refresh (ARGV[3] '0') takes it over. The mark is the
+// lease's own key, so the script names one key, as a cluster needs (the
+// token's keys carry no hash tag).
+const takeLua = `local v = redis.call('GET', KEYS[1])
+if v == ARGV[1] then return 1 end
+if v == 'unkept' and ARGV[3] == '1' then return 2 end
+if v and v ~= 'unkept' then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1`
+
+// unkeptLua turns this fetch's lease (ARGV[1]) into the mark "unkept" for
+// ARGV[2] ms; a lease no longer its own is left alone.
+const unkeptLua = `if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('SET', KEYS[1], 'unkept', 'PX', ARGV[2])
+  return 1
+end
 return 0`
 
 // unkeptFor is how long a fetch whose answer could not be kept (an error

@@ -352,7 +352,7 @@ func (s *Sharer) keep(ctx context.Context, key string, v []byte, d time.Duration
 // delays the exchange, sent alone then, by no more.
 //
 // Unless force, it takes nothing and reports unkept while the last fetch's
-// answer could not be kept (unkeptFor).
+// answer could not be kept (takeLua).
 func (s *Sharer) take(ctx context.Context, key, id string, force bool) (got, unkept bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, peekTimeout)
 	defer cancel()
@@ -360,23 +360,22 @@ func (s *Sharer) take(ctx context.Context, key, id string, force bool) (got, unk
 	if force {
 		honour = "0" // a forced refresh rotates the token: one at a time
 	}
-	n, err := s.rdb.Eval(ctx, takeLua, []string{key + ":lock", key + ":unkept"}, id, s.lease.Milliseconds(), honour).Int()
+	n, err := s.rdb.Eval(ctx, takeLua, []string{key + ":lock"}, id, s.lease.Milliseconds(), honour).Int()
 	return n == 1, n == 2, err
 }
 
-// markUnkept notes that the answer just fetched for key could not be
-// kept, so that the exchanges waiting for it go on their own (unkeptFor).
-// An answer of a rotating exchange that holds a token is not marked: those
-// exchanges in parallel would invalidate one another's tokens.
-func (s *Sharer) markUnkept(ctx context.Context, ex *exchange, sent *http.Request, key string, raw []byte) {
-	if exchanges.Rotates(sent.Method, sent.URL.Path) {
-		if a, ok := ex.ParseAnswer(raw); ok && len(ex.Tokens(sent.URL.Path, a)) > 0 {
-			return
-		}
+// markUnkept turns the lease lock of key into the mark that the answer
+// just fetched could not be kept, so that the exchanges waiting for it go
+// on their own (unkeptFor). A rotating exchange (WeChat's GET
+// /cgi-bin/token) is never marked: sent together, its exchanges would
+// invalidate one another's tokens and spend the account's 2,000 a day.
+func (s *Sharer) markUnkept(ctx context.Context, sent *http.Request, key, lock string) {
+	if lock == "" || exchanges.Rotates(sent.Method, sent.URL.Path) {
+		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, peekTimeout)
 	defer cancel()
-	s.rdb.Set(ctx, key+":unkept", "1", unkeptFor)
+	s.rdb.Eval(ctx, unkeptLua, []string{key + ":lock"}, lock, unkeptFor.Milliseconds())
 }
 
 // unshare sends an exchange as it came, when Redis fails (or ctx ended
@@ -413,17 +412,13 @@ func (s *Sharer) fetch(base http.RoundTripper, sent *http.Request, ex *exchange,
 		return resp, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		if lock != "" {
-			s.markUnkept(ctx, ex, sent, key, nil)
-		}
+		s.markUnkept(ctx, sent, key, lock)
 		return resp, nil
 	}
 	fetched := s.now()
 	raw, tok, h, ok := s.readAnswer(resp, sent, ex, k, key, fetched)
 	if !ok {
-		if lock != "" {
-			s.markUnkept(ctx, ex, sent, key, raw)
-		}
+		s.markUnkept(ctx, sent, key, lock)
 		return resp, nil
 	}
 	keep := h.until.Sub(fetched)

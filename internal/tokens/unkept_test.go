@@ -91,33 +91,29 @@ type roundTrip func(*http.Request) (*http.Response, error)
 
 func (f roundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
-// A rotating exchange (WeChat's GET /cgi-bin/token) whose answer holds a
-// token is never marked unkept, whatever kept it from being kept: sent
-// together, such exchanges would invalidate one another's tokens. Its
-// error answers are marked, as every other exchange's unkept answers are.
-func TestRotatingTokenAnswerIsNeverMarkedUnkept(t *testing.T) {
+// A rotating exchange (WeChat's GET /cgi-bin/token) is never marked
+// unkept, whatever its answer: sent together, its exchanges would
+// invalidate one another's tokens. Another exchange's lease becomes the
+// mark, and only while it is the fetch's own.
+func TestRotatingExchangeIsNeverMarkedUnkept(t *testing.T) {
 	rdb := redistest.Start(t).Client(t)
 	s, err := New(rdb, WithPrefix("unkept-rotating"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
-		url, answer string
-		marked      bool
+		url, lease, want string
 	}{
-		{"https://api.weixin.qq.com/cgi-bin/token?grant_type=client_credential&appid=wxA&secret=s", `{"access_token":"ACCESS_TOKEN_1234567890","expires_in":100}`, false},
-		{"https://api.weixin.qq.com/cgi-bin/token?grant_type=client_credential&appid=wxA&secret=s", `{"errcode":40125,"errmsg":"invalid appsecret"}`, true},
-		{"https://qyapi.weixin.qq.com/cgi-bin/gettoken?corpid=ww1&corpsecret=s", `{"errcode":0,"access_token":"ACCESS_TOKEN_1234567890","expires_in":100}`, true},
+		{"https://api.weixin.qq.com/cgi-bin/token?grant_type=client_credential&appid=wxA&secret=s", "mine", "mine"},
+		{"https://qyapi.weixin.qq.com/cgi-bin/gettoken?corpid=ww1&corpsecret=s", "mine", "unkept"},
+		{"https://qyapi.weixin.qq.com/cgi-bin/gettoken?corpid=ww1&corpsecret=s", "another", "another"},
 	} {
 		req, _ := http.NewRequest(http.MethodGet, tc.url, nil)
-		ex := exchangeFor(req.Method, req.URL.Path)
-		if ex == nil {
-			t.Fatalf("%s: not an exchange", tc.url)
-		}
-		key := "unkept-rotating:" + tc.answer
-		s.markUnkept(t.Context(), ex, req, key, []byte(tc.answer))
-		if got := rdb.Exists(t.Context(), key+":unkept").Val() == 1; got != tc.marked {
-			t.Errorf("%s answered %s: marked %v, want %v", req.URL.Path, tc.answer, got, tc.marked)
+		key := "unkept-rotating:" + tc.url + tc.lease
+		rdb.Set(t.Context(), key+":lock", tc.lease, time.Minute)
+		s.markUnkept(t.Context(), req, key, "mine")
+		if got := rdb.Get(t.Context(), key+":lock").Val(); got != tc.want {
+			t.Errorf("%s, lease %q: %q after the mark, want %q", req.URL.Path, tc.lease, got, tc.want)
 		}
 	}
 }

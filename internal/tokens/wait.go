@@ -101,12 +101,14 @@ func (s *Sharer) leaseHeld(ctx context.Context, lock string) (bool, error) {
 	return n == 1, err
 }
 
-// leaseLua: 1 when the lease at KEYS[1] is held, 0 when there is none or it
+// leaseLua: 1 when the lease at KEYS[1] is held, 0 when there is none, it
+// is the mark of an answer that could not be kept (takeLua), or it
 // was deleted for having no end or more time left than any lease is given
 // (ARGV[1] ms): every lease is set, and renewed, with an end of at most
 // that.
 const leaseLua = `local t = redis.call('PTTL', KEYS[1])
 if t == -2 then return 0 end
+if redis.call('GET', KEYS[1]) == 'unkept' then return 0 end
 if t == -1 or t > tonumber(ARGV[1]) then redis.call('DEL', KEYS[1]) return 0 end
 return 1`
 
