@@ -207,8 +207,14 @@ rebooked:
 		if !sentNothing && c.unwritten(err, traced) {
 			// The provider saw nothing: its quota counted nothing, and
 			// neither may the rules. Before returning, so that a retry
-			// books again with the slot back (a failure path already).
-			c.t.bg.run(job{ctx: context.WithoutCancel(ctx), run: res.Cancel}, false)
+			// books again with the slot back (a failure path already);
+			// off the path for a caller that gave up, who retries nothing
+			// and must not wait on Redis for its error.
+			if ctx.Err() != nil {
+				c.giveBack(ctx, res)
+			} else {
+				c.t.bg.run(job{ctx: context.WithoutCancel(ctx), run: res.Cancel}, false)
+			}
 		}
 		c.outcome = outcomeTransportError
 		return nil, err

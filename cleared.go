@@ -28,14 +28,16 @@ type conditionalLifter interface {
 	LiftPenaltyIf(ctx context.Context, group, scope string, seen *inspect.PenaltyState) (bool, error)
 }
 
-// resets remembers a profile's recent resets and lifts, so that an answer
-// of the reset's code to a request sent before it, arriving after it, does
-// not penalise the scope again until midnight, and a reserve's reply that
+// resets remembers a profile's recent resets, so that an answer of the
+// reset's code to a request sent before it, arriving after it, does not
+// penalise the scope again until midnight. A second log of the same kind
+// holds the lifts (profile.lifts, code ""), so that a reserve's reply that
 // read a penalty before it was lifted does not open its breaker again for
-// the penalty's whole length. A request notes the count (seen) as it goes;
-// an entry numbered above it came after. Reading takes no lock (the log is
-// replaced whole), so a reset holds up no request, and noting costs a
-// request one atomic load.
+// the penalty's whole length; the two apart, lifts never push a reset out,
+// and a provider's answer after a lift still penalises. A request notes
+// the count (seen) as it goes; an entry numbered above it came after.
+// Reading takes no lock (the log is replaced whole), so a reset holds up no
+// request, and noting costs a request one atomic load.
 type resets struct {
 	mu  sync.Mutex              // serialises add
 	n   atomic.Uint64           // resets recorded so far
@@ -49,8 +51,8 @@ type reset struct {
 }
 
 // maxResets bounds the entries remembered: resets are rare (WeChat allows
-// 10 a month), lifts an operator's, and one only matters for the answers
-// in flight when it came.
+// 10 a month), lifts an operator's or a reset's, and one only matters for
+// the answers in flight when it came.
 const maxResets = 64
 
 // seen is what a request notes as it is sent.
@@ -177,24 +179,27 @@ func (t *Transport) liftCleared(ctx context.Context, p *profile, c *providers.Cl
 		set[sc] = true
 	}
 	// Redis holds no penalty of c.Code there, as read: only while it holds
-	// none at all is anything removed (a penalty of another code, or one
-	// recorded since the read, stands) and the lift announced.
+	// none at all is anything removed there (a penalty of another code, or
+	// one recorded since the read, stands, and this replica's next reserve
+	// meets it) and the lift announced. When Redis cannot be asked (an
+	// outage), the plain lift drops the copy kept for the outage all the
+	// same, which would otherwise shut the scope again and be written to
+	// the fleet once Redis is back.
 	cl, _ := t.limiter.(conditionalLifter)
 	for _, scope := range p.breakers.Scopes(func(scope, code string) bool { return code == c.Code && set[scope] && !done[scope] }) {
 		var err error
 		if cl != nil {
 			_, err = cl.LiftPenaltyIf(ctx, p.Name, scope, nil)
-		} else if plain != nil {
+		}
+		if (cl == nil || err != nil && !errors.Is(err, limiter.ErrPenaltyChanged)) && plain != nil {
 			_, err = plain.LiftPenalty(ctx, p.Name, scope)
 		}
-		if errors.Is(err, limiter.ErrPenaltyChanged) {
-			continue
-		}
-		if err != nil {
+		if err != nil && !errors.Is(err, limiter.ErrPenaltyChanged) {
 			errs = append(errs, err)
 		}
-		// Once the key is gone, as Transport.LiftPenalty does: a
-		// confirmation read before it may have opened the breaker.
+		// The reset ended this replica's penalty of its code whatever
+		// Redis holds; after the remote lift, as Transport.LiftPenalty
+		// does: a confirmation read before it may have opened the breaker.
 		p.breakers.Lift(scope)
 		lifted++
 	}

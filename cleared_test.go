@@ -134,4 +134,9 @@ func TestResetLeavesAPenaltyOfAnotherCode(t *testing.T) {
 	if v := rdb.Get(ctx, key).Val(); v != other {
 		t.Fatalf("the penalty of another code after a reset of 45009: %q, want %q kept", v, other)
 	}
+	// This replica's 45009 is over: its next call meets the 45011.
+	var pe *throttle.PenaltyError
+	if err := get("/slow"); !errors.As(err, &pe) || pe.Code != "45011" {
+		t.Fatalf("the next call after the reset: %v, want the 45011 penalty that stands", err)
+	}
 }

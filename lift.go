@@ -36,7 +36,7 @@ func (t *Transport) LiftPenalty(ctx context.Context, provider, scope string) err
 	if !ok {
 		return fmt.Errorf("throttle: LiftPenalty: %w by the limiter %T", errors.ErrUnsupported, t.limiter)
 	}
-	p.resets.lifted(scope)
+	p.lifts.lifted(scope)
 	p.breakers.Lift(scope)
 	if _, err := l.LiftPenalty(ctx, provider, scope); err != nil {
 		return fmt.Errorf("throttle: LiftPenalty: %w", err)
@@ -62,7 +62,7 @@ func liftRouter(profiles []profile, log *slog.Logger) func(group, scope string) 
 		if p == nil {
 			return
 		}
-		p.resets.lifted(scope)
+		p.lifts.lifted(scope)
 		if p.breakers.Lift(scope) {
 			log.Info("throttle: penalty lifted, scope called again", "provider", group, "scope", scope)
 		}

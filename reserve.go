@@ -25,7 +25,7 @@ func (c *call) reserve(ctx context.Context, lreq *limiter.Request) (limiter.Rese
 		}
 		// A lift heard while the call is in flight ends a penalty its
 		// reply may still carry.
-		seen := c.p.resets.seen()
+		seen := c.p.lifts.seen()
 		res, err := c.t.limiter.Reserve(ctx, *lreq)
 		if !c.t.tel.disabled {
 			c.t.tel.limiterCall(ctx, c, time.Since(began))
@@ -50,9 +50,10 @@ func (c *call) reserve(ctx context.Context, lreq *limiter.Request) (limiter.Rese
 			return res, nil
 		}
 		if pen := res.Penalty(); pen != nil {
-			if c.p.resets.ended(pen.Scope, pen.Code, seen) {
-				// Read before a lift or a reset that ended it: ask
-				// again rather than open the breaker for its whole end.
+			if c.p.lifts.ended(pen.Scope, pen.Code, seen) {
+				// Read before a lift that ended it (a reset's lifts
+				// among them): ask again rather than open the breaker
+				// for its whole end.
 				continue
 			}
 			// Another replica saw the quota error: stop locally too.

@@ -52,6 +52,7 @@ type profile struct {
 	// allowance): a request that waited across one books again.
 	lowered *atomic.Int64
 	resets  *resets // the provider's recent resets of its quotas (cleared.go)
+	lifts   *resets // the penalties lifted lately, by any replica (lift.go)
 }
 
 // stop opens this process's breaker for a penalty, wherever it came from
@@ -106,7 +107,7 @@ func New(opts ...Option) (*Transport, error) {
 		if err != nil {
 			return nil, fmt.Errorf("throttle: %w", err)
 		}
-		t.profiles = append(t.profiles, profile{Profile: p, breakers: b, tel: t.tel, lowered: new(atomic.Int64), resets: new(resets)})
+		t.profiles = append(t.profiles, profile{Profile: p, breakers: b, tel: t.tel, lowered: new(atomic.Int64), resets: new(resets), lifts: new(resets)})
 		if p.Apps > 1 && c.apps == nil {
 			// Info, not Warn: a service that tags every request with
 			// ContextWithApp is set up right and hears it at every start.

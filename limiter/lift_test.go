@@ -107,3 +107,43 @@ func TestLiftNotAnnounced(t *testing.T) {
 		t.Fatalf("LiftPenalty without PUBLISH: %v, %v", removed, err)
 	}
 }
+
+// A lift leaves its mark beside the penalty key (with LiftPenalty and
+// LiftPenaltyIf alike), living as long as the penalty would have, at least
+// ten minutes; a new penalty on the scope deletes it, so that the new one,
+// lost with Redis's data, is not read as lifted by a replica that re-reads
+// it (TestLostStateIsNoLift in the root package).
+func TestLiftLeavesAMarkThatANewPenaltyClears(t *testing.T) {
+	srv := redistest.Shared(t)
+	prefix := limitertest.Group(t)
+	ctx := context.Background()
+	l, err := limiter.NewRedis(srv.Client(t), limiter.WithPrefix(prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := srv.Client(t)
+	mark := "{" + prefix + ":g}:l:ip"
+	day := time.Now().Add(24 * time.Hour)
+	if err := l.Penalize(ctx, "g", limiter.Penalty{Scope: "ip", Until: day, Code: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.LiftPenalty(ctx, "g", "ip"); err != nil {
+		t.Fatal(err)
+	}
+	if ttl := c.PTTL(ctx, mark).Val(); ttl < 23*time.Hour || ttl > 25*time.Hour {
+		t.Fatalf("the mark of a day's penalty lifted lives %v, want about a day", ttl)
+	}
+	if err := l.Penalize(ctx, "g", limiter.Penalty{Scope: "ip", Until: day, Code: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	if c.Exists(ctx, mark).Val() != 0 {
+		t.Fatal("the mark of the earlier lift outlived a new penalty")
+	}
+	// A lift of nothing, as shown: a mark of the least length.
+	if _, err := l.LiftPenaltyIf(ctx, "g", "none", nil); err != nil {
+		t.Fatal(err)
+	}
+	if ttl := c.PTTL(ctx, "{"+prefix+":g}:l:none").Val(); ttl < 9*time.Minute || ttl > 10*time.Minute {
+		t.Fatalf("the mark of a lift of nothing lives %v, want 10 minutes", ttl)
+	}
+}

@@ -1,7 +1,9 @@
 -- Record a shared penalty on one scope, never shortening a longer one, and
 -- announce it so that replicas stop at once rather than on their next reserve.
 --
--- KEYS[1]: the penalty key.
+-- KEYS[1]: the penalty key; KEYS[2]: the mark a lift of it left (lift.go),
+-- deleted with the new penalty: a mark left from an earlier lift would
+-- read this penalty, lost with Redis's data, as lifted.
 -- ARGV[1]: end of the penalty (µs since the epoch, on the replica's clock);
 -- ARGV[2]: the provider's code; ARGV[3]: the channel announcing penalties;
 -- ARGV[4]: the announcement's head, "v1 penalty\ngroup\nscope\n" (see
@@ -33,12 +35,15 @@ local v = redis.pcall('GET', KEYS[1])
 if type(v) == 'table' then v = false end -- another type: replaced below
 if v then
   local sep = string.find(v, '|', 1, true)
-  local old = tonumber(sep and string.sub(v, 1, sep - 1) or v)
+  local e = sep and string.sub(v, 1, sep - 1) or v
+  -- Digits only, as state.lua reads an end: anything else is replaced.
+  local old = string.find(e, '^%d+$') and tonumber(e)
   -- An end past 10^18 µs (see reserve.lua) is no penalty of ours: replaced.
   if old and old >= untilUs and old <= 1e18 then return 0 end
 end
 local endUs = string.format('%.0f', untilUs)
 redis.call('SET', KEYS[1], endUs .. '|' .. ARGV[2], 'PX', math.floor((untilUs - now) / 1000) + 1)
+redis.call('DEL', KEYS[2])
 local ok = redis.pcall('PUBLISH', ARGV[3], ARGV[4] .. endUs .. '\n' .. ARGV[2])
 if type(ok) == 'table' and ok.err then return 'unannounced ' .. ok.err end
 return 1

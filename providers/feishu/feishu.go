@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/quotaware/throttle/internal/apipath"
 	"github.com/quotaware/throttle/limiter/rule"
 	"github.com/quotaware/throttle/providers"
 	"github.com/quotaware/throttle/providers/internal/catalog"
@@ -195,7 +196,7 @@ func (p *preset) levelRules(l Level, name string) (rules []rule.Rule, prefixes [
 // catalog reads "//open-apis/..." as "/open-apis/..."; matched only as
 // written, such a request went out with no limit at all).
 func (p *preset) match(r *http.Request) bool {
-	return r.URL != nil && strings.HasPrefix(strings.TrimLeft(r.URL.Path, "/"), "open-apis/") && p.hosts(r)
+	return r.URL != nil && strings.HasPrefix(strings.TrimLeft(apipath.Clean(r.URL.Path), "/"), "open-apis/") && p.hosts(r)
 }
 
 // apiOf returns the API a request calls, or "METHOD uncatalogued" and

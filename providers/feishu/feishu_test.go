@@ -162,6 +162,11 @@ func TestRoute(t *testing.T) {
 		{"reply, slashes repeated", Config{Apps: []App{{}}}, "POST", "https://open.feishu.cn//open-apis/im/v1/messages/om_dc13264520392913993dd051dba21dcf/reply",
 			"POST /open-apis/im/v1/messages/:message_id/reply",
 			"s:" + app + ":POST /open-apis/im/v1/messages/:message_id/reply: 50 per 1.05s | m:" + app + ":POST /open-apis/im/v1/messages/:message_id/reply: 1000 in any 1m0.05s | chat:" + app + ":" + hashID("message", "om_dc13264520392913993dd051dba21dcf") + ": 5 per 1.05s", 3},
+		// Dot segments too: "/./open-apis/..." matched no profile and
+		// went out unlimited.
+		{"reply, a dot segment", Config{Apps: []App{{}}}, "POST", "https://open.feishu.cn/./open-apis/im/v1/messages/om_dc13264520392913993dd051dba21dcf/./reply",
+			"POST /open-apis/im/v1/messages/:message_id/reply",
+			"s:" + app + ":POST /open-apis/im/v1/messages/:message_id/reply: 50 per 1.05s | m:" + app + ":POST /open-apis/im/v1/messages/:message_id/reply: 1000 in any 1m0.05s | chat:" + app + ":" + hashID("message", "om_dc13264520392913993dd051dba21dcf") + ": 5 per 1.05s", 3},
 		{"reply", Config{Apps: []App{{}}}, "POST", "https://open.feishu.cn/open-apis/im/v1/messages/om_dc13264520392913993dd051dba21dcf/reply",
 			"POST /open-apis/im/v1/messages/:message_id/reply",
 			"s:" + app + ":POST /open-apis/im/v1/messages/:message_id/reply: 50 per 1.05s | m:" + app + ":POST /open-apis/im/v1/messages/:message_id/reply: 1000 in any 1m0.05s | chat:" + app + ":" + hashID("message", "om_dc13264520392913993dd051dba21dcf") + ": 5 per 1.05s", 3},

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/quotaware/throttle/internal/apipath"
 	"github.com/quotaware/throttle/providers"
 	"github.com/quotaware/throttle/providers/internal/jsoncode"
 	"github.com/quotaware/throttle/providers/internal/scopekind"
@@ -210,7 +211,7 @@ func messageIDOf(r *http.Request) string {
 		return ""
 	}
 	// Repeated leading slashes are merged, as in match.
-	id, _, _ := strings.Cut(strings.TrimPrefix(strings.TrimLeft(r.URL.Path, "/"), "open-apis/im/v1/messages/"), "/")
+	id, _, _ := strings.Cut(strings.TrimPrefix(strings.TrimLeft(apipath.Clean(r.URL.Path), "/"), "open-apis/im/v1/messages/"), "/")
 	return id
 }
 
