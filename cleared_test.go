@@ -54,14 +54,10 @@ func resetProfile() providers.Profile {
 	}
 }
 
-// A 45009 to a request sent before a reset, arriving after the reset's
-// answer, is what the reset ended: it penalises nothing. Before, it shut the
-// API again until midnight.
-func TestAnswerFromBeforeAResetPenalisesNothing(t *testing.T) {
-	base := &heldBase{sent: make(chan struct{}), release: make(chan struct{})}
-	client := &http.Client{Transport: throttle.MustNew(throttle.WithProfiles(resetProfile()), throttle.WithBase(base),
-		throttle.WithoutTelemetry(), throttle.WithoutRetry())}
-	get := func(path string) error {
+// provider returns a call of path on the provider through client, its
+// answer's body closed.
+func provider(client *http.Client) func(path string) error {
+	return func(path string) error {
 		req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, "http://provider.test"+path, nil)
 		resp, err := client.Do(req)
 		if err == nil {
@@ -69,6 +65,16 @@ func TestAnswerFromBeforeAResetPenalisesNothing(t *testing.T) {
 		}
 		return err
 	}
+}
+
+// A 45009 to a request sent before a reset, arriving after the reset's
+// answer, is what the reset ended: it penalises nothing. Before, it shut the
+// API again until midnight.
+func TestAnswerFromBeforeAResetPenalisesNothing(t *testing.T) {
+	base := &heldBase{sent: make(chan struct{}), release: make(chan struct{})}
+	client := &http.Client{Transport: throttle.MustNew(throttle.WithProfiles(resetProfile()), throttle.WithBase(base),
+		throttle.WithoutTelemetry(), throttle.WithoutRetry())}
+	get := provider(client)
 	slow := make(chan error, 1)
 	go func() { slow <- get("/slow") }()
 	<-base.sent
@@ -104,14 +110,7 @@ func TestResetLeavesAPenaltyOfAnotherCode(t *testing.T) {
 	close(base.release)
 	client := &http.Client{Transport: throttle.MustNew(throttle.WithProfiles(resetProfile()), throttle.WithBase(base),
 		throttle.WithLimiter(lim), throttle.WithoutTelemetry(), throttle.WithoutRetry(), throttle.WithLogger(quiet))}
-	get := func(path string) error {
-		req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, "http://provider.test"+path, nil)
-		resp, err := client.Do(req)
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err
-	}
+	get := provider(client)
 	ctx := context.Background()
 	key := "{" + prefix + ":p}:p:api:/slow"
 	if err := get("/slow"); err != nil {
