@@ -108,8 +108,8 @@ func (s *Sharer) leaseHeld(ctx context.Context, lock string) (bool, error) {
 // that.
 const leaseLua = `local t = redis.call('PTTL', KEYS[1])
 if t == -2 then return 0 end
-if redis.call('GET', KEYS[1]) == 'unkept' then return 0 end
 if t == -1 or t > tonumber(ARGV[1]) then redis.call('DEL', KEYS[1]) return 0 end
+if redis.pcall('GET', KEYS[1]) == 'unkept' then return 0 end
 return 1`
 
 // An exchange that the limiter admitted may still send nothing: answered
