@@ -4,7 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"net/http"
 	"time"
+
+	"github.com/quotaware/throttle/internal/exchanges"
 )
 
 // The lease of an exchange: the first replica to ask takes it (SET NX PX in
@@ -49,6 +52,37 @@ func (s *Sharer) holdLease(ctx context.Context, lock, id string) (release func()
 		defer cancel()
 		s.rdb.Eval(rctx, releaseLua, []string{lock}, id)
 	}
+}
+
+// take takes the lease of key (key+":lock") as id for the fetch of its
+// credential, reporting whether it did; bounded as peek is, so that a Redis that does not answer
+// delays the exchange, sent alone then, by no more.
+//
+// Unless force, it takes nothing and reports unkept while the last fetch's
+// answer could not be kept (takeLua).
+func (s *Sharer) take(ctx context.Context, key, id string, force bool) (got, unkept bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, peekTimeout)
+	defer cancel()
+	honour := "1"
+	if force {
+		honour = "0" // a forced refresh rotates the token: one at a time
+	}
+	n, err := s.rdb.Eval(ctx, takeLua, []string{key + ":lock"}, id, s.lease.Milliseconds(), honour).Int()
+	return n == 1, n == 2, err
+}
+
+// markUnkept turns the lease lock of key into the mark that the answer
+// just fetched could not be kept, so that the exchanges waiting for it go
+// on their own (unkeptFor). A rotating exchange (WeChat's GET
+// /cgi-bin/token) is never marked: sent together, its exchanges would
+// invalidate one another's tokens and spend the account's 2,000 a day.
+func (s *Sharer) markUnkept(ctx context.Context, sent *http.Request, key, lock string) {
+	if lock == "" || exchanges.Rotates(sent.Method, sent.URL.Path) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, peekTimeout)
+	defer cancel()
+	s.rdb.Eval(ctx, unkeptLua, []string{key + ":lock"}, lock, unkeptFor.Milliseconds())
 }
 
 // stillHeld reports whether the lease at lock is still this fetch's, read

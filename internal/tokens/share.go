@@ -347,37 +347,6 @@ func (s *Sharer) keep(ctx context.Context, key string, v []byte, d time.Duration
 	return s.rdb.Set(ctx, key, v, d).Err()
 }
 
-// take takes the lease at lock for the fetch of its credential, reporting
-// whether it did; bounded as peek is, so that a Redis that does not answer
-// delays the exchange, sent alone then, by no more.
-//
-// Unless force, it takes nothing and reports unkept while the last fetch's
-// answer could not be kept (takeLua).
-func (s *Sharer) take(ctx context.Context, key, id string, force bool) (got, unkept bool, err error) {
-	ctx, cancel := context.WithTimeout(ctx, peekTimeout)
-	defer cancel()
-	honour := "1"
-	if force {
-		honour = "0" // a forced refresh rotates the token: one at a time
-	}
-	n, err := s.rdb.Eval(ctx, takeLua, []string{key + ":lock"}, id, s.lease.Milliseconds(), honour).Int()
-	return n == 1, n == 2, err
-}
-
-// markUnkept turns the lease lock of key into the mark that the answer
-// just fetched could not be kept, so that the exchanges waiting for it go
-// on their own (unkeptFor). A rotating exchange (WeChat's GET
-// /cgi-bin/token) is never marked: sent together, its exchanges would
-// invalidate one another's tokens and spend the account's 2,000 a day.
-func (s *Sharer) markUnkept(ctx context.Context, sent *http.Request, key, lock string) {
-	if lock == "" || exchanges.Rotates(sent.Method, sent.URL.Path) {
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, peekTimeout)
-	defer cancel()
-	s.rdb.Eval(ctx, unkeptLua, []string{key + ":lock"}, lock, unkeptFor.Milliseconds())
-}
-
 // unshare sends an exchange as it came, when Redis fails (or ctx ended
 // during a Redis call, which the send then reports).
 func (s *Sharer) unshare(base http.RoundTripper, sent *http.Request, ctx context.Context, ex *exchange, k *keys, key string) (*http.Response, error) {
