@@ -58,7 +58,12 @@ var liftMarkArgs = []any{liftMarkMin.Milliseconds(), liftMarkMax.Milliseconds()}
 // liftKeys are the keys of a lift of scope's penalty: the penalty's and
 // its mark's.
 func (l *redisLimiter) liftKeys(group, scope string) []string {
-	return []string{l.penaltyKey(group, scope), redisKey(l.prefix, liftTag, group, scope)}
+	return []string{l.penaltyKey(group, scope), l.markKey(group, scope)}
+}
+
+// markKey is the key of the mark a lift of scope's penalty leaves.
+func (l *redisLimiter) markKey(group, scope string) string {
+	return redisKey(l.prefix, liftTag, group, scope)
 }
 
 // liftPrefix leads a lift announcement, "\x00lift\n<group>\n<scope>"; a

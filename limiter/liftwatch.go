@@ -82,11 +82,11 @@ func (w *watcher) poll() {
 		for i, id := range ids {
 			// The penalty's key, and the mark a lift leaves (lift.go):
 			// a key gone without its mark went with a lost state.
-			cmds[i] = pipe.Exists(ctx, w.l.liftKeys(id.group, id.scope)[0])
+			cmds[i] = pipe.Exists(ctx, w.l.penaltyKey(id.group, id.scope))
 		}
 		marks := make([]*redis.IntCmd, len(ids))
 		for i, id := range ids {
-			marks[i] = pipe.Exists(ctx, w.l.liftKeys(id.group, id.scope)[1])
+			marks[i] = pipe.Exists(ctx, w.l.markKey(id.group, id.scope))
 		}
 		_, _ = pipe.Exec(ctx)
 		cancel()

@@ -425,7 +425,7 @@ func (l *redisLimiter) Penalize(ctx context.Context, group string, p Penalty) er
 		sent = 0 // kept as stated: no skew to correct
 	}
 	a.begin(penalizeScript, 2)
-	a.list = append(a.list, l.keys.get(l.prefix, penaltyTag, group, p.Scope), l.keys.get(l.prefix, liftTag, group, p.Scope),
+	a.list = append(a.list, l.keys.get(l.prefix, penaltyTag, group, p.Scope), l.markKey(group, p.Scope),
 		boxInt64(p.Until.UnixMicro()), p.Code, l.channel(), penaltyHeader(group, p.Scope), boxInt64(sent))
 	v, err := l.run(ctx, penalizeScript, a.list).Result()
 	if err != nil && !errors.Is(err, redis.Nil) {

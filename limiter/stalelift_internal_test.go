@@ -34,7 +34,7 @@ func TestLiftReadRacingANewPenalty(t *testing.T) {
 	// there): "old" stays lifted, "renewed" gets a new penalty here while
 	// the re-read is in flight.
 	for _, scope := range []string{"old", "renewed"} {
-		if err := srv.Client(t).Set(context.Background(), l.liftKeys("g", scope)[1], "1", time.Hour).Err(); err != nil {
+		if err := srv.Client(t).Set(context.Background(), l.markKey("g", scope), "1", time.Hour).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
