@@ -136,7 +136,7 @@ func startClusterNode(bin, dir string) (*Server, error) {
 			// first replication ping: every second instead of every 10.
 			"--repl-ping-replica-period", "1",
 		}
-		if lastErr = s.Restart(); lastErr == nil {
+		if lastErr = s.run(0); lastErr == nil {
 			return s, nil
 		}
 	}

@@ -2,7 +2,9 @@ package redistest
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -124,7 +126,7 @@ func NewServer(bin, dir string, extra ...string) (*Server, error) {
 			"--protected-mode", "no", "--daemonize", "no",
 			"--logfile", filepath.Join(dir, "redis-"+strconv.Itoa(port)+".log"),
 		}, extra...)
-		if lastErr = s.Restart(); lastErr == nil {
+		if lastErr = s.run(0); lastErr == nil {
 			return s, nil
 		}
 	}
@@ -132,26 +134,53 @@ func NewServer(bin, dir string, extra ...string) (*Server, error) {
 }
 
 // Restart starts the process again on the same port (after Stop or Kill).
-func (s *Server) Restart() error {
+// While the server was down, the port may have been held for a moment by
+// another socket (a test's listener probing for a free port, say): a start
+// that exits before answering is tried again, for up to 5 s.
+func (s *Server) Restart() error { return s.run(5 * time.Second) }
+
+// run starts the process, trying again for up to retry while it exits
+// before answering. A first start gives retry 0: its caller picks another
+// port instead.
+func (s *Server) run(retry time.Duration) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cmd != nil {
 		return fmt.Errorf("redistest: %s is already running", s.Addr)
 	}
+	deadline := time.Now().Add(retry)
+	for backoff := 10 * time.Millisecond; ; backoff = min(2*backoff, 200*time.Millisecond) {
+		cmd, err := s.start()
+		if err == nil {
+			s.cmd = cmd
+			return nil
+		}
+		if !errors.Is(err, errExited) || time.Now().After(deadline) {
+			return fmt.Errorf("redistest: redis-server on %s: %w", s.Addr, err)
+		}
+		time.Sleep(backoff) // the port's other holder is another process: nothing to wait on
+	}
+}
+
+// errExited is a start whose process ended before it answered, most often
+// because its port was taken.
+var errExited = errors.New("exited before answering")
+
+// start runs the process once and waits until it answers.
+func (s *Server) start() (*exec.Cmd, error) {
 	cmd := exec.Command(s.bin, s.args...)
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("redistest: start %s: %w", s.bin, err)
+		return nil, fmt.Errorf("start %s: %w", s.bin, err)
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	if err := waitReady(s.Addr, exited); err != nil {
 		_ = cmd.Process.Kill()
-		return fmt.Errorf("redistest: redis-server on %s: %w", s.Addr, err)
+		return nil, err
 	}
-	s.cmd = cmd
 	// The waiter goroutine reaps the process when it ends.
 	go func() { <-exited }()
-	return nil
+	return cmd, nil
 }
 
 // waitReady polls PING until the server answers, it exits, or 10 s pass.
@@ -162,7 +191,7 @@ func waitReady(addr string, exited <-chan error) error {
 	for backoff := time.Millisecond; ; backoff = min(2*backoff, 50*time.Millisecond) {
 		select {
 		case err := <-exited:
-			return fmt.Errorf("exited before answering: %v", err)
+			return fmt.Errorf("%w: %v", errExited, err)
 		default:
 		}
 		err := c.Ping(context.Background()).Err()
@@ -205,12 +234,22 @@ func (s *Server) Client(tb testing.TB) *redis.Client {
 	return c
 }
 
-// FreePort asks the kernel for a free loopback TCP port.
+// FreePort returns a free loopback TCP port below the kernel's ephemeral
+// range (which starts at 32768 by default), so that no outgoing connection
+// takes it as its local port while a test's server is down for a restart.
+// It stays below 22768 so that a cluster node's bus port (port+10000) is
+// below that range too.
 func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+	for i := 0; i < 200; i++ {
+		port := lowPortFrom + rand.IntN(lowPortTo-lowPortFrom)
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		return port, nil
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return 0, errors.New("redistest: no free loopback port in [10000, 22768) after 200 tries")
 }
+
+const lowPortFrom, lowPortTo = 10000, 22768
