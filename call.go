@@ -126,8 +126,10 @@ rebooked:
 		return nil, ctx.Err()
 	}
 	var slot time.Time // when the slot was booked for: latency is measured from it
+	var allowance time.Duration
 	if c.p.head != nil {
 		slot = time.Now().Add(res.Delay())
+		allowance = c.p.head.current()
 	}
 	if d := res.Delay(); d > 0 {
 		if err := res.Wait(ctx); err != nil {
@@ -148,10 +150,13 @@ rebooked:
 			return nil, pe
 		}
 		// A rule was made stricter while this request waited (a limit the
-		// provider stated, learned.go; a wider latency allowance,
-		// headroom.go): its slot was booked at the old pace, so it books
-		// again under the new rules.
-		if c.p.lowered.Load() != gen {
+		// provider stated, learned.go), or the latency allowance widened
+		// and this slot is one of those the old pace must leave empty
+		// (headroom.go, vacated): it books again under the new rules.
+		// Or this process woke for the slot later than the allowance (a
+		// stall: a pause of the process or its machine): sent now, it
+		// would crowd the provider's window with the slots after it.
+		if c.p.lowered.Load() != gen || (c.p.head != nil && (vacated(c.route.Rules, slot, c.p.head.current()-allowance) || c.late(slot))) {
 			if rt, err := c.p.Route(req); err == nil {
 				c.giveBack(ctx, res)
 				c.route = rt
@@ -230,6 +235,18 @@ rebooked:
 		c.t.applyCleared(ctx, c.p, c.verdict.Cleared)
 	}
 	return resp, nil
+}
+
+// late reports whether the request woke for its slot later than the
+// latency allowance. Its lateness is recorded as a latency sample (the
+// least the answer would have taken): a machine that stays that slow
+// widens the allowance rather than have every request book again.
+func (c *call) late(slot time.Time) bool {
+	if time.Since(slot) <= c.p.head.current() {
+		return false
+	}
+	c.p.head.observe(slot)
+	return true
 }
 
 // openScope returns the penalty of one of the request's scopes that this

@@ -200,6 +200,10 @@ func (r Rule) MaxBookAhead() (d time.Duration, capped bool) {
 // IsConcurrency reports whether the rule caps requests in flight.
 func (r Rule) IsConcurrency() bool { return r.c.Kind == rulecore.Concurrency }
 
+// IsPaced reports whether the rule is a paced rate (New): under excess
+// demand its slots lie Period/Limit apart.
+func (r Rule) IsPaced() bool { return r.c.Kind == rulecore.Paced && r.c.Limit > 0 }
+
 // String implements fmt.Stringer.
 func (r Rule) String() string {
 	c := &r.c
