@@ -127,8 +127,10 @@ rebooked:
 	}
 	var slot time.Time // when the slot was booked for: latency is measured from it
 	var allowance time.Duration
-	if c.p.head != nil {
+	if c.p.head != nil || c.p.Jitter > 0 {
 		slot = time.Now().Add(res.Delay())
+	}
+	if c.p.head != nil {
 		allowance = c.p.head.current()
 	}
 	if d := res.Delay(); d > 0 {
@@ -156,7 +158,7 @@ rebooked:
 		// Or this process woke for the slot later than the allowance (a
 		// stall: a pause of the process or its machine): sent now, it
 		// would crowd the provider's window with the slots after it.
-		if c.p.lowered.Load() != gen || (c.p.head != nil && (vacated(c.route.Rules, slot, c.p.head.current()-allowance) || c.late(slot))) {
+		if c.p.lowered.Load() != gen || c.crowds(slot, allowance) {
 			if rt, err := c.p.Route(req); err == nil {
 				c.giveBack(ctx, res)
 				c.route = rt
@@ -237,15 +239,26 @@ rebooked:
 	return resp, nil
 }
 
-// late reports whether the request woke for its slot later than the
-// latency allowance. Its lateness is recorded as a latency sample (the
-// least the answer would have taken): a machine that stays that slow
-// widens the allowance rather than have every request book again.
-func (c *call) late(slot time.Time) bool {
-	if time.Since(slot) <= c.p.head.current() {
+// crowds reports whether a request woken for slot, booked under the
+// measured allowance booked, must book again rather than send: its slot is
+// one a wider allowance leaves empty (vacated), or it woke later than the
+// allowance (Profile.Jitter where the preset fixed it). A late wake's
+// lateness is recorded as a latency sample (the least the answer would
+// have taken): a machine that stays that slow widens the measured
+// allowance rather than have every request book again.
+func (c *call) crowds(slot time.Time, booked time.Duration) bool {
+	h := c.p.head
+	if h == nil {
+		return c.p.Jitter > 0 && time.Since(slot) > c.p.Jitter
+	}
+	now := h.current()
+	if vacated(c.route.Rules, slot, now-booked) {
+		return true
+	}
+	if time.Since(slot) <= now {
 		return false
 	}
-	c.p.head.observe(slot)
+	h.observe(slot)
 	return true
 }
 

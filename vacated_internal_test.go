@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/quotaware/throttle/limiter/rule"
+	"github.com/quotaware/throttle/providers"
 )
 
 // The slots a widened allowance empties keep every span of Period+rise
@@ -88,13 +89,13 @@ func TestALateWakeBooksAgainAndIsMeasured(t *testing.T) {
 	h, _ := testHeadroom(t, "p")
 	h.allowance.Store(int64(20 * time.Millisecond))
 	c := &call{p: &profile{head: h}}
-	if c.late(time.Now().Add(-5 * time.Millisecond)) {
+	if c.crowds(time.Now().Add(-5*time.Millisecond), h.current()) {
 		t.Fatal("a wake 5 ms after the slot, within a 20 ms allowance, counts as late")
 	}
 	if _, n, _ := h.spread(time.Now()); n != 0 {
 		t.Fatalf("a wake on time recorded %d samples, want none (its answer records one)", n)
 	}
-	if !c.late(time.Now().Add(-60 * time.Millisecond)) {
+	if !c.crowds(time.Now().Add(-60*time.Millisecond), h.current()) {
 		t.Fatal("a wake 60 ms after the slot, past a 20 ms allowance, does not count as late")
 	}
 	var got time.Duration
@@ -105,5 +106,21 @@ func TestALateWakeBooksAgainAndIsMeasured(t *testing.T) {
 	}
 	if got < 60*time.Millisecond {
 		t.Fatalf("the late wake recorded %v, want at least its 60 ms of lateness", got)
+	}
+}
+
+// Where the preset fixed its Jitter, a wake later than it books again too;
+// a profile with neither measures nothing and checks nothing.
+func TestALateWakePastAFixedJitterBooksAgain(t *testing.T) {
+	c := &call{p: &profile{Profile: providers.Profile{Jitter: 50 * time.Millisecond}}}
+	if c.crowds(time.Now().Add(-10*time.Millisecond), 0) {
+		t.Fatal("a wake 10 ms late, within a 50 ms Jitter, books again")
+	}
+	if !c.crowds(time.Now().Add(-80*time.Millisecond), 0) {
+		t.Fatal("a wake 80 ms late, past a 50 ms Jitter, is sent")
+	}
+	none := &call{p: &profile{}}
+	if none.crowds(time.Now().Add(-time.Second), 0) {
+		t.Fatal("a profile with no allowance books a late wake again")
 	}
 }

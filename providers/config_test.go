@@ -64,6 +64,7 @@ func TestProfileValidateNamesTheField(t *testing.T) {
 		"Route":          func(p *providers.Profile) { p.Route = nil },
 		"DefaultPenalty": func(p *providers.Profile) { p.DefaultPenalty = -time.Second },
 		"MaxPenalty":     func(p *providers.Profile) { p.MaxPenalty = -time.Second },
+		"Jitter":         func(p *providers.Profile) { p.Jitter = -time.Millisecond },
 		"DefaultPenalty (2h0m0s) must not exceed MaxPenalty": func(p *providers.Profile) {
 			p.DefaultPenalty, p.MaxPenalty = 2*time.Hour, time.Hour
 		},

@@ -42,6 +42,13 @@ type Profile struct {
 	// Headroom, when not nil, lets the Transport widen the rules' windows
 	// by an allowance measured from latency (see Headroom).
 	Headroom *Headroom
+	// Jitter, when the rules' windows were widened by a fixed allowance
+	// for latency (a preset's Config.Jitter), is that allowance: a request
+	// that wakes for its slot later than Jitter (a stalled process) books
+	// again rather than crowd the provider's window with the slots after
+	// it. Zero: no such check. With Headroom, the measured allowance is
+	// used instead.
+	Jitter time.Duration
 	// Lower, when not nil, applies a limit learned from an answer
 	// (Verdict.Learned), by this replica or another: the API's rules are
 	// lowered to it until it lapses. It reports whether a rule was lowered
@@ -76,6 +83,8 @@ func (p *Profile) Validate() error {
 		return fmt.Errorf("providers: profile %q: DefaultPenalty must not be negative, got %v", p.Name, p.DefaultPenalty)
 	case p.MaxPenalty < 0:
 		return fmt.Errorf("providers: profile %q: MaxPenalty must not be negative, got %v", p.Name, p.MaxPenalty)
+	case p.Jitter < 0:
+		return fmt.Errorf("providers: profile %q: Jitter must not be negative, got %v", p.Name, p.Jitter)
 	case p.MaxPenalty > 0 && p.DefaultPenalty > p.MaxPenalty:
 		// Every default penalty would be cut to MaxPenalty as it is taken.
 		return fmt.Errorf("providers: profile %q: DefaultPenalty (%v) must not exceed MaxPenalty (%v)", p.Name, p.DefaultPenalty, p.MaxPenalty)

@@ -427,3 +427,15 @@ func TestGlobalLimitBackoffSurvivesARebuild(t *testing.T) {
 		t.Fatalf("90002 again after a rebuild: %v, want the second step, 2s", got)
 	}
 }
+
+// Unset, the allowance is measured; chosen, it is the profile's fixed
+// Jitter, which bounds a late wake; NoJitter is neither.
+func TestProfileCarriesTheJitterChosen(t *testing.T) {
+	for _, c := range []Config{{}, {Jitter: 30 * time.Millisecond}, {NoJitter: true}} {
+		c.Apps = []App{{AppKey: "dingapp"}}
+		p := MustNew(c).Profile()
+		if measured := c.Jitter == 0 && !c.NoJitter; (p.Headroom != nil) != measured || p.Jitter != c.Jitter {
+			t.Errorf("Jitter %v NoJitter %v: Headroom %v, Profile.Jitter %v; want measured %v and %v fixed", c.Jitter, c.NoJitter, p.Headroom != nil, p.Jitter, measured, c.Jitter)
+		}
+	}
+}

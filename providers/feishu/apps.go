@@ -129,6 +129,10 @@ func (p *Preset) Profile() providers.Profile {
 			}
 			return np, err
 		}, func(np *Preset) providers.Profile { return np.set.Profile() })
+	} else if !p.cfg.NoJitter {
+		// A late wake books again rather than crowd a window (the
+		// measured allowance's check, with the Jitter chosen).
+		prof.Jitter = p.cfg.Jitter
 	}
 	return prof
 }

@@ -21,8 +21,13 @@ func TestRebuildForAnAllowanceKeepsWhatWasLearned(t *testing.T) {
 	clock := func() time.Time { return now }
 	for _, c := range []Config{{Jitter: 10 * time.Millisecond}, {NoJitter: true}} {
 		c.Apps = []App{{AppID: "cli_a"}}
-		if MustNew(c).Profile().Headroom != nil {
+		p := MustNew(c).Profile()
+		if p.Headroom != nil {
 			t.Errorf("Jitter %v NoJitter %v: a measured allowance asked for", c.Jitter, c.NoJitter)
+		}
+		// The Jitter chosen bounds a late wake (providers.Profile.Jitter).
+		if p.Jitter != c.Jitter {
+			t.Errorf("Jitter %v NoJitter %v: Profile.Jitter %v, want %v", c.Jitter, c.NoJitter, p.Jitter, c.Jitter)
 		}
 	}
 	set := MustNew(Config{Clock: clock, Apps: []App{{AppID: "cli_a", APIs: map[string]int{api: 4}}, {AppID: "cli_b"}}})
