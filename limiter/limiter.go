@@ -126,6 +126,9 @@ type Reservation struct {
 	group  string
 	rules  []rule.Rule
 	undone bool // cancelled, so a second Cancel does nothing
+	// calendarUndone: CancelCalendar gave the calendar rules' slots back,
+	// so Cancel gives back only the others.
+	calendarUndone bool
 
 	// local marks a slot a fallback granted without Redis.
 	local bool
@@ -198,7 +201,53 @@ func (res *Reservation) Cancel(ctx context.Context) error {
 		return nil
 	}
 	res.undone = true
+	if res.calendarUndone {
+		req, part := res.part(false)
+		return res.from.cancel(ctx, req, part)
+	}
 	return res.from.cancel(ctx, res.request(), *res)
+}
+
+// CancelCalendar gives back the slots of the calendar rules alone (a
+// day's, a month's quota), as Cancel would, and keeps the others: for a
+// request the provider refused without billing it against those quotas
+// (DingTalk bills no call a QPS limit rejected against the month), whose
+// pace was spent all the same. A Cancel after it gives back the rest; a
+// second CancelCalendar does nothing. A Reservation made by Admit (a
+// Limiter of another package) gives nothing back this way: its cancel
+// cannot tell the rules apart.
+func (res *Reservation) CancelCalendar(ctx context.Context) error {
+	if !res.ok || res.undone || res.calendarUndone || res.from == nil {
+		return nil
+	}
+	if _, whole := res.from.(funcGiver); whole {
+		return nil
+	}
+	res.calendarUndone = true
+	req, part := res.part(true)
+	if len(req.Rules) == 0 {
+		return nil
+	}
+	return res.from.cancel(ctx, req, part)
+}
+
+// part is the request and reservation of res's calendar rules (calendar
+// true) or of its other rules, for a give-back of those alone.
+func (res *Reservation) part(calendar bool) (Request, Reservation) {
+	req := Request{Group: res.group}
+	part := *res
+	part.booked = nil
+	for i := range res.rules {
+		if (core(&res.rules[i]).Kind == rulecore.Calendar) != calendar {
+			continue
+		}
+		req.Rules = append(req.Rules, res.rules[i])
+		if i < len(res.booked) {
+			part.booked = append(part.booked, res.booked[i])
+		}
+	}
+	part.rules = req.Rules
+	return req, part
 }
 
 // Release ends the in-flight leases of a sent request's concurrency rules,

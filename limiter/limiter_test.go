@@ -406,7 +406,8 @@ func (o outside) Penalize(ctx context.Context, group string, p limiter.Penalty) 
 
 // A Limiter built outside the package, answering with Admit and Refuse,
 // can run the conformance suite: the Reservation stays opaque without
-// sealing the interface.
+// sealing the interface. Admit's cancel gives back all or nothing, so
+// CancelCalendar gives back nothing, and that part is skipped.
 func TestOutsideLimiterConformance(t *testing.T) {
 	limitertest.Run(t, func(t *testing.T, n int) []limiter.Limiter {
 		o := outside{limiter.NewMemory()}
@@ -415,7 +416,7 @@ func TestOutsideLimiterConformance(t *testing.T) {
 			out[i] = o
 		}
 		return out
-	})
+	}, "CancelCalendar")
 }
 
 // Memory's Delay counts down from the decision on its clock, like Shared's
@@ -439,5 +440,19 @@ func TestMemoryDelayCountsDown(t *testing.T) {
 	now.Add(int64(2 * time.Second))
 	if d := res.Delay(); d != 0 {
 		t.Fatalf("Delay past the slot = %v, want 0", d)
+	}
+}
+
+// A Reservation made by Admit gives nothing back on CancelCalendar: its
+// cancel would give back every rule, the paced slot the request spent too.
+// Its Cancel still gives back everything once.
+func TestAdmitCancelCalendarGivesNothingBack(t *testing.T) {
+	cancels := 0
+	res := limiter.Admit(time.Now(), 0, -1, func(context.Context) error { cancels++; return nil }, nil)
+	if err := res.CancelCalendar(context.Background()); err != nil || cancels != 0 {
+		t.Fatalf("CancelCalendar: err %v, cancel called %d times, want nil and 0", err, cancels)
+	}
+	if err := res.Cancel(context.Background()); err != nil || cancels != 1 {
+		t.Fatalf("Cancel after it: err %v, cancel called %d times, want nil and 1", err, cancels)
 	}
 }
