@@ -230,6 +230,18 @@ rebooked:
 		c.verdict = c.p.Classify(req, resp, &c.route)
 	}
 	c.outcome = outcomeFor(c.verdict.Kind, c.waited > 0)
+	if c.verdict.Unbilled && hasCalendar(c.route.Rules) {
+		// Refused without billing a day or a month: those slots go back
+		// before returning, as an attempt never written gives its slots
+		// back (above), so that a retry books with them back; off the
+		// path of a caller that gave up.
+		if ctx.Err() != nil {
+			rs := res
+			c.t.bg.do(ctx, func(ctx context.Context) error { return rs.CancelCalendar(ctx) }, nil)
+		} else {
+			c.t.bg.run(job{ctx: context.WithoutCancel(ctx), run: res.CancelCalendar}, false)
+		}
+	}
 	switch {
 	case c.verdict.Kind == providers.Quota:
 		c.penalize(ctx)

@@ -186,6 +186,11 @@ type Verdict struct {
 	// on the call (a quota rejection, "system busy"), so even a
 	// non-idempotent request may be sent again.
 	NotProcessed bool
+	// Unbilled is true when the provider bills the refused call against
+	// none of its calendar quotas (DingTalk: a call a QPS limit rejected
+	// is not billed against the month): the request's calendar slots go
+	// back, while its paced and window slots stay spent.
+	Unbilled bool
 	// Learned is a lower limit the answer states for the API, if any.
 	Learned *Learned
 	// NoRetry marks an answer that sending the call again would only

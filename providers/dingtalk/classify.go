@@ -127,6 +127,7 @@ func (p *preset) classify(req *http.Request, resp *http.Response, route *provide
 		return providers.Verdict{
 			Kind: providers.Quota, Scope: p.egressScope, Until: p.cfg.Clock().Add(p.cfg.IPBanPenalty),
 			Code: codeIPBan, Message: "egress IP banned for exceeding the per-IP limit", NotProcessed: true,
+			Unbilled: true,
 		}
 	}
 	if html {
@@ -173,7 +174,7 @@ func (p *preset) oldAPIVerdict(req *http.Request, resp *http.Response, route *pr
 		// no robot's, and is read like any other unknown code.
 		if robot := route.Scope(scopekind.Entity); robot != "" && p.robotRule.Limit() > 0 {
 			return providers.Verdict{Kind: providers.Quota, Scope: robot, Until: p.cfg.Clock().Add(p.cfg.RobotPenalty),
-				Code: code, Message: msg, NotProcessed: true}
+				Code: code, Message: msg, NotProcessed: true, Unbilled: true}
 		}
 	}
 	if v := p.statusVerdict(resp.StatusCode, resp.Header); v.Kind == providers.Transient {
@@ -213,7 +214,9 @@ func (p *preset) newAPIVerdict(req *http.Request, resp *http.Response, route *pr
 // one, else the end the code implies.
 // The scopes come from the request's route, never rebuilt here.
 func (p *preset) quota(route *providers.Route, q quotaCode, code, msg, altMsg string, now time.Time) providers.Verdict {
-	v := providers.Verdict{Kind: providers.Quota, Code: code, Message: msg, NotProcessed: true}
+	// A rate limit's refusal is not billed against the month (PROVIDERS.md);
+	// the month's own refusal spends nothing more either way.
+	v := providers.Verdict{Kind: providers.Quota, Code: code, Message: msg, NotProcessed: true, Unbilled: q.scope != onMonthly}
 	// A robot's route has no API scope: its robot is its API.
 	api := cmp.Or(route.Scope(scopekind.API), route.Scope(scopekind.Entity), p.appScope)
 	switch q.scope {

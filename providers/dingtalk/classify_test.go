@@ -186,6 +186,12 @@ func TestClassify(t *testing.T) {
 			if v.Kind != tt.kind || v.Code != tt.code || v.NotProcessed != tt.notPr {
 				t.Fatalf("verdict %+v, want kind %v code %q notProcessed %v", v, tt.kind, tt.code, tt.notPr)
 			}
+			// A rate limit's refusal is billed against no month; the
+			// month's own refusal and every other answer keep their slot.
+			month := tt.code == "90020" || tt.code == "Forbidden.AccessDenied.ApiCountLimitForOrg"
+			if want := tt.kind == providers.Quota && !month; v.Unbilled != want {
+				t.Fatalf("Unbilled = %v, want %v", v.Unbilled, want)
+			}
 			if tt.kind == providers.Quota {
 				if !strings.HasPrefix(v.Scope, tt.scope) || tt.scope != "entity:robot#" && v.Scope != tt.scope {
 					t.Fatalf("scope %q, want %q", v.Scope, tt.scope)
