@@ -14,13 +14,18 @@ import (
 	"github.com/quotaware/throttle/limiter"
 	"github.com/quotaware/throttle/limiter/rule"
 	"github.com/quotaware/throttle/providers"
+	"go.opentelemetry.io/otel/attribute"
 )
 
 // call is one RoundTrip of a matched request, across its attempts.
 type call struct {
-	t            *Transport
-	p            *profile
-	route        providers.Route
+	t     *Transport
+	p     *profile
+	route providers.Route
+	// allowance is the measured latency allowance read before route was
+	// built: slots booked on its rules under a wider one since may have to
+	// stay empty (vacated).
+	allowance    time.Duration
 	start        time.Time
 	resetsAtSend uint64 // the profile's resets when the last attempt went out (resets.seen)
 
@@ -126,12 +131,8 @@ rebooked:
 		return nil, ctx.Err()
 	}
 	var slot time.Time // when the slot was booked for: latency is measured from it
-	var allowance time.Duration
 	if c.p.head != nil || c.p.Jitter > 0 {
 		slot = time.Now().Add(res.Delay())
-	}
-	if c.p.head != nil {
-		allowance = c.p.head.current()
 	}
 	if d := res.Delay(); d > 0 {
 		if err := res.Wait(ctx); err != nil {
@@ -158,10 +159,14 @@ rebooked:
 		// Or this process woke for the slot later than the allowance (a
 		// stall: a pause of the process or its machine): sent now, it
 		// would crowd the provider's window with the slots after it.
-		if c.p.lowered.Load() != gen || c.crowds(slot, allowance) {
+		if why := c.rebook(gen, &res, slot); why != "" {
+			allowance := c.p.allowance()
 			if rt, err := c.p.Route(req); err == nil {
 				c.giveBack(ctx, res)
-				c.route = rt
+				c.route, c.allowance = rt, allowance
+				if !c.t.tel.disabled {
+					c.event("throttle.rebooked", attribute.String("throttle.reason", why))
+				}
 				goto rebooked
 			}
 		}
@@ -230,7 +235,7 @@ rebooked:
 		c.verdict = c.p.Classify(req, resp, &c.route)
 	}
 	c.outcome = outcomeFor(c.verdict.Kind, c.waited > 0)
-	if c.verdict.Unbilled && hasCalendar(c.route.Rules) {
+	if c.verdict.Unbilled && !sentNothing && hasCalendar(c.route.Rules) {
 		// Refused without billing a day or a month: those slots go back
 		// before returning, as an attempt never written gives its slots
 		// back (above), so that a retry books with them back; off the
@@ -251,27 +256,38 @@ rebooked:
 	return resp, nil
 }
 
-// crowds reports whether a request woken for slot, booked under the
-// measured allowance booked, must book again rather than send: its slot is
-// one a wider allowance leaves empty (vacated), or it woke later than the
-// allowance (Profile.Jitter where the preset fixed it). A late wake's
+// rebook says why a request woken for its slot (slot on this process's
+// clock) must book again rather than send, or "" when it may send: a rule
+// was made stricter while it waited ("lowered": a limit the provider
+// stated, learned.go); its slot is one a wider measured allowance leaves
+// empty ("vacated"); or it woke later than the allowance ("late", a stall:
+// sent now, it would crowd the provider's window with the slots after it;
+// Profile.Jitter where the preset fixed the allowance). A late wake's
 // lateness is recorded as a latency sample (the least the answer would
 // have taken): a machine that stays that slow widens the measured
 // allowance rather than have every request book again.
-func (c *call) crowds(slot time.Time, booked time.Duration) bool {
+func (c *call) rebook(gen int64, res *limiter.Reservation, slot time.Time) string {
+	if c.p.lowered.Load() != gen {
+		return "lowered"
+	}
 	h := c.p.head
 	if h == nil {
-		return c.p.Jitter > 0 && time.Since(slot) > c.p.Jitter
+		if c.p.Jitter > 0 && time.Since(slot) > c.p.Jitter {
+			return "late"
+		}
+		return ""
 	}
 	now := h.current()
-	if vacated(c.route.Rules, slot, now-booked) {
-		return true
+	// A slot of this replica's own share (an outage) is paced by the
+	// share, not by the rule: vacated's arithmetic is not its own.
+	if !res.Local() && vacated(c.route.Rules, res.SendAt(), now-c.allowance) {
+		return "vacated"
 	}
 	if time.Since(slot) <= now {
-		return false
+		return ""
 	}
 	h.observe(slot)
-	return true
+	return "late"
 }
 
 // openScope returns the penalty of one of the request's scopes that this

@@ -291,6 +291,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		req = &cp
 	}
 	req = t.resolveApp(req, p)
+	allowance := p.allowance() // before the route: see call.allowance
 	route, err := p.Route(req)
 	if err != nil {
 		closeBody(req)
@@ -304,7 +305,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		t.tel.finish(req.Context(), &call{t: t, p: p, start: start, outcome: outcomeRouteError}, nil, err)
 		return nil, err
 	}
-	call := &call{t: t, p: p, route: route, start: start}
+	call := &call{t: t, p: p, route: route, allowance: allowance, start: start}
 	if t.retry != nil {
 		return t.retry.do(req, call)
 	}

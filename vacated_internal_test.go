@@ -2,9 +2,11 @@ package throttle
 
 import (
 	"math/rand/v2"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/quotaware/throttle/limiter"
 	"github.com/quotaware/throttle/limiter/rule"
 	"github.com/quotaware/throttle/providers"
 )
@@ -16,17 +18,22 @@ func TestVacatedSlotsKeepEveryWindowWithinTheLimit(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for trial := 0; trial < 300; trial++ {
 		n := 1 + rng.IntN(40)
+		burst := 1
+		if trial%3 == 0 {
+			burst = 1 + rng.IntN(n) // slots then lie Period/(n-burst+1) apart
+		}
 		base := time.Duration(200+rng.IntN(1800)) * time.Millisecond
 		old := time.Duration(rng.IntN(60)) * time.Millisecond
 		rise := headroomRebookRise + time.Duration(rng.IntN(200))*time.Millisecond
-		r := rule.Must(rule.New("vacate", n, base+old))
+		r := rule.Must(rule.New("vacate", n, base+old, rule.WithBurst(burst)))
 		period := r.Period()
-		gap := period / time.Duration(n)
+		gap := r.Interval()
+		per := int((period + gap - 1) / gap) // slots to a stretch
 		// A queue of booked slots, I apart from an arbitrary start, over
 		// ten periods.
 		start := time.Unix(1_800_000_000, 0).Add(time.Duration(rng.Int64N(int64(period))))
 		var kept []time.Time
-		total := 10 * n
+		total := 10 * per
 		for k := 0; k < total; k++ {
 			at := start.Add(time.Duration(k) * gap)
 			if !vacated([]rule.Rule{r}, at, rise) {
@@ -44,19 +51,19 @@ func TestVacatedSlotsKeepEveryWindowWithinTheLimit(t *testing.T) {
 				in++
 			}
 			if in > n {
-				t.Fatalf("n=%d period=%v rise=%v: %d sends within %v from %v, want at most %d", n, period, rise, in, period+rise, from, n)
+				t.Fatalf("n=%d burst=%d period=%v rise=%v: %d sends within %v from %v, want at most %d", n, burst, period, rise, in, period+rise, from, n)
 			}
 		}
 		m := int((rise + gap - 1) / gap)
-		if m >= n {
+		if m >= per {
 			if len(kept) != 0 {
-				t.Fatalf("n=%d period=%v rise=%v: a rise of %d slots or more keeps %d sends, want none", n, period, rise, m, len(kept))
+				t.Fatalf("n=%d burst=%d period=%v rise=%v: a rise of %d slots or more keeps %d sends, want none", n, burst, period, rise, m, len(kept))
 			}
 			continue
 		}
-		// Integer rounding of the grid may move one slot per period.
-		if lost := total - len(kept); lost > 10*(m+1) {
-			t.Fatalf("n=%d period=%v rise=%v: %d of %d slots emptied, want about %d per period", n, period, rise, lost, total, m)
+		// Exactly m of every stretch's slots, wherever the grid lies.
+		if lost := total - len(kept); lost != 10*m {
+			t.Fatalf("n=%d burst=%d period=%v rise=%v: %d of %d slots emptied, want %d of each %d", n, burst, period, rise, lost, total, m, per)
 		}
 	}
 }
@@ -88,15 +95,16 @@ func TestVacatedLeavesSmallRisesAndOtherRulesAlone(t *testing.T) {
 func TestALateWakeBooksAgainAndIsMeasured(t *testing.T) {
 	h, _ := testHeadroom(t, "p")
 	h.allowance.Store(int64(20 * time.Millisecond))
-	c := &call{p: &profile{head: h}}
-	if c.crowds(time.Now().Add(-5*time.Millisecond), h.current()) {
-		t.Fatal("a wake 5 ms after the slot, within a 20 ms allowance, counts as late")
+	c := &call{p: &profile{head: h, lowered: new(atomic.Int64)}, allowance: h.current()}
+	var res limiter.Reservation
+	if why := c.rebook(0, &res, time.Now().Add(-5*time.Millisecond)); why != "" {
+		t.Fatalf("a wake 5 ms after the slot, within a 20 ms allowance, books again (%s)", why)
 	}
 	if _, n, _ := h.spread(time.Now()); n != 0 {
 		t.Fatalf("a wake on time recorded %d samples, want none (its answer records one)", n)
 	}
-	if !c.crowds(time.Now().Add(-60*time.Millisecond), h.current()) {
-		t.Fatal("a wake 60 ms after the slot, past a 20 ms allowance, does not count as late")
+	if why := c.rebook(0, &res, time.Now().Add(-60*time.Millisecond)); why != "late" {
+		t.Fatalf("a wake 60 ms after the slot, past a 20 ms allowance: %q, want late", why)
 	}
 	var got time.Duration
 	for i := range h.samples {
@@ -107,20 +115,26 @@ func TestALateWakeBooksAgainAndIsMeasured(t *testing.T) {
 	if got < 60*time.Millisecond {
 		t.Fatalf("the late wake recorded %v, want at least its 60 ms of lateness", got)
 	}
+	// A rule lowered while it waited comes first.
+	c.p.lowered.Add(1)
+	if why := c.rebook(0, &res, time.Now()); why != "lowered" {
+		t.Fatalf("a request that waited across a lowered rule: %q, want lowered", why)
+	}
 }
 
 // Where the preset fixed its Jitter, a wake later than it books again too;
 // a profile with neither measures nothing and checks nothing.
 func TestALateWakePastAFixedJitterBooksAgain(t *testing.T) {
-	c := &call{p: &profile{Profile: providers.Profile{Jitter: 50 * time.Millisecond}}}
-	if c.crowds(time.Now().Add(-10*time.Millisecond), 0) {
-		t.Fatal("a wake 10 ms late, within a 50 ms Jitter, books again")
+	var res limiter.Reservation
+	c := &call{p: &profile{Profile: providers.Profile{Jitter: 50 * time.Millisecond}, lowered: new(atomic.Int64)}}
+	if why := c.rebook(0, &res, time.Now().Add(-10*time.Millisecond)); why != "" {
+		t.Fatalf("a wake 10 ms late, within a 50 ms Jitter, books again (%s)", why)
 	}
-	if !c.crowds(time.Now().Add(-80*time.Millisecond), 0) {
-		t.Fatal("a wake 80 ms late, past a 50 ms Jitter, is sent")
+	if why := c.rebook(0, &res, time.Now().Add(-80*time.Millisecond)); why != "late" {
+		t.Fatalf("a wake 80 ms late, past a 50 ms Jitter: %q, want late", why)
 	}
-	none := &call{p: &profile{}}
-	if none.crowds(time.Now().Add(-time.Second), 0) {
-		t.Fatal("a profile with no allowance books a late wake again")
+	none := &call{p: &profile{lowered: new(atomic.Int64)}}
+	if why := none.rebook(0, &res, time.Now().Add(-time.Second)); why != "" {
+		t.Fatalf("a profile with no allowance books a late wake again (%s)", why)
 	}
 }

@@ -237,8 +237,9 @@ func (s *Server) Client(tb testing.TB) *redis.Client {
 // FreePort returns a free loopback TCP port below the kernel's ephemeral
 // range (which starts at 32768 by default), so that no outgoing connection
 // takes it as its local port while a test's server is down for a restart.
-// It stays below 22768 so that a cluster node's bus port (port+10000) is
-// below that range too.
+// Ports come from [10000, 20000) and a cluster node's bus port (port+10000)
+// from [20000, 30000): a standalone server's port is never another
+// package's bus port.
 func FreePort() (int, error) {
 	for i := 0; i < 200; i++ {
 		port := lowPortFrom + rand.IntN(lowPortTo-lowPortFrom)
@@ -249,7 +250,7 @@ func FreePort() (int, error) {
 		l.Close()
 		return port, nil
 	}
-	return 0, errors.New("redistest: no free loopback port in [10000, 22768) after 200 tries")
+	return 0, errors.New("redistest: no free loopback port in [10000, 20000) after 200 tries")
 }
 
-const lowPortFrom, lowPortTo = 10000, 22768
+const lowPortFrom, lowPortTo = 10000, 20000

@@ -200,9 +200,15 @@ func (r Rule) MaxBookAhead() (d time.Duration, capped bool) {
 // IsConcurrency reports whether the rule caps requests in flight.
 func (r Rule) IsConcurrency() bool { return r.c.Kind == rulecore.Concurrency }
 
-// IsPaced reports whether the rule is a paced rate (New): under excess
-// demand its slots lie Period/Limit apart.
-func (r Rule) IsPaced() bool { return r.c.Kind == rulecore.Paced && r.c.Limit > 0 }
+// Interval is how far apart a paced rule's slots lie under excess demand:
+// Period/(Limit-Burst+1), rounded up to the microsecond. Zero for the
+// other kinds.
+func (r Rule) Interval() time.Duration {
+	if r.c.Kind != rulecore.Paced || r.c.Limit <= 0 {
+		return 0
+	}
+	return time.Duration(r.c.IntervalUs) * time.Microsecond
+}
 
 // String implements fmt.Stringer.
 func (r Rule) String() string {
