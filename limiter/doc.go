@@ -12,7 +12,8 @@
 // books a slot ahead when the wait fits the caller's budget, or refuses with
 // the exact retry-after. Its answer is a [Reservation], in the style of
 // golang.org/x/time/rate: OK, Delay, a blocking Wait, and Cancel to give
-// back a slot that will not be used.
+// back a slot that will not be used (CancelCalendar for a day's or a
+// month's slot alone, of a call the provider refused without billing it).
 //
 // [Shared] is what a fleet uses: the state lives in Redis (at most one Lua
 // script call per request, time from Redis, integer microseconds, all keys
