@@ -218,15 +218,8 @@ rebooked:
 	if err != nil {
 		if !sentNothing && c.unwritten(err, traced) {
 			// The provider saw nothing: its quota counted nothing, and
-			// neither may the rules. Before returning, so that a retry
-			// books again with the slot back (a failure path already);
-			// off the path for a caller that gave up, who retries nothing
-			// and must not wait on Redis for its error.
-			if ctx.Err() != nil {
-				c.giveBack(ctx, res)
-			} else {
-				c.t.bg.run(job{ctx: context.WithoutCancel(ctx), run: res.Cancel}, false)
-			}
+			// neither may the rules.
+			c.giveBackNow(ctx, res.Cancel)
 		}
 		c.outcome = outcomeTransportError
 		return nil, err
@@ -236,16 +229,8 @@ rebooked:
 	}
 	c.outcome = outcomeFor(c.verdict.Kind, c.waited > 0)
 	if c.verdict.Unbilled && !sentNothing && hasCalendar(c.route.Rules) {
-		// Refused without billing a day or a month: those slots go back
-		// before returning, as an attempt never written gives its slots
-		// back (above), so that a retry books with them back; off the
-		// path of a caller that gave up.
-		if ctx.Err() != nil {
-			rs := res
-			c.t.bg.do(ctx, func(ctx context.Context) error { return rs.CancelCalendar(ctx) }, nil)
-		} else {
-			c.t.bg.run(job{ctx: context.WithoutCancel(ctx), run: res.CancelCalendar}, false)
-		}
+		// Refused without billing a day or a month: those slots go back.
+		c.giveBackNow(ctx, res.CancelCalendar)
 	}
 	switch {
 	case c.verdict.Kind == providers.Quota:
@@ -307,6 +292,18 @@ func (c *call) openScope() *PenaltyError {
 // giveBack returns a slot that will not be used, off the request path.
 func (c *call) giveBack(ctx context.Context, res limiter.Reservation) {
 	c.t.bg.do(ctx, func(ctx context.Context) error { return res.Cancel(ctx) }, nil)
+}
+
+// giveBackNow runs give (a Reservation's Cancel or CancelCalendar) before
+// the call goes on, so that a retry books with the slots back (on a
+// failure path already); off the path of a caller that gave up, who
+// retries nothing and must not wait on Redis for its error.
+func (c *call) giveBackNow(ctx context.Context, give func(context.Context) error) {
+	if ctx.Err() != nil {
+		c.t.bg.do(ctx, give, nil)
+		return
+	}
+	c.t.bg.run(job{ctx: context.WithoutCancel(ctx), run: give}, false)
 }
 
 // penalize shares the provider's quota verdict with every replica.
