@@ -27,7 +27,8 @@ type call struct {
 	// stay empty (vacated).
 	allowance    time.Duration
 	start        time.Time
-	resetsAtSend uint64 // the profile's resets when the last attempt went out (resets.seen)
+	resetsAtSend uint64    // the profile's resets when the last attempt went out (resets.seen)
+	sent         time.Time // when the last attempt went out
 
 	attempts int
 	waited   time.Duration
@@ -188,7 +189,7 @@ rebooked:
 		req = req.WithContext(c.traceWrites(req.Context()))
 		traced = true
 	}
-	c.resetsAtSend = c.p.resets.seen()
+	c.resetsAtSend, c.sent = c.p.resets.seen(), time.Now()
 	resp, err := c.t.base.RoundTrip(req)
 	sentNothing := unsent != nil && unsent.Load()
 	if sentNothing {
@@ -338,7 +339,8 @@ func (c *call) penalize(ctx context.Context) {
 	}
 	c.t.tel.penalty(ctx, c)
 	learned := c.learn()
-	lim, tel, name, pen := c.t.limiter, c.t.tel, c.p.Name, limiter.Penalty{Scope: v.Scope, Until: v.Until, Code: v.Code, Stated: v.Stated}
+	lim, tel, name := c.t.limiter, c.t.tel, c.p.Name
+	pen := limiter.Penalty{Scope: v.Scope, Until: v.Until, Code: v.Code, Stated: v.Stated, Sent: c.sent}
 	p := c.p
 	// A reset since the answer ended the penalty: it is not written, or,
 	// when the reset came while it was written (and may have read the
@@ -349,6 +351,13 @@ func (c *call) penalize(ctx context.Context) {
 			return nil
 		}
 		err := lim.Penalize(ctx, name, pen)
+		if errors.Is(err, limiter.ErrStalePenalty) {
+			// Another replica saw the provider reset this quota after
+			// the call went out (the limiter has said so in its log):
+			// this replica's breaker for it goes too.
+			p.breakers.LiftIf(pen.Scope, pen.Until, pen.Code)
+			return nil
+		}
 		if rs.ended(pen.Scope, pen.Code, sent) {
 			if l, ok := lim.(limiter.PenaltyLifter); ok {
 				_, err = l.LiftPenalty(ctx, name, pen.Scope)

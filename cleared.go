@@ -18,8 +18,8 @@ import (
 // penalties it ended are lifted, on every replica. Without it, a quota an
 // operator cleared at noon stayed refused here until midnight.
 
-// clearTimeout bounds each half of the work of one reset: the counts, then
-// the penalties.
+// clearTimeout bounds each part of the work of one reset: its record for
+// the other replicas, the counts, then the penalties.
 const clearTimeout = 5 * time.Second
 
 // conditionalLifter is a limiter that lifts a penalty only while it is the
@@ -105,14 +105,25 @@ func (r *resets) ended(scope, code string, seen uint64) bool {
 // applyCleared ends what a reset ended before the caller gets the reset's
 // answer, so that the caller's next call, on any replica, finds it done.
 // Resets are rare (WeChat allows 10 a month), so the work stays on the
-// request path, each half bounded by clearTimeout whatever the request's
+// request path, each part bounded by clearTimeout whatever the request's
 // context: a caller that gives up on the answer must not leave the fleet
-// half cleared. The counts go first, so that a replica that hears of a
-// lift finds them cleared.
+// half cleared. The reset is recorded for the other replicas first, then
+// the counts go, so that a replica that hears of a lift finds them
+// cleared, and then the penalties.
 func (t *Transport) applyCleared(ctx context.Context, p *profile, c *providers.Cleared) {
 	ctx = context.WithoutCancel(ctx)
 	p.resets.add(c)
 	var errs []error
+	// For every replica, first: an answer from before the reset that
+	// reaches another replica, even while the rest is done, penalises
+	// nothing either (limiter.ResetRecorder).
+	if rr, ok := t.limiter.(limiter.ResetRecorder); ok && len(c.Scopes) > 0 && c.Code != "" {
+		rctx, cancel := context.WithTimeout(ctx, clearTimeout)
+		if err := rr.RecordReset(rctx, p.Name, c.Code, c.Scopes); err != nil {
+			errs = append(errs, err)
+		}
+		cancel()
+	}
 	cleared := 0
 	if cc, ok := t.limiter.(limiter.CalendarClearer); ok && len(c.Rules) > 0 {
 		cctx, cancel := context.WithTimeout(ctx, clearTimeout)

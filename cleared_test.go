@@ -139,3 +139,74 @@ func TestResetLeavesAPenaltyOfAnotherCode(t *testing.T) {
 		t.Fatalf("the next call after the reset: %v, want the 45011 penalty that stands", err)
 	}
 }
+
+// okBase answers every call at once without an error code.
+type okBase struct{}
+
+func (okBase) RoundTrip(req *http.Request) (*http.Response, error) {
+	return &http.Response{StatusCode: 200, Header: http.Header{"X-Code": {"0"}}, Body: io.NopCloser(strings.NewReader(`{}`)), Request: req}, nil
+}
+
+// A 45009 to a call sent before a reset that another replica saw, arriving
+// after it, penalises nothing: not the API on the replica that got it, not
+// the fleet. Before, the replica that did not see the reset shut the API
+// again until midnight, on every replica. A 45009 to a call sent after the
+// reset penalises as ever.
+func TestAnswerFromBeforeAResetOnAnotherReplica(t *testing.T) {
+	rdb := redistest.Shared(t).Client(t)
+	prefix := limitertest.Group(t)
+	replica := func(base http.RoundTripper, l limiter.Listener) func(string) error {
+		lim := limiter.MustNewShared(rdb, limiter.SharedConfig{Prefix: prefix, Logger: quiet})
+		lim.Listen(l)
+		tr := throttle.MustNew(throttle.WithProfiles(resetProfile()), throttle.WithBase(base),
+			throttle.WithLimiter(lim), throttle.WithoutTelemetry(), throttle.WithoutRetry(), throttle.WithLogger(quiet))
+		t.Cleanup(func() { tr.Close(); lim.Close() })
+		return provider(&http.Client{Transport: tr})
+	}
+	dropped, recorded := make(chan struct{}, 4), make(chan struct{}, 4)
+	held := &heldBase{sent: make(chan struct{}), release: make(chan struct{})}
+	b := replica(held, limiter.Listener{Event: func(kind, _ string) {
+		if kind == "penalty_dropped" {
+			dropped <- struct{}{}
+		}
+	}})
+	a := replica(okBase{}, limiter.Listener{Penalty: func(string, limiter.Penalty) { recorded <- struct{}{} }})
+
+	slow := make(chan error, 1)
+	go func() { slow <- b("/slow") }()
+	<-held.sent
+	if err := a("/reset"); err != nil {
+		t.Fatal(err)
+	}
+	close(held.release)
+	if err := <-slow; err != nil {
+		t.Fatal(err) // the 45009 reaches its caller as it came
+	}
+	select {
+	case <-dropped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the 45009 from before the reset was not dropped within 10s")
+	}
+	key := "{" + prefix + ":p}:p:api:/slow"
+	if n := rdb.Exists(context.Background(), key).Val(); n != 0 {
+		t.Fatalf("the 45009 from before the reset was shared: %q", rdb.Get(context.Background(), key).Val())
+	}
+	if err := a("/slow"); err != nil {
+		t.Fatalf("the replica that reset: %v, want the API called", err)
+	}
+	// The replica that got it closed its breaker again: its next call goes
+	// out, and, sent after the reset, its 45009 penalises the fleet.
+	held.sent, held.release = make(chan struct{}), make(chan struct{})
+	close(held.release)
+	if err := b("/slow"); err != nil {
+		t.Fatalf("the replica that got the 45009 from before the reset: %v, want the API called", err)
+	}
+	select {
+	case <-recorded:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a 45009 to a call sent after the reset was not shared within 10s")
+	}
+	if err := a("/slow"); !errors.Is(err, throttle.ErrPenalized) {
+		t.Fatalf("after a 45009 to a call sent after the reset: %v, want the scope penalised", err)
+	}
+}

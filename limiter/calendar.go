@@ -104,9 +104,9 @@ func (s *Shared) SetCalendarUsed(ctx context.Context, group string, r rule.Rule,
 // window's field "c<start>" records when (µs, Redis's clock):
 // calendarUsedScript ignores a provider's count asked before it, which
 // would put back the count the reset ended. The reconciliation marker
-// stays, so the next reading is not taken as the window's first. A cancel
-// of a call booked before the clear finds no count and leaves it at zero.
-// It returns how many counts it removed.
+// stays, so the next reading is not taken as the window's first.
+// A cancel of a call booked before the clear takes nothing from the
+// window's new count (cancel.lua). It returns how many counts it removed.
 var clearCalendarScript = redis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -160,7 +160,12 @@ func (m *Memory) ClearCalendar(_ context.Context, group string, rules []rule.Rul
 	defer m.mu.Unlock()
 	for i := range rules {
 		if st := m.calendar[stateKey{group, rules[i].Key()}]; st != nil {
-			delete(st.counts, core(&rules[i]).Windows(now)[1])
+			w := core(&rules[i]).Windows(now)[1]
+			delete(st.counts, w)
+			if st.cleared == nil {
+				st.cleared = make(map[int64]int64, 1)
+			}
+			st.cleared[w] = now.UnixMicro()
 		}
 	}
 	return nil

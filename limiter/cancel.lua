@@ -3,7 +3,8 @@
 --
 -- KEYS: one key per rule.
 -- ARGV: three arguments per rule: kind ('p', 'c', 'k' or 'w'), booked
--- state, T (µs, paced only). A concurrency rule's lease always ends.
+-- state, then T (µs) for a paced rule, the booking's time (µs, Redis's
+-- clock) for a calendar rule. A concurrency rule's lease always ends.
 -- Reads go through pcall: a key another writer turned into another type
 -- gives nothing back, and the rules after it still give theirs back (this
 -- call is sent once, never again).
@@ -44,10 +45,17 @@ for i = 1, #KEYS do
       end
     end
   else
-    if (tonumber(redis.pcall('HGET', k, ARGV[a + 2]) or 0) or 0) > 0 then
-      -- pcall: a field that is not an integer (no count of ours) stays
-      -- for the next reservation to replace.
-      redis.pcall('HINCRBY', k, ARGV[a + 2], -1)
+    -- A window the provider reset after this booking (its field
+    -- "c<start>", Redis's time of the clear: calendar.go) counts only
+    -- bookings made since: none of them is this one's to take back.
+    local v = redis.pcall('HMGET', k, ARGV[a + 2], 'c' .. ARGV[a + 2])
+    if type(v) == 'table' and (tonumber(v[1]) or 0) > 0 then
+      local cleared, at = tonumber(v[2]), tonumber(ARGV[a + 3])
+      if not (cleared and at and cleared >= at) then
+        -- pcall: a field that is not an integer (no count of ours) stays
+        -- for the next reservation to replace.
+        redis.pcall('HINCRBY', k, ARGV[a + 2], -1)
+      end
     end
   end
 end

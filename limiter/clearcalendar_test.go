@@ -63,6 +63,32 @@ func TestClearCalendarStartsTheWindowAgain(t *testing.T) {
 	if n, err := a.CalendarUsed(ctx, "wechat", []rule.Rule{other}); err != nil || n[0] != 0 {
 		t.Fatalf("count after a cancel of a call booked before the clear = %v, %v; want 0", n, err)
 	}
+	// Booked before the clear, given back after a booking made since: the
+	// new count keeps that booking (it used to lose it).
+	reserve := func(s *limiter.Shared) limiter.Reservation {
+		t.Helper()
+		res, err := s.Reserve(ctx, limiter.Request{Group: "wechat", Rules: []rule.Rule{day}})
+		if err != nil || !res.OK() {
+			t.Fatalf("reserve after a clear: %+v %v", res, err)
+		}
+		return res
+	}
+	for _, s := range []*limiter.Shared{a, b} {
+		if err := s.ClearCalendar(ctx, "wechat", []rule.Rule{day}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := reserve(a)
+	if err := a.ClearCalendar(ctx, "wechat", []rule.Rule{day}); err != nil {
+		t.Fatal(err)
+	}
+	reserve(b)
+	if err := before.Cancel(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := a.CalendarUsed(ctx, "wechat", []rule.Rule{day}); err != nil || n[0] != 1 {
+		t.Fatalf("count after a cancel of a call booked before the clear = %v, %v; want 1, the booking made since", n, err)
+	}
 	if got, _ := fill(a, other); got != 3 {
 		t.Fatalf("admitted %d after the clear and the cancel, want 3", got)
 	}
@@ -80,6 +106,7 @@ func TestMemoryClearCalendar(t *testing.T) {
 	m := limiter.NewMemory()
 	ctx := context.Background()
 	day := rule.Must(rule.NewCalendar("day:wx:/cgi-bin/x", 2, rule.Day, middayZone()))
+	var booked limiter.Reservation // the last admitted
 	admit := func() int {
 		n := 0
 		for range 3 {
@@ -89,6 +116,7 @@ func TestMemoryClearCalendar(t *testing.T) {
 			}
 			if res.OK() {
 				n++
+				booked = res
 			}
 		}
 		return n
@@ -101,6 +129,27 @@ func TestMemoryClearCalendar(t *testing.T) {
 	}
 	if n := admit(); n != 2 {
 		t.Fatalf("admitted %d after the clear, want 2", n)
+	}
+	// A booking made before a clear, given back after one made since,
+	// leaves that one counted: the window admits one more, not two.
+	if err := m.ClearCalendar(ctx, "wechat", []rule.Rule{day}); err != nil {
+		t.Fatal(err)
+	}
+	if n := admit(); n != 2 {
+		t.Fatalf("admitted %d after the second clear, want 2", n)
+	}
+	before := booked
+	if err := m.ClearCalendar(ctx, "wechat", []rule.Rule{day}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := m.Reserve(ctx, limiter.Request{Group: "wechat", Rules: []rule.Rule{day}}); err != nil || !res.OK() {
+		t.Fatalf("reserve after the clear: %+v %v", res, err)
+	}
+	if err := before.Cancel(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := admit(); n != 1 {
+		t.Fatalf("admitted %d after a cancel of a booking made before the clear, want 1", n)
 	}
 	if err := m.ClearCalendar(ctx, "wechat", []rule.Rule{rule.Must(rule.New("p", 1, time.Second))}); !errors.Is(err, limiter.ErrInvalidRequest) {
 		t.Fatalf("a paced rule: %v, want ErrInvalidRequest", err)

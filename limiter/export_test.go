@@ -11,12 +11,14 @@ import (
 
 // Hooks for the external tests of this package.
 
-// ReserveSHA, OneSHA and CancelSHA identify the scripts' calls: reserve.lua's,
-// one.lua's (one request of paced rules) and cancel.lua's.
+// ReserveSHA, OneSHA, CancelSHA and PenalizeSHA identify the scripts'
+// calls: reserve.lua's, one.lua's (one request of paced rules),
+// cancel.lua's and penalize.lua's.
 var (
-	ReserveSHA = reserveScript.sha.(string)
-	OneSHA     = oneScript.sha.(string)
-	CancelSHA  = cancelScript.sha.(string)
+	ReserveSHA  = reserveScript.sha.(string)
+	OneSHA      = oneScript.sha.(string)
+	CancelSHA   = cancelScript.sha.(string)
+	PenalizeSHA = penalizeScript.sha.(string)
 )
 
 // LoadScripts loads every script of the limiter into c's Redis, so that a

@@ -19,7 +19,8 @@ const maxPendingPenalties = 1024
 // holds through an outage. A penalty the primary does not take because it
 // is away is kept (the latest end per scope) and written, and so announced,
 // within about penaltyRetry of the primary answering again, unless it is
-// over by then. Such a penalty returns nil.
+// over by then, or older than a reset the primary recorded meanwhile
+// (ErrStalePenalty). Such a penalty returns nil.
 func (f *failover) Penalize(ctx context.Context, group string, p Penalty) error {
 	if err := f.local.Penalize(ctx, group, p); err != nil {
 		return err
@@ -31,8 +32,13 @@ func (f *failover) Penalize(ctx context.Context, group string, p Penalty) error 
 	ctx, cancel := f.bound(ctx)
 	defer cancel()
 	err := f.primary.Penalize(ctx, group, p)
-	if errors.Is(err, ErrUnavailable) {
+	switch {
+	case errors.Is(err, ErrUnavailable):
 		f.keepPenalty(group, p)
+	case errors.Is(err, ErrStalePenalty):
+		// Older than a reset of its quota: kept, it would shut the scope
+		// the reset opened during the next outage.
+		f.local.forgetPenalty(group, p)
 	}
 	return err
 }
@@ -113,6 +119,12 @@ func (f *failover) flushPenalties() {
 					break
 				}
 				f.forgetKept(id, p)
+				if errors.Is(err, ErrStalePenalty) {
+					// The provider reset its quota while Redis was
+					// away: nothing to write, announce or keep.
+					f.local.forgetPenalty(id.group, p)
+					continue
+				}
 				if written == nil {
 					written = make(map[penaltyID]Penalty)
 				}

@@ -59,6 +59,18 @@ type CalendarClearer interface {
 	ClearCalendar(ctx context.Context, group string, rules []rule.Rule) error
 }
 
+// ResetRecorder is a Limiter that remembers, for every replica, that the
+// provider reset the quota behind scopes of a group, ending its penalties
+// of code there (a WeChat clear_quota the Transport saw succeed). An answer
+// of that code to a call sent before the reset may still arrive, at any
+// replica: a penalty of the code on one of the scopes whose Sent is before
+// the reset is then not recorded (ErrStalePenalty). Without it, such an
+// answer at a replica that did not see the reset shut the scope again
+// until the provider's window ended.
+type ResetRecorder interface {
+	RecordReset(ctx context.Context, group, code string, scopes []string) error
+}
+
 // PenaltyReader is a Limiter that can read the penalties in force of
 // scopes of a group, for the Transport to lift those a provider's reset of
 // its quotas ended.
@@ -75,6 +87,7 @@ var (
 	_ CalendarReader  = (*Shared)(nil)
 	_ CalendarClearer = (*Memory)(nil)
 	_ CalendarClearer = (*Shared)(nil)
+	_ ResetRecorder   = (*Shared)(nil)
 )
 
 // Request is what one outbound request asks of a Limiter.
@@ -322,6 +335,14 @@ type Penalty struct {
 	// replica's clock and moved onto Redis's by the replica's skew, when
 	// that is more than a call's latency could explain.
 	Stated bool
+	// Sent is when the call whose answer gave the penalty was sent, on
+	// this replica's clock; zero when unknown. A limiter that records the
+	// provider's resets (ResetRecorder) does not record a penalty of a
+	// reset's code on one of its scopes whose call was sent before the
+	// reset: the provider answered it before the count it reports was
+	// reset, and recorded it would shut the scope the reset opened, on
+	// every replica. Penalize then returns ErrStalePenalty.
+	Sent time.Time
 }
 
 // Sentinel errors.
@@ -337,6 +358,11 @@ var (
 	// once, and keep a lifted scope's breaker open until their own copy of
 	// the penalty ends.
 	ErrNotAnnounced = errors.New("limiter: written to the store, not announced to the replicas")
+	// ErrStalePenalty reports a penalty not recorded because the provider
+	// reset the quota behind its scope after the call it answers was sent
+	// (ResetRecorder, Penalty.Sent): nothing was written or announced, and
+	// the caller's own copy of it should go too.
+	ErrStalePenalty = errors.New("limiter: penalty not recorded: its call was sent before the provider reset the scope's quota")
 	// ErrWindowEnded reports a provider's count (SetCalendarUsed) that
 	// arrived after the window it was asked in had ended: it is
 	// yesterday's count, and the new window keeps its own.

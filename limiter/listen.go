@@ -37,8 +37,10 @@ type Listener struct {
 	//   "evictable": Redis's maxmemory-policy lets it evict the keys;
 	//   "penalty_lost": a penalty taken during an outage could not be kept
 	//     to be written later;
-	//   "penalty_dropped": a penalty was over (on this replica's clock)
-	//     before it could be written to Redis, so it was not shared.
+	//   "penalty_dropped": a penalty was not shared: it was over (on this
+	//     replica's clock) before it could be written to Redis, or it
+	//     answered a call sent before the provider reset that quota
+	//     (ErrStalePenalty).
 	// group is the request group concerned, or "". Each is also logged by
 	// the limiter, at most once a minute per kind and group.
 	Event func(kind, group string)

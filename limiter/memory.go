@@ -35,6 +35,10 @@ type stateKey struct{ group, key string }
 type calendarState struct {
 	counts   map[int64]int64 // window start (µs) → requests booked in it
 	expireUs int64           // end of the latest booked window
+	// cleared holds when ClearCalendar last started a window again (window
+	// start → µs): a cancel of a booking made before it takes nothing
+	// from the count, which holds only bookings made since.
+	cleared map[int64]int64
 }
 
 // NewMemory returns an in-process Limiter.
@@ -279,6 +283,11 @@ func (m *Memory) bookCalendar(k stateKey, r *rulecore.Rule, bounds [4]int64, s i
 			delete(st.counts, old)
 		}
 	}
+	for old := range st.cleared {
+		if old < bounds[1] {
+			delete(st.cleared, old)
+		}
+	}
 	return w
 }
 
@@ -307,9 +316,14 @@ func (m *Memory) cancel(_ context.Context, req Request, res Reservation) error {
 			delete(m.leases[k], res.booked[i])
 			continue
 		}
-		if st := m.calendar[k]; st != nil && st.counts[res.booked[i]] > 0 {
-			st.counts[res.booked[i]]--
+		st := m.calendar[k]
+		if st == nil || st.counts[res.booked[i]] <= 0 {
+			continue
 		}
+		if at, ok := st.cleared[res.booked[i]]; ok && at >= res.now.UnixMicro() {
+			continue // booked before the window was started again
+		}
+		st.counts[res.booked[i]]--
 	}
 	return nil
 }
@@ -342,6 +356,17 @@ func (m *Memory) Penalize(_ context.Context, group string, p Penalty) error {
 	}
 	m.penalties[k] = p
 	return nil
+}
+
+// forgetPenalty drops group's penalty p while it is the one held (same
+// end and code): one recorded since, longer, stays.
+func (m *Memory) forgetPenalty(group string, p Penalty) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := stateKey{group, p.Scope}
+	if old, ok := m.penalties[k]; ok && old.Until.Equal(p.Until) && old.Code == p.Code {
+		delete(m.penalties, k)
+	}
 }
 
 // size is how many keys the limiter holds, for leak checks.

@@ -3,7 +3,8 @@
 --
 -- KEYS[1]: the penalty key; KEYS[2]: the mark a lift of it left (lift.go),
 -- deleted with the new penalty: a mark left from an earlier lift would
--- read this penalty, lost with Redis's data, as lifted.
+-- read this penalty, lost with Redis's data, as lifted. KEYS[3]: the
+-- group's record of the provider's resets (reset.go).
 -- ARGV[1]: end of the penalty (µs since the epoch, on the replica's clock);
 -- ARGV[2]: the provider's code; ARGV[3]: the channel announcing penalties;
 -- ARGV[4]: the announcement's head, "v1 penalty\ngroup\nscope\n" (see
@@ -16,8 +17,12 @@
 -- penalty for the fleet. An end that is exact on the replica's clock stays
 -- exact. A stated end moved so was off by the replica's skew: a 5-minute
 -- ban kept 3 minutes by a replica 2 minutes ahead.
+-- ARGV[6]: how long ago (µs, by the replica's monotonic clock) the call
+-- the penalty answers was sent, -1 when unknown; ARGV[7]: the scope.
 -- Returns 1 (recorded and announced), 0 (a penalty ending no earlier is
--- there), -1 (over already), or "unannounced <error>": recorded, but PUBLISH
+-- there), -1 (over already), -2 (the provider reset the scope's quota of
+-- this code after the call was sent: its answer is older than the reset),
+-- or "unannounced <error>": recorded, but PUBLISH
 -- failed (an ACL user without it), so replicas learn of it on their next
 -- reserve instead.
 local t = redis.call('TIME')
@@ -31,6 +36,17 @@ if sent ~= 0 then
   end
 end
 if untilUs <= now then return -1 end
+-- The call's send on Redis's clock: now less its age. The age leaves out
+-- this call's way to Redis, so the send reads a little late: a call sent
+-- within that of the reset counts as after it, and its penalty stands.
+local ago = tonumber(ARGV[6])
+if ago >= 0 then
+  local r = redis.pcall('HGET', KEYS[3], ARGV[7])
+  if type(r) == 'string' then
+    local at, code = string.match(r, '^(%d+)|(.*)$')
+    if at and code == ARGV[2] and tonumber(at) > now - ago then return -2 end
+  end
+end
 local v = redis.pcall('GET', KEYS[1])
 if type(v) == 'table' then v = false end -- another type: replaced below
 if v then

@@ -349,7 +349,7 @@ func (l *redisLimiter) cancelAll(ctx context.Context, req Request, rs []Reservat
 			case rulecore.Paced:
 				a.list = append(a.list, boxedPaced, boxInt64(res.booked[i]), r.ArgT)
 			case rulecore.Calendar:
-				a.list = append(a.list, boxedCalendar, boxInt64(res.booked[i]), emptyArg)
+				a.list = append(a.list, boxedCalendar, boxInt64(res.booked[i]), boxInt64(res.now.UnixMicro()))
 			case rulecore.Window:
 				a.list = append(a.list, boxedWindow, boxInt64(res.booked[i]), emptyArg)
 			default:
@@ -424,12 +424,23 @@ func (l *redisLimiter) Penalize(ctx context.Context, group string, p Penalty) er
 	if p.Stated {
 		sent = 0 // kept as stated: no skew to correct
 	}
-	a.begin(penalizeScript, 2)
-	a.list = append(a.list, l.keys.get(l.prefix, penaltyTag, group, p.Scope), l.markKey(group, p.Scope),
-		boxInt64(p.Until.UnixMicro()), p.Code, l.channel(), penaltyHeader(group, p.Scope), boxInt64(sent))
+	ago := int64(-1) // unknown
+	if !p.Sent.IsZero() {
+		ago = max(0, time.Since(p.Sent).Microseconds())
+	}
+	a.begin(penalizeScript, 3)
+	a.list = append(a.list, l.keys.get(l.prefix, penaltyTag, group, p.Scope), l.markKey(group, p.Scope), l.resetsKey(group),
+		boxInt64(p.Until.UnixMicro()), p.Code, l.channel(), penaltyHeader(group, p.Scope), boxInt64(sent), boxInt64(ago), p.Scope)
 	v, err := l.run(ctx, penalizeScript, a.list).Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return unavailable("penalize", l.callError(ctx, err))
+	}
+	if n, ok := v.(int64); ok && n == -2 {
+		if l.report != nil {
+			l.report(event{Kind: eventPenaltyDropped, Group: group,
+				Detail: "a penalty on scope " + p.Scope + " (code " + p.Code + ") answered a call sent before the provider reset that quota; it was not shared"})
+		}
+		return ErrStalePenalty
 	}
 	if n, ok := v.(int64); ok && n < 0 {
 		if l.report != nil {

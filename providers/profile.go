@@ -208,7 +208,8 @@ type Cleared struct {
 	// Scopes are the penalty scopes the reset ended where a penalty of
 	// Code holds them (a penalty of another code stands), and so does an
 	// answer of Code to a request sent before the reset that arrives
-	// after it.
+	// after it, at this replica or, with a limiter.ResetRecorder (Redis),
+	// any other.
 	Scopes []string
 	Code   string
 	// Rules are the calendar rules whose current window the provider

@@ -1,15 +1,30 @@
 package circuit
 
-import "container/heap"
+import (
+	"container/heap"
+	"time"
+)
 
 // Lift closes scope's breaker at once, whatever its state, as when an
 // operator lifts a penalty that should not be there. It reports whether the
 // scope held a breaker. A later Penalize opens it again as usual.
 func (s *Set) Lift(scope string) bool {
+	return s.lift(scope, func(*entry) bool { return true })
+}
+
+// LiftIf is Lift while scope's breaker holds the penalty until, code (as
+// Penalize opened it): one opened since for a longer penalty stays.
+func (s *Set) LiftIf(scope string, until time.Time, code string) bool {
+	return s.lift(scope, func(e *entry) bool { return e.until.Equal(until) && e.code == code })
+}
+
+// lift closes scope's breaker when it holds one that match accepts (run
+// under the lock).
+func (s *Set) lift(scope string, match func(*entry) bool) bool {
 	now := s.cfg.now()
 	s.mu.Lock()
 	e := s.load(scope)
-	if e == nil || e.index < 0 {
+	if e == nil || e.index < 0 || !match(e) {
 		s.mu.Unlock()
 		return false
 	}

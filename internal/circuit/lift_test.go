@@ -96,3 +96,27 @@ func TestScopesMatchesScopeAndCode(t *testing.T) {
 		t.Fatalf("Scopes = %v, want %v", got, want)
 	}
 }
+
+// LiftIf closes a breaker only while it holds the penalty named: one
+// extended since by a longer penalty, or of another code, stays open.
+func TestLiftIf(t *testing.T) {
+	start := time.Unix(1_700_000_000, 0)
+	c := newClock(start)
+	s := newSet(t, c)
+	end := start.Add(time.Hour)
+	s.Penalize("api:x", end, "45009")
+	if s.LiftIf("api:x", end, "45011") || s.LiftIf("api:x", end.Add(time.Second), "45009") || s.LiftIf("api:y", end, "45009") {
+		t.Fatal("LiftIf lifted a penalty it did not name")
+	}
+	if s.State("api:x") != circuit.Open {
+		t.Fatalf("state %v after LiftIf of other penalties, want open", s.State("api:x"))
+	}
+	longer := end.Add(time.Minute)
+	s.Penalize("api:x", longer, "45009")
+	if s.LiftIf("api:x", end, "45009") {
+		t.Fatal("LiftIf lifted a breaker extended since by a longer penalty")
+	}
+	if !s.LiftIf("api:x", longer, "45009") || s.State("api:x") != circuit.Closed || s.Len() != 0 {
+		t.Fatalf("LiftIf of the penalty held: state %v, %d breakers; want closed, 0", s.State("api:x"), s.Len())
+	}
+}

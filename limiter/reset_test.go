@@ -1,0 +1,181 @@
+package limiter_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/quotaware/throttle/internal/redistest"
+	"github.com/quotaware/throttle/limiter"
+	"github.com/quotaware/throttle/limiter/limitertest"
+	"github.com/quotaware/throttle/limiter/rule"
+	"github.com/redis/go-redis/v9"
+)
+
+// After a reset of the provider's quota is recorded, a penalty of the
+// reset's code on one of its scopes whose call was sent before the reset
+// is not recorded, on any replica: the provider answered that call before
+// it reset the count. Every other penalty is: another code, another scope,
+// a call sent after the reset, or one whose send is unknown.
+func TestPenaltyFromBeforeAResetIsNotRecorded(t *testing.T) {
+	srv := redistest.Shared(t)
+	rdb := srv.Client(t)
+	prefix := limitertest.Group(t)
+	var logs syncBuffer
+	a := newShared(t, rdb, limiter.SharedConfig{Prefix: prefix, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	b := newShared(t, rdb, limiter.SharedConfig{Prefix: prefix, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	ctx := context.Background()
+	const g = "wechat"
+	key := func(scope string) string { return "{" + prefix + ":" + g + "}:p:" + scope }
+	// A call sent a minute before the reset: far more than any round trip
+	// to Redis could blur.
+	before := time.Now().Add(-time.Minute)
+	if err := a.RecordReset(ctx, g, "45009", []string{"api:a", "api:b"}); err != nil {
+		t.Fatal(err)
+	}
+	after := time.Now()
+	until := time.Now().Add(time.Hour)
+
+	err := b.Penalize(ctx, g, limiter.Penalty{Scope: "api:a", Until: until, Code: "45009", Sent: before})
+	if !errors.Is(err, limiter.ErrStalePenalty) {
+		t.Fatalf("a 45009 to a call sent before the reset: %v, want ErrStalePenalty", err)
+	}
+	if n := rdb.Exists(ctx, key("api:a")).Val(); n != 0 {
+		t.Fatalf("the stale penalty was written to Redis: %q", rdb.Get(ctx, key("api:a")).Val())
+	}
+	if !strings.Contains(logs.String(), "sent before the provider reset") {
+		t.Fatalf("the dropped penalty was not logged: %q", logs.String())
+	}
+	// The reserve that follows, on either replica, is not refused.
+	for _, l := range []*limiter.Shared{a, b} {
+		res, err := l.Reserve(ctx, limiter.Request{Group: g, Scopes: []string{"api:a"}, Rules: []rule.Rule{hot("api:a")}})
+		if err != nil || !res.OK() {
+			t.Fatalf("reserve after the stale penalty: %+v %v, want admitted", res, err)
+		}
+	}
+
+	for _, p := range []limiter.Penalty{
+		{Scope: "api:a", Until: until, Code: "45011", Sent: before}, // another code
+		{Scope: "api:c", Until: until, Code: "45009", Sent: before}, // a scope the reset did not name
+		{Scope: "api:b", Until: until, Code: "45009", Sent: after},  // sent after the reset
+		{Scope: "api:b", Until: until.Add(time.Second), Code: "45009"},
+	} {
+		if err := b.Penalize(ctx, g, p); err != nil {
+			t.Fatalf("Penalize(%+v): %v", p, err)
+		}
+		if n := rdb.Exists(ctx, key(p.Scope)).Val(); n != 1 {
+			t.Fatalf("Penalize(%+v) left no penalty in Redis", p)
+		}
+	}
+	if ttl := rdb.PTTL(ctx, "{"+prefix+":"+g+"}:resets").Val(); ttl < 23*time.Hour || ttl > 24*time.Hour {
+		t.Fatalf("the record of resets lives %v, want about a day", ttl)
+	}
+}
+
+// RecordReset rejects what it cannot record, naming it.
+func TestRecordResetRejectsBadInput(t *testing.T) {
+	l := newShared(t, redistest.Shared(t).Client(t), limiter.SharedConfig{Prefix: limitertest.Group(t)})
+	ctx := context.Background()
+	for name, call := range map[string]func() error{
+		"group with a brace": func() error { return l.RecordReset(ctx, "a}b", "45009", []string{"api:a"}) },
+		"empty code":         func() error { return l.RecordReset(ctx, "g", "", []string{"api:a"}) },
+		"empty scope":        func() error { return l.RecordReset(ctx, "g", "45009", []string{""}) },
+	} {
+		if err := call(); !errors.Is(err, limiter.ErrInvalidRequest) {
+			t.Errorf("%s: %v, want ErrInvalidRequest", name, err)
+		}
+	}
+	if err := l.RecordReset(ctx, "g", "45009", nil); err != nil {
+		t.Errorf("no scopes: %v, want nil (nothing to record)", err)
+	}
+}
+
+// outage fails every command of its client while down is set, as a
+// replica cut off from Redis sees it, and tells written of each penalize
+// call that reached Redis.
+type outage struct {
+	down    atomic.Bool
+	written chan struct{}
+}
+
+func (o *outage) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (o *outage) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if o.down.Load() {
+			return errCutOff
+		}
+		return next(ctx, cmds)
+	}
+}
+func (o *outage) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if o.down.Load() {
+			cmd.SetErr(errCutOff)
+			return errCutOff
+		}
+		err := next(ctx, cmd)
+		if args := cmd.Args(); cmd.Name() == "evalsha" && len(args) > 1 && args[1] == limiter.PenalizeSHA {
+			o.written <- struct{}{}
+		}
+		return err
+	}
+}
+
+var errCutOff = errors.New("cut off from Redis")
+
+// A penalty this replica kept while it could not reach Redis, whose call
+// was sent before a reset another replica recorded meanwhile, is neither
+// written once Redis answers again nor kept for the next outage.
+func TestOutagePenaltyFromBeforeAResetIsDropped(t *testing.T) {
+	srv := redistest.Shared(t)
+	prefix := limitertest.Group(t)
+	ctx := context.Background()
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
+	t.Cleanup(func() { c.Close() })
+	if err := limiter.LoadScripts(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	o := &outage{written: make(chan struct{}, 16)}
+	c.AddHook(o)
+	b := newShared(t, c, limiter.SharedConfig{Prefix: prefix, Share: 1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Timeout: 200 * time.Millisecond, Probe: 20 * time.Millisecond, Recover: 20 * time.Millisecond})
+	a := newShared(t, srv.Client(t), limiter.SharedConfig{Prefix: prefix})
+	const g = "wechat"
+	req := limiter.Request{Group: g, Scopes: []string{"api:a"}, Rules: []rule.Rule{hot("api:a")}}
+
+	o.down.Store(true)
+	sent := time.Now().Add(-time.Minute)
+	_ = b.Penalize(ctx, g, limiter.Penalty{Scope: "api:a", Until: time.Now().Add(time.Hour), Code: "45009", Sent: sent})
+	if err := a.RecordReset(ctx, g, "45009", []string{"api:a"}); err != nil {
+		t.Fatal(err)
+	}
+	o.down.Store(false)
+	select {
+	case <-o.written:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the kept penalty was not tried 10s after Redis answered again")
+	}
+	if n := srv.Client(t).Exists(ctx, "{"+prefix+":"+g+"}:p:api:a").Val(); n != 0 {
+		t.Fatal("the penalty kept through the outage was written after the reset")
+	}
+	// Cut off again, the replica limits alone: the dropped penalty is not
+	// among what it holds.
+	// (The copy goes right after the write's answer, which the hook saw
+	// first: polled.)
+	o.down.Store(true)
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		res, err := b.Reserve(ctx, req)
+		if err == nil && res.OK() && res.Local() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("reserve cut off again: %+v %v, want a local slot, not the dropped penalty", res, err)
+		}
+		time.Sleep(5 * time.Millisecond) // polls the replica's local state
+	}
+}
