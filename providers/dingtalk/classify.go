@@ -20,6 +20,7 @@ type scopeKind int
 
 const (
 	onAPI     scopeKind = iota // the app's (or ISV suite's, in one org) API
+	onCallers                  // the API, for every app and org of the deployment
 	onApp                      // every API of the app
 	onOrg                      // an ISV suite in one customer org; the app for an internal app
 	onEgress                   // every call from this egress IP
@@ -50,7 +51,7 @@ func oldQuota(code string) (quotaCode, bool) {
 	case "90001": // all calls from this server (IP) are suspended
 		return quotaCode{onEgress, endDefault}, true
 	case "90002": // all callers of this API are throttled; the docs advise backing off 1 s, 2 s, 4 s
-		return quotaCode{onAPI, endBackoff}, true
+		return quotaCode{onCallers, endBackoff}, true
 	case "90003": // the organisation's calls to every API are suspended
 		return quotaCode{onOrg, endDefault}, true
 	case "90004": // this app's credentials are suspended
@@ -98,7 +99,7 @@ func newQuota(code string) (quotaCode, bool) {
 	case "QpsLimitForAppkeyAndApi", "QpsLimitForSuitekeyAndOrgAndApi":
 		return quotaCode{onAPI, endSecond}, true
 	case "QpsLimitForApi": // every caller of the API, as 90002
-		return quotaCode{onAPI, endBackoff}, true
+		return quotaCode{onCallers, endBackoff}, true
 	case "QpmLimitForAppkeyAndApi", "QpmLimitForSuitekeyAndOrgAndApi":
 		return quotaCode{onAPI, endMinute}, true
 	case "ApiCountLimitForOrg":
@@ -222,6 +223,11 @@ func (p *preset) quota(route *providers.Route, q quotaCode, code, msg, altMsg st
 	switch q.scope {
 	case onAPI:
 		v.Scope = api
+	case onCallers:
+		// Every app and org of ours calls the API under the same limit:
+		// one app's refusal stops them all (a route without the scope, a
+		// robot's, stops its own API).
+		v.Scope = cmp.Or(route.Scope(scopekind.Callers), api)
 	case onApp:
 		v.Scope = p.appScope
 	case onOrg:

@@ -67,15 +67,18 @@ func TestClassify(t *testing.T) {
 	nextMonth := time.Date(2025, 4, 1, 0, 0, 0, 0, penaltytime.Beijing()).Add(defaultMonthGrace)
 	stated := time.Date(2025, 3, 10, 14, 30, 17, 0, penaltytime.Beijing())
 	var (
-		apiOld    = "api:dingapp:/user/get"
-		apiTop    = "api:dingapp:/topapi/v2/user/get"
-		apiNew    = "api:dingapp:/v1.0/contact/users/{unionId}"
-		app       = "app:dingapp"
-		egress    = "egress:default"
-		monthly   = "monthly:dingapp"
-		zero      time.Time
-		banUntil  = now.Add(defaultIPBanPenalty)
-		robotUntl = now.Add(defaultRobotPenalty)
+		apiOld = "api:dingapp:/user/get"
+		apiTop = "api:dingapp:/topapi/v2/user/get"
+		apiNew = "api:dingapp:/v1.0/contact/users/{unionId}"
+		// DingTalk's limit on all callers of an API stops every app's.
+		callersOld = "callers:/user/get"
+		callersNew = "callers:/v1.0/contact/users/{unionId}"
+		app        = "app:dingapp"
+		egress     = "egress:default"
+		monthly    = "monthly:dingapp"
+		zero       time.Time
+		banUntil   = now.Add(defaultIPBanPenalty)
+		robotUntl  = now.Add(defaultRobotPenalty)
 	)
 	tests := []struct {
 		name   string
@@ -120,7 +123,7 @@ func TestClassify(t *testing.T) {
 		{"88 without sub_code", topURL, 200, json, `{"errcode":88,"errmsg":"鉴权异常"}`, providers.Fatal, "", zero, "88", false},
 
 		// Other frequency codes.
-		{"90002", oldURL, 200, json, `{"errcode":90002,"errmsg":"您的服务器调用钉钉开放平台当前接口的所有请求都被暂时禁用了"}`, providers.Quota, apiOld, backedOff, "90002", true},
+		{"90002", oldURL, 200, json, `{"errcode":90002,"errmsg":"您的服务器调用钉钉开放平台当前接口的所有请求都被暂时禁用了"}`, providers.Quota, callersOld, backedOff, "90002", true},
 		{"90001", oldURL, 200, json, `{"errcode":90001,"errmsg":"all suspended"}`, providers.Quota, egress, zero, "90001", true},
 		{"90003", oldURL, 200, json, `{"errcode":90003,"errmsg":"x"}`, providers.Quota, app, zero, "90003", true},
 		{"90004", oldURL, 200, json, `{"errcode":90004,"errmsg":"x"}`, providers.Quota, app, zero, "90004", true},
@@ -147,7 +150,7 @@ func TestClassify(t *testing.T) {
 		{"qps app api", newURL, 403, json, `{"code":"Forbidden.AccessDenied.QpsLimitForAppkeyAndApi","message":"The request has exceeded the QPS limit of the appkey and api: apiPath(/v1.0/contact/users/manager4220)","requestid":"R1"}`,
 			providers.Quota, apiNew, nextSec, "Forbidden.AccessDenied.QpsLimitForAppkeyAndApi", true},
 		{"qpm app api", newURL, 403, json, `{"code":"Forbidden.AccessDenied.QpmLimitForAppkeyAndApi","message":"m","requestid":"R"}`, providers.Quota, apiNew, nextMin, "Forbidden.AccessDenied.QpmLimitForAppkeyAndApi", true},
-		{"qps api", newURL, 403, json, `{"code":"Forbidden.AccessDenied.QpsLimitForApi","message":"m"}`, providers.Quota, apiNew, backedOff, "Forbidden.AccessDenied.QpsLimitForApi", true},
+		{"qps api", newURL, 403, json, `{"code":"Forbidden.AccessDenied.QpsLimitForApi","message":"m"}`, providers.Quota, callersNew, backedOff, "Forbidden.AccessDenied.QpsLimitForApi", true},
 		{"org month", newURL, 403, json, `{"code":"Forbidden.AccessDenied.ApiCountLimitForOrg","message":"m"}`, providers.Quota, monthly, nextMonth, "Forbidden.AccessDenied.ApiCountLimitForOrg", true},
 		{"isv qps", newURL, 403, json, `{"code":"Forbidden.AccessDenied.QpsLimitForSuitekeyAndOrgAndApi","message":"m"}`, providers.Quota, apiNew, nextSec, "Forbidden.AccessDenied.QpsLimitForSuitekeyAndOrgAndApi", true},
 		{"isv qpm", newURL, 403, json, `{"code":"Forbidden.AccessDenied.QpmLimitForSuitekeyAndOrgAndApi","message":"m"}`, providers.Quota, apiNew, nextMin, "Forbidden.AccessDenied.QpmLimitForSuitekeyAndOrgAndApi", true},

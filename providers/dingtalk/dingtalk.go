@@ -195,14 +195,14 @@ func (p *preset) apiOf(req *http.Request) (string, bool) {
 
 func (p *preset) buildRoute(api, org string) (providers.Route, error) {
 	rules := make([]rule.Rule, 0, 3)
-	scopes := make([]string, 0, 5)
+	scopes := make([]string, 0, 6)
 	apiScope := p.apiScope(api, org)
 	r, err := p.apiRule.WithKey(apiScope)
 	if err != nil {
 		return providers.Route{}, err
 	}
 	rules = append(rules, r, p.egressRule)
-	scopes = append(scopes, apiScope, p.appScope)
+	scopes = append(scopes, apiScope, p.callersScope(api), p.appScope)
 	if org != "" {
 		scopes = append(scopes, p.orgScope(org))
 	}
@@ -235,6 +235,13 @@ func (p *preset) apiScope(api, org string) string {
 		id += "@" + org
 	}
 	return boundKey(scopekind.Of(scopekind.API, id+":"+pathOf(api)))
+}
+
+// callersScope names one API for every app and org of the deployment
+// ("callers:<path>"): DingTalk's limit on all callers of an API (90002,
+// QpsLimitForApi) refuses them all alike.
+func (p *preset) callersScope(api string) string {
+	return boundKey(scopekind.Of(scopekind.Callers, pathOf(api)))
 }
 
 // pathOf is the URL path (template) of a catalog's API name, which may

@@ -127,13 +127,13 @@ func TestRoute(t *testing.T) {
 	}{
 		{oldURL, "/user/get",
 			[]string{"api:dingapp:/user/get", "egress:default", "month:dingapp"},
-			[]string{"api:dingapp:/user/get", "app:dingapp", "egress:default", "monthly:dingapp"}},
+			[]string{"api:dingapp:/user/get", "callers:/user/get", "app:dingapp", "egress:default", "monthly:dingapp"}},
 		{"https://oapi.dingtalk.com/topapi/message/corpconversation/asyncsend_v2?access_token=t", "/topapi/message/corpconversation/asyncsend_v2",
 			[]string{"api:dingapp:/topapi/message/corpconversation/asyncsend_v2", "egress:default"},
-			[]string{"api:dingapp:/topapi/message/corpconversation/asyncsend_v2", "app:dingapp", "egress:default"}},
+			[]string{"api:dingapp:/topapi/message/corpconversation/asyncsend_v2", "callers:/topapi/message/corpconversation/asyncsend_v2", "app:dingapp", "egress:default"}},
 		{newURL, "GET /v1.0/contact/users/{unionId}",
 			[]string{"api:dingapp:/v1.0/contact/users/{unionId}", "egress:default", "month:dingapp"},
-			[]string{"api:dingapp:/v1.0/contact/users/{unionId}", "app:dingapp", "egress:default", "monthly:dingapp"}},
+			[]string{"api:dingapp:/v1.0/contact/users/{unionId}", "callers:/v1.0/contact/users/{unionId}", "app:dingapp", "egress:default", "monthly:dingapp"}},
 	}
 	for _, tt := range tests {
 		r, err := p.Route(request("GET", tt.url))

@@ -54,6 +54,16 @@ func qpsAnswer(now time.Time, newAPI bool, path string, isv bool) answer {
 	return wrapOld(path, "90018", "当前应用调用该接口的频率已超过限制, 处罚将在 "+end+" 结束.")
 }
 
+// allAnswer refuses a call by the limit on all callers of one API: every
+// request of this server to the API is suspended for now (90002).
+func allAnswer(newAPI bool, path string) answer {
+	if newAPI {
+		return jsonAnswer(http.StatusForbidden, "Forbidden.AccessDenied.QpsLimitForApi",
+			`{"code":"Forbidden.AccessDenied.QpsLimitForApi","message":"The request has exceeded the QPS limit of the api: apiPath(`+path+`)","requestid":"`+requestID()+`"}`)
+	}
+	return wrapOld(path, "90002", "您的服务器调用钉钉开放平台当前接口的所有请求都被暂时禁用了")
+}
+
 // wrapOld writes an old-API error: plain errcode, or under /topapi the
 // errcode 88 wrapper with sub_code.
 func wrapOld(path, code, msg string) answer {

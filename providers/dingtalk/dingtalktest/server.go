@@ -30,6 +30,12 @@ type Options struct {
 	// (/v1.0/oauth2/corpAccessToken, /service/get_corp_token); exceeding it
 	// answers 90019 / QpsLimitForSuitekeyAndOrgAndApi.
 	ISVQPS int
+	// AllQPS is the limit on all callers of one API, every app and org,
+	// per fixed wall-clock second (0: none; DingTalk does not publish
+	// its own): beyond it every caller gets 90002 / QpsLimitForApi. It is
+	// counted before the per-app limit, and a call it refuses counts
+	// there too, as the platform charges every arrival.
+	AllQPS int
 	// EgressLimit calls per fixed EgressWindow from the client's IP
 	// (default 10,000 per 20 s); the next call bans the IP for BanDuration,
 	// every API included.
@@ -150,7 +156,8 @@ type Record struct {
 // Stats counts what the emulator did.
 type Stats struct {
 	Requests      int // every request
-	Rejected      int // refused by the per-API limit or the monthly quota
+	Rejected      int // refused by a per-API limit or the monthly quota
+	AllRejected   int // of which by the limit on all callers of one API (AllQPS)
 	Bans          int // IP bans triggered
 	BannedAnswers int // answers given while banned (the triggering call included)
 	Injected      int // answers forced by fault injection
@@ -390,6 +397,16 @@ func (s *Server) decideLocked(r *http.Request, now time.Time, newAPI bool, api, 
 	}
 	k := app + "\x00" + org + "\x00" + paramsUnnamed(path)
 	s.qps[k]++
+	if s.opts.AllQPS > 0 {
+		// No app key holds a NUL: this key is no app's.
+		all := "\x00all\x00" + paramsUnnamed(path)
+		s.qps[all]++
+		if s.qps[all] > s.opts.AllQPS {
+			s.stats.Rejected++
+			s.stats.AllRejected++
+			return allAnswer(newAPI, r.URL.Path)
+		}
+	}
 	if s.qps[k] > s.qpsOf(h) {
 		s.stats.Rejected++
 		return qpsAnswer(now, newAPI, r.URL.Path, org != "")

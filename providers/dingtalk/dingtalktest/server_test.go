@@ -99,6 +99,40 @@ func TestQPSFixedSecond(t *testing.T) {
 	}
 }
 
+// AllQPS limits all callers of one API together, every app, per fixed
+// second: the call past it gets 90002 (the new API: 403 QpsLimitForApi),
+// whichever app makes it; another API, and the next second, go on.
+func TestAllCallersOfOneAPI(t *testing.T) {
+	c := newClock()
+	s := dingtalktest.New(dingtalktest.Options{Clock: c.Now, AllQPS: 3, Tokens: map[string]string{"t1": "app1", "t2": "app2"}})
+	defer s.Close()
+	for i, tok := range []string{"t1", "t2", "t1"} {
+		if _, body := get(t, s, "/user/get?access_token="+tok); !strings.Contains(body, `"errcode":0`) {
+			t.Fatalf("call %d refused: %s", i+1, body)
+		}
+	}
+	if _, body := get(t, s, "/user/get?access_token=t2"); !strings.Contains(body, `"errcode":90002`) {
+		t.Fatalf("the 4th call of all apps to one API in a second: %s, want 90002", body)
+	}
+	if _, body := get(t, s, "/department/list?access_token=t2"); !strings.Contains(body, `"errcode":0`) {
+		t.Fatalf("another API refused: %s", body)
+	}
+	for range 3 {
+		do(t, s, "GET", "/v1.0/contact/users/manager4220", "", newToken("t1"))
+	}
+	resp, body := do(t, s, "GET", "/v1.0/contact/users/manager4221", "", newToken("t2"))
+	if resp.StatusCode != 403 || !strings.Contains(body, `"code":"Forbidden.AccessDenied.QpsLimitForApi"`) {
+		t.Fatalf("the new API's 4th call: %d %s, want 403 QpsLimitForApi", resp.StatusCode, body)
+	}
+	c.Set(c.Now().Truncate(time.Second).Add(time.Second))
+	if _, body := get(t, s, "/user/get?access_token=t2"); !strings.Contains(body, `"errcode":0`) {
+		t.Fatalf("next second refused: %s", body)
+	}
+	if st := s.Stats(); st.AllRejected != 2 || st.Rejected != 2 {
+		t.Fatalf("stats %+v, want 2 rejected, both by AllQPS", st)
+	}
+}
+
 // An API is a URL path: a path's methods share its per-second count.
 func TestQPSPerPathWhateverTheMethod(t *testing.T) {
 	c := newClock()

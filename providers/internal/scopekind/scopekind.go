@@ -10,6 +10,7 @@ import (
 // The kinds of scope the presets use.
 const (
 	API     = "api"     // one API of one app
+	Callers = "callers" // one API, every app calling it: a limit the provider keeps on all callers
 	App     = "app"     // every API of one app
 	Org     = "org"     // one company or tenant
 	Egress  = "egress"  // every call leaving from this egress IP
