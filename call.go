@@ -353,9 +353,8 @@ func (c *call) penalize(ctx context.Context) {
 		err := lim.Penalize(ctx, name, pen)
 		if errors.Is(err, limiter.ErrStalePenalty) {
 			// Another replica saw the provider reset this quota after
-			// the call went out (the limiter has said so in its log):
-			// this replica's breaker for it goes too.
-			p.breakers.LiftIf(pen.Scope, pen.Until, pen.Code)
+			// the call went out; the limiter has logged it and closed
+			// this replica's breaker for it (staleRouter).
 			return nil
 		}
 		if rs.ended(pen.Scope, pen.Code, sent) {

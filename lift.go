@@ -53,10 +53,7 @@ func (t *Transport) LiftPenalty(ctx context.Context, provider, scope string) err
 // kept for outages). Like penaltyRouter, it holds the breakers, not the
 // Transport.
 func liftRouter(profiles []profile, log *slog.Logger) func(group, scope string) {
-	byName := make(map[string]*profile, len(profiles))
-	for i := range profiles {
-		byName[profiles[i].Name] = &profiles[i]
-	}
+	byName := profilesByName(profiles)
 	return func(group, scope string) {
 		p := byName[group]
 		if p == nil {

@@ -36,6 +36,7 @@ func (t *Transport) wireShared(s *limiter.Shared, c *config) {
 		Switch:  func(down bool, err error) { tel.fallbackSwitch(down, mode, addr, err) },
 		Penalty: penaltyRouter(t.profiles, t.head),
 		Lift:    liftRouter(t.profiles, c.logger),
+		Stale:   staleRouter(t.profiles),
 		Event:   limiterEvents(c),
 	})
 	t.shared = s
@@ -43,6 +44,30 @@ func (t *Transport) wireShared(s *limiter.Shared, c *config) {
 	// A Transport dropped without Close stops that work once collected;
 	// a cleanup must not block, so it only starts the stop.
 	runtime.AddCleanup(t, func(s *limiter.Shared) { go s.Close() }, s)
+}
+
+// staleRouter closes this process's breaker for a penalty the limiter did
+// not record because the provider reset that quota after its call went out
+// (limiter.ErrStalePenalty), while the breaker holds that penalty: as the
+// answer's penalty is written, or, for one kept through an outage, once
+// Redis answers again. Like penaltyRouter, it holds the breakers.
+func staleRouter(profiles []profile) func(group string, p limiter.Penalty) {
+	byName := profilesByName(profiles)
+	return func(group string, p limiter.Penalty) {
+		if prof := byName[group]; prof != nil {
+			prof.breakers.LiftIf(p.Scope, p.Until, p.Code)
+		}
+	}
+}
+
+// profilesByName indexes profiles by name, for the routers of a Shared
+// limiter's news, which name a profile by its group.
+func profilesByName(profiles []profile) map[string]*profile {
+	byName := make(map[string]*profile, len(profiles))
+	for i := range profiles {
+		byName[profiles[i].Name] = &profiles[i]
+	}
+	return byName
 }
 
 // outageModeName names a limiter's outage mode for logs.
@@ -61,10 +86,7 @@ func outageModeName(m limiter.OutageMode) string {
 // before the penalty then never sends inside it. It holds the breakers, not
 // the Transport, so an unreferenced Transport can still be collected.
 func penaltyRouter(profiles []profile, learned *headroomLoop) func(group string, p limiter.Penalty) {
-	byName := make(map[string]*profile, len(profiles))
-	for i := range profiles {
-		byName[profiles[i].Name] = &profiles[i]
-	}
+	byName := profilesByName(profiles)
 	return func(group string, p limiter.Penalty) {
 		if prof := byName[group]; prof != nil {
 			prof.stop(p.Scope, p.Until, p.Code, "announcement")

@@ -49,7 +49,10 @@ func (f *failover) keepPenalty(group string, p Penalty) {
 	old, ok := f.penalties[id]
 	switch {
 	case ok:
-		if p.Until.After(old.Until) {
+		// On a tie the later call's: a stale answer kept first would
+		// otherwise hide a fresh one of the same end (WeChat's 45009s all
+		// end at midnight) and take it down with it when dropped.
+		if p.Until.After(old.Until) || p.Until.Equal(old.Until) && p.Sent.After(old.Sent) {
 			f.penalties[id] = p
 		}
 		p = Penalty{}

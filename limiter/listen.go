@@ -44,6 +44,12 @@ type Listener struct {
 	// group is the request group concerned, or "". Each is also logged by
 	// the limiter, at most once a minute per kind and group.
 	Event func(kind, group string)
+	// Stale is told of a penalty this replica took that was not recorded
+	// because its call went out before the provider reset that quota
+	// (ErrStalePenalty): as the answer is written, or once Redis answers
+	// again for one kept through an outage. The replica's own stop for
+	// that penalty should end.
+	Stale func(group string, p Penalty)
 }
 
 // maxEarlyEvents bounds the events kept for the first listener.

@@ -351,7 +351,9 @@ func (m *Memory) Penalize(_ context.Context, group string, p Penalty) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	k := stateKey{group, p.Scope}
-	if old, ok := m.penalties[k]; ok && !p.Until.After(old.Until) {
+	// On a tie the later call's, so that dropping a stale one
+	// (forgetPenalty) cannot take a fresh one of the same end with it.
+	if old, ok := m.penalties[k]; ok && !p.Until.After(old.Until) && !(p.Until.Equal(old.Until) && p.Sent.After(old.Sent)) {
 		return nil
 	}
 	m.penalties[k] = p
@@ -359,12 +361,12 @@ func (m *Memory) Penalize(_ context.Context, group string, p Penalty) error {
 }
 
 // forgetPenalty drops group's penalty p while it is the one held (same
-// end and code): one recorded since, longer, stays.
+// end, code and send): one recorded since stays.
 func (m *Memory) forgetPenalty(group string, p Penalty) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	k := stateKey{group, p.Scope}
-	if old, ok := m.penalties[k]; ok && old.Until.Equal(p.Until) && old.Code == p.Code {
+	if old, ok := m.penalties[k]; ok && old.Until.Equal(p.Until) && old.Code == p.Code && old.Sent.Equal(p.Sent) {
 		delete(m.penalties, k)
 	}
 }

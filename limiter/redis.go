@@ -35,6 +35,9 @@ type redisLimiter struct {
 	addr string
 	// report, if set, is told of lost state and corrupt values.
 	report func(event)
+	// onStale, if set, is told of a penalty not recorded for a reset
+	// after its call went out (penalize.lua's -2), before Penalize returns.
+	onStale func(group string, p Penalty)
 	// onPenalty, if set, is told of every penalty this replica met in
 	// Redis: written by it, or refusing one of its reserves.
 	onPenalty func(group string, p Penalty)
@@ -436,6 +439,9 @@ func (l *redisLimiter) Penalize(ctx context.Context, group string, p Penalty) er
 		return unavailable("penalize", l.callError(ctx, err))
 	}
 	if n, ok := v.(int64); ok && n == -2 {
+		if l.onStale != nil {
+			l.onStale(group, p)
+		}
 		if l.report != nil {
 			l.report(event{Kind: eventPenaltyDropped, Group: group,
 				Detail: "a penalty on scope " + p.Scope + " (code " + p.Code + ") answered a call sent before the provider reset that quota; it was not shared"})

@@ -29,12 +29,20 @@ const maxResetScopes = 10000
 
 // recordResetScript writes ARGV[3...] (scopes) to the hash KEYS[1], each
 // with Redis's time and the code ARGV[1], and keeps the hash ARGV[2] ms.
+// A key of another type is replaced (it returns 1 then, else 0): kept, it
+// would fail every reset's record from then on.
 var recordResetScript = redis.NewScript(`
+local replaced = 0
+local ty = redis.call('TYPE', KEYS[1]).ok
+if ty ~= 'hash' and ty ~= 'none' then
+  redis.call('DEL', KEYS[1])
+  replaced = 1
+end
 local t = redis.call('TIME')
 local v = t[1] .. string.format('%06d', tonumber(t[2])) .. '|' .. ARGV[1]
 for i = 3, #ARGV do redis.call('HSET', KEYS[1], ARGV[i], v) end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
-return 1
+return replaced
 `)
 
 // resetsKey is the key of group's record of the provider's resets.
@@ -69,8 +77,13 @@ func (s *Shared) RecordReset(ctx context.Context, group, code string, scopes []s
 		}
 		args = append(args, sc)
 	}
-	if err := recordResetScript.Run(ctx, s.redis.client, []string{s.redis.resetsKey(group)}, args...).Err(); err != nil {
+	key := s.redis.resetsKey(group)
+	replaced, err := recordResetScript.Run(ctx, s.redis.client, []string{key}, args...).Int64()
+	if err != nil {
 		return unavailable("record reset", err)
+	}
+	if replaced == 1 {
+		s.report(event{Kind: eventCorruptValue, Group: group, Detail: "the record of resets " + key + " held another type; it was replaced"})
 	}
 	return nil
 }

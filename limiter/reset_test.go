@@ -95,6 +95,35 @@ func TestRecordResetRejectsBadInput(t *testing.T) {
 	}
 }
 
+// A record of resets that holds another type is replaced and reported,
+// not an error: kept, it would fail every reset's record from then on.
+func TestRecordResetReplacesAnotherType(t *testing.T) {
+	rdb := redistest.Shared(t).Client(t)
+	prefix := limitertest.Group(t)
+	events := make(chan string, 4)
+	l := newShared(t, rdb, limiter.SharedConfig{Prefix: prefix, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
+		limiter.Listener{Event: func(kind, _ string) { events <- kind }})
+	ctx := context.Background()
+	key := "{" + prefix + ":g}:resets"
+	if err := rdb.Set(ctx, key, "not a hash", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.RecordReset(ctx, "g", "45009", []string{"api:a"}); err != nil {
+		t.Fatalf("RecordReset over a string: %v", err)
+	}
+	if ty := rdb.Type(ctx, key).Val(); ty != "hash" || rdb.PTTL(ctx, key).Val() <= 0 {
+		t.Fatalf("the record after RecordReset: type %s, TTL %v; want a hash that expires", ty, rdb.PTTL(ctx, key).Val())
+	}
+	// Events are told before the call returns.
+	for seen := ""; seen != "corrupt_value"; {
+		select {
+		case seen = <-events:
+		default:
+			t.Fatal("the replaced record was not reported as a corrupt_value event")
+		}
+	}
+}
+
 // outage fails every command of its client while down is set, as a
 // replica cut off from Redis sees it, and tells written of each penalize
 // call that reached Redis.
@@ -130,7 +159,9 @@ var errCutOff = errors.New("cut off from Redis")
 
 // A penalty this replica kept while it could not reach Redis, whose call
 // was sent before a reset another replica recorded meanwhile, is neither
-// written once Redis answers again nor kept for the next outage.
+// written once Redis answers again nor kept for the next outage, and the
+// replica is told (Listener.Stale) so that its own stop ends; nor is one
+// refused as stale while Redis answers kept for an outage.
 func TestOutagePenaltyFromBeforeAResetIsDropped(t *testing.T) {
 	srv := redistest.Shared(t)
 	prefix := limitertest.Group(t)
@@ -142,23 +173,49 @@ func TestOutagePenaltyFromBeforeAResetIsDropped(t *testing.T) {
 	}
 	o := &outage{written: make(chan struct{}, 16)}
 	c.AddHook(o)
+	stale := make(chan string, 4)
 	b := newShared(t, c, limiter.SharedConfig{Prefix: prefix, Share: 1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Timeout: 200 * time.Millisecond, Probe: 20 * time.Millisecond, Recover: 20 * time.Millisecond})
+		Timeout: 200 * time.Millisecond, Probe: 20 * time.Millisecond, Recover: 20 * time.Millisecond},
+		limiter.Listener{Stale: func(_ string, p limiter.Penalty) { stale <- p.Scope }})
 	a := newShared(t, srv.Client(t), limiter.SharedConfig{Prefix: prefix})
 	const g = "wechat"
-	req := limiter.Request{Group: g, Scopes: []string{"api:a"}, Rules: []rule.Rule{hot("api:a")}}
-
-	o.down.Store(true)
+	req := limiter.Request{Group: g, Scopes: []string{"api:a", "api:b"}, Rules: []rule.Rule{hot("api:a")}}
 	sent := time.Now().Add(-time.Minute)
-	_ = b.Penalize(ctx, g, limiter.Penalty{Scope: "api:a", Until: time.Now().Add(time.Hour), Code: "45009", Sent: sent})
-	if err := a.RecordReset(ctx, g, "45009", []string{"api:a"}); err != nil {
+	until := time.Now().Add(time.Hour)
+
+	// Redis answering: the stale penalty is refused and not kept either.
+	if err := a.RecordReset(ctx, g, "45009", []string{"api:a", "api:b"}); err != nil {
 		t.Fatal(err)
 	}
+	if err := b.Penalize(ctx, g, limiter.Penalty{Scope: "api:b", Until: until, Code: "45009", Sent: sent}); !errors.Is(err, limiter.ErrStalePenalty) {
+		t.Fatalf("a stale penalty with Redis answering: %v, want ErrStalePenalty", err)
+	}
+	<-o.written
+	// Told before Penalize returns.
+	select {
+	case sc := <-stale:
+		if sc != "api:b" {
+			t.Fatalf("Stale told of %q, want api:b", sc)
+		}
+	default:
+		t.Fatal("the replica was not told that its penalty was stale")
+	}
+	// Cut off: this one is kept, and tried once Redis answers again.
+	o.down.Store(true)
+	_ = b.Penalize(ctx, g, limiter.Penalty{Scope: "api:a", Until: until, Code: "45009", Sent: sent})
 	o.down.Store(false)
 	select {
 	case <-o.written:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the kept penalty was not tried 10s after Redis answered again")
+	}
+	select {
+	case sc := <-stale:
+		if sc != "api:a" {
+			t.Fatalf("Stale told of %q, want api:a", sc)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the replica was not told that the kept penalty was stale")
 	}
 	if n := srv.Client(t).Exists(ctx, "{"+prefix+":"+g+"}:p:api:a").Val(); n != 0 {
 		t.Fatal("the penalty kept through the outage was written after the reset")

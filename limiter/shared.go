@@ -270,6 +270,13 @@ func (s *Shared) startAnnouncements(client redis.UniversalClient, r *redisLimite
 		onSubscribe: func(err error) { s.faults.set(faultSubscribe, err) },
 	})
 	r.onPenalty = s.watcher.remember
+	r.onStale = func(group string, p Penalty) {
+		s.listeners.each(func(l *Listener) {
+			if l.Stale != nil {
+				l.Stale(group, p)
+			}
+		})
+	}
 }
 
 // Addr names the Redis servers the limiter's client dials ("host:port",
@@ -370,7 +377,10 @@ func (s *Shared) Reserve(ctx context.Context, req Request) (Reservation, error) 
 
 // Penalize implements Limiter. During an outage the penalty holds locally
 // and is written to Redis (and announced) once Redis is back, unless it is
-// over by then.
+// over by then. A penalty of a reset's code on one of its scopes whose
+// call went out before the reset (RecordReset, Penalty.Sent) is neither
+// written nor kept: Penalize returns ErrStalePenalty, or, for one kept
+// through an outage, Listener.Stale is told once Redis answers again.
 func (s *Shared) Penalize(ctx context.Context, group string, p Penalty) error {
 	return s.failover.Penalize(ctx, group, p)
 }
