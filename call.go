@@ -353,8 +353,10 @@ func (c *call) penalize(ctx context.Context) {
 		err := lim.Penalize(ctx, name, pen)
 		if errors.Is(err, limiter.ErrStalePenalty) {
 			// Another replica saw the provider reset this quota after
-			// the call went out; the limiter has logged it and closed
-			// this replica's breaker for it (staleRouter).
+			// the call went out: this replica's breaker for it goes too
+			// (a Shared limiter's Listener.Stale has closed it already,
+			// staleRouter; any other limiter has not).
+			p.breakers.LiftIf(pen.Scope, pen.Until, pen.Code)
 			return nil
 		}
 		if rs.ended(pen.Scope, pen.Code, sent) {

@@ -178,7 +178,7 @@ func TestAnswerFromBeforeAResetOnAnotherReplica(t *testing.T) {
 	// The send reads late by one round trip to Redis (the penalty's own
 	// way there: design.md, section 8), so a call sent within that of the
 	// reset counts as after it. This gap puts the call clearly before.
-	time.Sleep(50 * time.Millisecond)
+	time.Sleep(200 * time.Millisecond)
 	if err := a("/reset"); err != nil {
 		t.Fatal(err)
 	}
@@ -213,5 +213,40 @@ func TestAnswerFromBeforeAResetOnAnotherReplica(t *testing.T) {
 	}
 	if err := a("/slow"); !errors.Is(err, throttle.ErrPenalized) {
 		t.Fatalf("after a 45009 to a call sent after the reset: %v, want the scope penalised", err)
+	}
+}
+
+// staleLimiter is a limiter that refuses every penalty as stale, as one
+// recording the provider's resets would a penalty from before a reset.
+type staleLimiter struct{ *limiter.Memory }
+
+func (staleLimiter) Penalize(context.Context, string, limiter.Penalty) error {
+	return limiter.ErrStalePenalty
+}
+
+// Whatever limiter refuses a penalty as stale, the replica's own breaker
+// for it closes: its next call of the API goes out.
+func TestAStalePenaltyClosesTheBreaker(t *testing.T) {
+	base := &heldBase{sent: make(chan struct{}), release: make(chan struct{})}
+	close(base.release)
+	client := &http.Client{Transport: throttle.MustNew(throttle.WithProfiles(resetProfile()), throttle.WithBase(base),
+		throttle.WithLimiter(staleLimiter{limiter.NewMemory()}), throttle.WithoutTelemetry(), throttle.WithoutRetry(), throttle.WithLogger(quiet))}
+	get := provider(client)
+	if err := get("/slow"); err != nil {
+		t.Fatal(err) // the 45009 reaches its caller
+	}
+	// The penalty is written off the request path: polled until its
+	// refusal has closed the breaker (a call refused by the breaker sends
+	// nothing).
+	base.sent = make(chan struct{})
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		err := get("/slow")
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, throttle.ErrPenalized) || time.Now().After(deadline) {
+			t.Fatalf("after a penalty the limiter refused as stale: %v, want the API called", err)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

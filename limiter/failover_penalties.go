@@ -201,7 +201,7 @@ func (f *failover) stillKept(id penaltyID, p Penalty) bool {
 // keptAsLocked reports whether p is the penalty kept for id; penMu held.
 func (f *failover) keptAsLocked(id penaltyID, p Penalty) bool {
 	cur, ok := f.penalties[id]
-	return ok && cur.Until.Equal(p.Until) && cur.Code == p.Code
+	return ok && cur.Until.Equal(p.Until) && cur.Code == p.Code && cur.Sent.Equal(p.Sent)
 }
 
 // forgetKept drops the kept penalty id once p is written (or over), unless

@@ -190,7 +190,11 @@ func TestOutagePenaltyFromBeforeAResetIsDropped(t *testing.T) {
 	if err := b.Penalize(ctx, g, limiter.Penalty{Scope: "api:b", Until: until, Code: "45009", Sent: sent}); !errors.Is(err, limiter.ErrStalePenalty) {
 		t.Fatalf("a stale penalty with Redis answering: %v, want ErrStalePenalty", err)
 	}
-	<-o.written
+	select {
+	case <-o.written:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the penalty's write never reached Redis")
+	}
 	// Told before Penalize returns.
 	select {
 	case sc := <-stale:
@@ -234,5 +238,67 @@ func TestOutagePenaltyFromBeforeAResetIsDropped(t *testing.T) {
 			t.Fatalf("reserve cut off again: %+v %v, want a local slot, not the dropped penalty", res, err)
 		}
 		time.Sleep(5 * time.Millisecond) // polls the replica's local state
+	}
+}
+
+// staleStub is a primary that is away while down, refuses as stale a
+// penalty sent before reset (once entered has been told and release
+// closed), is away for any other while holding, and else writes it.
+type staleStub struct {
+	*limiter.Memory
+	reset            time.Time
+	down, holding    atomic.Bool
+	entered, release chan struct{}
+	written          chan limiter.Penalty
+}
+
+func (s *staleStub) Penalize(_ context.Context, _ string, p limiter.Penalty) error {
+	switch {
+	case s.down.Load():
+		return limiter.ErrUnavailable
+	case p.Sent.Before(s.reset):
+		s.entered <- struct{}{}
+		<-s.release
+		return limiter.ErrStalePenalty
+	case s.holding.Load():
+		return limiter.ErrUnavailable
+	}
+	s.written <- p
+	return nil
+}
+
+// Two penalties kept through an outage with one end and code, a stale one
+// and a fresh one that replaced it while the stale one was being written:
+// dropping the stale one leaves the fresh one kept, and it is written.
+func TestOutageFreshPenaltyOutlivesAStaleOneOfTheSameEnd(t *testing.T) {
+	stub := &staleStub{Memory: limiter.NewMemory(), reset: time.Now(), entered: make(chan struct{}, 1),
+		release: make(chan struct{}), written: make(chan limiter.Penalty, 4)}
+	f := limiter.NewFailover(stub, limiter.FailoverConfig{Share: func() float64 { return 1 }, Probe: 10 * time.Millisecond})
+	t.Cleanup(f.Close)
+	ctx := context.Background()
+	until := time.Now().Add(time.Hour)
+	stale := limiter.Penalty{Scope: "api:a", Until: until, Code: "45009", Sent: stub.reset.Add(-time.Minute)}
+	fresh := stale
+	fresh.Sent = stub.reset.Add(time.Second)
+
+	stub.down.Store(true)
+	_ = f.Penalize(ctx, "g", stale) // kept
+	stub.down.Store(false)
+	select {
+	case <-stub.entered: // the stale one is being written
+	case <-time.After(10 * time.Second):
+		t.Fatal("the kept penalty was not written 10s after the primary came back")
+	}
+	stub.holding.Store(true)
+	_ = f.Penalize(ctx, "g", fresh) // kept in its place
+	stub.holding.Store(false)
+	close(stub.release)
+	select {
+	case p := <-stub.written:
+		if !p.Sent.Equal(fresh.Sent) {
+			t.Fatalf("written %+v, want the fresh penalty", p)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the fresh penalty kept in the stale one's place was never written")
 	}
 }

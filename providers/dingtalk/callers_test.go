@@ -69,4 +69,14 @@ func TestAllCallersLimitStopsEveryApp(t *testing.T) {
 			}
 		})
 	}
+	// Paths no catalog knows are one API here but not at DingTalk: a
+	// refusal of one stops that app's unknown paths, not the others'.
+	body := `{"errcode":90002,"errmsg":"busy"}`
+	emu.FailNext(1, http.StatusOK, body)
+	if got, err := call("dingOne", "t1", "/topapi/newly/published/a"); err != nil || got != body {
+		t.Fatalf("dingOne's call of an unknown path: %q, %v; want the refusal", got, err)
+	}
+	if _, err := call("dingTwo", "t2", "/topapi/another/unknown/b"); err != nil {
+		t.Fatalf("dingTwo's call of another unknown path after dingOne's refusal: %v, want it called", err)
+	}
 }

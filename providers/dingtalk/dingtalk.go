@@ -202,7 +202,14 @@ func (p *preset) buildRoute(api, org string) (providers.Route, error) {
 		return providers.Route{}, err
 	}
 	rules = append(rules, r, p.egressRule)
-	scopes = append(scopes, apiScope, p.callersScope(api), p.appScope)
+	scopes = append(scopes, apiScope)
+	if api != catalog.Uncatalogued {
+		// Every path no catalog knows is one API here, but DingTalk
+		// limits each apart: all of them stopped together for one
+		// refusal would stop APIs that refused nothing.
+		scopes = append(scopes, p.callersScope(api))
+	}
+	scopes = append(scopes, p.appScope)
 	if org != "" {
 		scopes = append(scopes, p.orgScope(org))
 	}
