@@ -49,10 +49,7 @@ func (f *failover) keepPenalty(group string, p Penalty) {
 	old, ok := f.penalties[id]
 	switch {
 	case ok:
-		// On a tie the later call's: a stale answer kept first would
-		// otherwise hide a fresh one of the same end (WeChat's 45009s all
-		// end at midnight) and take it down with it when dropped.
-		if p.Until.After(old.Until) || p.Until.Equal(old.Until) && p.Sent.After(old.Sent) {
+		if p.supersedes(old) {
 			f.penalties[id] = p
 		}
 		p = Penalty{}
@@ -201,7 +198,7 @@ func (f *failover) stillKept(id penaltyID, p Penalty) bool {
 // keptAsLocked reports whether p is the penalty kept for id; penMu held.
 func (f *failover) keptAsLocked(id penaltyID, p Penalty) bool {
 	cur, ok := f.penalties[id]
-	return ok && cur.Until.Equal(p.Until) && cur.Code == p.Code && cur.Sent.Equal(p.Sent)
+	return ok && cur.is(p)
 }
 
 // forgetKept drops the kept penalty id once p is written (or over), unless

@@ -429,6 +429,20 @@ func (p Penalty) validate(group string) error {
 	return nil
 }
 
+// supersedes reports whether p replaces old, a penalty of the same scope,
+// where one is kept per scope: it ends later, or as late from a later
+// call. On a tie the later call's is kept, so that dropping a stale one
+// (ErrStalePenalty) cannot take a fresh one of the same end with it
+// (WeChat's 45009s all end at midnight).
+func (p Penalty) supersedes(old Penalty) bool {
+	return p.Until.After(old.Until) || p.Until.Equal(old.Until) && p.Sent.After(old.Sent)
+}
+
+// is reports whether p is the penalty o: the same end, code and call.
+func (p Penalty) is(o Penalty) bool {
+	return p.Until.Equal(o.Until) && p.Code == o.Code && p.Sent.Equal(o.Sent)
+}
+
 // lastPenaltyEnd is the latest end a penalty may have.
 var lastPenaltyEnd = time.UnixMicro(lastShownUs)
 

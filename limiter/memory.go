@@ -351,9 +351,7 @@ func (m *Memory) Penalize(_ context.Context, group string, p Penalty) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	k := stateKey{group, p.Scope}
-	// On a tie the later call's, so that dropping a stale one
-	// (forgetPenalty) cannot take a fresh one of the same end with it.
-	if old, ok := m.penalties[k]; ok && !p.Until.After(old.Until) && !(p.Until.Equal(old.Until) && p.Sent.After(old.Sent)) {
+	if old, ok := m.penalties[k]; ok && !p.supersedes(old) {
 		return nil
 	}
 	m.penalties[k] = p
@@ -366,7 +364,7 @@ func (m *Memory) forgetPenalty(group string, p Penalty) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	k := stateKey{group, p.Scope}
-	if old, ok := m.penalties[k]; ok && old.Until.Equal(p.Until) && old.Code == p.Code && old.Sent.Equal(p.Sent) {
+	if old, ok := m.penalties[k]; ok && old.is(p) {
 		delete(m.penalties, k)
 	}
 }

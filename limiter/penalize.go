@@ -18,8 +18,10 @@ import (
 // clock, and penalize.lua moves it onto Redis's when they differ by more
 // than a call's latency, so a replica whose clock is off neither loses a
 // short penalty (its end already past on Redis's clock) nor lengthens it
-// for the fleet. A penalty over already is not written, and reported. One recorded but not announced (PUBLISH
-// refused) returns an error wrapping ErrNotAnnounced, not ErrUnavailable.
+// for the fleet. A penalty over already is not written, and reported; one
+// older than a reset of its quota (RecordReset) is not written either and
+// returns ErrStalePenalty. One recorded but not announced (PUBLISH refused)
+// returns an error wrapping ErrNotAnnounced, not ErrUnavailable.
 func (l *redisLimiter) Penalize(ctx context.Context, group string, p Penalty) error {
 	if err := p.validate(group); err != nil {
 		return err

@@ -190,11 +190,7 @@ func TestOutagePenaltyFromBeforeAResetIsDropped(t *testing.T) {
 	if err := b.Penalize(ctx, g, limiter.Penalty{Scope: "api:b", Until: until, Code: "45009", Sent: sent}); !errors.Is(err, limiter.ErrStalePenalty) {
 		t.Fatalf("a stale penalty with Redis answering: %v, want ErrStalePenalty", err)
 	}
-	select {
-	case <-o.written:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the penalty's write never reached Redis")
-	}
+	receive(t, o.written, "the penalty's write never reached Redis")
 	// Told before Penalize returns.
 	select {
 	case sc := <-stale:
@@ -208,18 +204,9 @@ func TestOutagePenaltyFromBeforeAResetIsDropped(t *testing.T) {
 	o.down.Store(true)
 	_ = b.Penalize(ctx, g, limiter.Penalty{Scope: "api:a", Until: until, Code: "45009", Sent: sent})
 	o.down.Store(false)
-	select {
-	case <-o.written:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the kept penalty was not tried 10s after Redis answered again")
-	}
-	select {
-	case sc := <-stale:
-		if sc != "api:a" {
-			t.Fatalf("Stale told of %q, want api:a", sc)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the replica was not told that the kept penalty was stale")
+	receive(t, o.written, "the kept penalty was not tried 10s after Redis answered again")
+	if sc := receive(t, stale, "the replica was not told that the kept penalty was stale"); sc != "api:a" {
+		t.Fatalf("Stale told of %q, want api:a", sc)
 	}
 	if n := srv.Client(t).Exists(ctx, "{"+prefix+":"+g+"}:p:api:a").Val(); n != 0 {
 		t.Fatal("the penalty kept through the outage was written after the reset")
@@ -238,6 +225,19 @@ func TestOutagePenaltyFromBeforeAResetIsDropped(t *testing.T) {
 			t.Fatalf("reserve cut off again: %+v %v, want a local slot, not the dropped penalty", res, err)
 		}
 		time.Sleep(5 * time.Millisecond) // polls the replica's local state
+	}
+}
+
+// receive returns the next value of ch, failing the test with why when
+// none comes within 10 s.
+func receive[T any](t *testing.T, ch <-chan T, why string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatal(why)
+		panic("unreachable")
 	}
 }
 
@@ -284,21 +284,13 @@ func TestOutageFreshPenaltyOutlivesAStaleOneOfTheSameEnd(t *testing.T) {
 	stub.down.Store(true)
 	_ = f.Penalize(ctx, "g", stale) // kept
 	stub.down.Store(false)
-	select {
-	case <-stub.entered: // the stale one is being written
-	case <-time.After(10 * time.Second):
-		t.Fatal("the kept penalty was not written 10s after the primary came back")
-	}
+	// The stale one is being written.
+	receive(t, stub.entered, "the kept penalty was not written 10s after the primary came back")
 	stub.holding.Store(true)
 	_ = f.Penalize(ctx, "g", fresh) // kept in its place
 	stub.holding.Store(false)
 	close(stub.release)
-	select {
-	case p := <-stub.written:
-		if !p.Sent.Equal(fresh.Sent) {
-			t.Fatalf("written %+v, want the fresh penalty", p)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the fresh penalty kept in the stale one's place was never written")
+	if p := receive(t, stub.written, "the fresh penalty kept in the stale one's place was never written"); !p.Sent.Equal(fresh.Sent) {
+		t.Fatalf("written %+v, want the fresh penalty", p)
 	}
 }
