@@ -343,9 +343,9 @@ func (c *call) penalize(ctx context.Context) {
 	pen := limiter.Penalty{Scope: v.Scope, Until: v.Until, Code: v.Code, Stated: v.Stated, Sent: c.sent}
 	p := c.p
 	// A reset since the answer ended the penalty: it is not written, or,
-	// when the reset came while it was written (and may have read the
-	// penalties before the write landed), lifted again. A reset that
-	// comes after the second check reads the penalty and lifts it itself.
+	// when the reset came while it was written, lifted again unless Redis
+	// holds a penalty there (liftUnlessHeld). A reset that comes after the
+	// second check reads the penalty and lifts it itself.
 	write := func(ctx context.Context) error {
 		if rs.ended(pen.Scope, pen.Code, sent) {
 			return nil
@@ -360,8 +360,12 @@ func (c *call) penalize(ctx context.Context) {
 			return nil
 		}
 		if rs.ended(pen.Scope, pen.Code, sent) {
-			if l, ok := lim.(limiter.PenaltyLifter); ok {
-				_, err = l.LiftPenalty(ctx, name, pen.Scope)
+			// Only while Redis holds no penalty there: this one, written
+			// before the reset recorded itself, was read and lifted by
+			// the reset (applyCleared records it first, then reads); what
+			// is there now came since or is of another code, and stands.
+			if lerr := liftUnlessHeld(ctx, lim, name, pen.Scope); err == nil {
+				err = lerr
 			}
 			p.breakers.Lift(pen.Scope)
 		}

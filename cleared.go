@@ -189,23 +189,9 @@ func (t *Transport) liftCleared(ctx context.Context, p *profile, c *providers.Cl
 	for _, sc := range c.Scopes {
 		set[sc] = true
 	}
-	// Redis holds no penalty of c.Code there, as read: only while it holds
-	// none at all is anything removed there (a penalty of another code, or
-	// one recorded since the read, stands, and this replica's next reserve
-	// meets it) and the lift announced. When Redis cannot be asked (an
-	// outage), the plain lift drops the copy kept for the outage all the
-	// same, which would otherwise shut the scope again and be written to
-	// the fleet once Redis is back.
-	cl, _ := t.limiter.(conditionalLifter)
+	// Redis holds no penalty of c.Code there, as read (liftUnlessHeld).
 	for _, scope := range p.breakers.Scopes(func(scope, code string) bool { return code == c.Code && set[scope] && !done[scope] }) {
-		var err error
-		if cl != nil {
-			_, err = cl.LiftPenaltyIf(ctx, p.Name, scope, nil)
-		}
-		if (cl == nil || err != nil && !errors.Is(err, limiter.ErrPenaltyChanged)) && plain != nil {
-			_, err = plain.LiftPenalty(ctx, p.Name, scope)
-		}
-		if err != nil && !errors.Is(err, limiter.ErrPenaltyChanged) {
+		if err := liftUnlessHeld(ctx, t.limiter, p.Name, scope); err != nil {
 			errs = append(errs, err)
 		}
 		// The reset ended this replica's penalty of its code whatever
@@ -215,4 +201,26 @@ func (t *Transport) liftCleared(ctx context.Context, p *profile, c *providers.Cl
 		lifted++
 	}
 	return lifted, errs
+}
+
+// liftUnlessHeld ends this replica's copy of the penalty on scope, and the
+// shared one only while Redis holds no penalty there at all, as read
+// atomically with the lift: a penalty of another code, or one recorded
+// since (a call sent after a reset), stands, and this replica's next
+// reserve meets it. When Redis cannot be asked (an outage), the plain lift
+// drops the copy kept for the outage all the same, which would otherwise
+// shut the scope again and be written to the fleet once Redis is back. A
+// limiter that cannot compare lifts plainly.
+func liftUnlessHeld(ctx context.Context, lim limiter.Limiter, group, scope string) error {
+	var err error
+	cl, _ := lim.(conditionalLifter)
+	if cl != nil {
+		if _, err = cl.LiftPenaltyIf(ctx, group, scope, nil); err == nil || errors.Is(err, limiter.ErrPenaltyChanged) {
+			return nil
+		}
+	}
+	if plain, ok := lim.(limiter.PenaltyLifter); ok {
+		_, err = plain.LiftPenalty(ctx, group, scope)
+	}
+	return err
 }

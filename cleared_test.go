@@ -250,3 +250,67 @@ func TestAStalePenaltyClosesTheBreaker(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// heldPenalties is a shared limiter whose Penalize, once it has written
+// the penalty, reports it on written and returns only once release is
+// closed: a reset then comes while the penalty is being shared.
+type heldPenalties struct {
+	*limiter.Shared
+	written, release chan struct{}
+}
+
+func (h *heldPenalties) Penalize(ctx context.Context, group string, p limiter.Penalty) error {
+	err := h.Shared.Penalize(ctx, group, p)
+	h.written <- struct{}{}
+	<-h.release
+	return err
+}
+
+// A reset that comes while a penalty of its code is being shared ends that
+// penalty, but not what Redis holds on the scope by the time the write
+// looks again: a penalty of another code, or one of the same code to a
+// call sent after the reset (on another replica). Before, the write's
+// second look deleted whatever was there.
+func TestResetDuringAPenaltyWriteLeavesWhatCameSince(t *testing.T) {
+	for _, code := range []string{"45011", "45009"} {
+		t.Run(code, func(t *testing.T) {
+			rdb := redistest.Shared(t).Client(t)
+			prefix := limitertest.Group(t)
+			shared := limiter.MustNewShared(rdb, limiter.SharedConfig{Prefix: prefix, Logger: quiet})
+			t.Cleanup(func() { shared.Close() })
+			lim := &heldPenalties{Shared: shared, written: make(chan struct{}, 1), release: make(chan struct{})}
+			base := &heldBase{sent: make(chan struct{}), release: make(chan struct{})}
+			close(base.release)
+			tr := throttle.MustNew(throttle.WithProfiles(resetProfile()), throttle.WithBase(base),
+				throttle.WithLimiter(lim), throttle.WithoutTelemetry(), throttle.WithoutRetry(), throttle.WithLogger(quiet))
+			get := provider(&http.Client{Transport: tr})
+			ctx := context.Background()
+			key := "{" + prefix + ":p}:p:api:/slow"
+			if err := get("/slow"); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-lim.written:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the 45009 was not written within 10s")
+			}
+			if err := get("/reset"); err != nil {
+				t.Fatal(err)
+			}
+			if n := rdb.Exists(ctx, key).Val(); n != 0 {
+				t.Fatalf("the 45009 written before the reset outlived it: %q", rdb.Get(ctx, key).Val())
+			}
+			since := strconv.FormatInt(time.Now().Add(2*time.Hour).UnixMicro(), 10) + "|" + code
+			if err := rdb.Set(ctx, key, since, 2*time.Hour).Err(); err != nil {
+				t.Fatal(err)
+			}
+			close(lim.release)
+			if err := tr.Close(); err != nil { // waits for the write
+				t.Fatal(err)
+			}
+			if v := rdb.Get(ctx, key).Val(); v != since {
+				t.Fatalf("after the write ended: %q, want the penalty recorded since the reset, %q, kept", v, since)
+			}
+		})
+	}
+}

@@ -106,26 +106,24 @@ func verdict(met bool) string {
 	return "(**missed**)"
 }
 
-// repeatsWhy says where the two ratios stop on this machine; the figures
-// it cites are in the table above and in the limiter's benchmarks.
+// repeatsWhy says where the two ratios stop; the figures it leans on are
+// this run's, in the tables above, and the measurements behind it are in
+// docs/design.md.
 const repeatsWhy = `
-Where they stop here: a group keeps up to two calls in flight, when they book no rule in common (its
+Where they stop: a group keeps up to two calls in flight when they book no rule in common (its
 requests stay in arrival order on every rule), and requests of many rule sets go in one lean call
-(each key once, all numbers in one MessagePack argument). Over 1,000 rule sets a call then carries
-about 14.5 requests and lives about 250 µs, of which Redis runs it for 60-70 µs
-(` + "`BenchmarkRedisReserveManyRuleSets/coalesced`" + `); the columns above show both processes together using
-about 1.2-1.4 of the two cores: the rest of a call's life is the hops between them, which on this
-virtual machine cost about what the bare round trip above does. A third or fourth call in flight
-made calls smaller without more decisions per second (` + "`maxInFlight`" + ` 1 to 4 measured). Each
-request of a distinct rule set costs Redis one ` + "`SET ... PX`" + ` of its own key (about 1 µs of the about
-2.8-3.0 µs a request takes in a lean call of 64, ` + "`BenchmarkRedisLargestBatch`" + `), against about 1 µs for a whole
-` + "`return 1`" + ` call. One call per decision: the asking goroutines' CPU follows Redis's time per call (the
-client column rises with the Redis column), so the ratio follows the script. That call has a script
-of its own (one.lua: straight lines, no closures of the other forms, the group's epoch marker left
-unread unless a request waits or this replica has slots booked ahead). What it spends over the GCRA
-floor, about 1 µs of Redis's time a call (` + "`BenchmarkRedisScriptCost`" + `), is the reply with Redis's
-clock and the booked state (about 0.3 µs), writing the state as an exact integer (0.3) and reading
-the marker's key beside the rule's (0.2): what an outage, a cancel and a lost state start from.`
+(each key once, all numbers in one MessagePack argument). Both goals are ratios to designs that make
+one round trip per decision, so they move with what a round trip costs the machine: coalescing saves
+the call's own cost (the ceiling's client and Redis columns above), and where a round trip is cheap
+it saves less. Over 1,000 rule sets each request still costs Redis one ` + "`SET ... PX`" + ` of its own
+key (about 1 µs) and the client the wake of the goroutine that asked; and a coalesced call's life is
+mostly the hops between the two processes, neither of which is busy all the time (the CPU columns
+above against the decisions per second). One call per decision: the asking goroutines' CPU follows
+Redis's time per call, so the ratio follows the script (one.lua: straight lines, the group's epoch
+marker left unread unless a request waits or this replica has slots booked ahead); what it spends
+over the GCRA floor is the reply with Redis's clock and the booked state, the state written as an
+exact integer and the marker's key read beside the rule's: what an outage, a cancel and a lost state
+start from. docs/design.md (section 6, Coalescing) has what was measured and tried on each machine.`
 
 // cpuRow is one design's means over the runs on 1,000 keys.
 type cpuRow struct {
