@@ -343,14 +343,15 @@ func (c *call) penalize(ctx context.Context) {
 	pen := limiter.Penalty{Scope: v.Scope, Until: v.Until, Code: v.Code, Stated: v.Stated, Sent: c.sent}
 	p := c.p
 	// A reset since the answer ended the penalty: it is not written, or,
-	// when the reset came while it was written, lifted again unless Redis
-	// holds a penalty there (liftUnlessHeld). A reset that comes after the
-	// second check reads the penalty and lifts it itself.
+	// when the reset came while it was written (and may have read the
+	// penalties before the write landed), lifted again: exactly what the
+	// write stored (liftWritten). A reset that comes after the second
+	// check reads the penalty and lifts it itself.
 	write := func(ctx context.Context) error {
 		if rs.ended(pen.Scope, pen.Code, sent) {
 			return nil
 		}
-		err := lim.Penalize(ctx, name, pen)
+		stored, err := penalizeStored(ctx, lim, name, pen)
 		if errors.Is(err, limiter.ErrStalePenalty) {
 			// Another replica saw the provider reset this quota after
 			// the call went out: this replica's breaker for it goes too
@@ -360,11 +361,7 @@ func (c *call) penalize(ctx context.Context) {
 			return nil
 		}
 		if rs.ended(pen.Scope, pen.Code, sent) {
-			// Only while Redis holds no penalty there: this one, written
-			// before the reset recorded itself, was read and lifted by
-			// the reset (applyCleared records it first, then reads); what
-			// is there now came since or is of another code, and stands.
-			if lerr := liftUnlessHeld(ctx, lim, name, pen.Scope); err == nil {
+			if lerr := liftWritten(ctx, lim, name, pen.Scope, stored); err == nil {
 				err = lerr
 			}
 			p.breakers.Lift(pen.Scope)

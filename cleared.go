@@ -215,12 +215,59 @@ func liftUnlessHeld(ctx context.Context, lim limiter.Limiter, group, scope strin
 	var err error
 	cl, _ := lim.(conditionalLifter)
 	if cl != nil {
-		if _, err = cl.LiftPenaltyIf(ctx, group, scope, nil); err == nil || errors.Is(err, limiter.ErrPenaltyChanged) {
+		_, err = cl.LiftPenaltyIf(ctx, group, scope, nil)
+		switch {
+		case err == nil || errors.Is(err, limiter.ErrPenaltyChanged):
 			return nil
+		case errors.Is(err, limiter.ErrNotAnnounced):
+			// Lifted, but not announced: a plain lift now could remove a
+			// penalty recorded since.
+			return err
 		}
 	}
 	if plain, ok := lim.(limiter.PenaltyLifter); ok {
 		_, err = plain.LiftPenalty(ctx, group, scope)
 	}
 	return err
+}
+
+// penalizeStored records p, and returns the value the limiter stored when
+// it can say (limiter.StoredPenalizer), else "".
+func penalizeStored(ctx context.Context, lim limiter.Limiter, group string, p limiter.Penalty) (string, error) {
+	if sp, ok := lim.(limiter.StoredPenalizer); ok {
+		return sp.PenalizeStored(ctx, group, p)
+	}
+	return "", lim.Penalize(ctx, group, p)
+}
+
+// liftWritten lifts the penalty a write stored when a provider's reset of
+// its code came while it wrote. The reset records itself, then reads the
+// penalties and lifts those of its code; a write that landed after that
+// read (a call sent within a round trip of the reset counts as after it in
+// penalize.lua, a record that failed) would shut the scope for the fleet
+// until the penalty's end. So the write lifts what it stored, and only
+// that: a penalty of another code, or one recorded since, stands. A later
+// call's penalty with the same end and code stores the same value and goes
+// with it (every 45009 ends at midnight): that scope is penalised again at
+// its next refusal. Nothing stored (kept for an outage, or a penalty ending
+// no earlier was there) lifts only while Redis holds no penalty
+// (liftUnlessHeld); a limiter that cannot say what it stored lifts plainly.
+func liftWritten(ctx context.Context, lim limiter.Limiter, group, scope, stored string) error {
+	_, storer := lim.(limiter.StoredPenalizer)
+	cl, conditional := lim.(conditionalLifter)
+	switch {
+	case storer && conditional && stored != "":
+		_, err := cl.LiftPenaltyIf(ctx, group, scope, &inspect.PenaltyState{Scope: scope, Value: stored})
+		if errors.Is(err, limiter.ErrPenaltyChanged) {
+			return nil
+		}
+		return err
+	case storer && conditional:
+		return liftUnlessHeld(ctx, lim, group, scope)
+	}
+	if plain, ok := lim.(limiter.PenaltyLifter); ok {
+		_, err := plain.LiftPenalty(ctx, group, scope)
+		return err
+	}
+	return nil
 }

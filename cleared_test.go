@@ -3,10 +3,13 @@ package throttle_test
 import (
 	"context"
 	"errors"
+	"github.com/quotaware/throttle/limiter/inspect"
 	"io"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -251,38 +254,92 @@ func TestAStalePenaltyClosesTheBreaker(t *testing.T) {
 	}
 }
 
-// heldPenalties is a shared limiter whose Penalize, once it has written
-// the penalty, reports it on written and returns only once release is
-// closed: a reset then comes while the penalty is being shared.
+// heldPenalties is a shared limiter whose penalty write waits on release,
+// after it has stored the penalty or, with before, before it does, having
+// said so on held: a reset then comes while the penalty is being shared.
+// With failRecord its RecordReset fails. It notes the answers of the
+// conditional lifts made once released: the write's second look.
 type heldPenalties struct {
 	*limiter.Shared
-	written, release chan struct{}
+	before, failRecord bool
+	held, release      chan struct{}
+	released           atomic.Bool
+	mu                 sync.Mutex
+	lifts              []error
 }
 
 func (h *heldPenalties) Penalize(ctx context.Context, group string, p limiter.Penalty) error {
-	err := h.Shared.Penalize(ctx, group, p)
-	h.written <- struct{}{}
-	<-h.release
+	_, err := h.PenalizeStored(ctx, group, p)
 	return err
+}
+
+func (h *heldPenalties) PenalizeStored(ctx context.Context, group string, p limiter.Penalty) (string, error) {
+	if h.before {
+		h.held <- struct{}{}
+		<-h.release
+	}
+	stored, err := h.Shared.PenalizeStored(ctx, group, p)
+	if !h.before {
+		h.held <- struct{}{}
+		<-h.release
+	}
+	return stored, err
+}
+
+func (h *heldPenalties) RecordReset(ctx context.Context, group, code string, scopes []string) error {
+	if h.failRecord {
+		return errors.New("the record of the reset failed")
+	}
+	return h.Shared.RecordReset(ctx, group, code, scopes)
+}
+
+func (h *heldPenalties) LiftPenaltyIf(ctx context.Context, group, scope string, seen *inspect.PenaltyState) (bool, error) {
+	ok, err := h.Shared.LiftPenaltyIf(ctx, group, scope, seen)
+	if h.released.Load() {
+		h.mu.Lock()
+		h.lifts = append(h.lifts, err)
+		h.mu.Unlock()
+	}
+	return ok, err
 }
 
 // A reset that comes while a penalty of its code is being shared ends that
 // penalty, but not what Redis holds on the scope by the time the write
 // looks again: a penalty of another code, or one of the same code to a
 // call sent after the reset (on another replica). Before, the write's
-// second look deleted whatever was there.
-func TestResetDuringAPenaltyWriteLeavesWhatCameSince(t *testing.T) {
-	for _, code := range []string{"45011", "45009"} {
-		t.Run(code, func(t *testing.T) {
+// second look deleted whatever was there. A write that lands after the
+// reset has read the penalties (its record failed, or the call went out
+// within a round trip of it) is lifted by that second look all the same.
+func TestResetDuringAPenaltyWriteLiftsOnlyWhatItWrote(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		before, failed bool
+		since          string // the code of a penalty recorded after the reset, or none
+		wantLift       error  // the second look's conditional lift
+	}{
+		{name: "another code since", since: "45011", wantLift: limiter.ErrPenaltyChanged},
+		{name: "the same code since", since: "45009", wantLift: limiter.ErrPenaltyChanged},
+		{name: "written after the reset read", before: true, failed: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			rdb := redistest.Shared(t).Client(t)
 			prefix := limitertest.Group(t)
 			shared := limiter.MustNewShared(rdb, limiter.SharedConfig{Prefix: prefix, Logger: quiet})
 			t.Cleanup(func() { shared.Close() })
-			lim := &heldPenalties{Shared: shared, written: make(chan struct{}, 1), release: make(chan struct{})}
+			lim := &heldPenalties{Shared: shared, before: tc.before, failRecord: tc.failed,
+				held: make(chan struct{}, 1), release: make(chan struct{})}
 			base := &heldBase{sent: make(chan struct{}), release: make(chan struct{})}
 			close(base.release)
 			tr := throttle.MustNew(throttle.WithProfiles(resetProfile()), throttle.WithBase(base),
 				throttle.WithLimiter(lim), throttle.WithoutTelemetry(), throttle.WithoutRetry(), throttle.WithLogger(quiet))
+			var once sync.Once
+			free := func() {
+				once.Do(func() {
+					lim.released.Store(true)
+					close(lim.release)
+				})
+			}
+			t.Cleanup(func() { free(); tr.Close() })
 			get := provider(&http.Client{Transport: tr})
 			ctx := context.Background()
 			key := "{" + prefix + ":p}:p:api:/slow"
@@ -290,9 +347,9 @@ func TestResetDuringAPenaltyWriteLeavesWhatCameSince(t *testing.T) {
 				t.Fatal(err)
 			}
 			select {
-			case <-lim.written:
+			case <-lim.held:
 			case <-time.After(10 * time.Second):
-				t.Fatal("the 45009 was not written within 10s")
+				t.Fatal("the write of the 45009 did not start within 10s")
 			}
 			if err := get("/reset"); err != nil {
 				t.Fatal(err)
@@ -300,16 +357,24 @@ func TestResetDuringAPenaltyWriteLeavesWhatCameSince(t *testing.T) {
 			if n := rdb.Exists(ctx, key).Val(); n != 0 {
 				t.Fatalf("the 45009 written before the reset outlived it: %q", rdb.Get(ctx, key).Val())
 			}
-			since := strconv.FormatInt(time.Now().Add(2*time.Hour).UnixMicro(), 10) + "|" + code
-			if err := rdb.Set(ctx, key, since, 2*time.Hour).Err(); err != nil {
-				t.Fatal(err)
+			var since string
+			if tc.since != "" {
+				since = strconv.FormatInt(time.Now().Add(2*time.Hour).UnixMicro(), 10) + "|" + tc.since
+				if err := rdb.Set(ctx, key, since, 2*time.Hour).Err(); err != nil {
+					t.Fatal(err)
+				}
 			}
-			close(lim.release)
+			free()
 			if err := tr.Close(); err != nil { // waits for the write
 				t.Fatal(err)
 			}
 			if v := rdb.Get(ctx, key).Val(); v != since {
-				t.Fatalf("after the write ended: %q, want the penalty recorded since the reset, %q, kept", v, since)
+				t.Fatalf("after the write ended: %q, want %q", v, since)
+			}
+			lim.mu.Lock()
+			defer lim.mu.Unlock()
+			if len(lim.lifts) != 1 || !errors.Is(lim.lifts[0], tc.wantLift) && lim.lifts[0] != tc.wantLift {
+				t.Fatalf("the write's second look: conditional lifts answered %v, want one answered %v", lim.lifts, tc.wantLift)
 			}
 		})
 	}

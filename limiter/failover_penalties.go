@@ -22,16 +22,31 @@ const maxPendingPenalties = 1024
 // over by then, or older than a reset the primary recorded meanwhile
 // (ErrStalePenalty). Such a penalty returns nil.
 func (f *failover) Penalize(ctx context.Context, group string, p Penalty) error {
+	_, err := f.PenalizeStored(ctx, group, p)
+	return err
+}
+
+// PenalizeStored is Penalize that also returns the value the primary
+// stored, "" when it stored none (kept for an outage among them).
+func (f *failover) PenalizeStored(ctx context.Context, group string, p Penalty) (string, error) {
 	if err := f.local.Penalize(ctx, group, p); err != nil {
-		return err
+		return "", err
 	}
 	if f.down.Load() {
 		f.keepPenalty(group, p)
-		return nil
+		return "", nil
 	}
 	ctx, cancel := f.bound(ctx)
 	defer cancel()
-	err := f.primary.Penalize(ctx, group, p)
+	var stored string
+	var err error
+	if sp, ok := f.primary.(interface {
+		penalizeStored(context.Context, string, Penalty) (string, error)
+	}); ok {
+		stored, err = sp.penalizeStored(ctx, group, p)
+	} else {
+		err = f.primary.Penalize(ctx, group, p)
+	}
 	switch {
 	case errors.Is(err, ErrUnavailable):
 		f.keepPenalty(group, p)
@@ -40,7 +55,7 @@ func (f *failover) Penalize(ctx context.Context, group string, p Penalty) error 
 		// the reset opened during the next outage.
 		f.local.forgetPenalty(group, p)
 	}
-	return err
+	return stored, err
 }
 
 func (f *failover) keepPenalty(group string, p Penalty) {

@@ -78,7 +78,18 @@ type PenaltyReader interface {
 	Penalties(ctx context.Context, group string, scopes []string) ([]inspect.PenaltyState, error)
 }
 
+// StoredPenalizer is a Limiter whose Penalize can say what it stored, so
+// that its caller can later lift exactly that penalty (with LiftPenaltyIf)
+// and never one recorded since: the Transport's penalty write does when a
+// provider's reset came while it wrote.
+type StoredPenalizer interface {
+	// PenalizeStored is Penalize that also returns the value stored, ""
+	// when none was.
+	PenalizeStored(ctx context.Context, group string, p Penalty) (stored string, err error)
+}
+
 var (
+	_ StoredPenalizer = (*Shared)(nil)
 	_ PenaltyReader   = (*Memory)(nil)
 	_ PenaltyReader   = (*Shared)(nil)
 	_ PenaltyLifter   = (*Memory)(nil)

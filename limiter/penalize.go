@@ -23,8 +23,15 @@ import (
 // returns ErrStalePenalty. One recorded but not announced (PUBLISH refused)
 // returns an error wrapping ErrNotAnnounced, not ErrUnavailable.
 func (l *redisLimiter) Penalize(ctx context.Context, group string, p Penalty) error {
+	_, err := l.penalizeStored(ctx, group, p)
+	return err
+}
+
+// penalizeStored is Penalize that also returns the value it stored in
+// Redis, "" when it stored none (see StoredPenalizer).
+func (l *redisLimiter) penalizeStored(ctx context.Context, group string, p Penalty) (string, error) {
 	if err := p.validate(group); err != nil {
-		return err
+		return "", err
 	}
 	now := l.now()
 	if !p.Until.After(now) && !p.Stated {
@@ -35,7 +42,7 @@ func (l *redisLimiter) Penalize(ctx context.Context, group string, p Penalty) er
 			l.report(event{Kind: eventPenaltyDropped, Group: group,
 				Detail: "a penalty on scope " + p.Scope + " was over before it could be written to Redis; it was not shared"})
 		}
-		return nil
+		return "", nil
 	}
 	a := argsPool.Get().(*scriptArgs)
 	defer a.release()
@@ -52,7 +59,7 @@ func (l *redisLimiter) Penalize(ctx context.Context, group string, p Penalty) er
 		boxInt64(p.Until.UnixMicro()), p.Code, l.channel(), penaltyHeader(group, p.Scope), boxInt64(sent), boxInt64(ago), p.Scope)
 	v, err := l.run(ctx, penalizeScript, a.list).Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
-		return unavailable("penalize", l.callError(ctx, err))
+		return "", unavailable("penalize", l.callError(ctx, err))
 	}
 	if n, ok := v.(int64); ok && n == -2 {
 		if l.onStale != nil {
@@ -62,28 +69,43 @@ func (l *redisLimiter) Penalize(ctx context.Context, group string, p Penalty) er
 			l.report(event{Kind: eventPenaltyDropped, Group: group,
 				Detail: "a penalty on scope " + p.Scope + " (code " + p.Code + ") answered a call sent before the provider reset that quota; it was not shared"})
 		}
-		return ErrStalePenalty
+		return "", ErrStalePenalty
 	}
 	if n, ok := v.(int64); ok && n < 0 {
 		if l.report != nil {
 			l.report(event{Kind: eventPenaltyDropped, Group: group,
 				Detail: "a penalty on scope " + p.Scope + " was over on Redis's clock when written; it was not shared"})
 		}
-		return nil
+		return "", nil
 	}
+	if n, ok := v.(int64); ok && n == 0 {
+		// A penalty ending no earlier is there: nothing of this one stored.
+		if l.onPenalty != nil {
+			l.onPenalty(group, p)
+		}
+		if l.onPublish != nil {
+			l.onPublish(nil)
+		}
+		return "", nil
+	}
+	reply, ok := v.([]any)
+	if !ok || len(reply) != 2 {
+		return "", unavailable("penalize", fmt.Errorf("unexpected reply %v", v))
+	}
+	stored, _ := reply[1].(string)
 	if l.onPenalty != nil {
 		l.onPenalty(group, p)
 	}
-	if s, ok := v.(string); ok {
+	if s, ok := reply[0].(string); ok {
 		msg, _ := strings.CutPrefix(s, "unannounced ")
 		perr := errors.New(msg)
 		if l.onPublish != nil {
 			l.onPublish(perr)
 		}
-		return fmt.Errorf("%w: PUBLISH refused: %w", ErrNotAnnounced, perr)
+		return stored, fmt.Errorf("%w: PUBLISH refused: %w", ErrNotAnnounced, perr)
 	}
 	if l.onPublish != nil {
 		l.onPublish(nil)
 	}
-	return nil
+	return stored, nil
 }

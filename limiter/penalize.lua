@@ -19,12 +19,13 @@
 -- ban kept 3 minutes by a replica 2 minutes ahead.
 -- ARGV[6]: how long ago (µs, by the replica's monotonic clock) the call
 -- the penalty answers was sent, -1 when unknown; ARGV[7]: the scope.
--- Returns 1 (recorded and announced), 0 (a penalty ending no earlier is
--- there), -1 (over already), -2 (the provider reset the scope's quota of
--- this code after the call was sent: its answer is older than the reset),
--- or "unannounced <error>": recorded, but PUBLISH
--- failed (an ACL user without it), so replicas learn of it on their next
--- reserve instead.
+-- Returns {1, stored} (recorded and announced; stored is the value
+-- written, which a lift of exactly this penalty compares), 0 (a penalty
+-- ending no earlier is there), -1 (over already), -2 (the provider reset
+-- the scope's quota of this code after the call was sent: its answer is
+-- older than the reset), or {"unannounced <error>", stored}: recorded, but
+-- PUBLISH failed (an ACL user without it), so replicas learn of it on
+-- their next reserve instead.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local untilUs = tonumber(ARGV[1])
@@ -58,8 +59,9 @@ if v then
   if old and old >= untilUs and old <= 1e18 then return 0 end
 end
 local endUs = string.format('%.0f', untilUs)
-redis.call('SET', KEYS[1], endUs .. '|' .. ARGV[2], 'PX', math.floor((untilUs - now) / 1000) + 1)
+local stored = endUs .. '|' .. ARGV[2]
+redis.call('SET', KEYS[1], stored, 'PX', math.floor((untilUs - now) / 1000) + 1)
 redis.call('DEL', KEYS[2])
 local ok = redis.pcall('PUBLISH', ARGV[3], ARGV[4] .. endUs .. '\n' .. ARGV[2])
-if type(ok) == 'table' and ok.err then return 'unannounced ' .. ok.err end
-return 1
+if type(ok) == 'table' and ok.err then return {'unannounced ' .. ok.err, stored} end
+return {1, stored}

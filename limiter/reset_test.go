@@ -12,6 +12,7 @@ import (
 
 	"github.com/quotaware/throttle/internal/redistest"
 	"github.com/quotaware/throttle/limiter"
+	"github.com/quotaware/throttle/limiter/inspect"
 	"github.com/quotaware/throttle/limiter/limitertest"
 	"github.com/quotaware/throttle/limiter/rule"
 	"github.com/redis/go-redis/v9"
@@ -292,5 +293,43 @@ func TestOutageFreshPenaltyOutlivesAStaleOneOfTheSameEnd(t *testing.T) {
 	close(stub.release)
 	if p := receive(t, stub.written, "the fresh penalty kept in the stale one's place was never written"); !p.Sent.Equal(fresh.Sent) {
 		t.Fatalf("written %+v, want the fresh penalty", p)
+	}
+}
+
+// PenalizeStored says what it stored, byte for byte what Redis holds, so
+// that LiftPenaltyIf can lift exactly that penalty; "" when it stored
+// nothing: a penalty ending no earlier was there, or the penalty was older
+// than a reset of its quota.
+func TestPenalizeStoredIsTheValueInRedis(t *testing.T) {
+	rdb := redistest.Shared(t).Client(t)
+	prefix := limitertest.Group(t)
+	s := newShared(t, rdb, limiter.SharedConfig{Prefix: prefix, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	ctx := context.Background()
+	const g = "wechat"
+	key := "{" + prefix + ":" + g + "}:p:api:a"
+	end := time.Now().Add(time.Hour)
+	stored, err := s.PenalizeStored(ctx, g, limiter.Penalty{Scope: "api:a", Until: end, Code: "45009", Sent: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := rdb.Get(ctx, key).Val(); stored == "" || stored != v {
+		t.Fatalf("stored %q, Redis holds %q", stored, v)
+	}
+	// Shorter than the one there: nothing of it stored.
+	if stored, err := s.PenalizeStored(ctx, g, limiter.Penalty{Scope: "api:a", Until: end.Add(-time.Minute), Code: "45011"}); err != nil || stored != "" {
+		t.Fatalf("a shorter penalty: stored %q, %v; want nothing stored", stored, err)
+	}
+	// Older than a reset of its quota: refused, nothing stored.
+	if err := s.RecordReset(ctx, g, "45009", []string{"api:b"}); err != nil {
+		t.Fatal(err)
+	}
+	stale := limiter.Penalty{Scope: "api:b", Until: end, Code: "45009", Sent: time.Now().Add(-time.Minute)}
+	if stored, err := s.PenalizeStored(ctx, g, stale); !errors.Is(err, limiter.ErrStalePenalty) || stored != "" {
+		t.Fatalf("a penalty from before a reset: stored %q, %v; want nothing stored, ErrStalePenalty", stored, err)
+	}
+	// What it stored is what LiftPenaltyIf takes.
+	seen := &inspect.PenaltyState{Scope: "api:a", Value: stored}
+	if removed, err := s.LiftPenaltyIf(ctx, g, "api:a", seen); err != nil || !removed {
+		t.Fatalf("lift of what was stored: %v, %v", removed, err)
 	}
 }

@@ -385,6 +385,14 @@ func (s *Shared) Penalize(ctx context.Context, group string, p Penalty) error {
 	return s.failover.Penalize(ctx, group, p)
 }
 
+// PenalizeStored is Penalize that also returns the value it stored in
+// Redis, for LiftPenaltyIf to lift exactly this penalty later; "" when it
+// stored none: the penalty was over, older than a reset of its quota, kept
+// for an outage, or a penalty ending no earlier was there.
+func (s *Shared) PenalizeStored(ctx context.Context, group string, p Penalty) (string, error) {
+	return s.failover.PenalizeStored(ctx, group, p)
+}
+
 // CalendarUsed reads how much of each calendar rule's current window is
 // used in Redis, for quota gauges.
 func (s *Shared) CalendarUsed(ctx context.Context, group string, rules []rule.Rule) ([]int64, error) {
