@@ -207,15 +207,21 @@ func (t *Transport) liftCleared(ctx context.Context, p *profile, c *providers.Cl
 // shared one only while Redis holds no penalty there at all, as read
 // atomically with the lift: a penalty of another code, or one recorded
 // since (a call sent after a reset), stands, and this replica's next
-// reserve meets it. When Redis cannot be asked (an outage), the plain lift
-// drops the copy kept for the outage all the same, which would otherwise
-// shut the scope again and be written to the fleet once Redis is back. A
-// limiter that cannot compare lifts plainly.
+// reserve meets it.
 func liftUnlessHeld(ctx context.Context, lim limiter.Limiter, group, scope string) error {
+	return liftIfStill(ctx, lim, group, scope, nil)
+}
+
+// liftIfStill lifts the penalty on scope only while Redis holds seen (nil:
+// no penalty at all), as LiftPenaltyIf does; anything else there stands.
+// When Redis cannot be asked (an outage), the plain lift drops the copy
+// kept for the outage all the same, which would otherwise shut the scope
+// on this replica and be written to the fleet once Redis is back. A
+// limiter that cannot compare lifts plainly.
+func liftIfStill(ctx context.Context, lim limiter.Limiter, group, scope string, seen *inspect.PenaltyState) error {
 	var err error
-	cl, _ := lim.(conditionalLifter)
-	if cl != nil {
-		_, err = cl.LiftPenaltyIf(ctx, group, scope, nil)
+	if cl, ok := lim.(conditionalLifter); ok {
+		_, err = cl.LiftPenaltyIf(ctx, group, scope, seen)
 		switch {
 		case err == nil || errors.Is(err, limiter.ErrPenaltyChanged):
 			return nil
@@ -244,24 +250,24 @@ func penalizeStored(ctx context.Context, lim limiter.Limiter, group string, p li
 // its code came while it wrote. The reset records itself, then reads the
 // penalties and lifts those of its code; a write that landed after that
 // read (a call sent within a round trip of the reset counts as after it in
-// penalize.lua, a record that failed) would shut the scope for the fleet
+// penalize.lua; a record that failed) would shut the scope for the fleet
 // until the penalty's end. So the write lifts what it stored, and only
-// that: a penalty of another code, or one recorded since, stands. A later
-// call's penalty with the same end and code stores the same value and goes
-// with it (every 45009 ends at midnight): that scope is penalised again at
-// its next refusal. Nothing stored (kept for an outage, or a penalty ending
-// no earlier was there) lifts only while Redis holds no penalty
-// (liftUnlessHeld); a limiter that cannot say what it stored lifts plainly.
+// that: a penalty of another code, or one recorded since, stands.
+// Residuals, each needing such a late write and more: a later call's
+// penalty with the same end and code stores the same value and goes with
+// it (every 45009 ends at midnight), and a shorter penalty the write
+// replaced (Redis keeps the longer of two) is gone with it, both back at
+// the scope's next refusal; a write whose reply was lost (a timeout)
+// stored nothing as far as it knows, and its penalty stays. Nothing stored
+// (kept for an outage, or a penalty ending no earlier was there) lifts
+// only while Redis holds no penalty (liftUnlessHeld); a limiter that
+// cannot say what it stored lifts plainly.
 func liftWritten(ctx context.Context, lim limiter.Limiter, group, scope, stored string) error {
 	_, storer := lim.(limiter.StoredPenalizer)
-	cl, conditional := lim.(conditionalLifter)
+	_, conditional := lim.(conditionalLifter)
 	switch {
 	case storer && conditional && stored != "":
-		_, err := cl.LiftPenaltyIf(ctx, group, scope, &inspect.PenaltyState{Scope: scope, Value: stored})
-		if errors.Is(err, limiter.ErrPenaltyChanged) {
-			return nil
-		}
-		return err
+		return liftIfStill(ctx, lim, group, scope, &inspect.PenaltyState{Scope: scope, Value: stored})
 	case storer && conditional:
 		return liftUnlessHeld(ctx, lim, group, scope)
 	}
