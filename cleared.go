@@ -68,6 +68,15 @@ func (r *resets) add(c *providers.Cleared) {
 // lifted records the lift of scope's penalty, whatever its code.
 func (r *resets) lifted(scope string) { r.record("", []string{scope}) }
 
+// liftedAll records the lift of the penalties of scopes, whatever their
+// code, in one entry: a reset of an account's every API would otherwise
+// push the log's other entries out at once.
+func (r *resets) liftedAll(scopes []string) {
+	scopes = slices.Clone(scopes)
+	slices.Sort(scopes)
+	r.record("", scopes)
+}
+
 // record adds an entry. The log is stored before the count, so a request
 // that notes the new count finds the entry in the log.
 func (r *resets) record(code string, scopes []string) {
@@ -93,6 +102,12 @@ func (r *resets) ended(scope, code string, seen uint64) bool {
 		return false // none since: the common case, no log read
 	}
 	log := r.log.Load()
+	if len(*log) > 0 && (*log)[0].seq > seen+1 {
+		// Entries since seen were pushed out of the log: one of them may
+		// have ended it. Counted as ended, which costs a reserve asking
+		// again, or a penalty not shared until the provider refuses again.
+		return true
+	}
 	for i := len(*log) - 1; i >= 0 && (*log)[i].seq > seen; i-- {
 		e := &(*log)[i]
 		if _, ok := slices.BinarySearch(e.scopes, scope); ok && (e.code == code || e.code == "") {
@@ -151,6 +166,10 @@ func (t *Transport) applyCleared(ctx context.Context, p *profile, c *providers.C
 // liftCleared lifts the penalties of c.Code on c.Scopes: the shared ones
 // (each only while it is the one read) and this replica's own breakers.
 func (t *Transport) liftCleared(ctx context.Context, p *profile, c *providers.Cleared) (lifted int, errs []error) {
+	// First, as Transport.LiftPenalty does: a reserve's reply that read a
+	// penalty before the lifts below, arriving after them, asks again
+	// rather than open the breaker for the penalty's whole length.
+	p.lifts.liftedAll(c.Scopes)
 	done := map[string]bool{}
 	plain, _ := t.limiter.(limiter.PenaltyLifter)
 	if r, ok := t.limiter.(limiter.PenaltyReader); ok {

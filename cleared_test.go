@@ -379,3 +379,61 @@ func TestResetDuringAPenaltyWriteLiftsOnlyWhatItWrote(t *testing.T) {
 		})
 	}
 }
+
+// heldReplies is an in-memory limiter whose first reserve reads its answer
+// at once but hands it back only once release is closed, having said so
+// on read: a reset's lifts then come between the read and the reply.
+type heldReplies struct {
+	*limiter.Memory
+	first         atomic.Bool
+	read, release chan struct{}
+}
+
+func (h *heldReplies) Reserve(ctx context.Context, req limiter.Request) (limiter.Reservation, error) {
+	res, err := h.Memory.Reserve(ctx, req)
+	if h.first.CompareAndSwap(false, true) {
+		h.read <- struct{}{}
+		<-h.release
+	}
+	return res, err
+}
+
+// A reserve's reply that read a penalty before a reset lifted it, arriving
+// after the lift, asks again rather than open the breaker: the reset's
+// lifts are noted as any lift is. Before, the breaker stayed open until
+// the penalty's end (midnight, for a 45009) and no reserve came to close it.
+func TestReplyReadBeforeAResetOpensNoBreaker(t *testing.T) {
+	m := limiter.NewMemory()
+	if err := m.Penalize(context.Background(), "p", limiter.Penalty{Scope: "api:/slow", Until: time.Now().Add(time.Hour), Code: "45009"}); err != nil {
+		t.Fatal(err)
+	}
+	lim := &heldReplies{Memory: m, read: make(chan struct{}, 1), release: make(chan struct{})}
+	var once sync.Once
+	free := func() { once.Do(func() { close(lim.release) }) }
+	tr := throttle.MustNew(throttle.WithProfiles(resetProfile()), throttle.WithBase(okBase{}), throttle.WithLimiter(lim),
+		throttle.WithoutTelemetry(), throttle.WithoutRetry(), throttle.WithLogger(quiet))
+	t.Cleanup(func() { free(); tr.Close() })
+	get := provider(&http.Client{Transport: tr})
+	slow := make(chan error, 1)
+	go func() { slow <- get("/slow") }()
+	select {
+	case <-lim.read:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the reserve of /slow did not read within 10s")
+	}
+	if err := get("/reset"); err != nil {
+		t.Fatal(err)
+	}
+	free()
+	select {
+	case err := <-slow:
+		if err != nil {
+			t.Fatalf("the call whose reply read the penalty before the reset: %v, want it sent", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the call of /slow did not end within 10s")
+	}
+	if err := get("/slow"); err != nil {
+		t.Fatalf("the next call after the reset: %v, want it sent", err)
+	}
+}

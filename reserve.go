@@ -58,6 +58,12 @@ func (c *call) reserve(ctx context.Context, lreq *limiter.Request) (limiter.Rese
 			}
 			// Another replica saw the quota error: stop locally too.
 			until := c.p.stop(pen.Scope, pen.Until, pen.Code, "shared limiter")
+			if c.p.lifts.ended(pen.Scope, pen.Code, seen) {
+				// A lift came between the check and the stop, and may
+				// have swept the breaker before it opened.
+				c.p.breakers.LiftIf(pen.Scope, until, pen.Code)
+				continue
+			}
 			c.outcome = outcomePenalized
 			return res, c.penaltyError(pen.Scope, until, pen.Code)
 		}
