@@ -416,6 +416,11 @@ func (ln *lane) flush(l *redisLimiter, batch []*pending) (next []*pending) {
 	ln.mu.Lock()
 	for i, p := range batch {
 		p.res, p.err, p.answered = out[i], err, true
+		if err != nil {
+			// A reply that failed part-way read may have filled some
+			// answers: none stands, as for a call of its own.
+			p.res = Reservation{}
+		}
 		if p.abandoned && err == nil && out[i].ok {
 			// Its rules stay held until the slot is given back: a
 			// slot comes back only while nothing was booked after it.

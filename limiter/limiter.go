@@ -25,7 +25,10 @@ import (
 type Limiter interface {
 	// Reserve takes a slot for req. A refusal is a Reservation whose OK is
 	// false, not an error: errors mean the limiter itself failed (Redis
-	// unreachable, an invalid request).
+	// unreachable, an invalid request). req's Rules and Scopes are read
+	// until its slot is settled, which for a wait cancelled while a shared
+	// call is in flight is after Reserve returns (the slot is given back
+	// then): do not change their elements once they are passed.
 	Reserve(ctx context.Context, req Request) (Reservation, error)
 
 	// Penalize marks scope of group as penalised until the given time: every

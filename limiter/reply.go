@@ -154,10 +154,10 @@ func answer(req *Request, now time.Time, status, amount, index int64, fields, st
 		}
 	case 2:
 		res.retryAfter, res.ruleIndex = d, -1
-		p := &Penalty{Until: now.Add(d)}
-		if int(index) >= 1 && int(index) <= len(req.Scopes) {
-			p.Scope = req.Scopes[index-1]
+		if int(index) < 1 || int(index) > len(req.Scopes) {
+			return res, false // the scripts name one of the request's penalty keys
 		}
+		p := &Penalty{Until: now.Add(d), Scope: req.Scopes[index-1]}
 		if _, code, found := strings.Cut(stored, "|"); found {
 			p.Code = capCode(code)
 		}
