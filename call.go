@@ -333,8 +333,9 @@ func (c *call) penalize(ctx context.Context) {
 	}
 	if rs.ended(v.Scope, v.Code, sent) {
 		// A reset came between the check and the stop, and may have
-		// swept the breakers before it opened.
-		c.p.breakers.Lift(v.Scope)
+		// swept the breakers before it opened. Only this penalty's: one
+		// the breaker held already, longer, stands.
+		c.p.breakers.LiftIf(v.Scope, v.Until, v.Code)
 		return
 	}
 	c.t.tel.penalty(ctx, c)
@@ -364,7 +365,7 @@ func (c *call) penalize(ctx context.Context) {
 			if lerr := liftWritten(ctx, lim, name, pen.Scope, stored); err == nil {
 				err = lerr
 			}
-			p.breakers.Lift(pen.Scope)
+			p.breakers.LiftIf(pen.Scope, pen.Until, pen.Code)
 		}
 		return err
 	}

@@ -437,3 +437,90 @@ func TestReplyReadBeforeAResetOpensNoBreaker(t *testing.T) {
 		t.Fatalf("the next call after the reset: %v, want it sent", err)
 	}
 }
+
+// onceHeldBase holds the first call of /slow until release is closed
+// (sent is closed once it has gone) and answers 45009 to every /slow.
+type onceHeldBase struct {
+	once          sync.Once
+	sent, release chan struct{}
+}
+
+func (b *onceHeldBase) RoundTrip(req *http.Request) (*http.Response, error) {
+	code := "0"
+	if req.URL.Path == "/slow" {
+		b.once.Do(func() {
+			close(b.sent)
+			<-b.release
+		})
+		code = "45009"
+	}
+	return &http.Response{StatusCode: 200, Header: http.Header{"X-Code": {code}}, Body: io.NopCloser(strings.NewReader(`{}`)), Request: req}, nil
+}
+
+// The write of a penalty that a reset ended closes the breaker only while
+// it holds that penalty: one opened meanwhile for a longer penalty of
+// another code stays open. Before, the write closed it whatever it held,
+// and calls went out inside a penalty that stood.
+func TestResetDuringAPenaltyWriteKeepsALongerBreaker(t *testing.T) {
+	rdb := redistest.Shared(t).Client(t)
+	prefix := limitertest.Group(t)
+	shared := limiter.MustNewShared(rdb, limiter.SharedConfig{Prefix: prefix, Logger: quiet})
+	t.Cleanup(func() { shared.Close() })
+	lim := &heldPenalties{Shared: shared, held: make(chan struct{}, 1), release: make(chan struct{})}
+	base := &onceHeldBase{sent: make(chan struct{}), release: make(chan struct{})}
+	tr := throttle.MustNew(throttle.WithProfiles(resetProfile()), throttle.WithBase(base),
+		throttle.WithLimiter(lim), throttle.WithoutTelemetry(), throttle.WithoutRetry(), throttle.WithLogger(quiet))
+	var once sync.Once
+	free := func() {
+		once.Do(func() {
+			lim.released.Store(true)
+			close(lim.release)
+		})
+	}
+	var baseOnce sync.Once
+	freeBase := func() { baseOnce.Do(func() { close(base.release) }) }
+	t.Cleanup(func() { freeBase(); free(); tr.Close() })
+	get := provider(&http.Client{Transport: tr})
+	ctx := context.Background()
+	key := "{" + prefix + ":p}:p:api:/slow"
+	slow := make(chan error, 1)
+	go func() { slow <- get("/slow") }()
+	select {
+	case <-base.sent:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first call of /slow was not sent within 10s")
+	}
+	// Meanwhile a longer penalty of another code: the next call meets it
+	// and opens the breaker for it.
+	if err := rdb.Set(ctx, key, strconv.FormatInt(time.Now().Add(2*time.Hour).UnixMicro(), 10)+"|45011", 2*time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	var pe *throttle.PenaltyError
+	if err := get("/slow"); !errors.As(err, &pe) || pe.Code != "45011" {
+		t.Fatalf("a call during the 45011: %v, want it refused", err)
+	}
+	// The first call's 45009 comes; its write waits while the reset comes.
+	freeBase()
+	if err := <-slow; err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-lim.held:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the write of the 45009 did not start within 10s")
+	}
+	if err := get("/reset"); err != nil {
+		t.Fatal(err)
+	}
+	free()
+	if err := tr.Close(); err != nil { // waits for the write
+		t.Fatal(err)
+	}
+	// Redis forgets the 45011: only the breaker can refuse now.
+	if err := rdb.Del(ctx, key).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := get("/slow"); !errors.As(err, &pe) || pe.Code != "45011" {
+		t.Fatalf("a call after the write ended: %v, want it refused by the 45011's breaker", err)
+	}
+}
