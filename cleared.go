@@ -59,11 +59,7 @@ const maxResets = 64
 func (r *resets) seen() uint64 { return r.n.Load() }
 
 // add records a reset.
-func (r *resets) add(c *providers.Cleared) {
-	scopes := slices.Clone(c.Scopes)
-	slices.Sort(scopes)
-	r.record(c.Code, scopes)
-}
+func (r *resets) add(c *providers.Cleared) { r.recordScopes(c.Code, c.Scopes) }
 
 // lifted records the lift of scope's penalty, whatever its code.
 func (r *resets) lifted(scope string) { r.record("", []string{scope}) }
@@ -71,10 +67,13 @@ func (r *resets) lifted(scope string) { r.record("", []string{scope}) }
 // liftedAll records the lift of the penalties of scopes, whatever their
 // code, in one entry: a reset of an account's every API would otherwise
 // push the log's other entries out at once.
-func (r *resets) liftedAll(scopes []string) {
+func (r *resets) liftedAll(scopes []string) { r.recordScopes("", scopes) }
+
+// recordScopes adds an entry for a copy of scopes, sorted for ended.
+func (r *resets) recordScopes(code string, scopes []string) {
 	scopes = slices.Clone(scopes)
 	slices.Sort(scopes)
-	r.record("", scopes)
+	r.record(code, scopes)
 }
 
 // record adds an entry. The log is stored before the count, so a request
@@ -282,17 +281,16 @@ func penalizeStored(ctx context.Context, lim limiter.Limiter, group string, p li
 // only while Redis holds no penalty (liftUnlessHeld); a limiter that
 // cannot say what it stored lifts plainly.
 func liftWritten(ctx context.Context, lim limiter.Limiter, group, scope, stored string) error {
-	_, storer := lim.(limiter.StoredPenalizer)
-	_, conditional := lim.(conditionalLifter)
-	switch {
-	case storer && conditional && stored != "":
-		return liftIfStill(ctx, lim, group, scope, &inspect.PenaltyState{Scope: scope, Value: stored})
-	case storer && conditional:
-		return liftUnlessHeld(ctx, lim, group, scope)
+	if _, ok := lim.(limiter.StoredPenalizer); !ok {
+		if plain, ok := lim.(limiter.PenaltyLifter); ok {
+			_, err := plain.LiftPenalty(ctx, group, scope)
+			return err
+		}
+		return nil
 	}
-	if plain, ok := lim.(limiter.PenaltyLifter); ok {
-		_, err := plain.LiftPenalty(ctx, group, scope)
-		return err
+	var seen *inspect.PenaltyState // nothing stored: only while Redis holds none
+	if stored != "" {
+		seen = &inspect.PenaltyState{Scope: scope, Value: stored}
 	}
-	return nil
+	return liftIfStill(ctx, lim, group, scope, seen)
 }

@@ -3,7 +3,6 @@ package throttle_test
 import (
 	"context"
 	"errors"
-	"github.com/quotaware/throttle/limiter/inspect"
 	"io"
 	"net/http"
 	"strconv"
@@ -16,8 +15,10 @@ import (
 	"github.com/quotaware/throttle"
 	"github.com/quotaware/throttle/internal/redistest"
 	"github.com/quotaware/throttle/limiter"
+	"github.com/quotaware/throttle/limiter/inspect"
 	"github.com/quotaware/throttle/limiter/limitertest"
 	"github.com/quotaware/throttle/providers"
+	"github.com/redis/go-redis/v9"
 )
 
 // heldBase answers /reset at once and holds /slow's answer, a 45009, until
@@ -263,9 +264,44 @@ type heldPenalties struct {
 	*limiter.Shared
 	before, failRecord bool
 	held, release      chan struct{}
+	releaseOnce        sync.Once
 	released           atomic.Bool
 	mu                 sync.Mutex
 	lifts              []error
+}
+
+// heldWrites returns a Transport over base, resetProfile's, whose penalty
+// writes h holds (before they store with before; failRecord as above), and
+// the key of /slow's penalty; the cleanup lets the write go and closes the
+// Transport.
+func heldWrites(t *testing.T, base http.RoundTripper, before, failRecord bool) (h *heldPenalties, tr *throttle.Transport, rdb *redis.Client, key string) {
+	rdb = redistest.Shared(t).Client(t)
+	prefix := limitertest.Group(t)
+	shared := limiter.MustNewShared(rdb, limiter.SharedConfig{Prefix: prefix, Logger: quiet})
+	t.Cleanup(func() { shared.Close() })
+	h = &heldPenalties{Shared: shared, before: before, failRecord: failRecord, held: make(chan struct{}, 1), release: make(chan struct{})}
+	tr = throttle.MustNew(throttle.WithProfiles(resetProfile()), throttle.WithBase(base),
+		throttle.WithLimiter(h), throttle.WithoutTelemetry(), throttle.WithoutRetry(), throttle.WithLogger(quiet))
+	t.Cleanup(func() { h.free(); tr.Close() })
+	return h, tr, rdb, "{" + prefix + ":p}:p:api:/slow"
+}
+
+// free lets the held write go on.
+func (h *heldPenalties) free() {
+	h.releaseOnce.Do(func() {
+		h.released.Store(true)
+		close(h.release)
+	})
+}
+
+// awaitWrite waits, at most 10 s, for the write of the 45009 to be held.
+func (h *heldPenalties) awaitWrite(t *testing.T) {
+	t.Helper()
+	select {
+	case <-h.held:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the write of the 45009 did not start within 10s")
+	}
 }
 
 func (h *heldPenalties) Penalize(ctx context.Context, group string, p limiter.Penalty) error {
@@ -322,35 +358,15 @@ func TestResetDuringAPenaltyWriteLiftsOnlyWhatItWrote(t *testing.T) {
 		{name: "written after the reset read", before: true, failed: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rdb := redistest.Shared(t).Client(t)
-			prefix := limitertest.Group(t)
-			shared := limiter.MustNewShared(rdb, limiter.SharedConfig{Prefix: prefix, Logger: quiet})
-			t.Cleanup(func() { shared.Close() })
-			lim := &heldPenalties{Shared: shared, before: tc.before, failRecord: tc.failed,
-				held: make(chan struct{}, 1), release: make(chan struct{})}
 			base := &heldBase{sent: make(chan struct{}), release: make(chan struct{})}
 			close(base.release)
-			tr := throttle.MustNew(throttle.WithProfiles(resetProfile()), throttle.WithBase(base),
-				throttle.WithLimiter(lim), throttle.WithoutTelemetry(), throttle.WithoutRetry(), throttle.WithLogger(quiet))
-			var once sync.Once
-			free := func() {
-				once.Do(func() {
-					lim.released.Store(true)
-					close(lim.release)
-				})
-			}
-			t.Cleanup(func() { free(); tr.Close() })
+			lim, tr, rdb, key := heldWrites(t, base, tc.before, tc.failed)
 			get := provider(&http.Client{Transport: tr})
 			ctx := context.Background()
-			key := "{" + prefix + ":p}:p:api:/slow"
 			if err := get("/slow"); err != nil {
 				t.Fatal(err)
 			}
-			select {
-			case <-lim.held:
-			case <-time.After(10 * time.Second):
-				t.Fatal("the write of the 45009 did not start within 10s")
-			}
+			lim.awaitWrite(t)
 			if err := get("/reset"); err != nil {
 				t.Fatal(err)
 			}
@@ -364,7 +380,7 @@ func TestResetDuringAPenaltyWriteLiftsOnlyWhatItWrote(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			free()
+			lim.free()
 			if err := tr.Close(); err != nil { // waits for the write
 				t.Fatal(err)
 			}
@@ -462,27 +478,13 @@ func (b *onceHeldBase) RoundTrip(req *http.Request) (*http.Response, error) {
 // another code stays open. Before, the write closed it whatever it held,
 // and calls went out inside a penalty that stood.
 func TestResetDuringAPenaltyWriteKeepsALongerBreaker(t *testing.T) {
-	rdb := redistest.Shared(t).Client(t)
-	prefix := limitertest.Group(t)
-	shared := limiter.MustNewShared(rdb, limiter.SharedConfig{Prefix: prefix, Logger: quiet})
-	t.Cleanup(func() { shared.Close() })
-	lim := &heldPenalties{Shared: shared, held: make(chan struct{}, 1), release: make(chan struct{})}
 	base := &onceHeldBase{sent: make(chan struct{}), release: make(chan struct{})}
-	tr := throttle.MustNew(throttle.WithProfiles(resetProfile()), throttle.WithBase(base),
-		throttle.WithLimiter(lim), throttle.WithoutTelemetry(), throttle.WithoutRetry(), throttle.WithLogger(quiet))
-	var once sync.Once
-	free := func() {
-		once.Do(func() {
-			lim.released.Store(true)
-			close(lim.release)
-		})
-	}
+	lim, tr, rdb, key := heldWrites(t, base, false, false)
 	var baseOnce sync.Once
 	freeBase := func() { baseOnce.Do(func() { close(base.release) }) }
-	t.Cleanup(func() { freeBase(); free(); tr.Close() })
+	t.Cleanup(freeBase) // runs before heldWrites' cleanup
 	get := provider(&http.Client{Transport: tr})
 	ctx := context.Background()
-	key := "{" + prefix + ":p}:p:api:/slow"
 	slow := make(chan error, 1)
 	go func() { slow <- get("/slow") }()
 	select {
@@ -501,18 +503,19 @@ func TestResetDuringAPenaltyWriteKeepsALongerBreaker(t *testing.T) {
 	}
 	// The first call's 45009 comes; its write waits while the reset comes.
 	freeBase()
-	if err := <-slow; err != nil {
-		t.Fatal(err)
-	}
 	select {
-	case <-lim.held:
+	case err := <-slow:
+		if err != nil {
+			t.Fatal(err)
+		}
 	case <-time.After(10 * time.Second):
-		t.Fatal("the write of the 45009 did not start within 10s")
+		t.Fatal("the first call of /slow did not end within 10s")
 	}
+	lim.awaitWrite(t)
 	if err := get("/reset"); err != nil {
 		t.Fatal(err)
 	}
-	free()
+	lim.free()
 	if err := tr.Close(); err != nil { // waits for the write
 		t.Fatal(err)
 	}

@@ -78,34 +78,29 @@ func (l *redisLimiter) penalizeStored(ctx context.Context, group string, p Penal
 		}
 		return "", nil
 	}
-	if n, ok := v.(int64); ok && n == 0 {
-		// A penalty ending no earlier is there: nothing of this one stored.
-		if l.onPenalty != nil {
-			l.onPenalty(group, p)
+	// 0: a penalty ending no earlier is there, nothing of this one stored;
+	// else {1 or "unannounced <error>", the value stored}.
+	var stored string
+	var perr error
+	if n, ok := v.(int64); !ok || n != 0 {
+		reply, ok := v.([]any)
+		if !ok || len(reply) != 2 {
+			return "", unavailable("penalize", fmt.Errorf("unexpected reply %v", v))
 		}
-		if l.onPublish != nil {
-			l.onPublish(nil)
+		stored, _ = reply[1].(string)
+		if s, ok := reply[0].(string); ok {
+			msg, _ := strings.CutPrefix(s, "unannounced ")
+			perr = errors.New(msg)
 		}
-		return "", nil
 	}
-	reply, ok := v.([]any)
-	if !ok || len(reply) != 2 {
-		return "", unavailable("penalize", fmt.Errorf("unexpected reply %v", v))
-	}
-	stored, _ := reply[1].(string)
 	if l.onPenalty != nil {
 		l.onPenalty(group, p)
 	}
-	if s, ok := reply[0].(string); ok {
-		msg, _ := strings.CutPrefix(s, "unannounced ")
-		perr := errors.New(msg)
-		if l.onPublish != nil {
-			l.onPublish(perr)
-		}
-		return stored, fmt.Errorf("%w: PUBLISH refused: %w", ErrNotAnnounced, perr)
-	}
 	if l.onPublish != nil {
-		l.onPublish(nil)
+		l.onPublish(perr)
+	}
+	if perr != nil {
+		return stored, fmt.Errorf("%w: PUBLISH refused: %w", ErrNotAnnounced, perr)
 	}
 	return stored, nil
 }
