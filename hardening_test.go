@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/quotaware/throttle"
 	"github.com/quotaware/throttle/internal/redistest"
 	"github.com/quotaware/throttle/limiter"
@@ -163,6 +165,15 @@ func (c *cancelling) Reserve(ctx context.Context, req limiter.Request) (limiter.
 	return c.Limiter.Reserve(ctx, req)
 }
 
+// lateTimer is a context whose deadline has passed and whose timer has not
+// fired yet: Err and Done do not say so.
+type lateTimer struct {
+	context.Context
+	deadline time.Time
+}
+
+func (c lateTimer) Deadline() (time.Time, bool) { return c.deadline, true }
+
 // A caller that gave up, or whose deadline passed, gets its context's error
 // and nothing else, whatever the limiter; the metrics count it cancelled,
 // not as a limiter failure.
@@ -196,6 +207,15 @@ func TestCancellationIsTheContextsError(t *testing.T) {
 			}
 			return throttle.WithLimiter(&cancelling{Limiter: r, cancel: cancel})
 		}, func() (context.Context, context.CancelFunc) { return context.WithCancel(context.Background()) }, context.Canceled},
+		// A context's timer fires a little after its deadline: the Redis
+		// call, bounded by the deadline, fails on it first.
+		{"redis, deadline passed before the context says so", func(t *testing.T, _ context.CancelFunc) throttle.Option {
+			c := redis.NewClient(&redis.Options{Addr: rdb.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+			t.Cleanup(func() { c.Close() })
+			return throttle.WithRedis(c)
+		}, func() (context.Context, context.CancelFunc) {
+			return lateTimer{Context: context.Background(), deadline: time.Now().Add(-time.Millisecond)}, func() {}
+		}, context.DeadlineExceeded},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

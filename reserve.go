@@ -31,11 +31,11 @@ func (c *call) reserve(ctx context.Context, lreq *limiter.Request) (limiter.Rese
 			c.t.tel.limiterCall(ctx, c, time.Since(began))
 		}
 		if err != nil {
-			if ctx.Err() != nil {
+			if cerr := ctxEnded(ctx); cerr != nil {
 				// The caller gave up (or its deadline passed) during the
 				// call: that says nothing about the limiter.
 				c.outcome = outcomeCancelled
-				return res, ctx.Err()
+				return res, cerr
 			}
 			if errors.Is(err, limiter.ErrInvalidRequest) {
 				// The profile's route cannot be limited (a scope too
@@ -133,6 +133,20 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// ctxEnded returns the context's error, or context.DeadlineExceeded once
+// its deadline has passed though the context does not say so yet: its
+// timer fires a little after the deadline, and the limiter's call, bounded
+// by the same deadline, may fail on it first.
+func ctxEnded(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
 
 // contextError is the error of a wait cut short: the context's own error
