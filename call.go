@@ -131,6 +131,19 @@ rebooked:
 		c.outcome = outcomeCancelled
 		return nil, ctx.Err()
 	}
+	if d := res.Delay(); d > 0 {
+		if dl, ok := ctx.Deadline(); ok && !time.Now().Add(d).Before(dl) {
+			// The limiter's call took part of the budget it was given (a
+			// slow round trip, a Redis that failed before the local
+			// fallback): the slot lies past the deadline. Refused at
+			// once, as x/time/rate's Wait does, not after sleeping to the
+			// deadline.
+			c.giveBack(ctx, res)
+			closeBody(req)
+			c.outcome = outcomeThrottled
+			return nil, c.throttled(&lreq, res, d)
+		}
+	}
 	var slot time.Time // when the slot was booked for: latency is measured from it
 	if c.p.head != nil || c.p.Jitter > 0 {
 		slot = time.Now().Add(res.Delay())

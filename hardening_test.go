@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/quotaware/throttle"
+	"github.com/quotaware/throttle/internal/faultproxy"
 	"github.com/quotaware/throttle/internal/redistest"
 	"github.com/quotaware/throttle/limiter"
 	"github.com/quotaware/throttle/limiter/limitertest"
@@ -483,5 +484,54 @@ func TestInvalidRouteIsNotAnOutage(t *testing.T) {
 	}
 	if r, ok := m["throttle.retries"]; ok && len(counts(t, r, "provider")) > 0 {
 		t.Errorf("throttle.retries = %v, want none", counts(t, r, "provider"))
+	}
+}
+
+// A slot that lies past the caller's deadline once the limiter's call is
+// done (a slow round trip took part of the budget, or Redis failed before
+// the local fallback) is refused at once with ErrThrottled and given back,
+// never waited for until the deadline.
+func TestSlotPastTheDeadlineAfterTheCallIsRefusedAtOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		fault func(p *faultproxy.Proxy)
+	}{
+		// The reply reaches the replica 150 ms after Redis decided: the
+		// slot Redis fitted in the budget lies past the deadline here.
+		{"redis 150 ms away each way", func(p *faultproxy.Proxy) { p.SetLatency(150 * time.Millisecond) }},
+		// The local fallback books after a 500 ms call that failed.
+		{"redis stalls, local fallback", func(p *faultproxy.Proxy) { p.Stall() }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			proxy := faultproxy.Start(t, redistest.Shared(t).Addr)
+			rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1})
+			t.Cleanup(func() { rdb.Close() })
+			srv := serve(t, &recorder{})
+			o := newObservability(t)
+			tr := throttle.MustNew(append([]throttle.Option{throttle.WithoutRetry(),
+				throttle.WithProfiles(testProfile(limitertest.Group(t), mustRule(t, 1, time.Second))),
+				sharedOpt(t, rdb, limiter.SharedConfig{Share: 1, Timeout: 500 * time.Millisecond})}, o.opts...)...)
+			t.Cleanup(func() { tr.Close() })
+			c := &http.Client{Transport: tr}
+			if _, err := get(context.Background(), c, srv.URL+"/a"); err != nil {
+				t.Fatal(err)
+			}
+			tc.fault(proxy)
+			// The next slot is about a second after the first: within the
+			// 900 ms budget as Redis (or the fallback) sees it, past the
+			// deadline as the replica gets the answer.
+			ctx, cancel := context.WithTimeout(context.Background(), 900*time.Millisecond)
+			defer cancel()
+			_, err := get(ctx, c, srv.URL+"/a")
+			if ctx.Err() != nil {
+				t.Errorf("the request returned after its deadline (%v)", err)
+			}
+			if !errors.Is(err, throttle.ErrThrottled) {
+				t.Fatalf("err = %v, want ErrThrottled", err)
+			}
+			if got := counts(t, o.metrics(t)["throttle.requests"], "outcome"); got["throttled"] != 1 {
+				t.Errorf("outcomes %v, want one throttled", got)
+			}
+		})
 	}
 }

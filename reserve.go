@@ -89,19 +89,29 @@ func (c *call) reserve(ctx context.Context, lreq *limiter.Request) (limiter.Rese
 			continue
 		}
 		c.outcome = outcomeThrottled
-		e := &ThrottledError{Provider: c.p.Name, API: c.route.API, RetryAfter: res.RetryAfter(), Budget: lreq.MaxWait}
-		switch {
-		case bound.Limit() > 0:
-			e.Rule = bound.String()
-		case res.Local():
-			// No rule of its own held it: a replica limiting on its own
-			// starts its slots after those the shared limiter booked.
-			e.Rule = "the local fallback's hold behind the shared limiter's booked slots"
-		default:
-			e.Rule = "the limiter"
-		}
-		return res, e
+		return res, c.throttled(lreq, res, res.RetryAfter())
 	}
+}
+
+// throttled is the error of a request whose slot, retryAfter away, lies
+// past its budget.
+func (c *call) throttled(lreq *limiter.Request, res limiter.Reservation, retryAfter time.Duration) *ThrottledError {
+	e := &ThrottledError{Provider: c.p.Name, API: c.route.API, RetryAfter: retryAfter, Budget: lreq.MaxWait}
+	var bound rule.Rule
+	if i := res.Rule(); i >= 0 && i < len(lreq.Rules) {
+		bound = lreq.Rules[i]
+	}
+	switch {
+	case bound.Limit() > 0:
+		e.Rule = bound.String()
+	case res.Local():
+		// No rule of its own held it: a replica limiting on its own
+		// starts its slots after those the shared limiter booked.
+		e.Rule = "the local fallback's hold behind the shared limiter's booked slots"
+	default:
+		e.Rule = "the limiter"
+	}
+	return e
 }
 
 // lead is how long before a held-back request's slot it asks again: the

@@ -191,7 +191,8 @@ func (f *failover) reserve(ctx context.Context, req Request) (Reservation, error
 	}
 	down := f.down.Load()
 	if !down || f.probeDue() {
-		now := time.Now().UnixMicro()
+		began := time.Now()
+		now := began.UnixMicro()
 		// Back from limiting on its own, this replica's first Redis slots
 		// wait for its local ones plus a period, as on the way down; after
 		// Redis lost its state, for the slots it had booked before.
@@ -212,7 +213,7 @@ func (f *failover) reserve(ctx context.Context, req Request) (Reservation, error
 			if res.ok {
 				_ = f.primary.cancel(ctx, req, res)
 			}
-			return f.reserveLocal(ctx, req)
+			return f.reserveLocal(ctx, req.after(began))
 		}
 		if err == nil {
 			f.noteHorizon(req, res) // refusals too: see fleetHorizon
@@ -223,8 +224,17 @@ func (f *failover) reserve(ctx context.Context, req Request) (Reservation, error
 		if f.cfg.Mode == OutageRefuse {
 			return Reservation{}, err
 		}
+		return f.reserveLocal(ctx, req.after(began))
 	}
 	return f.reserveLocal(ctx, req)
+}
+
+// after is req as it stands when a local slot follows a primary call begun
+// at began: its wait is what is left, as that call may have taken its whole
+// timeout.
+func (req Request) after(began time.Time) Request {
+	req.MaxWait = max(req.MaxWait-time.Since(began), 0)
+	return req
 }
 
 // reserveLocal applies the outage mode to req.

@@ -374,3 +374,46 @@ func TestFailoverKeptFailureReadWhileKept(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// stalled is a primary limiter that answers from a Memory until told to
+// stall, and then answers nothing until its call's bound passes, as a
+// Redis that stopped answering does.
+type stalled struct {
+	*limiter.Memory
+	stall atomic.Bool
+}
+
+func (s *stalled) Reserve(ctx context.Context, req limiter.Request) (limiter.Reservation, error) {
+	if s.stall.Load() {
+		<-ctx.Done()
+		return limiter.Reservation{}, fmt.Errorf("%w: %w", limiter.ErrUnavailable, ctx.Err())
+	}
+	return s.Memory.Reserve(ctx, req)
+}
+
+// A local slot booked after a primary call that took its whole timeout
+// fits what is left of the request's wait, not the whole of it: a caller
+// with 1.6 s to wait, 0.5 s of it spent on the stalled call, is refused a
+// slot 1.5 s away rather than sent past its budget.
+func TestFailoverLocalSlotFitsTheWaitLeft(t *testing.T) {
+	primary := &stalled{Memory: limiter.NewMemory()}
+	f := limiter.NewFailover(primary, limiter.FailoverConfig{
+		Share: func() float64 { return 1 }, Timeout: 500 * time.Millisecond, Probe: time.Hour,
+	})
+	t.Cleanup(func() { f.Close() })
+	rl := rule.Must(rule.New("r", 1, 2*time.Second))
+	req := limiter.Request{Group: "g", Rules: []rule.Rule{rl}, MaxWait: 1600 * time.Millisecond}
+	onPrimary(t, f, req, 1)
+	primary.stall.Store(true)
+	began := time.Now()
+	res, err := f.Reserve(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.OK() {
+		t.Fatalf("a local slot %v after the call began, past the 1.6 s the caller had", res.SendAt().Sub(began))
+	}
+	if !res.Local() {
+		t.Fatalf("refused by %+v, want the local fallback", res)
+	}
+}

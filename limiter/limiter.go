@@ -208,15 +208,23 @@ func (res *Reservation) Delay() time.Duration {
 // Wait sleeps until the slot, waking within about a tenth of a millisecond
 // of it where the platform has a fine sleep (Linux; a Go timer wakes up to
 // a millisecond late) and never before it. If ctx is done first, Wait
-// returns the context's cause at once, without giving the slot back: call
-// Cancel then (with Shared it is a Redis call, which a caller may want to
-// make off its own path, as the Transport does). Wait on a refusal returns
-// at once.
+// returns the context's cause at once, and when ctx's deadline comes
+// before the slot it fails at once, as x/time/rate's Wait does, with an
+// error that matches context.DeadlineExceeded (the reservation's round
+// trip may have taken part of the MaxWait given for the deadline). Either
+// way the slot is not given back: call Cancel then (with Shared it is a
+// Redis call, which a caller may want to make off its own path, as the
+// Transport does). Wait on a refusal returns at once.
 func (res *Reservation) Wait(ctx context.Context) error {
 	if !res.ok {
 		return nil
 	}
-	return sleepFor(ctx, res.Delay())
+	d := res.Delay()
+	if dl, ok := ctx.Deadline(); ok && d > 0 && !time.Now().Add(d).Before(dl) {
+		return fmt.Errorf("limiter: the slot is %v away, at or past the context's deadline: %w",
+			d.Round(time.Microsecond), context.DeadlineExceeded)
+	}
+	return sleepFor(ctx, d)
 }
 
 // Cancel gives back a slot that will not be used. Each rule gets its slot

@@ -72,6 +72,28 @@ func TestWaitCancelledThenCancel(t *testing.T) {
 	}
 }
 
+// A slot at or past the context's deadline fails Wait at once, as
+// x/time/rate's Wait does, with an error matching DeadlineExceeded; the
+// slot is not given back by Wait. A slot before the deadline is waited for.
+func TestWaitPastTheDeadlineFailsAtOnce(t *testing.T) {
+	var given int
+	giveBack := func(context.Context) error { given++; return nil }
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, d := range []time.Duration{time.Hour, time.Minute} {
+		err := admitted(d, giveBack).Wait(ctx)
+		if !errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
+			t.Errorf("a slot %v away, the deadline a minute away: %v (context %v), want a deadline error at once", d, err, ctx.Err())
+		}
+	}
+	if given != 0 {
+		t.Errorf("given back %d times, want none", given)
+	}
+	if err := admitted(time.Millisecond, nil).Wait(ctx); err != nil {
+		t.Errorf("a slot before the deadline: %v", err)
+	}
+}
+
 // A cancelled context ends the wait with its cause, in either stretch.
 func TestSleepCancelled(t *testing.T) {
 	cause := errors.New("caller left")
