@@ -346,7 +346,11 @@ func (w *watcher) hear(payload string) {
 }
 
 // confirm reads the penalty keys of the queued announcements, in one round
-// trip per batch, and passes on what they confirm.
+// trip per batch, and passes on what they confirm. A lift is confirmed by
+// its key gone and the mark a lift leaves beside it (lift.go), as the poll
+// confirms one: a key gone without its mark went with Redis's data (a
+// restart without persistence, a FLUSHALL), and a message anyone allowed
+// to publish can send must not end every replica's penalty then.
 func (w *watcher) confirm() {
 	defer w.done.Done()
 	for {
@@ -357,11 +361,17 @@ func (w *watcher) confirm() {
 		ids := make([]penaltyID, 0, len(batch))
 		ends := make([]time.Time, 0, len(batch)) // the known penalties' as the reads are sent
 		cmds := make([]*redis.StringCmd, 0, len(batch))
+		marks := make([]*redis.IntCmd, 0, len(batch))
 		ctx, cancel := context.WithTimeout(context.Background(), defaultTimeout)
 		pipe := w.l.client.Pipeline()
 		for id := range batch {
 			ids, ends = append(ids, id), append(ends, w.knownEnd(id))
 			cmds = append(cmds, pipe.Get(ctx, w.l.penaltyKey(id.group, id.scope)))
+			var mark *redis.IntCmd
+			if batch[id] == liftType {
+				mark = pipe.Exists(ctx, w.l.markKey(id.group, id.scope))
+			}
+			marks = append(marks, mark)
 		}
 		clock := pipe.Time(ctx)
 		sent := time.Now()
@@ -397,6 +407,10 @@ func (w *watcher) confirm() {
 				}
 			case batch[id] == penaltyType:
 				w.reject("no penalty in Redis")
+			case marks[i] == nil || marks[i].Val() == 0:
+				// Unmarked (or the read failed): the penalty stays until
+				// its end, or until the poll finds the mark.
+				w.reject("lift without its mark in Redis")
 			case !w.forgetUnlessRenewed(id, ends[i]):
 				// A penalty recorded here while the read was in flight
 				// stands: no lift to pass on.

@@ -205,3 +205,66 @@ func TestOwnLiftNotUndoneByALateConfirmation(t *testing.T) {
 		t.Fatalf("%d penalty events after the lift, from a confirmation read before it; want none", n)
 	}
 }
+
+// A lift heard is passed on only when its key is gone with the mark a lift
+// leaves: after Redis lost its data (a restart without persistence, a
+// FLUSHALL), one lift message from anyone allowed to publish must not end
+// a penalty every replica still holds. A real lift of the same scope then
+// is passed on.
+func TestHeardLiftNeedsItsMark(t *testing.T) {
+	srv := redistest.Start(t)
+	prefix := limitertest.Group(t)
+	ev := newEvents()
+	heard := make(chan limiter.Penalty, 64)
+	lifted := make(chan string, 64)
+	a := newShared(t, srv.Client(t), limiter.SharedConfig{Prefix: prefix, Share: 1},
+		limiter.Listener{Event: ev.add,
+			Penalty: func(_ string, p limiter.Penalty) { heard <- p },
+			Lift:    func(_, scope string) { lifted <- scope }})
+	b := newShared(t, srv.Client(t), limiter.SharedConfig{Prefix: prefix, Share: 1})
+	c := srv.Client(t)
+	ctx := context.Background()
+	channel := a.Redis().Channel()
+	until := time.Now().Add(time.Hour).Truncate(time.Microsecond)
+	value := strconv.FormatInt(until.UnixMicro(), 10) + "|88"
+	key := a.Redis().PenaltyKey("g", "app")
+	if err := c.Set(ctx, key, value, time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	announce := "v1 penalty\ng\napp\n" + strconv.FormatInt(until.UnixMicro(), 10) + "\n88"
+	// The subscription starts in the background: announce until heard.
+	for subscribed := false; !subscribed; {
+		if err := c.Publish(ctx, channel, announce).Err(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-heard:
+			subscribed = true
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	// The state is lost: the key goes without a lift's mark.
+	if err := c.Del(ctx, key).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Publish(ctx, channel, "v1 lift\ng\napp").Err(); err != nil {
+		t.Fatal(err)
+	}
+	ev.await(t, announcementRejected)
+	select {
+	case scope := <-lifted:
+		t.Fatalf("a lift of %q with no mark in Redis was passed on", scope)
+	default:
+	}
+	if _, err := b.LiftPenalty(ctx, "g", "app"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case scope := <-lifted:
+		if scope != "app" {
+			t.Fatalf("lifted %q, want app", scope)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a real lift, its mark in Redis, was not passed on")
+	}
+}
