@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -31,6 +32,7 @@ type call struct {
 	sent         time.Time // when the last attempt went out
 
 	attempts int
+	probe    func(circuit.Outcome) // the breakers' done for the attempt sent; nil before the send
 	waited   time.Duration
 	outcome  string
 	shared   bool // a token exchange answered from Redis after the limiter
@@ -90,27 +92,81 @@ func (c *call) attempt(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	// Local breakers first: a scope known to be penalised costs no I/O.
-	done, err := c.p.breakers.Allow(c.route.Scopes)
-	if err != nil {
+	// A scope whose penalty is over is probed by the first request sent
+	// (sendable), not the first to reserve: a probe taken here held the
+	// scope shut while it waited for its slot.
+	if pe := c.openScope(); pe != nil {
 		closeBody(req)
 		c.outcome = outcomePenalized
-		var oe *circuit.OpenError
-		if errors.As(err, &oe) {
-			return nil, c.penaltyError(oe.Scope, oe.Until, oe.Code)
-		}
-		return nil, c.penaltyError("", time.Time{}, "")
+		return nil, pe
 	}
+	c.probe = nil
 	resp, err := c.reserveAndSend(req)
-	switch {
-	case err != nil:
-		done(circuit.Ignored)
-	case c.verdict.Kind == providers.OK:
-		done(circuit.Success)
-	default:
-		// A quota verdict was reported through Penalize already.
-		done(circuit.Ignored)
+	if done := c.probe; done != nil {
+		switch {
+		case err != nil:
+			done(circuit.Ignored)
+		case c.verdict.Kind == providers.OK:
+			done(circuit.Success)
+		default:
+			// A quota verdict was reported through Penalize already.
+			done(circuit.Ignored)
+		}
 	}
 	return resp, err
+}
+
+// onProbeWait, when set (by tests), is called as a request starts waiting
+// for another's probe.
+var onProbeWait atomic.Pointer[func()]
+
+// sendable asks the breakers to send the attempt now, as its slot has
+// come: a scope penalised meanwhile refuses it; a scope whose penalty is
+// over makes it the scope's probe, unless another request is probing,
+// whose answer it then waits for within its budget and asks again. The
+// breakers' done is kept in c.probe for the outcome.
+func (c *call) sendable(ctx context.Context) *PenaltyError {
+	for tries := 0; ; tries++ {
+		done, err := c.p.breakers.Allow(c.route.Scopes)
+		if err == nil {
+			c.probe = done
+			return nil
+		}
+		var oe *circuit.OpenError
+		if !errors.As(err, &oe) {
+			return c.penaltyError("", time.Time{}, "")
+		}
+		if !oe.Probing {
+			return c.penaltyError(oe.Scope, oe.Until, oe.Code)
+		}
+		answered := c.p.breakers.ProbeAnswered(c.route.Scopes)
+		if answered == nil {
+			// Answered as this request asked, or taken a moment before
+			// its channel was set: ask again, a few times.
+			if tries < 3 {
+				runtime.Gosched()
+				continue
+			}
+			return c.penaltyError(oe.Scope, oe.Until, oe.Code)
+		}
+		budget := c.budget(ctx)
+		if budget <= 0 {
+			return c.penaltyError(oe.Scope, oe.Until, oe.Code)
+		}
+		if f := onProbeWait.Load(); f != nil {
+			(*f)()
+		}
+		timer := time.NewTimer(budget)
+		select {
+		case <-answered:
+			timer.Stop()
+		case <-timer.C:
+			return c.penaltyError(oe.Scope, oe.Until, oe.Code)
+		case <-ctx.Done():
+			timer.Stop()
+			return c.penaltyError(oe.Scope, oe.Until, oe.Code)
+		}
+	}
 }
 
 func (c *call) reserveAndSend(req *http.Request) (*http.Response, error) {
@@ -158,14 +214,6 @@ rebooked:
 			return nil, contextError(ctx, err)
 		}
 		c.waited += d
-		// A quota error may have come back while this request waited: a
-		// slot booked before it must not be spent inside the penalty.
-		if pe := c.openScope(); pe != nil {
-			c.giveBack(ctx, res)
-			closeBody(req)
-			c.outcome = outcomePenalized
-			return nil, pe
-		}
 		// A rule was made stricter while this request waited (a limit the
 		// provider stated, learned.go), or the latency allowance widened
 		// and this slot is one of those the old pace must leave empty
@@ -184,6 +232,19 @@ rebooked:
 				goto rebooked
 			}
 		}
+	}
+	// A quota error may have come back while this request waited: a slot
+	// booked before it must not be spent inside the penalty. Or the
+	// penalty is over, and this request probes the scope.
+	if pe := c.sendable(ctx); pe != nil {
+		c.giveBack(ctx, res)
+		closeBody(req)
+		if ctx.Err() != nil {
+			c.outcome = outcomeCancelled
+			return nil, ctx.Err()
+		}
+		c.outcome = outcomePenalized
+		return nil, pe
 	}
 	var unsent *atomic.Bool
 	if c.t.tokens != nil && tokens.IsExchange(req) {

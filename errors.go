@@ -96,8 +96,10 @@ func (e *PenaltyError) Error() string {
 // Is makes errors.Is(err, ErrPenalized) true.
 func (e *PenaltyError) Is(target error) bool { return target == ErrPenalized }
 
-// RetryAfter is how long until the penalty ends, from now.
-func (e *PenaltyError) RetryAfter() time.Duration { return time.Until(e.Until) }
+// RetryAfter is how long until the penalty ends, from now; 0 once it is
+// over (a request refused while another probed the scope, and whose budget
+// ran out waiting for the probe's answer).
+func (e *PenaltyError) RetryAfter() time.Duration { return max(time.Until(e.Until), 0) }
 
 // LimiterError reports a request refused because the shared limiter did
 // not answer (Redis unreachable, too slow) and the fallback is to fail

@@ -84,6 +84,9 @@ type entry struct {
 	cb    *gobreaker.TwoStepCircuitBreaker[struct{}]
 
 	probeSince atomic.Int64 // unix nanos when the current probe started; 0: none
+	// answered is closed once the current probe's outcome is reported (nil:
+	// no probe out), so that requests meeting it can wait for its answer.
+	answered atomic.Pointer[chan struct{}]
 	halfOpen   atomic.Bool  // the Open→HalfOpen change was reported
 	index      int          // in Set.byEnds; -1 once removed (guarded by Set.mu)
 }
@@ -215,6 +218,7 @@ func (s *Set) takeProbes(probes []*entry, now time.Time) ([]func(error), error) 
 	release := func(n int) {
 		for i := range n {
 			probes[i].probeSince.Store(0)
+			probes[i].answer()
 			dones[i](errIgnored)
 		}
 	}
@@ -237,6 +241,10 @@ func (s *Set) takeProbes(probes []*entry, now time.Time) ([]func(error), error) 
 			return nil, &OpenError{Scope: e.scope, Until: e.until, Code: e.code, Probing: errors.Is(err, gobreaker.ErrTooManyRequests)}
 		}
 		e.probeSince.Store(now.UnixNano())
+		ch := make(chan struct{})
+		if old := e.answered.Swap(&ch); old != nil {
+			close(*old) // a stuck probe's: its waiters look again
+		}
 		dones[i] = d
 	}
 	return dones, nil
@@ -253,6 +261,9 @@ func (s *Set) probeDone(probes []*entry, dones []func(error)) func(Outcome) {
 		}
 		for i, e := range probes {
 			e.probeSince.Store(0)
+			// After the outcome: a waiter woken looks at the breaker as
+			// the outcome left it.
+			defer e.answer()
 			if o != Success {
 				dones[i](errIgnored)
 				continue
@@ -263,6 +274,32 @@ func (s *Set) probeDone(probes []*entry, dones []func(error)) func(Outcome) {
 			}
 		}
 	}
+}
+
+// answer wakes the requests waiting for e's probe.
+func (e *entry) answer() {
+	if ch := e.answered.Swap(nil); ch != nil {
+		close(*ch)
+	}
+}
+
+// ProbeAnswered returns a channel closed once the probe in flight on one of
+// scopes is answered, or nil when none is in flight. A request that Allow
+// refused with Probing may wait on it, within its own budget, and ask
+// again: the scope is then closed, open for a new penalty, or free for it
+// to probe.
+func (s *Set) ProbeAnswered(scopes []string) <-chan struct{} {
+	if s.live.Load() == 0 {
+		return nil
+	}
+	for _, sc := range scopes {
+		if e := s.load(sc); e != nil {
+			if ch := e.answered.Load(); ch != nil {
+				return *ch
+			}
+		}
+	}
+	return nil
 }
 
 func contains(es []*entry, e *entry) bool {
@@ -302,6 +339,7 @@ func (s *Set) replace(e *entry) *entry {
 	s.byEnds[e.index] = fresh
 	e.index = -1
 	s.scopes.Store(e.scope, fresh)
+	e.answer() // its waiters look again, at the fresh entry
 	return fresh
 }
 

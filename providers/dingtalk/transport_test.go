@@ -342,11 +342,12 @@ func testPenalty(t *testing.T, tc penaltyCase) {
 	if want := 0.5 * published * penalty.Seconds(); float64(len(otherDuring)) < want {
 		t.Errorf("the other API got %d successes during the %v penalty, want at least %.0f", len(otherDuring), penalty, want)
 	}
-	// Traffic resumes: a probe, then the paced rate.
+	// Traffic resumes: a probe, then the paced rate. That the penalty was
+	// enforced is the check of early arrivals above: a caller refused
+	// during it may well end without ErrPenalized, as its retry waits for
+	// the penalty's end when that fits its budget, and requests whose slot
+	// comes while the probe is out wait for its answer.
 	checkResumed(t, api, until, recs)
-	if tl.Penalized == 0 {
-		t.Errorf("no caller was refused with ErrPenalized: the penalty was not enforced locally")
-	}
 }
 
 // checkResumed asserts that api is called again once its penalty is over:
