@@ -20,9 +20,10 @@ import (
 // elsewhere once no profile matched its URL.
 //
 // MatchHosts panics on an entry that is not a host (a URL, a path, a
-// space, a port out of range), as regexp.MustCompile does on a bad
-// pattern: such an entry would match no request, and the profile would
-// limit nothing without a word. The presets check their Hosts with the
+// space, a port out of range, an empty label as in ".gw.internal" or
+// "gw.internal.."), as regexp.MustCompile does on a bad pattern: such an
+// entry would match no request, and the profile would limit nothing
+// without a word. The presets check their Hosts with the
 // same rules and return the error from New instead.
 func MatchHosts(hosts ...string) func(*http.Request) bool {
 	s := hostSet{any: make(map[string]bool, len(hosts))}

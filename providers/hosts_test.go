@@ -83,6 +83,9 @@ func TestPresetsRejectHostsThatMatchNothing(t *testing.T) {
 		"user@api.dingtalk.com", "api.dingtalk.com?x=1", "api.dingtalk.com#x", "api.dingtalk.com:",
 		"api.dingtalk.com:0", "api.dingtalk.com:70000", "api.dingtalk.com:http", "::1", "[::1", "[not-ip]:80",
 		":8080", "钉钉.com",
+		// Empty labels and a label ending in '-': no request's host has
+		// one, and matching drops only a single trailing dot.
+		".gw.internal", "gw..internal", "gw.internal..", "gw.internal..:8443", ".", "..", "gw-.internal",
 	}
 	for name, build := range presetsWithHosts {
 		for _, h := range bad {
@@ -109,7 +112,8 @@ func quoteInner(s string) string {
 }
 
 func TestPresetsAcceptHostsAndPorts(t *testing.T) {
-	good := []string{"api.example.com", "API.Example.com", "127.0.0.1", "127.0.0.1:43817", "[::1]", "[::1]:8080", "localhost", "my_host.internal:65535"}
+	good := []string{"api.example.com", "API.Example.com", "127.0.0.1", "127.0.0.1:43817", "[::1]", "[::1]:8080", "localhost", "my_host.internal:65535",
+		"gw.internal.", "my-gw.internal.:8443"}
 	for name, build := range presetsWithHosts {
 		for _, h := range good {
 			if err := build([]string{h}); err != nil {
@@ -119,7 +123,8 @@ func TestPresetsAcceptHostsAndPorts(t *testing.T) {
 	}
 	// And what the checked hosts match is unchanged.
 	m := providers.MatchHosts(good...)
-	for _, u := range []string{"http://api.example.com/x", "http://127.0.0.1:9/x", "http://[::1]:8080/x", "http://my_host.internal:65535/"} {
+	for _, u := range []string{"http://api.example.com/x", "http://127.0.0.1:9/x", "http://[::1]:8080/x", "http://my_host.internal:65535/",
+		"http://gw.internal/x", "http://my-gw.internal:8443/x"} {
 		req, _ := http.NewRequest(http.MethodGet, u, nil)
 		if !m(req) {
 			t.Errorf("%s not matched", u)
@@ -130,7 +135,8 @@ func TestPresetsAcceptHostsAndPorts(t *testing.T) {
 // A custom profile's MatchHosts panics on an entry that would match no
 // request, naming it, rather than leave the profile limiting nothing.
 func TestMatchHostsPanicsOnWhatIsNoHost(t *testing.T) {
-	for _, h := range []string{"https://api.example.com", " api.example.com", "gw:08443", "gw:0", "api.example.com/v1", ""} {
+	for _, h := range []string{"https://api.example.com", " api.example.com", "gw:08443", "gw:0", "api.example.com/v1", "",
+		".gw.internal", "gw..internal", "gw.internal..", ".", "-gw.internal"} {
 		func() {
 			defer func() {
 				r := recover()

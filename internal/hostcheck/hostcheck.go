@@ -13,7 +13,8 @@ import (
 
 // Check reports why h cannot be an entry of providers.MatchHosts, or nil: the
 // host alone, "host" or "host:port" ("[::1]:8080" for IPv6), never a URL.
-// A scheme, path, query, user, space or empty entry would match no request
+// A scheme, path, query, user, space, empty label (".gw.internal",
+// "gw..internal", "gw.internal..") or empty entry would match no request
 // and turn the profile's protection off without a word, so presets reject
 // them when built. The error quotes the entry and, for a URL, the host it
 // holds.
@@ -84,6 +85,26 @@ func Check(h string) error {
 			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '-' || c == '_') {
 				return fmt.Errorf("must be a host name or address, got %q", h)
 			}
+		}
+		return checkLabels(h, host)
+	}
+	return nil
+}
+
+// checkLabels reports an empty label in host (a leading dot, "..", a
+// second trailing dot, "." alone) or one that starts or ends with '-'; h
+// is the entry, quoted in the error. A request's host never holds such a
+// label (Go resolves no such name), and matching drops only one trailing
+// dot, so the entry would match no request. One trailing dot, the same
+// name in DNS, is allowed.
+func checkLabels(h, host string) error {
+	name := strings.TrimSuffix(host, ".")
+	for label := range strings.SplitSeq(name, ".") {
+		switch {
+		case label == "":
+			return fmt.Errorf("must not have an empty label (a leading dot, \"..\" or more than one trailing dot), got %q", h)
+		case label[0] == '-' || label[len(label)-1] == '-':
+			return fmt.Errorf("must not have a label that starts or ends with '-', got %q", h)
 		}
 	}
 	return nil

@@ -1,12 +1,14 @@
 package hostcheck
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
 
 func TestCheck(t *testing.T) {
-	for _, h := range []string{"api.dingtalk.com", "127.0.0.1", "127.0.0.1:8080", "[::1]", "[::1]:443", "my_gateway.internal"} {
+	for _, h := range []string{"api.dingtalk.com", "127.0.0.1", "127.0.0.1:8080", "[::1]", "[::1]:443", "my_gateway.internal",
+		"api.dingtalk.com.", "gw.internal.:8443", "my-gw.internal", "x", "1.2.3.4."} {
 		if err := Check(h); err != nil {
 			t.Errorf("Check(%q) = %v, want nil", h, err)
 		}
@@ -27,6 +29,18 @@ func TestCheck(t *testing.T) {
 		"api.dingtalk.com:0443": "leading zero",
 		"[0:0:0:0:0:0:0:1]":     `"[::1]"`,
 		"[0:0::1]:8080":         `"[::1]:8080"`,
+		// Only one trailing dot is dropped when matching, and no
+		// request's host has an empty label: these too match nothing.
+		".gw.internal":       "empty label",
+		"gw..internal":       "empty label",
+		"gw.internal..":      "empty label",
+		"gw.internal..:8443": "empty label",
+		".":                  "empty label",
+		"..":                 "empty label",
+		".:8443":             "empty label",
+		"-gw.internal":       "'-'",
+		"gw-.internal":       "'-'",
+		"gw.internal-.":      "'-'",
 	} {
 		if err := Check(h); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Check(%q) = %v, want an error saying %q", h, err, want)
@@ -41,6 +55,18 @@ func TestAllNamesTheFieldAndEntry(t *testing.T) {
 	err := All("Config.Hosts", "dingtalk", []string{"api.dingtalk.com", "https://oapi.dingtalk.com"})
 	if err == nil || !strings.Contains(err.Error(), "Config.Hosts[1]") || !strings.Contains(err.Error(), `"oapi.dingtalk.com"`) {
 		t.Errorf("a URL entry: %v", err)
+	}
+}
+
+// The error of an entry with an empty label names the field and quotes
+// the entry, as for any other entry refused.
+func TestAllNamesAnEmptyLabel(t *testing.T) {
+	for i, hosts := range [][]string{{".gw.internal"}, {"gw.internal", "gw..internal:8443"}} {
+		err := All("Config.Hosts", "dingtalk", hosts)
+		want := fmt.Sprintf("Config.Hosts[%d] must not have an empty label", i)
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), fmt.Sprintf("%q", hosts[i])) {
+			t.Errorf("All(%q) = %v, want an error saying %q and quoting the entry", hosts, err, want)
+		}
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/quotaware/throttle/internal/hostcheck"
 	"github.com/quotaware/throttle/providers"
+	"github.com/quotaware/throttle/providers/internal/catalog"
 )
 
 // Config describes a deployment's Feishu / Lark apps: what they share
@@ -267,6 +268,12 @@ func (c *settings) validate() error {
 		if !ok || method == "" || strings.ToUpper(method) != method || !strings.HasPrefix(path, "/open-apis/") ||
 			strings.ContainsAny(path, " ?#") || len(name) > maxAPILen {
 			return fmt.Errorf("feishu: App.APIs[%q]: the key must read \"METHOD /open-apis/...\" (at most %d bytes)", name, maxAPILen)
+		}
+		// A request's path is read with "." and ".." resolved and
+		// unescaped: a key written otherwise would name no request, and
+		// its level would apply to nothing.
+		if err := catalog.CheckPath(path); err != nil {
+			return fmt.Errorf("feishu: App.APIs[%q]: the key must read \"METHOD /open-apis/...\"; its path %v", name, err)
 		}
 		if !c.hasLevel(n) {
 			return fmt.Errorf("feishu: App.APIs[%q]: level %d is not in App.Levels", name, n)

@@ -194,9 +194,12 @@ func (p *preset) levelRules(l Level, name string) (rules []rule.Rule, prefixes [
 // hosts: their paths start with /open-apis/, after any repeated leading
 // slashes, which Feishu's front end merges as every provider's does (the
 // catalog reads "//open-apis/..." as "/open-apis/..."; matched only as
-// written, such a request went out with no limit at all).
+// written, such a request went out with no limit at all). The path is the
+// one net/http sends, as the catalog reads it (catalog.PathOf): a URL with
+// Opaque "//open.feishu.cn/open-apis/..." has no Path, and matched by Path
+// went out unlimited too.
 func (p *preset) match(r *http.Request) bool {
-	return r.URL != nil && strings.HasPrefix(strings.TrimLeft(apipath.Clean(r.URL.Path), "/"), "open-apis/") && p.hosts(r)
+	return r.URL != nil && strings.HasPrefix(strings.TrimLeft(apipath.Clean(catalog.PathOf(r.URL)), "/"), "open-apis/") && p.hosts(r)
 }
 
 // apiOf returns the API a request calls, or "METHOD uncatalogued" and

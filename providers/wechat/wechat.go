@@ -244,6 +244,11 @@ func (c *settings) validate() error {
 	}
 	for field, m := range map[string]map[string]int{"Daily": c.Daily, "PerMinute": c.PerMinute} {
 		for path, n := range m {
+			// A request's path is read with "." and ".." resolved and
+			// unescaped: a key written otherwise would limit nothing.
+			if err := catalog.CheckPath(path); err != nil {
+				return fmt.Errorf("wechat: App.%s[%q]: the key must be an API path such as /cgi-bin/user/info; it %v", field, path, err)
+			}
 			if _, err := catalog.New(path); err != nil || strings.ContainsAny(path, "{}: ") || path != "/" && strings.HasSuffix(path, "/") {
 				return fmt.Errorf("wechat: App.%s[%q]: the key must be an API path such as /cgi-bin/user/info", field, path)
 			}

@@ -264,6 +264,11 @@ func (c *settings) validate() error {
 		return fmt.Errorf("wecom: %w", err)
 	}
 	for i, path := range c.APIs {
+		// A request's path is read with "." and ".." resolved and
+		// unescaped: an entry written otherwise would name no request.
+		if err := catalog.CheckPath(path); err != nil {
+			return fmt.Errorf("wecom: Config.APIs[%d]: want an API path such as /cgi-bin/user/get, got %q, which %v", i, path, err)
+		}
 		if _, err := catalog.New(path); err != nil || strings.ContainsAny(path, "{}: ") {
 			return fmt.Errorf("wecom: Config.APIs[%d]: want an API path such as /cgi-bin/user/get, got %q", i, path)
 		}

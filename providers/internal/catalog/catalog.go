@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -71,6 +72,9 @@ func (c *Catalog) add(t string) error {
 	if !strings.HasPrefix(path, "/") || strings.ContainsAny(path, " ?#") {
 		return fmt.Errorf("catalog: template %q: the path must start with '/' and hold no space, '?' or '#'", t)
 	}
+	if err := CheckPath(path); err != nil {
+		return fmt.Errorf("catalog: template %q: the path %w", t, err)
+	}
 	n := &c.root
 	if path != "/" {
 		for _, seg := range strings.Split(strings.TrimSuffix(path[1:], "/"), "/") {
@@ -108,6 +112,33 @@ func (c *Catalog) add(t string) error {
 	}
 	c.n++
 	return nil
+}
+
+// CheckPath reports why path, an API's path as a preset's configuration
+// names it, would match no request, or nil. Lookup reads a request's path
+// as the front ends do, through apipath.Clean, and decoded (but for an
+// escaped '/'): a path with a "." or ".." segment or an empty one ("//"),
+// or with a '%', is never what Lookup compares, so its rules would apply to
+// nothing. One trailing slash is allowed: Lookup ignores it, and a
+// provider's catalog may list an API with one. The error reads after the
+// path's name, e.g. `has a "." or ".." segment: write "/cgi-bin/x"`.
+func CheckPath(path string) error {
+	if strings.IndexByte(path, '%') >= 0 {
+		return errors.New("has a '%': write the path unescaped, as the API's documentation lists it")
+	}
+	if path == "" || path[0] != '/' {
+		return nil // not a path: the callers refuse it in their own words
+	}
+	clean := apipath.Clean(path)
+	if clean == path || clean != "/" && clean+"/" == path {
+		return nil
+	}
+	for seg := range strings.SplitSeq(path[1:], "/") {
+		if seg == "." || seg == ".." {
+			return fmt.Errorf("has a \".\" or \"..\" segment: write %q", clean)
+		}
+	}
+	return fmt.Errorf("has an empty segment: write %q", clean)
 }
 
 // Lookup returns the template a request's method and path (no query) call,
@@ -165,14 +196,59 @@ func (n *node) api(method string) *API {
 // many APIs of one.
 const Uncatalogued = "uncatalogued"
 
-// PathOf is the path of u to look up: the decoded path, unless the path as
-// sent escapes a "/" inside a segment (an ID "a%2Fb"), which the provider
-// reads as one segment and the decoded path would split in two.
+// PathOf is the path of u to look up, read as net/http sends it: the
+// decoded path, unless the path as sent escapes a "/" inside a segment (an
+// ID "a%2Fb"), which the provider reads as one segment and the decoded path
+// would split in two.
+//
+// The path as sent is u.EscapedPath(), not u.RawPath: net/http ignores a
+// RawPath that no longer encodes Path (Path changed after parsing), and
+// trusting it named another API than the one called. With Opaque set,
+// net/http sends Opaque verbatim as the path (`Opaque = "//host/path"`,
+// the net/url idiom for a path sent as written, goes out as
+// "scheme://host/path"), and Path is not sent at all: the path is read
+// from Opaque, after any "//host".
 func PathOf(u *url.URL) string {
-	if u.RawPath != "" && (strings.Contains(u.RawPath, "%2F") || strings.Contains(u.RawPath, "%2f")) {
-		return u.RawPath
+	if u.Opaque != "" {
+		return opaquePath(u.Opaque)
+	}
+	// EscapedPath is RawPath or Path escaped, which escapes no '/': asked
+	// only when RawPath escapes one, as it allocates.
+	if escapesSlash(u.RawPath) {
+		if p := u.EscapedPath(); escapesSlash(p) {
+			return p
+		}
 	}
 	return u.Path
+}
+
+// opaquePath is the path net/http sends for a URL's Opaque: the part after
+// "//host" (empty: "/", as in any absolute URL), up to a '?', decoded
+// unless it escapes a '/' (see PathOf). An Opaque that is not a path
+// ("mailto"-like) comes back as it is, and Lookup finds no API for it.
+func opaquePath(o string) string {
+	if i := strings.IndexByte(o, '?'); i >= 0 {
+		o = o[:i]
+	}
+	if rest, ok := strings.CutPrefix(o, "//"); ok {
+		if i := strings.IndexByte(rest, '/'); i >= 0 {
+			o = rest[i:]
+		} else {
+			o = "/"
+		}
+	}
+	if escapesSlash(o) || strings.IndexByte(o, '%') < 0 {
+		return o
+	}
+	if p, err := url.PathUnescape(o); err == nil {
+		return p
+	}
+	return o
+}
+
+// escapesSlash reports whether p, a path as sent, escapes a '/'.
+func escapesSlash(p string) bool {
+	return strings.Contains(p, "%2F") || strings.Contains(p, "%2f")
 }
 
 // Find names the API of method and path in the first of cats that knows

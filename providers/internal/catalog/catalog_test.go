@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"cmp"
 	"fmt"
 	"net/url"
 	"strings"
@@ -77,6 +78,14 @@ func TestNewRejects(t *testing.T) {
 		{[]string{"/a?b"}},
 		{[]string{"GET /a/{x}", "GET /a/:y"}},
 		{[]string{"/a", "/a"}},
+		// Never the path Lookup compares: it resolves dot segments and
+		// reads the path decoded.
+		{[]string{"/a/./b"}},
+		{[]string{"GET /a/../b"}},
+		{[]string{"/a/b/."}},
+		{[]string{"/a/%62"}},
+		{[]string{"/a/b%2Fc"}},
+		{[]string{"//"}},
 	} {
 		if _, err := New(tc.templates...); err == nil {
 			t.Errorf("New(%q) accepted", tc.templates)
@@ -84,6 +93,42 @@ func TestNewRejects(t *testing.T) {
 	}
 	if _, err := New("GET /a/{x}", "POST /a/{y}", "/a/{z}"); err != nil {
 		t.Errorf("methods apart: %v", err)
+	}
+	if _, err := New("POST /open-apis/message/v4/batch_send/", "/a.b/c..d/.e"); err != nil {
+		t.Errorf("a trailing slash, dots inside segments: %v", err)
+	}
+}
+
+func TestCheckPath(t *testing.T) {
+	for _, p := range []string{"/", "/cgi-bin/token", "/cgi-bin/token/", "/v1.0/a.b/..c/d.", "/a/{id}", "relative"} {
+		if err := CheckPath(p); err != nil {
+			t.Errorf("CheckPath(%q) = %v, want nil", p, err)
+		}
+	}
+	for p, want := range map[string]string{
+		"/cgi-bin/./message/mass/sendall": `"." or ".." segment: write "/cgi-bin/message/mass/sendall"`,
+		"/wxa/x/../msg_sec_check":         `"." or ".." segment: write "/wxa/msg_sec_check"`,
+		"/cgi-bin/token/.":                `"." or ".." segment: write "/cgi-bin/token"`,
+		"/..":                             `"." or ".." segment: write "/"`,
+		"/a//b":                           `empty segment: write "/a/b"`,
+		"/a//":                            `empty segment: write "/a"`,
+		"//":                              `empty segment: write "/"`,
+		"/cgi-bin/%74oken":                "'%'",
+		"/a/b%2Fc":                        "'%'",
+	} {
+		if err := CheckPath(p); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("CheckPath(%q) = %v, want an error saying %s", p, err, want)
+		}
+	}
+	// What CheckPath accepts, Lookup finds as written, whatever a request
+	// adds of what the front ends ignore.
+	for _, p := range []string{"/cgi-bin/token", "/cgi-bin/token/", "/a.b/c"} {
+		c := MustNew(p)
+		for _, req := range []string{p, "/" + p, p + "/", strings.TrimSuffix(p, "/"), "/x/.." + p} {
+			if a := c.Lookup("GET", req); a == nil || a.Name != p {
+				t.Errorf("template %q: Lookup(%q) = %v", p, req, a)
+			}
+		}
 	}
 }
 
@@ -154,5 +199,63 @@ func TestPathOf(t *testing.T) {
 		if got := PathOf(u); got != want {
 			t.Errorf("PathOf(%s) = %q, want %q", raw, got, want)
 		}
+	}
+}
+
+// PathOf reads the path net/http sends, which is not always u.Path or
+// u.RawPath: a RawPath left stale by a change to Path is not sent, and
+// with Opaque set Opaque is the path sent.
+func TestPathOfAsSent(t *testing.T) {
+	tests := []struct {
+		name string
+		edit func(u *url.URL)
+		want string
+	}{
+		{"stale RawPath", func(u *url.URL) { u.Path = "/cgi-bin/message/mass/sendall" }, "/cgi-bin/message/mass/sendall"},
+		{"stale RawPath, lower-case escape", func(u *url.URL) { u.RawPath = "/base%2fx"; u.Path = "/v1.0/users/x" }, "/v1.0/users/x"},
+		{"RawPath set by hand", func(u *url.URL) { u.Path, u.RawPath = "/v1.0/users/a/b", "/v1.0/users/a%2Fb" }, "/v1.0/users/a%2Fb"},
+		{"Opaque with the host", func(u *url.URL) { u.Opaque = "//h/cgi-bin/message/mass/sendall" }, "/cgi-bin/message/mass/sendall"},
+		{"Opaque with another host", func(u *url.URL) { u.Opaque = "//proxy.internal:8080/cgi-bin/token" }, "/cgi-bin/token"},
+		{"Opaque without a host", func(u *url.URL) { u.Opaque = "/cgi-bin/token" }, "/cgi-bin/token"},
+		{"Opaque escaped", func(u *url.URL) { u.Opaque = "//h/v1.0/users/%E5%BC%A0" }, "/v1.0/users/张"},
+		{"Opaque escaping a slash", func(u *url.URL) { u.Opaque = "//h/v1.0/users/a%2Fb" }, "/v1.0/users/a%2Fb"},
+		{"Opaque with a query", func(u *url.URL) { u.Opaque = "//h/cgi-bin/token?x=/y" }, "/cgi-bin/token"},
+		{"Opaque of the host alone", func(u *url.URL) { u.Opaque = "//h" }, "/"},
+		{"Opaque badly escaped", func(u *url.URL) { u.Opaque = "/a%zz" }, "/a%zz"},
+		{"Opaque not a path", func(u *url.URL) { u.Opaque = "x@y" }, "x@y"},
+	}
+	for _, tc := range tests {
+		u, err := url.Parse("https://h/base%2Fx?access_token=t")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tc.edit(u)
+		if got := PathOf(u); got != tc.want {
+			t.Errorf("%s: PathOf(%#v) = %q, want %q", tc.name, u, got, tc.want)
+		}
+		// What net/http writes on the request line (RequestURI), less
+		// the scheme and host of the absolute form and the query, is
+		// what PathOf reads, decoded but for an escaped '/'.
+		sent, _, _ := strings.Cut(u.RequestURI(), "?")
+		for _, origin := range []string{"https://h", "https://proxy.internal:8080"} {
+			if rest, ok := strings.CutPrefix(sent, origin); ok {
+				sent = cmp.Or(rest, "/")
+			}
+		}
+		if dec, err := url.PathUnescape(sent); err == nil && !strings.Contains(strings.ToLower(sent), "%2f") {
+			sent = dec
+		}
+		if sent != tc.want {
+			t.Errorf("%s: net/http sends %q, PathOf reads %q", tc.name, u.RequestURI(), tc.want)
+		}
+	}
+}
+
+func TestPathOfAllocatesNothing(t *testing.T) {
+	plain, _ := url.Parse("https://h/v1.0/users/plain?x=1")
+	escaped, _ := url.Parse("https://h/v1.0/users/%E5%BC%A0")
+	opaque := &url.URL{Scheme: "https", Opaque: "//h/v1.0/users/plain"}
+	if n := testing.AllocsPerRun(100, func() { PathOf(plain); PathOf(escaped); PathOf(opaque) }); n != 0 {
+		t.Errorf("PathOf allocated %v times", n)
 	}
 }
