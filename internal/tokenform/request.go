@@ -16,19 +16,25 @@ const (
 )
 
 // FromRequest returns the access token a request carries where the providers put
-// it: the header x-acs-dingtalk-access-token (DingTalk's new API), an
+// it: the query parameter access_token (DingTalk's old API, WeChat,
+// WeCom), the header x-acs-dingtalk-access-token (DingTalk's new API), an
 // Authorization: Bearer header (Feishu), header names in any case (as set
-// through the header map, bypassing canonicalisation), or the query
-// parameter access_token (DingTalk's old API, WeChat, WeCom). It reads no
-// body: FormBody reads DingTalk's documented form field.
+// through the header map, bypassing canonicalisation). It reads no body:
+// FormBody reads DingTalk's documented form field.
+//
+// The query comes first: the providers that take the token there take no
+// Bearer, so a Bearer beside it is someone else's (a gateway's or a
+// proxy's own key, set on every request it forwards), and read first it
+// hid the provider's token from the heal and the replacement of a refused
+// one, and from learning whose app the call is.
 func FromRequest(req *http.Request) string {
-	if tok := headerToken(req.Header, dingtalkHeader, "Authorization"); tok != "" {
-		return tok
-	}
 	if req.URL != nil {
 		if tok := QueryValue(req.URL.RawQuery, "access_token"); tok != "" {
 			return tok
 		}
+	}
+	if tok := headerToken(req.Header, dingtalkHeader, "Authorization"); tok != "" {
+		return tok
 	}
 	// The rare header set in another case: one pass over the keys, only
 	// for requests nothing above named.

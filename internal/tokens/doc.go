@@ -61,5 +61,14 @@
 // and the kept answer is looked for at most once a second per token.
 //
 // When Redis fails, each exchange is sent as it came: every replica
-// exchanges for itself, as without the package.
+// exchanges for itself, as without the package. WeChat's /cgi-bin/token
+// is the exception that cannot be left at that: each of its exchanges
+// issues a new token and retires the one kept, so its answer, sent alone
+// or fetched and not kept, is written for the fleet once Redis answers, in
+// place of the kept one unless that one was fetched later (converge.go);
+// and its fetch, once sent, goes on for the fleet when its caller gives up,
+// the caller answered at once with its context's error.
+//
+// Of an answer that hands out several tokens (Feishu's
+// app_access_token/internal: the tenant's and the app's), each is watched.
 package tokens

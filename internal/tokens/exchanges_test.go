@@ -107,8 +107,8 @@ func TestCheckRefuses(t *testing.T) {
 		{wx, `{"access_token":"has spaces in it","expires_in":7200}`},
 		{wx, `{"expires_in":7200}`},
 	} {
-		if tok, life, ok := check(exchangeFor("GET", tc.path), tc.path, []byte(tc.body)); ok {
-			t.Errorf("%s %s kept (token %q, %d s)", tc.path, tc.body, tok, life)
+		if toks, life, ok := check(exchangeFor("GET", tc.path), tc.path, []byte(tc.body)); ok {
+			t.Errorf("%s %s kept (tokens %+v, %d s)", tc.path, tc.body, toks, life)
 		}
 	}
 }

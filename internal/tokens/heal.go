@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/quotaware/throttle/internal/exchanges"
 	"github.com/quotaware/throttle/internal/tokenform"
 	"github.com/quotaware/throttle/providers"
 )
@@ -253,12 +254,14 @@ func mentionsInvalidToken(body []byte) bool {
 }
 
 // handed is what healing needs of a token this replica handed out: where
-// its answer is kept and the hash the value starts with.
+// its answer is kept and the hash the value starts with (the hash of the
+// answer's first token, whichever of its tokens this is).
 type handed struct {
 	provider string
 	key      string
 	tag      []byte
 	until    time.Time
+	appOnly  bool // a Feishu app_access_token: replaced by the app token kept now
 	// The exchange, its path and its credential's keys: what opens the
 	// kept answer to find the token that replaces a refused one.
 	ex   *exchange
@@ -309,6 +312,19 @@ func (s *Sharer) remember(tok string, h handed) {
 	}
 	if len(hs) < maxAnswersPerToken {
 		s.handed[tok] = append(hs, h)
+	}
+}
+
+// rememberAnswer keeps each sane token of one answer for healing with h,
+// the answer that keeps them: a refusal of any of them (Feishu's 99991664
+// for the app token of an app_access_token answer, 99991663 for its
+// tenant token) deletes that answer.
+func (s *Sharer) rememberAnswer(toks []exchanges.Token, h handed) {
+	for _, t := range toks {
+		if tokenform.Sane(t.Value) {
+			h.appOnly = t.AppOnly
+			s.remember(t.Value, h)
+		}
 	}
 }
 

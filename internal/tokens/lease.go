@@ -4,8 +4,11 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"net/http"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/quotaware/throttle/internal/exchanges"
 )
@@ -48,10 +51,45 @@ func (s *Sharer) holdLease(ctx context.Context, lock, id string) (release func()
 	return func() {
 		close(stop)
 		<-done
-		rctx, cancel := context.WithTimeout(ctx, peekTimeout)
-		defer cancel()
-		s.rdb.Eval(rctx, releaseLua, []string{lock}, id)
+		s.release(ctx, lock, id)
 	}
+}
+
+// release lets this exchange's lease at lock go by compare-and-delete
+// (releaseLua), whatever ctx says and under a bound of its own
+// (peekTimeout): a lease left held stalls every replica's exchange of the
+// credential for its length.
+func (s *Sharer) release(ctx context.Context, lock, id string) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), peekTimeout)
+	defer cancel()
+	s.rdb.Eval(rctx, releaseLua, []string{lock}, id)
+}
+
+// ownAfterAll settles a take of key's lease as id that failed: its reply
+// lost or later than its bound, Redis may have set the lease all the same.
+// It reads the lease back, under a bound of its own (the take may have
+// failed on the caller's deadline), and reports whether it is id's: the
+// exchange then goes on as its holder. Otherwise the exchange is sent
+// alone, and a lease that may be id's is let go first (release): left
+// set, it held every other replica's exchange of the credential for its
+// length (3 s by default), after which they fetched again, rotating away the token
+// this one had just handed out. A lease of id's whose caller has given up
+// is let go too: nothing is fetched for it.
+func (s *Sharer) ownAfterAll(ctx context.Context, key, id string) bool {
+	lock := key + ":lock"
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), peekTimeout)
+	cur, err := s.rdb.Get(rctx, lock).Result()
+	cancel()
+	switch {
+	case err == nil && cur == id:
+		if ctx.Err() == nil {
+			return true
+		}
+	case err == nil, errors.Is(err, redis.Nil):
+		return false // another's, or none: nothing of id's to let go
+	}
+	s.release(ctx, lock, id)
+	return false
 }
 
 // take takes the lease of key (key+":lock") as id for the fetch of its

@@ -220,8 +220,12 @@ func (s *Sharer) look(ctx context.Context, tok string, d *deadToken, now time.Ti
 		if err != nil {
 			continue
 		}
-		repl, life, ok := check(h.ex, h.path, raw)
-		if !ok || repl == tok {
+		toks, life, ok := check(h.ex, h.path, raw)
+		if !ok {
+			continue
+		}
+		repl := sameKind(toks, h.appOnly)
+		if repl == "" || repl == tok {
 			continue
 		}
 		until := fetched.Add(time.Duration(life)*time.Second - s.margin)
@@ -239,7 +243,7 @@ func (s *Sharer) look(ctx context.Context, tok string, d *deadToken, now time.Ti
 		}
 		// Sent in the SDK's requests from now on, the replacement is
 		// watched as one handed out.
-		s.remember(repl, handed{provider: h.provider, key: h.key, tag: h.k.tagOf(repl), until: until, ex: h.ex, path: h.path, k: h.k})
+		s.remember(repl, handed{provider: h.provider, key: h.key, tag: h.k.tagOf(toks[0].Value), until: until, appOnly: h.appOnly, ex: h.ex, path: h.path, k: h.k})
 		return repl
 	}
 	return ""

@@ -14,9 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quotaware/throttle/internal/faultproxy"
 	"github.com/quotaware/throttle/providers/wechat/wechattest"
-	"github.com/redis/go-redis/v9"
 )
 
 // rotated is a fleet of two replicas whose SDKs were both handed the
@@ -246,23 +244,20 @@ func TestUnkeptTokenIsReplacedOnceRefused(t *testing.T) {
 	expectReplaced(t, f, 0, unkept)
 }
 
-// The same for a token exchanged while Redis did not answer, sent alone.
+// The same for a token exchanged while Redis did not answer, sent alone
+// (and kept for the fleet once Redis answered, until its kept answer
+// ended).
 func TestTokenExchangedWithoutRedisIsReplacedOnceRefused(t *testing.T) {
-	f := newFleet(t, 1)
-	proxy := faultproxy.Start(t, f.rdb.Options().Addr)
-	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr(), MaxRetries: -1})
-	t.Cleanup(func() { rdb.Close() })
-	s, err := New(rdb, WithPrefix(f.prefix))
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.sharers = append(f.sharers, s)
-	f.clients = append(f.clients, &http.Client{Transport: s.Wrap(http.DefaultTransport)})
+	f, s, proxy := withProxiedReplica(t)
 	proxy.Stall()
 	alone := exchangeWith(t, f.clients[1], f.emu.URL, "wxA")
 	proxy.Resume()
 	if st := s.Stats(); st.Unshared != 1 {
 		t.Fatalf("stats %+v, want the exchange sent alone", st)
+	}
+	s.bg.Wait()
+	if err := f.rdb.Del(context.Background(), f.prefix+":token:"+f.keys(t, "wxA").name).Err(); err != nil {
+		t.Fatal(err)
 	}
 	if kept := f.fetch(t, 0, "wxA").AccessToken; kept == alone || kept == "" {
 		t.Fatalf("replica 0 fetched %q, want a new token", kept)

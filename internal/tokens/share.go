@@ -45,6 +45,11 @@ type Sharer struct {
 	nHand  atomic.Int32          // len(handed) + len(dead), read without the lock
 
 	fetched, shared, waited, healed, capped, unshared, replaced atomic.Int64
+
+	// bg counts the work a Sharer goes on with after its caller has its
+	// answer (a rotating exchange's fetch its caller gave up on, the write
+	// of an answer not kept): each is bounded in time; tests wait for it.
+	bg sync.WaitGroup
 }
 
 // New returns a Sharer on rdb.
@@ -248,6 +253,11 @@ func (s *Sharer) exchange(base http.RoundTripper, ex *exchange, req *http.Reques
 		}
 		lock := nonce()
 		got, unkept, err := s.take(ctx, key, lock, p.force)
+		if err != nil && s.ownAfterAll(ctx, key, lock) {
+			// Redis took the lease though its reply did not come in time:
+			// this exchange holds it, and fetches for the fleet.
+			got, err = true, nil
+		}
 		if err != nil || unkept {
 			return s.unshare(base, sent, ctx, ex, k, key)
 		}
@@ -256,12 +266,7 @@ func (s *Sharer) exchange(base http.RoundTripper, ex *exchange, req *http.Reques
 			// the lease: read again before fetching.
 			if !p.force {
 				if resp, _ := s.kept(ctx, req, ex, k, key); resp != nil {
-					// Let go whatever the caller's context says: a lease
-					// left held stalls every replica's exchange of the
-					// credential for its length.
-					rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), peekTimeout)
-					s.rdb.Eval(rctx, releaseLua, []string{key + ":lock"}, lock)
-					cancel()
+					s.release(ctx, key+":lock", lock)
 					unsent(ctx)
 					return resp, nil
 				}
@@ -348,22 +353,55 @@ func (s *Sharer) keep(ctx context.Context, key string, v []byte, d time.Duration
 }
 
 // unshare sends an exchange as it came, when Redis fails (or ctx ended
-// during a Redis call, which the send then reports).
+// during a Redis call, which the send then reports). A rotating exchange
+// is sent detached from its caller, as the fleet's fetch is (fetch), and
+// its answer written for the fleet once Redis answers (rememberUnkept).
 func (s *Sharer) unshare(base http.RoundTripper, sent *http.Request, ctx context.Context, ex *exchange, k *keys, key string) (*http.Response, error) {
 	if ctx.Err() == nil {
 		s.count(ex.Provider, Unshared)
 	}
-	fetched := s.now()
-	resp, err := s.send(base, sent)
-	if err == nil {
-		s.rememberUnkept(resp, sent, ex, k, key, fetched)
+	alone := func(sent *http.Request) (*http.Response, error) {
+		resp, err := s.send(base, sent)
+		if err == nil {
+			s.rememberUnkept(resp, sent, ex, k, key, s.now())
+		}
+		return resp, err
 	}
-	return resp, err
+	if ctx.Err() != nil || !exchanges.Rotates(sent.Method, sent.URL.Path) {
+		return alone(sent)
+	}
+	return s.detach(sent, alone)
 }
 
 // fetch sends the exchange and keeps its answer when it passes the checks;
 // lock, when not empty, is the lease released afterwards.
+//
+// A rotating exchange (WeChat's GET /cgi-bin/token) is fetched for the
+// fleet whatever its caller does (detach): once the provider has the
+// request it may have issued a new token and retired the one before, so an
+// answer dropped with a caller that gave up left the fleet no token that
+// lives, and its lease, let go while the fetch was still in flight, let
+// the next exchange fetch and rotate again. One whose caller gave up
+// before anything was sent sends nothing.
 func (s *Sharer) fetch(base http.RoundTripper, sent *http.Request, ex *exchange, k *keys, key, lock string) (*http.Response, error) {
+	if !exchanges.Rotates(sent.Method, sent.URL.Path) {
+		return s.fetchHeld(base, sent, ex, k, key, lock)
+	}
+	if ctx := sent.Context(); ctx.Err() != nil {
+		if lock != "" {
+			s.release(ctx, key+":lock", lock)
+		}
+		closeBody(sent)
+		unsent(ctx)
+		return nil, ctx.Err()
+	}
+	return s.detach(sent, func(sent *http.Request) (*http.Response, error) {
+		return s.fetchHeld(base, sent, ex, k, key, lock)
+	})
+}
+
+// fetchHeld is fetch under the lease lock, when not empty.
+func (s *Sharer) fetchHeld(base http.RoundTripper, sent *http.Request, ex *exchange, k *keys, key, lock string) (*http.Response, error) {
 	if lock != "" {
 		// The lease is held while the provider answers, however slowly
 		// (the others would fetch too), and let go once the answer is
@@ -385,13 +423,13 @@ func (s *Sharer) fetch(base http.RoundTripper, sent *http.Request, ex *exchange,
 		return resp, nil
 	}
 	fetched := s.now()
-	raw, tok, h, ok := s.readAnswer(resp, sent, ex, k, key, fetched)
+	raw, toks, h, ok := s.readAnswer(resp, sent, ex, k, key, fetched)
 	if !ok {
 		s.markUnkept(ctx, sent, key, lock)
 		return resp, nil
 	}
 	keep := h.until.Sub(fetched)
-	v, err := k.seal(key, tok, fetched, raw)
+	v, err := k.seal(key, toks[0].Value, fetched, raw)
 	if err != nil {
 		return resp, nil
 	}
@@ -402,58 +440,127 @@ func (s *Sharer) fetch(base http.RoundTripper, sent *http.Request, ex *exchange,
 		// invalidated this answer's token among them: keeping this
 		// answer would hand the fleet a dead token.
 		s.count(ex.Provider, Unshared)
-		s.remember(tok, h)
+		s.rememberAnswer(toks, h)
 		return resp, nil
 	}
 	if err := s.keep(ctx, key, v, keep); err != nil {
 		s.count(ex.Provider, Unshared)
-		s.remember(tok, h)
+		s.rememberAnswer(toks, h)
+		if exchanges.Rotates(sent.Method, sent.URL.Path) {
+			// Its token retired the one before: the fleet is to have it
+			// once Redis answers, as an answer sent alone (converge).
+			s.converge(k, key, toks[0].Value, fetched, v, h.until)
+		}
 		return resp, nil
 	}
 	s.count(ex.Provider, Fetched)
-	s.remember(tok, h)
+	s.rememberAnswer(toks, h)
 	return resp, nil
 }
 
-// readAnswer reads the token of an exchange's answer, fetched at fetched,
-// and what the fleet keeps and watches of it; ok is false when it holds
-// none or too little is left of it (raw is then what was read, if any). An answer stated with no more than
+// detach runs do, the send of a rotating exchange and what follows it, on
+// req under a context of its own: req's values without its cancellation,
+// bounded by maxLeaseHold (as long as a fetch holds its lease). A caller
+// whose context ends first is answered at once with its context's error,
+// and do goes on for the fleet: the provider may have issued a new token
+// already. The body of an answer nobody took is closed; the context of one
+// taken ends when its body is closed (it is read after detach returns).
+func (s *Sharer) detach(req *http.Request, do func(*http.Request) (*http.Response, error)) (*http.Response, error) {
+	ctx := req.Context()
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), maxLeaseHold)
+	type result struct {
+		resp *http.Response
+		err  error
+	}
+	out, gone := make(chan result), make(chan struct{})
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		resp, err := do(req.WithContext(dctx))
+		if resp == nil {
+			cancel()
+		} else {
+			resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+		}
+		select {
+		case out <- result{resp, err}:
+		case <-gone:
+			if resp != nil {
+				resp.Body.Close()
+			}
+		}
+	}()
+	select {
+	case r := <-out:
+		return r.resp, r.err
+	case <-ctx.Done():
+		close(gone)
+		return nil, ctx.Err()
+	}
+}
+
+// cancelOnClose ends a detached exchange's context once its answer's body
+// is closed.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (b *cancelOnClose) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel()
+	return err
+}
+
+// readAnswer reads the tokens of an exchange's answer, fetched at fetched,
+// and what the fleet keeps and watches of it (h, with the hash of the
+// first token, which heads the value kept); ok is false when it holds none
+// or too little is left of it (raw is then what was read, if any). An answer stated with no more than
 // the margin (a repeat of a token near its end: WeChat's stable_token,
 // WeCom's gettoken) is not kept: each exchange then goes to the provider,
 // which answers it truly or with a new token. A margin shrunk to a
 // quarter of the stated lifetime kept a repeat of 900 s to 225 s and told
 // SDKs less than the provider ever does (silenceper's stable_token cache
 // then failed).
-func (s *Sharer) readAnswer(resp *http.Response, sent *http.Request, ex *exchange, k *keys, key string, fetched time.Time) (raw []byte, tok string, h handed, ok bool) {
+func (s *Sharer) readAnswer(resp *http.Response, sent *http.Request, ex *exchange, k *keys, key string, fetched time.Time) (raw []byte, toks []exchanges.Token, h handed, ok bool) {
 	raw, err := providers.PeekBody(resp, maxAnswer)
 	if err != nil || len(raw) >= maxAnswer {
-		return nil, "", handed{}, false
+		return nil, nil, handed{}, false
 	}
-	tok, life, ok := check(ex, sent.URL.Path, raw)
+	toks, life, ok := check(ex, sent.URL.Path, raw)
 	keep := time.Duration(life)*time.Second - s.margin
 	if !ok || keep < time.Second {
-		return raw, "", handed{}, false
+		return raw, nil, handed{}, false
 	}
 	if _, ok := countDown(raw, life); !ok {
 		// An answer no other replica could be given (answer counts it
 		// down): kept, every reader would miss it and fetch again.
-		return raw, "", handed{}, false
+		return raw, nil, handed{}, false
 	}
-	return raw, tok, handed{provider: ex.Provider, key: key, tag: k.tagOf(tok), until: fetched.Add(keep), ex: ex, path: sent.URL.Path, k: k}, true
+	return raw, toks, handed{provider: ex.Provider, key: key, tag: k.tagOf(toks[0].Value), until: fetched.Add(keep), ex: ex, path: sent.URL.Path, k: k}, true
 }
 
-// rememberUnkept remembers the token of an exchange's answer sent alone
+// rememberUnkept remembers the tokens of an exchange's answer sent alone
 // while Redis failed, as fetch remembers one it kept or could not keep:
 // the next fetch of its credential by any replica invalidates it (WeChat's
 // 40001), and only a remembered token is healed and replaced by the
 // fleet's on the requests its SDK goes on sending with it, for as long as
-// its own cache holds it (up to about 95 minutes).
+// its own cache holds it (up to about 95 minutes). A rotating exchange's
+// answer is written for the fleet too, once Redis answers (converge): its
+// token retired the one kept.
 func (s *Sharer) rememberUnkept(resp *http.Response, sent *http.Request, ex *exchange, k *keys, key string, fetched time.Time) {
 	if resp.StatusCode != http.StatusOK {
 		return
 	}
-	if _, tok, h, ok := s.readAnswer(resp, sent, ex, k, key, fetched); ok {
-		s.remember(tok, h)
+	raw, toks, h, ok := s.readAnswer(resp, sent, ex, k, key, fetched)
+	if !ok {
+		return
+	}
+	s.rememberAnswer(toks, h)
+	if exchanges.Rotates(sent.Method, sent.URL.Path) {
+		if v, err := k.seal(key, toks[0].Value, fetched, raw); err == nil {
+			s.converge(k, key, toks[0].Value, fetched, v, h.until)
+		}
 	}
 }
 
@@ -465,7 +572,7 @@ func (s *Sharer) answer(req *http.Request, ex *exchange, k *keys, key string, kv
 	if err != nil {
 		return nil, false
 	}
-	tok, life, ok := check(ex, req.URL.Path, raw)
+	toks, life, ok := check(ex, req.URL.Path, raw)
 	if !ok {
 		return nil, false
 	}
@@ -493,7 +600,7 @@ func (s *Sharer) answer(req *http.Request, ex *exchange, k *keys, key string, kv
 	if !ok {
 		return nil, false
 	}
-	s.remember(tok, handed{provider: ex.Provider, key: key, tag: k.tagOf(tok), until: fetched.Add(time.Duration(life)*time.Second - s.margin),
+	s.rememberAnswer(toks, handed{provider: ex.Provider, key: key, tag: k.tagOf(toks[0].Value), until: fetched.Add(time.Duration(life)*time.Second - s.margin),
 		ex: ex, path: req.URL.Path, k: k})
 	closeBody(req)
 	return &http.Response{
