@@ -87,8 +87,8 @@ type entry struct {
 	// answered is closed once the current probe's outcome is reported (nil:
 	// no probe out), so that requests meeting it can wait for its answer.
 	answered atomic.Pointer[chan struct{}]
-	halfOpen   atomic.Bool  // the Open→HalfOpen change was reported
-	index      int          // in Set.byEnds; -1 once removed (guarded by Set.mu)
+	halfOpen atomic.Bool // the Open→HalfOpen change was reported
+	index    int         // in Set.byEnds; -1 once removed (guarded by Set.mu)
 }
 
 // errTrip opens a fresh gobreaker breaker; errIgnored releases a probe without
