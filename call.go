@@ -291,7 +291,12 @@ rebooked:
 		c.t.bg.do(ctx, func(ctx context.Context) error { return rs.Release(ctx) }, nil)
 	}
 	if err != nil {
-		if !sentNothing && c.unwritten(err, traced) {
+		// A token exchange whose caller gave up may still go out: the
+		// Sharer fetches a rotating one for the fleet whatever the caller
+		// does, and tells (unsent) only of one that sent nothing. Its slot
+		// stays, the trace of the caller's attempt says nothing of it.
+		detached := unsent != nil && ctx.Err() != nil
+		if !sentNothing && !detached && c.unwritten(err, traced) {
 			// The provider saw nothing: its quota counted nothing, and
 			// neither may the rules.
 			c.giveBackNow(ctx, res.Cancel)

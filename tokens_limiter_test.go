@@ -21,6 +21,7 @@ import (
 	"github.com/quotaware/throttle/internal/redistest"
 	"github.com/quotaware/throttle/limiter"
 	"github.com/quotaware/throttle/limiter/limitertest"
+	"github.com/quotaware/throttle/limiter/rule"
 	"github.com/quotaware/throttle/providers/wechat"
 )
 
@@ -365,4 +366,73 @@ func getAsync(c *http.Client, url string) <-chan error {
 		out <- err
 	}()
 	return out
+}
+
+// connTraced is a base that reports getting a connection to the request's
+// trace, then holds each token request until release is closed (the
+// connection being made), then reports the write and sends it upstream
+// whatever became of the caller.
+type connTraced struct {
+	entered, release chan struct{}
+	once             sync.Once
+	upstream         http.RoundTripper
+}
+
+func (b *connTraced) RoundTrip(req *http.Request) (*http.Response, error) {
+	trace := httptrace.ContextClientTrace(req.Context())
+	if trace != nil && trace.GetConn != nil {
+		trace.GetConn(req.URL.Host)
+	}
+	if strings.HasSuffix(req.URL.Path, "/cgi-bin/token") {
+		b.once.Do(func() { close(b.entered) })
+		<-b.release
+	}
+	if trace != nil && trace.WroteRequest != nil {
+		trace.WroteRequest(httptrace.WroteRequestInfo{})
+	}
+	return b.upstream.RoundTrip(req.WithContext(context.WithoutCancel(req.Context())))
+}
+
+// A caller that gives up on a rotating exchange while its connection is
+// being made gets its context's error at once, but the exchange still goes
+// out for the fleet: its slot stays booked. The trace of the caller's
+// attempt (a connection asked for, nothing written) used to give the slot
+// back, and the limiter counted one call fewer than WeChat.
+func TestExchangeItsCallerGaveUpOnKeepsItsSlot(t *testing.T) {
+	srv := redistest.Shared(t)
+	prefix := limitertest.Group(t)
+	emu := fleetEmulator(t)
+	base := &connTraced{entered: make(chan struct{}), release: make(chan struct{}), upstream: http.DefaultTransport}
+	// A day's rule, as WeChat's 2,000 exchanges a day: a slot worth the
+	// trace that tells an attempt never written.
+	daily := rule.Must(rule.NewCalendar("day", 1, rule.Day, time.UTC))
+	tr := throttle.MustNew(throttle.WithLimiter(limiter.MustNewShared(srv.Client(t), limiter.SharedConfig{Prefix: prefix})),
+		throttle.WithBase(base), throttle.WithProfiles(testProfile("wechat", daily)),
+		throttle.WithoutRetry(), throttle.WithoutTelemetry())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := get(ctx, &http.Client{Transport: tr}, fleetTokenURL(emu))
+		done <- err
+	}()
+	<-base.entered
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the caller that gave up: %v, want context.Canceled", err)
+	}
+	close(base.release)
+	for deadline := time.Now().Add(10 * time.Second); emu.Fetches(fleetApps[0], "/cgi-bin/token") == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the exchange never reached WeChat")
+		}
+		time.Sleep(time.Millisecond) // polling the emulator for the detached fetch
+	}
+	tr.Close() // its background give-backs done
+	other := throttle.MustNew(throttle.WithLimiter(limiter.MustNewShared(srv.Client(t), limiter.SharedConfig{Prefix: prefix})),
+		throttle.WithProfiles(testProfile("wechat", daily)), throttle.WithoutRetry(), throttle.WithoutTelemetry(),
+		throttle.WithMaxWait(time.Second))
+	defer other.Close()
+	if _, err := get(context.Background(), &http.Client{Transport: other}, emu.URL+"/cgi-bin/user/info?openid=o"); !errors.Is(err, throttle.ErrThrottled) {
+		t.Errorf("the day's one call after an exchange WeChat got: %v, want ErrThrottled (its slot given back)", err)
+	}
 }
