@@ -100,6 +100,25 @@ func (c *call) attempt(req *http.Request) (*http.Response, error) {
 		c.outcome = outcomePenalized
 		return nil, pe
 	}
+	if oe, answered := c.p.breakers.Probing(c.route.Scopes); answered != nil {
+		// Another request probes a scope whose penalty is over: this
+		// one waits for the answer before it books anything (booked,
+		// its slots on every rule would be held while it waits).
+		if !c.awaitProbe(req.Context(), answered) {
+			closeBody(req)
+			if err := req.Context().Err(); err != nil {
+				c.outcome = outcomeCancelled
+				return nil, err
+			}
+			c.outcome = outcomePenalized
+			return nil, c.penaltyError(oe.Scope, oe.Until, oe.Code)
+		}
+		if pe := c.openScope(); pe != nil {
+			closeBody(req)
+			c.outcome = outcomePenalized
+			return nil, pe
+		}
+	}
 	c.probe = nil
 	resp, err := c.reserveAndSend(req)
 	if done := c.probe; done != nil {
@@ -122,24 +141,27 @@ var onProbeWait atomic.Pointer[func()]
 
 // sendable asks the breakers to send the attempt now, as its slot has
 // come: a scope penalised meanwhile refuses it; a scope whose penalty is
-// over makes it the scope's probe, unless another request is probing,
-// whose answer it then waits for within its budget and asks again. The
-// breakers' done is kept in c.probe for the outcome.
-func (c *call) sendable(ctx context.Context) *PenaltyError {
+// over makes it the scope's probe. The breakers' done is kept in c.probe
+// for the outcome. When another request probes the scope (it began after
+// this one booked), this one waits for the probe's answer within its
+// budget and then books again (again): sent on the slots they booked,
+// every request that waited would go at once when the answer came, off
+// the rules' pace, and past a limit the answer may have stated.
+func (c *call) sendable(ctx context.Context) (pe *PenaltyError, again bool) {
 	for tries := 0; ; tries++ {
 		done, err := c.p.breakers.Allow(c.route.Scopes)
 		if err == nil {
 			c.probe = done
-			return nil
+			return nil, false
 		}
 		var oe *circuit.OpenError
 		if !errors.As(err, &oe) {
-			return c.penaltyError("", time.Time{}, "")
+			return c.penaltyError("", time.Time{}, ""), false
 		}
 		if !oe.Probing {
-			return c.penaltyError(oe.Scope, oe.Until, oe.Code)
+			return c.penaltyError(oe.Scope, oe.Until, oe.Code), false
 		}
-		answered := c.p.breakers.ProbeAnswered(c.route.Scopes)
+		_, answered := c.p.breakers.Probing(c.route.Scopes)
 		if answered == nil {
 			// Answered as this request asked, or taken a moment before
 			// its channel was set: ask again, a few times.
@@ -147,25 +169,35 @@ func (c *call) sendable(ctx context.Context) *PenaltyError {
 				runtime.Gosched()
 				continue
 			}
-			return c.penaltyError(oe.Scope, oe.Until, oe.Code)
+			return c.penaltyError(oe.Scope, oe.Until, oe.Code), false
 		}
-		budget := c.budget(ctx)
-		if budget <= 0 {
-			return c.penaltyError(oe.Scope, oe.Until, oe.Code)
+		if !c.awaitProbe(ctx, answered) {
+			return c.penaltyError(oe.Scope, oe.Until, oe.Code), false
 		}
-		if f := onProbeWait.Load(); f != nil {
-			(*f)()
-		}
-		timer := time.NewTimer(budget)
-		select {
-		case <-answered:
-			timer.Stop()
-		case <-timer.C:
-			return c.penaltyError(oe.Scope, oe.Until, oe.Code)
-		case <-ctx.Done():
-			timer.Stop()
-			return c.penaltyError(oe.Scope, oe.Until, oe.Code)
-		}
+		return nil, true
+	}
+}
+
+// awaitProbe waits for the answer of a probe in flight (answered), within
+// the call's budget; it reports false when the budget or ctx ran out
+// first.
+func (c *call) awaitProbe(ctx context.Context, answered <-chan struct{}) bool {
+	budget := c.budget(ctx)
+	if budget <= 0 {
+		return false
+	}
+	if f := onProbeWait.Load(); f != nil {
+		(*f)()
+	}
+	timer := time.NewTimer(budget)
+	defer timer.Stop()
+	select {
+	case <-answered:
+		return true
+	case <-timer.C:
+		return false
+	case <-ctx.Done():
+		return false
 	}
 }
 
@@ -236,7 +268,8 @@ rebooked:
 	// A quota error may have come back while this request waited: a slot
 	// booked before it must not be spent inside the penalty. Or the
 	// penalty is over, and this request probes the scope.
-	if pe := c.sendable(ctx); pe != nil {
+	pe, again := c.sendable(ctx)
+	if pe != nil {
 		c.giveBack(ctx, res)
 		closeBody(req)
 		if ctx.Err() != nil {
@@ -245,6 +278,16 @@ rebooked:
 		}
 		c.outcome = outcomePenalized
 		return nil, pe
+	}
+	if again {
+		c.giveBack(ctx, res)
+		if rt, err := c.p.Route(req); err == nil {
+			c.route, c.allowance = rt, c.p.allowance()
+		}
+		if !c.t.tel.disabled {
+			c.event("throttle.rebooked", attribute.String("throttle.reason", "probed"))
+		}
+		goto rebooked
 	}
 	var unsent *atomic.Bool
 	if c.t.tokens != nil && tokens.IsExchange(req) {

@@ -45,10 +45,10 @@ func (h *heldReserve) Reserve(ctx context.Context, req limiter.Request) (limiter
 	return res, err
 }
 
-// probeSetup is a Transport over heldReserve and a provider whose first
-// answer penalises the scope for 100 ms; it returns once that penalty is
-// over.
-func probeSetup(t *testing.T, rec *recorder) (*heldReserve, *http.Client, string) {
+// probeSetup is a Transport over heldReserve, limiting to perSecond, and a
+// provider whose first answer penalises the scope for 100 ms; it returns
+// once that penalty is over.
+func probeSetup(t *testing.T, rec *recorder, perSecond int) (*heldReserve, *http.Client, string) {
 	t.Helper()
 	var n atomic.Int64
 	answer := rec.answer
@@ -65,8 +65,8 @@ func probeSetup(t *testing.T, rec *recorder) (*heldReserve, *http.Client, string
 	}
 	srv := serve(t, rec)
 	h := &heldReserve{Limiter: limiter.NewMemory(), entered: make(chan struct{}), release: make(chan struct{}), reserved: make(chan struct{}, 1)}
-	tr := throttle.MustNew(throttle.WithoutTelemetry(), throttle.WithoutRetry(), throttle.WithLimiter(h),
-		throttle.WithProfiles(testProfile(limitertest.Group(t), mustRule(t, 1000, time.Second))))
+	tr := throttle.MustNew(throttle.WithoutTelemetry(), throttle.WithoutRetry(), throttle.WithLimiter(h), throttle.WithMaxWait(20*time.Second),
+		throttle.WithProfiles(testProfile(limitertest.Group(t), mustRule(t, perSecond, time.Second))))
 	t.Cleanup(func() { tr.Close() })
 	c := &http.Client{Transport: tr}
 	if _, err := get(context.Background(), c, srv.URL+"/a"); err != nil {
@@ -89,7 +89,7 @@ func probeSetup(t *testing.T, rec *recorder) (*heldReserve, *http.Client, string
 // A request waiting for its slot after the penalty ended does not hold the
 // scope shut: another request whose slot comes first is sent (and probes).
 func TestProbeIsTakenAtTheSendNotWhileWaitingForTheSlot(t *testing.T) {
-	h, c, u := probeSetup(t, &recorder{})
+	h, c, u := probeSetup(t, &recorder{}, 1000)
 	waiting := make(chan error, 1)
 	go func() {
 		_, err := get(context.WithValue(context.Background(), holdKey{}, true), c, u)
@@ -140,7 +140,7 @@ func TestRequestMeetingAProbeWaitsForItsAnswer(t *testing.T) {
 				}
 				w.Write([]byte(`{"errcode":0}`))
 			}}
-			h, c, u := probeSetup(t, rec)
+			h, c, u := probeSetup(t, rec, 1000)
 			waits := make(chan struct{}, 1)
 			throttle.OnProbeWait(t, func() { waits <- struct{}{} })
 			answer := sync.OnceFunc(func() { close(answerProbe) })
@@ -161,6 +161,11 @@ func TestRequestMeetingAProbeWaitsForItsAnswer(t *testing.T) {
 			case <-waits:
 			case err := <-follower:
 				t.Fatalf("a request that came while the probe was out: %v before it waited for the probe", err)
+			}
+			select {
+			case <-h.reserved:
+				t.Error("a request that came while the probe was out booked its slots before waiting for the answer")
+			default:
 			}
 			answer()
 			if err := <-probe; err != nil {
@@ -183,5 +188,70 @@ func TestRequestMeetingAProbeWaitsForItsAnswer(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Requests that booked their slots before the probe went out, and whose
+// slots came while it was out, wait for its answer and then book again:
+// they go at the rule's pace, not all at once when the answer comes (a
+// burst right after a penalty, when providers punish one the hardest).
+func TestRequestsThatWaitedForAProbeKeepThePace(t *testing.T) {
+	const waiters = 3
+	probeIn, answerProbe := make(chan struct{}), make(chan struct{})
+	var n atomic.Int64
+	var mu sync.Mutex
+	var after []time.Time // arrivals after the probe's
+	rec := &recorder{answer: func(w http.ResponseWriter, r *http.Request) {
+		switch n.Add(1) {
+		case 1: // the penalty (probeSetup)
+		case 2: // the probe
+			close(probeIn)
+			<-answerProbe
+		default:
+			mu.Lock()
+			after = append(after, time.Now())
+			mu.Unlock()
+		}
+		w.Write([]byte(`{"errcode":0}`))
+	}}
+	// A slot every 500 ms: the probe's comes about 400 ms after the
+	// penalty's end, time for the others to book theirs behind it.
+	h, c, u := probeSetup(t, rec, 2)
+	answer := sync.OnceFunc(func() { close(answerProbe) })
+	defer answer()
+	waits := make(chan struct{}, waiters)
+	throttle.OnProbeWait(t, func() { waits <- struct{}{} })
+	errs := make(chan error, waiters+1)
+	go func() {
+		_, err := get(context.Background(), c, u)
+		errs <- err
+	}()
+	<-h.reserved // the probe's slot, the first
+	for range waiters {
+		go func() {
+			_, err := get(context.Background(), c, u)
+			errs <- err
+		}()
+		<-h.reserved // each books before the probe is out: slots 500 ms apart
+	}
+	<-probeIn
+	for range waiters {
+		<-waits // each slot came while the probe was out
+	}
+	answer()
+	for range waiters + 1 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	// Booked again, 500 ms apart: a request woken late may come near the
+	// next, but never three within one slot's time.
+	for i := 2; i < len(after); i++ {
+		if d := after[i].Sub(after[i-2]); d < 500*time.Millisecond {
+			t.Errorf("three requests that waited for the probe arrived within %v: %v", d, after)
+			break
+		}
 	}
 }

@@ -283,23 +283,23 @@ func (e *entry) answer() {
 	}
 }
 
-// ProbeAnswered returns a channel closed once the probe in flight on one of
-// scopes is answered, or nil when none is in flight. A request that Allow
-// refused with Probing may wait on it, within its own budget, and ask
-// again: the scope is then closed, open for a new penalty, or free for it
-// to probe.
-func (s *Set) ProbeAnswered(scopes []string) <-chan struct{} {
+// Probing returns, when a probe is in flight on one of scopes, the refusal
+// Allow would give (Probing set) and a channel closed once that probe is
+// answered (or its breaker replaced or lifted); nil, nil when none is. A
+// request may wait on it, within its own budget, and ask again: the scope
+// is then closed, open for a new penalty, or free for it to probe.
+func (s *Set) Probing(scopes []string) (*OpenError, <-chan struct{}) {
 	if s.live.Load() == 0 {
-		return nil
+		return nil, nil
 	}
 	for _, sc := range scopes {
 		if e := s.load(sc); e != nil {
 			if ch := e.answered.Load(); ch != nil {
-				return *ch
+				return &OpenError{Scope: e.scope, Until: e.until, Code: e.code, Probing: true}, *ch
 			}
 		}
 	}
-	return nil
+	return nil, nil
 }
 
 func contains(es []*entry, e *entry) bool {
@@ -372,11 +372,13 @@ func (s *Set) Penalize(scope string, until time.Time, code string) {
 		s.byEnds[old.index] = e
 		old.index = -1
 		heap.Fix(&s.byEnds, e.index)
+		defer old.answer() // requests waiting for its probe meet the new penalty
 	} else {
 		if len(s.byEnds) >= s.cfg.maxScopes {
 			victim := heap.Pop(&s.byEnds).(*entry)
 			s.scopes.Delete(victim.scope)
 			s.live.Add(-1)
+			defer victim.answer()
 			if from := s.stateOf(victim, now); from != Closed {
 				events[n] = event{victim.scope, from, Closed}
 				n++

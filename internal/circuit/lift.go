@@ -33,6 +33,7 @@ func (s *Set) lift(scope string, match func(*entry) bool) bool {
 	s.scopes.Delete(scope)
 	s.live.Add(-1)
 	s.mu.Unlock()
+	e.answer() // requests waiting for its probe look again
 	if from != Closed {
 		s.notify(scope, from, Closed)
 	}

@@ -120,3 +120,53 @@ func TestLiftIf(t *testing.T) {
 		t.Fatalf("LiftIf of the penalty held: state %v, %d breakers; want closed, 0", s.State("api:x"), s.Len())
 	}
 }
+
+// The answer of a probe in flight is told to the requests waiting for it
+// (Probing's channel): when the probe reports its outcome, and when its
+// breaker is replaced by a new penalty or lifted, so that none waits for
+// an answer that no longer decides anything.
+func TestProbingTellsTheWaitersOfTheAnswer(t *testing.T) {
+	start := time.Unix(1_700_000_000, 0)
+	for _, tc := range []struct {
+		name   string
+		answer func(s *circuit.Set, done func(circuit.Outcome))
+		after  circuit.State
+	}{
+		{"the probe succeeds", func(_ *circuit.Set, done func(circuit.Outcome)) { done(circuit.Success) }, circuit.Closed},
+		{"the probe fails otherwise", func(_ *circuit.Set, done func(circuit.Outcome)) { done(circuit.Ignored) }, circuit.HalfOpen},
+		{"a new penalty", func(s *circuit.Set, _ func(circuit.Outcome)) { s.Penalize("app", start.Add(time.Hour), "88") }, circuit.Open},
+		{"a lift", func(s *circuit.Set, _ func(circuit.Outcome)) { s.Lift("app") }, circuit.Closed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newClock(start)
+			s := newSet(t, c)
+			if oe, ch := s.Probing([]string{"app"}); oe != nil || ch != nil {
+				t.Fatalf("no breaker: Probing = %v, %v", oe, ch)
+			}
+			s.Penalize("app", start.Add(time.Minute), "90018")
+			c.Advance(2 * time.Minute)
+			done, err := s.Allow([]string{"app"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			oe, answered := s.Probing([]string{"other", "app"})
+			if answered == nil || oe == nil || !oe.Probing || oe.Scope != "app" {
+				t.Fatalf("a probe in flight: Probing = %+v, %v", oe, answered)
+			}
+			select {
+			case <-answered:
+				t.Fatal("told of an answer before it came")
+			default:
+			}
+			tc.answer(s, done)
+			select {
+			case <-answered:
+			default:
+				t.Fatal("the waiters were not told")
+			}
+			if got := s.State("app"); got != tc.after {
+				t.Errorf("state after: %v, want %v", got, tc.after)
+			}
+		})
+	}
+}
