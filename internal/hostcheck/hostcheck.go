@@ -92,19 +92,17 @@ func Check(h string) error {
 }
 
 // checkLabels reports an empty label in host (a leading dot, "..", a
-// second trailing dot, "." alone) or one that starts or ends with '-'; h
-// is the entry, quoted in the error. A request's host never holds such a
-// label (Go resolves no such name), and matching drops only one trailing
-// dot, so the entry would match no request. One trailing dot, the same
-// name in DNS, is allowed.
+// second trailing dot, "." alone); h is the entry, quoted in the error. A
+// request's host never holds one (no resolver takes such a name), and
+// matching drops only one trailing dot, so the entry would match no
+// request. One trailing dot, the same name in DNS, is allowed. A label
+// edged with '-' is not refused: /etc/hosts, a proxy or a custom dialer
+// may well resolve it (a container's name).
 func checkLabels(h, host string) error {
 	name := strings.TrimSuffix(host, ".")
 	for label := range strings.SplitSeq(name, ".") {
-		switch {
-		case label == "":
+		if label == "" {
 			return fmt.Errorf("must not have an empty label (a leading dot, \"..\" or more than one trailing dot), got %q", h)
-		case label[0] == '-' || label[len(label)-1] == '-':
-			return fmt.Errorf("must not have a label that starts or ends with '-', got %q", h)
 		}
 	}
 	return nil

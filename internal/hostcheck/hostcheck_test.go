@@ -8,7 +8,8 @@ import (
 
 func TestCheck(t *testing.T) {
 	for _, h := range []string{"api.dingtalk.com", "127.0.0.1", "127.0.0.1:8080", "[::1]", "[::1]:443", "my_gateway.internal",
-		"api.dingtalk.com.", "gw.internal.:8443", "my-gw.internal", "x", "1.2.3.4."} {
+		"api.dingtalk.com.", "gw.internal.:8443", "my-gw.internal", "x", "1.2.3.4.",
+		"gw-.internal", "-gw.internal"} { // a container's name may end in '-'
 		if err := Check(h); err != nil {
 			t.Errorf("Check(%q) = %v, want nil", h, err)
 		}
@@ -38,9 +39,6 @@ func TestCheck(t *testing.T) {
 		".":                  "empty label",
 		"..":                 "empty label",
 		".:8443":             "empty label",
-		"-gw.internal":       "'-'",
-		"gw-.internal":       "'-'",
-		"gw.internal-.":      "'-'",
 	} {
 		if err := Check(h); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Check(%q) = %v, want an error saying %q", h, err, want)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/quotaware/throttle/internal/apipath"
 	"github.com/quotaware/throttle/providers"
+	"github.com/quotaware/throttle/providers/internal/catalog"
 	"github.com/quotaware/throttle/providers/internal/jsoncode"
 	"github.com/quotaware/throttle/providers/internal/scopekind"
 )
@@ -210,8 +211,9 @@ func messageIDOf(r *http.Request) string {
 	if r == nil || r.URL == nil {
 		return ""
 	}
-	// Repeated leading slashes are merged, as in match.
-	id, _, _ := strings.Cut(strings.TrimPrefix(strings.TrimLeft(apipath.Clean(r.URL.Path), "/"), "open-apis/im/v1/messages/"), "/")
+	// The path as sent (an Opaque URL's too), repeated leading slashes
+	// merged, as in match.
+	id, _, _ := strings.Cut(strings.TrimPrefix(strings.TrimLeft(apipath.Clean(catalog.PathOf(r.URL)), "/"), "open-apis/im/v1/messages/"), "/")
 	return id
 }
 

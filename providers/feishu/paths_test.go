@@ -75,6 +75,7 @@ func TestMatchAndRouteReadThePathAsSent(t *testing.T) {
 	p := testProfile(t, Config{Apps: []App{{DefaultLevel: 5, APIs: map[string]int{"GET /open-apis/x/:id": 1}}}})
 	for _, tc := range []struct{ method, target string }{
 		{"POST", "https://open.feishu.cn/open-apis/im/v1/messages?receive_id_type=chat_id"},
+		{"POST", "https://open.feishu.cn/open-apis/im/v1/messages/om_aaa/reply"}, // its message's own rule
 		{"GET", "https://open.feishu.cn/open-apis/calendar/v4/calendars"},
 		{"GET", "https://open.larksuite.com/open-apis/x/7"},
 		{"GET", "https://open.feishu.cn/open-apis/not/catalogued"},
