@@ -2,6 +2,7 @@ package throttle
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"runtime"
@@ -187,7 +188,9 @@ func MustNew(opts ...Option) *Transport {
 // Close stops the Transport's background work: the limiter calls no request
 // waits for (slots given back, leases ended, penalties written), which get
 // a moment to finish, the gauges, and on Redis the shared limiter's replica
-// registry beat and penalty watcher. Requests in flight finish; the base
+// registry beat and penalty watcher, and the shared tokens' work for the
+// fleet (a token fetch whose caller left, cancelled; an answer still to be
+// written to Redis, dropped). Requests in flight finish; the base
 // transport is left alone. A Transport dropped without Close stops that work
 // once it is garbage collected.
 //
@@ -209,13 +212,19 @@ func (t *Transport) Close() error {
 		if t.apps != nil {
 			_ = t.apps.Close()
 		}
+		var tokErr error
+		if t.tokens != nil {
+			// The shared tokens' background work: a rotating fetch whose
+			// caller left, an answer still to be written for the fleet.
+			tokErr = t.tokens.Close(ctx)
+		}
 		if t.shared != nil {
 			t.unlisten()
 			// What the drain left of the time.
-			done <- t.shared.Shutdown(ctx)
+			done <- errors.Join(tokErr, t.shared.Shutdown(ctx))
 			return
 		}
-		done <- nil
+		done <- tokErr
 	}()
 	select {
 	case err := <-done:

@@ -36,8 +36,15 @@ const (
 // the background: its caller has its answer already. It tries at once and
 // then, while Redis does not answer, again with a growing pause for up to
 // convergeFor; each try is bounded as an exchange's Redis calls are.
+//
+// Close ends it at once, in a try or a pause (the write is then not made:
+// the fleet's next exchange fetches anew, as with no Redis). After Close
+// nothing is started: the answer stays this replica's (remembered, healed
+// and replaced as any).
 func (s *Sharer) converge(k *keys, key, tok string, fetched time.Time, v []byte, until time.Time) {
-	s.bg.Add(1)
+	if !s.startBackground() {
+		return
+	}
 	go func() {
 		defer s.bg.Done()
 		end := time.Now().Add(convergeFor)
@@ -48,7 +55,12 @@ func (s *Sharer) converge(k *keys, key, tok string, fetched time.Time, v []byte,
 				return
 			}
 			t := time.NewTimer(pause)
-			<-t.C
+			select {
+			case <-t.C:
+			case <-s.closing.Done():
+				t.Stop()
+				return
+			}
 			pause = min(2*pause, convergeBackoff)
 		}
 	}()
@@ -81,7 +93,9 @@ func (s *Sharer) writeIfNewer(k *keys, key, tok string, fetched time.Time, v []b
 	if refused || left < time.Second {
 		return true, nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*peekTimeout) // a read and a write
+	// A read and a write; cancelled by Close, which is not to wait for a
+	// stalled Redis.
+	ctx, cancel := context.WithTimeout(s.closing, 2*peekTimeout)
 	defer cancel()
 	cur, err := s.rdb.Get(ctx, key).Bytes()
 	switch {

@@ -69,6 +69,14 @@
 // and its fetch, once sent, goes on for the fleet when its caller gives up,
 // the caller answered at once with its context's error.
 //
+// Sharer.Close ends that background work (the Transport's Close calls it):
+// the later write gives up, the fetches that went on are cancelled and
+// their leases let go, and Close waits for them within its context, so
+// that nothing of the Sharer's outlives it. An exchange made after Close
+// is still answered, shared while Redis answers and sent as it came when
+// it does not, but with nothing in the background: a rotating fetch ends
+// with its caller, and an answer Redis did not take is not written later.
+//
 // Of an answer that hands out several tokens (Feishu's
 // app_access_token/internal: the tenant's and the app's), each is watched.
 package tokens

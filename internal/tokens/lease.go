@@ -65,17 +65,43 @@ func (s *Sharer) release(ctx context.Context, lock, id string) {
 	s.rdb.Eval(rctx, releaseLua, []string{lock}, id)
 }
 
+// leaseOwner is what the read-back of a take that failed found (ownAfterAll).
+type leaseOwner int
+
+const (
+	// leaseUnknown: the read failed too, or no lease is held (the take
+	// never ran, or the lease ended), or it is the mark of an answer not
+	// kept, or it was this exchange's and its caller has gone: the exchange
+	// is sent alone, as when Redis fails. A lease that may be the
+	// exchange's was let go first.
+	leaseUnknown leaseOwner = iota
+	// leaseMine: the take set the lease though its reply was lost, and
+	// the caller waits still: the exchange fetches as its holder.
+	leaseMine
+	// leaseOthers: another exchange holds the lease (this one's take
+	// found it held): the exchange waits for its answer, as one whose
+	// take was answered "held" does.
+	leaseOthers
+)
+
 // ownAfterAll settles a take of key's lease as id that failed: its reply
 // lost or later than its bound, Redis may have set the lease all the same.
 // It reads the lease back, under a bound of its own (the take may have
-// failed on the caller's deadline), and reports whether it is id's: the
-// exchange then goes on as its holder. Otherwise the exchange is sent
-// alone, and a lease that may be id's is let go first (release): left
-// set, it held every other replica's exchange of the credential for its
-// length (3 s by default), after which they fetched again, rotating away the token
-// this one had just handed out. A lease of id's whose caller has given up
-// is let go too: nothing is fetched for it.
-func (s *Sharer) ownAfterAll(ctx context.Context, key, id string) bool {
+// failed on the caller's deadline), and reports whose it is.
+//
+// Mine: the exchange goes on as its holder. Another's: the exchange waits
+// for that fetch as any exchange that finds the lease held; sent alone, a
+// WeChat /cgi-bin/token exchange would rotate the token while the other
+// replica's fetch is in flight, and one of the two tokens the fleet is
+// handed dies. Unknown: the exchange is sent alone, and a lease that may
+// be id's is let go first (release): left set, it held every other
+// replica's exchange of the credential for its length (3 s by default),
+// after which they fetched again, rotating away the token this one had
+// just handed out. A lease of id's whose caller has given up is let go
+// too: nothing is fetched for it. A lease that reads "unkept" (the mark
+// takeLua answers 2 for) is no fetch to wait for: the take would have
+// answered unkept, and the exchange is sent alone as it would have been.
+func (s *Sharer) ownAfterAll(ctx context.Context, key, id string) leaseOwner {
 	lock := key + ":lock"
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), peekTimeout)
 	cur, err := s.rdb.Get(rctx, lock).Result()
@@ -83,13 +109,15 @@ func (s *Sharer) ownAfterAll(ctx context.Context, key, id string) bool {
 	switch {
 	case err == nil && cur == id:
 		if ctx.Err() == nil {
-			return true
+			return leaseMine
 		}
+	case err == nil && cur != "unkept":
+		return leaseOthers
 	case err == nil, errors.Is(err, redis.Nil):
-		return false // another's, or none: nothing of id's to let go
+		return leaseUnknown // none, or the mark: nothing of id's to let go
 	}
 	s.release(ctx, lock, id)
-	return false
+	return leaseUnknown
 }
 
 // take takes the lease of key (key+":lock") as id for the fetch of its

@@ -48,8 +48,18 @@ type Sharer struct {
 
 	// bg counts the work a Sharer goes on with after its caller has its
 	// answer (a rotating exchange's fetch its caller gave up on, the write
-	// of an answer not kept): each is bounded in time; tests wait for it.
+	// of an answer not kept): each is bounded in time, and ends at once
+	// on Close, which waits for it (as tests do).
 	bg sync.WaitGroup
+	// bgMu orders bg.Add against Close: an Add once Close has begun its
+	// Wait would be a misuse of the WaitGroup, and work started then would
+	// outlive Close. closed is set under it.
+	bgMu   sync.Mutex
+	closed bool
+	// closing is cancelled by Close: background work selects on it, and
+	// the contexts of detached fetches are cancelled with it.
+	closing   context.Context
+	stopClose context.CancelFunc
 }
 
 // New returns a Sharer on rdb.
@@ -67,8 +77,58 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Sharer, error) {
 	if c.err != nil {
 		return nil, c.err
 	}
+	closing, stop := context.WithCancel(context.Background())
 	return &Sharer{rdb: rdb, prefix: c.prefix, margin: c.margin, lease: c.lease, poll: c.poll, maxWait: c.wait, now: c.now,
-		healGap: c.gap, healsPerDay: c.perDay, observe: c.obs, handed: map[string][]handed{}, dead: map[string]*deadToken{}}, nil
+		healGap: c.gap, healsPerDay: c.perDay, observe: c.obs, handed: map[string][]handed{}, dead: map[string]*deadToken{},
+		closing: closing, stopClose: stop}, nil
+}
+
+// Close stops the Sharer's background work and waits for it until ctx is
+// done: the later write of a rotating answer Redis did not take
+// (converge) gives up at once, and the fetches that went on for the fleet
+// after their callers gave up (detach) have their contexts cancelled, so
+// that their sends end and their leases are let go for another replica.
+// Nothing outlives Close then (a leak check after it finds nothing of the
+// Sharer's), unless ctx ends first: Close returns ctx.Err(), and the work
+// left, and Close's wait for it, end on their own within the work's
+// bounds (each Redis call 250 ms, cancelled sends at once).
+//
+// Close does not close the Redis client, which is the caller's. Calling it
+// again is harmless (it waits again). An exchange made after Close is
+// still shared through Redis while the client answers, and sent as it came
+// when it does not, but starts no background work: a rotating fetch runs
+// on its caller's context (a caller that gives up cancels it), and its
+// answer, when Redis did not take it, is not written later; a service
+// that closes its Transport sends nothing more through it.
+func (s *Sharer) Close(ctx context.Context) error {
+	s.bgMu.Lock()
+	s.closed = true
+	s.bgMu.Unlock()
+	s.stopClose()
+	done := make(chan struct{})
+	go func() {
+		s.bg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// startBackground counts one piece of background work in bg, reporting
+// false, and counting nothing, once Close has begun: the caller then does
+// without it.
+func (s *Sharer) startBackground() bool {
+	s.bgMu.Lock()
+	defer s.bgMu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.bg.Add(1)
+	return true
 }
 
 // Wrap returns a RoundTripper that sends through base, answering token
@@ -253,10 +313,18 @@ func (s *Sharer) exchange(base http.RoundTripper, ex *exchange, req *http.Reques
 		}
 		lock := nonce()
 		got, unkept, err := s.take(ctx, key, lock, p.force)
-		if err != nil && s.ownAfterAll(ctx, key, lock) {
-			// Redis took the lease though its reply did not come in time:
-			// this exchange holds it, and fetches for the fleet.
-			got, err = true, nil
+		if err != nil {
+			switch s.ownAfterAll(ctx, key, lock) {
+			case leaseMine:
+				// Redis took the lease though its reply did not come in
+				// time: this exchange holds it, and fetches for the fleet.
+				got, err = true, nil
+			case leaseOthers:
+				// Another replica is fetching: waited for below, as a take
+				// answered "held" is (sent alone, a rotating exchange
+				// would retire the token that fetch brings).
+				err = nil
+			}
 		}
 		if err != nil || unkept {
 			return s.unshare(base, sent, ctx, ex, k, key)
@@ -465,18 +533,29 @@ func (s *Sharer) fetchHeld(base http.RoundTripper, sent *http.Request, ex *excha
 // and do goes on for the fleet: the provider may have issued a new token
 // already. The body of an answer nobody took is closed; the context of one
 // taken ends when its body is closed (it is read after detach returns).
+//
+// Close cancels the context while do runs (its send ends, its lease is let
+// go); once do has returned, Close no longer does: the answer is its
+// caller's, whose body it leaves alone. After Close, do runs on req as it
+// came, nothing detached.
 func (s *Sharer) detach(req *http.Request, do func(*http.Request) (*http.Response, error)) (*http.Response, error) {
+	if !s.startBackground() {
+		return do(req)
+	}
 	ctx := req.Context()
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), maxLeaseHold)
+	// Cancelled by Close, not by the caller: the caller's cancellation is
+	// what the context is detached from.
+	unhook := context.AfterFunc(s.closing, cancel)
 	type result struct {
 		resp *http.Response
 		err  error
 	}
 	out, gone := make(chan result), make(chan struct{})
-	s.bg.Add(1)
 	go func() {
 		defer s.bg.Done()
 		resp, err := do(req.WithContext(dctx))
+		unhook()
 		if resp == nil {
 			cancel()
 		} else {
