@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/go-retryablehttp"
 	"go.opentelemetry.io/otel/attribute"
 
+	"github.com/quotaware/throttle/internal/apipath"
 	"github.com/quotaware/throttle/internal/exchanges"
 	"github.com/quotaware/throttle/internal/tokenform"
 	"github.com/quotaware/throttle/limiter"
@@ -346,7 +347,7 @@ func backoff(p RetryPolicy, attempt int) time.Duration {
 func idempotent(req *http.Request) bool {
 	switch req.Method {
 	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
-		return req.URL == nil || !exchanges.Rotates(req.Method, req.URL.Path)
+		return req.URL == nil || !exchanges.Rotates(req.Method, apipath.Sent(req.URL))
 	}
 	return tokenform.Header(req.Header, "Idempotency-Key") != "" || tokenform.Header(req.Header, "X-Idempotency-Key") != ""
 }

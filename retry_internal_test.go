@@ -2,6 +2,7 @@ package throttle
 
 import (
 	"net/http"
+	"net/url"
 	"testing"
 	"time"
 )
@@ -21,6 +22,26 @@ func TestIdempotencyKeyAnyCase(t *testing.T) {
 	}
 	if idempotent(&http.Request{Method: http.MethodPost, Header: http.Header{"Content-Type": {"application/json"}}}) {
 		t.Error("POST without a key: idempotent")
+	}
+}
+
+// WeChat's GET /cgi-bin/token rotates its token, so it is never resent as
+// an idempotent GET, however its URL is written: as an Opaque URL (Path
+// empty, the path sent being Opaque's) it used to be, and a retry of an
+// ambiguous failure fetched twice.
+func TestRotatingExchangeAsOpaqueURLIsNotIdempotent(t *testing.T) {
+	for _, u := range []*url.URL{
+		{Scheme: "https", Host: "api.weixin.qq.com", Path: "/cgi-bin/token", RawQuery: "grant_type=client_credential"},
+		{Scheme: "https", Host: "api.weixin.qq.com", Opaque: "//api.weixin.qq.com/cgi-bin/token", RawQuery: "grant_type=client_credential"},
+		{Scheme: "https", Host: "api.weixin.qq.com", Opaque: "/cgi-bin//token"},
+	} {
+		if idempotent(&http.Request{Method: http.MethodGet, URL: u, Header: http.Header{}}) {
+			t.Errorf("GET %s (Path %q, Opaque %q): idempotent", u, u.Path, u.Opaque)
+		}
+	}
+	plain := &url.URL{Scheme: "https", Host: "api.weixin.qq.com", Opaque: "//api.weixin.qq.com/cgi-bin/user/info"}
+	if !idempotent(&http.Request{Method: http.MethodGet, URL: plain, Header: http.Header{}}) {
+		t.Errorf("GET %s: not idempotent", plain)
 	}
 }
 

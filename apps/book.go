@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/quotaware/throttle/internal/apipath"
 	"github.com/quotaware/throttle/internal/tokenform"
 	"github.com/quotaware/throttle/providers"
 	"go.opentelemetry.io/otel"
@@ -196,7 +197,7 @@ func (b *Book) Stats() Stats {
 // A nil Book does only this.
 func (b *Book) Resolve(req *http.Request, provider string) *http.Request {
 	ctx := req.Context()
-	if ex := exchangeFor(req.Method, req.URL.Path); ex != nil && ex.Provider == provider {
+	if ex := exchangeFor(req.Method, apipath.Sent(req.URL)); ex != nil && ex.Provider == provider {
 		if _, tagged := FromContext(ctx); !tagged {
 			if app, ok := b.exchangeApp(req, ex); ok {
 				ctx = NewContext(ctx, app)
@@ -232,7 +233,7 @@ func (b *Book) Resolve(req *http.Request, provider string) *http.Request {
 		}
 		return req
 	}
-	if req.URL.Path == dingtalkRobot {
+	if apipath.Sent(req.URL) == dingtalkRobot {
 		return req
 	}
 	app, ok := b.Lookup(ctx, tok)

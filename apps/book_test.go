@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -93,6 +94,57 @@ func TestObserveLearnsEveryExchange(t *testing.T) {
 			want := tc.want
 			want.Learned = true
 			if !ok || app != want {
+				t.Fatalf("Lookup = %+v, %v; want %+v", app, ok, want)
+			}
+		})
+	}
+}
+
+// A token exchange written as an Opaque URL (Path empty, the path sent
+// being Opaque's: a WeChat GET /cgi-bin/token, a DingTalk exchange whose
+// path names the org) is the exchange all the same: Resolve charges it to
+// the app it names, and Observe learns whose token it hands out. Read by
+// its Path, it was neither.
+func TestOpaqueURLExchangeIsLearned(t *testing.T) {
+	cases := []struct {
+		name, provider, method, path, query, body, token string
+		want                                             apps.App
+	}{
+		{"wechat", "wechat", "GET", "/cgi-bin/token", "grant_type=client_credential&appid=wxO&secret=s3cret", "",
+			"TOKEN_OPAQUE1", apps.App{Provider: "wechat", ID: "wxO"}},
+		{"dingtalk client credentials", "dingtalk", "POST", "/v1.0/oauth2/corpO/token", "",
+			`{"client_id":"dingO","client_secret":"s3cret","grant_type":"client_credentials"}`,
+			"TOKEN_OPAQUE2", apps.App{Provider: "dingtalk", ID: "dingO", Org: "corpO"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			book := apps.MustNew(withLoopback(apps.Config{}))
+			srv := exchangeServer(t, `{"access_token":"`+tc.token+`","expires_in":7200}`)
+			u, err := url.Parse(srv.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			newReq := func() *http.Request {
+				var body io.Reader
+				if tc.body != "" {
+					body = strings.NewReader(tc.body)
+				}
+				req, _ := http.NewRequest(tc.method, srv.URL, body)
+				req.URL = &url.URL{Scheme: u.Scheme, Host: u.Host, Opaque: "//" + u.Host + tc.path, RawQuery: tc.query}
+				return req
+			}
+			if app, ok := apps.FromContext(book.Resolve(newReq(), tc.provider).Context()); !ok || app != tc.want {
+				t.Errorf("Resolve tagged %+v, %v; want %+v", app, ok, tc.want)
+			}
+			client := &http.Client{Transport: book.Observe(http.DefaultTransport)}
+			resp, err := client.Do(newReq())
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			want := tc.want
+			want.Learned = true
+			if app, ok := book.Lookup(context.Background(), tc.token); !ok || app != want {
 				t.Fatalf("Lookup = %+v, %v; want %+v", app, ok, want)
 			}
 		})

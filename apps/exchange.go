@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/quotaware/throttle/internal/apipath"
 	"github.com/quotaware/throttle/internal/exchanges"
 	"github.com/quotaware/throttle/internal/tokenform"
 	"github.com/quotaware/throttle/providers"
@@ -26,8 +27,9 @@ type grant struct {
 }
 
 // exchangeFor returns the exchange a request is, or nil (package
-// exchanges describes each); whether the request went to the provider at
-// all is Observe's check (fromProvider).
+// exchanges describes each), path being the request's path as sent
+// (apipath.Sent); whether the request went to the provider at all is
+// Observe's check (fromProvider).
 func exchangeFor(method, path string) *exchanges.Kind { return exchanges.For(method, path) }
 
 // Bounds of what an answer may state (a token's form is tokenform.Sane's).
@@ -102,7 +104,7 @@ func (b *Book) exchangeApp(req *http.Request, ex *exchanges.Kind) (App, bool) {
 	if req.Method != http.MethodGet {
 		body, _ = providers.PeekRequestBody(req, maxNamesBody)
 	}
-	id, org := ex.Names(req.URL.Path, req.URL.Query(), exchanges.ParseRequest(body), ids(lookup))
+	id, org := ex.Names(apipath.Sent(req.URL), req.URL.Query(), exchanges.ParseRequest(body), ids(lookup))
 	app := App{Provider: ex.Provider, ID: id, Org: org}
 	if id == "" || checkIdentity(app) != nil {
 		return App{}, false

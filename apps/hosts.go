@@ -3,6 +3,8 @@ package apps
 import (
 	"net/http"
 	"strings"
+
+	"github.com/quotaware/throttle/internal/apipath"
 )
 
 // Where exchanges are learned from. A request to a token path proves
@@ -45,7 +47,7 @@ func (b *Book) fromProvider(req *http.Request, provider string) bool {
 // and the calls made with a suite's, component's or provider's own token
 // name no app token.
 func needsToken(provider string, req *http.Request) bool {
-	p := req.URL.Path
+	p := apipath.Sent(req.URL)
 	switch provider {
 	case nameDingTalk:
 		// The ISV's /service/ calls sign with the suite's key; /v1.0/oauth2/

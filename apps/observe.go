@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/quotaware/throttle/internal/apipath"
 	"github.com/quotaware/throttle/providers"
 )
 
@@ -31,7 +32,8 @@ type observer struct {
 }
 
 func (o *observer) RoundTrip(req *http.Request) (*http.Response, error) {
-	ex := exchangeFor(req.Method, req.URL.Path)
+	path := apipath.Sent(req.URL)
+	ex := exchangeFor(req.Method, path)
 	if ex == nil {
 		return o.base.RoundTrip(req)
 	}
@@ -77,7 +79,7 @@ func (o *observer) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return o.book.Lookup(ctx, tok)
 	}
-	grants := read(ex, req.URL.Path, req.URL.Query(), reqBody, respBody, lookup)
+	grants := read(ex, path, req.URL.Query(), reqBody, respBody, lookup)
 	if len(grants) == 0 {
 		// An error answer, or one that fails the provider's checks.
 		o.book.refused.Add(1)

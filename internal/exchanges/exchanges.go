@@ -49,7 +49,10 @@ type Token struct {
 
 // For returns the kind of exchange a request is, or nil. Paths are
 // distinct across the four providers; whether the request went to the
-// provider at all is the caller's check.
+// provider at all is the caller's check. The path, here and in every
+// function of the package, is the request's path as sent (apipath.Sent):
+// a URL written with Opaque has no Path, and read by its Path an exchange
+// was neither shared nor known to rotate.
 func For(method, path string) *Kind {
 	path = apipath.Clean(path)
 	switch {

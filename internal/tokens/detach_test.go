@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -52,6 +53,35 @@ func newHeldWeChat(t *testing.T) *heldWeChat {
 // next exchange fetched again, and WeChat issued a second token for the
 // fleet.
 func TestCallerGivingUpLeavesTheRotationToTheFleet(t *testing.T) {
+	leavesTheRotationToTheFleet(t, func(ctx context.Context, base string) *http.Request {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/cgi-bin/token?grant_type=client_credential&appid=wxA&secret="+secret, nil)
+		return req
+	})
+}
+
+// A WeChat GET /cgi-bin/token written as an Opaque URL (net/url's idiom
+// for a path sent as written: Path is empty, and net/http sends the path
+// of Opaque) is the token exchange all the same: told as one, shared by
+// the fleet, and known to rotate, so that a caller giving up leaves the
+// fetch to the fleet. Read by its Path, it was none of these.
+func TestOpaqueWeChatTokenIsARotatingExchange(t *testing.T) {
+	opaque := func(ctx context.Context, base string) *http.Request {
+		u, _ := url.Parse(base) // a test server's URL, or the one below
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base, nil)
+		req.URL = &url.URL{Scheme: u.Scheme, Host: u.Host, Opaque: "//" + u.Host + "/cgi-bin/token",
+			RawQuery: "grant_type=client_credential&appid=wxA&secret=" + secret}
+		return req
+	}
+	if req := opaque(context.Background(), "https://api.weixin.qq.com"); req.URL.Path != "" || !IsExchange(req) {
+		t.Fatalf("%s (Path %q): not told as a token exchange", req.URL, req.URL.Path)
+	}
+	leavesTheRotationToTheFleet(t, opaque)
+}
+
+// leavesTheRotationToTheFleet runs the exchanges made by tokenReq (a
+// WeChat GET /cgi-bin/token of wxA to base) through a Sharer while a
+// caller gives up during the fetch.
+func leavesTheRotationToTheFleet(t *testing.T, tokenReq func(ctx context.Context, base string) *http.Request) {
 	wx := newHeldWeChat(t)
 	s, err := New(redistest.Start(t).Client(t), WithPrefix("giveup"))
 	if err != nil {
@@ -59,8 +89,7 @@ func TestCallerGivingUpLeavesTheRotationToTheFleet(t *testing.T) {
 	}
 	c := &http.Client{Transport: s.Wrap(http.DefaultTransport)}
 	get := func(ctx context.Context) (string, error) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, wx.URL+"/cgi-bin/token?grant_type=client_credential&appid=wxA&secret="+secret, nil)
-		resp, err := c.Do(req)
+		resp, err := c.Do(tokenReq(ctx, wx.URL))
 		if err != nil {
 			return "", err
 		}

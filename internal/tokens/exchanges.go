@@ -18,7 +18,8 @@ const (
 // success, token and lifetime.
 type exchange = exchanges.Kind
 
-// exchangeFor returns the exchange a request is, or nil.
+// exchangeFor returns the exchange a request is, or nil; path is the
+// request's path as sent (apipath.Sent).
 func exchangeFor(method, path string) *exchange { return exchanges.For(method, path) }
 
 // Bounds of what is kept.

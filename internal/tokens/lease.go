@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/quotaware/throttle/internal/apipath"
 	"github.com/quotaware/throttle/internal/exchanges"
 )
 
@@ -143,7 +144,7 @@ func (s *Sharer) take(ctx context.Context, key, id string, force bool) (got, unk
 // /cgi-bin/token) is never marked: sent together, its exchanges would
 // invalidate one another's tokens and spend the account's 2,000 a day.
 func (s *Sharer) markUnkept(ctx context.Context, sent *http.Request, key, lock string) {
-	if lock == "" || exchanges.Rotates(sent.Method, sent.URL.Path) {
+	if lock == "" || exchanges.Rotates(sent.Method, apipath.Sent(sent.URL)) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, peekTimeout)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/quotaware/throttle/internal/apipath"
 	"github.com/quotaware/throttle/internal/exchanges"
 	"github.com/quotaware/throttle/providers"
 )
@@ -148,7 +149,7 @@ type roundTripper struct {
 }
 
 func (r *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
-	if ex := exchangeFor(req.Method, req.URL.Path); ex != nil {
+	if ex := exchangeFor(req.Method, apipath.Sent(req.URL)); ex != nil {
 		return r.s.exchange(r.base, ex, req)
 	}
 	return r.s.send(r.base, req)
@@ -191,11 +192,12 @@ func (s *Sharer) prepare(req *http.Request, ex *exchange) (p prepared, ok bool) 
 		}
 		p.body = raw
 	}
-	cred, force := ex.Credential(req.Method, req.URL.Path, req.URL.Query(), exchanges.ParseRequest(raw))
+	path := apipath.Sent(req.URL)
+	cred, force := ex.Credential(req.Method, path, req.URL.Query(), exchanges.ParseRequest(raw))
 	if cred == nil {
 		return p, false
 	}
-	k, err := derive(ex.Provider, req.URL.Path, cred)
+	k, err := derive(ex.Provider, path, cred)
 	if err != nil {
 		return p, false
 	}
@@ -215,7 +217,7 @@ func (s *Sharer) prepare(req *http.Request, ex *exchange) (p prepared, ok bool) 
 // while waiting, or a *WaitError once the wait passed WithMaxWait; req's
 // body is then closed.
 func (s *Sharer) Stored(req *http.Request, provider string) (resp *http.Response, sent *http.Request, err error) {
-	ex := exchangeFor(req.Method, req.URL.Path)
+	ex := exchangeFor(req.Method, apipath.Sent(req.URL))
 	if ex == nil || ex.Provider != provider {
 		return nil, req, nil
 	}
@@ -435,7 +437,7 @@ func (s *Sharer) unshare(base http.RoundTripper, sent *http.Request, ctx context
 		}
 		return resp, err
 	}
-	if ctx.Err() != nil || !exchanges.Rotates(sent.Method, sent.URL.Path) {
+	if ctx.Err() != nil || !exchanges.Rotates(sent.Method, apipath.Sent(sent.URL)) {
 		return alone(sent)
 	}
 	return s.detach(sent, alone)
@@ -452,7 +454,7 @@ func (s *Sharer) unshare(base http.RoundTripper, sent *http.Request, ctx context
 // the next exchange fetch and rotate again. One whose caller gave up
 // before anything was sent sends nothing.
 func (s *Sharer) fetch(base http.RoundTripper, sent *http.Request, ex *exchange, k *keys, key, lock string) (*http.Response, error) {
-	if !exchanges.Rotates(sent.Method, sent.URL.Path) {
+	if !exchanges.Rotates(sent.Method, apipath.Sent(sent.URL)) {
 		return s.fetchHeld(base, sent, ex, k, key, lock)
 	}
 	if ctx := sent.Context(); ctx.Err() != nil {
@@ -514,7 +516,7 @@ func (s *Sharer) fetchHeld(base http.RoundTripper, sent *http.Request, ex *excha
 	if err := s.keep(ctx, key, v, keep); err != nil {
 		s.count(ex.Provider, Unshared)
 		s.rememberAnswer(toks, h)
-		if exchanges.Rotates(sent.Method, sent.URL.Path) {
+		if exchanges.Rotates(sent.Method, apipath.Sent(sent.URL)) {
 			// Its token retired the one before: the fleet is to have it
 			// once Redis answers, as an answer sent alone (converge).
 			s.converge(k, key, toks[0].Value, fetched, v, h.until)
@@ -606,7 +608,8 @@ func (s *Sharer) readAnswer(resp *http.Response, sent *http.Request, ex *exchang
 	if err != nil || len(raw) >= maxAnswer {
 		return nil, nil, handed{}, false
 	}
-	toks, life, ok := check(ex, sent.URL.Path, raw)
+	path := apipath.Sent(sent.URL)
+	toks, life, ok := check(ex, path, raw)
 	keep := time.Duration(life)*time.Second - s.margin
 	if !ok || keep < time.Second {
 		return raw, nil, handed{}, false
@@ -616,7 +619,7 @@ func (s *Sharer) readAnswer(resp *http.Response, sent *http.Request, ex *exchang
 		// down): kept, every reader would miss it and fetch again.
 		return raw, nil, handed{}, false
 	}
-	return raw, toks, handed{provider: ex.Provider, key: key, tag: k.tagOf(toks[0].Value), until: fetched.Add(keep), ex: ex, path: sent.URL.Path, k: k}, true
+	return raw, toks, handed{provider: ex.Provider, key: key, tag: k.tagOf(toks[0].Value), until: fetched.Add(keep), ex: ex, path: path, k: k}, true
 }
 
 // rememberUnkept remembers the tokens of an exchange's answer sent alone
@@ -636,7 +639,7 @@ func (s *Sharer) rememberUnkept(resp *http.Response, sent *http.Request, ex *exc
 		return
 	}
 	s.rememberAnswer(toks, h)
-	if exchanges.Rotates(sent.Method, sent.URL.Path) {
+	if exchanges.Rotates(sent.Method, apipath.Sent(sent.URL)) {
 		if v, err := k.seal(key, toks[0].Value, fetched, raw); err == nil {
 			s.converge(k, key, toks[0].Value, fetched, v, h.until)
 		}
@@ -651,7 +654,8 @@ func (s *Sharer) answer(req *http.Request, ex *exchange, k *keys, key string, kv
 	if err != nil {
 		return nil, false
 	}
-	toks, life, ok := check(ex, req.URL.Path, raw)
+	path := apipath.Sent(req.URL)
+	toks, life, ok := check(ex, path, raw)
 	if !ok {
 		return nil, false
 	}
@@ -680,7 +684,7 @@ func (s *Sharer) answer(req *http.Request, ex *exchange, k *keys, key string, kv
 		return nil, false
 	}
 	s.rememberAnswer(toks, handed{provider: ex.Provider, key: key, tag: k.tagOf(toks[0].Value), until: fetched.Add(time.Duration(life)*time.Second - s.margin),
-		ex: ex, path: req.URL.Path, k: k})
+		ex: ex, path: path, k: k})
 	closeBody(req)
 	return &http.Response{
 		Status:        "200 OK",

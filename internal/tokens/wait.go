@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"sync/atomic"
 	"time"
+
+	"github.com/quotaware/throttle/internal/apipath"
 )
 
 // An exchange whose credential another replica is fetching waits for that
@@ -131,7 +133,7 @@ func WatchSent(ctx context.Context) (context.Context, *atomic.Bool) {
 
 // IsExchange reports whether req is a token exchange the Sharer may answer
 // or hold: only those need watching.
-func IsExchange(req *http.Request) bool { return exchangeFor(req.Method, req.URL.Path) != nil }
+func IsExchange(req *http.Request) bool { return exchangeFor(req.Method, apipath.Sent(req.URL)) != nil }
 
 // unsent marks ctx's exchange as having sent nothing.
 func unsent(ctx context.Context) {

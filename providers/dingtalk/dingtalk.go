@@ -11,6 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/quotaware/throttle/internal/apipath"
 	"github.com/quotaware/throttle/limiter/rule"
 	"github.com/quotaware/throttle/providers"
 	"github.com/quotaware/throttle/providers/internal/catalog"
@@ -190,7 +191,7 @@ func (p *preset) route(req *http.Request) (providers.Route, error) {
 // It reads the path as sent (an ID holding an escaped "/" is one segment,
 // as the provider reads it).
 func (p *preset) apiOf(req *http.Request) (string, bool) {
-	return catalog.Find(req.Method, catalog.PathOf(req.URL), p.extra, p.apis)
+	return catalog.Find(req.Method, apipath.Sent(req.URL), p.extra, p.apis)
 }
 
 func (p *preset) buildRoute(api, org string) (providers.Route, error) {

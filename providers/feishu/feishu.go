@@ -195,17 +195,17 @@ func (p *preset) levelRules(l Level, name string) (rules []rule.Rule, prefixes [
 // slashes, which Feishu's front end merges as every provider's does (the
 // catalog reads "//open-apis/..." as "/open-apis/..."; matched only as
 // written, such a request went out with no limit at all). The path is the
-// one net/http sends, as the catalog reads it (catalog.PathOf): a URL with
+// one net/http sends, as the catalog reads it (apipath.Sent): a URL with
 // Opaque "//open.feishu.cn/open-apis/..." has no Path, and matched by Path
 // went out unlimited too.
 func (p *preset) match(r *http.Request) bool {
-	return r.URL != nil && strings.HasPrefix(strings.TrimLeft(apipath.Clean(catalog.PathOf(r.URL)), "/"), "open-apis/") && p.hosts(r)
+	return r.URL != nil && strings.HasPrefix(strings.TrimLeft(apipath.Clean(apipath.Sent(r.URL)), "/"), "open-apis/") && p.hosts(r)
 }
 
 // apiOf returns the API a request calls, or "METHOD uncatalogued" and
 // false.
 func (p *preset) apiOf(r *http.Request) (string, bool) {
-	if name, known := catalog.Find(r.Method, catalog.PathOf(r.URL), p.extra, p.apis); known {
+	if name, known := catalog.Find(r.Method, apipath.Sent(r.URL), p.extra, p.apis); known {
 		return name, true
 	}
 	return uncatalogued(r.Method), false

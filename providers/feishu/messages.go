@@ -10,7 +10,6 @@ import (
 
 	"github.com/quotaware/throttle/internal/apipath"
 	"github.com/quotaware/throttle/providers"
-	"github.com/quotaware/throttle/providers/internal/catalog"
 	"github.com/quotaware/throttle/providers/internal/jsoncode"
 	"github.com/quotaware/throttle/providers/internal/scopekind"
 )
@@ -213,7 +212,7 @@ func messageIDOf(r *http.Request) string {
 	}
 	// The path as sent (an Opaque URL's too), repeated leading slashes
 	// merged, as in match.
-	id, _, _ := strings.Cut(strings.TrimPrefix(strings.TrimLeft(apipath.Clean(catalog.PathOf(r.URL)), "/"), "open-apis/im/v1/messages/"), "/")
+	id, _, _ := strings.Cut(strings.TrimPrefix(strings.TrimLeft(apipath.Clean(apipath.Sent(r.URL)), "/"), "open-apis/im/v1/messages/"), "/")
 	return id
 }
 

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/quotaware/throttle/internal/apipath"
 	"github.com/quotaware/throttle/internal/exchanges"
 	"github.com/quotaware/throttle/internal/hostcheck"
 	"github.com/quotaware/throttle/limiter/rule"
@@ -347,7 +348,7 @@ func (p *preset) match(r *http.Request) bool {
 // route names the request's API by the catalogs. Routes are built once per
 // API and shared: their slices must not be modified.
 func (p *preset) route(r *http.Request) (providers.Route, error) {
-	api, known := catalog.Find(r.Method, catalog.PathOf(r.URL), p.extra, p.apis) // by path alone, whatever the method
+	api, known := catalog.Find(r.Method, apipath.Sent(r.URL), p.extra, p.apis) // by path alone, whatever the method
 	st := p.state.Load()
 	if len(st.until) > 0 {
 		st = p.lapse(st, api)

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/quotaware/throttle/internal/apipath"
 	"github.com/quotaware/throttle/limiter/rule"
 	"github.com/quotaware/throttle/providers"
 	"github.com/quotaware/throttle/providers/internal/catalog"
@@ -177,7 +178,7 @@ func (p *preset) match(r *http.Request) bool {
 // route names the request's API by the catalogs. Routes are built once per
 // API and shared: their slices must not be modified.
 func (p *preset) route(r *http.Request) (providers.Route, error) {
-	api, known := catalog.Find(r.Method, catalog.PathOf(r.URL), p.extra, p.apis) // by path alone, whatever the method
+	api, known := catalog.Find(r.Method, apipath.Sent(r.URL), p.extra, p.apis) // by path alone, whatever the method
 	rt, err := p.routes.Get(api, func() (providers.Route, error) {
 		rt, err := p.buildRoute(api)
 		rt.Uncatalogued = !known

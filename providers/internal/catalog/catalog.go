@@ -3,7 +3,6 @@ package catalog
 import (
 	"errors"
 	"fmt"
-	"net/url"
 	"strings"
 
 	"github.com/quotaware/throttle/internal/apipath"
@@ -195,61 +194,6 @@ func (n *node) api(method string) *API {
 // holds, so a new API is over-throttled a little rather than IDs making
 // many APIs of one.
 const Uncatalogued = "uncatalogued"
-
-// PathOf is the path of u to look up, read as net/http sends it: the
-// decoded path, unless the path as sent escapes a "/" inside a segment (an
-// ID "a%2Fb"), which the provider reads as one segment and the decoded path
-// would split in two.
-//
-// The path as sent is u.EscapedPath(), not u.RawPath: net/http ignores a
-// RawPath that no longer encodes Path (Path changed after parsing), and
-// trusting it named another API than the one called. With Opaque set,
-// net/http sends Opaque verbatim as the path (`Opaque = "//host/path"`,
-// the net/url idiom for a path sent as written, goes out as
-// "scheme://host/path"), and Path is not sent at all: the path is read
-// from Opaque, after any "//host".
-func PathOf(u *url.URL) string {
-	if u.Opaque != "" {
-		return opaquePath(u.Opaque)
-	}
-	// EscapedPath is RawPath or Path escaped, which escapes no '/': asked
-	// only when RawPath escapes one, as it allocates.
-	if escapesSlash(u.RawPath) {
-		if p := u.EscapedPath(); escapesSlash(p) {
-			return p
-		}
-	}
-	return u.Path
-}
-
-// opaquePath is the path net/http sends for a URL's Opaque: the part after
-// "//host" (empty: "/", as in any absolute URL), up to a '?', decoded
-// unless it escapes a '/' (see PathOf). An Opaque that is not a path
-// ("mailto"-like) comes back as it is, and Lookup finds no API for it.
-func opaquePath(o string) string {
-	if i := strings.IndexByte(o, '?'); i >= 0 {
-		o = o[:i]
-	}
-	if rest, ok := strings.CutPrefix(o, "//"); ok {
-		if i := strings.IndexByte(rest, '/'); i >= 0 {
-			o = rest[i:]
-		} else {
-			o = "/"
-		}
-	}
-	if escapesSlash(o) || strings.IndexByte(o, '%') < 0 {
-		return o
-	}
-	if p, err := url.PathUnescape(o); err == nil {
-		return p
-	}
-	return o
-}
-
-// escapesSlash reports whether p, a path as sent, escapes a '/'.
-func escapesSlash(p string) bool {
-	return strings.Contains(p, "%2F") || strings.Contains(p, "%2f")
-}
 
 // Find names the API of method and path in the first of cats that knows
 // it (a preset's configured APIs first, then the provider's), or returns
