@@ -70,6 +70,9 @@ func (p *profile) stop(scope string, until time.Time, code, source string) time.
 		until = limit.UTC()
 	}
 	p.breakers.Penalize(scope, until, code)
+	if source != "answer" && p.Heard != nil {
+		p.Heard(scope, code, until)
+	}
 	return until
 }
 

@@ -56,6 +56,14 @@ type Profile struct {
 	// for a Learned with App set, which the provider's quota endpoint
 	// stated (QuotaCheck).
 	Lower func(Learned) bool
+	// Heard, when not nil, is told of each penalty of the profile that
+	// another replica recorded (announced, or met in the shared limiter)
+	// as the Transport stops the scope here, with the end it stops it
+	// until. A profile that lengthens the penalty of an error that repeats
+	// (WeCom's 45009, DingTalk's 90002) counts it as met here, so that the
+	// next repeat climbs the same ladder whichever replica meets it. It
+	// must be fast and safe for concurrent use.
+	Heard func(scope, code string, until time.Time)
 	// QuotaCheck, when not nil, lets the Transport reconcile the profile's
 	// calendar quotas with the provider's own count (see QuotaCheck).
 	QuotaCheck *QuotaCheck

@@ -220,5 +220,6 @@ func (p *preset) profile() providers.Profile {
 		Route:          p.route,
 		Classify:       p.classify,
 		DefaultPenalty: p.cfg.DefaultPenalty,
+		Heard:          p.heard,
 	}
 }

@@ -73,7 +73,7 @@ type appsFleet struct {
 	tokens  []string // by credential
 }
 
-func newAppsFleet(t *testing.T, replicas int, creds []credential) *appsFleet {
+func newAppsFleet(t *testing.T, replicas int, creds []credential, opts ...throttle.Option) *appsFleet {
 	t.Helper()
 	f := &appsFleet{creds: creds}
 	emuOpts := dingtalktest.Options{
@@ -89,7 +89,7 @@ func newAppsFleet(t *testing.T, replicas int, creds []credential) *appsFleet {
 	t.Cleanup(f.emu.Close)
 	// Jitter is fixed: see loadtest.AppsJitter.
 	set := dingtalk.MustNew(dingtalk.Config{Hosts: []string{f.emu.Host()}, Jitter: loadtest.AppsJitter, Apps: []dingtalk.App{{AppKey: "dingStandard", PerAPIRate: stdRate}, {AppKey: "dingPro", PerAPIRate: proRate}, {AppKey: "dingSlow", PerAPIRate: slowRate}, {AppKey: "suiteISV", ISV: true, ISVRate: isvRate}}})
-	f.clients, f.books = loadtest.AppReplicas(t, replicas, throttle.WithProfiles(set.Profile()))
+	f.clients, f.books = loadtest.AppReplicas(t, replicas, append([]throttle.Option{throttle.WithProfiles(set.Profile())}, opts...)...)
 	// The service keeps its tokens where every replica finds them (as SDKs
 	// with a shared token cache do): each credential is fetched by one
 	// replica, whose Transport learns it and shares it through Redis.
@@ -235,7 +235,9 @@ func TestISVPenaltyStaysInItsOrg(t *testing.T) {
 			creds = append(creds, c)
 		}
 	}
-	f := newAppsFleet(t, replicas, creds)
+	// Without retries, a call refused during the penalty ends refused:
+	// with them it waits for the penalty's end within its budget.
+	f := newAppsFleet(t, replicas, creds, throttle.WithoutRetry())
 	rates := make([]float64, len(creds))
 	for k, c := range creds {
 		rates[k] = demand * c.rate

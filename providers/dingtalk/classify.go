@@ -90,6 +90,25 @@ func oldQuota(code string) (quotaCode, bool) {
 	return quotaCode{}, false
 }
 
+// backsOff reports whether the penalties of code climb Config.Escalation
+// (90002, QpsLimitForApi: every caller of the API).
+func backsOff(code string) bool {
+	q, ok := oldQuota(code)
+	if rest, found := strings.CutPrefix(code, accessDenied); !ok && found {
+		q, ok = newQuota(rest)
+	}
+	return ok && q.end == endBackoff
+}
+
+// heard counts a penalty of the ladder's codes another replica met as met
+// here (providers.Profile.Heard): the API's next repeat climbs from there.
+// The ladder's record is the deployment's, shared by its apps' presets.
+func (p *preset) heard(scope, code string, until time.Time) {
+	if backsOff(code) {
+		p.backoff.Heard(scope, until, p.cfg.Clock(), &p.ladder)
+	}
+}
+
 // accessDenied prefixes the new API's 403 codes, throttling or not.
 const accessDenied = "Forbidden.AccessDenied."
 

@@ -291,6 +291,33 @@ func TestGlobalLimitBacksOff(t *testing.T) {
 	}
 }
 
+// A global per-API error another replica met, heard here
+// (Profile.Heard), is a strike here too: this replica's next one after it
+// backs off to the next step (2 s), as the replica that met it would, for
+// the old API's code and the new API's alike.
+func TestGlobalLimitBackoffHeardFromAnotherReplica(t *testing.T) {
+	for _, tc := range []struct {
+		url, body string
+		status    int
+	}{
+		{oldURL, `{"errcode":90002,"errmsg":"busy"}`, 200},
+		{newURL, `{"code":"Forbidden.AccessDenied.QpsLimitForApi","message":"m"}`, 403},
+	} {
+		at := now.Truncate(time.Second).Add(999 * time.Millisecond)
+		cfg := Config{Apps: []App{{}}, Clock: func() time.Time { return at }}
+		a, b := testProfile(t, cfg), testProfile(t, cfg)
+		first := routedClassify(a, request("GET", tc.url), answer(tc.status, json, tc.body))
+		if first.Kind != providers.Quota || !first.Until.Equal(at.Add(time.Second)) {
+			t.Fatalf("%s: the first: %+v", tc.body, first)
+		}
+		b.Heard(first.Scope, first.Code, first.Until) // announced to b
+		at = first.Until.Add(500 * time.Millisecond)
+		if got := routedClassify(b, request("GET", tc.url), answer(tc.status, json, tc.body)).Until.Sub(at); got != 2*time.Second {
+			t.Errorf("%s: the next on the replica that heard of the first: %v, want 2s", tc.body, got)
+		}
+	}
+}
+
 // Config.Escalation and EscalationWindow replace the docs' backoff: a
 // platform that changes its advice is followed without a release.
 func TestGlobalLimitEscalationIsConfigured(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -150,7 +151,16 @@ func profileOf(cfg settings) (providers.Profile, error) {
 		Route:          p.route,
 		Classify:       p.classify,
 		DefaultPenalty: cfg.DefaultPenalty,
+		Heard:          p.heard,
 	}, nil
+}
+
+// heard counts a 45009 of this company's another replica met as met here
+// (providers.Profile.Heard): its next repeat climbs the ladder from there.
+func (p *preset) heard(scope, code string, until time.Time) {
+	if code == codeFreq && strings.HasPrefix(scope, p.apiScope("")) {
+		p.strikes.Heard(scope, until, p.cfg.Clock(), &p.ladder)
+	}
 }
 
 type preset struct {

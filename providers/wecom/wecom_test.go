@@ -150,6 +150,27 @@ func TestEscalation(t *testing.T) {
 	}
 }
 
+// A 45009 another replica met, heard here (Profile.Heard), is a strike
+// here too: this replica's next 45009 of the API after it climbs to the
+// hour's block, as the replica that met it would, not back to a minute.
+func TestEscalationHeardFromAnotherReplica(t *testing.T) {
+	clk := &fakeClock{t: t0}
+	cfg := Config{Apps: []App{{}}}
+	a, b := testProfile(t, cfg, clk), testProfile(t, cfg, clk)
+	freq := `{"errcode":45009,"errmsg":"api freq out of limit, hint: [x], from ip: 203.0.113.7"}`
+	target := "https://qyapi.weixin.qq.com/cgi-bin/message/send"
+	first := routedClassify(a, request("POST", target), response(200, freq))
+	if !first.Until.Equal(t0.Add(time.Minute)) {
+		t.Fatalf("the first 45009: %+v", first)
+	}
+	clk.Set(t0.Add(time.Second))
+	b.Heard(first.Scope, first.Code, first.Until) // announced to b
+	clk.Set(t0.Add(61 * time.Second))
+	if got := routedClassify(b, request("POST", target), response(200, freq)).Until; !got.Equal(clk.Now().Add(time.Hour)) {
+		t.Errorf("the next 45009 on the replica that heard of the first: until %v, want the hour's %v", got, clk.Now().Add(time.Hour))
+	}
+}
+
 func TestEscalationBounded(t *testing.T) {
 	clk := &fakeClock{t: t0}
 	p := testProfile(t, Config{MaxTracked: 8, Apps: []App{{}}}, clk)

@@ -239,8 +239,30 @@ func (s *Set) Profile() providers.Profile {
 		},
 		DefaultPenalty: s.fallback.Load().DefaultPenalty,
 		Lower:          s.lower,
+		Heard:          s.heard,
 		Apps:           len(*s.byID.Load()),
 	}
+}
+
+// heard tells every profile of the set that hears penalties of one another
+// replica recorded (providers.Profile.Heard): each keeps those of its own
+// scopes. Profiles built later have not met the incident, as a replica
+// started later has not.
+func (s *Set) heard(scope, code string, until time.Time) {
+	if fb := s.fallback.Load(); fb.Heard != nil {
+		fb.Heard(scope, code, until)
+	}
+	for _, p := range *s.byID.Load() {
+		if p.Heard != nil {
+			p.Heard(scope, code, until)
+		}
+	}
+	s.learned.Range(func(_, v any) bool {
+		if p := v.(*providers.Profile); p.Heard != nil {
+			p.Heard(scope, code, until)
+		}
+		return true
+	})
 }
 
 // lower applies a limit learned from an answer to every profile of the

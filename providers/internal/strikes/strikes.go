@@ -75,6 +75,43 @@ func (b *Book) Penalty(scope string, now time.Time, l *Ladder) time.Time {
 	return until
 }
 
+// Heard records a penalty of scope ending at until that another replica
+// gave for an error it met, so that the ladder's next step applies here
+// too when the error repeats. Its step is read from its length: the first
+// step at least as long as what is left of it at now, or Top's past the
+// last step (the last without Top); one heard late, with less left than
+// its step, reads as a lower step, as though not heard. A strike ending at
+// or after until stays.
+func (b *Book) Heard(scope string, until, now time.Time, l *Ladder) {
+	if !now.Before(until) || len(l.Steps) == 0 && l.Top == nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	prev, ok := b.m[scope]
+	if ok && !prev.until.Before(until) {
+		return
+	}
+	left := until.Sub(now)
+	step := len(l.Steps) - 1
+	if l.Top != nil {
+		step = len(l.Steps)
+	}
+	for i, d := range l.Steps {
+		if d >= left {
+			step = i
+			break
+		}
+	}
+	switch {
+	case ok && now.Before(prev.until.Add(l.Window)):
+		step = max(step, prev.step) // the same incident, no lower
+	case !ok && len(b.m) >= b.max:
+		b.evictLocked(now, l.Window)
+	}
+	b.m[scope] = strike{step: step, until: until}
+}
+
 // evictLocked forgets the strikes that can no longer climb and, if none
 // has expired, the one that ends first.
 func (b *Book) evictLocked(now time.Time, window time.Duration) {

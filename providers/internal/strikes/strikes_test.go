@@ -61,3 +61,50 @@ func TestBounded(t *testing.T) {
 		}
 	}
 }
+
+// A penalty another replica gave is a strike here: the next error after
+// it climbs from its step, read from its length (what is left of it when
+// heard); it never lowers a strike of the same incident or replaces one
+// ending later.
+func TestHeardPenaltyIsAStrike(t *testing.T) {
+	l := &Ladder{Steps: []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}, Window: 10 * time.Second}
+	for _, tc := range []struct {
+		name  string
+		heard time.Duration // left of the heard penalty when heard, at t0
+		next  time.Duration // the penalty of the next error, a second after its end
+	}{
+		{"a first step", time.Second, 2 * time.Second},
+		{"a second step", 2 * time.Second, 4 * time.Second},
+		{"a second step heard a little late", 1500 * time.Millisecond, 4 * time.Second},
+		{"the last step", 4 * time.Second, 4 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := New(8)
+			until := t0.Add(tc.heard)
+			b.Heard("s", until, t0, l)
+			now := until.Add(time.Second)
+			if got := b.Penalty("s", now, l).Sub(now); got != tc.next {
+				t.Errorf("the next error: %v, want %v", got, tc.next)
+			}
+		})
+	}
+	b := New(8)
+	long := b.Penalty("s", t0, l)                     // 1 s here
+	b.Heard("s", t0.Add(500*time.Millisecond), t0, l) // ends sooner: stays as it was
+	if got := b.Penalty("s", t0.Add(100*time.Millisecond), l); !got.Equal(long) {
+		t.Errorf("a heard penalty ending sooner replaced the strike: %v, want %v", got, long)
+	}
+	// In flight when heard: the same incident, its end.
+	b.Heard("s", t0.Add(3*time.Second), t0.Add(900*time.Millisecond), l)
+	if got := b.Penalty("s", t0.Add(2*time.Second), l); !got.Equal(t0.Add(3 * time.Second)) {
+		t.Errorf("an error during the heard penalty: until %v, want its end", got)
+	}
+	// Top past the last step.
+	top := &Ladder{Steps: []time.Duration{time.Minute}, Window: time.Hour, Top: func(now time.Time) time.Time { return now.Add(24 * time.Hour) }}
+	b = New(8)
+	b.Heard("s", t0.Add(20*time.Hour), t0, top)
+	now := t0.Add(20*time.Hour + time.Minute)
+	if got := b.Penalty("s", now, top); !got.Equal(now.Add(24 * time.Hour)) {
+		t.Errorf("after a heard day's block: until %v, want Top's", got)
+	}
+}
