@@ -233,7 +233,7 @@ func (b *Book) Resolve(req *http.Request, provider string) *http.Request {
 		}
 		return req
 	}
-	if apipath.Sent(req.URL) == dingtalkRobot {
+	if apipath.Clean(apipath.Sent(req.URL)) == dingtalkRobot {
 		return req
 	}
 	app, ok := b.Lookup(ctx, tok)

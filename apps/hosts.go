@@ -47,7 +47,7 @@ func (b *Book) fromProvider(req *http.Request, provider string) bool {
 // and the calls made with a suite's, component's or provider's own token
 // name no app token.
 func needsToken(provider string, req *http.Request) bool {
-	p := apipath.Sent(req.URL)
+	p := apipath.Clean(apipath.Sent(req.URL)) // read as the routes read it
 	switch provider {
 	case nameDingTalk:
 		// The ISV's /service/ calls sign with the suite's key; /v1.0/oauth2/

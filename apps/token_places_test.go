@@ -100,6 +100,9 @@ func TestUnreadableTokenIsCounted(t *testing.T) {
 		{"wecom", "POST", "https://qyapi.weixin.qq.com/cgi-bin/webhook/send?key=k", false},
 		{"wecom", "POST", "https://qyapi.weixin.qq.com/cgi-bin/service/get_permanent_code?suite_access_token=s", false},
 		{"feishu", "POST", "https://open.feishu.cn/open-apis/bot/v2/hook/abc", false},
+		// Spelt as the front ends still read them.
+		{"dingtalk", "POST", "https://oapi.dingtalk.com//robot/send/?access_token=hook", false},
+		{"feishu", "POST", "https://open.feishu.cn/open-apis//bot/v2/hook/abc", false},
 	}
 	var want int64
 	for _, tc := range cases {

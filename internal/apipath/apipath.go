@@ -67,6 +67,11 @@ func opaquePath(o string) string {
 	if i := strings.IndexByte(o, '?'); i >= 0 {
 		o = o[:i]
 	}
+	// An absolute form ("http://host/p"), sent as it is: the front end
+	// reads its path.
+	if i := strings.Index(o, "://"); i > 0 && !strings.ContainsAny(o[:i], "/") {
+		o = o[i+1:]
+	}
 	if rest, ok := strings.CutPrefix(o, "//"); ok {
 		if i := strings.IndexByte(rest, '/'); i >= 0 {
 			o = rest[i:]

@@ -25,7 +25,8 @@ const unknownApp = "unknown"
 type Preset struct {
 	cfg      Config
 	set      *appset.Set
-	rebuilds *appset.Rebuilds[App, *Preset] // for a new latency allowance
+	rebuilds *appset.Rebuilds[App, *Preset]            // for a new latency allowance
+	heard    func(scope, code string, until time.Time) // the ladder's, counted once for the deployment
 }
 
 // New builds the preset of a Config listing one app or many. It fails,
@@ -34,10 +35,13 @@ func New(c Config) (*Preset, error) {
 	if c.backoff == nil {
 		c.backoff = strikes.New(maxBackoffScopes)
 	}
-	if _, err := c.build(App{AppKey: unknownApp}); err != nil {
+	first, err := c.build(App{AppKey: unknownApp})
+	if err != nil {
 		return nil, err // a deployment-wide field, whatever the app
 	}
-	p := &Preset{cfg: c, rebuilds: &appset.Rebuilds[App, *Preset]{ID: func(a App) string { return a.AppKey }}}
+	// The ladder's record (c.backoff) and steps are the deployment's, the
+	// same for every app: a penalty heard is counted once, not by each app.
+	p := &Preset{cfg: c, heard: first.heard, rebuilds: &appset.Rebuilds[App, *Preset]{ID: func(a App) string { return a.AppKey }}}
 	spec := appset.Spec[App]{
 		Name: Name,
 		Apps: c.Apps,
@@ -145,6 +149,7 @@ func (p *Preset) Profile() providers.Profile {
 		return appset.Nil(Name)
 	}
 	prof := p.set.Profile()
+	prof.Heard = p.heard
 	if p.cfg.Jitter == 0 && !p.cfg.NoJitter {
 		// No Jitter chosen: the Transport measures the allowance, starting
 		// from the old default, and rebuilds the preset with it.
@@ -152,7 +157,11 @@ func (p *Preset) Profile() providers.Profile {
 			next := p.cfg
 			next.Jitter = j
 			return New(next)
-		}, func(np *Preset) providers.Profile { return np.set.Profile() })
+		}, func(np *Preset) providers.Profile {
+			pr := np.set.Profile()
+			pr.Heard = np.heard
+			return pr
+		})
 	} else if !p.cfg.NoJitter {
 		// A late wake books again rather than crowd a window (the
 		// measured allowance's check, with the Jitter chosen).
@@ -220,6 +229,5 @@ func (p *preset) profile() providers.Profile {
 		Route:          p.route,
 		Classify:       p.classify,
 		DefaultPenalty: p.cfg.DefaultPenalty,
-		Heard:          p.heard,
 	}
 }

@@ -239,9 +239,19 @@ func (s *Set) Profile() providers.Profile {
 		},
 		DefaultPenalty: s.fallback.Load().DefaultPenalty,
 		Lower:          s.lower,
-		Heard:          s.heard,
+		Heard:          s.heardFunc(),
 		Apps:           len(*s.byID.Load()),
 	}
+}
+
+// heardFunc is the set's Heard, nil when its profiles hear nothing (they
+// are built alike: the fallback says), so that a penalty heard costs no
+// walk over every app.
+func (s *Set) heardFunc() func(scope, code string, until time.Time) {
+	if s.fallback.Load().Heard == nil {
+		return nil
+	}
+	return s.heard
 }
 
 // heard tells every profile of the set that hears penalties of one another

@@ -75,33 +75,45 @@ func (b *Book) Penalty(scope string, now time.Time, l *Ladder) time.Time {
 	return until
 }
 
+// heardSkew is how far another replica's clock may be ahead of this one's
+// as its penalty's end is heard: the shared limiter corrects a larger skew
+// (limiter's maxClockSkew, 250 ms), and the rest is slack for the
+// announcement's way.
+const heardSkew = 500 * time.Millisecond
+
 // Heard records a penalty of scope ending at until that another replica
 // gave for an error it met, so that the ladder's next step applies here
 // too when the error repeats. Its step is read from its length: the first
-// step at least as long as what is left of it at now, or Top's past the
-// last step (the last without Top); one heard late, with less left than
-// its step, reads as a lower step, as though not heard. A strike ending at
-// or after until stays.
+// step at least as long as what is left of it at now, less heardSkew (a
+// sender's clock a little ahead must not read as the next step: WeCom's
+// minute read as its hour, and the next 45009 as the rest of the day), or
+// Top's past the last step. One heard late, with less left than its step,
+// reads as a lower step, as though not heard. Without Top, a penalty
+// longer than the last step is none of the ladder's (an end the provider
+// stated) and counts nothing. A strike ending at or after until stays.
 func (b *Book) Heard(scope string, until, now time.Time, l *Ladder) {
 	if !now.Before(until) || len(l.Steps) == 0 && l.Top == nil {
 		return
+	}
+	left := until.Sub(now) - heardSkew
+	step := -1
+	for i, d := range l.Steps {
+		if d >= left {
+			step = i
+			break
+		}
+	}
+	if step < 0 {
+		if l.Top == nil {
+			return
+		}
+		step = len(l.Steps)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	prev, ok := b.m[scope]
 	if ok && !prev.until.Before(until) {
 		return
-	}
-	left := until.Sub(now)
-	step := len(l.Steps) - 1
-	if l.Top != nil {
-		step = len(l.Steps)
-	}
-	for i, d := range l.Steps {
-		if d >= left {
-			step = i
-			break
-		}
 	}
 	switch {
 	case ok && now.Before(prev.until.Add(l.Window)):

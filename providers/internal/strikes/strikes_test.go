@@ -64,8 +64,9 @@ func TestBounded(t *testing.T) {
 
 // A penalty another replica gave is a strike here: the next error after
 // it climbs from its step, read from its length (what is left of it when
-// heard); it never lowers a strike of the same incident or replaces one
-// ending later.
+// heard, the sender's clock up to half a second ahead); a stated end past
+// a ladder without Top is none of the ladder's; it never lowers a strike
+// of the same incident or replaces one ending later.
 func TestHeardPenaltyIsAStrike(t *testing.T) {
 	l := &Ladder{Steps: []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}, Window: 10 * time.Second}
 	for _, tc := range []struct {
@@ -74,9 +75,11 @@ func TestHeardPenaltyIsAStrike(t *testing.T) {
 		next  time.Duration // the penalty of the next error, a second after its end
 	}{
 		{"a first step", time.Second, 2 * time.Second},
+		{"a first step from a clock 300 ms ahead", 1300 * time.Millisecond, 2 * time.Second},
 		{"a second step", 2 * time.Second, 4 * time.Second},
-		{"a second step heard a little late", 1500 * time.Millisecond, 4 * time.Second},
+		{"a second step heard 600 ms late reads as the first", 1400 * time.Millisecond, 2 * time.Second},
 		{"the last step", 4 * time.Second, 4 * time.Second},
+		{"a stated end past every step", time.Minute, time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := New(8)
