@@ -22,6 +22,7 @@ import (
 	"github.com/quotaware/throttle/internal/loadtest"
 	"github.com/quotaware/throttle/providers/dingtalk"
 	"github.com/quotaware/throttle/providers/dingtalk/dingtalktest"
+	"github.com/quotaware/throttle/providers/internal/penaltytime"
 )
 
 // credential is one app, or the suite in one customer org, as the service
@@ -242,9 +243,13 @@ func TestISVPenaltyStaysInItsOrg(t *testing.T) {
 	for k, c := range creds {
 		rates[k] = demand * c.rate
 	}
-	// corp0 calls the new API: one 403 QpsLimitForSuitekeyAndOrgAndApi.
-	f.emu.FailNextIn("corp0", 1, http.StatusForbidden,
-		`{"code":"Forbidden.AccessDenied.QpsLimitForSuitekeyAndOrgAndApi","message":"The request has exceeded the QPS limit of the suitekey, org and api","requestid":"0123456789abcdef"}`)
+	// corp0's next call: one 90019 (the suite's per-org limit) whose
+	// message states its end, a second or two ahead: a penalty long
+	// enough that calls come within it, wherever in a second it lands (a
+	// penalty to the next second could last a few milliseconds).
+	end := time.Now().Add(2500 * time.Millisecond).Truncate(time.Second)
+	f.emu.FailNextIn("corp0", 1, http.StatusOK,
+		`{"errcode":90019,"errmsg":"当前应用调用该接口的频率已超过限制, 处罚将在 `+end.In(penaltytime.Beijing()).Format(time.DateTime)+` 结束."}`)
 	ctx, cancel := loadtest.Until(time.Now().Add(run))
 	results := loadtest.Drive(ctx, replicas, rates, func(ctx context.Context, i, k int) result {
 		return f.send(ctx, i, f.creds[k], f.tokens[k], f.creds[k].oldAPI)

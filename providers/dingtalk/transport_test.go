@@ -346,7 +346,9 @@ func testPenalty(t *testing.T, tc penaltyCase) {
 	}
 	// Traffic resumes: a probe, then the paced rate.
 	checkResumed(t, api, until, recs)
-	if tl.Penalized == 0 {
+	// A penalty to the next second may last a few milliseconds, with no
+	// slot in it to refuse; one of a fifth of a second holds several.
+	if tl.Penalized == 0 && penalty-inFlight > 200*time.Millisecond {
 		t.Errorf("no caller was refused with ErrPenalized: the penalty was not enforced locally")
 	}
 }
