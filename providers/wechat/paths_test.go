@@ -2,11 +2,10 @@ package wechat
 
 import (
 	"fmt"
-	"net/http"
 	"strings"
 	"testing"
 
-	"github.com/quotaware/throttle/providers"
+	"github.com/quotaware/throttle/providers/internal/routetest"
 )
 
 // A Daily or PerMinute key is compared with a request's path as WeChat
@@ -40,38 +39,6 @@ func TestAPIKeysWrittenAsNoRequestIsRead(t *testing.T) {
 	}
 }
 
-// sentAlike returns requests that net/http sends as it sends target's
-// (method, URL), though their URL.Path does not say so: Path changed after
-// parsing, leaving a stale RawPath that net/http ignores, and the path in
-// Opaque, with or without "//host" (the net/url idiom for a path sent as
-// written), which net/http sends in place of Path.
-func sentAlike(t *testing.T, method, target string) map[string]*http.Request {
-	t.Helper()
-	plain := request(method, target)
-	host, path := plain.URL.Host, plain.URL.Path
-	stale := request(method, target)
-	stale.URL.RawPath = "/base%2Fx" // as url.Parse leaves it for "/base%2Fx"
-	opaque := request(method, target)
-	opaque.URL.Path, opaque.URL.Opaque = "", "//"+host+path
-	hostless := request(method, target)
-	hostless.URL.Path, hostless.URL.Opaque = "", path
-	for name, r := range map[string]*http.Request{"stale RawPath": stale, "Opaque": opaque, "Opaque without the host": hostless} {
-		if got := r.URL.RequestURI(); got != plain.URL.RequestURI() && got != "https://"+host+plain.URL.RequestURI() {
-			t.Fatalf("%s: net/http sends %q, not %q", name, got, plain.URL.RequestURI())
-		}
-	}
-	return map[string]*http.Request{"stale RawPath": stale, "Opaque": opaque, "Opaque without the host": hostless}
-}
-
-// routeString is what a route limits: its API, rules and scopes.
-func routeString(r providers.Route) string {
-	var rules []string
-	for _, rl := range r.Rules {
-		rules = append(rules, rl.String())
-	}
-	return fmt.Sprintf("%s uncatalogued=%v rules=%q scopes=%q", r.API, r.Uncatalogued, rules, r.Scopes)
-}
-
 // A request is routed by the path net/http sends: a stale RawPath or a
 // path in Opaque routed a catalogued API as uncatalogued, with no rules at
 // all (the 100 a day of mass sends not kept).
@@ -86,19 +53,6 @@ func TestRouteReadsThePathAsSent(t *testing.T) {
 		"https://api.weixin.qq.com/wxa/msg_sec_check?access_token=T",
 		"https://api.weixin.qq.com/cgi-bin/media/get/zhangsan?access_token=T",
 	} {
-		want, err := p.Route(request("POST", target))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for name, req := range sentAlike(t, "POST", target) {
-			if !p.Match(req) {
-				t.Errorf("%s, %s: not matched", target, name)
-				continue
-			}
-			got, err := p.Route(req)
-			if err != nil || routeString(got) != routeString(want) {
-				t.Errorf("%s, %s: routed %s, %v\nwant %s", target, name, routeString(got), err, routeString(want))
-			}
-		}
+		routetest.RoutesAsSent(t, p, "POST", target)
 	}
 }
