@@ -3,7 +3,6 @@ package tokens
 import (
 	"context"
 	"errors"
-	"net/http"
 	"testing"
 	"time"
 )
@@ -21,21 +20,7 @@ func TestCloseEndsTheBackgroundWork(t *testing.T) {
 
 	// The fleet's fetch of wxB, under the lease, held at WeChat; its caller
 	// gives up, and the fetch goes on detached.
-	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, wx.URL+"/cgi-bin/token?grant_type=client_credential&appid=wxB&secret="+secret, nil)
-	gaveUp := make(chan error, 1)
-	go func() {
-		resp, err := f.clients[1].Do(req)
-		if err == nil {
-			resp.Body.Close()
-		}
-		gaveUp <- err
-	}()
-	<-wx.arrived
-	cancel()
-	if err := <-gaveUp; !errors.Is(err, context.Canceled) {
-		t.Fatalf("the caller that gave up got %v, want its context's error", err)
-	}
+	wx.giveUpOnce(t, f.clients[1], "wxB")
 
 	// wxA sent alone while Redis stalls: its answer's write for the fleet
 	// retries in the background.

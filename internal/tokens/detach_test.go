@@ -31,6 +31,41 @@ type heldWeChat struct {
 // answer lets the requests held, and those to come, be answered.
 func (w *heldWeChat) answer() { w.once.Do(func() { close(w.release) }) }
 
+// giveUpOnce sends appid's token exchange to w through c and gives up
+// once WeChat holds it (WeChat rotates on receipt): the caller must get
+// its context's error at once, not wait for the fetch.
+func (w *heldWeChat) giveUpOnce(t *testing.T, c *http.Client, appid string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, w.URL+"/cgi-bin/token?grant_type=client_credential&appid="+appid+"&secret="+secret, nil)
+	giveUp(t, c, req, w.arrived, cancel)
+}
+
+// giveUp sends req through c, cancels it (cancel) once held says the
+// provider has it, and checks that the caller got its context's error
+// within 10 s.
+func giveUp(t *testing.T, c *http.Client, req *http.Request, held <-chan struct{}, cancel context.CancelFunc) {
+	t.Helper()
+	gaveUp := make(chan error, 1)
+	go func() {
+		resp, err := c.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		gaveUp <- err
+	}()
+	<-held
+	cancel()
+	select {
+	case err := <-gaveUp:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("the caller that gave up got %v, want its context's error", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the caller that gave up waited for the fetch")
+	}
+}
+
 func newHeldWeChat(t *testing.T) *heldWeChat {
 	w := &heldWeChat{arrived: make(chan struct{}, 16), release: make(chan struct{})}
 	w.Server = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
@@ -98,21 +133,7 @@ func leavesTheRotationToTheFleet(t *testing.T, tokenReq func(ctx context.Context
 		return string(b), err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	gaveUp := make(chan error, 1)
-	go func() {
-		_, err := get(ctx)
-		gaveUp <- err
-	}()
-	<-wx.arrived // WeChat has the request: it rotates on receipt
-	cancel()
-	select {
-	case err := <-gaveUp:
-		if !errors.Is(err, context.Canceled) {
-			t.Fatalf("the caller that gave up got %v, want its context's error", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the caller that gave up waited for the fetch")
-	}
+	giveUp(t, c, tokenReq(ctx, wx.URL), wx.arrived, cancel) // WeChat rotates on receipt
 	// Another exchange waits for the fetch still in flight.
 	second := make(chan string, 1)
 	go func() {
@@ -176,21 +197,7 @@ func TestCallerGivingUpDuringAnAloneRotation(t *testing.T) {
 	wx := newHeldWeChat(t)
 	f, s, proxy := withProxiedReplica(t)
 	proxy.Stall()
-	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, wx.URL+"/cgi-bin/token?grant_type=client_credential&appid=wxA&secret="+secret, nil)
-	gaveUp := make(chan error, 1)
-	go func() {
-		resp, err := f.clients[1].Do(req)
-		if err == nil {
-			resp.Body.Close()
-		}
-		gaveUp <- err
-	}()
-	<-wx.arrived
-	cancel()
-	if err := <-gaveUp; !errors.Is(err, context.Canceled) {
-		t.Fatalf("the caller that gave up got %v, want its context's error", err)
-	}
+	wx.giveUpOnce(t, f.clients[1], "wxA")
 	wx.answer()
 	proxy.Resume()
 	s.bg.Wait()
