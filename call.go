@@ -254,15 +254,8 @@ rebooked:
 		// stall: a pause of the process or its machine): sent now, it
 		// would crowd the provider's window with the slots after it.
 		if why := c.rebook(gen, &res, slot); why != "" {
-			allowance := c.p.allowance()
-			if rt, err := c.p.Route(req); err == nil {
-				c.giveBack(ctx, res)
-				c.route, c.allowance = rt, allowance
-				if !c.t.tel.disabled {
-					c.event("throttle.rebooked", attribute.String("throttle.reason", why))
-				}
-				goto rebooked
-			}
+			c.bookAgain(ctx, req, res, why)
+			goto rebooked
 		}
 	}
 	// A quota error may have come back while this request waited: a slot
@@ -280,13 +273,7 @@ rebooked:
 		return nil, pe
 	}
 	if again {
-		c.giveBack(ctx, res)
-		if rt, err := c.p.Route(req); err == nil {
-			c.route, c.allowance = rt, c.p.allowance()
-		}
-		if !c.t.tel.disabled {
-			c.event("throttle.rebooked", attribute.String("throttle.reason", "probed"))
-		}
+		c.bookAgain(ctx, req, res, "probed")
 		goto rebooked
 	}
 	var unsent *atomic.Bool
@@ -362,6 +349,20 @@ rebooked:
 		c.t.applyCleared(ctx, c.p, c.verdict.Cleared)
 	}
 	return resp, nil
+}
+
+// bookAgain gives res back and routes req again, under the rules and the
+// allowance in force now (a route that cannot be built keeps the one it
+// had), for a request that books again; why is the span event's reason.
+func (c *call) bookAgain(ctx context.Context, req *http.Request, res limiter.Reservation, why string) {
+	c.giveBack(ctx, res)
+	allowance := c.p.allowance() // read before the route: call.allowance
+	if rt, err := c.p.Route(req); err == nil {
+		c.route, c.allowance = rt, allowance
+	}
+	if !c.t.tel.disabled {
+		c.event("throttle.rebooked", attribute.String("throttle.reason", why))
+	}
 }
 
 // rebook says why a request woken for its slot (slot on this process's
